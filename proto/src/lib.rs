@@ -1,0 +1,54 @@
+//! `udrma-proto`: the wire formats of udrma, and nothing else.
+//!
+//! This crate owns every byte the protocol puts on a wire: the common
+//! header, the per-opcode extension headers, the ICRC trailer
+//! ([`packet`], [`repr`]), the Ethernet/IPv4/UDP encapsulation used by
+//! captures ([`encap`]) and the nanosecond pcap files people open in
+//! Wireshark ([`pcap`]). It performs no I/O of its own beyond the
+//! `std::io::{Read, Write}` handles the caller passes to [`pcap`], and it
+//! never reads a clock.
+//!
+//! # The no-panic promise
+//!
+//! Every parser here accepts arbitrary bytes. [`Packet::new_checked`]
+//! validates a buffer once (length, version, ICRC, length field against
+//! the opcode's layout); after it returns `Ok`, no accessor of that
+//! [`Packet`] can panic. [`Repr::parse`] builds on it, and unknown codes
+//! (opcodes, syndromes, rendezvous protocols) are kept as
+//! `Unknown(u8)` values so the layer above can decide what to do with
+//! them. `docs/wire-format.md` in the repository describes every byte.
+//!
+//! Layout follows smoltcp's `wire` module: a zero-copy checked view
+//! ([`Packet`]) beside a typed representation ([`Repr`]) with `parse`,
+//! `emit` and `buffer_len`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[macro_use]
+mod macros;
+
+pub mod addr;
+pub mod encap;
+pub mod error;
+pub mod flags;
+pub mod icrc;
+pub mod opcode;
+pub mod packet;
+pub mod pcap;
+pub mod repr;
+pub mod samples;
+
+pub use addr::NodeAddr;
+pub use error::{EmitError, Error};
+pub use flags::Flags;
+pub use opcode::{Opcode, Position, Protocol, Syndrome};
+pub use packet::{Packet, HEADER_LEN, ICRC_LEN, VERSION};
+pub use repr::{Body, Rendezvous, Repr};
+
+/// The UDP port udrma uses unless configured otherwise (destination port of
+/// every protocol datagram; the Wireshark dissector registers on it).
+///
+/// Chosen away from RoCEv2's 4791 so Wireshark's own RoCE dissector does
+/// not claim our traffic.
+pub const DEFAULT_UDP_PORT: u16 = 18791;

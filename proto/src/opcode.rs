@@ -1,0 +1,260 @@
+//! Wire codes: opcodes, NACK syndromes and rendezvous protocols.
+
+use core::fmt;
+
+use crate::flags::Flags;
+
+enum_with_unknown! {
+    /// What a packet is (byte 1 of the common header).
+    ///
+    /// Codes `0x30..=0x3f` are reserved for the NIC-offloaded reduction
+    /// (REDUCE) kinds; until they exist they parse as `Unknown`.
+    pub enum Opcode(u8) {
+        /// RDMA WRITE data; FIRST/LAST flags give its place in the operation.
+        Write = 0x01,
+        /// RDMA READ request (asks the responder for a range of its memory).
+        ReadRequest = 0x02,
+        /// RDMA READ response data, flowing back to the requester.
+        ReadResponse = 0x03,
+        /// SEND data, consumed by a posted receive buffer.
+        Send = 0x04,
+        /// Per-packet acknowledgement of the packet named by op number and
+        /// segment index.
+        Ack = 0x10,
+        /// Coalesced selective acknowledgement: message id + base + 64-bit
+        /// bitmap.
+        SelectiveAck = 0x11,
+        /// Negative acknowledgement with a syndrome.
+        Nack = 0x12,
+        /// Completion notice: the receiver's registry saw every packet of the
+        /// operation.
+        Completion = 0x13,
+        /// Data-arrived notification: sender tells the receiver that data
+        /// has landed at a given place (WRITE-with-notify).
+        DataArrived = 0x14,
+        /// CREDIT / NOOP: carries only the piggybacked credit update.
+        Credit = 0x20,
+        /// Rendezvous request-to-send.
+        Rts = 0x21,
+        /// Rendezvous clear-to-send (ok-to-send).
+        Cts = 0x22,
+        /// Rendezvous finish.
+        Fin = 0x23,
+    }
+}
+
+impl Opcode {
+    /// Every known opcode, in code order.
+    pub const ALL: [Opcode; 13] = [
+        Opcode::Write,
+        Opcode::ReadRequest,
+        Opcode::ReadResponse,
+        Opcode::Send,
+        Opcode::Ack,
+        Opcode::SelectiveAck,
+        Opcode::Nack,
+        Opcode::Completion,
+        Opcode::DataArrived,
+        Opcode::Credit,
+        Opcode::Rts,
+        Opcode::Cts,
+        Opcode::Fin,
+    ];
+
+    /// Length of this opcode's extension header (the fixed fields between
+    /// the common header and the payload); `None` for unknown opcodes.
+    pub const fn ext_len(self) -> Option<usize> {
+        match self {
+            Opcode::Write | Opcode::ReadRequest | Opcode::DataArrived => Some(16),
+            Opcode::ReadResponse | Opcode::Send => Some(8),
+            Opcode::Ack | Opcode::Credit => Some(0),
+            Opcode::SelectiveAck => Some(12),
+            Opcode::Nack | Opcode::Completion | Opcode::Fin => Some(8),
+            Opcode::Rts | Opcode::Cts => Some(32),
+            Opcode::Unknown(_) => None,
+        }
+    }
+
+    /// Whether packets of this opcode carry a data payload.
+    pub const fn carries_data(self) -> bool {
+        matches!(
+            self,
+            Opcode::Write | Opcode::ReadResponse | Opcode::Send | Opcode::Unknown(_)
+        )
+    }
+
+    /// Upper-case name as decoders print it (`WRITE`, `SACK`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Opcode::Write => "WRITE",
+            Opcode::ReadRequest => "READ_REQ",
+            Opcode::ReadResponse => "READ_RESP",
+            Opcode::Send => "SEND",
+            Opcode::Ack => "ACK",
+            Opcode::SelectiveAck => "SACK",
+            Opcode::Nack => "NACK",
+            Opcode::Completion => "COMPLETION",
+            Opcode::DataArrived => "DATA_ARRIVED",
+            Opcode::Credit => "CREDIT",
+            Opcode::Rts => "RTS",
+            Opcode::Cts => "CTS",
+            Opcode::Fin => "FIN",
+            Opcode::Unknown(_) => "UNKNOWN",
+        }
+    }
+}
+
+impl fmt::Display for Opcode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Opcode::Unknown(code) => write!(f, "UNKNOWN({code:#04x})"),
+            known => f.write_str(known.name()),
+        }
+    }
+}
+
+/// Where a data packet sits in its operation, from its FIRST and LAST flags.
+#[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+pub enum Position {
+    /// FIRST set, LAST clear.
+    First,
+    /// Neither set.
+    Middle,
+    /// LAST set, FIRST clear.
+    Last,
+    /// Both set: a one-packet operation.
+    Only,
+}
+
+impl Position {
+    /// The position the FIRST and LAST bits of `flags` describe.
+    pub const fn from_flags(flags: Flags) -> Position {
+        match (flags.contains(Flags::FIRST), flags.contains(Flags::LAST)) {
+            (true, true) => Position::Only,
+            (true, false) => Position::First,
+            (false, true) => Position::Last,
+            (false, false) => Position::Middle,
+        }
+    }
+
+    /// The FIRST/LAST bits of this position.
+    pub const fn flags(self) -> Flags {
+        match self {
+            Position::First => Flags::FIRST,
+            Position::Middle => Flags::empty(),
+            Position::Last => Flags::LAST,
+            Position::Only => Flags::FIRST.with(Flags::LAST),
+        }
+    }
+
+    /// `FIRST`, `MIDDLE`, `LAST` or `ONLY`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Position::First => "FIRST",
+            Position::Middle => "MIDDLE",
+            Position::Last => "LAST",
+            Position::Only => "ONLY",
+        }
+    }
+}
+
+enum_with_unknown! {
+    /// Why a NACK rejected a packet (first byte of the NACK extension).
+    pub enum Syndrome(u8) {
+        /// The target region exists but forbids this access.
+        RemoteAccess = 0x01,
+        /// The address range falls outside the registered region.
+        OutOfBounds = 0x02,
+        /// No region is registered under this rkey.
+        BadRkey = 0x03,
+        /// Registry full / receiver not ready: retry later.
+        ReceiverNotReady = 0x04,
+        /// The request is malformed or inconsistent (e.g. segment index
+        /// beyond the segment count).
+        InvalidRequest = 0x05,
+        /// The receiver does not know the packet's opcode.
+        UnknownOpcode = 0x06,
+    }
+}
+
+impl Syndrome {
+    /// Every known syndrome, in code order.
+    pub const ALL: [Syndrome; 6] = [
+        Syndrome::RemoteAccess,
+        Syndrome::OutOfBounds,
+        Syndrome::BadRkey,
+        Syndrome::ReceiverNotReady,
+        Syndrome::InvalidRequest,
+        Syndrome::UnknownOpcode,
+    ];
+}
+
+impl fmt::Display for Syndrome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            Syndrome::RemoteAccess => "REMOTE_ACCESS",
+            Syndrome::OutOfBounds => "OUT_OF_BOUNDS",
+            Syndrome::BadRkey => "BAD_RKEY",
+            Syndrome::ReceiverNotReady => "RNR",
+            Syndrome::InvalidRequest => "INVALID_REQUEST",
+            Syndrome::UnknownOpcode => "UNKNOWN_OPCODE",
+            Syndrome::Unknown(code) => return write!(f, "UNKNOWN({code:#04x})"),
+        };
+        f.write_str(name)
+    }
+}
+
+enum_with_unknown! {
+    /// The rendezvous protocol an RTS, CTS or FIN belongs to.
+    pub enum Protocol(u8) {
+        /// RTS → CTS → data copied through vbufs.
+        R3 = 0x01,
+        /// The receiver RDMA-READs from the address the RTS carries.
+        Rget = 0x02,
+        /// The sender RDMA-WRITEs to the address the CTS carries, then FIN.
+        Rput = 0x03,
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Protocol::R3 => f.write_str("R3"),
+            Protocol::Rget => f.write_str("RGET"),
+            Protocol::Rput => f.write_str("RPUT"),
+            Protocol::Unknown(code) => write!(f, "UNKNOWN({code:#04x})"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_unknowns_stay_values() {
+        for op in Opcode::ALL {
+            assert_eq!(Opcode::from(u8::from(op)), op);
+            assert!(op.ext_len().is_some());
+        }
+        assert_eq!(Opcode::from(0x30), Opcode::Unknown(0x30));
+        assert_eq!(u8::from(Opcode::Unknown(0x7f)), 0x7f);
+        assert_eq!(Opcode::Unknown(0x7f).to_string(), "UNKNOWN(0x7f)");
+        for s in Syndrome::ALL {
+            assert_eq!(Syndrome::from(u8::from(s)), s);
+        }
+        assert_eq!(Protocol::from(9), Protocol::Unknown(9));
+    }
+
+    #[test]
+    fn position_matches_flags() {
+        for p in [
+            Position::First,
+            Position::Middle,
+            Position::Last,
+            Position::Only,
+        ] {
+            assert_eq!(Position::from_flags(p.flags() | Flags::ACK_REQ), p);
+        }
+    }
+}

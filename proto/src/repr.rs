@@ -1,0 +1,564 @@
+//! `Repr`: the typed form of a udrma packet, with `parse`, `emit` and
+//! `buffer_len`.
+
+use core::fmt;
+
+use crate::error::{EmitError, Error};
+use crate::flags::Flags;
+use crate::opcode::{Opcode, Position, Protocol, Syndrome};
+use crate::packet::{Packet, HEADER_LEN, ICRC_LEN, VERSION};
+
+/// Byte ranges inside each opcode's extension header (offsets from the end
+/// of the common header). Bytes not named are reserved: zero on emit,
+/// ignored on parse.
+pub mod ext {
+    use crate::packet::field::Field;
+
+    /// WRITE (16 B).
+    pub mod write {
+        use super::Field;
+        /// Target address of this packet's first byte at the receiver.
+        pub const REMOTE_ADDR: Field = 0..8;
+        /// Remote key of the target region.
+        pub const RKEY: Field = 8..12;
+        /// Length of the whole operation; 0 = not described (non-FIRST
+        /// packets in FIRST-only registration mode).
+        pub const TOTAL_LEN: Field = 12..16;
+    }
+    /// READ request (16 B).
+    pub mod read_request {
+        use super::Field;
+        /// Responder address to read from.
+        pub const REMOTE_ADDR: Field = 0..8;
+        /// Remote key of the responder's region.
+        pub const RKEY: Field = 8..12;
+        /// Bytes to read.
+        pub const LENGTH: Field = 12..16;
+    }
+    /// READ response and SEND (8 B).
+    pub mod stream {
+        use super::Field;
+        /// Offset of this packet's payload within the operation.
+        pub const OFFSET: Field = 0..4;
+        /// Length of the whole operation.
+        pub const TOTAL_LEN: Field = 4..8;
+    }
+    /// Selective ACK (12 B).
+    pub mod sack {
+        use super::Field;
+        /// Segment index that bit 0 of the bitmap stands for.
+        pub const BASE: Field = 0..4;
+        /// Bit i set: segment `base + i` received.
+        pub const BITMAP: Field = 4..12;
+    }
+    /// NACK (8 B).
+    pub mod nack {
+        use super::Field;
+        /// Syndrome byte.
+        pub const SYNDROME: usize = 0;
+        /// Syndrome-specific detail (e.g. the offending rkey).
+        pub const DETAIL: Field = 4..8;
+    }
+    /// Completion notice (8 B).
+    pub mod completion {
+        use super::Field;
+        /// 0 = success, otherwise a NACK syndrome code.
+        pub const STATUS: usize = 0;
+        /// Bytes the receiver placed.
+        pub const LENGTH: Field = 4..8;
+    }
+    /// Data-arrived notification (16 B).
+    pub mod data_arrived {
+        use super::Field;
+        /// Receiver address where the data starts.
+        pub const ADDR: Field = 0..8;
+        /// Bytes that arrived.
+        pub const LENGTH: Field = 8..12;
+        /// 32-bit immediate value for the receiver's event.
+        pub const IMMEDIATE: Field = 12..16;
+    }
+    /// RTS and CTS (32 B).
+    pub mod rendezvous {
+        use super::Field;
+        /// Protocol byte (R3/RGET/RPUT).
+        pub const PROTOCOL: usize = 0;
+        /// Message tag.
+        pub const TAG: Field = 4..8;
+        /// Message length.
+        pub const LENGTH: Field = 8..16;
+        /// Buffer address (sender's for RGET in the RTS, receiver's for RPUT
+        /// in the CTS; 0 otherwise).
+        pub const ADDR: Field = 16..24;
+        /// Remote key of that buffer (0 when no address is offered).
+        pub const RKEY: Field = 24..28;
+    }
+    /// FIN (8 B).
+    pub mod fin {
+        use super::Field;
+        /// Protocol byte.
+        pub const PROTOCOL: usize = 0;
+        /// Message tag.
+        pub const TAG: Field = 4..8;
+    }
+}
+
+/// The fields of an RTS or CTS.
+#[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+pub struct Rendezvous {
+    /// Protocol the sender proposes (RTS) or the receiver accepts (CTS).
+    pub protocol: Protocol,
+    /// Message tag.
+    pub tag: u32,
+    /// Message length in bytes.
+    pub length: u64,
+    /// Buffer address offered for RDMA (0 when none).
+    pub addr: u64,
+    /// Remote key of that buffer (0 when none).
+    pub rkey: u32,
+}
+
+/// The opcode-specific part of a packet.
+#[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+pub enum Body<'a> {
+    /// RDMA WRITE data.
+    Write {
+        /// Receiver address of this packet's first payload byte.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Whole operation length, or 0 when not described.
+        total_len: u32,
+        /// Data.
+        data: &'a [u8],
+    },
+    /// RDMA READ request.
+    ReadRequest {
+        /// Responder address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Bytes to read.
+        length: u32,
+    },
+    /// RDMA READ response data.
+    ReadResponse {
+        /// Offset within the read.
+        offset: u32,
+        /// Whole read length.
+        total_len: u32,
+        /// Data.
+        data: &'a [u8],
+    },
+    /// SEND data.
+    Send {
+        /// Offset within the message.
+        offset: u32,
+        /// Whole message length.
+        total_len: u32,
+        /// Data.
+        data: &'a [u8],
+    },
+    /// Per-packet ACK (the header names the packet).
+    Ack,
+    /// Coalesced selective ACK for the header's message id.
+    SelectiveAck {
+        /// Segment index of bitmap bit 0.
+        base: u32,
+        /// Received segments.
+        bitmap: u64,
+    },
+    /// Negative acknowledgement.
+    Nack {
+        /// Why.
+        syndrome: Syndrome,
+        /// Syndrome-specific detail.
+        detail: u32,
+    },
+    /// Receiver-side completion notice.
+    Completion {
+        /// 0 = success, otherwise a syndrome code.
+        status: u8,
+        /// Bytes placed.
+        length: u32,
+    },
+    /// Data-arrived notification.
+    DataArrived {
+        /// Where the data starts at the receiver.
+        addr: u64,
+        /// How many bytes.
+        length: u32,
+        /// Immediate value.
+        immediate: u32,
+    },
+    /// CREDIT / NOOP (the credits are in the header).
+    Credit,
+    /// Request-to-send.
+    Rts(Rendezvous),
+    /// Clear-to-send.
+    Cts(Rendezvous),
+    /// Rendezvous finish.
+    Fin {
+        /// Protocol being finished.
+        protocol: Protocol,
+        /// Message tag.
+        tag: u32,
+    },
+}
+
+impl<'a> Body<'a> {
+    /// The opcode of this body.
+    pub const fn opcode(&self) -> Opcode {
+        match self {
+            Body::Write { .. } => Opcode::Write,
+            Body::ReadRequest { .. } => Opcode::ReadRequest,
+            Body::ReadResponse { .. } => Opcode::ReadResponse,
+            Body::Send { .. } => Opcode::Send,
+            Body::Ack => Opcode::Ack,
+            Body::SelectiveAck { .. } => Opcode::SelectiveAck,
+            Body::Nack { .. } => Opcode::Nack,
+            Body::Completion { .. } => Opcode::Completion,
+            Body::DataArrived { .. } => Opcode::DataArrived,
+            Body::Credit => Opcode::Credit,
+            Body::Rts(_) => Opcode::Rts,
+            Body::Cts(_) => Opcode::Cts,
+            Body::Fin { .. } => Opcode::Fin,
+        }
+    }
+
+    /// The data payload (empty for kinds without data).
+    pub const fn data(&self) -> &'a [u8] {
+        match self {
+            Body::Write { data, .. }
+            | Body::ReadResponse { data, .. }
+            | Body::Send { data, .. } => data,
+            _ => &[],
+        }
+    }
+}
+
+/// A parsed udrma packet.
+#[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+pub struct Repr<'a> {
+    /// Header flags.
+    pub flags: Flags,
+    /// Source endpoint (VI).
+    pub src_ep: u16,
+    /// Destination endpoint (VI).
+    pub dst_ep: u16,
+    /// DMA OP table number.
+    pub op_num: u32,
+    /// Message id.
+    pub msg_id: u32,
+    /// Packet index within the operation.
+    pub seg_index: u32,
+    /// Packets in the operation.
+    pub seg_count: u32,
+    /// Piggybacked credit update.
+    pub credits: u16,
+    /// Sender's boot epoch.
+    pub epoch: u32,
+    /// Opcode-specific fields and payload.
+    pub body: Body<'a>,
+}
+
+fn be32(b: &[u8], r: core::ops::Range<usize>) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[r]);
+    u32::from_be_bytes(a)
+}
+
+fn be64(b: &[u8], r: core::ops::Range<usize>) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[r]);
+    u64::from_be_bytes(a)
+}
+
+fn parse_rendezvous(e: &[u8]) -> Rendezvous {
+    use ext::rendezvous as f;
+    Rendezvous {
+        protocol: Protocol::from(e[f::PROTOCOL]),
+        tag: be32(e, f::TAG),
+        length: be64(e, f::LENGTH),
+        addr: be64(e, f::ADDR),
+        rkey: be32(e, f::RKEY),
+    }
+}
+
+fn emit_rendezvous(e: &mut [u8], r: &Rendezvous) {
+    use ext::rendezvous as f;
+    e[f::PROTOCOL] = r.protocol.into();
+    e[f::TAG].copy_from_slice(&r.tag.to_be_bytes());
+    e[f::LENGTH].copy_from_slice(&r.length.to_be_bytes());
+    e[f::ADDR].copy_from_slice(&r.addr.to_be_bytes());
+    e[f::RKEY].copy_from_slice(&r.rkey.to_be_bytes());
+}
+
+impl<'a> Repr<'a> {
+    /// Parses a packet view. The view is checked again (cheap next to the
+    /// ICRC it recomputes), so an unchecked view is safe to pass. Fails for
+    /// everything [`Packet::check`] rejects, for unknown opcodes, and for a
+    /// payload on a kind that carries none.
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&'a T>) -> Result<Repr<'a>, Error> {
+        packet.check()?;
+        let opcode = packet.opcode();
+        if let Opcode::Unknown(code) = opcode {
+            return Err(Error::UnknownOpcode(code));
+        }
+        if !opcode.carries_data() && packet.payload_len() != 0 {
+            return Err(Error::UnexpectedPayload {
+                opcode: opcode.into(),
+                payload_len: packet.payload_len(),
+            });
+        }
+        let (e, data) = packet.ext_and_payload();
+        let body = match opcode {
+            Opcode::Write => Body::Write {
+                remote_addr: be64(e, ext::write::REMOTE_ADDR),
+                rkey: be32(e, ext::write::RKEY),
+                total_len: be32(e, ext::write::TOTAL_LEN),
+                data,
+            },
+            Opcode::ReadRequest => Body::ReadRequest {
+                remote_addr: be64(e, ext::read_request::REMOTE_ADDR),
+                rkey: be32(e, ext::read_request::RKEY),
+                length: be32(e, ext::read_request::LENGTH),
+            },
+            Opcode::ReadResponse => Body::ReadResponse {
+                offset: be32(e, ext::stream::OFFSET),
+                total_len: be32(e, ext::stream::TOTAL_LEN),
+                data,
+            },
+            Opcode::Send => Body::Send {
+                offset: be32(e, ext::stream::OFFSET),
+                total_len: be32(e, ext::stream::TOTAL_LEN),
+                data,
+            },
+            Opcode::Ack => Body::Ack,
+            Opcode::SelectiveAck => Body::SelectiveAck {
+                base: be32(e, ext::sack::BASE),
+                bitmap: be64(e, ext::sack::BITMAP),
+            },
+            Opcode::Nack => Body::Nack {
+                syndrome: Syndrome::from(e[ext::nack::SYNDROME]),
+                detail: be32(e, ext::nack::DETAIL),
+            },
+            Opcode::Completion => Body::Completion {
+                status: e[ext::completion::STATUS],
+                length: be32(e, ext::completion::LENGTH),
+            },
+            Opcode::DataArrived => Body::DataArrived {
+                addr: be64(e, ext::data_arrived::ADDR),
+                length: be32(e, ext::data_arrived::LENGTH),
+                immediate: be32(e, ext::data_arrived::IMMEDIATE),
+            },
+            Opcode::Credit => Body::Credit,
+            Opcode::Rts => Body::Rts(parse_rendezvous(e)),
+            Opcode::Cts => Body::Cts(parse_rendezvous(e)),
+            Opcode::Fin => Body::Fin {
+                protocol: Protocol::from(e[ext::fin::PROTOCOL]),
+                tag: be32(e, ext::fin::TAG),
+            },
+            Opcode::Unknown(code) => return Err(Error::UnknownOpcode(code)),
+        };
+        Ok(Repr {
+            flags: packet.flags(),
+            src_ep: packet.src_ep(),
+            dst_ep: packet.dst_ep(),
+            op_num: packet.op_num(),
+            msg_id: packet.msg_id(),
+            seg_index: packet.seg_index(),
+            seg_count: packet.seg_count(),
+            credits: packet.credits(),
+            epoch: packet.epoch(),
+            body,
+        })
+    }
+
+    /// Checks and parses raw datagram bytes in one step.
+    pub fn parse_bytes(bytes: &'a [u8]) -> Result<Repr<'a>, Error> {
+        Repr::parse(&Packet::new_unchecked(bytes))
+    }
+
+    /// The opcode.
+    pub const fn opcode(&self) -> Opcode {
+        self.body.opcode()
+    }
+
+    /// Bytes [`Repr::emit`] writes: header, extension, payload and ICRC.
+    pub fn buffer_len(&self) -> usize {
+        let ext = self.opcode().ext_len().unwrap_or(0);
+        HEADER_LEN + ext + self.body.data().len() + ICRC_LEN
+    }
+
+    /// Writes the packet, ICRC included, to the front of `buf` and returns
+    /// how many bytes it wrote. Reserved bytes are written as zero.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, EmitError> {
+        let data = self.body.data();
+        let payload_len =
+            u16::try_from(data.len()).map_err(|_| EmitError::PayloadTooLarge(data.len()))?;
+        let need = self.buffer_len();
+        if buf.len() < need {
+            return Err(EmitError::BufferTooSmall {
+                have: buf.len(),
+                need,
+            });
+        }
+        let buf = &mut buf[..need];
+        buf.fill(0);
+        let mut p = Packet::new_unchecked(&mut *buf);
+        p.set_version(VERSION);
+        p.set_opcode(self.opcode());
+        p.set_flags(self.flags);
+        p.set_src_ep(self.src_ep);
+        p.set_dst_ep(self.dst_ep);
+        p.set_op_num(self.op_num);
+        p.set_msg_id(self.msg_id);
+        p.set_seg_index(self.seg_index);
+        p.set_seg_count(self.seg_count);
+        p.set_credits(self.credits);
+        p.set_payload_len(payload_len);
+        p.set_epoch(self.epoch);
+        p.payload_mut().copy_from_slice(data);
+        let e = p.ext_mut();
+        match &self.body {
+            Body::Write {
+                remote_addr,
+                rkey,
+                total_len,
+                ..
+            } => {
+                e[ext::write::REMOTE_ADDR].copy_from_slice(&remote_addr.to_be_bytes());
+                e[ext::write::RKEY].copy_from_slice(&rkey.to_be_bytes());
+                e[ext::write::TOTAL_LEN].copy_from_slice(&total_len.to_be_bytes());
+            }
+            Body::ReadRequest {
+                remote_addr,
+                rkey,
+                length,
+            } => {
+                e[ext::read_request::REMOTE_ADDR].copy_from_slice(&remote_addr.to_be_bytes());
+                e[ext::read_request::RKEY].copy_from_slice(&rkey.to_be_bytes());
+                e[ext::read_request::LENGTH].copy_from_slice(&length.to_be_bytes());
+            }
+            Body::ReadResponse {
+                offset, total_len, ..
+            }
+            | Body::Send {
+                offset, total_len, ..
+            } => {
+                e[ext::stream::OFFSET].copy_from_slice(&offset.to_be_bytes());
+                e[ext::stream::TOTAL_LEN].copy_from_slice(&total_len.to_be_bytes());
+            }
+            Body::Ack | Body::Credit => {}
+            Body::SelectiveAck { base, bitmap } => {
+                e[ext::sack::BASE].copy_from_slice(&base.to_be_bytes());
+                e[ext::sack::BITMAP].copy_from_slice(&bitmap.to_be_bytes());
+            }
+            Body::Nack { syndrome, detail } => {
+                e[ext::nack::SYNDROME] = (*syndrome).into();
+                e[ext::nack::DETAIL].copy_from_slice(&detail.to_be_bytes());
+            }
+            Body::Completion { status, length } => {
+                e[ext::completion::STATUS] = *status;
+                e[ext::completion::LENGTH].copy_from_slice(&length.to_be_bytes());
+            }
+            Body::DataArrived {
+                addr,
+                length,
+                immediate,
+            } => {
+                e[ext::data_arrived::ADDR].copy_from_slice(&addr.to_be_bytes());
+                e[ext::data_arrived::LENGTH].copy_from_slice(&length.to_be_bytes());
+                e[ext::data_arrived::IMMEDIATE].copy_from_slice(&immediate.to_be_bytes());
+            }
+            Body::Rts(r) | Body::Cts(r) => emit_rendezvous(e, r),
+            Body::Fin { protocol, tag } => {
+                e[ext::fin::PROTOCOL] = (*protocol).into();
+                e[ext::fin::TAG].copy_from_slice(&tag.to_be_bytes());
+            }
+        }
+        p.fill_icrc();
+        Ok(need)
+    }
+
+    /// Emits into `out`, replacing its contents.
+    pub fn emit_vec(&self, out: &mut Vec<u8>) -> Result<usize, EmitError> {
+        out.clear();
+        out.resize(self.buffer_len(), 0);
+        let n = self.emit(out)?;
+        Ok(n)
+    }
+
+    /// Emits into a new vector.
+    pub fn to_vec(&self) -> Result<Vec<u8>, EmitError> {
+        let mut out = Vec::new();
+        self.emit_vec(&mut out)?;
+        Ok(out)
+    }
+
+    /// Short kind name: the opcode, with the position for data kinds
+    /// (`WRITE_FIRST`, `SEND_ONLY`, `READ_RESP_LAST`, ...).
+    pub fn kind_name(&self) -> String {
+        let op = self.opcode();
+        if op.carries_data() {
+            format!("{}_{}", op.name(), Position::from_flags(self.flags).name())
+        } else {
+            op.name().to_string()
+        }
+    }
+}
+
+/// One line: kind, endpoints, message, segment, op number, flags, credits,
+/// payload length, then the kind's own fields.
+impl fmt::Display for Repr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:<15} ep={}->{} msg={} seg={}/{} op={:#010x} flags={} cr={} len={}",
+            self.kind_name(),
+            self.src_ep,
+            self.dst_ep,
+            self.msg_id,
+            self.seg_index,
+            self.seg_count,
+            self.op_num,
+            self.flags,
+            self.credits,
+            self.body.data().len(),
+        )?;
+        match &self.body {
+            Body::Write {
+                remote_addr,
+                rkey,
+                total_len,
+                ..
+            } => write!(f, " addr={remote_addr:#x} rkey={rkey:#x} total={total_len}"),
+            Body::ReadRequest {
+                remote_addr,
+                rkey,
+                length,
+            } => write!(f, " addr={remote_addr:#x} rkey={rkey:#x} read={length}"),
+            Body::ReadResponse {
+                offset, total_len, ..
+            }
+            | Body::Send {
+                offset, total_len, ..
+            } => write!(f, " off={offset} total={total_len}"),
+            Body::Ack | Body::Credit => Ok(()),
+            Body::SelectiveAck { base, bitmap } => write!(f, " base={base} bitmap={bitmap:#018x}"),
+            Body::Nack { syndrome, detail } => write!(f, " syndrome={syndrome} detail={detail:#x}"),
+            Body::Completion { status, length } => write!(f, " status={status} bytes={length}"),
+            Body::DataArrived {
+                addr,
+                length,
+                immediate,
+            } => write!(f, " addr={addr:#x} bytes={length} imm={immediate:#x}"),
+            Body::Rts(r) | Body::Cts(r) => write!(
+                f,
+                " proto={} tag={} msglen={} addr={:#x} rkey={:#x}",
+                r.protocol, r.tag, r.length, r.addr, r.rkey
+            ),
+            Body::Fin { protocol, tag } => write!(f, " proto={protocol} tag={tag}"),
+        }
+    }
+}
