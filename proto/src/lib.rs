@@ -44,7 +44,7 @@ pub use error::{EmitError, Error};
 pub use flags::Flags;
 pub use opcode::{Opcode, Position, Protocol, Syndrome};
 pub use packet::{Packet, HEADER_LEN, ICRC_LEN, VERSION};
-pub use repr::{Body, Rendezvous, Repr};
+pub use repr::{Body, Detail, Rendezvous, Repr};
 
 /// The UDP port udrma uses unless configured otherwise (destination port of
 /// every protocol datagram; the Wireshark dissector registers on it).

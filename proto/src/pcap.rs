@@ -20,10 +20,18 @@ pub const SNAPLEN: u32 = 262_144;
 pub enum CaptureError {
     /// The underlying reader/writer or the pcap format failed.
     #[error("pcap: {0}")]
-    Pcap(#[from] pcap_file::PcapError),
+    Pcap(pcap_file::PcapError),
     /// The capture's link type is not Ethernet.
     #[error("unsupported pcap link type {0:?} (udrma captures are Ethernet)")]
     LinkType(DataLink),
+}
+
+// Not `#[from]`: that would also report the inner error as the source, and
+// error chains would print it twice.
+impl From<pcap_file::PcapError> for CaptureError {
+    fn from(e: pcap_file::PcapError) -> Self {
+        CaptureError::Pcap(e)
+    }
 }
 
 /// Writes frames to a nanosecond pcap file.

@@ -508,13 +508,64 @@ impl<'a> Repr<'a> {
     }
 }
 
+/// The opcode-specific fields of a packet as `key=value` pairs
+/// (see [`Repr::detail`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Detail<'r, 'a>(&'r Body<'a>);
+
+impl fmt::Display for Detail<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Body::Write {
+                remote_addr,
+                rkey,
+                total_len,
+                ..
+            } => write!(f, "addr={remote_addr:#x} rkey={rkey:#x} total={total_len}"),
+            Body::ReadRequest {
+                remote_addr,
+                rkey,
+                length,
+            } => write!(f, "addr={remote_addr:#x} rkey={rkey:#x} read={length}"),
+            Body::ReadResponse {
+                offset, total_len, ..
+            }
+            | Body::Send {
+                offset, total_len, ..
+            } => write!(f, "off={offset} total={total_len}"),
+            Body::Ack | Body::Credit => Ok(()),
+            Body::SelectiveAck { base, bitmap } => write!(f, "base={base} bitmap={bitmap:#018x}"),
+            Body::Nack { syndrome, detail } => write!(f, "syndrome={syndrome} detail={detail:#x}"),
+            Body::Completion { status, length } => write!(f, "status={status} bytes={length}"),
+            Body::DataArrived {
+                addr,
+                length,
+                immediate,
+            } => write!(f, "addr={addr:#x} bytes={length} imm={immediate:#x}"),
+            Body::Rts(r) | Body::Cts(r) => write!(
+                f,
+                "proto={} tag={} msglen={} addr={:#x} rkey={:#x}",
+                r.protocol, r.tag, r.length, r.addr, r.rkey
+            ),
+            Body::Fin { protocol, tag } => write!(f, "proto={protocol} tag={tag}"),
+        }
+    }
+}
+
+impl Repr<'_> {
+    /// The opcode-specific fields, for one-line displays.
+    pub fn detail(&self) -> Detail<'_, '_> {
+        Detail(&self.body)
+    }
+}
+
 /// One line: kind, endpoints, message, segment, op number, flags, credits,
 /// payload length, then the kind's own fields.
 impl fmt::Display for Repr<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{:<15} ep={}->{} msg={} seg={}/{} op={:#010x} flags={} cr={} len={}",
+            "{} ep={}->{} msg={} seg={}/{} op={:#010x} flags={} cr={} len={} {}",
             self.kind_name(),
             self.src_ep,
             self.dst_ep,
@@ -525,40 +576,7 @@ impl fmt::Display for Repr<'_> {
             self.flags,
             self.credits,
             self.body.data().len(),
-        )?;
-        match &self.body {
-            Body::Write {
-                remote_addr,
-                rkey,
-                total_len,
-                ..
-            } => write!(f, " addr={remote_addr:#x} rkey={rkey:#x} total={total_len}"),
-            Body::ReadRequest {
-                remote_addr,
-                rkey,
-                length,
-            } => write!(f, " addr={remote_addr:#x} rkey={rkey:#x} read={length}"),
-            Body::ReadResponse {
-                offset, total_len, ..
-            }
-            | Body::Send {
-                offset, total_len, ..
-            } => write!(f, " off={offset} total={total_len}"),
-            Body::Ack | Body::Credit => Ok(()),
-            Body::SelectiveAck { base, bitmap } => write!(f, " base={base} bitmap={bitmap:#018x}"),
-            Body::Nack { syndrome, detail } => write!(f, " syndrome={syndrome} detail={detail:#x}"),
-            Body::Completion { status, length } => write!(f, " status={status} bytes={length}"),
-            Body::DataArrived {
-                addr,
-                length,
-                immediate,
-            } => write!(f, " addr={addr:#x} bytes={length} imm={immediate:#x}"),
-            Body::Rts(r) | Body::Cts(r) => write!(
-                f,
-                " proto={} tag={} msglen={} addr={:#x} rkey={:#x}",
-                r.protocol, r.tag, r.length, r.addr, r.rkey
-            ),
-            Body::Fin { protocol, tag } => write!(f, " proto={protocol} tag={tag}"),
-        }
+            self.detail(),
+        )
     }
 }

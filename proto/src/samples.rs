@@ -2,9 +2,21 @@
 //! the `all_packets` example capture, the CLI's wire demo and the decoder
 //! tests (Wireshark dissector included).
 
+use std::io::Write;
+
+use crate::addr::NodeAddr;
+use crate::encap::{encapsulate, UdpEndpoint};
 use crate::flags::Flags;
-use crate::opcode::{Protocol, Syndrome};
+use crate::opcode::{Opcode, Protocol, Syndrome};
+use crate::packet::ICRC_LEN;
+use crate::pcap::{CaptureError, PcapSink};
 use crate::repr::{Body, Rendezvous, Repr};
+use crate::DEFAULT_UDP_PORT;
+
+/// UDP source port of every sample frame.
+pub const SAMPLE_SRC_PORT: u16 = 49_152;
+/// Gap between consecutive sample frames in the capture.
+pub const SAMPLE_SPACING_NS: u64 = 1_000;
 
 const DATA: &[u8] = b"udrma: RDMA over UDP, one packet at a time.";
 
@@ -105,7 +117,7 @@ pub fn every_kind() -> Vec<Repr<'static>> {
     for (i, syndrome) in Syndrome::ALL.into_iter().enumerate() {
         v.push(header(
             Flags::empty(),
-            i as u32,
+            i as u32 % 4,
             4,
             Body::Nack {
                 syndrome,
@@ -163,7 +175,75 @@ pub fn every_kind() -> Vec<Repr<'static>> {
             },
         ),
     ]);
+    // Distinct op numbers (slot = position, generation 1) so a decoder that
+    // reads the wrong packet's field is caught.
+    for (slot, r) in v.iter_mut().enumerate() {
+        r.op_num = 0x0001_0000 | slot as u32;
+    }
     v
+}
+
+/// Which way a sample travels: requests and data from `h0` to `h1`,
+/// responses and acknowledgements back.
+pub fn direction(repr: &Repr<'_>) -> (NodeAddr, NodeAddr) {
+    match repr.opcode() {
+        Opcode::ReadResponse
+        | Opcode::Ack
+        | Opcode::SelectiveAck
+        | Opcode::Nack
+        | Opcode::Completion
+        | Opcode::Cts => (NodeAddr(1), NodeAddr(0)),
+        _ => (NodeAddr(0), NodeAddr(1)),
+    }
+}
+
+/// One frame of the sample capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleFrame {
+    /// The packet (for the corrupted frame: the packet before corruption).
+    pub repr: Repr<'static>,
+    /// Whether the ICRC of this frame was deliberately broken.
+    pub corrupted: bool,
+}
+
+/// Writes [`every_kind`] as Ethernet/IPv4/UDP frames to a nanosecond pcap,
+/// 1 µs apart, followed by one WRITE whose ICRC is deliberately wrong, and
+/// returns what it wrote in order.
+pub fn write_capture<W: Write>(out: W) -> Result<Vec<SampleFrame>, CaptureError> {
+    let mut frames: Vec<SampleFrame> = every_kind()
+        .into_iter()
+        .map(|repr| SampleFrame {
+            repr,
+            corrupted: false,
+        })
+        .collect();
+    frames.push(SampleFrame {
+        repr: frames[0].repr,
+        corrupted: true,
+    });
+    let mut sink = PcapSink::new(out)?;
+    let mut datagram = Vec::new();
+    let mut frame = Vec::new();
+    for (i, sample) in frames.iter().enumerate() {
+        sample
+            .repr
+            .emit_vec(&mut datagram)
+            .expect("sample packets fit the wire format");
+        if sample.corrupted {
+            let n = datagram.len();
+            datagram[n - ICRC_LEN] ^= 0xff;
+        }
+        let (from, to) = direction(&sample.repr);
+        encapsulate(
+            &UdpEndpoint::node(from, SAMPLE_SRC_PORT),
+            &UdpEndpoint::node(to, DEFAULT_UDP_PORT),
+            &datagram,
+            &mut frame,
+        )
+        .expect("sample packets fit one IPv4 packet");
+        sink.write_frame((i as u64 + 1) * SAMPLE_SPACING_NS, &frame)?;
+    }
+    Ok(frames)
 }
 
 impl Repr<'_> {
@@ -186,6 +266,26 @@ impl Repr<'_> {
 mod tests {
     use super::*;
     use crate::opcode::Opcode;
+
+    #[test]
+    fn capture_holds_every_sample_and_one_corrupted_frame() {
+        let mut bytes = Vec::new();
+        let frames = write_capture(&mut bytes).unwrap();
+        let read: Vec<_> = crate::pcap::PcapSource::new(&bytes[..])
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(read.len(), frames.len());
+        let bad: Vec<_> = read
+            .iter()
+            .filter(|f| {
+                let d = crate::encap::decapsulate(&f.data).unwrap();
+                Repr::parse_bytes(d.payload).is_err()
+            })
+            .collect();
+        assert_eq!(bad.len(), 1);
+        assert_eq!(bad[0].time_ns, read.len() as u64 * SAMPLE_SPACING_NS);
+    }
 
     #[test]
     fn every_opcode_is_sampled_and_round_trips() {

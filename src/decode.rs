@@ -1,0 +1,206 @@
+//! `udrma decode`: one line per captured packet.
+//!
+//! Each line holds the capture time, source and destination (IPv4:port),
+//! the packet kind, message id, segment `index/count`, op number, flags,
+//! payload length and the kind's own fields. A frame that is not a valid
+//! udrma packet gets `BAD: <reason>` instead of (or after) its fields, so a
+//! corrupted packet is still recognisable.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+
+use udrma_proto::encap::decapsulate;
+use udrma_proto::pcap::{CaptureError, PcapSource};
+use udrma_proto::{Error, Opcode, Packet, Repr, HEADER_LEN};
+
+/// What a decode pass saw.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeSummary {
+    /// Frames in the capture.
+    pub frames: u64,
+    /// Frames that decoded as udrma packets.
+    pub ok: u64,
+    /// Frames that did not (each printed with `BAD: <reason>`).
+    pub bad: u64,
+}
+
+/// Why a capture could not be decoded at all.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The capture is not a readable Ethernet pcap, or broke off.
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    /// Writing the output failed.
+    #[error("writing output: {0}")]
+    Output(std::io::Error),
+}
+
+// Not `#[from]`: that would report the inner error twice in error chains.
+impl From<std::io::Error> for DecodeError {
+    fn from(e: std::io::Error) -> Self {
+        DecodeError::Output(e)
+    }
+}
+
+impl DecodeError {
+    /// Whether the reader of our output went away (`udrma decode | head`),
+    /// which is not a failure of the decode.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, DecodeError::Output(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}
+
+/// The column header line [`decode_capture`] prints first.
+pub const HEADER: &str = "       TIME(s)  SOURCE                 DESTINATION            KIND             MSG  SEG        OP          FLAGS                       CR    LEN  DETAIL";
+
+/// Decodes every frame of a pcap read from `input`, writing one line per
+/// frame to `out`. Frames whose UDP ports both differ from `port` are
+/// reported as not udrma.
+pub fn decode_capture<R: Read, W: Write>(
+    input: R,
+    port: u16,
+    out: &mut W,
+) -> Result<DecodeSummary, DecodeError> {
+    let source = PcapSource::new(input)?;
+    let mut summary = DecodeSummary::default();
+    writeln!(out, "{HEADER}")?;
+    let mut line = String::new();
+    for frame in source {
+        let frame = frame?;
+        summary.frames += 1;
+        line.clear();
+        let ok = describe_frame(frame.time_ns, &frame.data, port, &mut line);
+        if ok {
+            summary.ok += 1;
+        } else {
+            summary.bad += 1;
+        }
+        writeln!(out, "{line}")?;
+    }
+    writeln!(
+        out,
+        "{} packets, {} udrma, {} bad",
+        summary.frames, summary.ok, summary.bad
+    )?;
+    Ok(summary)
+}
+
+fn time(ns: u64) -> String {
+    format!(
+        "{:>14}",
+        format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+    )
+}
+
+/// Appends the line for one frame to `line`; returns whether it decoded.
+pub fn describe_frame(time_ns: u64, frame: &[u8], port: u16, line: &mut String) -> bool {
+    let t = time(time_ns);
+    let d = match decapsulate(frame) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = write!(line, "{t}  BAD: {e}");
+            return false;
+        }
+    };
+    let _ = write!(line, "{t}  {:<21}  {:<21}  ", d.src.addr, d.dst.addr);
+    if d.src.addr.port() != port && d.dst.addr.port() != port {
+        let _ = write!(
+            line,
+            "BAD: not udrma (UDP port {} is not {port})",
+            d.dst.addr.port()
+        );
+        return false;
+    }
+    match Repr::parse_bytes(d.payload) {
+        Ok(r) => {
+            let _ = write!(
+                line,
+                "{:<15} {:>4}  {:<9}  {:#010x}  {:<26} {:>3}  {:>5}  {}",
+                r.kind_name(),
+                r.msg_id,
+                format!("{}/{}", r.seg_index, r.seg_count),
+                r.op_num,
+                r.flags.to_string(),
+                r.credits,
+                r.body.data().len(),
+                r.detail()
+            );
+            line.truncate(line.trim_end().len());
+            true
+        }
+        Err(e) => {
+            // Show what the header claims when there is one: a corrupted
+            // packet is still recognisable, even if no field is trusted.
+            if d.payload.len() >= HEADER_LEN && !matches!(e, Error::Truncated { .. }) {
+                let p = Packet::new_unchecked(d.payload);
+                let kind = match p.opcode() {
+                    Opcode::Unknown(code) => format!("UNKNOWN({code:#04x})"),
+                    op => op.name().to_string(),
+                };
+                let _ = write!(
+                    line,
+                    "{:<15} {:>4}  {:<9}  {:#010x}  {:<26} {:>3}  {:>5}  ",
+                    kind,
+                    p.msg_id(),
+                    format!("{}/{}", p.seg_index(), p.seg_count()),
+                    p.op_num(),
+                    p.flags().to_string(),
+                    p.credits(),
+                    p.payload_len(),
+                );
+            }
+            let _ = write!(line, "BAD: {e}");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sample_decodes_and_the_corrupted_one_is_flagged() {
+        let mut pcap = Vec::new();
+        let frames = udrma_proto::samples::write_capture(&mut pcap).unwrap();
+        let mut out = Vec::new();
+        let s = decode_capture(&pcap[..], udrma_proto::DEFAULT_UDP_PORT, &mut out).unwrap();
+        assert_eq!(s.frames, frames.len() as u64);
+        assert_eq!(s.bad, 1);
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), frames.len() + 2);
+        for (frame, line) in frames.iter().zip(&lines[1..]) {
+            assert!(line.contains(&frame.repr.kind_name()), "{line}");
+            assert!(
+                line.contains(&format!("{:#010x}", frame.repr.op_num)),
+                "{line}"
+            );
+            assert_eq!(
+                line.contains("BAD: bad checksum"),
+                frame.corrupted,
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn wrong_port_and_garbage_frames_are_bad_not_fatal() {
+        let mut line = String::new();
+        assert!(!describe_frame(0, b"short", 18791, &mut line));
+        assert!(line.contains("BAD: truncated Ethernet frame"), "{line}");
+        let mut frame = Vec::new();
+        let src = udrma_proto::encap::UdpEndpoint::node(udrma_proto::NodeAddr(0), 53);
+        let dst = udrma_proto::encap::UdpEndpoint::node(udrma_proto::NodeAddr(1), 5353);
+        udrma_proto::encap::encapsulate(&src, &dst, b"dns?", &mut frame).unwrap();
+        line.clear();
+        assert!(!describe_frame(0, &frame, 18791, &mut line));
+        assert!(line.contains("BAD: not udrma"), "{line}");
+    }
+
+    #[test]
+    fn not_a_pcap_is_an_error() {
+        let err = decode_capture(&b"hello"[..], 18791, &mut Vec::new()).unwrap_err();
+        assert!(err.to_string().starts_with("pcap:"), "{err}");
+    }
+}
