@@ -55,7 +55,9 @@ fn main() -> ExitCode {
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
-        cause.downcast_ref::<DecodeError>().is_some_and(DecodeError::is_broken_pipe)
+        cause
+            .downcast_ref::<DecodeError>()
+            .is_some_and(DecodeError::is_broken_pipe)
             || cause
                 .downcast_ref::<std::io::Error>()
                 .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)

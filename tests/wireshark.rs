@@ -1,0 +1,264 @@
+//! The Wireshark dissector (tools/wireshark/udrma.lua) against a capture
+//! of every packet kind: tshark must read every field of every packet as
+//! udrma-proto wrote it, and flag the one packet with a corrupted ICRC.
+//!
+//! Without tshark the test prints a skip notice and passes, unless
+//! `UDRMA_REQUIRE_TSHARK=1` (CI sets it), when it fails.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use udrma::proto::samples::{write_capture, SampleFrame};
+use udrma::proto::{icrc::icrc, Body};
+
+/// Every field the test compares, in the order tshark prints them.
+const FIELDS: &[&str] = &[
+    "udrma.version",
+    "udrma.opcode",
+    "udrma.flags",
+    "udrma.src_ep",
+    "udrma.dst_ep",
+    "udrma.op_num",
+    "udrma.msg_id",
+    "udrma.seg_index",
+    "udrma.seg_count",
+    "udrma.credits",
+    "udrma.payload_len",
+    "udrma.epoch",
+    "udrma.addr",
+    "udrma.rkey",
+    "udrma.total_len",
+    "udrma.length",
+    "udrma.offset",
+    "udrma.sack.base",
+    "udrma.sack.bitmap",
+    "udrma.nack.syndrome",
+    "udrma.nack.detail",
+    "udrma.status",
+    "udrma.immediate",
+    "udrma.rdv.protocol",
+    "udrma.rdv.tag",
+    "udrma.rdv.msg_len",
+    "udrma.icrc",
+    "udrma.icrc_ok",
+    "_ws.col.Info",
+];
+
+/// What tshark should print for one frame: field name → value; fields a
+/// kind does not have are absent (tshark prints them empty).
+fn expected(frame: &SampleFrame) -> BTreeMap<&'static str, u64> {
+    let r = &frame.repr;
+    let mut m = BTreeMap::from([
+        ("udrma.version", 1),
+        ("udrma.opcode", u64::from(u8::from(r.opcode()))),
+        ("udrma.flags", u64::from(r.flags.bits())),
+        ("udrma.src_ep", u64::from(r.src_ep)),
+        ("udrma.dst_ep", u64::from(r.dst_ep)),
+        ("udrma.op_num", u64::from(r.op_num)),
+        ("udrma.msg_id", u64::from(r.msg_id)),
+        ("udrma.seg_index", u64::from(r.seg_index)),
+        ("udrma.seg_count", u64::from(r.seg_count)),
+        ("udrma.credits", u64::from(r.credits)),
+        ("udrma.payload_len", r.body.data().len() as u64),
+        ("udrma.epoch", u64::from(r.epoch)),
+        ("udrma.icrc_ok", u64::from(!frame.corrupted)),
+    ]);
+    let bytes = r.to_vec().unwrap();
+    let mut carried = icrc(&bytes[..bytes.len() - 4]);
+    if frame.corrupted {
+        carried ^= 0xff00_0000;
+    }
+    m.insert("udrma.icrc", u64::from(carried));
+    match r.body {
+        Body::Write {
+            remote_addr,
+            rkey,
+            total_len,
+            ..
+        } => {
+            m.extend([
+                ("udrma.addr", remote_addr),
+                ("udrma.rkey", rkey.into()),
+                ("udrma.total_len", total_len.into()),
+            ]);
+        }
+        Body::ReadRequest {
+            remote_addr,
+            rkey,
+            length,
+        } => {
+            m.extend([
+                ("udrma.addr", remote_addr),
+                ("udrma.rkey", rkey.into()),
+                ("udrma.length", length.into()),
+            ]);
+        }
+        Body::ReadResponse {
+            offset, total_len, ..
+        }
+        | Body::Send {
+            offset, total_len, ..
+        } => {
+            m.extend([
+                ("udrma.offset", offset.into()),
+                ("udrma.total_len", total_len.into()),
+            ]);
+        }
+        Body::Ack | Body::Credit => {}
+        Body::SelectiveAck { base, bitmap } => {
+            m.extend([
+                ("udrma.sack.base", base.into()),
+                ("udrma.sack.bitmap", bitmap),
+            ]);
+        }
+        Body::Nack { syndrome, detail } => {
+            m.extend([
+                ("udrma.nack.syndrome", u8::from(syndrome).into()),
+                ("udrma.nack.detail", detail.into()),
+            ]);
+        }
+        Body::Completion { status, length } => {
+            m.extend([
+                ("udrma.status", status.into()),
+                ("udrma.length", length.into()),
+            ]);
+        }
+        Body::DataArrived {
+            addr,
+            length,
+            immediate,
+        } => {
+            m.extend([
+                ("udrma.addr", addr),
+                ("udrma.length", length.into()),
+                ("udrma.immediate", immediate.into()),
+            ]);
+        }
+        Body::Rts(rdv) | Body::Cts(rdv) => {
+            m.extend([
+                ("udrma.rdv.protocol", u8::from(rdv.protocol).into()),
+                ("udrma.rdv.tag", rdv.tag.into()),
+                ("udrma.rdv.msg_len", rdv.length),
+                ("udrma.addr", rdv.addr),
+                ("udrma.rkey", rdv.rkey.into()),
+            ]);
+        }
+        Body::Fin { protocol, tag } => {
+            m.extend([
+                ("udrma.rdv.protocol", u8::from(protocol).into()),
+                ("udrma.rdv.tag", tag.into()),
+            ]);
+        }
+    }
+    m
+}
+
+/// tshark prints numbers in decimal or 0x-hex by the field's base, and
+/// booleans as 1/0 (True/False in older releases).
+fn number(field: &str, text: &str) -> u64 {
+    match text {
+        "True" | "true" => return 1,
+        "False" | "false" => return 0,
+        _ => {}
+    }
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.unwrap_or_else(|e| panic!("{field}: tshark printed {text:?}: {e}"))
+}
+
+fn tshark() -> Option<PathBuf> {
+    let found = Command::new("tshark")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return Some(PathBuf::from("tshark"));
+    }
+    if std::env::var_os("UDRMA_REQUIRE_TSHARK").is_some_and(|v| v == "1") {
+        panic!("tshark is required (UDRMA_REQUIRE_TSHARK=1) but was not found on PATH");
+    }
+    eprintln!("SKIPPED: tshark not found on PATH; install it (apt-get install tshark) to check the Wireshark dissector");
+    None
+}
+
+#[test]
+fn tshark_decodes_every_field_of_every_kind() {
+    let Some(tshark) = tshark() else { return };
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let pcap = dir.join("wireshark-every-kind.pcap");
+    let frames = write_capture(std::fs::File::create(&pcap).unwrap()).unwrap();
+    let lua = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/wireshark/udrma.lua");
+
+    let mut cmd = Command::new(tshark);
+    cmd.arg("-X").arg(format!("lua_script:{}", lua.display()));
+    cmd.arg("-r")
+        .arg(&pcap)
+        .args(["-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]);
+    for field in FIELDS {
+        cmd.args(["-e", field]);
+    }
+    let out = cmd.output().expect("running tshark");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "tshark failed: {stderr}");
+    assert!(
+        !stderr.contains("Lua: Error"),
+        "the dissector failed to load: {stderr}"
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = stdout.lines().collect();
+    assert_eq!(rows.len(), frames.len(), "one row per frame:\n{stdout}");
+
+    let mut checked = 0;
+    for (i, (frame, row)) in frames.iter().zip(&rows).enumerate() {
+        let cols: Vec<&str> = row.split('\t').collect();
+        assert_eq!(cols.len(), FIELDS.len(), "frame {}: {row}", i + 1);
+        let want = expected(frame);
+        for (field, text) in FIELDS.iter().zip(&cols) {
+            if *field == "_ws.col.Info" {
+                assert!(
+                    text.starts_with(&frame.repr.kind_name()),
+                    "frame {}: info {text:?}",
+                    i + 1
+                );
+                assert_eq!(
+                    text.contains("[BAD ICRC]"),
+                    frame.corrupted,
+                    "frame {}: info {text:?}",
+                    i + 1
+                );
+                continue;
+            }
+            match want.get(field) {
+                Some(value) => {
+                    assert_eq!(
+                        number(field, text),
+                        *value,
+                        "frame {} ({}) field {field}",
+                        i + 1,
+                        frame.repr.kind_name()
+                    );
+                    checked += 1;
+                }
+                None => assert_eq!(
+                    *text,
+                    "",
+                    "frame {} ({}) has unexpected {field}",
+                    i + 1,
+                    frame.repr.kind_name()
+                ),
+            }
+        }
+    }
+    // Every frame has at least the 14 header fields and the ICRC verdict.
+    assert!(
+        checked >= frames.len() * 14,
+        "only {checked} values compared"
+    );
+    eprintln!(
+        "tshark: {checked} field values of {} frames match",
+        frames.len()
+    );
+}
