@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 
 use udrma_proto::encap::decapsulate;
 use udrma_proto::pcap::{CaptureError, PcapSource};
-use udrma_proto::{Error, Opcode, Packet, Repr, HEADER_LEN};
+use udrma_proto::{Error, Packet, Repr, HEADER_LEN};
 
 /// What a decode pass saw.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -133,10 +133,7 @@ pub fn describe_frame(time_ns: u64, frame: &[u8], port: u16, line: &mut String) 
             // packet is still recognisable, even if no field is trusted.
             if d.payload.len() >= HEADER_LEN && !matches!(e, Error::Truncated { .. }) {
                 let p = Packet::new_unchecked(d.payload);
-                let kind = match p.opcode() {
-                    Opcode::Unknown(code) => format!("UNKNOWN({code:#04x})"),
-                    op => op.name().to_string(),
-                };
+                let kind = p.opcode().kind_name(p.flags());
                 let _ = write!(
                     line,
                     "{:<15} {:>4}  {:<9}  {:#010x}  {:<26} {:>3}  {:>5}  ",

@@ -58,7 +58,7 @@ fn decode_prints_every_kind_and_flags_the_corrupted_packet() {
     assert_eq!(bad.len(), 1, "{text}");
     assert!(bad[0].contains("BAD: bad checksum"), "{}", bad[0]);
     // The line still says what the header claims.
-    assert!(bad[0].contains("WRITE"), "{}", bad[0]);
+    assert!(bad[0].contains("WRITE_FIRST"), "{}", bad[0]);
     assert_eq!(
         lines.last().unwrap(),
         &format!(

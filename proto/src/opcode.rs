@@ -104,6 +104,21 @@ impl Opcode {
     }
 }
 
+impl Opcode {
+    /// The kind name decoders print: the opcode, with the position the
+    /// FIRST/LAST flags give for data kinds (`WRITE_FIRST`, `SEND_ONLY`),
+    /// `UNKNOWN(0x..)` for unknown codes.
+    pub fn kind_name(self, flags: Flags) -> String {
+        match self {
+            Opcode::Unknown(_) => self.to_string(),
+            op if op.carries_data() => {
+                format!("{}_{}", op.name(), Position::from_flags(flags).name())
+            }
+            op => op.name().to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Opcode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

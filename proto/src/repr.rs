@@ -5,7 +5,7 @@ use core::fmt;
 
 use crate::error::{EmitError, Error};
 use crate::flags::Flags;
-use crate::opcode::{Opcode, Position, Protocol, Syndrome};
+use crate::opcode::{Opcode, Protocol, Syndrome};
 use crate::packet::{Packet, HEADER_LEN, ICRC_LEN, VERSION};
 
 /// Byte ranges inside each opcode's extension header (offsets from the end
@@ -499,12 +499,7 @@ impl<'a> Repr<'a> {
     /// Short kind name: the opcode, with the position for data kinds
     /// (`WRITE_FIRST`, `SEND_ONLY`, `READ_RESP_LAST`, ...).
     pub fn kind_name(&self) -> String {
-        let op = self.opcode();
-        if op.carries_data() {
-            format!("{}_{}", op.name(), Position::from_flags(self.flags).name())
-        } else {
-            op.name().to_string()
-        }
+        self.opcode().kind_name(self.flags)
     }
 }
 
