@@ -1,0 +1,243 @@
+//! `NicConfig`: every knob of the engine, with defaults and validation.
+
+use thiserror::Error;
+
+use crate::time::Duration;
+
+/// How the receiver lets an operation into its registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RegistrationMode {
+    /// Only a packet flagged FIRST registers (the patent). Others that
+    /// arrive before it wait in the escape channel.
+    FirstOnly,
+    /// Every data packet describes the whole operation, so any packet can
+    /// register it; the escape channel is never needed.
+    SelfDescribing,
+}
+
+/// How the receiver acknowledges data packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AckMode {
+    /// One ACK per data packet, at once.
+    PerPacket,
+    /// Coalesced selective ACKs (message id + base + 64-bit bitmap), sent
+    /// `delay` after the first un-acknowledged packet of a message, or at
+    /// once when the operation completes.
+    Selective {
+        /// Longest an acknowledgement waits to be coalesced.
+        delay: Duration,
+    },
+}
+
+/// What the sender retransmits after a timeout or NACK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RetransmitMode {
+    /// Only the packet that timed out or was NACKed.
+    Selective,
+    /// That packet and every later packet of its operation already sent
+    /// (a baseline for comparison).
+    GoBackN,
+}
+
+/// Every configurable parameter of one NIC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicConfig {
+    /// Largest data payload per packet.
+    pub mtu_payload: u32,
+    /// Requests larger than this go to the large-transfer queue.
+    pub segment_threshold: u64,
+    /// Size of each segment operation a large request is cut into.
+    pub segment_size: u32,
+    /// DMA OP table slots: the most packets outstanding at once (≤ 65535).
+    pub op_table_capacity: u16,
+    /// Most requests waiting in the command queue (not yet fully sent).
+    pub command_queue_capacity: usize,
+    /// Receive registry entries (operations being received at once).
+    pub registry_capacity: usize,
+    /// An entry that sees no packet for this long is evicted.
+    pub registry_timeout: Duration,
+    /// Escape channel entries.
+    pub escape_capacity: usize,
+    /// Escape channel bytes (sum of buffered datagram lengths).
+    pub escape_bytes: usize,
+    /// How long a packet waits in the escape channel.
+    pub escape_timeout: Duration,
+    /// Whether completed operations are remembered (see `tombstone_capacity`).
+    pub tombstones: bool,
+    /// Completed operations remembered, oldest forgotten first.
+    pub tombstone_capacity: usize,
+    /// Registration mode.
+    pub registration: RegistrationMode,
+    /// Acknowledgement mode.
+    pub ack_mode: AckMode,
+    /// Retransmission mode.
+    pub retransmit: RetransmitMode,
+    /// RTO before the first RTT sample.
+    pub rto_initial: Duration,
+    /// RTO lower clamp.
+    pub rto_min: Duration,
+    /// RTO upper clamp (also caps exponential backoff).
+    pub rto_max: Duration,
+    /// Retransmissions of one packet before its request fails.
+    pub max_retries: u32,
+    /// Wait before retrying a packet the receiver NACKed as not ready.
+    pub rnr_delay: Duration,
+    /// Posted receive buffers per endpoint.
+    pub recv_queue_capacity: usize,
+    /// Control packets (ACK, NACK, notices) and READ responses queued for
+    /// transmission; beyond it new ones are dropped and counted.
+    pub transmit_queue_capacity: usize,
+    /// This NIC's boot epoch, carried in every packet.
+    pub epoch: u32,
+    /// UDP source port the NIC suggests for its packets.
+    pub src_port: u16,
+}
+
+impl Default for NicConfig {
+    fn default() -> Self {
+        NicConfig {
+            mtu_payload: 4096,
+            segment_threshold: 256 * 1024,
+            segment_size: 64 * 1024,
+            op_table_capacity: 1024,
+            command_queue_capacity: 1024,
+            registry_capacity: 256,
+            registry_timeout: Duration::from_millis(100),
+            escape_capacity: 64,
+            escape_bytes: 256 * 1024,
+            escape_timeout: Duration::from_micros(100),
+            tombstones: true,
+            tombstone_capacity: 4096,
+            registration: RegistrationMode::FirstOnly,
+            ack_mode: AckMode::PerPacket,
+            retransmit: RetransmitMode::Selective,
+            rto_initial: Duration::from_micros(100),
+            rto_min: Duration::from_micros(20),
+            rto_max: Duration::from_millis(50),
+            max_retries: 8,
+            rnr_delay: Duration::from_micros(50),
+            recv_queue_capacity: 256,
+            transmit_queue_capacity: 65_536,
+            epoch: 1,
+            src_port: 49_152,
+        }
+    }
+}
+
+/// A configuration that cannot work, by field.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A field is out of its range.
+    #[error("{field} = {value}: {why}")]
+    OutOfRange {
+        /// Field name as in the scenario file.
+        field: &'static str,
+        /// Offending value.
+        value: u64,
+        /// What the range is.
+        why: &'static str,
+    },
+}
+
+impl NicConfig {
+    /// The largest single operation (one registry entry): requests up to
+    /// the threshold go whole, larger ones in segments.
+    pub fn max_op_bytes(&self) -> u64 {
+        self.segment_threshold.max(u64::from(self.segment_size))
+    }
+
+    /// The most packets one operation may have (the receiver refuses more).
+    pub fn max_packets_per_op(&self) -> u64 {
+        self.max_op_bytes()
+            .div_ceil(u64::from(self.mtu_payload.max(1)))
+            .max(1)
+    }
+
+    /// Checks every field against its range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field, value: u64, why| Err(ConfigError::OutOfRange { field, value, why });
+        if self.mtu_payload == 0
+            || self.mtu_payload as usize > udrma_proto::encap::MAX_DATAGRAM - 128
+            || self.mtu_payload > u32::from(u16::MAX)
+        {
+            return bad(
+                "mtu_payload",
+                self.mtu_payload.into(),
+                "must be 1..=65407 bytes",
+            );
+        }
+        if self.segment_size == 0 {
+            return bad("segment_size", 0, "must be at least 1 byte");
+        }
+        if self.max_op_bytes() > u64::from(u32::MAX) {
+            return bad(
+                "segment_threshold",
+                self.segment_threshold,
+                "one operation must fit the wire's 32-bit length fields",
+            );
+        }
+        if self.max_packets_per_op() > 1 << 20 {
+            return bad(
+                "segment_threshold",
+                self.segment_threshold,
+                "an operation may have at most 2^20 packets (segment_threshold and segment_size over mtu_payload)",
+            );
+        }
+        if self.op_table_capacity == 0 {
+            return bad("op_table_capacity", 0, "must be 1..=65535");
+        }
+        for (field, value) in [
+            ("command_queue_capacity", self.command_queue_capacity),
+            ("registry_capacity", self.registry_capacity),
+            ("recv_queue_capacity", self.recv_queue_capacity),
+            ("transmit_queue_capacity", self.transmit_queue_capacity),
+        ] {
+            if value == 0 {
+                return bad(field, 0, "must be at least 1");
+            }
+        }
+        if self.tombstones && self.tombstone_capacity == 0 {
+            return bad(
+                "tombstone_capacity",
+                0,
+                "must be at least 1 when tombstones are on",
+            );
+        }
+        if self.rto_min.0 == 0 || self.rto_min > self.rto_max {
+            return bad(
+                "rto_min",
+                self.rto_min.0,
+                "must be positive and at most rto_max",
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_errors_name_the_field() {
+        NicConfig::default().validate().unwrap();
+        let c = NicConfig {
+            mtu_payload: 0,
+            ..NicConfig::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "mtu_payload = 0: must be 1..=65407 bytes"
+        );
+        let c = NicConfig {
+            mtu_payload: 1,
+            segment_threshold: 1 << 30,
+            ..NicConfig::default()
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("segment_threshold"));
+    }
+}

@@ -1,0 +1,363 @@
+//! The receive side's bounded state: the receive registry, the escape
+//! channel and the tombstones. Their policies live in `nic.rs`; these types
+//! only keep the bounds and the bookkeeping honest.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use udrma_proto::NodeAddr;
+
+use crate::mask::Mask;
+use crate::memory::MrKey;
+use crate::time::Instant;
+use crate::wr::WrId;
+
+/// Identifies an operation at its receiver: (source node, source
+/// endpoint, message id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OpKey {
+    /// Sending host.
+    pub from: NodeAddr,
+    /// Sending endpoint.
+    pub src_ep: u16,
+    /// Message id.
+    pub msg_id: u32,
+}
+
+/// Where a registered operation's bytes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A remote WRITE into registered memory.
+    Write {
+        /// Remote key the sender named.
+        rkey: MrKey,
+        /// Lowest target address seen.
+        lo: u64,
+    },
+    /// A SEND consuming one posted receive buffer.
+    Send {
+        /// The receive request it fills.
+        recv: WrId,
+        /// Buffer region.
+        mr: MrKey,
+        /// Buffer address.
+        addr: u64,
+        /// Buffer length.
+        cap: u64,
+    },
+}
+
+/// One operation being received.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Where its bytes go.
+    pub target: Target,
+    /// Which packets have arrived.
+    pub mask: Mask,
+    /// Endpoint it is addressed to.
+    pub dst_ep: u16,
+    /// Operation length, if described.
+    pub total_len: u64,
+    /// Payload bytes placed so far.
+    pub received: u64,
+    /// When the entry expires unless another packet arrives.
+    pub deadline: Instant,
+}
+
+/// The receive registry: operations being received, at most `capacity`.
+#[derive(Debug, Clone)]
+pub struct ReceiveRegistry {
+    entries: BTreeMap<OpKey, Entry>,
+    capacity: usize,
+    peak: usize,
+}
+
+impl ReceiveRegistry {
+    /// Empty, holding at most `capacity` entries.
+    pub fn new(capacity: usize) -> ReceiveRegistry {
+        ReceiveRegistry {
+            entries: BTreeMap::new(),
+            capacity,
+            peak: 0,
+        }
+    }
+
+    /// Entries now.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// No entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Most entries ever held.
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+
+    /// At capacity.
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.capacity
+    }
+
+    /// Adds an entry; `false` (and nothing added) when full.
+    pub fn insert(&mut self, key: OpKey, entry: Entry) -> bool {
+        if self.is_full() && !self.entries.contains_key(&key) {
+            return false;
+        }
+        self.entries.insert(key, entry);
+        self.peak = self.peak.max(self.entries.len());
+        true
+    }
+
+    /// The entry for `key`.
+    pub fn get_mut(&mut self, key: &OpKey) -> Option<&mut Entry> {
+        self.entries.get_mut(key)
+    }
+
+    /// Whether `key` is registered.
+    pub fn contains(&self, key: &OpKey) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    /// Removes the entry for `key`.
+    pub fn remove(&mut self, key: &OpKey) -> Option<Entry> {
+        self.entries.remove(key)
+    }
+}
+
+/// A packet waiting in the escape channel for its operation to register.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Escaped {
+    /// Operation it belongs to.
+    pub key: OpKey,
+    /// The whole datagram, as received.
+    pub datagram: Vec<u8>,
+    /// When it is dropped if still waiting.
+    pub deadline: Instant,
+}
+
+/// Why the escape channel refused a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EscapeFull {
+    /// Entry limit reached.
+    Entries,
+    /// Byte limit reached.
+    Bytes,
+}
+
+/// The escape channel: a bounded buffer (entries and bytes) of packets that
+/// arrived before their operation was registered.
+#[derive(Debug, Clone)]
+pub struct EscapeChannel {
+    entries: BTreeMap<u64, Escaped>,
+    bytes: usize,
+    next_id: u64,
+    max_entries: usize,
+    max_bytes: usize,
+    peak_entries: usize,
+    peak_bytes: usize,
+}
+
+impl EscapeChannel {
+    /// Empty, with both limits.
+    pub fn new(max_entries: usize, max_bytes: usize) -> EscapeChannel {
+        EscapeChannel {
+            entries: BTreeMap::new(),
+            bytes: 0,
+            next_id: 0,
+            max_entries,
+            max_bytes,
+            peak_entries: 0,
+            peak_bytes: 0,
+        }
+    }
+
+    /// Packets waiting.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Nothing waiting.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Bytes waiting.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Most packets ever waiting at once.
+    pub fn peak_entries(&self) -> usize {
+        self.peak_entries
+    }
+
+    /// Most bytes ever waiting at once.
+    pub fn peak_bytes(&self) -> usize {
+        self.peak_bytes
+    }
+
+    /// Buffers a packet, returning its id (for its expiry timer).
+    pub fn push(&mut self, e: Escaped) -> Result<u64, EscapeFull> {
+        if self.entries.len() >= self.max_entries {
+            return Err(EscapeFull::Entries);
+        }
+        if self.bytes + e.datagram.len() > self.max_bytes {
+            return Err(EscapeFull::Bytes);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.bytes += e.datagram.len();
+        self.entries.insert(id, e);
+        self.peak_entries = self.peak_entries.max(self.entries.len());
+        self.peak_bytes = self.peak_bytes.max(self.bytes);
+        Ok(id)
+    }
+
+    /// Removes and returns every packet of `key`, in arrival order.
+    pub fn take(&mut self, key: &OpKey) -> Vec<(u64, Escaped)> {
+        let ids: Vec<u64> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.key == *key)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.into_iter()
+            .filter_map(|id| self.remove(id).map(|e| (id, e)))
+            .collect()
+    }
+
+    /// Removes one packet (on expiry).
+    pub fn remove(&mut self, id: u64) -> Option<Escaped> {
+        let e = self.entries.remove(&id)?;
+        self.bytes -= e.datagram.len();
+        Some(e)
+    }
+}
+
+/// Completed operations, remembered so late duplicates never write again.
+/// Bounded: the oldest is forgotten when a new one does not fit.
+#[derive(Debug, Clone)]
+pub struct Tombstones {
+    set: BTreeSet<OpKey>,
+    order: VecDeque<OpKey>,
+    capacity: usize,
+    enabled: bool,
+    peak: usize,
+}
+
+impl Tombstones {
+    /// Empty; with `enabled` false nothing is ever remembered.
+    pub fn new(capacity: usize, enabled: bool) -> Tombstones {
+        Tombstones {
+            set: BTreeSet::new(),
+            order: VecDeque::new(),
+            capacity,
+            enabled,
+            peak: 0,
+        }
+    }
+
+    /// Remembers `key`; returns `true` if an older one was forgotten.
+    pub fn insert(&mut self, key: OpKey) -> bool {
+        if !self.enabled || self.capacity == 0 || !self.set.insert(key) {
+            return false;
+        }
+        self.order.push_back(key);
+        let mut evicted = false;
+        while self.order.len() > self.capacity {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+                evicted = true;
+            }
+        }
+        self.peak = self.peak.max(self.set.len());
+        evicted
+    }
+
+    /// Whether `key` completed here and is still remembered.
+    pub fn contains(&self, key: &OpKey) -> bool {
+        self.set.contains(key)
+    }
+
+    /// Remembered now.
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// Nothing remembered.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    /// Most ever remembered at once.
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(msg_id: u32) -> OpKey {
+        OpKey {
+            from: NodeAddr(0),
+            src_ep: 0,
+            msg_id,
+        }
+    }
+
+    #[test]
+    fn escape_channel_keeps_both_bounds() {
+        let mut e = EscapeChannel::new(2, 10);
+        let p = |k, n| Escaped {
+            key: key(k),
+            datagram: vec![0; n],
+            deadline: Instant(0),
+        };
+        assert_eq!(e.push(p(1, 6)), Ok(0));
+        assert_eq!(e.push(p(2, 6)), Err(EscapeFull::Bytes));
+        assert_eq!(e.push(p(1, 4)), Ok(1));
+        assert_eq!(e.push(p(3, 0)), Err(EscapeFull::Entries));
+        let taken = e.take(&key(1));
+        assert_eq!(taken.len(), 2);
+        assert_eq!((e.len(), e.bytes()), (0, 0));
+        assert_eq!((e.peak_entries(), e.peak_bytes()), (2, 10));
+    }
+
+    #[test]
+    fn tombstones_forget_the_oldest_and_can_be_off() {
+        let mut t = Tombstones::new(2, true);
+        assert!(!t.insert(key(1)));
+        assert!(!t.insert(key(2)));
+        assert!(t.insert(key(3)));
+        assert!(!t.contains(&key(1)));
+        assert!(t.contains(&key(3)));
+        assert_eq!(t.len(), 2);
+        let mut off = Tombstones::new(2, false);
+        off.insert(key(1));
+        assert!(!off.contains(&key(1)));
+    }
+
+    #[test]
+    fn registry_refuses_beyond_capacity() {
+        let mut r = ReceiveRegistry::new(1);
+        let entry = Entry {
+            target: Target::Write {
+                rkey: MrKey(1),
+                lo: 0,
+            },
+            mask: Mask::new(1),
+            dst_ep: 0,
+            total_len: 1,
+            received: 0,
+            deadline: Instant(0),
+        };
+        assert!(r.insert(key(1), entry.clone()));
+        assert!(!r.insert(key(2), entry));
+        assert!(r.is_full());
+    }
+}

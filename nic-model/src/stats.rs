@@ -1,0 +1,131 @@
+//! `Stats`: every counter of the engine, and `Occupancy`, its bounded
+//! state now and at its peak.
+
+use std::collections::BTreeMap;
+
+use udrma_proto::Syndrome;
+
+/// Counters since the NIC was created. Every dropped or rejected packet is
+/// counted under exactly one reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Requests accepted by `post`/`post_recv`.
+    pub posted: u64,
+    /// Requests completed successfully.
+    pub completed: u64,
+    /// Requests completed in error.
+    pub failed: u64,
+    /// Data packets (WRITE, SEND, READ request) sent the first time.
+    pub data_sent: u64,
+    /// Data packets sent again.
+    pub retransmits: u64,
+    /// Retransmit timer expiries.
+    pub timeouts: u64,
+    /// Requests failed after `max_retries`.
+    pub retries_exhausted: u64,
+    /// Control packets sent (ACK, SACK, NACK, notices, READ responses).
+    pub control_sent: u64,
+    /// Datagrams received.
+    pub rx_datagrams: u64,
+    /// Received: shorter than header + ICRC.
+    pub rx_truncated: u64,
+    /// Received: ICRC mismatch (corruption).
+    pub rx_bad_checksum: u64,
+    /// Received: wrong protocol version.
+    pub rx_bad_version: u64,
+    /// Received: length field inconsistent.
+    pub rx_bad_length: u64,
+    /// Received: unknown opcode (NACKed).
+    pub rx_unknown_opcode: u64,
+    /// Received: kinds this layer does not handle (messaging packets
+    /// without a messaging layer).
+    pub rx_unhandled: u64,
+    /// Received: segment index/count inconsistent (NACKed).
+    pub rx_invalid: u64,
+    /// ACKs that matched an outstanding packet.
+    pub acks: u64,
+    /// ACK/NACK naming a free or recycled OP slot, or the wrong packet.
+    pub stale_acks: u64,
+    /// NACKs received, by syndrome.
+    pub nacks_received: BTreeMap<Syndrome, u64>,
+    /// NACKs sent, by syndrome.
+    pub nacks_sent: BTreeMap<Syndrome, u64>,
+    /// Duplicate data packets dropped by the registry mask (re-ACKed).
+    pub dup_dropped: u64,
+    /// Late packets of completed operations dropped by a tombstone
+    /// (re-ACKed).
+    pub stale_dropped: u64,
+    /// Packets put into the escape channel.
+    pub escape_buffered: u64,
+    /// Escaped packets applied when their operation registered.
+    pub escape_drained: u64,
+    /// Escaped packets dropped when their timer expired.
+    pub escape_expired: u64,
+    /// Packets dropped because the escape channel was full.
+    pub escape_overflow: u64,
+    /// Registrations refused because the registry was full (RNR NACK).
+    pub registry_full: u64,
+    /// Registry entries evicted after `registry_timeout` without progress.
+    pub registry_expired: u64,
+    /// Tombstones forgotten to make room.
+    pub tombstone_evictions: u64,
+    /// Receiver-side completions (registry mask full).
+    pub receiver_completions: u64,
+    /// Completion notices received by senders.
+    pub completion_notices: u64,
+    /// READ responses for no outstanding READ (late or unsolicited).
+    pub stale_read_responses: u64,
+    /// Control packets dropped because the transmit queue was full.
+    pub tx_queue_overflow: u64,
+    /// RTT samples taken.
+    pub rtt_samples: u64,
+}
+
+impl Stats {
+    /// Total NACKs received.
+    pub fn nacks_in(&self) -> u64 {
+        self.nacks_received.values().sum()
+    }
+
+    /// Total NACKs sent.
+    pub fn nacks_out(&self) -> u64 {
+        self.nacks_sent.values().sum()
+    }
+}
+
+/// The engine's bounded state: now, at its peak, and its configured limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Occupancy {
+    /// Receive registry entries (now, peak, limit).
+    pub registry: (usize, usize, usize),
+    /// Escape channel packets (now, peak, limit).
+    pub escape_entries: (usize, usize, usize),
+    /// Escape channel bytes (now, peak, limit).
+    pub escape_bytes: (usize, usize, usize),
+    /// DMA OP table slots (now, peak, limit).
+    pub op_table: (usize, usize, usize),
+    /// Tombstones (now, peak, limit).
+    pub tombstones: (usize, usize, usize),
+    /// Transmit queue (control packets and READ responses) (now, peak, limit).
+    pub transmit_queue: (usize, usize, usize),
+    /// Requests posted and not completed (now, peak, limit).
+    pub requests: (usize, usize, usize),
+}
+
+impl Occupancy {
+    /// The first structure whose peak passed its limit, if any.
+    pub fn violation(&self) -> Option<&'static str> {
+        let all = [
+            ("registry", self.registry),
+            ("escape channel entries", self.escape_entries),
+            ("escape channel bytes", self.escape_bytes),
+            ("OP table", self.op_table),
+            ("tombstones", self.tombstones),
+            ("transmit queue", self.transmit_queue),
+            ("requests", self.requests),
+        ];
+        all.into_iter()
+            .find(|(_, (now, peak, limit))| now > limit || peak > limit)
+            .map(|(name, _)| name)
+    }
+}

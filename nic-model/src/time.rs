@@ -1,0 +1,143 @@
+//! Simulated time: picosecond `Instant`s and `Duration`s of our own.
+//!
+//! The engine never reads a clock; every entry point takes `now`. The
+//! simulator advances it from its event queue; the bridge converts the OS
+//! clock at its edge.
+
+use core::fmt;
+use core::ops::{Add, AddAssign, Sub};
+
+/// A point in time, in picoseconds since the start of the run.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Hash, Default)]
+pub struct Instant(pub u64);
+
+/// A span of time in picoseconds.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Hash, Default)]
+pub struct Duration(pub u64);
+
+impl Instant {
+    /// The start of the run.
+    pub const ZERO: Instant = Instant(0);
+
+    /// Picoseconds since the start.
+    pub const fn as_ps(self) -> u64 {
+        self.0
+    }
+
+    /// Nanoseconds since the start (truncated).
+    pub const fn as_nanos(self) -> u64 {
+        self.0 / 1_000
+    }
+
+    /// Time since `earlier`, or zero if `earlier` is later.
+    pub const fn saturating_since(self, earlier: Instant) -> Duration {
+        Duration(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl Duration {
+    /// Zero length.
+    pub const ZERO: Duration = Duration(0);
+
+    /// From picoseconds.
+    pub const fn from_ps(ps: u64) -> Duration {
+        Duration(ps)
+    }
+
+    /// From nanoseconds (saturating).
+    pub const fn from_nanos(ns: u64) -> Duration {
+        Duration(ns.saturating_mul(1_000))
+    }
+
+    /// From microseconds (saturating).
+    pub const fn from_micros(us: u64) -> Duration {
+        Duration(us.saturating_mul(1_000_000))
+    }
+
+    /// From milliseconds (saturating).
+    pub const fn from_millis(ms: u64) -> Duration {
+        Duration(ms.saturating_mul(1_000_000_000))
+    }
+
+    /// Picoseconds.
+    pub const fn as_ps(self) -> u64 {
+        self.0
+    }
+
+    /// Nanoseconds (truncated).
+    pub const fn as_nanos(self) -> u64 {
+        self.0 / 1_000
+    }
+
+    /// `self * k`, saturating.
+    pub const fn saturating_mul(self, k: u64) -> Duration {
+        Duration(self.0.saturating_mul(k))
+    }
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    fn add(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_add(d.0))
+    }
+}
+
+impl AddAssign<Duration> for Instant {
+    fn add_assign(&mut self, d: Duration) {
+        *self = *self + d;
+    }
+}
+
+impl Sub<Instant> for Instant {
+    type Output = Duration;
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_since(earlier)
+    }
+}
+
+impl Add for Duration {
+    type Output = Duration;
+    fn add(self, d: Duration) -> Duration {
+        Duration(self.0.saturating_add(d.0))
+    }
+}
+
+fn human(ps: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match ps {
+        0..1_000 => write!(f, "{ps}ps"),
+        1_000..1_000_000 => write!(f, "{:.3}ns", ps as f64 / 1e3),
+        1_000_000..1_000_000_000 => write!(f, "{:.3}us", ps as f64 / 1e6),
+        1_000_000_000..1_000_000_000_000 => write!(f, "{:.3}ms", ps as f64 / 1e9),
+        _ => write!(f, "{:.6}s", ps as f64 / 1e12),
+    }
+}
+
+/// `t=12.500us`.
+impl fmt::Display for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("t=")?;
+        human(self.0, f)
+    }
+}
+
+/// `12.500us`.
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        human(self.0, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arithmetic_saturates_and_displays() {
+        let t = Instant::ZERO + Duration::from_micros(12) + Duration::from_nanos(500);
+        assert_eq!(t.as_ps(), 12_500_000);
+        assert_eq!(t.to_string(), "t=12.500us");
+        assert_eq!(Instant(5) - Instant(9), Duration::ZERO);
+        assert_eq!(Instant(u64::MAX) + Duration(1), Instant(u64::MAX));
+        assert_eq!(Duration::from_millis(2).to_string(), "2.000ms");
+    }
+}

@@ -1,0 +1,223 @@
+//! Work requests the host posts, and the events the engine raises.
+
+use core::fmt;
+
+use thiserror::Error;
+use udrma_proto::{NodeAddr, Syndrome};
+
+use crate::memory::MrKey;
+use crate::time::Instant;
+
+/// Names a posted request; unique per NIC, increasing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WrId(pub u64);
+
+impl fmt::Display for WrId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "wr{}", self.0)
+    }
+}
+
+/// Which kind of request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WrKind {
+    /// RDMA WRITE.
+    Write,
+    /// RDMA WRITE followed by a data-arrived notification.
+    WriteNotify,
+    /// RDMA READ.
+    Read,
+    /// SEND.
+    Send,
+    /// A posted receive buffer.
+    Recv,
+}
+
+/// A request for the NIC: move `len` bytes between local memory
+/// (`local`, `local_addr`) and the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkRequest {
+    /// What to do.
+    pub kind: WrKind,
+    /// Peer host.
+    pub dst: NodeAddr,
+    /// Local endpoint.
+    pub src_ep: u16,
+    /// Peer endpoint.
+    pub dst_ep: u16,
+    /// Local region (source of WRITE/SEND, destination of READ).
+    pub local: MrKey,
+    /// Local address.
+    pub local_addr: u64,
+    /// Bytes.
+    pub len: u64,
+    /// Peer's region key (WRITE/READ).
+    pub rkey: u32,
+    /// Peer address (WRITE/READ).
+    pub remote_addr: u64,
+    /// Immediate value of WRITE-with-notify.
+    pub immediate: u32,
+}
+
+impl WorkRequest {
+    fn new(kind: WrKind, dst: NodeAddr, local: MrKey, local_addr: u64, len: u64) -> WorkRequest {
+        WorkRequest {
+            kind,
+            dst,
+            src_ep: 0,
+            dst_ep: 0,
+            local,
+            local_addr,
+            len,
+            rkey: 0,
+            remote_addr: 0,
+            immediate: 0,
+        }
+    }
+
+    /// RDMA WRITE of `len` local bytes to `remote_addr` under `rkey` at `dst`.
+    pub fn write(
+        dst: NodeAddr,
+        local: MrKey,
+        local_addr: u64,
+        len: u64,
+        rkey: u32,
+        remote_addr: u64,
+    ) -> WorkRequest {
+        WorkRequest {
+            rkey,
+            remote_addr,
+            ..WorkRequest::new(WrKind::Write, dst, local, local_addr, len)
+        }
+    }
+
+    /// RDMA WRITE whose receiver gets a data-arrived event with `immediate`
+    /// once every byte is acknowledged.
+    pub fn write_notify(
+        dst: NodeAddr,
+        local: MrKey,
+        local_addr: u64,
+        len: u64,
+        rkey: u32,
+        remote_addr: u64,
+        immediate: u32,
+    ) -> WorkRequest {
+        WorkRequest {
+            kind: WrKind::WriteNotify,
+            immediate,
+            ..WorkRequest::write(dst, local, local_addr, len, rkey, remote_addr)
+        }
+    }
+
+    /// RDMA READ of `len` bytes at `remote_addr` under `rkey` at `dst` into
+    /// local memory.
+    pub fn read(
+        dst: NodeAddr,
+        local: MrKey,
+        local_addr: u64,
+        len: u64,
+        rkey: u32,
+        remote_addr: u64,
+    ) -> WorkRequest {
+        WorkRequest {
+            rkey,
+            remote_addr,
+            ..WorkRequest::new(WrKind::Read, dst, local, local_addr, len)
+        }
+    }
+
+    /// SEND of `len` local bytes into a receive buffer posted at `dst`.
+    pub fn send(dst: NodeAddr, local: MrKey, local_addr: u64, len: u64) -> WorkRequest {
+        WorkRequest::new(WrKind::Send, dst, local, local_addr, len)
+    }
+
+    /// The same request between other endpoints.
+    #[must_use]
+    pub fn endpoints(mut self, src_ep: u16, dst_ep: u16) -> WorkRequest {
+        self.src_ep = src_ep;
+        self.dst_ep = dst_ep;
+        self
+    }
+}
+
+/// Why a request was refused at `post` (nothing was queued).
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum PostError {
+    /// The command queue (or a receive queue) is at its capacity.
+    #[error("queue full ({0} requests outstanding)")]
+    QueueFull(usize),
+    /// The local buffer fails its memory check.
+    #[error("local buffer rejected: {0}")]
+    LocalAccess(Syndrome),
+    /// A SEND longer than one operation may be.
+    #[error("SEND of {len} bytes exceeds the {max}-byte limit of one operation")]
+    TooLong {
+        /// Requested length.
+        len: u64,
+        /// Largest allowed.
+        max: u64,
+    },
+    /// Posting a receive through `post` (use `post_recv`).
+    #[error("receive buffers are posted with post_recv")]
+    NotARequest,
+}
+
+/// Why a request completed in error.
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+pub enum WcError {
+    /// A packet went unacknowledged through every retry.
+    #[error("retries exhausted")]
+    RetryExceeded,
+    /// The peer refused the operation.
+    #[error("remote error: {0}")]
+    Remote(Syndrome),
+    /// Local memory became unusable while the request ran.
+    #[error("local access error: {0}")]
+    LocalAccess(Syndrome),
+}
+
+/// What the engine tells its host. Drain with `Nic::poll_event`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A posted request (or receive buffer) finished: exactly once per
+    /// [`WrId`].
+    Completed {
+        /// Which request.
+        wr: WrId,
+        /// Its kind.
+        kind: WrKind,
+        /// Bytes moved (for receives: bytes received).
+        len: u64,
+        /// Success or why not.
+        result: Result<(), WcError>,
+        /// When it completed.
+        at: Instant,
+    },
+    /// Receiver side: every packet of a peer's WRITE has landed (the
+    /// registry mask is full). Raised before the sender can know.
+    WriteReceived {
+        /// Writing host.
+        from: NodeAddr,
+        /// Its message id.
+        msg_id: u32,
+        /// Lowest address written.
+        addr: u64,
+        /// Bytes written.
+        len: u64,
+        /// When.
+        at: Instant,
+    },
+    /// Receiver side: a WRITE-with-notify's notification arrived.
+    DataArrived {
+        /// Writing host.
+        from: NodeAddr,
+        /// Where the data starts.
+        addr: u64,
+        /// Bytes.
+        len: u64,
+        /// The immediate value.
+        immediate: u32,
+        /// When.
+        at: Instant,
+    },
+}
