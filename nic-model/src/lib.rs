@@ -17,6 +17,37 @@
 //! Every structure that a peer can make grow is bounded (see
 //! [`NicConfig`] and [`Nic::occupancy`]); every packet dropped or refused is
 //! counted by reason in [`Stats`].
+//!
+//! # Example: a WRITE whose FIRST packet is lost
+//!
+//! ```
+//! use udrma_nic::pair::{Pair, Verdict};
+//! use udrma_nic::{Access, Event, NicConfig, WorkRequest};
+//! use udrma_proto::NodeAddr;
+//!
+//! let mut pair = Pair::new(NicConfig { mtu_payload: 1024, ..NicConfig::default() });
+//! let src = pair.nics[0].register(0x1000, 8192, Access::ALL);
+//! pair.nics[0].memory_mut().region_mut(src).unwrap().bytes.fill(0xab);
+//! let dst = pair.nics[1].register(0x9000, 8192, Access::ALL);
+//!
+//! // Lose the first FIRST packet on the wire.
+//! let mut lost = false;
+//! pair.set_filter(move |w| match w.repr {
+//!     Some(r) if !lost && r.kind_name() == "WRITE_FIRST" => { lost = true; Verdict::Drop }
+//!     _ => Verdict::Deliver,
+//! });
+//! let wr = pair.nics[0]
+//!     .post(pair.now, WorkRequest::write(NodeAddr(1), src, 0x1000, 4096, dst.0, 0x9000))
+//!     .unwrap();
+//! pair.run();
+//!
+//! // Exactly one completion, and the bytes arrived.
+//! let done: Vec<_> = pair.events_of(0).filter(|e| matches!(e, Event::Completed { .. })).collect();
+//! assert!(matches!(done[..], [Event::Completed { wr: w, result: Ok(()), .. }] if *w == wr));
+//! assert!(pair.nics[1].memory().region(dst).unwrap().bytes[..4096].iter().all(|b| *b == 0xab));
+//! // The three packets behind the lost FIRST waited in the escape channel.
+//! assert_eq!(pair.nics[1].stats().escape_buffered, 3);
+//! ```
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -1441,7 +1441,15 @@ impl Nic {
         };
         *self.stats.nacks_received.entry(syndrome).or_default() += 1;
         if syndrome == Syndrome::ReceiverNotReady {
-            // Not fatal: send again, after rnr_delay (at once if zero).
+            // Not fatal: send again, after rnr_delay (at once if zero). A
+            // packet already waiting to go again is not queued twice.
+            if self
+                .op_table
+                .get(opn)
+                .is_some_and(|inf| inf.deadline.is_none())
+            {
+                return;
+            }
             if !self.count_retry(now, opn) {
                 return;
             }
