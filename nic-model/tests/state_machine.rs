@@ -405,9 +405,7 @@ impl StateMachineTest for NicMachine {
                 if reseal_unknown && bytes.len() >= 36 {
                     bytes[0] = 1;
                     bytes[1] = 0x30 + (bytes[1] & 0x0f);
-                    let n = bytes.len();
-                    let crc = udrma_proto::icrc::icrc(&bytes[..n - 4]);
-                    bytes[n - 4..].copy_from_slice(&crc.to_be_bytes());
+                    udrma_proto::Packet::new_unchecked(&mut bytes[..]).fill_icrc();
                 }
                 s.pair.inject(usize::from(from), bytes);
             }

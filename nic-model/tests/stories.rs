@@ -963,15 +963,11 @@ fn hostile_datagrams_are_counted_by_reason_and_never_panic() {
     s.pair.inject(0, corrupt);
     let mut unknown = good.clone();
     unknown[1] = 0x3f;
-    let n = unknown.len();
-    let crc = udrma_proto::icrc::icrc(&unknown[..n - 4]);
-    unknown[n - 4..].copy_from_slice(&crc.to_be_bytes());
+    udrma_proto::Packet::new_unchecked(&mut unknown[..]).fill_icrc();
     s.pair.inject(0, unknown);
     // Segment index beyond its count.
     good[16..20].copy_from_slice(&9u32.to_be_bytes());
-    let n = good.len();
-    let crc = udrma_proto::icrc::icrc(&good[..n - 4]);
-    good[n - 4..].copy_from_slice(&crc.to_be_bytes());
+    udrma_proto::Packet::new_unchecked(&mut good[..]).fill_icrc();
     s.pair.inject(0, good);
     s.pair.run();
     let rx = s.pair.nics[1].stats();
