@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use crate::time::Duration;
+use udrma_proto::time::Duration;
 
 /// How the receiver lets an operation into its registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

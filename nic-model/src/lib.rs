@@ -61,12 +61,11 @@ pub mod pair;
 pub mod registry;
 pub mod rtt;
 pub mod stats;
-pub mod time;
 pub mod wr;
 
 pub use config::{AckMode, ConfigError, NicConfig, RegistrationMode, RetransmitMode};
 pub use memory::{Access, MemoryTable, MrKey};
 pub use nic::{Nic, Transmit};
 pub use stats::{Occupancy, Stats};
-pub use time::{Duration, Instant};
+pub use udrma_proto::time::{self, Duration, Instant};
 pub use wr::{Event, PostError, WcError, WorkRequest, WrId, WrKind};

@@ -25,8 +25,8 @@ use crate::optable::{OpNumber, OpTable};
 use crate::registry::{Entry, EscapeChannel, Escaped, OpKey, ReceiveRegistry, Target, Tombstones};
 use crate::rtt::RttEstimator;
 use crate::stats::{Occupancy, Stats};
-use crate::time::Instant;
 use crate::wr::{Event, PostError, WcError, WorkRequest, WrId, WrKind};
+use udrma_proto::time::Instant;
 
 /// A datagram [`Nic::poll_transmit`] wrote into the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

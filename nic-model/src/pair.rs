@@ -10,8 +10,8 @@ use udrma_proto::{NodeAddr, Repr};
 
 use crate::config::NicConfig;
 use crate::nic::Nic;
-use crate::time::{Duration, Instant};
 use crate::wr::Event;
+use udrma_proto::time::{Duration, Instant};
 
 /// What happens to one datagram on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

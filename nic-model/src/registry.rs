@@ -8,8 +8,8 @@ use udrma_proto::NodeAddr;
 
 use crate::mask::Mask;
 use crate::memory::MrKey;
-use crate::time::Instant;
 use crate::wr::WrId;
+use udrma_proto::time::Instant;
 
 /// Identifies an operation at its receiver: (source node, source
 /// endpoint, message id).

@@ -1,7 +1,7 @@
 //! `RttEstimator`: the adaptive retransmission timeout of RFC 6298
 //! (srtt + 4·rttvar, clamped), with exponential backoff per packet.
 
-use crate::time::Duration;
+use udrma_proto::time::Duration;
 
 /// Smoothed RTT state toward one peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use thiserror::Error;
 use udrma_proto::{NodeAddr, Syndrome};
 
 use crate::memory::MrKey;
-use crate::time::Instant;
+use udrma_proto::time::Instant;
 
 /// Names a posted request; unique per NIC, increasing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -18,6 +18,10 @@
 //! `Unknown(u8)` values so the layer above can decide what to do with
 //! them. `docs/wire-format.md` in the repository describes every byte.
 //!
+//! The simulated-time types [`Instant`] and [`Duration`] (picoseconds) also
+//! live here: they are plain values, not a clock, and every crate above
+//! (the engine, the fault rules, the fabric) shares them.
+//!
 //! Layout follows smoltcp's `wire` module: a zero-copy checked view
 //! ([`Packet`]) beside a typed representation ([`Repr`]) with `parse`,
 //! `emit` and `buffer_len`.
@@ -38,6 +42,7 @@ pub mod packet;
 pub mod pcap;
 pub mod repr;
 pub mod samples;
+pub mod time;
 
 pub use addr::NodeAddr;
 pub use error::{EmitError, Error};
@@ -45,6 +50,7 @@ pub use flags::Flags;
 pub use opcode::{Opcode, Position, Protocol, Syndrome};
 pub use packet::{Packet, HEADER_LEN, ICRC_LEN, VERSION};
 pub use repr::{Body, Detail, Rendezvous, Repr};
+pub use time::{Duration, Instant};
 
 /// The UDP port udrma uses unless configured otherwise (destination port of
 /// every protocol datagram; the Wireshark dissector registers on it).

@@ -1,0 +1,510 @@
+//! Each fault model on a long run against its expected statistics, and
+//! each targeting criterion on its own.
+
+use udrma_faults::{
+    Direction, FaultError, Jitter, Model, PacketCtx, Rule, RuleSet, Target, Verdict,
+};
+use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode, Repr};
+
+fn ctx(i: u64) -> PacketCtx {
+    PacketCtx {
+        now: Instant(i * 1_000_000), // one packet per µs
+        link: 0,
+        direction: Direction::Forward,
+        src: NodeAddr(0),
+        dst: NodeAddr(1),
+        opcode: Some(Opcode::Write),
+        flags: Flags::empty(),
+        len: 1000,
+    }
+}
+
+fn rule(model: Model) -> Rule {
+    Rule::new(42, "r", Target::any(), model).unwrap()
+}
+
+fn run(rule: &mut Rule, n: u64) -> Vec<Verdict> {
+    (0..n).map(|i| rule.judge(&ctx(i))).collect()
+}
+
+/// |observed − n·p| within 5 standard deviations of a binomial.
+fn assert_binomial(observed: u64, n: u64, p: f64, what: &str) {
+    let mean = n as f64 * p;
+    let sd = (n as f64 * p * (1.0 - p)).sqrt();
+    assert!(
+        (observed as f64 - mean).abs() <= 5.0 * sd,
+        "{what}: {observed} of {n}, expected {mean:.0} ± {:.0}",
+        5.0 * sd
+    );
+}
+
+#[test]
+fn random_loss_one_percent_over_100k() {
+    let mut r = rule(Model::Loss {
+        p: 0.01,
+        correlation: 0.0,
+    });
+    let drops = run(&mut r, 100_000)
+        .iter()
+        .filter(|v| **v == Verdict::Drop)
+        .count() as u64;
+    assert_binomial(drops, 100_000, 0.01, "1% loss");
+    assert_eq!(r.counters.dropped, drops);
+    assert_eq!(r.counters.matched, 100_000);
+}
+
+#[test]
+fn gilbert_elliott_bursts_have_the_expected_length_and_rate() {
+    // p = P(good→bad) = 1%, r = P(bad→good) = 25%: mean burst 1/r = 4
+    // packets, stationary bad share p/(p+r) ≈ 3.85%.
+    let mut r = rule(Model::GilbertElliott {
+        p: 0.01,
+        r: 0.25,
+        loss_good: 0.0,
+        loss_bad: 1.0,
+    });
+    let v = run(&mut r, 400_000);
+    let mut bursts = Vec::new();
+    let mut cur = 0u64;
+    for x in &v {
+        if *x == Verdict::Drop {
+            cur += 1;
+        } else if cur > 0 {
+            bursts.push(cur);
+            cur = 0;
+        }
+    }
+    let mean_burst = bursts.iter().sum::<u64>() as f64 / bursts.len() as f64;
+    assert!(
+        (mean_burst - 4.0).abs() < 0.3,
+        "mean burst {mean_burst:.2}, expected 4"
+    );
+    let rate = v.iter().filter(|x| **x == Verdict::Drop).count() as f64 / v.len() as f64;
+    let expected = 0.01 / 0.26;
+    assert!(
+        (rate - expected).abs() < expected * 0.12,
+        "loss rate {rate:.4}, expected {expected:.4}"
+    );
+    // Bursts, not scattered losses: random loss at the same rate would
+    // have a mean run length of about 1.04.
+    assert!(bursts.iter().any(|b| *b >= 10));
+}
+
+#[test]
+fn duplication_rate_and_copies() {
+    let mut r = rule(Model::Duplicate {
+        p: 0.05,
+        copies: 2,
+        correlation: 0.0,
+    });
+    let v = run(&mut r, 100_000);
+    let dups = v.iter().filter(|x| **x == Verdict::Duplicate(2)).count() as u64;
+    assert_binomial(dups, 100_000, 0.05, "5% duplication");
+    assert!(v
+        .iter()
+        .all(|x| matches!(x, Verdict::Pass | Verdict::Duplicate(2))));
+}
+
+#[test]
+fn reorder_with_gap_sends_every_gapth_packet_at_once() {
+    // netem `delay 10ms reorder 100% gap 5`: packets 5, 10, 15, ... go at
+    // once, the rest are delayed.
+    let mut r = rule(Model::Reorder {
+        p: 1.0,
+        correlation: 0.0,
+        gap: 5,
+        delay: Duration::from_millis(10),
+    });
+    let v = run(&mut r, 100);
+    for (i, x) in v.iter().enumerate() {
+        let immediate = (i + 1) % 5 == 0;
+        assert_eq!(*x == Verdict::Pass, immediate, "packet {}", i + 1);
+        if !immediate {
+            assert_eq!(*x, Verdict::Delay(Duration::from_millis(10)));
+        }
+    }
+}
+
+#[test]
+fn reorder_rate_without_gap() {
+    let mut r = rule(Model::Reorder {
+        p: 0.25,
+        correlation: 0.0,
+        gap: 1,
+        delay: Duration::from_micros(50),
+    });
+    let v = run(&mut r, 100_000);
+    let immediate = v.iter().filter(|x| **x == Verdict::Pass).count() as u64;
+    assert_binomial(immediate, 100_000, 0.25, "25% reorder");
+}
+
+fn delays(model: Model, n: u64) -> Vec<f64> {
+    let mut r = rule(model);
+    run(&mut r, n)
+        .into_iter()
+        .map(|v| match v {
+            Verdict::Delay(d) => d.as_ps() as f64 / 1e6,
+            Verdict::Pass => 0.0,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+fn mean_sd(x: &[f64]) -> (f64, f64) {
+    let m = x.iter().sum::<f64>() / x.len() as f64;
+    let var = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / x.len() as f64;
+    (m, var.sqrt())
+}
+
+#[test]
+fn delay_jitter_distributions() {
+    let us = Duration::from_micros;
+    // Uniform 100 ± 10 µs: mean 100, sd 10/√3, bounded.
+    let u = delays(
+        Model::Delay {
+            base: us(100),
+            jitter: us(10),
+            dist: Jitter::Uniform,
+        },
+        50_000,
+    );
+    let (m, sd) = mean_sd(&u);
+    assert!((m - 100.0).abs() < 0.2, "uniform mean {m}");
+    assert!((sd - 10.0 / 3f64.sqrt()).abs() < 0.2, "uniform sd {sd}");
+    assert!(u.iter().all(|d| (90.0..=110.0).contains(d)));
+    // Normal 100, σ 10.
+    let n = delays(
+        Model::Delay {
+            base: us(100),
+            jitter: us(10),
+            dist: Jitter::Normal,
+        },
+        50_000,
+    );
+    let (m, sd) = mean_sd(&n);
+    assert!((m - 100.0).abs() < 0.3, "normal mean {m}");
+    assert!((sd - 10.0).abs() < 0.3, "normal sd {sd}");
+    // Pareto shape 3: never below base, mean extra jitter/2, heavy tail.
+    let p = delays(
+        Model::Delay {
+            base: us(100),
+            jitter: us(10),
+            dist: Jitter::Pareto,
+        },
+        50_000,
+    );
+    let (m, _) = mean_sd(&p);
+    assert!(p.iter().all(|d| *d >= 100.0));
+    assert!((m - 105.0).abs() < 0.5, "pareto mean {m}");
+    assert!(p.iter().any(|d| *d > 150.0), "heavy tail");
+}
+
+#[test]
+fn corruption_flips_exactly_k_bits_and_the_icrc_catches_them() {
+    let mut r = rule(Model::Corrupt { p: 0.01, bits: 3 });
+    let v = run(&mut r, 100_000);
+    let hits = v.iter().filter(|x| **x == Verdict::Corrupt(3)).count() as u64;
+    assert_binomial(hits, 100_000, 0.01, "1% corruption");
+    let packet = udrma_proto::samples::every_kind()[0].to_vec().unwrap();
+    for _ in 0..1000 {
+        let mut bytes = packet.clone();
+        r.corrupt(&mut bytes, 3);
+        let flipped: u32 = bytes
+            .iter()
+            .zip(&packet)
+            .map(|(a, b)| (a ^ b).count_ones())
+            .sum();
+        assert_eq!(flipped, 3);
+        assert!(
+            Repr::parse_bytes(&bytes).is_err(),
+            "CRC-32 catches every 3-bit error"
+        );
+    }
+}
+
+#[test]
+fn rate_shaping_holds_the_rate_and_the_queue_limit_drops() {
+    // 1000-byte packets every µs (8 Gb/s offered) into a 1 Gb/s shaper
+    // holding at most 10 packets.
+    let mut r = rule(Model::Rate {
+        bits_per_sec: 1_000_000_000,
+        limit: 10,
+    });
+    let v = run(&mut r, 10_000);
+    let passed = v.iter().filter(|x| !matches!(x, Verdict::Drop)).count();
+    // 10 ms at 1 Gb/s is 1250 packets (+ the 10 in the queue at the end).
+    assert!((1250..=1262).contains(&passed), "{passed} passed");
+    let max_wait = v
+        .iter()
+        .filter_map(|x| match x {
+            Verdict::Delay(d) => Some(d.as_ps()),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    assert!(
+        max_wait <= Duration::from_micros(80).as_ps(),
+        "queue of 10 × 8 µs: {max_wait} ps"
+    );
+}
+
+#[test]
+fn down_and_partition() {
+    let mut set = RuleSet::new();
+    set.push(
+        Rule::new(
+            1,
+            "flap",
+            Target::any().window(Instant(10 * 1_000_000), Instant(20 * 1_000_000)),
+            Model::Down,
+        )
+        .unwrap(),
+    );
+    let v: Vec<_> = (0..30).map(|i| set.judge(&ctx(i)).0).collect();
+    assert!(v[..10].iter().all(|x| *x == Verdict::Pass));
+    assert!(v[10..20].iter().all(|x| *x == Verdict::Drop));
+    assert!(v[20..].iter().all(|x| *x == Verdict::Pass));
+
+    let part = |two_way| {
+        Rule::new(
+            1,
+            "split",
+            Target::any(),
+            Model::Partition {
+                a: vec![NodeAddr(0)],
+                b: vec![NodeAddr(1)],
+                two_way,
+            },
+        )
+        .unwrap()
+    };
+    let back = PacketCtx {
+        src: NodeAddr(1),
+        dst: NodeAddr(0),
+        ..ctx(0)
+    };
+    let mut one = part(false);
+    assert_eq!(one.judge(&ctx(0)), Verdict::Drop);
+    assert_eq!(one.judge(&back), Verdict::Pass, "one-way partition");
+    let mut two = part(true);
+    assert_eq!(two.judge(&back), Verdict::Drop);
+}
+
+// ------------------------------------------------------------- targeting
+
+fn drop_if(target: Target) -> RuleSet {
+    let mut set = RuleSet::new();
+    set.push(Rule::new(1, "t", target, Model::Down).unwrap());
+    set.resolve(
+        |n| match n {
+            "h0-e0" => Some(0),
+            "h1-e0" => Some(1),
+            _ => None,
+        },
+        &["h0-e0", "h1-e0"],
+    )
+    .unwrap();
+    set
+}
+
+#[test]
+fn targeting_by_link_direction_flow_opcode_flags() {
+    let other_link = PacketCtx { link: 1, ..ctx(0) };
+    let reverse = PacketCtx {
+        direction: Direction::Reverse,
+        ..ctx(0)
+    };
+    let first = PacketCtx {
+        flags: Flags::FIRST | Flags::ACK_REQ,
+        ..ctx(0)
+    };
+    let ack = PacketCtx {
+        opcode: Some(Opcode::Ack),
+        ..ctx(0)
+    };
+    let from_h2 = PacketCtx {
+        src: NodeAddr(2),
+        ..ctx(0)
+    };
+
+    let mut s = drop_if(Target::any().links(&["h0-e0"]));
+    assert_eq!(
+        (s.judge(&ctx(0)).0, s.judge(&other_link).0),
+        (Verdict::Drop, Verdict::Pass)
+    );
+    let mut s = drop_if(Target::any().direction(Direction::Forward));
+    assert_eq!(
+        (s.judge(&ctx(0)).0, s.judge(&reverse).0),
+        (Verdict::Drop, Verdict::Pass)
+    );
+    let mut s = drop_if(Target::any().flow(&[NodeAddr(0)], &[]));
+    assert_eq!(
+        (s.judge(&ctx(0)).0, s.judge(&from_h2).0),
+        (Verdict::Drop, Verdict::Pass)
+    );
+    let mut s = drop_if(Target::any().opcodes(&[Opcode::Ack]));
+    assert_eq!(
+        (s.judge(&ack).0, s.judge(&ctx(0)).0),
+        (Verdict::Drop, Verdict::Pass)
+    );
+    let mut s = drop_if(Target::any().flags(Flags::FIRST));
+    assert_eq!(
+        (s.judge(&first).0, s.judge(&ctx(0)).0),
+        (Verdict::Drop, Verdict::Pass)
+    );
+}
+
+#[test]
+fn drop_the_first_packet_of_every_third_write_between_1_and_2_ms() {
+    let mut s = drop_if(
+        Target::any()
+            .opcodes(&[Opcode::Write])
+            .flags(Flags::FIRST)
+            .window(
+                Instant::ZERO + Duration::from_millis(1),
+                Instant::ZERO + Duration::from_millis(2),
+            )
+            .nth(3, 0, None),
+    );
+    let mut dropped = Vec::new();
+    for i in 0..3000u64 {
+        // A FIRST packet every 10 µs, others between.
+        let p = PacketCtx {
+            flags: if i % 10 == 0 {
+                Flags::FIRST
+            } else {
+                Flags::empty()
+            },
+            ..ctx(i)
+        };
+        if s.judge(&p).0 == Verdict::Drop {
+            dropped.push(i);
+        }
+    }
+    // FIRST packets in [1 ms, 2 ms): i = 1000, 1010, ..., 1990 (100 of
+    // them); every third from the first: 1000, 1030, ..., 1990.
+    let expected: Vec<u64> = (0..34).map(|j| 1000 + 30 * j).collect();
+    assert_eq!(dropped, expected);
+}
+
+#[test]
+fn nth_with_a_limit_fires_that_many_times() {
+    let mut s = drop_if(Target::any().nth(1, 0, Some(2)));
+    let drops = (0..10)
+        .filter(|i| s.judge(&ctx(*i)).0 == Verdict::Drop)
+        .count();
+    assert_eq!(drops, 2);
+}
+
+#[test]
+fn first_non_pass_verdict_wins_in_install_order() {
+    let mut set = RuleSet::new();
+    set.push(
+        Rule::new(
+            1,
+            "lose-all",
+            Target::any(),
+            Model::Loss {
+                p: 1.0,
+                correlation: 0.0,
+            },
+        )
+        .unwrap(),
+    );
+    set.push(
+        Rule::new(
+            1,
+            "dup-all",
+            Target::any(),
+            Model::Duplicate {
+                p: 1.0,
+                copies: 1,
+                correlation: 0.0,
+            },
+        )
+        .unwrap(),
+    );
+    assert_eq!(set.judge(&ctx(0)), (Verdict::Drop, Some(0)));
+    assert_eq!(
+        set.rules()[1].counters.matched,
+        0,
+        "later rules are not consulted"
+    );
+    let mut set = RuleSet::new();
+    set.push(
+        Rule::new(
+            1,
+            "lose-none",
+            Target::any(),
+            Model::Loss {
+                p: 0.0,
+                correlation: 0.0,
+            },
+        )
+        .unwrap(),
+    );
+    set.push(
+        Rule::new(
+            1,
+            "dup-all",
+            Target::any(),
+            Model::Duplicate {
+                p: 1.0,
+                copies: 1,
+                correlation: 0.0,
+            },
+        )
+        .unwrap(),
+    );
+    assert_eq!(set.judge(&ctx(0)), (Verdict::Duplicate(1), Some(1)));
+}
+
+#[test]
+fn bad_rules_are_refused_with_the_reason() {
+    let err = Rule::new(
+        1,
+        "lossy",
+        Target::any(),
+        Model::Loss {
+            p: 1.5,
+            correlation: 0.0,
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "rule lossy: p = 1.5 is not a probability in [0, 1]"
+    );
+    let mut set = RuleSet::new();
+    set.push(Rule::new(1, "flap", Target::any().links(&["h0-eO"]), Model::Down).unwrap());
+    let err = set.resolve(|_| None, &["h0-e0", "h1-e0"]).unwrap_err();
+    assert!(matches!(err, FaultError::UnknownLink { .. }));
+    assert_eq!(
+        err.to_string(),
+        r#"rule flap: unknown link "h0-eO" (did you mean "h0-e0"?)"#
+    );
+}
+
+#[test]
+fn same_seed_same_draws_different_seed_different_draws() {
+    let model = Model::Loss {
+        p: 0.5,
+        correlation: 0.0,
+    };
+    let a = run(
+        &mut Rule::new(7, "x", Target::any(), model.clone()).unwrap(),
+        256,
+    );
+    let b = run(
+        &mut Rule::new(7, "x", Target::any(), model.clone()).unwrap(),
+        256,
+    );
+    let c = run(
+        &mut Rule::new(8, "x", Target::any(), model.clone()).unwrap(),
+        256,
+    );
+    let d = run(&mut Rule::new(7, "y", Target::any(), model).unwrap(), 256);
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert_ne!(a, d, "each rule has its own stream");
+}
