@@ -45,16 +45,25 @@ pub struct Region {
     pub base: u64,
     /// Rights.
     pub access: Access,
-    /// The bytes.
+    /// The bytes (empty for a phantom region).
     pub bytes: Vec<u8>,
+    /// Length in bytes.
+    pub len: u64,
+    /// A phantom region has bounds and rights but no bytes: reads give
+    /// zeros, writes are checked and discarded (for scale runs).
+    pub phantom: bool,
 }
 
+/// Zeros that phantom reads return (the engine never reads more than one
+/// packet's payload at a time).
+static ZEROS: [u8; 65_536] = [0; 65_536];
+
 impl Region {
-    /// Byte range of `[addr, addr+len)` inside `bytes`, if it fits.
+    /// Byte range of `[addr, addr+len)` inside the region, if it fits.
     fn span(&self, addr: u64, len: u64) -> Option<core::ops::Range<usize>> {
         let start = addr.checked_sub(self.base)?;
         let end = start.checked_add(len)?;
-        if end > self.bytes.len() as u64 {
+        if end > self.len {
             return None;
         }
         Some(start as usize..end as usize)
@@ -101,6 +110,27 @@ impl MemoryTable {
                 base,
                 access,
                 bytes: vec![0; len],
+                len: len as u64,
+                phantom: false,
+            },
+        );
+        key
+    }
+
+    /// Registers a phantom region of `len` bytes: checked like any other,
+    /// but holding no bytes (reads give zeros, writes are discarded), so a
+    /// thousand-host run does not need gigabytes of buffers.
+    pub fn register_phantom(&mut self, base: u64, len: u64, access: Access) -> MrKey {
+        let key = MrKey(self.next_key);
+        self.next_key = self.next_key.wrapping_add(1).max(0x100);
+        self.regions.insert(
+            key,
+            Region {
+                base,
+                access,
+                bytes: Vec::new(),
+                len,
+                phantom: true,
             },
         );
         key
@@ -147,6 +177,9 @@ impl MemoryTable {
         self.check(key, addr, len, u)?;
         let region = &self.regions[&key];
         let span = region.span(addr, len).ok_or(Syndrome::OutOfBounds)?;
+        if region.phantom {
+            return ZEROS.get(..span.len()).ok_or(Syndrome::OutOfBounds);
+        }
         Ok(&region.bytes[span])
     }
 
@@ -158,7 +191,9 @@ impl MemoryTable {
         let span = region
             .span(addr, data.len() as u64)
             .ok_or(Syndrome::OutOfBounds)?;
-        region.bytes[span].copy_from_slice(data);
+        if !region.phantom {
+            region.bytes[span].copy_from_slice(data);
+        }
         Ok(())
     }
 }
@@ -211,5 +246,22 @@ mod tests {
             m.read(rw, 0x1000, 1, Use::RemoteRead),
             Err(Syndrome::BadRkey)
         );
+    }
+
+    #[test]
+    fn phantom_regions_check_bounds_but_hold_no_bytes() {
+        let mut m = MemoryTable::new();
+        let p = m.register_phantom(0x1000, 1 << 40, Access::ALL);
+        m.write(p, 0x1000 + (1 << 39), b"ignored", Use::RemoteWrite)
+            .unwrap();
+        assert_eq!(
+            m.read(p, 0x1000, 4, Use::RemoteRead).unwrap(),
+            &[0, 0, 0, 0]
+        );
+        assert_eq!(
+            m.write(p, 0x1000 + (1 << 40), b"x", Use::RemoteWrite),
+            Err(Syndrome::OutOfBounds)
+        );
+        assert!(m.region(p).unwrap().bytes.is_empty());
     }
 }

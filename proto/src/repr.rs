@@ -404,7 +404,9 @@ impl<'a> Repr<'a> {
             });
         }
         let buf = &mut buf[..need];
-        buf.fill(0);
+        // Payload and ICRC are written in full below; only the header and
+        // extension hold reserved bytes that must be zero.
+        buf[..need - data.len() - ICRC_LEN].fill(0);
         let mut p = Packet::new_unchecked(&mut *buf);
         p.set_version(VERSION);
         p.set_opcode(self.opcode());
