@@ -1,0 +1,29 @@
+//! `udrma-fabric`: the deterministic, discrete-event world the NIC engine
+//! lives in.
+//!
+//! A [`World`] holds a [`Topology`] (hosts, switches, full-duplex links
+//! with bandwidth, latency, MTU, egress queues and optional ECN marking),
+//! one `udrma-nic` engine per host, a [`Router`] (shortest path, ECMP by
+//! flow hash, or per-packet spraying), the fault rules of `udrma-faults`,
+//! a [`Trace`] whose hash identifies the run, and an optional pcap tap.
+//!
+//! Determinism: one master seed; each fault rule and each switch draws
+//! from its own ChaCha8 stream derived from (seed, name); events are
+//! ordered by (time, insertion sequence); no hash-map iteration. Same
+//! topology, configuration, posts and seed give the same trace hash.
+//! Nothing here reads a file, a clock or the environment: sinks are
+//! handed in by the caller.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod routing;
+pub mod shapes;
+pub mod topology;
+pub mod trace;
+pub mod world;
+
+pub use routing::{Policy, Router};
+pub use topology::{LinkParams, Topology};
+pub use trace::{DropReason, Trace, TraceEvent, TraceFormat};
+pub use world::{FabricConfig, FabricError, FabricStats, HostEvent, World};

@@ -1,0 +1,211 @@
+//! Routing: which egress ports of a switch lead toward a host on a
+//! shortest path, and which one a packet takes.
+//!
+//! Fat trees are routed by their structure (up to any aggregation/core,
+//! down to the one that leads to the destination), so a 1024-host fabric
+//! needs no tables. Other shapes use breadth-first distance tables.
+
+use rand_chacha::ChaCha8Rng;
+use udrma_faults::rng::{below, mix};
+use udrma_proto::NodeAddr;
+
+use crate::topology::{NodeId, NodeKind, PortId, Shape, Topology};
+
+/// How a switch picks among equal-cost next hops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Always the first (one fixed path per destination).
+    ShortestPath,
+    /// By a hash of the flow (source host, destination host, UDP source
+    /// port): one path per flow.
+    Ecmp,
+    /// A random next hop for every packet (reorders within a flow).
+    Spray,
+}
+
+/// Next-hop computation for one topology.
+#[derive(Debug, Clone)]
+pub struct Router {
+    policy: Policy,
+    shape: Shape,
+    n_hosts: u32,
+    n_nodes: u32,
+    /// Generic shapes: distance (in links) of every node to every host,
+    /// `dist[host * n_nodes + node]`.
+    dist: Vec<u16>,
+}
+
+impl Router {
+    /// Builds the router (distance tables for generic shapes).
+    pub fn new(topo: &Topology, policy: Policy) -> Router {
+        let n_nodes = topo.nodes.len() as u32;
+        let n_hosts = topo.n_hosts() as u32;
+        let mut dist = Vec::new();
+        if topo.shape == Shape::Generic {
+            dist = vec![u16::MAX; (n_hosts * n_nodes) as usize];
+            for (h, &start) in topo.hosts.iter().enumerate() {
+                let d = &mut dist[h * n_nodes as usize..(h + 1) * n_nodes as usize];
+                let mut frontier = std::collections::VecDeque::from([start]);
+                d[start as usize] = 0;
+                while let Some(u) = frontier.pop_front() {
+                    // Hosts do not forward: only the start expands from a host.
+                    if u != start && matches!(topo.nodes[u as usize].kind, NodeKind::Host(_)) {
+                        continue;
+                    }
+                    for &p in &topo.nodes[u as usize].ports {
+                        let v = topo.ports[p as usize].peer;
+                        if d[v as usize] == u16::MAX {
+                            d[v as usize] = d[u as usize] + 1;
+                            frontier.push_back(v);
+                        }
+                    }
+                }
+            }
+        }
+        Router {
+            policy,
+            shape: topo.shape,
+            n_hosts,
+            n_nodes,
+            dist,
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Fills `out` with the egress ports of `node` on shortest paths to
+    /// `dst` (empty if unreachable).
+    pub fn candidates(&self, topo: &Topology, node: NodeId, dst: NodeAddr, out: &mut Vec<PortId>) {
+        out.clear();
+        let ports = &topo.nodes[node as usize].ports;
+        match self.shape {
+            Shape::FatTree { k } => {
+                let half = k / 2;
+                let h = dst.0;
+                if node < self.n_hosts {
+                    out.push(ports[0]);
+                    return;
+                }
+                let idx = node - self.n_hosts;
+                if idx < k * half {
+                    // Edge switch: hosts first, then its pod's aggregations.
+                    if h / half == idx {
+                        out.push(ports[(h % half) as usize]);
+                    } else {
+                        out.extend_from_slice(&ports[half as usize..]);
+                    }
+                } else if idx < 2 * k * half {
+                    // Aggregation: its pod's edges first, then cores.
+                    let pod = (idx - k * half) / half;
+                    if h / (half * half) == pod {
+                        out.push(ports[((h / half) % half) as usize]);
+                    } else {
+                        out.extend_from_slice(&ports[half as usize..]);
+                    }
+                } else {
+                    // Core: one port per pod.
+                    out.push(ports[(h / (half * half)) as usize]);
+                }
+            }
+            Shape::Generic => {
+                if dst.0 >= self.n_hosts {
+                    return;
+                }
+                let d = &self.dist
+                    [(dst.0 * self.n_nodes) as usize..((dst.0 + 1) * self.n_nodes) as usize];
+                let here = d[node as usize];
+                if here == u16::MAX || here == 0 {
+                    return;
+                }
+                for &p in ports {
+                    if d[topo.ports[p as usize].peer as usize] == here - 1 {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Picks one of `candidates` (non-empty) by the policy.
+    pub fn choose(
+        &self,
+        candidates: &[PortId],
+        flow: (NodeAddr, NodeAddr, u16),
+        rng: &mut ChaCha8Rng,
+    ) -> PortId {
+        if candidates.len() == 1 {
+            return candidates[0];
+        }
+        match self.policy {
+            Policy::ShortestPath => candidates[0],
+            Policy::Ecmp => {
+                let h = mix(u64::from(flow.0 .0) << 40
+                    ^ u64::from(flow.1 .0) << 16
+                    ^ u64::from(flow.2));
+                candidates[(h % candidates.len() as u64) as usize]
+            }
+            Policy::Spray => candidates[below(rng, candidates.len() as u64) as usize],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::LinkParams;
+
+    /// Follows first candidates from every host to every other host and
+    /// checks the path length against the fat tree's structure.
+    #[test]
+    fn fat_tree_paths_are_shortest() {
+        let k = 4;
+        let t = Topology::fat_tree(k, LinkParams::default()).unwrap();
+        let r = Router::new(&t, Policy::ShortestPath);
+        let mut out = Vec::new();
+        for s in 0..t.n_hosts() as u32 {
+            for d in 0..t.n_hosts() as u32 {
+                if s == d {
+                    continue;
+                }
+                let mut node = t.hosts[s as usize];
+                let mut hops = 0;
+                while node != t.hosts[d as usize] {
+                    r.candidates(&t, node, NodeAddr(d), &mut out);
+                    assert!(!out.is_empty());
+                    node = t.ports[out[0] as usize].peer;
+                    hops += 1;
+                    assert!(hops <= 6);
+                }
+                let want = if s / 2 == d / 2 {
+                    2
+                } else if s / 4 == d / 4 {
+                    4
+                } else {
+                    6
+                };
+                assert_eq!(hops, want, "h{s} → h{d}");
+            }
+        }
+    }
+
+    #[test]
+    fn generic_tables_route_a_dumbbell_and_offer_equal_costs() {
+        let t = Topology::dumbbell(2, LinkParams::default(), LinkParams::default());
+        let r = Router::new(&t, Policy::Ecmp);
+        let mut out = Vec::new();
+        let s0 = t.nodes.iter().position(|n| n.name == "s0").unwrap() as u32;
+        r.candidates(&t, s0, NodeAddr(3), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            t.links[t.ports[out[0] as usize].link as usize].name,
+            "s0-s1"
+        );
+        let ft = Topology::fat_tree(4, LinkParams::default()).unwrap();
+        let e0 = ft.n_hosts() as u32;
+        Router::new(&ft, Policy::Spray).candidates(&ft, e0, NodeAddr(15), &mut out);
+        assert_eq!(out.len(), 2, "two aggregations up");
+    }
+}

@@ -1,0 +1,340 @@
+//! Topologies: hosts and switches joined by full-duplex links, each with a
+//! stable name (`h0`, `e3`, `a1`, `c0`, `h0-e0`) that fault targeting,
+//! traces and outputs use.
+
+use std::collections::BTreeMap;
+
+use udrma_faults::Direction;
+use udrma_proto::{Duration, NodeAddr};
+
+/// Index of a node (host or switch).
+pub type NodeId = u32;
+/// Index of a link.
+pub type LinkId = u32;
+/// Index of an egress port (one per link end).
+pub type PortId = u32;
+
+/// Physical parameters of one link (both directions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkParams {
+    /// Line rate in bits per second.
+    pub bandwidth_bps: u64,
+    /// Propagation latency.
+    pub latency: Duration,
+    /// Largest datagram (UDP payload) the link carries; larger ones are
+    /// dropped and counted.
+    pub mtu: u32,
+    /// Egress queue capacity in bytes (tail drop beyond it).
+    pub queue_bytes: u64,
+    /// Queue depth in bytes above which packets are ECN-marked (counted).
+    pub ecn_threshold: Option<u64>,
+}
+
+impl Default for LinkParams {
+    /// 100 Gb/s, 1 µs, 9216-byte MTU, 1 MiB queue, no ECN marking.
+    fn default() -> Self {
+        LinkParams {
+            bandwidth_bps: 100_000_000_000,
+            latency: Duration::from_micros(1),
+            mtu: 9216,
+            queue_bytes: 1 << 20,
+            ecn_threshold: None,
+        }
+    }
+}
+
+/// Host or switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// An end host with a NIC; its `NodeAddr` is its index among hosts.
+    Host(NodeAddr),
+    /// A switch.
+    Switch,
+}
+
+/// A node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Stable name.
+    pub name: String,
+    /// What it is.
+    pub kind: NodeKind,
+    /// Its egress ports, in link order.
+    pub ports: Vec<PortId>,
+}
+
+/// A full-duplex link `a-b`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// Stable name, `a-b`.
+    pub name: String,
+    /// First end.
+    pub a: NodeId,
+    /// Second end.
+    pub b: NodeId,
+    /// Parameters.
+    pub params: LinkParams,
+    /// Egress port at `a` (toward `b`) and at `b` (toward `a`).
+    pub ports: [PortId; 2],
+}
+
+/// One direction of a link: where a packet leaves from and goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Port {
+    /// Node it belongs to.
+    pub node: NodeId,
+    /// Node at the other end.
+    pub peer: NodeId,
+    /// Link.
+    pub link: LinkId,
+    /// Forward if `node` is the link's `a`.
+    pub direction: Direction,
+}
+
+/// The shape, where routing can use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Any graph: routing by breadth-first distance tables.
+    Generic,
+    /// A 3-tier k-ary fat tree built by [`Topology::fat_tree`]: routing by
+    /// its structure (no tables).
+    FatTree {
+        /// Ports per switch.
+        k: u32,
+    },
+}
+
+/// Nodes, links and ports.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    /// All nodes.
+    pub nodes: Vec<Node>,
+    /// All links.
+    pub links: Vec<Link>,
+    /// All egress ports.
+    pub ports: Vec<Port>,
+    /// Node of each host, by `NodeAddr`.
+    pub hosts: Vec<NodeId>,
+    /// Shape.
+    pub shape: Shape,
+    names: BTreeMap<String, LinkId>,
+}
+
+impl Topology {
+    fn empty(shape: Shape) -> Topology {
+        Topology {
+            nodes: Vec::new(),
+            links: Vec::new(),
+            ports: Vec::new(),
+            hosts: Vec::new(),
+            shape,
+            names: BTreeMap::new(),
+        }
+    }
+
+    fn host(&mut self) -> NodeId {
+        let addr = NodeAddr(self.hosts.len() as u32);
+        let id = self.nodes.len() as NodeId;
+        self.nodes.push(Node {
+            name: addr.to_string(),
+            kind: NodeKind::Host(addr),
+            ports: Vec::new(),
+        });
+        self.hosts.push(id);
+        id
+    }
+
+    fn switch(&mut self, name: String) -> NodeId {
+        let id = self.nodes.len() as NodeId;
+        self.nodes.push(Node {
+            name,
+            kind: NodeKind::Switch,
+            ports: Vec::new(),
+        });
+        id
+    }
+
+    fn link(&mut self, a: NodeId, b: NodeId, params: LinkParams) -> LinkId {
+        let id = self.links.len() as LinkId;
+        let name = format!(
+            "{}-{}",
+            self.nodes[a as usize].name, self.nodes[b as usize].name
+        );
+        let pa = self.ports.len() as PortId;
+        self.ports.push(Port {
+            node: a,
+            peer: b,
+            link: id,
+            direction: Direction::Forward,
+        });
+        self.ports.push(Port {
+            node: b,
+            peer: a,
+            link: id,
+            direction: Direction::Reverse,
+        });
+        self.nodes[a as usize].ports.push(pa);
+        self.nodes[b as usize].ports.push(pa + 1);
+        self.names.insert(name.clone(), id);
+        self.links.push(Link {
+            name,
+            a,
+            b,
+            params,
+            ports: [pa, pa + 1],
+        });
+        id
+    }
+
+    /// Two hosts back to back: `h0-h1`.
+    pub fn pair(params: LinkParams) -> Topology {
+        let mut t = Topology::empty(Shape::Generic);
+        let (a, b) = (t.host(), t.host());
+        t.link(a, b, params);
+        t
+    }
+
+    /// `n` hosts on one switch `s0`: links `hI-s0`.
+    pub fn star(n: u32, params: LinkParams) -> Topology {
+        let mut t = Topology::empty(Shape::Generic);
+        let hosts: Vec<NodeId> = (0..n).map(|_| t.host()).collect();
+        let s = t.switch("s0".into());
+        for h in hosts {
+            t.link(h, s, params);
+        }
+        t
+    }
+
+    /// `n` hosts on `s0` and `n` on `s1`, joined by the bottleneck `s0-s1`.
+    pub fn dumbbell(n: u32, edge: LinkParams, bottleneck: LinkParams) -> Topology {
+        let mut t = Topology::empty(Shape::Generic);
+        let left: Vec<NodeId> = (0..n).map(|_| t.host()).collect();
+        let right: Vec<NodeId> = (0..n).map(|_| t.host()).collect();
+        let (s0, s1) = (t.switch("s0".into()), t.switch("s1".into()));
+        for h in left {
+            t.link(h, s0, edge);
+        }
+        for h in right {
+            t.link(h, s1, edge);
+        }
+        t.link(s0, s1, bottleneck);
+        t
+    }
+
+    /// The 3-tier k-ary fat tree (k even): k pods of k/2 edge switches
+    /// (`e…`) and k/2 aggregation switches (`a…`), (k/2)² core switches
+    /// (`c…`), k/2 hosts per edge switch, k³/4 hosts in all. Aggregation
+    /// switch j of every pod connects to cores j·k/2 … j·k/2 + k/2 − 1.
+    pub fn fat_tree(k: u32, params: LinkParams) -> Result<Topology, String> {
+        if k < 2 || k % 2 != 0 {
+            return Err(format!("fat tree k = {k}: k must be even and at least 2"));
+        }
+        let half = k / 2;
+        let mut t = Topology::empty(Shape::FatTree { k });
+        let n_hosts = k * k * k / 4;
+        for _ in 0..n_hosts {
+            t.host();
+        }
+        let edges: Vec<NodeId> = (0..k * half).map(|i| t.switch(format!("e{i}"))).collect();
+        let aggs: Vec<NodeId> = (0..k * half).map(|i| t.switch(format!("a{i}"))).collect();
+        let cores: Vec<NodeId> = (0..half * half)
+            .map(|i| t.switch(format!("c{i}")))
+            .collect();
+        // Port order matters for structural routing: hosts, then up.
+        for (e, &edge) in edges.iter().enumerate() {
+            for j in 0..half {
+                let h = t.hosts[(e as u32 * half + j) as usize];
+                t.link(h, edge, params);
+            }
+        }
+        for pod in 0..k {
+            for e in 0..half {
+                for a in 0..half {
+                    t.link(
+                        edges[(pod * half + e) as usize],
+                        aggs[(pod * half + a) as usize],
+                        params,
+                    );
+                }
+            }
+        }
+        for pod in 0..k {
+            for a in 0..half {
+                for c in 0..half {
+                    t.link(
+                        aggs[(pod * half + a) as usize],
+                        cores[(a * half + c) as usize],
+                        params,
+                    );
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    /// The link named `name`.
+    pub fn link_by_name(&self, name: &str) -> Option<LinkId> {
+        self.names.get(name).copied()
+    }
+
+    /// Every link name, in link order.
+    pub fn link_names(&self) -> Vec<&str> {
+        self.links.iter().map(|l| l.name.as_str()).collect()
+    }
+
+    /// Number of hosts.
+    pub fn n_hosts(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// The host at `node`, if it is one.
+    pub fn host_addr(&self, node: NodeId) -> Option<NodeAddr> {
+        match self.nodes[node as usize].kind {
+            NodeKind::Host(a) => Some(a),
+            NodeKind::Switch => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fat_tree_sizes_and_names() {
+        for (k, hosts, switches) in [(4u32, 16usize, 20usize), (8, 128, 80), (16, 1024, 320)] {
+            let t = Topology::fat_tree(k, LinkParams::default()).unwrap();
+            assert_eq!(t.n_hosts(), hosts);
+            assert_eq!(t.nodes.len() - hosts, switches);
+            // Every switch has exactly k ports, every host one.
+            for n in &t.nodes {
+                let want = if matches!(n.kind, NodeKind::Host(_)) {
+                    1
+                } else {
+                    k as usize
+                };
+                assert_eq!(n.ports.len(), want, "{}", n.name);
+            }
+        }
+        let t = Topology::fat_tree(4, LinkParams::default()).unwrap();
+        assert_eq!(t.link_by_name("h0-e0"), Some(0));
+        assert!(t.link_by_name("e0-a0").is_some());
+        assert!(t.link_by_name("a1-c2").is_some());
+        assert!(Topology::fat_tree(5, LinkParams::default()).is_err());
+    }
+
+    #[test]
+    fn small_shapes() {
+        assert_eq!(
+            Topology::pair(LinkParams::default()).link_names(),
+            vec!["h0-h1"]
+        );
+        assert_eq!(
+            Topology::star(3, LinkParams::default()).link_names(),
+            vec!["h0-s0", "h1-s0", "h2-s0"]
+        );
+        let d = Topology::dumbbell(2, LinkParams::default(), LinkParams::default());
+        assert_eq!(d.link_names().last(), Some(&"s0-s1"));
+        assert_eq!(d.n_hosts(), 4);
+    }
+}

@@ -1,0 +1,926 @@
+//! `World`: the discrete-event simulation of a fabric of NICs.
+//!
+//! Events are ordered by (time, insertion sequence), so equal times keep
+//! the order they were scheduled in. Each host's NIC engine is driven as
+//! its contract asks: after every datagram, timeout or post the world
+//! drains its events and, when the host's link is free, pulls its next
+//! datagram, so a NIC transmits at line rate and never floods its own
+//! queue. NIC timers are cancelled lazily: the world keeps one scheduled
+//! wake-up per host and schedules a new one only when the deadline moves
+//! earlier; a wake-up whose time is no longer the host's is skipped.
+//!
+//! Faults are applied where a packet enters a link's egress queue (as
+//! netem does on a qdisc): drop, duplicate, delay (the packet enters the
+//! queue later, so others overtake it), corrupt.
+//!
+//! Egress queues are FIFO with a known service time, so a packet's
+//! transmission start is computed when it is enqueued (`max(now, port
+//! free)`) and only its arrival at the far end is scheduled: one event per
+//! hop. The bytes still waiting (for tail drop and ECN) are the packets
+//! whose start lies in the future. Host ports also schedule a "free" event
+//! so the NIC is pulled for its next datagram at line rate.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::io::Write;
+
+use rand_chacha::ChaCha8Rng;
+use udrma_faults::rng::stream;
+use udrma_faults::{Direction, FaultError, HostPause, PacketCtx, RuleSet, Verdict};
+use udrma_nic::{Event, Nic, NicConfig, PostError, WorkRequest, WrId};
+use udrma_proto::encap::{encapsulate, UdpEndpoint, FRAME_OVERHEAD};
+use udrma_proto::pcap::{CaptureError, PcapSink};
+use udrma_proto::{
+    Duration, Flags, Instant, NodeAddr, Opcode, Packet, DEFAULT_UDP_PORT, HEADER_LEN,
+};
+
+use crate::routing::{Policy, Router};
+use crate::topology::{LinkId, NodeId, NodeKind, PortId, Topology};
+use crate::trace::{DropReason, Trace, TraceEvent, TraceFormat};
+
+/// Bytes a frame occupies on the wire beyond the datagram: Ethernet, IPv4
+/// and UDP headers, FCS, preamble and inter-frame gap.
+pub const WIRE_OVERHEAD: u64 = FRAME_OVERHEAD as u64 + 4 + 8 + 12;
+
+/// Most packets a paused host holds; more are dropped and counted.
+pub const PAUSE_HOLD_LIMIT: usize = 1 << 20;
+
+/// Everything that describes a world besides its topology.
+#[derive(Debug, Clone)]
+pub struct FabricConfig {
+    /// Master seed: every random stream derives from it.
+    pub seed: u64,
+    /// Next-hop choice.
+    pub routing: Policy,
+    /// Every host's NIC configuration.
+    pub nic: NicConfig,
+    /// Phantom payloads: an all-zero payload (what phantom memory holds) is
+    /// not carried through the fabric; packets keep their header, their
+    /// real ICRC and the payload's length, and are rebuilt only where a
+    /// NIC, a corruption fault or the pcap tap needs the bytes. Timing,
+    /// queueing and MTU use the full length.
+    pub phantom_payload: bool,
+}
+
+impl Default for FabricConfig {
+    fn default() -> Self {
+        FabricConfig {
+            seed: 1,
+            routing: Policy::Ecmp,
+            nic: NicConfig::default(),
+            phantom_payload: false,
+        }
+    }
+}
+
+/// Why a world could not be built or a request not posted.
+#[derive(Debug, thiserror::Error)]
+pub enum FabricError {
+    /// A fault rule is invalid or names an unknown link.
+    #[error(transparent)]
+    Fault(#[from] FaultError),
+    /// The NIC configuration is invalid.
+    #[error("nic: {0}")]
+    Nic(#[from] udrma_nic::ConfigError),
+    /// A host index beyond the topology.
+    #[error("no host h{0} (the topology has {1})")]
+    NoHost(u32, usize),
+    /// A link name the topology lacks.
+    #[error("unknown link {0:?}")]
+    NoLink(String),
+    /// The NIC refused a request.
+    #[error("post on h{0}: {1}")]
+    Post(u32, PostError),
+    /// Writing a capture failed.
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+}
+
+/// Counters of the fabric (the NICs keep their own).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FabricStats {
+    /// Events processed.
+    pub events: u64,
+    /// Packets that crossed a link (one link crossing = one hop).
+    pub packet_hops: u64,
+    /// Datagrams handed to a destination NIC.
+    pub delivered: u64,
+    /// Datagrams the NICs sent.
+    pub sent: u64,
+    /// Dropped, by reason.
+    pub dropped: BTreeMap<DropReason, u64>,
+    /// Extra copies made by duplicate faults.
+    pub duplicated: u64,
+    /// Packets delayed by a fault (including netem reordering).
+    pub delayed: u64,
+    /// Packets corrupted by a fault.
+    pub corrupted: u64,
+    /// Packets ECN-marked at a queue above its threshold.
+    pub ecn_marked: u64,
+    /// Deepest egress queue seen, in bytes.
+    pub max_queue_bytes: u64,
+    /// Most events pending at once (bounded by ports + hosts + delayed
+    /// packets: lazy timer cancellation leaves at most a few per host).
+    pub max_event_queue: u64,
+}
+
+impl FabricStats {
+    /// Every drop, whatever the reason.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.values().sum()
+    }
+}
+
+#[derive(Debug)]
+struct Pkt {
+    serial: u64,
+    src: NodeAddr,
+    dst: NodeAddr,
+    src_port: u16,
+    /// The datagram, or with a phantom payload: header, extension and
+    /// ICRC only.
+    bytes: Vec<u8>,
+    /// Zero bytes of payload left out of `bytes` (phantom payloads).
+    elided: u32,
+}
+
+impl Pkt {
+    /// Length on the wire.
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64 + u64::from(self.elided)
+    }
+
+    /// The whole datagram: `bytes` itself, or rebuilt into `scratch`.
+    fn datagram<'a>(&'a self, scratch: &'a mut Vec<u8>) -> &'a [u8] {
+        if self.elided == 0 {
+            return &self.bytes;
+        }
+        let icrc_at = self.bytes.len() - udrma_proto::ICRC_LEN;
+        scratch.clear();
+        scratch.extend_from_slice(&self.bytes[..icrc_at]);
+        scratch.resize(icrc_at + self.elided as usize, 0);
+        scratch.extend_from_slice(&self.bytes[icrc_at..]);
+        scratch
+    }
+
+    /// Puts an elided payload back (before bits are flipped in it).
+    fn materialise(&mut self) {
+        if self.elided > 0 {
+            let mut full = Vec::new();
+            self.datagram(&mut full);
+            self.bytes = full;
+            self.elided = 0;
+        }
+    }
+
+    /// Leaves out an all-zero payload, keeping header, extension and ICRC
+    /// in a small buffer; returns the big one for reuse.
+    fn elide_zero_payload(&mut self) -> Option<Vec<u8>> {
+        static ZEROS: [u8; 65_536] = [0; 65_536];
+        if self.bytes.len() < HEADER_LEN + udrma_proto::ICRC_LEN {
+            return None;
+        }
+        let payload_len = usize::from(Packet::new_unchecked(&self.bytes[..]).payload_len());
+        let end = self.bytes.len() - udrma_proto::ICRC_LEN;
+        let start = end.checked_sub(payload_len)?;
+        if payload_len == 0 || start < HEADER_LEN || self.bytes[start..end] != ZEROS[..payload_len]
+        {
+            return None;
+        }
+        let mut small = Vec::with_capacity(start + udrma_proto::ICRC_LEN);
+        small.extend_from_slice(&self.bytes[..start]);
+        small.extend_from_slice(&self.bytes[end..]);
+        self.elided = payload_len as u32;
+        Some(std::mem::replace(&mut self.bytes, small))
+    }
+}
+
+#[derive(Debug)]
+enum EvKind {
+    /// A host's port finished sending: pull the NIC's next datagram.
+    HostFree(u32),
+    /// The packet at the head of a port's flight line reaches the far end.
+    Arrive(PortId),
+    Enqueue(PortId, Pkt),
+    Timer(u32),
+    Pause(u32, Instant),
+    Resume(u32),
+    Post(u32, WorkRequest),
+}
+
+/// A heap entry: ordered by (time, insertion sequence); the event itself
+/// waits in a slab, so heap operations move 24 bytes, not packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    t: Instant,
+    seq: u64,
+    slot: u32,
+}
+
+#[derive(Debug, Default)]
+struct PortState {
+    /// When the last packet given to this port finishes serializing.
+    free_at: Instant,
+    /// Start times and lengths of packets not yet being sent.
+    waiting: VecDeque<(Instant, u32)>,
+    /// Sum of their lengths.
+    queued_bytes: u64,
+    /// Packets given to the port, with their arrival time at the far end
+    /// (increasing: FIFO, one rate, one latency). Only the head's arrival
+    /// is in the event queue.
+    flight: VecDeque<(Instant, Pkt)>,
+}
+
+#[derive(Debug)]
+struct HostState {
+    nic: Nic,
+    port: PortId,
+    timer_at: Option<Instant>,
+    paused: bool,
+    held: VecDeque<Pkt>,
+}
+
+/// A completion or arrival a host reported, with when and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostEvent {
+    /// Host.
+    pub host: NodeAddr,
+    /// The NIC's event.
+    pub event: Event,
+}
+
+/// The simulated fabric.
+pub struct World {
+    topo: Topology,
+    router: Router,
+    hosts: Vec<HostState>,
+    ports: Vec<PortState>,
+    switch_rng: Vec<Option<ChaCha8Rng>>,
+    faults: RuleSet,
+    queue: BinaryHeap<Reverse<Key>>,
+    slab: Vec<Option<EvKind>>,
+    free: Vec<u32>,
+    seq: u64,
+    now: Instant,
+    serial: u64,
+    stats: FabricStats,
+    trace: Trace,
+    taps: Vec<bool>,
+    pcap: Option<PcapSink<Box<dyn Write>>>,
+    /// Captured frames waiting for simulated time to reach them.
+    pcap_pending: BTreeMap<(Instant, u64), Vec<u8>>,
+    pcap_error: Option<CaptureError>,
+    host_events: Vec<HostEvent>,
+    pool: Vec<Vec<u8>>,
+    scratch: Vec<PortId>,
+    rebuild: Vec<u8>,
+    phantom_payload: bool,
+}
+
+impl core::fmt::Debug for World {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("World")
+            .field("now", &self.now)
+            .field("hosts", &self.hosts.len())
+            .field("pending", &self.queue.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+fn pkt_info(bytes: &[u8]) -> (Option<Opcode>, Flags, u32, u32) {
+    if bytes.len() < HEADER_LEN {
+        return (None, Flags::empty(), 0, 0);
+    }
+    let p = Packet::new_unchecked(bytes);
+    (Some(p.opcode()), p.flags(), p.msg_id(), p.seg_index())
+}
+
+impl World {
+    /// A world over `topo` with one NIC per host, and `faults` installed
+    /// (their link names are resolved here).
+    pub fn new(
+        topo: Topology,
+        cfg: FabricConfig,
+        mut faults: RuleSet,
+    ) -> Result<World, FabricError> {
+        let names = topo.link_names();
+        faults.resolve(|n| topo.link_by_name(n), &names)?;
+        let mut hosts = Vec::with_capacity(topo.n_hosts());
+        for (i, &node) in topo.hosts.iter().enumerate() {
+            hosts.push(HostState {
+                nic: Nic::new(NodeAddr(i as u32), cfg.nic.clone())?,
+                port: topo.nodes[node as usize].ports[0],
+                timer_at: None,
+                paused: false,
+                held: VecDeque::new(),
+            });
+        }
+        let switch_rng = topo
+            .nodes
+            .iter()
+            .map(|n| match n.kind {
+                NodeKind::Switch => Some(stream(cfg.seed, &format!("route:{}", n.name))),
+                NodeKind::Host(_) => None,
+            })
+            .collect();
+        let ports = (0..topo.ports.len())
+            .map(|_| PortState::default())
+            .collect();
+        let taps = vec![false; topo.links.len()];
+        Ok(World {
+            router: Router::new(&topo, cfg.routing),
+            topo,
+            hosts,
+            ports,
+            switch_rng,
+            faults,
+            queue: BinaryHeap::new(),
+            slab: Vec::new(),
+            free: Vec::new(),
+            seq: 0,
+            now: Instant::ZERO,
+            serial: 0,
+            stats: FabricStats::default(),
+            trace: Trace::default(),
+            taps,
+            pcap: None,
+            pcap_pending: BTreeMap::new(),
+            pcap_error: None,
+            host_events: Vec::new(),
+            pool: Vec::new(),
+            scratch: Vec::new(),
+            rebuild: Vec::new(),
+            phantom_payload: cfg.phantom_payload,
+        })
+    }
+
+    /// The topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// Simulated time now.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Fabric counters.
+    pub fn stats(&self) -> &FabricStats {
+        &self.stats
+    }
+
+    /// The trace (hash and event count).
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// The fault rules with their counters.
+    pub fn faults(&self) -> &RuleSet {
+        &self.faults
+    }
+
+    /// Host `h`'s NIC.
+    pub fn nic(&self, h: NodeAddr) -> &Nic {
+        &self.hosts[h.0 as usize].nic
+    }
+
+    /// Host `h`'s NIC, to register memory or inspect it.
+    pub fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic {
+        &mut self.hosts[h.0 as usize].nic
+    }
+
+    /// Completions and arrivals reported so far, in order.
+    pub fn host_events(&self) -> &[HostEvent] {
+        &self.host_events
+    }
+
+    /// Writes every event to `sink` as well as hashing it.
+    pub fn set_trace_sink(&mut self, format: TraceFormat, sink: Box<dyn Write>) {
+        self.trace.set_sink(format, sink);
+    }
+
+    /// Captures every packet that starts crossing one of `links` (both
+    /// directions) to a nanosecond pcap, timestamped with simulated time.
+    pub fn tap(&mut self, links: &[&str], sink: Box<dyn Write>) -> Result<(), FabricError> {
+        for name in links {
+            let id = self
+                .topo
+                .link_by_name(name)
+                .ok_or_else(|| FabricError::NoLink(name.to_string()))?;
+            self.taps[id as usize] = true;
+        }
+        self.pcap = Some(PcapSink::new(sink)?);
+        Ok(())
+    }
+
+    /// Captures every link.
+    pub fn tap_all(&mut self, sink: Box<dyn Write>) -> Result<(), FabricError> {
+        self.taps.iter_mut().for_each(|t| *t = true);
+        self.pcap = Some(PcapSink::new(sink)?);
+        Ok(())
+    }
+
+    /// Schedules a host pause.
+    pub fn pause(&mut self, p: HostPause) -> Result<(), FabricError> {
+        self.check_host(p.host)?;
+        self.schedule(p.from, EvKind::Pause(p.host.0, p.until));
+        Ok(())
+    }
+
+    fn check_host(&self, h: NodeAddr) -> Result<(), FabricError> {
+        if (h.0 as usize) < self.hosts.len() {
+            Ok(())
+        } else {
+            Err(FabricError::NoHost(h.0, self.hosts.len()))
+        }
+    }
+
+    /// Posts `wr` on host `h` now.
+    pub fn post(&mut self, h: NodeAddr, wr: WorkRequest) -> Result<WrId, FabricError> {
+        self.check_host(h)?;
+        let now = self.now;
+        let id = self.hosts[h.0 as usize]
+            .nic
+            .post(now, wr)
+            .map_err(|e| FabricError::Post(h.0, e))?;
+        self.service_host(h.0);
+        Ok(id)
+    }
+
+    /// Posts `wr` on host `h` at time `at` (a refusal then is recorded as
+    /// nothing happening; check with [`World::post`] when it matters).
+    pub fn post_at(
+        &mut self,
+        at: Instant,
+        h: NodeAddr,
+        wr: WorkRequest,
+    ) -> Result<(), FabricError> {
+        self.check_host(h)?;
+        self.schedule(at.max(self.now), EvKind::Post(h.0, wr));
+        Ok(())
+    }
+
+    fn schedule(&mut self, t: Instant, kind: EvKind) {
+        self.seq += 1;
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slab[i as usize] = Some(kind);
+                i
+            }
+            None => {
+                self.slab.push(Some(kind));
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.queue.push(Reverse(Key {
+            t,
+            seq: self.seq,
+            slot,
+        }));
+        self.stats.max_event_queue = self.stats.max_event_queue.max(self.queue.len() as u64);
+    }
+
+    /// Runs until nothing is left to happen or simulated time passes
+    /// `limit`. Returns whether it went idle.
+    pub fn run_until(&mut self, limit: Instant) -> bool {
+        while let Some(Reverse(key)) = self.queue.peek() {
+            if key.t > limit {
+                self.flush_pcap(limit);
+                return false;
+            }
+            let Reverse(key) = self.queue.pop().expect("peeked");
+            let kind = self.slab[key.slot as usize]
+                .take()
+                .expect("scheduled event");
+            self.free.push(key.slot);
+            if let EvKind::Timer(h) = kind {
+                // Lazy cancellation: a wake-up that finds nothing due is
+                // dropped without moving the clock, so simulated time never
+                // runs on to a deadline that was cancelled.
+                if !self.timer_due(h, key.t) {
+                    continue;
+                }
+            }
+            self.now = key.t;
+            self.stats.events += 1;
+            if !self.pcap_pending.is_empty() {
+                self.flush_pcap(key.t);
+            }
+            self.dispatch(kind);
+        }
+        self.flush_pcap(Instant(u64::MAX));
+        true
+    }
+
+    /// Runs until idle.
+    pub fn run(&mut self) -> bool {
+        self.run_until(Instant(u64::MAX))
+    }
+
+    /// Flushes the trace sink and the capture, reporting the first error.
+    pub fn finish(&mut self) -> Result<(), FabricError> {
+        self.flush_pcap(Instant(u64::MAX));
+        if let Some(e) = self.pcap_error.take() {
+            return Err(e.into());
+        }
+        if let Some(p) = self.pcap.take() {
+            let mut w = p.into_inner();
+            w.flush().map_err(|e| {
+                FabricError::Capture(CaptureError::Pcap(pcap_file::PcapError::IoError(e)))
+            })?;
+        }
+        self.trace
+            .finish()
+            .map_err(|e| FabricError::Capture(CaptureError::Pcap(pcap_file::PcapError::IoError(e))))
+    }
+
+    /// Whether host `h`'s wake-up at `t` has anything to do. A stale
+    /// wake-up (the host's deadline moved) is not; if the NIC's earliest
+    /// deadline moved later, the wake-up is re-armed there.
+    fn timer_due(&mut self, h: u32, t: Instant) -> bool {
+        let host = &mut self.hosts[h as usize];
+        if host.timer_at != Some(t) {
+            return false;
+        }
+        match host.nic.poll_timeout() {
+            Some(d) if d <= t => true,
+            Some(d) if host.paused => {
+                // Resume handles it; keep the record honest.
+                host.timer_at = Some(d);
+                false
+            }
+            Some(d) => {
+                host.timer_at = Some(d);
+                self.schedule(d, EvKind::Timer(h));
+                false
+            }
+            None => {
+                host.timer_at = None;
+                false
+            }
+        }
+    }
+
+    fn dispatch(&mut self, kind: EvKind) {
+        match kind {
+            EvKind::HostFree(h) => {
+                let port = self.hosts[h as usize].port;
+                if self.ports[port as usize].free_at <= self.now && !self.hosts[h as usize].paused {
+                    self.pull(h);
+                }
+            }
+            EvKind::Arrive(port) => {
+                let st = &mut self.ports[port as usize];
+                let (_, pkt) = st.flight.pop_front().expect("scheduled arrival");
+                if let Some((next, _)) = st.flight.front() {
+                    let next = *next;
+                    self.schedule(next, EvKind::Arrive(port));
+                }
+                self.arrive(port, pkt);
+            }
+            EvKind::Enqueue(port, pkt) => self.enqueue(port, pkt),
+            EvKind::Timer(h) => {
+                let host = &mut self.hosts[h as usize];
+                host.timer_at = None;
+                if host.paused {
+                    return;
+                }
+                host.nic.handle_timeout(self.now);
+                self.service_host(h);
+            }
+            EvKind::Pause(h, until) => {
+                self.hosts[h as usize].paused = true;
+                self.trace.record(&TraceEvent::Pause {
+                    t: self.now.as_ps(),
+                    host: h,
+                    paused: true,
+                });
+                self.schedule(until.max(self.now), EvKind::Resume(h));
+            }
+            EvKind::Resume(h) => {
+                self.hosts[h as usize].paused = false;
+                self.trace.record(&TraceEvent::Pause {
+                    t: self.now.as_ps(),
+                    host: h,
+                    paused: false,
+                });
+                let held = std::mem::take(&mut self.hosts[h as usize].held);
+                for pkt in held {
+                    self.deliver(h, pkt);
+                }
+                let now = self.now;
+                self.hosts[h as usize].nic.handle_timeout(now);
+                self.hosts[h as usize].timer_at = None;
+                self.service_host(h);
+            }
+            EvKind::Post(h, wr) => {
+                let now = self.now;
+                let _ = self.hosts[h as usize].nic.post(now, wr);
+                self.service_host(h);
+            }
+        }
+    }
+
+    /// After anything happened at host `h`: collect its events, let it
+    /// send if its link is free, and keep one wake-up for its earliest
+    /// deadline.
+    fn service_host(&mut self, h: u32) {
+        let now = self.now;
+        let host = &mut self.hosts[h as usize];
+        while let Some(e) = host.nic.poll_event() {
+            match &e {
+                Event::Completed { wr, result, .. } => self.trace.record(&TraceEvent::Completed {
+                    t: now.as_ps(),
+                    host: h,
+                    wr: wr.0,
+                    ok: result.is_ok(),
+                }),
+                Event::WriteReceived { from, msg_id, .. } => {
+                    self.trace.record(&TraceEvent::WriteReceived {
+                        t: now.as_ps(),
+                        host: h,
+                        from: from.0,
+                        msg: *msg_id,
+                    })
+                }
+                Event::DataArrived { .. } => {}
+            }
+            self.host_events.push(HostEvent {
+                host: NodeAddr(h),
+                event: e,
+            });
+        }
+        if !host.paused && self.ports[host.port as usize].free_at <= now {
+            self.pull(h);
+        }
+        let host = &mut self.hosts[h as usize];
+        if let Some(t) = host.nic.poll_timeout() {
+            if host.timer_at.is_none_or(|at| t < at) {
+                let t = t.max(now);
+                host.timer_at = Some(t);
+                self.schedule(t, EvKind::Timer(h));
+            }
+        }
+    }
+
+    /// Takes the host's next datagram, if it has one, onto its link.
+    fn pull(&mut self, h: u32) {
+        let now = self.now;
+        let mut buf = self.pool.pop().unwrap_or_default();
+        let host = &mut self.hosts[h as usize];
+        let Some(t) = host.nic.poll_transmit(now, &mut buf) else {
+            self.pool.push(buf);
+            return;
+        };
+        buf.truncate(t.len);
+        let port = host.port;
+        self.serial += 1;
+        self.stats.sent += 1;
+        let mut pkt = Pkt {
+            serial: self.serial,
+            src: NodeAddr(h),
+            dst: t.dst,
+            src_port: t.src_port,
+            bytes: buf,
+            elided: 0,
+        };
+        if self.phantom_payload {
+            if let Some(big) = pkt.elide_zero_payload() {
+                self.recycle(big);
+            }
+        }
+        self.egress(port, pkt);
+    }
+
+    /// A packet wants to cross the link of `port`: fault rules first.
+    fn egress(&mut self, port: PortId, mut pkt: Pkt) {
+        if self.faults.is_empty() {
+            self.enqueue(port, pkt);
+            return;
+        }
+        let p = self.topo.ports[port as usize];
+        let (opcode, flags, _, _) = pkt_info(&pkt.bytes);
+        let ctx = PacketCtx {
+            now: self.now,
+            link: p.link,
+            direction: p.direction,
+            src: pkt.src,
+            dst: pkt.dst,
+            opcode,
+            flags,
+            len: pkt.len() as u32,
+        };
+        let (verdict, rule) = self.faults.judge(&ctx);
+        let rule = rule.unwrap_or(0) as u32;
+        let fault = |kind, arg| TraceEvent::Fault {
+            t: self.now.as_ps(),
+            link: p.link,
+            pkt: pkt.serial,
+            rule,
+            kind,
+            arg,
+        };
+        match verdict {
+            Verdict::Pass => self.enqueue(port, pkt),
+            Verdict::Drop => {
+                self.trace.record(&fault(0, 0));
+                self.drop_pkt(p.link, pkt, DropReason::Fault);
+            }
+            Verdict::Duplicate(n) => {
+                self.trace.record(&fault(1, u64::from(n)));
+                self.stats.duplicated += u64::from(n);
+                for _ in 0..n {
+                    self.serial += 1;
+                    let copy = Pkt {
+                        serial: self.serial,
+                        src: pkt.src,
+                        dst: pkt.dst,
+                        src_port: pkt.src_port,
+                        bytes: pkt.bytes.clone(),
+                        elided: pkt.elided,
+                    };
+                    self.enqueue(port, copy);
+                }
+                self.enqueue(port, pkt);
+            }
+            Verdict::Delay(d) => {
+                self.trace.record(&fault(2, d.as_ps()));
+                self.stats.delayed += 1;
+                let at = self.now + d;
+                self.schedule(at, EvKind::Enqueue(port, pkt));
+            }
+            Verdict::Corrupt(bits) => {
+                self.trace.record(&fault(3, u64::from(bits)));
+                self.stats.corrupted += 1;
+                pkt.materialise();
+                self.faults.corrupt(rule as usize, &mut pkt.bytes, bits);
+                self.enqueue(port, pkt);
+            }
+        }
+    }
+
+    fn drop_pkt(&mut self, link: LinkId, pkt: Pkt, reason: DropReason) {
+        self.trace.record(&TraceEvent::Drop {
+            t: self.now.as_ps(),
+            link,
+            pkt: pkt.serial,
+            reason,
+        });
+        *self.stats.dropped.entry(reason).or_default() += 1;
+        self.recycle(pkt.bytes);
+    }
+
+    fn recycle(&mut self, bytes: Vec<u8>) {
+        if self.pool.len() < 4096 {
+            self.pool.push(bytes);
+        }
+    }
+
+    fn enqueue(&mut self, port: PortId, pkt: Pkt) {
+        let now = self.now;
+        let p = self.topo.ports[port as usize];
+        let params = self.topo.links[p.link as usize].params;
+        let len = pkt.len();
+        if len > u64::from(params.mtu) {
+            self.drop_pkt(p.link, pkt, DropReason::Mtu);
+            return;
+        }
+        let st = &mut self.ports[port as usize];
+        while st.waiting.front().is_some_and(|(start, _)| *start <= now) {
+            let (_, l) = st.waiting.pop_front().expect("checked");
+            st.queued_bytes -= u64::from(l);
+        }
+        if st.queued_bytes + len > params.queue_bytes {
+            self.drop_pkt(p.link, pkt, DropReason::QueueFull);
+            return;
+        }
+        if params.ecn_threshold.is_some_and(|th| st.queued_bytes > th) {
+            self.stats.ecn_marked += 1;
+        }
+        let start = st.free_at.max(now);
+        let bits = (len + WIRE_OVERHEAD) * 8;
+        let ser = Duration(
+            (u128::from(bits) * 1_000_000_000_000 / u128::from(params.bandwidth_bps.max(1))) as u64,
+        );
+        st.free_at = start + ser;
+        if start > now {
+            st.waiting.push_back((start, len as u32));
+            st.queued_bytes += len;
+            self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(st.queued_bytes);
+        }
+        let free_at = st.free_at;
+        let (opcode, _, msg, seg) = pkt_info(&pkt.bytes);
+        self.trace.record(&TraceEvent::Tx {
+            t: start.as_ps(),
+            link: p.link,
+            dir: u8::from(p.direction == Direction::Reverse),
+            pkt: pkt.serial,
+            opcode: opcode.map_or(0, u8::from),
+            msg,
+            seg,
+            len: len as u32,
+        });
+        if self.taps[p.link as usize] {
+            self.capture(start, &pkt);
+        }
+        if let Some(h) = self.topo.host_addr(p.node) {
+            self.schedule(free_at, EvKind::HostFree(h.0));
+        }
+        let arrive_at = free_at + params.latency;
+        let st = &mut self.ports[port as usize];
+        st.flight.push_back((arrive_at, pkt));
+        if st.flight.len() == 1 {
+            self.schedule(arrive_at, EvKind::Arrive(port));
+        }
+    }
+
+    /// Encapsulates a packet that starts crossing a tapped link at `t`;
+    /// frames are written once simulated time reaches them, so the file is
+    /// in time order.
+    fn capture(&mut self, t: Instant, pkt: &Pkt) {
+        if self.pcap.is_none() || self.pcap_error.is_some() {
+            return;
+        }
+        let mut frame = Vec::with_capacity(pkt.len() as usize + FRAME_OVERHEAD);
+        let mut full = Vec::new();
+        let datagram = pkt.datagram(&mut full);
+        let src = UdpEndpoint::node(pkt.src, pkt.src_port);
+        let dst = UdpEndpoint::node(pkt.dst, DEFAULT_UDP_PORT);
+        if encapsulate(&src, &dst, datagram, &mut frame).is_ok() {
+            self.pcap_pending.insert((t, pkt.serial), frame);
+        }
+    }
+
+    fn flush_pcap(&mut self, upto: Instant) {
+        let Some(sink) = self.pcap.as_mut() else {
+            return;
+        };
+        while let Some(entry) = self.pcap_pending.first_entry() {
+            if entry.key().0 > upto {
+                break;
+            }
+            let ((t, _), frame) = entry.remove_entry();
+            if self.pcap_error.is_none() {
+                if let Err(e) = sink.write_frame(t.as_nanos(), &frame) {
+                    self.pcap_error = Some(e);
+                }
+            }
+        }
+    }
+
+    fn arrive(&mut self, port: PortId, pkt: Pkt) {
+        self.stats.packet_hops += 1;
+        let p = self.topo.ports[port as usize];
+        let node: NodeId = p.peer;
+        match self.topo.nodes[node as usize].kind {
+            NodeKind::Host(h) => {
+                let host = &mut self.hosts[h.0 as usize];
+                if host.paused {
+                    if host.held.len() >= PAUSE_HOLD_LIMIT {
+                        self.drop_pkt(p.link, pkt, DropReason::PausedOverflow);
+                    } else {
+                        host.held.push_back(pkt);
+                    }
+                    return;
+                }
+                self.deliver(h.0, pkt);
+                self.service_host(h.0);
+            }
+            NodeKind::Switch => {
+                let mut cands = std::mem::take(&mut self.scratch);
+                self.router
+                    .candidates(&self.topo, node, pkt.dst, &mut cands);
+                if cands.is_empty() {
+                    self.scratch = cands;
+                    self.drop_pkt(p.link, pkt, DropReason::NoRoute);
+                    return;
+                }
+                let rng = self.switch_rng[node as usize]
+                    .as_mut()
+                    .expect("switch has a stream");
+                let out = self
+                    .router
+                    .choose(&cands, (pkt.src, pkt.dst, pkt.src_port), rng);
+                self.scratch = cands;
+                self.egress(out, pkt);
+            }
+        }
+    }
+
+    fn deliver(&mut self, h: u32, pkt: Pkt) {
+        self.stats.delivered += 1;
+        let now = self.now;
+        let mut rebuild = std::mem::take(&mut self.rebuild);
+        self.hosts[h as usize]
+            .nic
+            .handle_datagram(now, pkt.src, pkt.datagram(&mut rebuild));
+        self.rebuild = rebuild;
+        self.recycle(pkt.bytes);
+    }
+
+    /// Whether every NIC is idle and nothing is scheduled.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.hosts.iter().all(|h| h.nic.is_idle())
+    }
+}
