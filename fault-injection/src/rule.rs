@@ -215,6 +215,8 @@ pub enum Model {
         gap: u32,
         /// Delay of the packets that are not reordered.
         delay: Duration,
+        /// Most packets held delayed at once (netem `limit`); more: drop.
+        limit: Option<u32>,
     },
     /// Delay with jitter.
     Delay {
@@ -224,6 +226,9 @@ pub enum Model {
         jitter: Duration,
         /// Distribution of the jitter.
         dist: Jitter,
+        /// Most packets held delayed at once (netem `limit`, the queue
+        /// limit); more: drop.
+        limit: Option<u32>,
     },
     /// Flip `bits` random bits with probability `p`.
     Corrupt {
@@ -311,6 +316,25 @@ struct State {
     nth_fired: u64,
     rate_free_at: Instant,
     rate_waiting: std::collections::VecDeque<Instant>,
+    /// Release times of packets this rule holds delayed (queue limit).
+    held: std::collections::VecDeque<Instant>,
+}
+
+impl State {
+    /// Whether a queue limit leaves room for one more held packet; frees
+    /// the packets already released by `now`.
+    fn room(&mut self, now: Instant, limit: Option<u32>) -> bool {
+        while self.held.front().is_some_and(|t| *t <= now) {
+            self.held.pop_front();
+        }
+        limit.is_none_or(|l| self.held.len() < l as usize)
+    }
+
+    /// Records a packet held until `until` (kept sorted).
+    fn hold(&mut self, until: Instant) {
+        let at = self.held.partition_point(|t| *t <= until);
+        self.held.insert(at, until);
+    }
 }
 
 /// One installed rule.
@@ -380,8 +404,12 @@ impl Model {
                 p,
                 correlation,
                 gap,
+                limit,
                 ..
             } => {
+                if *limit == Some(0) {
+                    return invalid("limit must be at least 1");
+                }
                 check_p(rule, "p", *p)?;
                 check_p(rule, "correlation", *correlation)?;
                 if *gap == 0 {
@@ -405,7 +433,13 @@ impl Model {
                 }
                 Ok(())
             }
-            Model::Delay { .. } | Model::Down | Model::Partition { .. } => Ok(()),
+            Model::Delay { limit, .. } => {
+                if *limit == Some(0) {
+                    return invalid("limit must be at least 1");
+                }
+                Ok(())
+            }
+            Model::Down | Model::Partition { .. } => Ok(()),
         }
     }
 }
@@ -510,6 +544,7 @@ impl Rule {
                 correlation,
                 gap,
                 delay,
+                limit,
             } => {
                 // netem: not reordered if gap not reached or the draw
                 // fails; those are delayed. Reordered ones go at once.
@@ -517,12 +552,25 @@ impl Rule {
                 if eligible && st.corr.next(rng, *correlation) < *prob {
                     st.reorder_count = 0;
                     Verdict::Pass
+                } else if !st.room(p.now, *limit) {
+                    Verdict::Drop
                 } else {
                     st.reorder_count += 1;
+                    if limit.is_some() {
+                        st.hold(p.now + *delay);
+                    }
                     Verdict::Delay(*delay)
                 }
             }
-            Model::Delay { base, jitter, dist } => {
+            Model::Delay {
+                base,
+                jitter,
+                dist,
+                limit,
+            } => {
+                if !st.room(p.now, *limit) {
+                    return Verdict::Drop;
+                }
                 let j = jitter.as_ps() as f64;
                 let extra = match dist {
                     Jitter::Uniform => (unit(rng) * 2.0 - 1.0) * j,
@@ -530,7 +578,11 @@ impl Rule {
                     Jitter::Pareto => j * ((1.0 - unit(rng)).powf(-1.0 / 3.0) - 1.0),
                 };
                 let total = (base.as_ps() as f64 + extra).max(0.0);
-                Verdict::Delay(Duration(total.min(u64::MAX as f64) as u64))
+                let d = Duration(total.min(u64::MAX as f64) as u64);
+                if limit.is_some() {
+                    st.hold(p.now + d);
+                }
+                Verdict::Delay(d)
             }
             Model::Corrupt { p: prob, bits } => {
                 if unit(rng) < *prob {

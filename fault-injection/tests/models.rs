@@ -114,6 +114,7 @@ fn reorder_with_gap_sends_every_gapth_packet_at_once() {
         correlation: 0.0,
         gap: 5,
         delay: Duration::from_millis(10),
+        limit: None,
     });
     let v = run(&mut r, 100);
     for (i, x) in v.iter().enumerate() {
@@ -132,6 +133,7 @@ fn reorder_rate_without_gap() {
         correlation: 0.0,
         gap: 1,
         delay: Duration::from_micros(50),
+        limit: None,
     });
     let v = run(&mut r, 100_000);
     let immediate = v.iter().filter(|x| **x == Verdict::Pass).count() as u64;
@@ -165,6 +167,7 @@ fn delay_jitter_distributions() {
             base: us(100),
             jitter: us(10),
             dist: Jitter::Uniform,
+            limit: None,
         },
         50_000,
     );
@@ -178,6 +181,7 @@ fn delay_jitter_distributions() {
             base: us(100),
             jitter: us(10),
             dist: Jitter::Normal,
+            limit: None,
         },
         50_000,
     );
@@ -190,6 +194,7 @@ fn delay_jitter_distributions() {
             base: us(100),
             jitter: us(10),
             dist: Jitter::Pareto,
+            limit: None,
         },
         50_000,
     );
@@ -246,6 +251,32 @@ fn rate_shaping_holds_the_rate_and_the_queue_limit_drops() {
         max_wait <= Duration::from_micros(80).as_ps(),
         "queue of 10 × 8 µs: {max_wait} ps"
     );
+}
+
+#[test]
+fn queue_limit_drops_what_the_delay_line_cannot_hold() {
+    // netem `delay 100us limit 10`: one packet per µs, each held 100 µs;
+    // at most 10 may be held, so 10 of every 100 get through.
+    let mut r = rule(Model::Delay {
+        base: Duration::from_micros(100),
+        jitter: Duration::ZERO,
+        dist: Jitter::Uniform,
+        limit: Some(10),
+    });
+    let v = run(&mut r, 1000);
+    let delayed = v.iter().filter(|x| matches!(x, Verdict::Delay(_))).count();
+    let dropped = v.iter().filter(|x| **x == Verdict::Drop).count();
+    assert_eq!((delayed, dropped), (100, 900));
+    // Without a limit nothing is dropped.
+    let mut r = rule(Model::Delay {
+        base: Duration::from_micros(100),
+        jitter: Duration::ZERO,
+        dist: Jitter::Uniform,
+        limit: None,
+    });
+    assert!(run(&mut r, 1000)
+        .iter()
+        .all(|x| matches!(x, Verdict::Delay(_))));
 }
 
 #[test]
