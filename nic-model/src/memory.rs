@@ -102,37 +102,32 @@ impl MemoryTable {
     /// Registers `len` zeroed bytes at `base` with `access`; keys are
     /// handed out in order, so runs are reproducible.
     pub fn register(&mut self, base: u64, len: usize, access: Access) -> MrKey {
-        let key = MrKey(self.next_key);
-        self.next_key = self.next_key.wrapping_add(1).max(0x100);
-        self.regions.insert(
-            key,
-            Region {
-                base,
-                access,
-                bytes: vec![0; len],
-                len: len as u64,
-                phantom: false,
-            },
-        );
-        key
+        self.insert(Region {
+            base,
+            access,
+            bytes: vec![0; len],
+            len: len as u64,
+            phantom: false,
+        })
     }
 
     /// Registers a phantom region of `len` bytes: checked like any other,
     /// but holding no bytes (reads give zeros, writes are discarded), so a
     /// thousand-host run does not need gigabytes of buffers.
     pub fn register_phantom(&mut self, base: u64, len: u64, access: Access) -> MrKey {
+        self.insert(Region {
+            base,
+            access,
+            bytes: Vec::new(),
+            len,
+            phantom: true,
+        })
+    }
+
+    fn insert(&mut self, region: Region) -> MrKey {
         let key = MrKey(self.next_key);
         self.next_key = self.next_key.wrapping_add(1).max(0x100);
-        self.regions.insert(
-            key,
-            Region {
-                base,
-                access,
-                bytes: Vec::new(),
-                len,
-                phantom: true,
-            },
-        );
+        self.regions.insert(key, region);
         key
     }
 
