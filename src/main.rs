@@ -1,18 +1,24 @@
 //! The `udrma` command-line tool.
+//!
+//! Exit codes: 0 when every check passes (or the command succeeded), 1 when
+//! a check fails, 2 on bad input (a file that does not parse, a wrong flag).
 
 use std::fs::File;
-use std::io::{BufReader, Write};
-use std::path::PathBuf;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant as Wall;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use udrma::decode::{decode_capture, DecodeError};
 use udrma::proto;
+use udrma_fabric::TraceFormat;
+use udrma_scenarios::{RunOptions, Scenario, ScenarioError};
 
 /// udrma: a deterministic testbed for reliable, connectionless RDMA over UDP.
 ///
-/// With no command, runs the built-in demo and prints its summary.
+/// With no command, runs the built-in demo scenario and prints its summary.
 #[derive(Debug, Parser)]
 #[command(name = "udrma", version, about, long_about = None)]
 struct Cli {
@@ -22,6 +28,39 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a scenario file and check DESIGN.md §6 (exit 1 if a check fails).
+    Run {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// Seed (default: the file's).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Print one JSON object instead of the summary.
+        #[arg(long)]
+        json: bool,
+        /// Write a nanosecond pcap of the run.
+        #[arg(long)]
+        pcap: Option<PathBuf>,
+        /// Links to capture, comma-separated (default: all).
+        #[arg(long, value_delimiter = ',')]
+        pcap_links: Vec<String>,
+        /// Write the trace (postcard; a .jsonl name writes JSON lines).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+    },
+    /// Re-run one case and print its trace hash.
+    Replay {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// Seed.
+        #[arg(long)]
+        seed: u64,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: Bench,
+    },
     /// Print one line per packet of a pcap capture (time, src→dst, kind,
     /// message id, segment i/n, op number, flags, payload length), and
     /// "BAD: <reason>" for frames that are not valid udrma packets.
@@ -32,15 +71,57 @@ enum Command {
         #[arg(long, default_value_t = proto::DEFAULT_UDP_PORT)]
         port: u16,
     },
-    /// The built-in demo (what `udrma` with no command runs).
-    Demo,
+    /// The built-in demo scenario (what `udrma` with no command runs).
+    Demo {
+        /// Print one JSON object instead of the summary.
+        #[arg(long)]
+        json: bool,
+    },
 }
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// The standard speed shape: fat-tree permutation of 2 MB WRITEs,
+    /// 100 Gb/s, 1 µs, 4000 B packets, spraying.
+    Sim {
+        /// Fat-tree arity (8: 128 hosts, 16: 1024 hosts).
+        #[arg(long, default_value_t = 8)]
+        k: u32,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+/// A failure that is the input's fault: exit code 2.
+#[derive(Debug)]
+struct BadInput(String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command.unwrap_or(Command::Demo) {
+    let result = match cli.command.unwrap_or(Command::Demo { json: false }) {
+        Command::Run {
+            file,
+            seed,
+            json,
+            pcap,
+            pcap_links,
+            trace,
+        } => run(&file, seed, json, pcap, pcap_links, trace),
+        Command::Replay { file, seed } => replay(&file, seed),
+        Command::Bench {
+            what: Bench::Sim { k, seed },
+        } => bench_sim(k, seed),
         Command::Decode { file, port } => decode(&file, port),
-        Command::Demo => demo(),
+        Command::Demo { json } => demo(json),
     };
     match result {
         Ok(code) => code,
@@ -64,7 +145,133 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn decode(path: &PathBuf, port: u16) -> anyhow::Result<ExitCode> {
+fn load(path: &Path) -> anyhow::Result<Scenario> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Scenario::parse(&path.display().to_string(), &text)
+        .map_err(|e: ScenarioError| BadInput(e.to_string()).into())
+}
+
+fn create(path: &Path) -> anyhow::Result<Box<dyn Write>> {
+    let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    Ok(Box::new(BufWriter::new(f)))
+}
+
+fn execute(sc: &Scenario, opts: RunOptions, json: bool) -> anyhow::Result<ExitCode> {
+    let start = Wall::now();
+    let mut report = udrma_scenarios::run(sc, opts).map_err(|e| BadInput(e.to_string()))?;
+    report.set_wall(start.elapsed().as_secs_f64());
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &report).map_err(std::io::Error::from)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", report.table())?;
+    }
+    out.flush()?;
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn run(
+    file: &Path,
+    seed: Option<u64>,
+    json: bool,
+    pcap: Option<PathBuf>,
+    pcap_links: Vec<String>,
+    trace: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let sc = load(file)?;
+    let mut opts = RunOptions {
+        seed,
+        ..RunOptions::default()
+    };
+    let pcap = pcap.or_else(|| sc.file.outputs.pcap.as_ref().map(PathBuf::from));
+    if let Some(path) = pcap {
+        let links = if pcap_links.is_empty() {
+            sc.file.outputs.pcap_links.clone()
+        } else {
+            pcap_links
+        };
+        opts.pcap = Some((create(&path)?, links));
+    }
+    let trace = trace.or_else(|| sc.file.outputs.trace.as_ref().map(PathBuf::from));
+    if let Some(path) = trace {
+        let format = if path.extension().is_some_and(|e| e == "jsonl") {
+            TraceFormat::JsonLines
+        } else {
+            TraceFormat::Postcard
+        };
+        opts.trace = Some((format, create(&path)?));
+    }
+    execute(&sc, opts, json)
+}
+
+fn replay(file: &Path, seed: u64) -> anyhow::Result<ExitCode> {
+    let sc = load(file)?;
+    let report = udrma_scenarios::run(
+        &sc,
+        RunOptions {
+            seed: Some(seed),
+            ..RunOptions::default()
+        },
+    )
+    .map_err(|e| BadInput(e.to_string()))?;
+    println!("{}", report.trace_hash);
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn demo(json: bool) -> anyhow::Result<ExitCode> {
+    let sc =
+        Scenario::parse("<demo>", udrma_scenarios::DEMO).map_err(|e| BadInput(e.to_string()))?;
+    if !json {
+        println!(
+            "udrma demo: {}\n",
+            sc.file.description.lines().next().unwrap_or(&sc.file.name)
+        );
+    }
+    execute(&sc, RunOptions::default(), json)
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn bench_sim(k: u32, seed: u64) -> anyhow::Result<ExitCode> {
+    let mut w = udrma_fabric::shapes::speed_shape(k, seed).map_err(|e| BadInput(e.to_string()))?;
+    let start = Wall::now();
+    w.run();
+    let wall = start.elapsed().as_secs_f64();
+    let s = w.stats();
+    println!("shape          fat tree k={k} ({} hosts), 100 Gb/s, 1 us, 4000 B packets, spraying, permutation of 2 MB WRITEs", w.topology().n_hosts());
+    println!(
+        "simulated      {:.1} us, {} events, {} packet-hops",
+        w.now().as_ps() as f64 / 1e6,
+        s.events,
+        s.packet_hops
+    );
+    println!("wall           {wall:.3} s");
+    println!("packet-hops/s  {:.0}", s.packet_hops as f64 / wall);
+    println!("events/s       {:.0}", s.events as f64 / wall);
+    if let Some(m) = peak_rss_mib() {
+        println!("peak memory    {m:.1} MiB");
+    }
+    println!("trace hash     {:016x}", w.trace().hash());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn decode(path: &Path, port: u16) -> anyhow::Result<ExitCode> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -72,29 +279,4 @@ fn decode(path: &PathBuf, port: u16) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("decoding {}", path.display()))?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// The wire demo: builds one packet of every kind (and one with a broken
-/// ICRC) as an in-memory capture and decodes it. The simulated-fabric demo
-/// scenario replaces it when the scenario runner lands.
-fn demo() -> anyhow::Result<ExitCode> {
-    let mut pcap = Vec::new();
-    let frames = proto::samples::write_capture(&mut pcap)?;
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    writeln!(
-        out,
-        "udrma wire demo: {} packets, one of every kind, the last with a corrupted ICRC,\n\
-         encapsulated in Ethernet/IPv4/UDP (port {}) and decoded back.\n\
-         Write the same capture with `cargo run -p udrma-proto --example all_packets -- all.pcap`.\n",
-        frames.len(),
-        proto::DEFAULT_UDP_PORT
-    )?;
-    let summary = decode_capture(&pcap[..], proto::DEFAULT_UDP_PORT, &mut out)?;
-    out.flush()?;
-    Ok(if summary.bad == 1 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
 }

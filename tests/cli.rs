@@ -127,7 +127,7 @@ fn truncated_capture_reports_the_damage_after_what_it_could_read() {
 }
 
 #[test]
-fn no_arguments_runs_the_demo() {
+fn no_arguments_runs_the_demo_scenario() {
     let out = udrma(&[]);
     assert!(
         out.status.success(),
@@ -135,6 +135,137 @@ fn no_arguments_runs_the_demo() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with("udrma wire demo"), "{text}");
-    assert!(text.contains("23 packets, 22 udrma, 1 bad"), "{text}");
+    assert!(text.starts_with("udrma demo: a 1 MiB WRITE"), "{text}");
+    assert!(text.contains("scenario    demo  (seed 1, trace "), "{text}");
+    assert!(
+        text.contains("all-complete:PASS") && !text.contains("FAIL"),
+        "{text}"
+    );
+}
+
+fn example(name: &str) -> String {
+    format!("{}/scenarios/examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn run_json_has_every_field_and_replay_gives_its_hash() {
+    let out = udrma(&[
+        "run",
+        &example("late-first-packet.toml"),
+        "--json",
+        "--seed",
+        "3",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "scenario",
+        "seed",
+        "trace_hash",
+        "sim_time_ns",
+        "wall_s",
+        "events",
+        "packet_hops",
+        "packet_hops_per_s",
+        "packets",
+        "ops",
+        "completion_ns",
+        "goodput_gbps",
+        "retransmits",
+        "dup_dropped",
+        "escape",
+        "nacks",
+        "checks",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    for (obj, keys) in [
+        (
+            "packets",
+            &[
+                "sent",
+                "delivered",
+                "dropped",
+                "duplicated",
+                "reordered",
+                "corrupted",
+            ][..],
+        ),
+        ("ops", &["posted", "completed", "failed"][..]),
+        ("completion_ns", &["p50", "p99", "max"][..]),
+        (
+            "escape",
+            &["buffered", "drained", "expired", "overflow"][..],
+        ),
+    ] {
+        for k in keys {
+            assert!(v[obj].get(k).is_some(), "missing {obj}.{k}");
+        }
+    }
+    assert_eq!(v["seed"], 3);
+    let hash = v["trace_hash"].as_str().unwrap().to_string();
+    assert_eq!(hash.len(), 16);
+    assert!(v["escape"]["buffered"].as_u64().unwrap() > 0);
+    let replay = udrma(&["replay", &example("late-first-packet.toml"), "--seed", "3"]);
+    assert_eq!(String::from_utf8(replay.stdout).unwrap().trim(), hash);
+}
+
+#[test]
+fn run_exit_codes_are_0_pass_1_check_failed_2_bad_input() {
+    assert_eq!(
+        udrma(&["run", &example("late-first-packet.toml")])
+            .status
+            .code(),
+        Some(0)
+    );
+    let hazard = udrma(&["run", &example("stale-duplicate-hazard.toml")]);
+    assert_eq!(hazard.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&hazard.stdout).contains("no-write-after-completion:FAIL"));
+    let bad = tmp("cli-bad-scenario.toml");
+    std::fs::write(&bad, "name = \"x\"\n[topology]\nkind = \"pear\"\n").unwrap();
+    let out = udrma(&["run", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cli-bad-scenario.toml:3:8: unknown variant `pear`")
+            && err.contains("did you mean `pair`"),
+        "{err}"
+    );
+    assert_eq!(udrma(&["run", "/nonexistent.toml"]).status.code(), Some(2));
+}
+
+#[test]
+fn run_writes_a_pcap_that_decode_reads() {
+    let pcap = tmp("cli-run.pcap");
+    let out = udrma(&[
+        "run",
+        &example("late-first-packet.toml"),
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let dec = udrma(&["decode", pcap.to_str().unwrap()]);
+    let text = String::from_utf8(dec.stdout).unwrap();
+    assert!(
+        text.contains("WRITE_FIRST") && text.contains(" 0 bad"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bench_sim_prints_its_figures() {
+    let out = udrma(&["bench", "sim", "--k", "4"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for line in ["packet-hops/s", "events/s", "wall", "trace hash"] {
+        assert!(text.contains(line), "{text}");
+    }
 }

@@ -122,6 +122,9 @@ pub struct FabricStats {
     /// Most events pending at once (bounded by ports + hosts + delayed
     /// packets: lazy timer cancellation leaves at most a few per host).
     pub max_event_queue: u64,
+    /// Datagrams delivered after one sent later on the same (source,
+    /// destination) flow had already been delivered.
+    pub reordered: u64,
 }
 
 impl FabricStats {
@@ -275,6 +278,8 @@ pub struct World {
     scratch: Vec<PortId>,
     rebuild: Vec<u8>,
     phantom_payload: bool,
+    /// Highest packet serial delivered per (source, destination) flow.
+    flow_max: BTreeMap<(NodeAddr, NodeAddr), u64>,
 }
 
 impl core::fmt::Debug for World {
@@ -352,6 +357,7 @@ impl World {
             scratch: Vec::new(),
             rebuild: Vec::new(),
             phantom_payload: cfg.phantom_payload,
+            flow_max: BTreeMap::new(),
         })
     }
 
@@ -510,6 +516,57 @@ impl World {
             self.dispatch(kind);
         }
         self.flush_pcap(Instant(u64::MAX));
+        true
+    }
+
+    /// Time of the next event that will do something, if any (stale
+    /// timer wake-ups are discarded on the way).
+    pub fn peek_time(&mut self) -> Option<Instant> {
+        loop {
+            let Reverse(key) = *self.queue.peek()?;
+            if let Some(EvKind::Timer(h)) = self.slab[key.slot as usize] {
+                if !self.timer_due(h, key.t) {
+                    self.queue.pop();
+                    self.slab[key.slot as usize] = None;
+                    self.free.push(key.slot);
+                    continue;
+                }
+            }
+            return Some(key.t);
+        }
+    }
+
+    /// Processes exactly the next event; returns its time, or `None` when
+    /// nothing is left.
+    pub fn step(&mut self) -> Option<Instant> {
+        let t = self.peek_time()?;
+        self.run_until_one(t);
+        Some(t)
+    }
+
+    fn run_until_one(&mut self, t: Instant) {
+        if let Some(Reverse(key)) = self.queue.pop() {
+            debug_assert_eq!(key.t, t);
+            let kind = self.slab[key.slot as usize]
+                .take()
+                .expect("scheduled event");
+            self.free.push(key.slot);
+            self.now = key.t;
+            self.stats.events += 1;
+            if !self.pcap_pending.is_empty() {
+                self.flush_pcap(key.t);
+            }
+            self.dispatch(kind);
+        }
+    }
+
+    /// Moves the clock forward to `t` without processing anything; only
+    /// allowed when no event is due before `t` (returns whether it moved).
+    pub fn advance_clock(&mut self, t: Instant) -> bool {
+        if t < self.now || self.peek_time().is_some_and(|next| next < t) {
+            return false;
+        }
+        self.now = t;
         true
     }
 
@@ -910,6 +967,12 @@ impl World {
 
     fn deliver(&mut self, h: u32, pkt: Pkt) {
         self.stats.delivered += 1;
+        let max = self.flow_max.entry((pkt.src, pkt.dst)).or_insert(0);
+        if pkt.serial < *max {
+            self.stats.reordered += 1;
+        } else {
+            *max = pkt.serial;
+        }
         let now = self.now;
         let mut rebuild = std::mem::take(&mut self.rebuild);
         self.hosts[h as usize]

@@ -1,0 +1,464 @@
+//! From a scenario file to the pieces of a world: topology, NIC
+//! configuration, fault rules, pauses; every value checked, every error
+//! located.
+
+use udrma_fabric::{FabricConfig, LinkParams, Policy, Topology};
+use udrma_faults::{Direction, HostPause, Jitter, Model, Rule, RuleSet, Target};
+use udrma_nic::{AckMode, NicConfig, RegistrationMode, RetransmitMode};
+use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode};
+
+use crate::schema::{ModelKind, OpKind, RoutingKind, TopologyKind, WorkloadKind};
+use crate::{Scenario, ScenarioError};
+
+/// Builds the topology.
+pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
+    let t = &sc.file.topology;
+    let d = LinkParams::default();
+    let params = LinkParams {
+        bandwidth_bps: t.bandwidth.map_or(d.bandwidth_bps, |r| r.0),
+        latency: t.latency.map_or(d.latency, |l| l.0),
+        mtu: t.mtu.unwrap_or(d.mtu),
+        queue_bytes: t.queue.map_or(d.queue_bytes, |q| q.0),
+        ecn_threshold: t.ecn_threshold.map(|e| e.0),
+    };
+    let need = |what: &str| {
+        sc.error_at(
+            "kind",
+            format!(
+                "topology kind {what} needs `{}`",
+                if what == "fat-tree" { "k" } else { "hosts" }
+            ),
+        )
+    };
+    let topo = match t.kind {
+        TopologyKind::Pair => Topology::pair(params),
+        TopologyKind::Star => Topology::star(t.hosts.ok_or_else(|| need("star"))?, params),
+        TopologyKind::Dumbbell => {
+            let bottleneck = LinkParams {
+                bandwidth_bps: t.bottleneck.map_or(params.bandwidth_bps, |r| r.0),
+                ..params
+            };
+            Topology::dumbbell(t.hosts.ok_or_else(|| need("dumbbell"))?, params, bottleneck)
+        }
+        TopologyKind::FatTree => {
+            let k = t.k.ok_or_else(|| need("fat-tree"))?;
+            Topology::fat_tree(k, params).map_err(|m| sc.error_at("k", m))?
+        }
+    };
+    if topo.n_hosts() < 2 {
+        return Err(sc.error_at(
+            "hosts",
+            format!(
+                "a topology needs at least 2 hosts, this one has {}",
+                topo.n_hosts()
+            ),
+        ));
+    }
+    Ok(topo)
+}
+
+fn mode<T: Copy>(
+    sc: &Scenario,
+    key: &str,
+    value: &Option<String>,
+    options: &[(&str, T)],
+    default: T,
+) -> Result<T, ScenarioError> {
+    let Some(v) = value else {
+        return Ok(default);
+    };
+    options
+        .iter()
+        .find(|(n, _)| n == v)
+        .map(|(_, m)| *m)
+        .ok_or_else(|| {
+            let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
+            sc.error_at(
+                v,
+                format!("nic.{key} = {v:?}: expected one of {}", names.join(", ")),
+            )
+        })
+}
+
+/// Builds and validates the NIC configuration.
+pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
+    let n = &sc.file.nic;
+    let d = NicConfig::default();
+    let t = |v: Option<crate::units::Time>, d: Duration| v.map_or(d, |x| x.0);
+    let sack_delay = t(n.sack_delay, Duration::from_micros(2));
+    let cfg = NicConfig {
+        mtu_payload: n.mtu_payload.map_or(Ok(d.mtu_payload), |s| {
+            u32::try_from(s.0)
+                .map_err(|_| sc.error_at("mtu_payload", "nic.mtu_payload is too large".into()))
+        })?,
+        segment_threshold: n.segment_threshold.map_or(d.segment_threshold, |s| s.0),
+        segment_size: n.segment_size.map_or(Ok(d.segment_size), |s| {
+            u32::try_from(s.0)
+                .map_err(|_| sc.error_at("segment_size", "nic.segment_size is too large".into()))
+        })?,
+        op_table_capacity: n.op_table.unwrap_or(d.op_table_capacity),
+        command_queue_capacity: n.command_queue.unwrap_or(d.command_queue_capacity),
+        registry_capacity: n.registry.unwrap_or(d.registry_capacity),
+        registry_timeout: t(n.registry_timeout, d.registry_timeout),
+        escape_capacity: n.escape_entries.unwrap_or(d.escape_capacity),
+        escape_bytes: n.escape_bytes.map_or(d.escape_bytes, |s| s.0 as usize),
+        escape_timeout: t(n.escape_timeout, d.escape_timeout),
+        tombstones: n.tombstones.unwrap_or(d.tombstones),
+        tombstone_capacity: n.tombstone_capacity.unwrap_or(d.tombstone_capacity),
+        registration: mode(
+            sc,
+            "registration",
+            &n.registration,
+            &[
+                ("first-only", RegistrationMode::FirstOnly),
+                ("self-describing", RegistrationMode::SelfDescribing),
+            ],
+            d.registration,
+        )?,
+        ack_mode: mode(
+            sc,
+            "ack",
+            &n.ack,
+            &[
+                ("per-packet", AckMode::PerPacket),
+                ("selective", AckMode::Selective { delay: sack_delay }),
+            ],
+            d.ack_mode,
+        )?,
+        retransmit: mode(
+            sc,
+            "retransmit",
+            &n.retransmit,
+            &[
+                ("selective", RetransmitMode::Selective),
+                ("go-back-n", RetransmitMode::GoBackN),
+            ],
+            d.retransmit,
+        )?,
+        rto_initial: t(n.rto_initial, d.rto_initial),
+        rto_min: t(n.rto_min, d.rto_min),
+        rto_max: t(n.rto_max, d.rto_max),
+        max_retries: n.max_retries.unwrap_or(d.max_retries),
+        rnr_delay: t(n.rnr_delay, d.rnr_delay),
+        recv_queue_capacity: n.recv_queue.unwrap_or(d.recv_queue_capacity),
+        transmit_queue_capacity: n.transmit_queue.unwrap_or(d.transmit_queue_capacity),
+        ..d
+    };
+    cfg.validate().map_err(|e| {
+        let udrma_nic::ConfigError::OutOfRange { field, .. } = &e;
+        sc.error_at(field, format!("nic: {e}"))
+    })?;
+    Ok(cfg)
+}
+
+/// The fabric configuration for `seed`.
+pub fn fabric_config(sc: &Scenario, seed: u64) -> Result<FabricConfig, ScenarioError> {
+    Ok(FabricConfig {
+        seed,
+        routing: match sc.file.topology.routing {
+            RoutingKind::Shortest => Policy::ShortestPath,
+            RoutingKind::Ecmp => Policy::Ecmp,
+            RoutingKind::Spray => Policy::Spray,
+        },
+        nic: nic_config(sc)?,
+        phantom_payload: sc.file.topology.phantom,
+    })
+}
+
+/// `h<n>` → host `n`, if the topology has it.
+pub fn host(
+    sc: &Scenario,
+    name: &str,
+    n_hosts: usize,
+    whose: &str,
+) -> Result<NodeAddr, ScenarioError> {
+    let id = name.strip_prefix('h').and_then(|n| n.parse::<u32>().ok());
+    match id {
+        Some(i) if (i as usize) < n_hosts => Ok(NodeAddr(i)),
+        Some(_) => Err(sc.error_at(
+            name,
+            format!(
+                "{whose}: no host {name:?} in this topology (it has {n_hosts} hosts, h0..h{})",
+                n_hosts - 1
+            ),
+        )),
+        None => Err(sc.error_at(
+            name,
+            format!("{whose}: {name:?} is not a host name (expected h0, h1, ...)"),
+        )),
+    }
+}
+
+fn opcode(sc: &Scenario, name: &str) -> Result<Opcode, ScenarioError> {
+    const NAMES: [(&str, Opcode); 13] = [
+        ("write", Opcode::Write),
+        ("read-request", Opcode::ReadRequest),
+        ("read-response", Opcode::ReadResponse),
+        ("send", Opcode::Send),
+        ("ack", Opcode::Ack),
+        ("sack", Opcode::SelectiveAck),
+        ("nack", Opcode::Nack),
+        ("completion", Opcode::Completion),
+        ("data-arrived", Opcode::DataArrived),
+        ("credit", Opcode::Credit),
+        ("rts", Opcode::Rts),
+        ("cts", Opcode::Cts),
+        ("fin", Opcode::Fin),
+    ];
+    NAMES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, o)| *o)
+        .ok_or_else(|| {
+            let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
+            let hint = udrma_faults::closest(name, &names)
+                .map(|b| format!(" (did you mean {b:?}?)"))
+                .unwrap_or_default();
+            sc.error_at(
+                name,
+                format!(
+                    "unknown opcode {name:?}{hint}; expected one of {}",
+                    names.join(", ")
+                ),
+            )
+        })
+}
+
+fn flag(sc: &Scenario, name: &str) -> Result<Flags, ScenarioError> {
+    const NAMES: [(&str, Flags); 7] = [
+        ("ack-req", Flags::ACK_REQ),
+        ("first", Flags::FIRST),
+        ("last", Flags::LAST),
+        ("last-segment", Flags::LAST_SEGMENT),
+        ("retransmit", Flags::RETRANSMIT),
+        ("credits", Flags::CREDITS_VALID),
+        ("solicited", Flags::SOLICITED),
+    ];
+    NAMES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| {
+            let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
+            sc.error_at(
+                name,
+                format!(
+                    "unknown flag {name:?}; expected one of {}",
+                    names.join(", ")
+                ),
+            )
+        })
+}
+
+/// Builds the fault rules (names resolved to links by the world).
+pub fn rules(sc: &Scenario, seed: u64, n_hosts: usize) -> Result<RuleSet, ScenarioError> {
+    let mut set = RuleSet::new();
+    for (i, f) in sc.file.faults.iter().enumerate() {
+        let name = f.name.clone().unwrap_or_else(|| format!("fault{i}"));
+        let model_name = format!("{:?}", f.model).to_lowercase();
+        let need = |what: &str| {
+            sc.error_at(
+                &name,
+                format!("fault {name:?}: model {model_name} needs `{what}`"),
+            )
+        };
+        let p = || f.p.ok_or_else(|| need("p"));
+        let model = match f.model {
+            ModelKind::Loss => Model::Loss {
+                p: p()?,
+                correlation: f.correlation.unwrap_or(0.0),
+            },
+            ModelKind::GilbertElliott => Model::GilbertElliott {
+                p: p()?,
+                r: f.r.ok_or_else(|| need("r"))?,
+                loss_good: f.loss_good.unwrap_or(0.0),
+                loss_bad: f.loss_bad.unwrap_or(1.0),
+            },
+            ModelKind::Duplicate => Model::Duplicate {
+                p: p()?,
+                copies: f.copies.unwrap_or(1),
+                correlation: f.correlation.unwrap_or(0.0),
+            },
+            ModelKind::Reorder => Model::Reorder {
+                p: p()?,
+                correlation: f.correlation.unwrap_or(0.0),
+                gap: f.gap.unwrap_or(1),
+                delay: f.delay.ok_or_else(|| need("delay"))?.0,
+                limit: f.limit,
+            },
+            ModelKind::Delay => Model::Delay {
+                base: f.delay.ok_or_else(|| need("delay"))?.0,
+                jitter: f.jitter.map_or(Duration::ZERO, |j| j.0),
+                dist: match f.distribution.as_deref() {
+                    None | Some("uniform") => Jitter::Uniform,
+                    Some("normal") => Jitter::Normal,
+                    Some("pareto") => Jitter::Pareto,
+                    Some(other) => {
+                        return Err(sc.error_at(
+                            other,
+                            format!("fault {name:?}: distribution {other:?}: expected uniform, normal or pareto"),
+                        ))
+                    }
+                },
+                limit: f.limit,
+            },
+            ModelKind::Corrupt => Model::Corrupt {
+                p: p()?,
+                bits: f.bits.unwrap_or(1),
+            },
+            ModelKind::Rate => Model::Rate {
+                bits_per_sec: f.rate.ok_or_else(|| need("rate"))?.0,
+                limit: f.limit.unwrap_or(1000),
+            },
+            ModelKind::Down => Model::Down,
+            ModelKind::Partition => {
+                let side = |names: &[String]| -> Result<Vec<NodeAddr>, ScenarioError> {
+                    names.iter().map(|h| host(sc, h, n_hosts, &format!("fault {name:?}"))).collect()
+                };
+                Model::Partition {
+                    a: side(&f.a)?,
+                    b: side(&f.b)?,
+                    two_way: f.two_way,
+                }
+            }
+        };
+        let mut target = Target::any();
+        target.links = f.links.clone();
+        target.direction = match f.direction.as_deref() {
+            None => None,
+            Some("forward") => Some(Direction::Forward),
+            Some("reverse") => Some(Direction::Reverse),
+            Some(other) => {
+                return Err(sc.error_at(
+                    other,
+                    format!("fault {name:?}: direction {other:?}: expected forward or reverse"),
+                ))
+            }
+        };
+        let who = format!("fault {name:?}");
+        target.src = f
+            .src
+            .iter()
+            .map(|h| host(sc, h, n_hosts, &who))
+            .collect::<Result<_, _>>()?;
+        target.dst = f
+            .dst
+            .iter()
+            .map(|h| host(sc, h, n_hosts, &who))
+            .collect::<Result<_, _>>()?;
+        target.opcodes = f
+            .opcodes
+            .iter()
+            .map(|o| opcode(sc, o))
+            .collect::<Result<_, _>>()?;
+        for fl in &f.flags {
+            target.flags |= flag(sc, fl)?;
+        }
+        if f.from.is_some() || f.until.is_some() {
+            let from = Instant::ZERO + f.from.map_or(Duration::ZERO, |t| t.0);
+            let until = f.until.map_or(Instant(u64::MAX), |t| Instant::ZERO + t.0);
+            target.window = Some((from, until));
+        }
+        if f.every.is_some() || f.times.is_some() {
+            target.nth = Some(udrma_faults::Nth {
+                every: f.every.unwrap_or(1),
+                offset: f.offset.unwrap_or(0),
+                limit: f.times,
+            });
+        }
+        let rule =
+            Rule::new(seed, &name, target, model).map_err(|e| sc.error_at(&name, e.to_string()))?;
+        set.push(rule);
+    }
+    Ok(set)
+}
+
+/// The host pauses.
+pub fn pauses(sc: &Scenario, n_hosts: usize) -> Result<Vec<HostPause>, ScenarioError> {
+    sc.file
+        .pauses
+        .iter()
+        .map(|p| {
+            let h = host(sc, &p.host, n_hosts, "pause")?;
+            if p.until.0 <= p.from.0 {
+                return Err(sc.error_at(
+                    &p.host,
+                    format!("pause of {}: `until` must be after `from`", p.host),
+                ));
+            }
+            Ok(HostPause {
+                host: h,
+                from: Instant::ZERO + p.from.0,
+                until: Instant::ZERO + p.until.0,
+            })
+        })
+        .collect()
+}
+
+/// Checks everything that can be checked without running.
+pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
+    let topo = topology(sc)?;
+    let n = topo.n_hosts();
+    let cfg = fabric_config(sc, sc.file.seed)?;
+    let mut rules = rules(sc, sc.file.seed, n)?;
+    let names = topo.link_names();
+    rules
+        .resolve(|l| topo.link_by_name(l), &names)
+        .map_err(|e| match &e {
+            udrma_faults::FaultError::UnknownLink { link, .. } => sc.error_at(link, e.to_string()),
+            _ => sc.error_at("fault", e.to_string()),
+        })?;
+    pauses(sc, n)?;
+    for (i, w) in sc.file.workloads.iter().enumerate() {
+        let who = format!("workload {i} ({:?})", w.kind).to_lowercase();
+        for h in w.src.iter().chain(w.dst.iter()).chain(w.srcs.iter()) {
+            host(sc, h, n, &who)?;
+        }
+        let needs_pair = matches!(
+            w.kind,
+            WorkloadKind::Single
+                | WorkloadKind::Many
+                | WorkloadKind::Pingpong
+                | WorkloadKind::Window
+        );
+        if needs_pair && (w.src.is_none() || w.dst.is_none()) {
+            return Err(sc.error_at("workload", format!("{who} needs `src` and `dst`")));
+        }
+        if matches!(w.kind, WorkloadKind::Incast | WorkloadKind::Reuse) && w.dst.is_none() {
+            return Err(sc.error_at("workload", format!("{who} needs `dst`")));
+        }
+        if w.kind != WorkloadKind::Reuse && w.size.is_none() {
+            return Err(sc.error_at("workload", format!("{who} needs `size`")));
+        }
+        if w.src.is_some() && w.src == w.dst {
+            return Err(sc.error_at(
+                "workload",
+                format!("{who}: `src` and `dst` are the same host"),
+            ));
+        }
+        if w.kind == WorkloadKind::Pingpong && w.op != OpKind::Write {
+            return Err(sc.error_at("pingpong", format!("{who}: pingpong uses WRITEs only")));
+        }
+        if w.op == OpKind::Send && w.size.is_some_and(|s| s.0 > cfg.nic.max_op_bytes()) {
+            return Err(sc.error_at(
+                "send",
+                format!(
+                    "{who}: a SEND is at most one operation ({} bytes, nic.segment_threshold)",
+                    cfg.nic.max_op_bytes()
+                ),
+            ));
+        }
+    }
+    for s in &sc.file.checks.skip {
+        if !crate::report::CHECKS.contains(&s.as_str()) {
+            return Err(sc.error_at(
+                s,
+                format!(
+                    "checks.skip: unknown check {s:?}; expected one of {}",
+                    crate::report::CHECKS.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

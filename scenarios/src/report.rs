@@ -1,0 +1,282 @@
+//! What a run reports: the JSON object of `udrma run --json` and the
+//! human summary table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use udrma_fabric::World;
+use udrma_proto::NodeAddr;
+
+use crate::runner::OpOutcome;
+use crate::Scenario;
+
+/// Every check a run can make, in report order.
+pub const CHECKS: [&str; 7] = [
+    "all-complete",
+    "exactly-once",
+    "memory-equal",
+    "no-out-of-bounds",
+    "no-write-after-completion",
+    "bounded-state",
+    "liveness",
+];
+
+/// Packet counters.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Packets {
+    /// Datagrams the NICs sent.
+    pub sent: u64,
+    /// Datagrams handed to a NIC.
+    pub delivered: u64,
+    /// Dropped by the fabric (faults, full queues, MTU, no route).
+    pub dropped: u64,
+    /// Extra copies made by duplicate faults.
+    pub duplicated: u64,
+    /// Delivered after a later packet of the same flow.
+    pub reordered: u64,
+    /// Corrupted by faults.
+    pub corrupted: u64,
+}
+
+/// Operation counters.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Ops {
+    /// Posted (or refused at post).
+    pub posted: u64,
+    /// Completed successfully.
+    pub completed: u64,
+    /// Completed in error or refused.
+    pub failed: u64,
+}
+
+/// Post-to-completion times.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Latency {
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// Largest.
+    pub max: u64,
+}
+
+/// Escape channel counters, summed over hosts.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Escape {
+    /// Packets parked.
+    pub buffered: u64,
+    /// Applied when their operation registered.
+    pub drained: u64,
+    /// Dropped at their timer.
+    pub expired: u64,
+    /// Dropped because the channel was full.
+    pub overflow: u64,
+}
+
+/// One run's results (`udrma run --json`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Report {
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed used.
+    pub seed: u64,
+    /// Trace hash, 16 hex digits.
+    pub trace_hash: String,
+    /// Simulated time at the end.
+    pub sim_time_ns: u64,
+    /// Wall-clock seconds (filled in by the CLI; the runner has no clock).
+    pub wall_s: f64,
+    /// Events processed.
+    pub events: u64,
+    /// Link crossings.
+    pub packet_hops: u64,
+    /// Link crossings per wall second (filled in with `wall_s`).
+    pub packet_hops_per_s: f64,
+    /// Packet counters.
+    pub packets: Packets,
+    /// Operation counters.
+    pub ops: Ops,
+    /// Post-to-completion times in ns.
+    pub completion_ns: Latency,
+    /// Bytes of successful operations over the time from the first post
+    /// to the last completion.
+    pub goodput_gbps: f64,
+    /// Retransmissions (all hosts).
+    pub retransmits: u64,
+    /// Duplicates dropped by registry masks.
+    pub dup_dropped: u64,
+    /// Escape channel.
+    pub escape: Escape,
+    /// NACKs sent.
+    pub nacks: u64,
+    /// Check name → passed.
+    pub checks: BTreeMap<String, bool>,
+    /// Why checks failed, and other findings.
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    /// Whether every check passed.
+    pub fn passed(&self) -> bool {
+        self.checks.values().all(|v| *v)
+    }
+
+    /// Sets the wall time and what follows from it.
+    pub fn set_wall(&mut self, wall_s: f64) {
+        self.wall_s = wall_s;
+        self.packet_hops_per_s = if wall_s > 0.0 {
+            (self.packet_hops as f64 / wall_s).round()
+        } else {
+            0.0
+        };
+    }
+
+    /// The human summary.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "scenario    {}  (seed {}, trace {})",
+            self.scenario, self.seed, self.trace_hash
+        );
+        let _ = writeln!(
+            s,
+            "simulated   {:.3} us in {} events, {} packet-hops ({:.3} s wall, {:.2} M hops/s)",
+            self.sim_time_ns as f64 / 1e3,
+            self.events,
+            self.packet_hops,
+            self.wall_s,
+            self.packet_hops_per_s / 1e6
+        );
+        let p = &self.packets;
+        let _ = writeln!(
+            s,
+            "packets     sent {}  delivered {}  dropped {}  duplicated {}  reordered {}  corrupted {}",
+            p.sent, p.delivered, p.dropped, p.duplicated, p.reordered, p.corrupted
+        );
+        let _ = writeln!(
+            s,
+            "ops         posted {}  completed {}  failed {}",
+            self.ops.posted, self.ops.completed, self.ops.failed
+        );
+        let c = &self.completion_ns;
+        let _ = writeln!(
+            s,
+            "completion  p50 {:.3} us  p99 {:.3} us  max {:.3} us   goodput {:.2} Gb/s",
+            c.p50 as f64 / 1e3,
+            c.p99 as f64 / 1e3,
+            c.max as f64 / 1e3,
+            self.goodput_gbps
+        );
+        let e = &self.escape;
+        let _ = writeln!(
+            s,
+            "protocol    retransmits {}  dup-dropped {}  nacks {}  escape {}/{}/{}/{} (buffered/drained/expired/overflow)",
+            self.retransmits, self.dup_dropped, self.nacks, e.buffered, e.drained, e.expired, e.overflow
+        );
+        let _ = write!(s, "checks     ");
+        for name in CHECKS {
+            match self.checks.get(name) {
+                Some(true) => {
+                    let _ = write!(s, " {name}:PASS");
+                }
+                Some(false) => {
+                    let _ = write!(s, " {name}:FAIL");
+                }
+                None => {}
+            }
+        }
+        let _ = writeln!(s);
+        for n in self.notes.iter().take(10) {
+            let _ = writeln!(s, "  note: {n}");
+        }
+        if self.notes.len() > 10 {
+            let _ = writeln!(s, "  note: ... {} more", self.notes.len() - 10);
+        }
+        s
+    }
+}
+
+fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Assembles the report from the world and the operations.
+pub(crate) fn build(
+    sc: &Scenario,
+    seed: u64,
+    world: &World,
+    ops: &[OpOutcome],
+    posted: u64,
+    checks: BTreeMap<String, bool>,
+    notes: Vec<String>,
+) -> Report {
+    let fs = world.stats();
+    let n = world.topology().n_hosts();
+    let nics: Vec<_> = (0..n as u32)
+        .map(|h| world.nic(NodeAddr(h)).stats().clone())
+        .collect();
+    let sum = |f: fn(&udrma_nic::Stats) -> u64| nics.iter().map(f).sum::<u64>();
+    let mut lat: Vec<u64> = ops
+        .iter()
+        .filter_map(|o| o.latency.map(|d| d.as_nanos()))
+        .collect();
+    lat.sort_unstable();
+    let ok_bytes: u64 = ops
+        .iter()
+        .filter(|o| o.ok == Some(true))
+        .map(|o| o.size)
+        .sum();
+    let first = ops.iter().filter_map(|o| o.posted_at).min();
+    let last = ops.iter().filter_map(|o| o.done_at).max();
+    let goodput = match (first, last) {
+        (Some(a), Some(b)) if b > a => ok_bytes as f64 * 8.0 / (b - a).as_ps() as f64 * 1e3,
+        _ => 0.0,
+    };
+    let dropped = fs.dropped_total();
+    Report {
+        scenario: sc.file.name.clone(),
+        seed,
+        trace_hash: format!("{:016x}", world.trace().hash()),
+        sim_time_ns: world.now().as_nanos(),
+        wall_s: 0.0,
+        events: fs.events,
+        packet_hops: fs.packet_hops,
+        packet_hops_per_s: 0.0,
+        packets: Packets {
+            sent: fs.sent,
+            delivered: fs.delivered,
+            dropped,
+            duplicated: fs.duplicated,
+            reordered: fs.reordered,
+            corrupted: fs.corrupted,
+        },
+        ops: Ops {
+            posted,
+            completed: ops.iter().filter(|o| o.ok == Some(true)).count() as u64,
+            failed: ops.iter().filter(|o| o.ok == Some(false)).count() as u64,
+        },
+        completion_ns: Latency {
+            p50: percentile(&lat, 0.5),
+            p99: percentile(&lat, 0.99),
+            max: lat.last().copied().unwrap_or(0),
+        },
+        goodput_gbps: (goodput * 1000.0).round() / 1000.0,
+        retransmits: sum(|s| s.retransmits),
+        dup_dropped: sum(|s| s.dup_dropped),
+        escape: Escape {
+            buffered: sum(|s| s.escape_buffered),
+            drained: sum(|s| s.escape_drained),
+            expired: sum(|s| s.escape_expired),
+            overflow: sum(|s| s.escape_overflow),
+        },
+        nacks: sum(|s| s.nacks_out()),
+        checks,
+        notes,
+    }
+}

@@ -1,0 +1,364 @@
+//! The scenario file: one TOML document describing a whole experiment.
+//! Every table refuses unknown keys; sizes, times and rates are strings
+//! with units. `docs/scenarios.md` lists every key.
+
+use serde::Deserialize;
+
+use crate::units::{Rate, Size, Time};
+
+/// A whole scenario file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// Name (shown in reports).
+    pub name: String,
+    /// What it demonstrates, and the outcome to expect.
+    #[serde(default)]
+    pub description: String,
+    /// Master seed (overridable with `--seed`).
+    #[serde(default = "one")]
+    pub seed: u64,
+    /// Simulated time after which the run stops (liveness fails if work
+    /// remains).
+    #[serde(default = "default_limit")]
+    pub time_limit: Time,
+    /// The fabric.
+    pub topology: TopologySpec,
+    /// Every NIC's configuration.
+    #[serde(default)]
+    pub nic: NicSpec,
+    /// What the hosts do.
+    #[serde(default, rename = "workload")]
+    pub workloads: Vec<WorkloadSpec>,
+    /// What goes wrong.
+    #[serde(default, rename = "fault")]
+    pub faults: Vec<FaultSpec>,
+    /// Host pauses.
+    #[serde(default, rename = "pause")]
+    pub pauses: Vec<PauseSpec>,
+    /// Which checks run.
+    #[serde(default)]
+    pub checks: ChecksSpec,
+    /// Files the CLI writes (flags override).
+    #[serde(default)]
+    pub outputs: OutputsSpec,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn default_limit() -> Time {
+    Time(udrma_proto::Duration::from_millis(100))
+}
+
+/// Topology kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopologyKind {
+    /// Two hosts back to back.
+    Pair,
+    /// Hosts on one switch.
+    Star,
+    /// Two switches joined by a bottleneck.
+    Dumbbell,
+    /// 3-tier k-ary fat tree.
+    FatTree,
+}
+
+/// Routing policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoutingKind {
+    /// One fixed path per destination.
+    Shortest,
+    /// By flow hash.
+    #[default]
+    Ecmp,
+    /// Per packet at random.
+    Spray,
+}
+
+/// `[topology]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    /// Shape.
+    pub kind: TopologyKind,
+    /// Hosts (star) or hosts per side (dumbbell).
+    pub hosts: Option<u32>,
+    /// Fat-tree arity (even).
+    pub k: Option<u32>,
+    /// Link rate (default 100Gbps).
+    pub bandwidth: Option<Rate>,
+    /// Link latency (default 1us).
+    pub latency: Option<Time>,
+    /// Largest datagram a link carries (default 9216).
+    pub mtu: Option<u32>,
+    /// Egress queue per port (default 1MiB).
+    pub queue: Option<Size>,
+    /// ECN marking threshold.
+    pub ecn_threshold: Option<Size>,
+    /// Dumbbell bottleneck rate (default: `bandwidth`).
+    pub bottleneck: Option<Rate>,
+    /// Routing policy (default ecmp).
+    #[serde(default)]
+    pub routing: RoutingKind,
+    /// Phantom memory and payloads: no bytes stored (memory-equal is
+    /// skipped), for scale runs.
+    #[serde(default)]
+    pub phantom: bool,
+}
+
+/// `[nic]`: every engine knob; absent keys keep the engine's defaults.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicSpec {
+    /// Largest payload per packet.
+    pub mtu_payload: Option<Size>,
+    /// Requests above this are segmented.
+    pub segment_threshold: Option<Size>,
+    /// Segment size.
+    pub segment_size: Option<Size>,
+    /// DMA OP table slots.
+    pub op_table: Option<u16>,
+    /// Command queue capacity.
+    pub command_queue: Option<usize>,
+    /// Registry entries.
+    pub registry: Option<usize>,
+    /// Registry entry timeout.
+    pub registry_timeout: Option<Time>,
+    /// Escape channel entries.
+    pub escape_entries: Option<usize>,
+    /// Escape channel bytes.
+    pub escape_bytes: Option<Size>,
+    /// Escape channel timeout.
+    pub escape_timeout: Option<Time>,
+    /// Tombstones on or off.
+    pub tombstones: Option<bool>,
+    /// Tombstone capacity.
+    pub tombstone_capacity: Option<usize>,
+    /// `first-only` or `self-describing`.
+    pub registration: Option<String>,
+    /// `per-packet` or `selective`.
+    pub ack: Option<String>,
+    /// Coalescing delay of selective ACKs.
+    pub sack_delay: Option<Time>,
+    /// `selective` or `go-back-n`.
+    pub retransmit: Option<String>,
+    /// Initial RTO.
+    pub rto_initial: Option<Time>,
+    /// RTO floor.
+    pub rto_min: Option<Time>,
+    /// RTO ceiling.
+    pub rto_max: Option<Time>,
+    /// Retries before a request fails.
+    pub max_retries: Option<u32>,
+    /// Wait after a receiver-not-ready NACK.
+    pub rnr_delay: Option<Time>,
+    /// Receive queue capacity per endpoint.
+    pub recv_queue: Option<usize>,
+    /// Transmit queue capacity.
+    pub transmit_queue: Option<usize>,
+}
+
+/// Workload kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// One operation from `src` to `dst`.
+    Single,
+    /// `count` operations from `src` to `dst`, all posted at `start`.
+    Many,
+    /// `count` round trips: `src` writes to `dst`, `dst` answers when the
+    /// write lands (one-way latency = half the round trip).
+    Pingpong,
+    /// `count` operations from `src` to `dst` with at most `window`
+    /// outstanding (osu_bw).
+    Window,
+    /// Every host to every other host, `count` rounds.
+    AllToAll,
+    /// Every host in `srcs` (default: all but `dst`) to `dst`.
+    Incast,
+    /// `count` operations between random distinct hosts.
+    RandomPairs,
+    /// A random permutation: every host sends to exactly one other.
+    Permutation,
+    /// At `start`, host `dst` reuses the buffers of every WRITE that
+    /// completed into it (fills them with new bytes).
+    Reuse,
+}
+
+/// Operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum OpKind {
+    /// RDMA WRITE.
+    #[default]
+    Write,
+    /// RDMA READ.
+    Read,
+    /// SEND into a posted receive buffer.
+    Send,
+}
+
+/// `[[workload]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// What.
+    pub kind: WorkloadKind,
+    /// Operation (default write).
+    #[serde(default)]
+    pub op: OpKind,
+    /// Source host (`h0`).
+    pub src: Option<String>,
+    /// Destination host.
+    pub dst: Option<String>,
+    /// Sources of an incast.
+    #[serde(default)]
+    pub srcs: Vec<String>,
+    /// Bytes per operation.
+    pub size: Option<Size>,
+    /// How many (operations, round trips or rounds).
+    #[serde(default = "one_u32")]
+    pub count: u32,
+    /// Most outstanding (window workloads).
+    pub window: Option<u32>,
+    /// When it starts.
+    pub start: Option<Time>,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+
+/// Fault models by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelKind {
+    /// Random loss (`p`, `correlation`).
+    Loss,
+    /// Gilbert-Elliott (`p`, `r`, `loss_good`, `loss_bad`).
+    GilbertElliott,
+    /// Duplication (`p`, `copies`, `correlation`).
+    Duplicate,
+    /// netem reorder (`p`, `correlation`, `gap`, `delay`, `limit`).
+    Reorder,
+    /// Delay (`delay`, `jitter`, `distribution`, `limit`).
+    Delay,
+    /// Bit corruption (`p`, `bits`).
+    Corrupt,
+    /// Rate shaping (`rate`, `limit`).
+    Rate,
+    /// Drop all (link down).
+    Down,
+    /// Partition (`a`, `b`, `two_way`).
+    Partition,
+}
+
+/// `[[fault]]`: a model and its target.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    /// Name (default: `fault<i>`).
+    pub name: Option<String>,
+    /// Model.
+    pub model: ModelKind,
+    /// Probability.
+    pub p: Option<f64>,
+    /// Correlation with the previous draw.
+    pub correlation: Option<f64>,
+    /// Gilbert-Elliott P(bad → good).
+    pub r: Option<f64>,
+    /// Gilbert-Elliott loss in the good state.
+    pub loss_good: Option<f64>,
+    /// Gilbert-Elliott loss in the bad state.
+    pub loss_bad: Option<f64>,
+    /// Duplicate copies.
+    pub copies: Option<u32>,
+    /// Reorder gap.
+    pub gap: Option<u32>,
+    /// Delay (delay and reorder).
+    pub delay: Option<Time>,
+    /// Jitter scale.
+    pub jitter: Option<Time>,
+    /// `uniform`, `normal` or `pareto`.
+    pub distribution: Option<String>,
+    /// Queue limit in packets.
+    pub limit: Option<u32>,
+    /// Bits flipped.
+    pub bits: Option<u32>,
+    /// Shaping rate.
+    pub rate: Option<Rate>,
+    /// Partition side A.
+    #[serde(default)]
+    pub a: Vec<String>,
+    /// Partition side B.
+    #[serde(default)]
+    pub b: Vec<String>,
+    /// Partition both ways.
+    #[serde(default)]
+    pub two_way: bool,
+    /// Links by name.
+    #[serde(default)]
+    pub links: Vec<String>,
+    /// `forward` or `reverse`.
+    pub direction: Option<String>,
+    /// Flow sources.
+    #[serde(default)]
+    pub src: Vec<String>,
+    /// Flow destinations.
+    #[serde(default)]
+    pub dst: Vec<String>,
+    /// Opcodes (`write`, `read-request`, `ack`, ...).
+    #[serde(default)]
+    pub opcodes: Vec<String>,
+    /// Flags that must be set (`first`, `last`, `retransmit`, ...).
+    #[serde(default)]
+    pub flags: Vec<String>,
+    /// Window start.
+    pub from: Option<Time>,
+    /// Window end.
+    pub until: Option<Time>,
+    /// Every n-th matching packet.
+    pub every: Option<u64>,
+    /// Which one in each period.
+    pub offset: Option<u64>,
+    /// At most this many times.
+    pub times: Option<u64>,
+}
+
+/// `[[pause]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PauseSpec {
+    /// Host.
+    pub host: String,
+    /// Start.
+    pub from: Time,
+    /// End.
+    pub until: Time,
+}
+
+/// `[checks]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChecksSpec {
+    /// Checks not to run.
+    #[serde(default)]
+    pub skip: Vec<String>,
+}
+
+/// `[outputs]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputsSpec {
+    /// pcap file.
+    pub pcap: Option<String>,
+    /// Links to capture (default: all).
+    #[serde(default)]
+    pub pcap_links: Vec<String>,
+    /// Trace file (postcard; `.jsonl` for JSON lines).
+    pub trace: Option<String>,
+}

@@ -1,0 +1,157 @@
+//! Sizes, times and rates written as strings: `"1MiB"`, `"4000"`, `"2us"`,
+//! `"1.5ms"`, `"100Gbps"`. Bare numbers are bytes, picoseconds are never
+//! implied: a time needs a unit.
+
+use core::fmt;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use udrma_proto::Duration;
+
+fn split(s: &str) -> (&str, &str) {
+    let s = s.trim();
+    let at = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(s.len());
+    (s[..at].trim(), s[at..].trim())
+}
+
+fn number(n: &str, whole: &str) -> Result<f64, String> {
+    let clean: String = n.chars().filter(|c| *c != '_').collect();
+    clean
+        .parse::<f64>()
+        .map_err(|_| format!("{whole:?} does not start with a number"))
+}
+
+/// Parses a size: `4096`, `4KiB`, `1MiB`, `2GiB`, `10KB`, `1MB`, `1GB`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let (n, unit) = split(s);
+    let v = number(n, s)?;
+    let mult: f64 = match unit {
+        "" | "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "KB" | "kB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} in {s:?} (expected B, KiB, MiB, GiB, KB, MB or GB)"
+            ))
+        }
+    };
+    let bytes = v * mult;
+    if bytes.fract() != 0.0 || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("{s:?} is not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Parses a time: `500ps`, `10ns`, `2us`, `1.5ms`, `1s`.
+pub fn parse_time(s: &str) -> Result<Duration, String> {
+    let (n, unit) = split(s);
+    let v = number(n, s)?;
+    let ps: f64 = match unit {
+        "ps" => 1.0,
+        "ns" => 1e3,
+        "us" | "µs" => 1e6,
+        "ms" => 1e9,
+        "s" => 1e12,
+        "" => return Err(format!("{s:?} needs a unit (ps, ns, us, ms or s)")),
+        other => {
+            return Err(format!(
+                "unknown time unit {other:?} in {s:?} (expected ps, ns, us, ms or s)"
+            ))
+        }
+    };
+    let total = (v * ps).round();
+    if !(0.0..=u64::MAX as f64).contains(&total) {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(Duration(total as u64))
+}
+
+/// Parses a rate: `100Gbps`, `25Gbps`, `400Mbps`, `1Tbps`, `1000bps`.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let (n, unit) = split(s);
+    let v = number(n, s)?;
+    let mult: f64 = match unit {
+        "bps" => 1.0,
+        "Kbps" | "kbps" => 1e3,
+        "Mbps" => 1e6,
+        "Gbps" => 1e9,
+        "Tbps" => 1e12,
+        other => {
+            return Err(format!(
+                "unknown rate unit {other:?} in {s:?} (expected bps, Kbps, Mbps, Gbps or Tbps)"
+            ))
+        }
+    };
+    let bps = (v * mult).round();
+    if bps < 1.0 || bps > u64::MAX as f64 {
+        return Err(format!("{s:?} is not a positive rate"));
+    }
+    Ok(bps as u64)
+}
+
+macro_rules! string_unit {
+    ($name:ident, $ty:ty, $parse:path, $what:literal) => {
+        #[doc = concat!("A ", $what, " read from a string (or, for sizes, a bare integer).")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct $name(pub $ty);
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        f.write_str($what)
+                    }
+                    fn visit_str<E: de::Error>(self, s: &str) -> Result<$name, E> {
+                        $parse(s).map($name).map_err(E::custom)
+                    }
+                    fn visit_i64<E: de::Error>(self, n: i64) -> Result<$name, E> {
+                        self.visit_str(&n.to_string())
+                    }
+                    fn visit_u64<E: de::Error>(self, n: u64) -> Result<$name, E> {
+                        self.visit_str(&n.to_string())
+                    }
+                }
+                d.deserialize_any(V)
+            }
+        }
+    };
+}
+
+string_unit!(Size, u64, parse_size, "a size such as \"4KiB\" or 4096");
+string_unit!(Time, Duration, parse_time, "a time such as \"2us\"");
+string_unit!(Rate, u64, parse_rate, "a rate such as \"100Gbps\"");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_parse_and_errors_say_what_was_expected() {
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("4000"), Ok(4000));
+        assert_eq!(parse_size("2 GB"), Ok(2_000_000_000));
+        assert_eq!(parse_time("2us"), Ok(Duration::from_micros(2)));
+        assert_eq!(parse_time("1.5ms"), Ok(Duration::from_micros(1500)));
+        assert_eq!(parse_rate("100Gbps"), Ok(100_000_000_000));
+        assert_eq!(
+            parse_size("1MIB").unwrap_err(),
+            "unknown size unit \"MIB\" in \"1MIB\" (expected B, KiB, MiB, GiB, KB, MB or GB)"
+        );
+        assert_eq!(
+            parse_time("5").unwrap_err(),
+            "\"5\" needs a unit (ps, ns, us, ms or s)"
+        );
+        assert!(parse_rate("fast")
+            .unwrap_err()
+            .contains("does not start with a number"));
+        assert!(parse_size("1.5").is_err());
+    }
+}

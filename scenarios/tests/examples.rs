@@ -1,0 +1,157 @@
+//! Every example scenario runs with the outcome its `# expect:` line
+//! states; invalid files fail with the place and the reason.
+
+use std::path::PathBuf;
+
+use udrma_scenarios::{run, RunOptions, Scenario};
+
+fn examples() -> Vec<(String, String)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut v: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read_to_string(&p).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The large shapes take seconds in release and minutes in debug: they
+/// run here only in release builds (CI runs them through the CLI).
+const LARGE: [&str; 3] = [
+    "all-to-all-k8.toml",
+    "bench-perm-k8.toml",
+    "bench-perm-k16.toml",
+];
+
+#[test]
+fn every_example_has_the_outcome_it_states() {
+    let all = examples();
+    assert!(all.len() >= 11, "{} examples", all.len());
+    for (name, text) in all {
+        let expect = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# expect: "))
+            .unwrap_or_else(|| panic!("{name}: no `# expect:` line"));
+        let sc = Scenario::parse(&name, &text).unwrap_or_else(|e| panic!("{e}"));
+        if cfg!(debug_assertions) && LARGE.contains(&name.as_str()) {
+            eprintln!("skipped in debug: {name} (CI runs it in release)");
+            continue;
+        }
+        let report = run(&sc, RunOptions::default()).unwrap();
+        let failed: Vec<&String> = report
+            .checks
+            .iter()
+            .filter(|(_, ok)| !**ok)
+            .map(|(k, _)| k)
+            .collect();
+        match expect.strip_prefix("fail ") {
+            None => assert!(
+                failed.is_empty(),
+                "{name}: expected pass, failed {failed:?}: {:?}",
+                report.notes
+            ),
+            Some(check) => assert_eq!(failed, vec![check], "{name}"),
+        }
+        assert_eq!(
+            report.ops.posted,
+            report.ops.completed + report.ops.failed,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn the_hazard_passes_with_tombstones_on() {
+    let (_, text) = examples()
+        .into_iter()
+        .find(|(n, _)| n == "stale-duplicate-hazard.toml")
+        .unwrap();
+    let fixed = text.replace("tombstones = false", "tombstones = true");
+    let report = run(
+        &Scenario::parse("fixed", &fixed).unwrap(),
+        RunOptions::default(),
+    )
+    .unwrap();
+    assert!(report.passed(), "{:?}", report.notes);
+}
+
+#[test]
+fn same_seed_same_hash_other_seed_other_hash() {
+    let (_, text) = examples()
+        .into_iter()
+        .find(|(n, _)| n == "reorder-spray.toml")
+        .unwrap();
+    let sc = Scenario::parse("x", &text).unwrap();
+    let hash = |seed| {
+        run(
+            &sc,
+            RunOptions {
+                seed: Some(seed),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap()
+        .trace_hash
+    };
+    assert_eq!(hash(5), hash(5));
+    assert_ne!(hash(5), hash(6));
+}
+
+fn error(text: &str) -> String {
+    Scenario::parse("bad.toml", text).unwrap_err().to_string()
+}
+
+const BASE: &str = "name = \"x\"\n[topology]\nkind = \"star\"\nhosts = 4\n";
+
+#[test]
+fn invalid_files_say_where_and_what() {
+    // Unknown key, with the closest valid one.
+    assert_eq!(
+        error("name = \"x\"\n[topology]\nkind = \"star\"\nhostz = 4\n"),
+        "bad.toml:4:1: unknown field `hostz`, expected one of `kind`, `hosts`, `k`, `bandwidth`, `latency`, `mtu`, `queue`, `ecn_threshold`, `bottleneck`, `routing`, `phantom` (did you mean `hosts`?)"
+    );
+    // A size that does not parse.
+    let e = error(&format!(
+        "{BASE}[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"1MIB\"\n"
+    ));
+    assert!(
+        e.starts_with("bad.toml:9:8: unknown size unit \"MIB\""),
+        "{e}"
+    );
+    // A host the topology lacks.
+    let e = error(&format!(
+        "{BASE}[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h9\"\nsize = \"1KiB\"\n"
+    ));
+    assert_eq!(e, "bad.toml:8:7: workload 0 (single): no host \"h9\" in this topology (it has 4 hosts, h0..h3)");
+    // An unknown link in a fault, with a suggestion.
+    let e = error(&format!(
+        "{BASE}[[fault]]\nmodel = \"down\"\nlinks = [\"h0-s1\"]\n"
+    ));
+    assert!(
+        e.contains("unknown link \"h0-s1\" (did you mean \"h0-s0\"?)")
+            && e.starts_with("bad.toml:7:"),
+        "{e}"
+    );
+    // A model without its parameter, an enum value that does not exist.
+    let e = error(&format!(
+        "{BASE}[[fault]]\nname = \"l\"\nmodel = \"loss\"\n"
+    ));
+    assert!(e.contains("fault \"l\": model loss needs `p`"), "{e}");
+    let e = error(&format!("{BASE}[[fault]]\nmodel = \"lose\"\np = 0.1\n"));
+    assert!(
+        e.starts_with("bad.toml:6:9: unknown variant `lose`") && e.contains("did you mean `loss`"),
+        "{e}"
+    );
+    // Broken TOML.
+    assert!(error("name = \"x\"\n[topology\n").starts_with("bad.toml:2:"));
+    // NIC values out of range name the field.
+    let e = error(&format!("{BASE}[nic]\nmtu_payload = 0\n"));
+    assert!(e.contains("nic: mtu_payload = 0"), "{e}");
+}
