@@ -16,6 +16,8 @@ use udrma::proto;
 use udrma_fabric::TraceFormat;
 use udrma_scenarios::{RunOptions, Scenario, ScenarioError};
 
+mod sweep;
+
 /// udrma: a deterministic testbed for reliable, connectionless RDMA over UDP.
 ///
 /// With no command, runs the built-in demo scenario and prints its summary.
@@ -47,6 +49,42 @@ enum Command {
         /// Write the trace (postcard; a .jsonl name writes JSON lines).
         #[arg(long)]
         trace: Option<PathBuf>,
+        /// Draw a ladder (sequence) diagram as SVG.
+        #[arg(long)]
+        ladder: Option<PathBuf>,
+        /// The two hosts of the ladder (default: the first workload's).
+        #[arg(long, value_delimiter = ',', num_args = 2)]
+        ladder_hosts: Vec<String>,
+    },
+    /// Run the cross product of settings × seeds in parallel.
+    Sweep {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// KEY=V1,V2,... (KEY is a dotted path: fault.loss.p, nic.max_retries,
+        /// workload.0.size); repeat for a cross product.
+        #[arg(long = "set", required = true)]
+        sets: Vec<String>,
+        /// Seeds per setting (the file's seed, then the next ones).
+        #[arg(long, default_value_t = 1)]
+        seeds: u32,
+        /// Write one CSV row per run.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+        /// Plot goodput, p99 completion and retransmits against the first
+        /// setting (SVG).
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+    /// Reduce a failing case to a minimal scenario that still fails.
+    Shrink {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// Seed of the failing case.
+        #[arg(long)]
+        seed: u64,
+        /// Where to write the minimal scenario.
+        #[arg(short, long)]
+        output: PathBuf,
     },
     /// Re-run one case and print its trace hash.
     Replay {
@@ -107,6 +145,16 @@ impl std::error::Error for BadInput {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // RUST_LOG=udrma_fabric=debug shows drops and faults, =info host events;
+    // every line carries the simulated time (sim_ns), not the wall clock.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .without_time()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let result = match cli.command.unwrap_or(Command::Demo { json: false }) {
         Command::Run {
             file,
@@ -115,7 +163,26 @@ fn main() -> ExitCode {
             pcap,
             pcap_links,
             trace,
-        } => run(&file, seed, json, pcap, pcap_links, trace),
+            ladder,
+            ladder_hosts,
+        } => run(
+            &file,
+            seed,
+            json,
+            pcap,
+            pcap_links,
+            trace,
+            ladder,
+            ladder_hosts,
+        ),
+        Command::Sweep {
+            file,
+            sets,
+            seeds,
+            csv,
+            plot,
+        } => sweep::sweep(&file, &sets, seeds, csv.as_deref(), plot.as_deref()),
+        Command::Shrink { file, seed, output } => sweep::shrink(&file, seed, &output),
         Command::Replay { file, seed } => replay(&file, seed),
         Command::Bench {
             what: Bench::Sim { k, seed },
@@ -158,8 +225,20 @@ fn create(path: &Path) -> anyhow::Result<Box<dyn Write>> {
 }
 
 fn execute(sc: &Scenario, opts: RunOptions, json: bool) -> anyhow::Result<ExitCode> {
+    execute_with_ladder(sc, opts, json, None)
+}
+
+fn execute_with_ladder(
+    sc: &Scenario,
+    opts: RunOptions,
+    json: bool,
+    ladder: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
     let start = Wall::now();
     let mut report = udrma_scenarios::run(sc, opts).map_err(|e| BadInput(e.to_string()))?;
+    if let (Some(path), Some(svg)) = (ladder, report.ladder_svg.as_ref()) {
+        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     report.set_wall(start.elapsed().as_secs_f64());
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -177,6 +256,7 @@ fn execute(sc: &Scenario, opts: RunOptions, json: bool) -> anyhow::Result<ExitCo
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run(
     file: &Path,
     seed: Option<u64>,
@@ -184,6 +264,8 @@ fn run(
     pcap: Option<PathBuf>,
     pcap_links: Vec<String>,
     trace: Option<PathBuf>,
+    ladder: Option<PathBuf>,
+    ladder_hosts: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
     let sc = load(file)?;
     let mut opts = RunOptions {
@@ -208,7 +290,19 @@ fn run(
         };
         opts.trace = Some((format, create(&path)?));
     }
-    execute(&sc, opts, json)
+    if ladder.is_some() {
+        let hosts = match ladder_hosts.as_slice() {
+            [a, b] => (a.clone(), b.clone()),
+            _ => {
+                let w = sc.file.workloads.first();
+                let a = w.and_then(|w| w.src.clone()).unwrap_or_else(|| "h0".into());
+                let b = w.and_then(|w| w.dst.clone()).unwrap_or_else(|| "h1".into());
+                (a, b)
+            }
+        };
+        opts.ladder = Some(hosts);
+    }
+    execute_with_ladder(&sc, opts, json, ladder.as_deref())
 }
 
 fn replay(file: &Path, seed: u64) -> anyhow::Result<ExitCode> {

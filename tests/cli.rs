@@ -269,3 +269,111 @@ fn bench_sim_prints_its_figures() {
         assert!(text.contains(line), "{text}");
     }
 }
+
+#[test]
+fn sweep_writes_one_csv_row_per_run_and_a_plot() {
+    let csv = tmp("cli-sweep.csv");
+    let svg = tmp("cli-sweep.svg");
+    let out = udrma(&[
+        "sweep",
+        &example("lossy-write.toml"),
+        "--set",
+        "fault.loss.p=0,0.02",
+        "--set",
+        "nic.max_retries=8,12",
+        "--seeds",
+        "3",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(rows.lines().count(), 1 + 2 * 2 * 3, "{rows}");
+    assert!(rows.starts_with("fault.loss.p,nic.max_retries,seed,passed,"));
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.starts_with("<svg") && plot.contains("goodput (Gb/s)"));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("0.02") && table.contains("6/6"), "{table}");
+    let bad = udrma(&[
+        "sweep",
+        &example("lossy-write.toml"),
+        "--set",
+        "fault.nope.p=1",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no `fault` named \"nope\""));
+}
+
+#[test]
+fn shrink_keeps_the_failure_and_makes_it_smaller() {
+    let min = tmp("cli-min.toml");
+    let out = udrma(&[
+        "shrink",
+        &example("stale-duplicate-hazard.toml"),
+        "--seed",
+        "1",
+        "-o",
+        min.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&min).unwrap();
+    assert!(text.contains("size = 1\n"), "{text}");
+    let rerun = udrma(&["run", min.to_str().unwrap()]);
+    assert_eq!(rerun.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&rerun.stdout).contains("no-write-after-completion:FAIL"));
+    // A passing case has nothing to shrink.
+    assert_eq!(
+        udrma(&[
+            "shrink",
+            &example("demo.toml"),
+            "--seed",
+            "1",
+            "-o",
+            min.to_str().unwrap()
+        ])
+        .status
+        .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn ladder_of_late_first_packet_shows_the_escape_channel_hold() {
+    let svg = tmp("cli-ladder.svg");
+    let out = udrma(&[
+        "run",
+        &example("late-first-packet.toml"),
+        "--ladder",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("<title>held in the escape channel</title>"),
+        "the hold is drawn"
+    );
+    assert!(
+        text.contains("WRITE_FIRST msg 1 seg 0") && text.contains(">h0<") && text.contains(">h1<")
+    );
+}
+
+#[test]
+fn rust_log_traces_with_simulated_time() {
+    let out = Command::new(env!("CARGO_BIN_EXE_udrma"))
+        .args(["run", &example("late-first-packet.toml")])
+        .env("RUST_LOG", "udrma_fabric=debug")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fault sim_ns=0 link=h0-h1"), "{err}");
+}

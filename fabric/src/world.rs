@@ -243,6 +243,36 @@ struct HostState {
     held: VecDeque<Pkt>,
 }
 
+/// One packet between two watched hosts, from creation to its fate (for
+/// ladder diagrams).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Journey {
+    /// Packet serial.
+    pub serial: u64,
+    /// Sender.
+    pub src: NodeAddr,
+    /// Receiver.
+    pub dst: NodeAddr,
+    /// When the NIC sent it.
+    pub sent: Instant,
+    /// Opcode byte (0 if unreadable).
+    pub opcode: u8,
+    /// Header flags.
+    pub flags: u16,
+    /// Message id.
+    pub msg: u32,
+    /// Segment index.
+    pub seg: u32,
+    /// When it reached the receiver's NIC.
+    pub arrived: Option<Instant>,
+    /// Dropped: when and why.
+    pub dropped: Option<(Instant, DropReason)>,
+    /// A fault's copy of this packet serial.
+    pub copy_of: Option<u64>,
+    /// A fault flipped bits in it.
+    pub corrupted: bool,
+}
+
 /// A completion or arrival a host reported, with when and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostEvent {
@@ -280,6 +310,10 @@ pub struct World {
     phantom_payload: bool,
     /// Highest packet serial delivered per (source, destination) flow.
     flow_max: BTreeMap<(NodeAddr, NodeAddr), u64>,
+    /// Hosts whose packets are journaled, and the journal.
+    watch: Option<(NodeAddr, NodeAddr)>,
+    journal: Vec<Journey>,
+    journal_index: BTreeMap<u64, usize>,
 }
 
 impl core::fmt::Debug for World {
@@ -358,6 +392,9 @@ impl World {
             rebuild: Vec::new(),
             phantom_payload: cfg.phantom_payload,
             flow_max: BTreeMap::new(),
+            watch: None,
+            journal: Vec::new(),
+            journal_index: BTreeMap::new(),
         })
     }
 
@@ -399,6 +436,49 @@ impl World {
     /// Completions and arrivals reported so far, in order.
     pub fn host_events(&self) -> &[HostEvent] {
         &self.host_events
+    }
+
+    /// Records the journey of every packet between `a` and `b` (either
+    /// way) from now on; see [`World::journeys`].
+    pub fn watch(&mut self, a: NodeAddr, b: NodeAddr) {
+        self.watch = Some((a, b));
+    }
+
+    /// The journeys recorded since [`World::watch`], in send order.
+    pub fn journeys(&self) -> &[Journey] {
+        &self.journal
+    }
+
+    fn watched(&self, src: NodeAddr, dst: NodeAddr) -> bool {
+        self.watch
+            .is_some_and(|(a, b)| (src == a && dst == b) || (src == b && dst == a))
+    }
+
+    fn journal_new(&mut self, pkt: &Pkt, copy_of: Option<u64>) {
+        if !self.watched(pkt.src, pkt.dst) {
+            return;
+        }
+        let (opcode, flags, msg, seg) = pkt_info(&pkt.bytes);
+        self.journal_index.insert(pkt.serial, self.journal.len());
+        self.journal.push(Journey {
+            serial: pkt.serial,
+            src: pkt.src,
+            dst: pkt.dst,
+            sent: self.now,
+            opcode: opcode.map_or(0, u8::from),
+            flags: flags.bits(),
+            msg,
+            seg,
+            arrived: None,
+            dropped: None,
+            copy_of,
+            corrupted: false,
+        });
+    }
+
+    fn journal_mut(&mut self, serial: u64) -> Option<&mut Journey> {
+        let i = *self.journal_index.get(&serial)?;
+        self.journal.get_mut(i)
     }
 
     /// Writes every event to `sink` as well as hashing it.
@@ -647,6 +727,12 @@ impl World {
                 self.service_host(h);
             }
             EvKind::Pause(h, until) => {
+                tracing::info!(
+                    sim_ns = self.now.as_nanos(),
+                    host = h,
+                    until_ns = until.as_nanos(),
+                    "pause"
+                );
                 self.hosts[h as usize].paused = true;
                 self.trace.record(&TraceEvent::Pause {
                     t: self.now.as_ps(),
@@ -686,6 +772,7 @@ impl World {
         let now = self.now;
         let host = &mut self.hosts[h as usize];
         while let Some(e) = host.nic.poll_event() {
+            tracing::info!(sim_ns = now.as_nanos(), host = h, event = ?e, "host event");
             match &e {
                 Event::Completed { wr, result, .. } => self.trace.record(&TraceEvent::Completed {
                     t: now.as_ps(),
@@ -747,6 +834,9 @@ impl World {
                 self.recycle(big);
             }
         }
+        if self.watch.is_some() {
+            self.journal_new(&pkt, None);
+        }
         self.egress(port, pkt);
     }
 
@@ -769,6 +859,16 @@ impl World {
             len: pkt.len() as u32,
         };
         let (verdict, rule) = self.faults.judge(&ctx);
+        if let Some(r) = rule {
+            tracing::debug!(
+                sim_ns = self.now.as_nanos(),
+                link = %self.topo.links[p.link as usize].name,
+                pkt = pkt.serial,
+                rule = %self.faults.rules()[r].name,
+                ?verdict,
+                "fault"
+            );
+        }
         let rule = rule.unwrap_or(0) as u32;
         let fault = |kind, arg| TraceEvent::Fault {
             t: self.now.as_ps(),
@@ -797,6 +897,9 @@ impl World {
                         bytes: pkt.bytes.clone(),
                         elided: pkt.elided,
                     };
+                    if self.watch.is_some() {
+                        self.journal_new(&copy, Some(pkt.serial));
+                    }
                     self.enqueue(port, copy);
                 }
                 self.enqueue(port, pkt);
@@ -811,6 +914,9 @@ impl World {
                 self.trace.record(&fault(3, u64::from(bits)));
                 self.stats.corrupted += 1;
                 pkt.materialise();
+                if let Some(j) = self.journal_mut(pkt.serial) {
+                    j.corrupted = true;
+                }
                 self.faults.corrupt(rule as usize, &mut pkt.bytes, bits);
                 self.enqueue(port, pkt);
             }
@@ -818,6 +924,11 @@ impl World {
     }
 
     fn drop_pkt(&mut self, link: LinkId, pkt: Pkt, reason: DropReason) {
+        let now = self.now;
+        tracing::debug!(sim_ns = now.as_nanos(), link = %self.topo.links[link as usize].name, pkt = pkt.serial, ?reason, "drop");
+        if let Some(j) = self.journal_mut(pkt.serial) {
+            j.dropped = Some((now, reason));
+        }
         self.trace.record(&TraceEvent::Drop {
             t: self.now.as_ps(),
             link,
@@ -967,6 +1078,10 @@ impl World {
 
     fn deliver(&mut self, h: u32, pkt: Pkt) {
         self.stats.delivered += 1;
+        let now = self.now;
+        if let Some(j) = self.journal_mut(pkt.serial) {
+            j.arrived = Some(now);
+        }
         let max = self.flow_max.entry((pkt.src, pkt.dst)).or_insert(0);
         if pkt.serial < *max {
             self.stats.reordered += 1;

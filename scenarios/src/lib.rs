@@ -7,9 +7,11 @@
 #![warn(missing_docs)]
 
 pub mod build;
+pub mod edit;
 pub mod report;
 pub mod runner;
 pub mod schema;
+pub mod svg;
 pub mod units;
 
 use core::fmt;

@@ -114,6 +114,9 @@ pub struct Report {
     pub checks: BTreeMap<String, bool>,
     /// Why checks failed, and other findings.
     pub notes: Vec<String>,
+    /// The ladder diagram, when one was asked for.
+    #[serde(skip)]
+    pub ladder_svg: Option<String>,
 }
 
 impl Report {
@@ -278,5 +281,6 @@ pub(crate) fn build(
         nacks: sum(|s| s.nacks_out()),
         checks,
         notes,
+        ladder_svg: None,
     }
 }

@@ -30,6 +30,9 @@ pub struct RunOptions {
     pub pcap: Option<(Box<dyn Write>, Vec<String>)>,
     /// Trace to this sink.
     pub trace: Option<(TraceFormat, Box<dyn Write>)>,
+    /// Draw a ladder diagram of the packets between these two hosts
+    /// (`Report::ladder_svg`).
+    pub ladder: Option<(String, String)>,
 }
 
 /// Bytes every host's regions start with, and what reuse writes.
@@ -109,6 +112,16 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     }
     if let Some((format, sink)) = opts.trace.take() {
         world.set_trace_sink(format, sink);
+    }
+    let ladder_hosts = match &opts.ladder {
+        Some((a, b)) => Some((
+            build::host(sc, a, n, "ladder")?,
+            build::host(sc, b, n, "ladder")?,
+        )),
+        None => None,
+    };
+    if let Some((a, b)) = ladder_hosts {
+        world.watch(a, b);
     }
 
     // ---- plan every operation and where its bytes live
@@ -580,7 +593,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         .filter(|o| o.posted_at.is_some() || (o.ok == Some(false) && o.wr.is_none()))
         .count();
     let _ = refused;
-    Ok(report::build(
+    let mut report = report::build(
         sc,
         seed,
         &world,
@@ -588,7 +601,80 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         attempted as u64,
         checks,
         notes,
-    ))
+    );
+    if let Some((a, b)) = ladder_hosts {
+        let first_only =
+            build::nic_config(sc)?.registration == udrma_nic::RegistrationMode::FirstOnly;
+        report.ladder_svg = Some(ladder(&world, a, b, first_only, &sc.file.name));
+    }
+    Ok(report)
+}
+
+/// The ladder diagram of the packets between `a` and `b`.
+fn ladder(world: &World, a: NodeAddr, b: NodeAddr, first_only: bool, name: &str) -> String {
+    use crate::svg::{Arrow, Mark};
+    use udrma_proto::{Flags, Opcode};
+    const MAX: usize = 400;
+    let journeys = world.journeys();
+    // When each operation's FIRST packet reached its receiver.
+    let mut first_arrival: BTreeMap<(NodeAddr, u32), u64> = BTreeMap::new();
+    for j in journeys {
+        let op = Opcode::from(j.opcode);
+        if matches!(op, Opcode::Write | Opcode::Send)
+            && Flags(j.flags).contains(Flags::FIRST)
+            && !j.corrupted
+        {
+            if let Some(t) = j.arrived {
+                let e = first_arrival.entry((j.src, j.msg)).or_insert(t.as_ps());
+                *e = (*e).min(t.as_ps());
+            }
+        }
+    }
+    let arrows: Vec<Arrow> = journeys
+        .iter()
+        .take(MAX)
+        .map(|j| {
+            let flags = Flags(j.flags);
+            let op = Opcode::from(j.opcode);
+            let mark = if j.copy_of.is_some() {
+                Mark::Duplicate
+            } else if j.dropped.is_some() {
+                Mark::Dropped
+            } else if j.corrupted {
+                Mark::Corrupted
+            } else if flags.contains(Flags::RETRANSMIT) {
+                Mark::Retransmit
+            } else {
+                Mark::Normal
+            };
+            let end = j
+                .arrived
+                .or(j.dropped.map(|(t, _)| t))
+                .unwrap_or(j.sent)
+                .as_ps();
+            let data = matches!(op, Opcode::Write | Opcode::Send)
+                && !flags.contains(Flags::FIRST)
+                && !j.corrupted;
+            let held_until = match (j.arrived, first_arrival.get(&(j.src, j.msg))) {
+                (Some(t), Some(first)) if first_only && data && t.as_ps() < *first => Some(*first),
+                _ => None,
+            };
+            Arrow {
+                rightward: j.src == a,
+                sent: j.sent.as_ps(),
+                end,
+                label: format!("{} msg {} seg {}", op.kind_name(flags), j.msg, j.seg),
+                mark,
+                held_until,
+            }
+        })
+        .collect();
+    let note = if journeys.len() > MAX {
+        format!("{name}: first {MAX} of {} packets", journeys.len())
+    } else {
+        format!("{name}: {} packets", journeys.len())
+    };
+    crate::svg::ladder(&a.to_string(), &b.to_string(), &arrows, &note)
 }
 
 fn region_bytes(world: &World, h: NodeAddr, key: MrKey, off: u64, len: u64) -> Vec<u8> {

@@ -155,3 +155,52 @@ fn invalid_files_say_where_and_what() {
     let e = error(&format!("{BASE}[nic]\nmtu_payload = 0\n"));
     assert!(e.contains("nic: mtu_payload = 0"), "{e}");
 }
+
+fn run_text(text: &str) -> udrma_scenarios::Report {
+    run(
+        &Scenario::parse("inline.toml", text).unwrap(),
+        RunOptions::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn pingpong_alternates_and_reports_round_trips() {
+    let r = run_text(
+        "name = \"pp\"\n[topology]\nkind = \"pair\"\n[[workload]]\nkind = \"pingpong\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 8\ncount = 10\n",
+    );
+    assert!(r.passed(), "{:?}", r.notes);
+    assert_eq!((r.ops.posted, r.ops.completed), (20, 20));
+    // Each one-way write over a 1 µs link lands in about 1 µs; the sender
+    // completes on the ACK, a round trip: p50 near 2 µs.
+    assert!(
+        (1_900..2_300).contains(&r.completion_ns.p50),
+        "{:?}",
+        r.completion_ns
+    );
+    // Twenty writes back to back: the run lasts ~20 one-way trips, not 10.
+    assert!(r.sim_time_ns >= 20_000, "{}", r.sim_time_ns);
+}
+
+#[test]
+fn random_pairs_and_window_workloads_complete() {
+    let r = run_text(
+        "name = \"rp\"\n[topology]\nkind = \"star\"\nhosts = 6\n[[workload]]\nkind = \"random-pairs\"\nsize = \"8KiB\"\ncount = 30\n[[workload]]\nkind = \"window\"\nop = \"read\"\nsrc = \"h0\"\ndst = \"h5\"\nsize = \"4KiB\"\ncount = 20\nwindow = 3\n",
+    );
+    assert!(r.passed(), "{:?}", r.notes);
+    assert_eq!(r.ops.completed, 50);
+}
+
+#[test]
+fn a_time_limit_too_short_fails_all_complete_and_liveness() {
+    let r = run_text("name = \"short\"\ntime_limit = \"3us\"\n[topology]\nkind = \"pair\"\n[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"1MiB\"\n");
+    assert!(!r.checks["all-complete"]);
+    assert!(!r.checks["liveness"]);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("work left at the time limit")),
+        "{:?}",
+        r.notes
+    );
+}

@@ -1,0 +1,344 @@
+//! SVG drawings as plain text: sweep plots and ladder (sequence) diagrams.
+//! No fonts or rendering libraries needed; any browser opens them.
+
+use std::fmt::Write as _;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// One panel of a sweep plot: y values (one per seed) at each x.
+#[derive(Debug, Clone)]
+pub struct Panel {
+    /// Y-axis title, with its unit.
+    pub title: String,
+    /// (x, values across seeds), sorted by x.
+    pub points: Vec<(f64, Vec<f64>)>,
+}
+
+fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    let span = (hi - lo).max(f64::MIN_POSITIVE);
+    let raw = span / n as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(raw);
+    let mut v = (lo / step).floor() * step;
+    let mut out = Vec::new();
+    while v <= hi + step * 1e-9 {
+        out.push(v);
+        v += step;
+    }
+    out
+}
+
+fn fmt_num(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    } else {
+        format!("{v:.4}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
+
+/// Stacked panels sharing one x axis: the mean across seeds as a line with
+/// points, the min–max spread as a band.
+pub fn sweep_plot(title: &str, x_label: &str, panels: &[Panel]) -> String {
+    let (w, ph, left, right, top, gap) = (760.0, 260.0, 80.0, 30.0, 50.0, 70.0);
+    let height = top + panels.len() as f64 * (ph + gap) + 20.0;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="24" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
+        w / 2.0,
+        esc(title)
+    );
+    let xs: Vec<f64> = panels
+        .first()
+        .map(|p| p.points.iter().map(|(x, _)| *x).collect())
+        .unwrap_or_default();
+    let (xmin, xmax) = xs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
+    let (xmin, xmax) = if xmin >= xmax {
+        (xmin - 1.0, xmax + 1.0)
+    } else {
+        (xmin, xmax)
+    };
+    let pw = w - left - right;
+    let sx = |x: f64| left + (x - xmin) / (xmax - xmin) * pw;
+    for (i, p) in panels.iter().enumerate() {
+        let y0 = top + i as f64 * (ph + gap);
+        let all: Vec<f64> = p
+            .points
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
+            .collect();
+        let ymax = all.iter().copied().fold(0.0, f64::max) * 1.1;
+        let ymax = if ymax <= 0.0 { 1.0 } else { ymax };
+        let sy = |y: f64| y0 + ph - y / ymax * ph;
+        let _ = write!(
+            s,
+            r##"<rect x="{left}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#444"/><text x="18" y="{}" transform="rotate(-90 18 {})" text-anchor="middle">{}</text>"##,
+            y0 + ph / 2.0,
+            y0 + ph / 2.0,
+            esc(&p.title)
+        );
+        for t in nice_ticks(0.0, ymax, 5) {
+            let y = sy(t);
+            let _ = write!(
+                s,
+                r##"<line x1="{left}" x2="{}" y1="{y}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
+                left + pw,
+                left - 6.0,
+                y + 4.0,
+                fmt_num(t)
+            );
+        }
+        for x in &xs {
+            let _ = write!(
+                s,
+                r##"<text x="{}" y="{}" text-anchor="middle">{}</text>"##,
+                sx(*x),
+                y0 + ph + 16.0,
+                fmt_num(*x)
+            );
+        }
+        // Spread band, then mean line and points.
+        let stats: Vec<(f64, f64, f64, f64)> = p
+            .points
+            .iter()
+            .map(|(x, v)| {
+                let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+                let lo = v.iter().copied().fold(f64::MAX, f64::min);
+                let hi = v.iter().copied().fold(f64::MIN, f64::max);
+                (*x, mean, lo, hi)
+            })
+            .collect();
+        if stats.len() > 1 {
+            let mut band = String::new();
+            for (x, _, _, hi) in &stats {
+                let _ = write!(band, "{},{} ", sx(*x), sy(*hi));
+            }
+            for (x, _, lo, _) in stats.iter().rev() {
+                let _ = write!(band, "{},{} ", sx(*x), sy(*lo));
+            }
+            let _ = write!(
+                s,
+                r##"<polygon points="{band}" fill="#4a7ebb" fill-opacity="0.2" stroke="none"/>"##
+            );
+            let line: String = stats
+                .iter()
+                .map(|(x, m, _, _)| format!("{},{} ", sx(*x), sy(*m)))
+                .collect();
+            let _ = write!(
+                s,
+                r##"<polyline points="{line}" fill="none" stroke="#1f4e8c" stroke-width="2"/>"##
+            );
+        }
+        for (x, m, lo, hi) in &stats {
+            let _ = write!(
+                s,
+                r##"<line x1="{0}" x2="{0}" y1="{1}" y2="{2}" stroke="#1f4e8c"/><circle cx="{0}" cy="{3}" r="3.5" fill="#1f4e8c"><title>{4}: mean {5}, min {6}, max {7}</title></circle>"##,
+                sx(*x),
+                sy(*lo),
+                sy(*hi),
+                sy(*m),
+                fmt_num(*x),
+                fmt_num(*m),
+                fmt_num(*lo),
+                fmt_num(*hi)
+            );
+        }
+    }
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">{} (line: mean across seeds; band: min–max)</text></svg>"#,
+        left + pw / 2.0,
+        height - 8.0,
+        esc(x_label)
+    );
+    s
+}
+
+/// How a ladder arrow is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// Delivered.
+    Normal,
+    /// A retransmission, delivered.
+    Retransmit,
+    /// Lost in the fabric.
+    Dropped,
+    /// A fault's extra copy.
+    Duplicate,
+    /// Bits flipped (the receiver drops it at its ICRC check).
+    Corrupted,
+}
+
+/// One arrow of a ladder diagram.
+#[derive(Debug, Clone)]
+pub struct Arrow {
+    /// Left to right (else right to left).
+    pub rightward: bool,
+    /// Sent (ps).
+    pub sent: u64,
+    /// Arrived or dropped (ps).
+    pub end: u64,
+    /// Label (`WRITE_FIRST 0/4`).
+    pub label: String,
+    /// How to draw it.
+    pub mark: Mark,
+    /// Parked in the escape channel until this time (ps).
+    pub held_until: Option<u64>,
+}
+
+/// A sequence diagram between two hosts: time downward (one row per
+/// distinct event time, in order), one arrow per packet, losses as
+/// crosses, copies dashed, corruptions in orange, retransmissions in
+/// purple, escape-channel holds as red bars on the receiver's line.
+pub fn ladder(left: &str, right: &str, arrows: &[Arrow], note: &str) -> String {
+    let (w, xl, xr, top) = (1000.0, 300.0, 700.0, 70.0);
+    // Labels of packets sent at the same moment stack instead of overlapping.
+    let (mut next_left, mut next_right) = (0.0f64, 0.0f64);
+    let t0 = arrows.iter().map(|a| a.sent).min().unwrap_or(0);
+    // Rows by event order, not proportional time: every distinct send,
+    // arrival or hold end gets its own row, so bursts stay readable next
+    // to long gaps; labels carry the real times.
+    let mut times: Vec<u64> = arrows
+        .iter()
+        .flat_map(|a| [Some(a.sent), Some(a.end), a.held_until])
+        .flatten()
+        .collect();
+    times.sort_unstable();
+    times.dedup();
+    let t1 = times.last().copied().unwrap_or(t0);
+    let y = |t: u64| top + times.partition_point(|x| *x < t) as f64 * 16.0;
+    let height = y(t1) + 60.0;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><defs><marker id="a" markerWidth="8" markerHeight="8" refX="7" refY="4" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="context-stroke"/></marker></defs><text x="{xl}" y="30" text-anchor="middle" font-size="14" font-weight="bold">{}</text><text x="{xr}" y="30" text-anchor="middle" font-size="14" font-weight="bold">{}</text><line x1="{xl}" x2="{xl}" y1="{top}" y2="{}" stroke="#333" stroke-width="2"/><line x1="{xr}" x2="{xr}" y1="{top}" y2="{}" stroke="#333" stroke-width="2"/>"##,
+        esc(left),
+        esc(right),
+        height - 40.0,
+        height - 40.0
+    );
+    for a in arrows {
+        let (xa, xb) = if a.rightward { (xl, xr) } else { (xr, xl) };
+        let (ya, yb) = (y(a.sent), y(a.end));
+        let (color, dash) = match a.mark {
+            Mark::Normal => ("#1f4e8c", ""),
+            Mark::Retransmit => ("#7b2d9b", ""),
+            Mark::Dropped => ("#c62828", "4,3"),
+            Mark::Duplicate => ("#2e7d32", "6,3"),
+            Mark::Corrupted => ("#ef6c00", ""),
+        };
+        let xend = if a.mark == Mark::Dropped {
+            xa + (xb - xa) * 0.6
+        } else {
+            xb
+        };
+        let yend = if a.mark == Mark::Dropped {
+            ya + (yb - ya).max(8.0) * 0.6
+        } else {
+            yb
+        };
+        let _ = write!(
+            s,
+            r#"<line x1="{xa}" y1="{ya}" x2="{xend}" y2="{yend}" stroke="{color}" stroke-width="1.3" stroke-dasharray="{dash}" marker-end="url(#a)"/>"#
+        );
+        if a.mark == Mark::Dropped {
+            let _ = write!(
+                s,
+                r#"<path d="M{0},{1} l8,8 m0,-8 l-8,8" stroke="{color}" stroke-width="2" transform="translate(-4,-4)"/>"#,
+                xend, yend
+            );
+        }
+        let tag = match a.mark {
+            Mark::Normal => "",
+            Mark::Retransmit => " (retx)",
+            Mark::Dropped => " ✗ dropped",
+            Mark::Duplicate => " (copy)",
+            Mark::Corrupted => " (corrupted)",
+        };
+        let lx = if a.rightward { xl - 8.0 } else { xr + 8.0 };
+        let anchor = if a.rightward { "end" } else { "start" };
+        let next = if a.rightward {
+            &mut next_left
+        } else {
+            &mut next_right
+        };
+        let ly = (ya + 4.0).max(*next);
+        *next = ly + 13.0;
+        let _ = write!(
+            s,
+            r#"<text x="{lx}" y="{ly}" text-anchor="{anchor}" fill="{color}">{} {}{}</text>"#,
+            format_args!("{:.3}us", (a.sent - t0) as f64 / 1e6),
+            esc(&a.label),
+            tag
+        );
+        if let Some(h) = a.held_until {
+            let xh = if a.rightward { xr } else { xl };
+            let _ = write!(
+                s,
+                r##"<rect x="{}" y="{}" width="6" height="{}" fill="#c62828" fill-opacity="0.6"><title>held in the escape channel</title></rect>"##,
+                xh - 3.0,
+                yb,
+                (y(h) - yb).max(2.0)
+            );
+        }
+    }
+    let _ = write!(
+        s,
+        r##"<text x="10" y="{}" fill="#555">{} · blue delivered · purple retransmission · red ✗ dropped · green dashed copy · orange corrupted · red bar: held in the escape channel</text></svg>"##,
+        height - 12.0,
+        esc(note)
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drawings_are_well_formed_svg() {
+        let p = sweep_plot(
+            "t",
+            "loss",
+            &[Panel {
+                title: "goodput (Gb/s)".into(),
+                points: vec![(0.0, vec![90.0, 92.0]), (0.01, vec![80.0, 85.0])],
+            }],
+        );
+        assert!(p.starts_with("<svg") && p.ends_with("</svg>") && p.contains("polyline"));
+        let l = ladder(
+            "h0",
+            "h1",
+            &[Arrow {
+                rightward: true,
+                sent: 0,
+                end: 1_000_000,
+                label: "WRITE_FIRST 0/2".into(),
+                mark: Mark::Dropped,
+                held_until: None,
+            }],
+            "x",
+        );
+        assert!(l.contains("dropped") && l.ends_with("</svg>"));
+    }
+}
