@@ -10,6 +10,14 @@ use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode};
 use crate::schema::{ModelKind, OpKind, RoutingKind, TopologyKind, WorkloadKind};
 use crate::{Scenario, ScenarioError};
 
+/// Most hosts a scenario's topology may have (a k = 128 fat tree).
+pub const MAX_HOSTS: u64 = 524_288;
+/// Most operations one scenario may plan.
+pub const MAX_OPS: u128 = 10_000_000;
+/// Most bytes the workloads may move when memory is real (every byte is
+/// stored twice: at its source and at its target).
+pub const MAX_STORED_BYTES: u128 = 4 << 30;
+
 /// Builds the topology.
 pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
     let t = &sc.file.topology;
@@ -21,6 +29,18 @@ pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
         queue_bytes: t.queue.map_or(d.queue_bytes, |q| q.0),
         ecn_threshold: t.ecn_threshold.map(|e| e.0),
     };
+    let hosts = match t.kind {
+        TopologyKind::Pair => 2u64,
+        TopologyKind::Star => u64::from(t.hosts.unwrap_or(0)),
+        TopologyKind::Dumbbell => 2 * u64::from(t.hosts.unwrap_or(0)),
+        TopologyKind::FatTree => u64::from(t.k.unwrap_or(0)).pow(3) / 4,
+    };
+    if hosts > MAX_HOSTS {
+        return Err(sc.error_at_key(
+            if t.kind == TopologyKind::FatTree { "k" } else { "hosts" },
+            format!("this topology would have {hosts} hosts; scenario files allow at most {MAX_HOSTS} (a fat tree up to k = 128)"),
+        ));
+    }
     let need = |what: &str| {
         sc.error_at(
             "kind",
@@ -42,7 +62,7 @@ pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
         }
         TopologyKind::FatTree => {
             let k = t.k.ok_or_else(|| need("fat-tree"))?;
-            Topology::fat_tree(k, params).map_err(|m| sc.error_at("k", m))?
+            Topology::fat_tree(k, params).map_err(|m| sc.error_at_key("k", m))?
         }
     };
     if topo.n_hosts() < 2 {
@@ -146,7 +166,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
     };
     cfg.validate().map_err(|e| {
         let udrma_nic::ConfigError::OutOfRange { field, .. } = &e;
-        sc.error_at(field, format!("nic: {e}"))
+        sc.error_at_key(field, format!("nic: {e}"))
     })?;
     Ok(cfg)
 }
@@ -448,6 +468,46 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                 ),
             ));
         }
+    }
+    // Bounds on what a file may ask for: planned operations, and bytes
+    // stored when memory is real.
+    let mut total_ops: u128 = 0;
+    let mut total_bytes: u128 = 0;
+    for (i, w) in sc.file.workloads.iter().enumerate() {
+        let count = u128::from(w.count);
+        let n = n as u128;
+        let ops = match w.kind {
+            WorkloadKind::Single => 1,
+            WorkloadKind::Many | WorkloadKind::Window | WorkloadKind::RandomPairs => count,
+            WorkloadKind::Pingpong => 2 * count,
+            WorkloadKind::AllToAll => count * n * (n - 1),
+            WorkloadKind::Incast => {
+                count
+                    * if w.srcs.is_empty() {
+                        n - 1
+                    } else {
+                        w.srcs.len() as u128
+                    }
+            }
+            WorkloadKind::Permutation => count * n,
+            WorkloadKind::Reuse => 0,
+        };
+        total_ops += ops;
+        total_bytes += ops * u128::from(w.size.map_or(0, |s| s.0));
+        if total_ops > MAX_OPS {
+            return Err(sc.error_at(
+                "workload",
+                format!("workload {i} brings the scenario to {total_ops} operations; at most {MAX_OPS} are allowed"),
+            ));
+        }
+    }
+    if !sc.file.topology.phantom && total_bytes > MAX_STORED_BYTES {
+        return Err(sc.error_at(
+            "workload",
+            format!(
+                "the workloads move {total_bytes} bytes, which would all be stored (more than {MAX_STORED_BYTES}); set `phantom = true` in [topology] for scale runs"
+            ),
+        ));
     }
     for s in &sc.file.checks.skip {
         if !crate::report::CHECKS.contains(&s.as_str()) {

@@ -80,6 +80,28 @@ impl Scenario {
         Ok(sc)
     }
 
+    /// An error about the key `key` (located at the first line that sets
+    /// it, if any).
+    pub fn error_at_key(&self, key: &str, message: String) -> ScenarioError {
+        let mut offset = 0;
+        let mut at = None;
+        for line in self.text.split_inclusive('\n') {
+            let trimmed = line.trim_start();
+            if let Some(rest) = trimmed.strip_prefix(key) {
+                if rest.trim_start().starts_with('=') {
+                    at = Some(line_col(&self.text, offset + (line.len() - trimmed.len())));
+                    break;
+                }
+            }
+            offset += line.len();
+        }
+        ScenarioError {
+            file: self.path.clone(),
+            at,
+            message,
+        }
+    }
+
     /// An error about `token` (located at its first quoted occurrence in
     /// the text, if any).
     pub fn error_at(&self, token: &str, message: String) -> ScenarioError {
