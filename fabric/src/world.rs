@@ -433,9 +433,16 @@ impl World {
         &mut self.hosts[h.0 as usize].nic
     }
 
-    /// Completions and arrivals reported so far, in order.
+    /// Completions and arrivals reported since the last
+    /// [`World::take_host_events`], in order.
     pub fn host_events(&self) -> &[HostEvent] {
         &self.host_events
+    }
+
+    /// Takes the completions and arrivals reported so far, so a long run
+    /// does not keep them all.
+    pub fn take_host_events(&mut self) -> Vec<HostEvent> {
+        std::mem::take(&mut self.host_events)
     }
 
     /// Records the journey of every packet between `a` and `b` (either

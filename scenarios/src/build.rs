@@ -13,7 +13,7 @@ use crate::{Scenario, ScenarioError};
 /// Most hosts a scenario's topology may have (a k = 128 fat tree).
 pub const MAX_HOSTS: u64 = 524_288;
 /// Most operations one scenario may plan.
-pub const MAX_OPS: u128 = 10_000_000;
+pub const MAX_OPS: u128 = 2_000_000;
 /// Most bytes the workloads may move when memory is real (every byte is
 /// stored twice: at its source and at its target).
 pub const MAX_STORED_BYTES: u128 = 4 << 30;

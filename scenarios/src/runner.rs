@@ -290,7 +290,6 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     let mut recvs: BTreeMap<(NodeAddr, WrId), (usize, u64)> = BTreeMap::new();
     let mut recv_done: Vec<(NodeAddr, u64, u64)> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
-    let mut seen = 0usize;
     let mut refused = 0u64;
     let mut memory_equal = true;
     let post = |world: &mut World,
@@ -344,11 +343,11 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     let mut pending_follow: Vec<usize> = Vec::new();
     loop {
         // React to what happened.
-        let new: Vec<(NodeAddr, Event)> = world.host_events()[seen..]
-            .iter()
-            .map(|e| (e.host, e.event.clone()))
+        let new: Vec<(NodeAddr, Event)> = world
+            .take_host_events()
+            .into_iter()
+            .map(|e| (e.host, e.event))
             .collect();
-        seen = world.host_events().len();
         for (h, e) in new {
             match e {
                 Event::Completed {

@@ -153,7 +153,7 @@ fn invalid_files_say_where_and_what() {
     assert!(error("name = \"x\"\n[topology\n").starts_with("bad.toml:2:"));
     // What a file may ask for is bounded.
     let e = error(&format!("{BASE}[[workload]]\nkind = \"many\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 1\ncount = 4000000000\n"));
-    assert!(e.contains("at most 10000000 are allowed"), "{e}");
+    assert!(e.contains("at most 2000000 are allowed"), "{e}");
     let e = error(&format!("{BASE}[[workload]]\nkind = \"many\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"1GiB\"\ncount = 8\n"));
     assert!(e.contains("set `phantom = true`"), "{e}");
     // NIC values out of range name the field.
