@@ -40,6 +40,7 @@ const FIELDS: &[&str] = &[
     "udrma.rdv.protocol",
     "udrma.rdv.tag",
     "udrma.rdv.msg_len",
+    "udrma.rdv.seq",
     "udrma.icrc",
     "udrma.icrc_ok",
     "_ws.col.Info",
@@ -142,12 +143,14 @@ fn expected(frame: &SampleFrame) -> BTreeMap<&'static str, u64> {
                 ("udrma.rdv.msg_len", rdv.length),
                 ("udrma.addr", rdv.addr),
                 ("udrma.rkey", rdv.rkey.into()),
+                ("udrma.rdv.seq", rdv.seq.into()),
             ]);
         }
-        Body::Fin { protocol, tag } => {
+        Body::Fin { protocol, tag, seq } => {
             m.extend([
                 ("udrma.rdv.protocol", u8::from(protocol).into()),
                 ("udrma.rdv.tag", tag.into()),
+                ("udrma.rdv.seq", seq.into()),
             ]);
         }
     }

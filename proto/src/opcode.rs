@@ -69,7 +69,8 @@ impl Opcode {
             Opcode::ReadResponse | Opcode::Send => Some(8),
             Opcode::Ack | Opcode::Credit => Some(0),
             Opcode::SelectiveAck => Some(12),
-            Opcode::Nack | Opcode::Completion | Opcode::Fin => Some(8),
+            Opcode::Nack | Opcode::Completion => Some(8),
+            Opcode::Fin => Some(12),
             Opcode::Rts | Opcode::Cts => Some(32),
             Opcode::Unknown(_) => None,
         }

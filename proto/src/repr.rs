@@ -91,14 +91,19 @@ pub mod ext {
         pub const ADDR: Field = 16..24;
         /// Remote key of that buffer (0 when no address is offered).
         pub const RKEY: Field = 24..28;
+        /// The sender's message sequence number (ties RTS, CTS and FIN
+        /// of one message together).
+        pub const SEQ: Field = 28..32;
     }
-    /// FIN (8 B).
+    /// FIN (12 B).
     pub mod fin {
         use super::Field;
         /// Protocol byte.
         pub const PROTOCOL: usize = 0;
         /// Message tag.
         pub const TAG: Field = 4..8;
+        /// The message sequence number of the RTS it finishes.
+        pub const SEQ: Field = 8..12;
     }
 }
 
@@ -115,6 +120,9 @@ pub struct Rendezvous {
     pub addr: u64,
     /// Remote key of that buffer (0 when none).
     pub rkey: u32,
+    /// The sending side's message sequence number: the same in the RTS,
+    /// the CTS that answers it and the FIN that ends it.
+    pub seq: u32,
 }
 
 /// The opcode-specific part of a packet.
@@ -202,6 +210,8 @@ pub enum Body<'a> {
         protocol: Protocol,
         /// Message tag.
         tag: u32,
+        /// Message sequence number of the RTS it finishes.
+        seq: u32,
     },
 }
 
@@ -281,6 +291,7 @@ fn parse_rendezvous(e: &[u8]) -> Rendezvous {
         length: be64(e, f::LENGTH),
         addr: be64(e, f::ADDR),
         rkey: be32(e, f::RKEY),
+        seq: be32(e, f::SEQ),
     }
 }
 
@@ -291,6 +302,7 @@ fn emit_rendezvous(e: &mut [u8], r: &Rendezvous) {
     e[f::LENGTH].copy_from_slice(&r.length.to_be_bytes());
     e[f::ADDR].copy_from_slice(&r.addr.to_be_bytes());
     e[f::RKEY].copy_from_slice(&r.rkey.to_be_bytes());
+    e[f::SEQ].copy_from_slice(&r.seq.to_be_bytes());
 }
 
 impl<'a> Repr<'a> {
@@ -357,6 +369,7 @@ impl<'a> Repr<'a> {
             Opcode::Fin => Body::Fin {
                 protocol: Protocol::from(e[ext::fin::PROTOCOL]),
                 tag: be32(e, ext::fin::TAG),
+                seq: be32(e, ext::fin::SEQ),
             },
             Opcode::Unknown(code) => return Err(Error::UnknownOpcode(code)),
         };
@@ -474,9 +487,10 @@ impl<'a> Repr<'a> {
                 e[ext::data_arrived::IMMEDIATE].copy_from_slice(&immediate.to_be_bytes());
             }
             Body::Rts(r) | Body::Cts(r) => emit_rendezvous(e, r),
-            Body::Fin { protocol, tag } => {
+            Body::Fin { protocol, tag, seq } => {
                 e[ext::fin::PROTOCOL] = (*protocol).into();
                 e[ext::fin::TAG].copy_from_slice(&tag.to_be_bytes());
+                e[ext::fin::SEQ].copy_from_slice(&seq.to_be_bytes());
             }
         }
         p.fill_icrc();
@@ -541,10 +555,10 @@ impl fmt::Display for Detail<'_, '_> {
             } => write!(f, "addr={addr:#x} bytes={length} imm={immediate:#x}"),
             Body::Rts(r) | Body::Cts(r) => write!(
                 f,
-                "proto={} tag={} msglen={} addr={:#x} rkey={:#x}",
-                r.protocol, r.tag, r.length, r.addr, r.rkey
+                "proto={} tag={} seq={} msglen={} addr={:#x} rkey={:#x}",
+                r.protocol, r.tag, r.seq, r.length, r.addr, r.rkey
             ),
-            Body::Fin { protocol, tag } => write!(f, "proto={protocol} tag={tag}"),
+            Body::Fin { protocol, tag, seq } => write!(f, "proto={protocol} tag={tag} seq={seq}"),
         }
     }
 }

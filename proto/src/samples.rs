@@ -59,6 +59,7 @@ pub fn every_kind() -> Vec<Repr<'static>> {
         length: 65_536,
         addr,
         rkey,
+        seq: 5,
     };
     let mut v = vec![
         write(Flags::FIRST, 0, total),
@@ -172,6 +173,7 @@ pub fn every_kind() -> Vec<Repr<'static>> {
             Body::Fin {
                 protocol: Protocol::Rput,
                 tag: 99,
+                seq: 5,
             },
         ),
     ]);

@@ -27,6 +27,7 @@ impl Owned {
             length: self.a.rotate_left(7),
             addr: self.a,
             rkey: self.c,
+            seq: self.b.rotate_left(9),
         };
         let body = match self.kind % 13 {
             0 => Body::Write {
@@ -74,6 +75,7 @@ impl Owned {
             _ => Body::Fin {
                 protocol: Protocol::from(self.d),
                 tag: self.b,
+                seq: self.c,
             },
         };
         Repr {

@@ -26,7 +26,7 @@ local opcodes = {
 local ext_len = {
     [0x01] = 16, [0x02] = 16, [0x03] = 8, [0x04] = 8, [0x10] = 0, [0x11] = 12,
     [0x12] = 8, [0x13] = 8, [0x14] = 16, [0x20] = 0, [0x21] = 32, [0x22] = 32,
-    [0x23] = 8,
+    [0x23] = 12,
 }
 local data_kinds = { [0x01] = true, [0x03] = true, [0x04] = true }
 local syndromes = {
@@ -73,6 +73,7 @@ local f = {
     protocol = F.uint8("udrma.rdv.protocol", "Rendezvous protocol", base.DEC, protocols),
     tag = F.uint32("udrma.rdv.tag", "Tag", base.DEC),
     msg_len = F.uint64("udrma.rdv.msg_len", "Message length", base.DEC),
+    rdv_seq = F.uint32("udrma.rdv.seq", "Message sequence", base.DEC),
     payload = F.bytes("udrma.payload", "Payload"),
     icrc = F.uint32("udrma.icrc", "ICRC", base.HEX),
     icrc_ok = F.bool("udrma.icrc_ok", "ICRC good"),
@@ -155,9 +156,9 @@ local function dissect_ext(op, tvb, tree)
         tree:add(f.addr, r(0, 8)); tree:add(f.length, r(8, 4)); tree:add(f.immediate, r(12, 4))
     elseif op == 0x21 or op == 0x22 then
         tree:add(f.protocol, r(0, 1)); tree:add(f.tag, r(4, 4)); tree:add(f.msg_len, r(8, 8))
-        tree:add(f.addr, r(16, 8)); tree:add(f.rkey, r(24, 4))
+        tree:add(f.addr, r(16, 8)); tree:add(f.rkey, r(24, 4)); tree:add(f.rdv_seq, r(28, 4))
     elseif op == 0x23 then
-        tree:add(f.protocol, r(0, 1)); tree:add(f.tag, r(4, 4))
+        tree:add(f.protocol, r(0, 1)); tree:add(f.tag, r(4, 4)); tree:add(f.rdv_seq, r(8, 4))
     end
 end
 
