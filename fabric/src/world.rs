@@ -795,7 +795,7 @@ impl World {
                         msg: *msg_id,
                     })
                 }
-                Event::DataArrived { .. } => {}
+                Event::DataArrived { .. } | Event::Control { .. } | Event::Credits { .. } => {}
             }
             self.host_events.push(HostEvent {
                 host: NodeAddr(h),
@@ -818,33 +818,43 @@ impl World {
     /// Takes the host's next datagram, if it has one, onto its link.
     fn pull(&mut self, h: u32) {
         let now = self.now;
-        let mut buf = self.pool.pop().unwrap_or_default();
-        let host = &mut self.hosts[h as usize];
-        let Some(t) = host.nic.poll_transmit(now, &mut buf) else {
-            self.pool.push(buf);
-            return;
-        };
-        buf.truncate(t.len);
-        let port = host.port;
-        self.serial += 1;
-        self.stats.sent += 1;
-        let mut pkt = Pkt {
-            serial: self.serial,
-            src: NodeAddr(h),
-            dst: t.dst,
-            src_port: t.src_port,
-            bytes: buf,
-            elided: 0,
-        };
-        if self.phantom_payload {
-            if let Some(big) = pkt.elide_zero_payload() {
-                self.recycle(big);
+        let port = self.hosts[h as usize].port;
+        // A datagram a fault drops or delays at the host's own egress never
+        // occupies the link: take the next one at once, until one does (or
+        // the NIC has nothing). Otherwise a host without timers of its own
+        // (a READ responder, a receiver owing ACKs) would stall with its
+        // transmit queue full.
+        loop {
+            let mut buf = self.pool.pop().unwrap_or_default();
+            let host = &mut self.hosts[h as usize];
+            let Some(t) = host.nic.poll_transmit(now, &mut buf) else {
+                self.pool.push(buf);
+                return;
+            };
+            buf.truncate(t.len);
+            self.serial += 1;
+            self.stats.sent += 1;
+            let mut pkt = Pkt {
+                serial: self.serial,
+                src: NodeAddr(h),
+                dst: t.dst,
+                src_port: t.src_port,
+                bytes: buf,
+                elided: 0,
+            };
+            if self.phantom_payload {
+                if let Some(big) = pkt.elide_zero_payload() {
+                    self.recycle(big);
+                }
+            }
+            if self.watch.is_some() {
+                self.journal_new(&pkt, None);
+            }
+            self.egress(port, pkt);
+            if self.ports[port as usize].free_at > now {
+                return;
             }
         }
-        if self.watch.is_some() {
-            self.journal_new(&pkt, None);
-        }
-        self.egress(port, pkt);
     }
 
     /// A packet wants to cross the link of `port`: fault rules first.

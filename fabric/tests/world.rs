@@ -474,3 +474,57 @@ fn phantom_payloads_change_nothing_but_memory() {
         "corrupted packets were rebuilt and caught by the ICRC"
     );
 }
+
+/// Found by the scenario property test: a fault that drops a packet at a
+/// host's own egress must not stall that host. A READ responder has no
+/// timers of its own: after its 5th response is lost the requester asks
+/// again, the READ completes on the second batch's 5th packet, and the
+/// loss of the 6th used to leave the responder holding the rest forever.
+#[test]
+fn losses_at_a_responders_egress_do_not_stall_it() {
+    let responses = || {
+        Target::any()
+            .links(&["h0-h1"])
+            .direction(Direction::Reverse)
+            .opcodes(&[udrma_proto::Opcode::ReadResponse])
+    };
+    let faults = rules(
+        5,
+        vec![
+            (
+                "first-batch",
+                responses().nth(1000, 4, Some(1)),
+                Model::Down,
+            ),
+            // Counts exclude the packet the first rule dropped.
+            (
+                "second-batch",
+                responses().nth(1000, 20, Some(1)),
+                Model::Down,
+            ),
+        ],
+    );
+    let (mut w, keys) = world(
+        Topology::pair(LinkParams::default()),
+        FabricConfig::default(),
+        faults,
+        1 << 20,
+    );
+    let wr = WorkRequest::read(NodeAddr(1), keys[0].1, DST, 64 * 1024, keys[1].0 .0, SRC);
+    let id = w.post(NodeAddr(0), wr).unwrap();
+    assert!(w.run());
+    assert_eq!(completions(&w, 0, id), vec![true]);
+    assert_eq!(
+        w.faults()
+            .rules()
+            .iter()
+            .map(|r| r.counters.dropped)
+            .sum::<u64>(),
+        2
+    );
+    assert!(
+        w.nic(NodeAddr(1)).is_idle(),
+        "the responder sent everything it owed: {:?}",
+        w.nic(NodeAddr(1)).occupancy()
+    );
+}

@@ -68,4 +68,4 @@ pub use memory::{Access, MemoryTable, MrKey};
 pub use nic::{Nic, Transmit};
 pub use stats::{Occupancy, Stats};
 pub use udrma_proto::time::{self, Duration, Instant};
-pub use wr::{Event, PostError, WcError, WorkRequest, WrId, WrKind};
+pub use wr::{Control, Event, PostError, WcError, WorkRequest, WrId, WrKind};

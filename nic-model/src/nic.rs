@@ -25,7 +25,7 @@ use crate::optable::{OpNumber, OpTable};
 use crate::registry::{Entry, EscapeChannel, Escaped, OpKey, ReceiveRegistry, Target, Tombstones};
 use crate::rtt::RttEstimator;
 use crate::stats::{Occupancy, Stats};
-use crate::wr::{Event, PostError, WcError, WorkRequest, WrId, WrKind};
+use crate::wr::{Control, Event, PostError, WcError, WorkRequest, WrId, WrKind};
 use udrma_proto::time::Instant;
 
 /// A datagram [`Nic::poll_transmit`] wrote into the caller's buffer.
@@ -73,6 +73,7 @@ enum OpKind {
     Send,
     ReadRequest,
     Notify,
+    Control,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +141,7 @@ enum ReplyBody {
         addr: u64,
         total_len: u32,
     },
+    Credit,
 }
 
 /// A packet the receive side owes a peer (built at transmit time).
@@ -189,7 +191,16 @@ pub struct Nic {
     events: VecDeque<Event>,
     timers: BTreeSet<(Instant, Timer)>,
     stats: Stats,
+    /// Credit count advertised to each peer on every packet.
+    advertised: BTreeMap<NodeAddr, u16>,
+    /// Newest credit count each peer advertised.
+    credits_seen: BTreeMap<NodeAddr, u16>,
 }
+
+/// Most peers whose credit advertisements are tracked; beyond, new peers'
+/// advertisements are ignored (and counted), so a flood of forged sources
+/// cannot grow the table.
+pub const MAX_CREDIT_PEERS: usize = 65_536;
 
 fn div_ceil_nonzero(len: u64, mtu: u32) -> u32 {
     len.div_ceil(u64::from(mtu)).max(1) as u32
@@ -222,6 +233,8 @@ impl Nic {
             events: VecDeque::new(),
             timers: BTreeSet::new(),
             stats: Stats::default(),
+            advertised: BTreeMap::new(),
+            credits_seen: BTreeMap::new(),
             cfg,
         })
     }
@@ -324,16 +337,19 @@ impl Nic {
     /// one [`Event::Completed`].
     pub fn post(&mut self, _now: Instant, wr: WorkRequest) -> Result<WrId, PostError> {
         let local_use = match wr.kind {
-            WrKind::Write | WrKind::WriteNotify | WrKind::Send => Use::LocalRead,
-            WrKind::Read => Use::LocalWrite,
-            WrKind::Recv => return Err(PostError::NotARequest),
+            WrKind::Write | WrKind::WriteNotify | WrKind::Send => Some(Use::LocalRead),
+            WrKind::Read => Some(Use::LocalWrite),
+            WrKind::Control if wr.control.is_some() => None,
+            WrKind::Control | WrKind::Recv => return Err(PostError::NotARequest),
         };
         if self.requests.len() >= self.cfg.command_queue_capacity {
             return Err(PostError::QueueFull(self.requests.len()));
         }
-        self.memory
-            .check(wr.local, wr.local_addr, wr.len, local_use)
-            .map_err(PostError::LocalAccess)?;
+        if let Some(u) = local_use {
+            self.memory
+                .check(wr.local, wr.local_addr, wr.len, u)
+                .map_err(PostError::LocalAccess)?;
+        }
         if wr.kind == WrKind::Send && wr.len > self.cfg.max_op_bytes() {
             return Err(PostError::TooLong {
                 len: wr.len,
@@ -516,6 +532,7 @@ impl Nic {
                 1,
                 Some(Mask::new(div_ceil_nonzero(size, self.cfg.mtu_payload))),
             ),
+            WrKind::Control => (OpKind::Control, 1, None),
             WrKind::Send => (
                 OpKind::Send,
                 div_ceil_nonzero(size, self.cfg.mtu_payload),
@@ -614,7 +631,16 @@ impl Nic {
                     immediate: r.req.immediate,
                 }
             }
+            OpKind::Control => match r.req.control {
+                Some(Control::Rts(rdv)) => Body::Rts(rdv),
+                Some(Control::Cts(rdv)) => Body::Cts(rdv),
+                Some(Control::Fin { protocol, tag, seq }) => Body::Fin { protocol, tag, seq },
+                None => return None,
+            },
         };
+        let dst = op.dst;
+        let credits = self.advertised.get(&dst).copied();
+        flags.set(Flags::CREDITS_VALID, credits.is_some());
         let repr = Repr {
             flags,
             src_ep: r.req.src_ep,
@@ -623,11 +649,10 @@ impl Nic {
             msg_id: inf.msg_id,
             seg_index: seg,
             seg_count: op.seg_count,
-            credits: 0,
+            credits: credits.unwrap_or(0),
             epoch: self.cfg.epoch,
             body,
         };
-        let dst = op.dst;
         repr.emit_vec(buf).ok()?;
         let rto = self.rtt_to(dst).backoff(inf.retries);
         let deadline = now + rto;
@@ -839,6 +864,83 @@ impl Nic {
         self.complete_request(now, wr, Err(err));
     }
 
+    // -------------------------------------------------------- messaging aid
+
+    /// From now on every packet to `peer` carries `cumulative` (the count
+    /// of receive buffers re-posted for it, modulo 2^16) with the CREDITS
+    /// flag. A cumulative count survives loss, duplication and reordering:
+    /// the peer keeps the newest it has seen.
+    pub fn advertise_credits(&mut self, peer: NodeAddr, cumulative: u16) {
+        self.advertised.insert(peer, cumulative);
+    }
+
+    /// Sends a CREDIT (NOOP) packet to `peer` now carrying the current
+    /// advertisement: for when nothing else would carry it. Not
+    /// acknowledged: the next advertisement repairs a lost one.
+    pub fn send_noop(&mut self, peer: NodeAddr, src_ep: u16, dst_ep: u16) {
+        if self.push_reply(Reply {
+            to: peer,
+            src_ep,
+            dst_ep,
+            op_num: 0,
+            msg_id: 0,
+            seg_index: 0,
+            seg_count: 0,
+            body: ReplyBody::Credit,
+        }) {
+            self.stats.noops_sent += 1;
+        }
+    }
+
+    /// Raises `Event::Credits` when `from` advertises a newer count
+    /// (modulo 2^16: newer means 1..32767 ahead).
+    fn note_credits(&mut self, now: Instant, from: NodeAddr, cumulative: u16) {
+        let newer = match self.credits_seen.get(&from) {
+            None => true,
+            Some(old) => (1..0x8000).contains(&cumulative.wrapping_sub(*old)),
+        };
+        if !newer {
+            return;
+        }
+        if !self.credits_seen.contains_key(&from) && self.credits_seen.len() >= MAX_CREDIT_PEERS {
+            self.stats.credit_peers_overflow += 1;
+            return;
+        }
+        self.credits_seen.insert(from, cumulative);
+        self.stats.credit_updates += 1;
+        self.events.push_back(Event::Credits {
+            from,
+            cumulative,
+            at: now,
+        });
+    }
+
+    /// A control message: raised once (a tombstone drops later copies),
+    /// acknowledged every time.
+    fn on_control(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>, control: Control) {
+        let key = OpKey {
+            from,
+            src_ep: r.src_ep,
+            msg_id: r.msg_id,
+        };
+        if self.tombstones.contains(&key) {
+            self.stats.stale_dropped += 1;
+        } else {
+            if self.tombstones.insert(key) {
+                self.stats.tombstone_evictions += 1;
+            }
+            self.stats.controls_delivered += 1;
+            self.events.push_back(Event::Control {
+                from,
+                src_ep: r.src_ep,
+                dst_ep: r.dst_ep,
+                control,
+                at: now,
+            });
+        }
+        self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack));
+    }
+
     // -------------------------------------------------------------- receiver
 
     /// Takes one datagram from `from`. Malformed or hostile bytes never
@@ -884,6 +986,9 @@ impl Nic {
                 return;
             }
         };
+        if repr.flags.contains(Flags::CREDITS_VALID) {
+            self.note_credits(now, from, repr.credits);
+        }
         match repr.body {
             Body::Write { .. } | Body::Send { .. } => self.on_data(now, from, &repr, bytes),
             Body::ReadRequest {
@@ -903,9 +1008,12 @@ impl Nic {
                 length,
                 immediate,
             } => self.on_data_arrived(now, from, &repr, addr, length, immediate),
-            Body::Credit | Body::Rts(_) | Body::Cts(_) | Body::Fin { .. } => {
-                self.stats.rx_unhandled += 1
+            Body::Rts(rdv) => self.on_control(now, from, &repr, Control::Rts(rdv)),
+            Body::Cts(rdv) => self.on_control(now, from, &repr, Control::Cts(rdv)),
+            Body::Fin { protocol, tag, seq } => {
+                self.on_control(now, from, &repr, Control::Fin { protocol, tag, seq })
             }
+            Body::Credit => self.stats.noops_received += 1,
         }
     }
 
@@ -1544,6 +1652,7 @@ impl Nic {
             ReplyBody::Ack => Body::Ack,
             ReplyBody::Sack { base, bitmap } => Body::SelectiveAck { base, bitmap },
             ReplyBody::Nack { syndrome, detail } => Body::Nack { syndrome, detail },
+            ReplyBody::Credit => Body::Credit,
             ReplyBody::Completion { len } => Body::Completion {
                 status: 0,
                 length: len,
@@ -1568,6 +1677,8 @@ impl Nic {
                 }
             }
         };
+        let credits = self.advertised.get(&reply.to).copied();
+        flags.set(Flags::CREDITS_VALID, credits.is_some());
         let repr = Repr {
             flags,
             src_ep: reply.src_ep,
@@ -1576,7 +1687,7 @@ impl Nic {
             msg_id: reply.msg_id,
             seg_index: reply.seg_index,
             seg_count: reply.seg_count,
-            credits: 0,
+            credits: credits.unwrap_or(0),
             epoch: self.cfg.epoch,
             body,
         };

@@ -79,6 +79,16 @@ pub struct Stats {
     pub tx_queue_overflow: u64,
     /// RTT samples taken.
     pub rtt_samples: u64,
+    /// Control messages (RTS, CTS, FIN) raised as events.
+    pub controls_delivered: u64,
+    /// CREDIT (NOOP) packets sent.
+    pub noops_sent: u64,
+    /// CREDIT (NOOP) packets received.
+    pub noops_received: u64,
+    /// Newer credit advertisements raised as events.
+    pub credit_updates: u64,
+    /// Advertisements ignored because too many peers were tracked.
+    pub credit_peers_overflow: u64,
 }
 
 impl Stats {

@@ -31,6 +31,27 @@ pub enum WrKind {
     Send,
     /// A posted receive buffer.
     Recv,
+    /// A messaging control message (RTS, CTS or FIN), delivered reliably.
+    Control,
+}
+
+/// A control message of the messaging layer, carried by one reliable
+/// packet (RTS, CTS or FIN on the wire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Request-to-send.
+    Rts(udrma_proto::Rendezvous),
+    /// Clear-to-send.
+    Cts(udrma_proto::Rendezvous),
+    /// Rendezvous finished.
+    Fin {
+        /// Protocol being finished.
+        protocol: udrma_proto::Protocol,
+        /// Message tag.
+        tag: u32,
+        /// Message sequence number of the RTS it finishes.
+        seq: u32,
+    },
 }
 
 /// A request for the NIC: move `len` bytes between local memory
@@ -57,6 +78,8 @@ pub struct WorkRequest {
     pub remote_addr: u64,
     /// Immediate value of WRITE-with-notify.
     pub immediate: u32,
+    /// The control message of a `Control` request.
+    pub control: Option<Control>,
 }
 
 impl WorkRequest {
@@ -72,6 +95,16 @@ impl WorkRequest {
             rkey: 0,
             remote_addr: 0,
             immediate: 0,
+            control: None,
+        }
+    }
+
+    /// A control message to endpoint `dst_ep` of `dst`, delivered reliably
+    /// and exactly once (with tombstones on) as [`Event::Control`].
+    pub fn control(dst: NodeAddr, c: Control) -> WorkRequest {
+        WorkRequest {
+            control: Some(c),
+            ..WorkRequest::new(WrKind::Control, dst, MrKey(0), 0, 0)
         }
     }
 
@@ -204,6 +237,29 @@ pub enum Event {
         addr: u64,
         /// Bytes written.
         len: u64,
+        /// When.
+        at: Instant,
+    },
+    /// A peer's control message (RTS, CTS or FIN), once per message.
+    Control {
+        /// Sending host.
+        from: NodeAddr,
+        /// Its endpoint.
+        src_ep: u16,
+        /// The endpoint addressed here.
+        dst_ep: u16,
+        /// The message.
+        control: Control,
+        /// When.
+        at: Instant,
+    },
+    /// A peer advertised more receive buffers: its cumulative count of
+    /// re-posted buffers (mod 2^16), raised only when it moves forward.
+    Credits {
+        /// Advertising host.
+        from: NodeAddr,
+        /// Cumulative count, modulo 2^16.
+        cumulative: u16,
         /// When.
         at: Instant,
     },

@@ -1001,3 +1001,135 @@ fn same_story_same_wire_log() {
     };
     assert_eq!(run(), run());
 }
+
+// ------------------------------------------ support for the messaging layer
+
+#[test]
+fn control_messages_arrive_once_under_loss_and_duplication() {
+    use udrma_nic::Control;
+    use udrma_proto::{Protocol, Rendezvous};
+    let mut s = setup(config());
+    // The first RTS is lost; its retransmission arrives three times.
+    let mut sent = 0;
+    s.pair.set_filter(move |w| {
+        if opcode(w) != Some(Opcode::Rts) {
+            return Verdict::Deliver;
+        }
+        sent += 1;
+        if sent == 1 {
+            Verdict::Drop
+        } else {
+            Verdict::Duplicate(2)
+        }
+    });
+    let rts = Control::Rts(Rendezvous {
+        protocol: Protocol::Rget,
+        tag: 42,
+        length: 1 << 20,
+        addr: SRC,
+        rkey: s.src.0,
+        seq: 9,
+    });
+    let wr = s.pair.nics[0]
+        .post(
+            s.pair.now,
+            WorkRequest::control(NodeAddr(1), rts).endpoints(3, 4),
+        )
+        .unwrap();
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    let got: Vec<_> = s
+        .pair
+        .events_of(1)
+        .filter_map(|e| match e {
+            Event::Control {
+                from,
+                src_ep,
+                dst_ep,
+                control,
+                ..
+            } => Some((*from, *src_ep, *dst_ep, *control)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![(NodeAddr(0), 3, 4, rts)],
+        "delivered exactly once"
+    );
+    assert_eq!(
+        s.pair.nics[1].stats().stale_dropped,
+        2,
+        "the copies met the tombstone"
+    );
+    assert_eq!(s.retransmits(), 1);
+    // A control request without its message is refused.
+    let mut bad = WorkRequest::control(NodeAddr(1), rts);
+    bad.control = None;
+    assert_eq!(
+        s.pair.nics[0].post(s.pair.now, bad),
+        Err(PostError::NotARequest)
+    );
+}
+
+fn credit_events(s: &Setup, nic: usize) -> Vec<u16> {
+    s.pair
+        .events_of(nic)
+        .filter_map(|e| match e {
+            Event::Credits { cumulative, .. } => Some(*cumulative),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn credit_counts_ride_on_every_packet_and_only_newer_ones_count() {
+    let mut s = setup(config());
+    // h1 advertises 5 re-posted buffers; its ACKs carry the count to h0.
+    s.pair.nics[1].advertise_credits(NodeAddr(0), 5);
+    s.write(4096);
+    s.pair.run();
+    assert_eq!(
+        credit_events(&s, 0),
+        vec![5],
+        "four ACKs and a notice, one event"
+    );
+    assert!(s.pair.log.iter().any(|l| l.kind == "ACK"));
+    // Nothing else flows: a NOOP carries the next count.
+    s.pair.nics[1].advertise_credits(NodeAddr(0), 7);
+    s.pair.nics[1].send_noop(NodeAddr(0), 0, 0);
+    s.pair.run();
+    assert_eq!(credit_events(&s, 0), vec![5, 7]);
+    assert_eq!(s.pair.nics[0].stats().noops_received, 1);
+    // An older count arriving late (reordered or duplicated) is ignored.
+    s.pair.nics[1].advertise_credits(NodeAddr(0), 6);
+    s.pair.nics[1].send_noop(NodeAddr(0), 0, 0);
+    s.pair.run();
+    assert_eq!(credit_events(&s, 0), vec![5, 7]);
+    // Counts are modulo 2^16 and grow by less than 2^15 between two
+    // packets: climbing to the wrap, 65535 then 2 is three more.
+    for c in [32_000u16, 64_000, 65_535, 2] {
+        s.pair.nics[1].advertise_credits(NodeAddr(0), c);
+        s.pair.nics[1].send_noop(NodeAddr(0), 0, 0);
+        s.pair.run();
+    }
+    assert_eq!(credit_events(&s, 0), vec![5, 7, 32_000, 64_000, 65_535, 2]);
+    // A lost NOOP is repaired by the next packet that carries the count.
+    s.pair.nics[1].advertise_credits(NodeAddr(0), 10);
+    s.pair.set_filter(first_matching(
+        |w| opcode(w) == Some(Opcode::Credit),
+        Verdict::Drop,
+        1,
+    ));
+    s.pair.nics[1].send_noop(NodeAddr(0), 0, 0);
+    s.pair.run();
+    let wr = s.pair.nics[1]
+        .post(
+            s.pair.now,
+            WorkRequest::write(NodeAddr(0), s.dst, DST, 100, s.src.0, SRC),
+        )
+        .unwrap();
+    s.pair.run();
+    s.assert_ok_once(1, wr);
+    assert_eq!(credit_events(&s, 0).last(), Some(&10));
+}

@@ -413,7 +413,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
                         }
                     }
                 }
-                Event::DataArrived { .. } => {}
+                Event::DataArrived { .. } | Event::Control { .. } | Event::Credits { .. } => {}
             }
         }
         for i in pending_follow.drain(..) {
