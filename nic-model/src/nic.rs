@@ -915,6 +915,20 @@ impl Nic {
         });
     }
 
+    /// Whether a single-packet message (control, data-arrived) is seen
+    /// for the first time: remembers it with a tombstone, or counts a
+    /// stale copy. With tombstones off every copy is new (the hazard).
+    fn first_sighting(&mut self, key: OpKey) -> bool {
+        if self.tombstones.contains(&key) {
+            self.stats.stale_dropped += 1;
+            return false;
+        }
+        if self.tombstones.insert(key) {
+            self.stats.tombstone_evictions += 1;
+        }
+        true
+    }
+
     /// A control message: raised once (a tombstone drops later copies),
     /// acknowledged every time.
     fn on_control(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>, control: Control) {
@@ -923,12 +937,7 @@ impl Nic {
             src_ep: r.src_ep,
             msg_id: r.msg_id,
         };
-        if self.tombstones.contains(&key) {
-            self.stats.stale_dropped += 1;
-        } else {
-            if self.tombstones.insert(key) {
-                self.stats.tombstone_evictions += 1;
-            }
+        if self.first_sighting(key) {
             self.stats.controls_delivered += 1;
             self.events.push_back(Event::Control {
                 from,
@@ -1626,12 +1635,7 @@ impl Nic {
             src_ep: r.src_ep,
             msg_id: r.msg_id,
         };
-        if self.tombstones.contains(&key) {
-            self.stats.stale_dropped += 1;
-        } else {
-            if self.tombstones.insert(key) {
-                self.stats.tombstone_evictions += 1;
-            }
+        if self.first_sighting(key) {
             self.events.push_back(Event::DataArrived {
                 from,
                 addr,
