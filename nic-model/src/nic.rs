@@ -756,10 +756,10 @@ impl Nic {
             return;
         };
         if let Some(d) = inf.deadline {
+            // Armed either as a retransmit or as an RNR retry.
             self.timers.remove(&(d, Timer::Retransmit(opn)));
+            self.timers.remove(&(d, Timer::RnrRetry(opn)));
         }
-        self.timers
-            .remove(&(inf.deadline.unwrap_or(now), Timer::RnrRetry(opn)));
         self.stats.acks += 1;
         let Some(op) = self.ops.get_mut(&inf.msg_id) else {
             return;

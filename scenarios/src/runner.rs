@@ -290,12 +290,10 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     let mut recvs: BTreeMap<(NodeAddr, WrId), (usize, u64)> = BTreeMap::new();
     let mut recv_done: Vec<(NodeAddr, u64, u64)> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
-    let mut refused = 0u64;
     let mut memory_equal = true;
     let post = |world: &mut World,
                 i: usize,
                 ops: &mut Vec<Op>,
-                refused: &mut u64,
                 recvs: &mut BTreeMap<_, _>,
                 by_wr: &mut BTreeMap<_, _>| {
         let op = &mut ops[i];
@@ -317,7 +315,6 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
                         op.ok = Some(false);
                         op.completions = 1;
                         op.done_at = Some(now);
-                        *refused += 1;
                         return Some(format!("receive buffer for op {i} refused: {e}"));
                     }
                 }
@@ -335,7 +332,6 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
                 op.ok = Some(false);
                 op.completions = 1;
                 op.done_at = Some(now);
-                *refused += 1;
                 Some(format!("op {i} refused at post: {e}"))
             }
         }
@@ -417,14 +413,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
             }
         }
         for i in pending_follow.drain(..) {
-            if let Some(note) = post(
-                &mut world,
-                i,
-                &mut ops,
-                &mut refused,
-                &mut recvs,
-                &mut by_wr,
-            ) {
+            if let Some(note) = post(&mut world, i, &mut ops, &mut recvs, &mut by_wr) {
                 notes.push(note);
             }
         }
@@ -440,14 +429,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
                 let (_, action) = actions.pop_first().expect("peeked");
                 match action {
                     Action::Post(i) => {
-                        if let Some(note) = post(
-                            &mut world,
-                            i,
-                            &mut ops,
-                            &mut refused,
-                            &mut recvs,
-                            &mut by_wr,
-                        ) {
+                        if let Some(note) = post(&mut world, i, &mut ops, &mut recvs, &mut by_wr) {
                             notes.push(note);
                         }
                     }
@@ -591,7 +573,6 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         .iter()
         .filter(|o| o.posted_at.is_some() || (o.ok == Some(false) && o.wr.is_none()))
         .count();
-    let _ = refused;
     let mut report = report::build(
         sc,
         seed,
