@@ -114,7 +114,12 @@ fn case() -> impl Strategy<Value = Case> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+    // 40 cases in CI; `PROPTEST_CASES=5000 cargo test --release --test
+    // scenario_properties` for a long hunt.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(40),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn every_check_holds_and_runs_repeat(c in case()) {

@@ -714,6 +714,10 @@ impl World {
                 let port = self.hosts[h as usize].port;
                 if self.ports[port as usize].free_at <= self.now && !self.hosts[h as usize].paused {
                     self.pull(h);
+                    // What went out armed retransmit deadlines; a NIC whose
+                    // timer had nothing to wait for (Go-back-N just queued
+                    // everything again) must get a wake-up for them.
+                    self.arm_timer(h);
                 }
             }
             EvKind::Arrive(port) => {
@@ -807,6 +811,12 @@ impl World {
         if !host.paused && self.ports[host.port as usize].free_at <= now {
             self.pull(h);
         }
+        self.arm_timer(h);
+    }
+
+    /// Keeps one wake-up for host `h`'s earliest deadline.
+    fn arm_timer(&mut self, h: u32) {
+        let now = self.now;
         let host = &mut self.hosts[h as usize];
         if let Some(t) = host.nic.poll_timeout() {
             if host.timer_at.is_none_or(|at| t < at) {

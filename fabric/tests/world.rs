@@ -528,3 +528,41 @@ fn losses_at_a_responders_egress_do_not_stall_it() {
         w.nic(NodeAddr(1)).occupancy()
     );
 }
+
+/// Found by the scenario property test in CI: under Go-back-N a timeout
+/// that fires while the host's link is busy puts every packet back in the
+/// queue, so the NIC has no deadline left. The packets then leave one by
+/// one as the link frees up, each arming a deadline, and the fabric used
+/// to schedule no wake-up for them: if all of them were lost, the sender
+/// slept forever with work in its OP table.
+#[test]
+fn go_back_n_timeouts_on_a_busy_link_keep_the_sender_awake() {
+    let slow = LinkParams {
+        bandwidth_bps: 1_000_000_000,
+        ..LinkParams::default()
+    };
+    // No ACK gets back for 2 ms: the first RTO (100 µs) fires while the
+    // link is still serialising the 64 KiB write. (The drop must not be at
+    // the sender's egress: a packet dropped there never occupies the link.)
+    let faults = rules(
+        1,
+        vec![(
+            "blackout",
+            Target::any()
+                .links(&["h0-h1"])
+                .direction(Direction::Reverse)
+                .window(Instant::ZERO, Instant::ZERO + Duration::from_millis(2)),
+            Model::Down,
+        )],
+    );
+    let mut cfg = FabricConfig::default();
+    cfg.nic.retransmit = udrma_nic::RetransmitMode::GoBackN;
+    cfg.nic.max_retries = 40;
+    cfg.nic.rto_max = Duration::from_millis(1);
+    let (mut w, keys) = world(Topology::pair(slow), cfg, faults, 1 << 16);
+    let id = write(&mut w, &keys, 0, 1, 64 * 1024);
+    // (The receiver's tombstones keep the world busy after that.)
+    w.run_until(Instant::ZERO + Duration::from_millis(100));
+    assert_eq!(completions(&w, 0, id), vec![true]);
+    assert!(landed(&w, &keys, 0, 1, 64 * 1024));
+}
