@@ -209,6 +209,8 @@ enum EvKind {
     Pause(u32, Instant),
     Resume(u32),
     Post(u32, WorkRequest),
+    /// The host NIC's receive side has processed a packet (cost model).
+    Deliver(u32, Pkt),
 }
 
 /// A heap entry: ordered by (time, insertion sequence); the event itself
@@ -241,6 +243,12 @@ struct HostState {
     timer_at: Option<Instant>,
     paused: bool,
     held: VecDeque<Pkt>,
+    /// Cost-model NIC time of the last packet sent: the host pulls its next
+    /// datagram this long before its link frees up, so NIC processing
+    /// overlaps the wire as in a pipelined NIC.
+    tx_lead: Duration,
+    /// The NIC's receive processing unit (cost model).
+    rx_unit: udrma_nic::cost::Serial,
 }
 
 /// One packet between two watched hosts, from creation to its fate (for
@@ -308,6 +316,8 @@ pub struct World {
     scratch: Vec<PortId>,
     rebuild: Vec<u8>,
     phantom_payload: bool,
+    /// Per-packet NIC costs (from the NIC configuration).
+    cost: udrma_nic::CostModel,
     /// Highest packet serial delivered per (source, destination) flow.
     flow_max: BTreeMap<(NodeAddr, NodeAddr), u64>,
     /// Hosts whose packets are journaled, and the journal.
@@ -353,6 +363,8 @@ impl World {
                 timer_at: None,
                 paused: false,
                 held: VecDeque::new(),
+                tx_lead: Duration::ZERO,
+                rx_unit: udrma_nic::cost::Serial::default(),
             });
         }
         let switch_rng = topo
@@ -391,6 +403,7 @@ impl World {
             scratch: Vec::new(),
             rebuild: Vec::new(),
             phantom_payload: cfg.phantom_payload,
+            cost: cfg.nic.cost,
             flow_max: BTreeMap::new(),
             watch: None,
             journal: Vec::new(),
@@ -712,7 +725,10 @@ impl World {
         match kind {
             EvKind::HostFree(h) => {
                 let port = self.hosts[h as usize].port;
-                if self.ports[port as usize].free_at <= self.now && !self.hosts[h as usize].paused {
+                let lead = self.hosts[h as usize].tx_lead;
+                if self.ports[port as usize].free_at <= self.now + lead
+                    && !self.hosts[h as usize].paused
+                {
                     self.pull(h);
                     // What went out armed retransmit deadlines; a NIC whose
                     // timer had nothing to wait for (Go-back-N just queued
@@ -730,6 +746,7 @@ impl World {
                 self.arrive(port, pkt);
             }
             EvKind::Enqueue(port, pkt) => self.enqueue(port, pkt),
+            EvKind::Deliver(h, pkt) => self.arrive_at_host(h, pkt),
             EvKind::Timer(h) => {
                 let host = &mut self.hosts[h as usize];
                 host.timer_at = None;
@@ -808,7 +825,7 @@ impl World {
                 event: e,
             });
         }
-        if !host.paused && self.ports[host.port as usize].free_at <= now {
+        if !host.paused && self.ports[host.port as usize].free_at <= now + host.tx_lead {
             self.pull(h);
         }
         self.arm_timer(h);
@@ -863,7 +880,7 @@ impl World {
                 self.journal_new(&pkt, None);
             }
             self.egress(port, pkt);
-            if self.ports[port as usize].free_at > now {
+            if self.ports[port as usize].free_at > now + self.hosts[h as usize].tx_lead {
                 return;
             }
         }
@@ -995,7 +1012,13 @@ impl World {
         if params.ecn_threshold.is_some_and(|th| st.queued_bytes > th) {
             self.stats.ecn_marked += 1;
         }
-        let start = st.free_at.max(now);
+        // A host's own NIC works on the packet before it can leave.
+        let host = self.topo.host_addr(p.node);
+        let nic_cost = match host {
+            Some(_) if !self.cost.is_zero() => self.cost.packet(len as usize),
+            _ => Duration::ZERO,
+        };
+        let start = st.free_at.max(now + nic_cost);
         let bits = (len + WIRE_OVERHEAD) * 8;
         let ser = Duration(
             (u128::from(bits) * 1_000_000_000_000 / u128::from(params.bandwidth_bps.max(1))) as u64,
@@ -1021,8 +1044,10 @@ impl World {
         if self.taps[p.link as usize] {
             self.capture(start, &pkt);
         }
-        if let Some(h) = self.topo.host_addr(p.node) {
-            self.schedule(free_at, EvKind::HostFree(h.0));
+        if let Some(h) = host {
+            self.hosts[h.0 as usize].tx_lead = nic_cost;
+            let pull_at = Instant(free_at.as_ps().saturating_sub(nic_cost.as_ps())).max(now);
+            self.schedule(pull_at, EvKind::HostFree(h.0));
         }
         let arrive_at = free_at + params.latency;
         let st = &mut self.ports[port as usize];
@@ -1071,19 +1096,13 @@ impl World {
         let p = self.topo.ports[port as usize];
         let node: NodeId = p.peer;
         match self.topo.nodes[node as usize].kind {
-            NodeKind::Host(h) => {
-                let host = &mut self.hosts[h.0 as usize];
-                if host.paused {
-                    if host.held.len() >= PAUSE_HOLD_LIMIT {
-                        self.drop_pkt(p.link, pkt, DropReason::PausedOverflow);
-                    } else {
-                        host.held.push_back(pkt);
-                    }
-                    return;
-                }
-                self.deliver(h.0, pkt);
-                self.service_host(h.0);
+            NodeKind::Host(h) if !self.cost.is_zero() => {
+                // The receive side processes packets one at a time.
+                let cost = self.cost.packet(pkt.len() as usize);
+                let done = self.hosts[h.0 as usize].rx_unit.take(self.now, cost);
+                self.schedule(done, EvKind::Deliver(h.0, pkt));
             }
+            NodeKind::Host(h) => self.arrive_at_host(h.0, pkt),
             NodeKind::Switch => {
                 let mut cands = std::mem::take(&mut self.scratch);
                 self.router
@@ -1103,6 +1122,22 @@ impl World {
                 self.egress(out, pkt);
             }
         }
+    }
+
+    /// A packet reaches host `h`'s NIC (held while the host is paused).
+    fn arrive_at_host(&mut self, h: u32, pkt: Pkt) {
+        let host = &mut self.hosts[h as usize];
+        if host.paused {
+            if host.held.len() >= PAUSE_HOLD_LIMIT {
+                let link = self.topo.ports[host.port as usize].link;
+                self.drop_pkt(link, pkt, DropReason::PausedOverflow);
+            } else {
+                host.held.push_back(pkt);
+            }
+            return;
+        }
+        self.deliver(h, pkt);
+        self.service_host(h);
     }
 
     fn deliver(&mut self, h: u32, pkt: Pkt) {

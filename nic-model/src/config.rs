@@ -91,6 +91,17 @@ pub struct NicConfig {
     pub epoch: u32,
     /// UDP source port the NIC suggests for its packets.
     pub src_port: u16,
+    /// Slots of the NIC's descriptor ring. A posted request holds a slot
+    /// from its fetch until it completes; requests posted while the ring is
+    /// full wait in the host's overflow ring (at most
+    /// `command_queue_capacity` requests in all).
+    pub descriptor_ring: usize,
+    /// When a completion leaves at most this many slots in use and the
+    /// overflow ring holds requests, the host takes an interrupt and refills
+    /// the ring.
+    pub ring_low_water: usize,
+    /// Simulated costs of host and NIC work (all zero by default).
+    pub cost: crate::cost::CostModel,
 }
 
 impl Default for NicConfig {
@@ -120,6 +131,9 @@ impl Default for NicConfig {
             transmit_queue_capacity: 65_536,
             epoch: 1,
             src_port: 49_152,
+            descriptor_ring: 1024,
+            ring_low_water: 256,
+            cost: crate::cost::CostModel::ZERO,
         }
     }
 }
@@ -191,6 +205,7 @@ impl NicConfig {
             ("registry_capacity", self.registry_capacity),
             ("recv_queue_capacity", self.recv_queue_capacity),
             ("transmit_queue_capacity", self.transmit_queue_capacity),
+            ("descriptor_ring", self.descriptor_ring),
         ] {
             if value == 0 {
                 return bad(field, 0, "must be at least 1");
@@ -201,6 +216,13 @@ impl NicConfig {
                 "tombstone_capacity",
                 0,
                 "must be at least 1 when tombstones are on",
+            );
+        }
+        if self.ring_low_water >= self.descriptor_ring {
+            return bad(
+                "ring_low_water",
+                self.ring_low_water as u64,
+                "must be below descriptor_ring",
             );
         }
         if self.rto_min.0 == 0 || self.rto_min > self.rto_max {

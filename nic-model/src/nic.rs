@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use udrma_proto::{Body, Error as WireError, Flags, NodeAddr, Packet, Repr, Syndrome};
 
 use crate::config::{AckMode, NicConfig, RegistrationMode, RetransmitMode};
+use crate::cost::Serial;
 use crate::mask::Mask;
 use crate::memory::{Access, MemoryTable, MrKey, Use};
 use crate::optable::{OpNumber, OpTable};
@@ -54,6 +55,11 @@ enum Timer {
     Registry(OpKey),
     /// Coalesced selective ACKs for an operation are due.
     Sack(OpKey),
+    /// The NIC has fetched a request's descriptor: it joins the command
+    /// queue (only with a nonzero cost model).
+    Fetch(WrId),
+    /// The host's interrupt handler refills the descriptor ring.
+    Refill,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +71,9 @@ struct Request {
     cut_done: bool,
     /// Operations of this request not yet finished.
     open_ops: u32,
+    /// Whether it holds a descriptor ring slot (else it waits in the host
+    /// overflow ring).
+    in_ring: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +204,17 @@ pub struct Nic {
     advertised: BTreeMap<NodeAddr, u16>,
     /// Newest credit count each peer advertised.
     credits_seen: BTreeMap<NodeAddr, u16>,
+    /// Newest credit count that really left toward each peer on a packet.
+    credits_carried: BTreeMap<NodeAddr, u16>,
+    /// Descriptor ring slots in use, and their peak.
+    ring_used: usize,
+    ring_peak: usize,
+    /// Requests waiting in the host overflow ring, oldest first.
+    overflow: VecDeque<WrId>,
+    /// Whether a refill interrupt is pending.
+    refill_pending: bool,
+    /// The NIC's descriptor fetch unit.
+    fetch_unit: Serial,
 }
 
 /// Most peers whose credit advertisements are tracked; beyond, new peers'
@@ -235,6 +255,12 @@ impl Nic {
             stats: Stats::default(),
             advertised: BTreeMap::new(),
             credits_seen: BTreeMap::new(),
+            credits_carried: BTreeMap::new(),
+            ring_used: 0,
+            ring_peak: 0,
+            overflow: VecDeque::new(),
+            refill_pending: false,
+            fetch_unit: Serial::default(),
             cfg,
         })
     }
@@ -319,6 +345,7 @@ impl Nic {
                 self.requests_peak,
                 c.command_queue_capacity,
             ),
+            descriptor_ring: (self.ring_used, self.ring_peak, c.descriptor_ring),
         }
     }
 
@@ -335,7 +362,12 @@ impl Nic {
     /// Queues a WRITE, WRITE-with-notify, READ or SEND. Call
     /// [`Nic::poll_transmit`] afterwards. The request completes with exactly
     /// one [`Event::Completed`].
-    pub fn post(&mut self, _now: Instant, wr: WorkRequest) -> Result<WrId, PostError> {
+    ///
+    /// The request takes a descriptor ring slot, or waits in the host
+    /// overflow ring when the ring is full. With a nonzero cost model it
+    /// joins the command queue only after the doorbell and the NIC's
+    /// descriptor fetch (one at a time); [`Nic::poll_timeout`] says when.
+    pub fn post(&mut self, now: Instant, wr: WorkRequest) -> Result<WrId, PostError> {
         let local_use = match wr.kind {
             WrKind::Write | WrKind::WriteNotify | WrKind::Send => Some(Use::LocalRead),
             WrKind::Read => Some(Use::LocalWrite),
@@ -364,12 +396,66 @@ impl Nic {
                 cut: 0,
                 cut_done: false,
                 open_ops: 0,
+                in_ring: false,
             },
         );
         self.requests_peak = self.requests_peak.max(self.requests.len());
-        self.command_queue.push_back(id);
+        if self.ring_used < self.cfg.descriptor_ring {
+            let rung = now + self.cfg.cost.doorbell;
+            self.enter_ring(rung, id);
+        } else {
+            self.overflow.push_back(id);
+            self.stats.ring_overflows += 1;
+        }
         self.stats.posted += 1;
         Ok(id)
+    }
+
+    /// Gives request `id` a ring slot; the NIC fetches its descriptor
+    /// from `at` on.
+    fn enter_ring(&mut self, at: Instant, id: WrId) {
+        if let Some(r) = self.requests.get_mut(&id) {
+            r.in_ring = true;
+        }
+        self.ring_used += 1;
+        self.ring_peak = self.ring_peak.max(self.ring_used);
+        if self.cfg.cost.is_zero() {
+            self.command_queue.push_back(id);
+            return;
+        }
+        let fetched = self.fetch_unit.take(at, self.cfg.cost.fetch());
+        self.timers.insert((fetched, Timer::Fetch(id)));
+    }
+
+    /// A request left the ring: refill it from the overflow ring when it
+    /// fell to the low-water mark (after an interrupt).
+    fn ring_slot_freed(&mut self, now: Instant) {
+        self.ring_used -= 1;
+        if self.ring_used > self.cfg.ring_low_water
+            || self.overflow.is_empty()
+            || self.refill_pending
+        {
+            return;
+        }
+        if self.cfg.cost.is_zero() {
+            self.refill(now);
+        } else {
+            self.refill_pending = true;
+            self.timers
+                .insert((now + self.cfg.cost.interrupt, Timer::Refill));
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        self.stats.ring_refills += 1;
+        while self.ring_used < self.cfg.descriptor_ring {
+            let Some(id) = self.overflow.pop_front() else {
+                break;
+            };
+            if self.requests.contains_key(&id) {
+                self.enter_ring(now, id);
+            }
+        }
     }
 
     /// Posts a receive buffer on endpoint `ep`; the next SEND to that
@@ -412,6 +498,7 @@ impl Nic {
     /// The earliest deadline at which [`Nic::handle_timeout`] must be
     /// called, if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        // (Fetch and refill timers live here too.)
         self.timers.first().map(|(t, _)| *t)
     }
 
@@ -438,6 +525,15 @@ impl Nic {
                 }
                 Timer::Registry(key) => self.expire_registry(key),
                 Timer::Sack(key) => self.flush_sack(key),
+                Timer::Fetch(id) => {
+                    if self.requests.contains_key(&id) {
+                        self.command_queue.push_back(id);
+                    }
+                }
+                Timer::Refill => {
+                    self.refill_pending = false;
+                    self.refill(now);
+                }
             }
         }
     }
@@ -640,6 +736,9 @@ impl Nic {
         };
         let dst = op.dst;
         let credits = self.advertised.get(&dst).copied();
+        if let Some(c) = credits {
+            self.credits_carried.insert(dst, c);
+        }
         flags.set(Flags::CREDITS_VALID, credits.is_some());
         let repr = Repr {
             flags,
@@ -821,6 +920,9 @@ impl Nic {
         let Some(r) = self.requests.remove(&wr) else {
             return;
         };
+        if r.in_ring {
+            self.ring_slot_freed(now);
+        }
         if result.is_ok() {
             self.stats.completed += 1;
         } else {
@@ -861,6 +963,7 @@ impl Nic {
             }
         }
         self.command_queue.retain(|w| *w != wr);
+        self.overflow.retain(|w| *w != wr);
         self.complete_request(now, wr, Err(err));
     }
 
@@ -872,6 +975,13 @@ impl Nic {
     /// the peer keeps the newest it has seen.
     pub fn advertise_credits(&mut self, peer: NodeAddr, cumulative: u16) {
         self.advertised.insert(peer, cumulative);
+    }
+
+    /// The newest credit count that has really left toward `peer` on a
+    /// packet (any packet: data, ACK or NOOP). The messaging layer compares
+    /// it with what it re-posted to decide whether a NOOP is owed.
+    pub fn credits_carried(&self, peer: NodeAddr) -> Option<u16> {
+        self.credits_carried.get(&peer).copied()
     }
 
     /// Sends a CREDIT (NOOP) packet to `peer` now carrying the current
@@ -1649,7 +1759,7 @@ impl Nic {
 
     /// Emits a reply; READ responses read memory now (a region deregistered
     /// meanwhile sends nothing: the requester retries and is NACKed).
-    fn build_reply(&self, reply: &Reply, buf: &mut Vec<u8>) -> Option<Transmit> {
+    fn build_reply(&mut self, reply: &Reply, buf: &mut Vec<u8>) -> Option<Transmit> {
         let mtu = u64::from(self.cfg.mtu_payload);
         let mut flags = Flags::empty();
         let body = match reply.body {
@@ -1682,6 +1792,9 @@ impl Nic {
             }
         };
         let credits = self.advertised.get(&reply.to).copied();
+        if let Some(c) = credits {
+            self.credits_carried.insert(reply.to, c);
+        }
         flags.set(Flags::CREDITS_VALID, credits.is_some());
         let repr = Repr {
             flags,

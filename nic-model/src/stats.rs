@@ -79,6 +79,12 @@ pub struct Stats {
     pub tx_queue_overflow: u64,
     /// RTT samples taken.
     pub rtt_samples: u64,
+    /// Requests posted while the descriptor ring was full (they waited in
+    /// the host overflow ring).
+    pub ring_overflows: u64,
+    /// Refills of the descriptor ring from the overflow ring (each one
+    /// interrupt).
+    pub ring_refills: u64,
     /// Control messages (RTS, CTS, FIN) raised as events.
     pub controls_delivered: u64,
     /// CREDIT (NOOP) packets sent.
@@ -120,6 +126,8 @@ pub struct Occupancy {
     pub transmit_queue: (usize, usize, usize),
     /// Requests posted and not completed (now, peak, limit).
     pub requests: (usize, usize, usize),
+    /// Descriptor ring slots in use (now, peak, limit).
+    pub descriptor_ring: (usize, usize, usize),
 }
 
 impl Occupancy {
@@ -133,6 +141,7 @@ impl Occupancy {
             ("tombstones", self.tombstones),
             ("transmit queue", self.transmit_queue),
             ("requests", self.requests),
+            ("descriptor ring", self.descriptor_ring),
         ];
         all.into_iter()
             .find(|(_, (now, peak, limit))| now > limit || peak > limit)

@@ -1,0 +1,141 @@
+//! The cost model: how long host and NIC work takes in simulated time.
+//!
+//! VIA-era NICs (MyVIA on LANai9) and modern RDMA NICs spend most of a
+//! small message's latency outside the wire: ringing a doorbell, fetching a
+//! descriptor over PCI, setting up DMA, running per-packet firmware, copying
+//! through bounce buffers and, now and then, taking an interrupt. A
+//! [`CostModel`] names each of these; who charges what:
+//!
+//! | cost | charged by | when |
+//! |---|---|---|
+//! | `doorbell` | the engine ([`crate::Nic::post`]) | once per posted request (and per posted receive) |
+//! | `descriptor_fetch`, `per_sge` | the engine | once per request, by the NIC's fetch unit, one at a time |
+//! | `interrupt` | the engine | once per refill of the NIC descriptor ring from the host overflow ring |
+//! | `nic_per_packet`, `dma_setup`, `dma_per_byte` | the fabric | per packet sent and per packet received |
+//! | `host_copy_per_byte` | the messaging layer | per byte copied into or out of a vbuf |
+//!
+//! The zero model ([`CostModel::ZERO`], profile `ideal`) changes nothing:
+//! every request is fetched the instant it is posted. The UDP bridge always
+//! uses it, because there real time applies.
+
+use udrma_proto::time::{Duration, Instant};
+
+/// Simulated costs of host and NIC work. All zero by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CostModel {
+    /// Host writes the doorbell register (per post).
+    pub doorbell: Duration,
+    /// NIC fetches one descriptor from host memory.
+    pub descriptor_fetch: Duration,
+    /// Extra fetch time per scatter-gather entry (every request has one).
+    pub per_sge: Duration,
+    /// NIC sets up one DMA (per packet, each way).
+    pub dma_setup: Duration,
+    /// DMA time per byte, in picoseconds (per packet, each way).
+    pub dma_ps_per_byte: u64,
+    /// NIC firmware time per packet (each way).
+    pub nic_per_packet: Duration,
+    /// Host copy time per byte, in picoseconds (vbuf copies).
+    pub host_copy_ps_per_byte: u64,
+    /// One interrupt taken by the host.
+    pub interrupt: Duration,
+}
+
+impl CostModel {
+    /// No costs at all.
+    pub const ZERO: CostModel = CostModel {
+        doorbell: Duration::ZERO,
+        descriptor_fetch: Duration::ZERO,
+        per_sge: Duration::ZERO,
+        dma_setup: Duration::ZERO,
+        dma_ps_per_byte: 0,
+        nic_per_packet: Duration::ZERO,
+        host_copy_ps_per_byte: 0,
+        interrupt: Duration::ZERO,
+    };
+
+    /// Whether every cost is zero.
+    pub fn is_zero(&self) -> bool {
+        *self == CostModel::ZERO
+    }
+
+    /// NIC time to move one packet of `len` bytes between host memory and
+    /// the wire (either way): firmware, DMA setup and DMA of its bytes.
+    pub fn packet(&self, len: usize) -> Duration {
+        self.nic_per_packet
+            + self.dma_setup
+            + Duration::from_ps(self.dma_ps_per_byte.saturating_mul(len as u64))
+    }
+
+    /// NIC time to fetch one descriptor (with its one gather entry).
+    pub fn fetch(&self) -> Duration {
+        self.descriptor_fetch + self.per_sge
+    }
+
+    /// Host time to copy `len` bytes.
+    pub fn copy(&self, len: u64) -> Duration {
+        Duration::from_ps(self.host_copy_ps_per_byte.saturating_mul(len))
+    }
+}
+
+/// A unit that does one thing at a time (a NIC's fetch engine, its
+/// transmit or receive DMA, a host CPU): work offered at `now` starts when
+/// the unit is free and ends `cost` later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Serial {
+    free_at: Instant,
+}
+
+impl Serial {
+    /// Takes the unit for `cost` from `now` (or from when it frees up);
+    /// returns when the work is done.
+    pub fn take(&mut self, now: Instant, cost: Duration) -> Instant {
+        let start = if self.free_at > now {
+            self.free_at
+        } else {
+            now
+        };
+        self.free_at = start + cost;
+        self.free_at
+    }
+
+    /// When the unit is free again.
+    pub fn free_at(&self) -> Instant {
+        self.free_at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_serial_unit_queues_work_behind_work() {
+        let mut u = Serial::default();
+        let t0 = Instant::ZERO + Duration::from_micros(1);
+        assert_eq!(
+            u.take(t0, Duration::from_micros(2)),
+            t0 + Duration::from_micros(2)
+        );
+        // Offered while busy: starts when the first finishes.
+        assert_eq!(
+            u.take(t0, Duration::from_micros(2)),
+            t0 + Duration::from_micros(4)
+        );
+        // Offered after it went idle: starts at once.
+        let late = t0 + Duration::from_micros(10);
+        assert_eq!(u.take(late, Duration::ZERO), late);
+    }
+
+    #[test]
+    fn packet_cost_adds_firmware_setup_and_bytes() {
+        let c = CostModel {
+            nic_per_packet: Duration::from_nanos(500),
+            dma_setup: Duration::from_nanos(100),
+            dma_ps_per_byte: 1000,
+            ..CostModel::ZERO
+        };
+        assert_eq!(c.packet(1000), Duration::from_nanos(1600));
+        assert!(CostModel::ZERO.is_zero() && !c.is_zero());
+    }
+}
