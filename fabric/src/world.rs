@@ -542,6 +542,15 @@ impl World {
         }
     }
 
+    /// After the caller worked on host `h`'s NIC directly (through
+    /// [`World::nic_mut`], e.g. a messaging layer posting receives and
+    /// sends): collects its events, lets it send and keeps its wake-up.
+    pub fn service(&mut self, h: NodeAddr) -> Result<(), FabricError> {
+        self.check_host(h)?;
+        self.service_host(h.0);
+        Ok(())
+    }
+
     /// Posts `wr` on host `h` now.
     pub fn post(&mut self, h: NodeAddr, wr: WorkRequest) -> Result<WrId, FabricError> {
         self.check_host(h)?;

@@ -21,7 +21,11 @@ pub const MAX_STORED_BYTES: u128 = 4 << 30;
 /// Builds the topology.
 pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
     let t = &sc.file.topology;
-    let d = LinkParams::default();
+    let mut d = LinkParams::default();
+    if let Some(p) = crate::msg::profile(sc)? {
+        d.bandwidth_bps = p.link.bandwidth.map_or(d.bandwidth_bps, |r| r.0);
+        d.latency = p.link.latency.map_or(d.latency, |l| l.0);
+    }
     let params = LinkParams {
         bandwidth_bps: t.bandwidth.map_or(d.bandwidth_bps, |r| r.0),
         latency: t.latency.map_or(d.latency, |l| l.0),
@@ -103,7 +107,19 @@ fn mode<T: Copy>(
 /// Builds and validates the NIC configuration.
 pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
     let n = &sc.file.nic;
-    let d = NicConfig::default();
+    let mut d = NicConfig::default();
+    if let Some(p) = crate::msg::profile(sc)? {
+        if let Some(m) = p.mtu_payload {
+            d.mtu_payload = m.0 as u32;
+        }
+    }
+    d.cost = crate::msg::cost_model(sc)?;
+    if let Some(r) = n.descriptor_ring {
+        d.descriptor_ring = r;
+        d.ring_low_water = n.ring_low_water.unwrap_or(r / 4);
+    } else if let Some(l) = n.ring_low_water {
+        d.ring_low_water = l;
+    }
     let t = |v: Option<crate::units::Time>, d: Duration| v.map_or(d, |x| x.0);
     let sack_delay = t(n.sack_delay, Duration::from_micros(2));
     let cfg = NicConfig {
@@ -284,6 +300,8 @@ pub fn rules(sc: &Scenario, seed: u64, n_hosts: usize) -> Result<RuleSet, Scenar
         };
         let p = || f.p.ok_or_else(|| need("p"));
         let model = match f.model {
+            // Not a packet fault: the messaging layer applies it.
+            ModelKind::RegistrationFailure => continue,
             ModelKind::Loss => Model::Loss {
                 p: p()?,
                 correlation: f.correlation.unwrap_or(0.0),
@@ -429,7 +447,11 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
             _ => sc.error_at("fault", e.to_string()),
         })?;
     pauses(sc, n)?;
+    crate::msg::validate(sc)?;
     for (i, w) in sc.file.workloads.iter().enumerate() {
+        if w.kind.is_messaging() {
+            continue;
+        }
         let who = format!("workload {i} ({:?})", w.kind).to_lowercase();
         for h in w.src.iter().chain(w.dst.iter()).chain(w.srcs.iter()) {
             host(sc, h, n, &who)?;
@@ -476,6 +498,9 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
     for (i, w) in sc.file.workloads.iter().enumerate() {
         let count = u128::from(w.count);
         let n = n as u128;
+        if w.kind.is_messaging() {
+            continue;
+        }
         let ops = match w.kind {
             WorkloadKind::Single => 1,
             WorkloadKind::Many | WorkloadKind::Window | WorkloadKind::RandomPairs => count,
@@ -491,6 +516,11 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
             }
             WorkloadKind::Permutation => count * n,
             WorkloadKind::Reuse => 0,
+            // Bounded in crate::msg::validate.
+            WorkloadKind::MsgLatency
+            | WorkloadKind::MsgBw
+            | WorkloadKind::MsgBibw
+            | WorkloadKind::MsgMixed => 0,
         };
         total_ops += ops;
         total_bytes += ops * u128::from(w.size.map_or(0, |s| s.0));

@@ -8,6 +8,7 @@
 
 pub mod build;
 pub mod edit;
+pub mod msg;
 pub mod report;
 pub mod runner;
 pub mod schema;

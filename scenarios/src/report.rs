@@ -12,10 +12,12 @@ use crate::runner::OpOutcome;
 use crate::Scenario;
 
 /// Every check a run can make, in report order.
-pub const CHECKS: [&str; 7] = [
+pub const CHECKS: [&str; 9] = [
     "all-complete",
     "exactly-once",
     "memory-equal",
+    "mpi-order",
+    "credits",
     "no-out-of-bounds",
     "no-write-after-completion",
     "bounded-state",
@@ -114,6 +116,10 @@ pub struct Report {
     pub checks: BTreeMap<String, bool>,
     /// Why checks failed, and other findings.
     pub notes: Vec<String>,
+    /// The messaging layer's counters and per-size table (messaging
+    /// scenarios only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messaging: Option<crate::msg::MessagingReport>,
     /// The ladder diagram, when one was asked for.
     #[serde(skip)]
     pub ladder_svg: Option<String>,
@@ -178,6 +184,32 @@ impl Report {
             "protocol    retransmits {}  dup-dropped {}  nacks {}  escape {}/{}/{}/{} (buffered/drained/expired/overflow)",
             self.retransmits, self.dup_dropped, self.nacks, e.buffered, e.drained, e.expired, e.overflow
         );
+        if let Some(m) = &self.messaging {
+            let _ = writeln!(
+                s,
+                "messaging   eager {}  r3 {}  rget {}  rput {}  noops {}  credit-stalls {}  fallbacks {}",
+                m.eager, m.r3, m.rget, m.rput, m.noops, m.credit_stalls, m.fallbacks
+            );
+            if !m.sizes.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "  {:<12} {:>10} {:>9} {:>10} {:>12} {:>12}",
+                    "workload", "size", "protocol", "messages", "latency_us", "MB/s"
+                );
+                for r in &m.sizes {
+                    let _ = writeln!(
+                        s,
+                        "  {:<12} {:>10} {:>9} {:>10} {:>12.3} {:>12.1}",
+                        format!("{}:{}", r.workload, r.kind),
+                        r.size,
+                        r.protocol,
+                        r.messages,
+                        r.latency_us,
+                        r.bandwidth_mbs
+                    );
+                }
+            }
+        }
         let _ = write!(s, "checks     ");
         for name in CHECKS {
             match self.checks.get(name) {
@@ -281,6 +313,7 @@ pub(crate) fn build(
         nacks: sum(|s| s.nacks_out()),
         checks,
         notes,
+        messaging: None,
         ladder_svg: None,
     }
 }

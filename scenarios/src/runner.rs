@@ -123,6 +123,15 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     if let Some((a, b)) = ladder_hosts {
         world.watch(a, b);
     }
+    if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
+        let mut report = crate::msg::run(sc, seed, world)?;
+        if let Some((a, b)) = ladder_hosts {
+            report.notes.push(format!(
+                "no ladder between {a} and {b}: ladders draw RDMA scenarios only"
+            ));
+        }
+        return Ok(report);
+    }
 
     // ---- plan every operation and where its bytes live
     let mut ops: Vec<Op> = Vec::new();
@@ -245,6 +254,11 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
                     }
                 }
             }
+            // Run by crate::msg (returned above).
+            WorkloadKind::MsgLatency
+            | WorkloadKind::MsgBw
+            | WorkloadKind::MsgBibw
+            | WorkloadKind::MsgMixed => {}
             WorkloadKind::Reuse => {
                 seq += 1;
                 actions.insert(

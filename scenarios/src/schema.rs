@@ -42,6 +42,64 @@ pub struct ScenarioFile {
     /// Files the CLI writes (flags override).
     #[serde(default)]
     pub outputs: OutputsSpec,
+    /// A named hardware profile (`scenarios/profiles/NAME.toml`): link
+    /// speed and latency defaults and the cost model.
+    pub profile: Option<String>,
+    /// Cost-model overrides (on top of the profile's).
+    #[serde(default)]
+    pub cost: CostSpec,
+    /// The messaging layer's knobs (for `msg-*` workloads).
+    #[serde(default)]
+    pub messaging: MessagingSpec,
+}
+
+/// `[cost]` (and a profile's `[cost]`): absent keys keep the profile's
+/// value, or zero.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostSpec {
+    /// Host rings the doorbell (per post).
+    pub doorbell: Option<Time>,
+    /// NIC fetches one descriptor.
+    pub descriptor_fetch: Option<Time>,
+    /// Extra fetch time per scatter-gather entry.
+    pub per_sge: Option<Time>,
+    /// NIC sets up one DMA (per packet, each way).
+    pub dma_setup: Option<Time>,
+    /// DMA bandwidth between host memory and the NIC (per-byte cost).
+    pub dma_bandwidth: Option<Rate>,
+    /// NIC firmware per packet (each way).
+    pub nic_per_packet: Option<Time>,
+    /// Host memory copy bandwidth (vbuf copies).
+    pub host_copy_bandwidth: Option<Rate>,
+    /// One interrupt.
+    pub interrupt: Option<Time>,
+}
+
+/// `[messaging]`: absent keys keep the layer's defaults.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessagingSpec {
+    /// Bytes per vbuf (header included).
+    pub vbuf_size: Option<Size>,
+    /// vbufs pre-posted per peer (and initial credits).
+    pub vbufs_per_peer: Option<u16>,
+    /// Send-side vbufs.
+    pub send_vbufs: Option<u16>,
+    /// Un-carried re-posts that trigger a NOOP at once.
+    pub credit_notify_threshold: Option<u16>,
+    /// Credits an eager send must leave.
+    pub credit_preserve: Option<u16>,
+    /// Largest eager message.
+    pub rendezvous_threshold: Option<Size>,
+    /// `r3`, `rget` or `rput`.
+    pub rendezvous: Option<String>,
+    /// NOOP timer.
+    pub noop_interval: Option<Time>,
+    /// Unexpected eager bytes held before vbufs stop being re-posted.
+    pub unexpected_bytes: Option<Size>,
+    /// `ok` (default) or `fail`: every memory registration fails.
+    pub registration: Option<String>,
 }
 
 fn one() -> u64 {
@@ -160,6 +218,10 @@ pub struct NicSpec {
     pub recv_queue: Option<usize>,
     /// Transmit queue capacity.
     pub transmit_queue: Option<usize>,
+    /// NIC descriptor ring slots.
+    pub descriptor_ring: Option<usize>,
+    /// Ring refill low-water mark.
+    pub ring_low_water: Option<usize>,
 }
 
 /// Workload kinds.
@@ -187,6 +249,37 @@ pub enum WorkloadKind {
     /// At `start`, host `dst` reuses the buffers of every WRITE that
     /// completed into it (fills them with new bytes).
     Reuse,
+    /// Messaging pingpong per size (osu_latency): one-way latency.
+    MsgLatency,
+    /// Messaging window bandwidth per size (osu_bw, window 64).
+    MsgBw,
+    /// Messaging bidirectional bandwidth per size (osu_bibw).
+    MsgBibw,
+    /// `count` messages with the bimodal cluster size mix.
+    MsgMixed,
+}
+
+impl WorkloadKind {
+    /// Whether it runs on the messaging layer.
+    pub fn is_messaging(self) -> bool {
+        matches!(
+            self,
+            WorkloadKind::MsgLatency
+                | WorkloadKind::MsgBw
+                | WorkloadKind::MsgBibw
+                | WorkloadKind::MsgMixed
+        )
+    }
+}
+
+/// Message sizes: a list, or `"1B..4MiB"` (every power of two between).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SizesSpec {
+    /// `["1B", "4KiB", ...]`.
+    List(Vec<Size>),
+    /// `"1B..4MiB"`.
+    Range(String),
 }
 
 /// Operations.
@@ -227,6 +320,11 @@ pub struct WorkloadSpec {
     pub window: Option<u32>,
     /// When it starts.
     pub start: Option<Time>,
+    /// Message sizes of `msg-*` workloads (default: `size`).
+    pub sizes: Option<SizesSpec>,
+    /// Untimed iterations before the timed ones, per size (`msg-*`,
+    /// default 2).
+    pub warmup: Option<u32>,
 }
 
 fn one_u32() -> u32 {
@@ -255,6 +353,9 @@ pub enum ModelKind {
     Down,
     /// Partition (`a`, `b`, `two_way`).
     Partition,
+    /// Memory registrations fail with probability `p` on the hosts in
+    /// `src` (default all), within `from`..`until` (messaging layer).
+    RegistrationFailure,
 }
 
 /// `[[fault]]`: a model and its target.

@@ -24,10 +24,12 @@ fn examples() -> Vec<(String, String)> {
 
 /// The large shapes take seconds in release and minutes in debug: they
 /// run here only in release builds (CI runs them through the CLI).
-const LARGE: [&str; 3] = [
+const LARGE: [&str; 5] = [
     "all-to-all-k8.toml",
     "bench-perm-k8.toml",
     "bench-perm-k16.toml",
+    "osu-bw.toml",
+    "osu-latency.toml",
 ];
 
 #[test]

@@ -1,0 +1,1046 @@
+//! Messaging scenarios: hardware profiles, the cost model, the messaging
+//! layer's configuration, and the runner of the `msg-*` workloads
+//! (osu_latency, osu_bw, osu_bibw shapes and a bimodal mix).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use udrma_fabric::World;
+use udrma_faults::rng::{stream, unit};
+use udrma_nic::messaging::{Messenger, MsgConfig, MsgEvent, MsgProtocol, SendId};
+use udrma_nic::CostModel;
+use udrma_proto::{Duration, Instant, NodeAddr, Protocol};
+
+use crate::report::{self, Report};
+use crate::runner::pattern;
+use crate::schema::{CostSpec, ModelKind, SizesSpec, WorkloadKind, WorkloadSpec};
+use crate::units::{parse_size, Rate, Time};
+use crate::{build, Scenario, ScenarioError};
+
+/// The shipped profiles, by name.
+pub const PROFILES: [(&str, &str); 3] = [
+    ("ideal", include_str!("../profiles/ideal.toml")),
+    (
+        "myrinet-lanai9",
+        include_str!("../profiles/myrinet-lanai9.toml"),
+    ),
+    ("roce-100g", include_str!("../profiles/roce-100g.toml")),
+];
+
+/// A profile file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Its name.
+    pub name: String,
+    /// What it models, with sources.
+    #[serde(default)]
+    pub description: String,
+    /// Link defaults.
+    #[serde(default)]
+    pub link: ProfileLink,
+    /// Costs.
+    #[serde(default)]
+    pub cost: CostSpec,
+    /// Largest payload per packet.
+    pub mtu_payload: Option<crate::units::Size>,
+}
+
+/// A profile's link defaults.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileLink {
+    /// Line rate.
+    pub bandwidth: Option<Rate>,
+    /// Propagation (and switch) latency.
+    pub latency: Option<Time>,
+}
+
+/// The scenario's profile, if it names one.
+pub fn profile(sc: &Scenario) -> Result<Option<Profile>, ScenarioError> {
+    let Some(name) = &sc.file.profile else {
+        return Ok(None);
+    };
+    let Some((_, text)) = PROFILES.iter().find(|(n, _)| n == name) else {
+        let names: Vec<&str> = PROFILES.iter().map(|(n, _)| *n).collect();
+        let hint = udrma_faults::closest(name, &names)
+            .map(|b| format!(" (did you mean {b:?}?)"))
+            .unwrap_or_default();
+        return Err(sc.error_at(
+            name,
+            format!(
+                "profile {name:?} does not exist; expected one of {}{hint}",
+                names.join(", ")
+            ),
+        ));
+    };
+    toml::from_str(text)
+        .map(Some)
+        .map_err(|e| sc.error_at(name, format!("profile {name:?} is broken: {e}")))
+}
+
+fn ps_per_byte(r: Option<Rate>) -> Option<u64> {
+    // 8 bits per byte, 10^12 ps per second.
+    r.map(|r| (8_000_000_000_000u128 / u128::from(r.0.max(1))) as u64)
+}
+
+/// The cost model: the profile's, with the scenario's `[cost]` on top.
+pub fn cost_model(sc: &Scenario) -> Result<CostModel, ScenarioError> {
+    let base = profile(sc)?.map(|p| p.cost).unwrap_or_default();
+    let o = &sc.file.cost;
+    let t = |a: Option<Time>, b: Option<Time>| a.or(b).map_or(Duration::ZERO, |t| t.0);
+    Ok(CostModel {
+        doorbell: t(o.doorbell, base.doorbell),
+        descriptor_fetch: t(o.descriptor_fetch, base.descriptor_fetch),
+        per_sge: t(o.per_sge, base.per_sge),
+        dma_setup: t(o.dma_setup, base.dma_setup),
+        dma_ps_per_byte: ps_per_byte(o.dma_bandwidth.or(base.dma_bandwidth)).unwrap_or(0),
+        nic_per_packet: t(o.nic_per_packet, base.nic_per_packet),
+        host_copy_ps_per_byte: ps_per_byte(o.host_copy_bandwidth.or(base.host_copy_bandwidth))
+            .unwrap_or(0),
+        interrupt: t(o.interrupt, base.interrupt),
+    })
+}
+
+/// The messaging layer's configuration for host `h`.
+pub fn msg_config(sc: &Scenario, seed: u64, h: NodeAddr) -> Result<MsgConfig, ScenarioError> {
+    let m = &sc.file.messaging;
+    let d = MsgConfig::default();
+    let small = |v: Option<crate::units::Size>, d: u32, key: &str| {
+        v.map_or(Ok(d), |s| {
+            u32::try_from(s.0)
+                .map_err(|_| sc.error_at_key(key, format!("messaging.{key} is too large")))
+        })
+    };
+    let rendezvous = match m.rendezvous.as_deref() {
+        None => d.rendezvous,
+        Some("r3") => Protocol::R3,
+        Some("rget") => Protocol::Rget,
+        Some("rput") => Protocol::Rput,
+        Some(other) => {
+            return Err(sc.error_at(
+                other,
+                format!("messaging.rendezvous = {other:?}: expected r3, rget or rput"),
+            ))
+        }
+    };
+    let mut registration_failure = match m.registration.as_deref() {
+        None | Some("ok") => 0.0,
+        Some("fail") => 1.0,
+        Some(other) => {
+            return Err(sc.error_at(
+                other,
+                format!("messaging.registration = {other:?}: expected ok or fail"),
+            ))
+        }
+    };
+    let mut window = None;
+    let n = build::topology(sc)?.n_hosts();
+    for (i, f) in sc.file.faults.iter().enumerate() {
+        if f.model != ModelKind::RegistrationFailure {
+            continue;
+        }
+        let name = f.name.clone().unwrap_or_else(|| format!("fault{i}"));
+        let who = format!("fault {name:?}");
+        let hosts = f
+            .src
+            .iter()
+            .map(|x| build::host(sc, x, n, &who))
+            .collect::<Result<Vec<_>, _>>()?;
+        let p = f.p.ok_or_else(|| {
+            sc.error_at(
+                &name,
+                format!("{who}: model registration-failure needs `p`"),
+            )
+        })?;
+        if !(0.0..=1.0).contains(&p) {
+            return Err(sc.error_at(&name, format!("{who}: p = {p} is not a probability")));
+        }
+        if hosts.is_empty() || hosts.contains(&h) {
+            registration_failure = p;
+            if f.from.is_some() || f.until.is_some() {
+                window = Some((
+                    Instant::ZERO + f.from.map_or(Duration::ZERO, |t| t.0),
+                    f.until.map_or(Instant(u64::MAX), |t| Instant::ZERO + t.0),
+                ));
+            }
+        }
+    }
+    let cfg = MsgConfig {
+        vbuf_size: small(m.vbuf_size, d.vbuf_size, "vbuf_size")?,
+        vbufs_per_peer: m.vbufs_per_peer.unwrap_or(d.vbufs_per_peer),
+        send_vbufs: m.send_vbufs.unwrap_or(d.send_vbufs),
+        credit_notify_threshold: m
+            .credit_notify_threshold
+            .unwrap_or(d.credit_notify_threshold),
+        credit_preserve: m.credit_preserve.unwrap_or(d.credit_preserve),
+        rendezvous_threshold: m
+            .rendezvous_threshold
+            .map_or(d.rendezvous_threshold, |s| s.0),
+        rendezvous,
+        noop_interval: m.noop_interval.map_or(d.noop_interval, |t| t.0),
+        unexpected_bytes: m.unexpected_bytes.map_or(d.unexpected_bytes, |s| s.0),
+        registration_failure,
+        registration_failure_window: window,
+        seed,
+    };
+    let nic = build::nic_config(sc)?;
+    cfg.validate(&nic)
+        .map_err(|e| sc.error_at("messaging", format!("[messaging] {e}")))?;
+    Ok(cfg)
+}
+
+/// The message sizes of a `msg-*` workload.
+pub fn sizes(sc: &Scenario, w: &WorkloadSpec, who: &str) -> Result<Vec<u64>, ScenarioError> {
+    let list = match &w.sizes {
+        Some(SizesSpec::List(l)) => l.iter().map(|s| s.0).collect(),
+        Some(SizesSpec::Range(r)) => {
+            let (a, b) = r.split_once("..").ok_or_else(|| {
+                sc.error_at(
+                    r,
+                    format!(
+                        "{who}: sizes = {r:?}: expected a list or \"FROM..TO\" (powers of two)"
+                    ),
+                )
+            })?;
+            let a = parse_size(a.trim()).map_err(|e| sc.error_at(r, format!("{who}: {e}")))?;
+            let b = parse_size(b.trim()).map_err(|e| sc.error_at(r, format!("{who}: {e}")))?;
+            if a == 0 || a > b {
+                return Err(sc.error_at(
+                    r,
+                    format!("{who}: sizes = {r:?}: FROM must be at least 1 and at most TO"),
+                ));
+            }
+            let mut v = Vec::new();
+            let mut s = a;
+            while s <= b {
+                v.push(s);
+                s = s.saturating_mul(2);
+            }
+            v
+        }
+        None => w.size.map(|s| vec![s.0]).unwrap_or_default(),
+    };
+    if list.is_empty() && w.kind != WorkloadKind::MsgMixed {
+        return Err(sc.error_at("workload", format!("{who} needs `sizes` or `size`")));
+    }
+    if let Some(big) = list.iter().find(|s| **s > 64 << 20) {
+        return Err(sc.error_at(
+            "sizes",
+            format!("{who}: messages are limited to 64 MiB here, {big} B asked for"),
+        ));
+    }
+    Ok(list)
+}
+
+/// Checks the messaging parts of a scenario (called by `validate`).
+pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
+    cost_model(sc)?;
+    let msg = sc.file.workloads.iter().any(|w| w.kind.is_messaging());
+    let rdma = sc.file.workloads.iter().any(|w| !w.kind.is_messaging());
+    if msg && rdma {
+        return Err(sc.error_at(
+            "workload",
+            "a scenario's workloads are either RDMA operations or messaging (msg-*), not both"
+                .into(),
+        ));
+    }
+    let n = build::topology(sc)?.n_hosts();
+    for h in 0..n.min(4) as u32 {
+        msg_config(sc, sc.file.seed, NodeAddr(h))?;
+    }
+    let mut messages: u128 = 0;
+    let mut bytes: u128 = 0;
+    for (i, w) in sc.file.workloads.iter().enumerate() {
+        if !w.kind.is_messaging() {
+            continue;
+        }
+        let who = format!("workload {i} ({:?})", w.kind).to_lowercase();
+        if w.src.is_none() || w.dst.is_none() {
+            return Err(sc.error_at("workload", format!("{who} needs `src` and `dst`")));
+        }
+        let s = sizes(sc, w, &who)?;
+        let iters = u128::from(w.count) + u128::from(w.warmup.unwrap_or(2));
+        let window = u128::from(w.window.unwrap_or(64).max(1));
+        let per = match w.kind {
+            WorkloadKind::MsgLatency => 2 * iters,
+            WorkloadKind::MsgBw => iters * (window + 1),
+            WorkloadKind::MsgBibw => 2 * iters * window,
+            _ => u128::from(w.count),
+        };
+        messages += per * s.len().max(1) as u128;
+        bytes += s.iter().map(|x| u128::from(*x) * per).sum::<u128>();
+        if w.kind == WorkloadKind::MsgMixed {
+            bytes += u128::from(w.count) << 20;
+        }
+    }
+    if messages > build::MAX_OPS {
+        return Err(sc.error_at(
+            "workload",
+            format!(
+                "the messaging workloads send {messages} messages; at most {} are allowed",
+                build::MAX_OPS
+            ),
+        ));
+    }
+    if bytes > 64 << 30 {
+        return Err(sc.error_at(
+            "workload",
+            format!("the messaging workloads move {bytes} bytes; at most 64 GiB are allowed"),
+        ));
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------ run
+
+/// One row of the per-size table.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SizeRow {
+    /// Workload index.
+    pub workload: usize,
+    /// Workload kind (`msg-latency`, ...).
+    pub kind: String,
+    /// Message size in bytes (for the mix: the power-of-two bucket).
+    pub size: u64,
+    /// Protocol the timed messages went by (the most used).
+    pub protocol: String,
+    /// Timed messages.
+    pub messages: u64,
+    /// One-way latency (latency, mix) or time per message (bandwidth), µs.
+    pub latency_us: f64,
+    /// Payload bandwidth in MB/s (10^6 bytes per second).
+    pub bandwidth_mbs: f64,
+}
+
+/// `messaging` in the JSON report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MessagingReport {
+    /// Messages sent eagerly.
+    pub eager: u64,
+    /// By R3.
+    pub r3: u64,
+    /// By RGET.
+    pub rget: u64,
+    /// By RPUT.
+    pub rput: u64,
+    /// NOOP credit messages.
+    pub noops: u64,
+    /// Chunks that waited for a credit.
+    pub credit_stalls: u64,
+    /// Protocol fallbacks (credits, registration).
+    pub fallbacks: u64,
+    /// Per-size results.
+    pub sizes: Vec<SizeRow>,
+}
+
+/// (receiver, sender, tag).
+type Flow = (NodeAddr, NodeAddr, u32);
+
+#[derive(Debug, Clone)]
+struct Expected {
+    len: u64,
+    seed: u32,
+    sent_at: Instant,
+    workload: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Wl {
+    kind: WorkloadKind,
+    a: NodeAddr,
+    b: NodeAddr,
+    tag: u32,
+    sizes: Vec<u64>,
+    size_i: usize,
+    iter: u32,
+    warmup: u32,
+    count: u32,
+    window: u32,
+    t0: Instant,
+    /// Per iteration: completions still awaited.
+    pending: u32,
+    protocols: BTreeMap<MsgProtocol, u64>,
+    done: bool,
+    start: Instant,
+    started: bool,
+    /// Mix: latency sums per bucket.
+    buckets: BTreeMap<u64, (u64, u64)>,
+}
+
+struct Run<'a> {
+    sc: &'a Scenario,
+    world: World,
+    ms: Vec<Option<Messenger>>,
+    wls: Vec<Wl>,
+    /// Per (receiver, sender, tag): the messages sent, in order.
+    expect: BTreeMap<Flow, Vec<Expected>>,
+    /// Per (receiver, sender, tag): receives posted so far, and the
+    /// sequence number each got (in posting order).
+    posted: BTreeMap<Flow, Vec<Option<u32>>>,
+    /// Each receive's key and posting index.
+    recv_index: BTreeMap<(NodeAddr, udrma_nic::messaging::RecvId), (Flow, usize)>,
+    received: u64,
+    sends: BTreeMap<(NodeAddr, SendId), (usize, Instant, u64)>,
+    next_seed: u32,
+    rows: Vec<SizeRow>,
+    notes: Vec<String>,
+    memory_equal: bool,
+    in_order: bool,
+    credits_ok: bool,
+    exactly_once: bool,
+    sent: u64,
+    recv_ok: u64,
+    failed: u64,
+    latencies: Vec<u64>,
+    bytes_ok: u64,
+    first_post: Option<Instant>,
+    last_done: Option<Instant>,
+}
+
+/// Runs a messaging scenario on a built world.
+pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, ScenarioError> {
+    let n = world.topology().n_hosts();
+    let mut r = Run {
+        sc,
+        world,
+        ms: (0..n).map(|_| None).collect(),
+        wls: Vec::new(),
+        expect: BTreeMap::new(),
+        posted: BTreeMap::new(),
+        recv_index: BTreeMap::new(),
+        received: 0,
+        sends: BTreeMap::new(),
+        next_seed: 1,
+        rows: Vec::new(),
+        notes: Vec::new(),
+        memory_equal: true,
+        in_order: true,
+        credits_ok: true,
+        exactly_once: true,
+        sent: 0,
+        recv_ok: 0,
+        failed: 0,
+        latencies: Vec::new(),
+        bytes_ok: 0,
+        first_post: None,
+        last_done: None,
+    };
+    for (i, w) in sc.file.workloads.iter().enumerate() {
+        let who = format!("workload {i}");
+        let a = build::host(sc, w.src.as_deref().unwrap_or(""), n, &who)?;
+        let b = build::host(sc, w.dst.as_deref().unwrap_or(""), n, &who)?;
+        for (x, y) in [(a, b), (b, a)] {
+            if r.ms[x.0 as usize].is_none() {
+                let cfg = msg_config(sc, seed, x)?;
+                let m = Messenger::new(cfg, r.world.nic(x))
+                    .map_err(|e| sc.error_at("messaging", format!("[messaging] {e}")))?;
+                r.ms[x.0 as usize] = Some(m);
+            }
+            let m = r.ms[x.0 as usize].as_mut().expect("made");
+            m.connect(Instant::ZERO, r.world.nic_mut(x), y)
+                .map_err(|e| sc.error_at("workload", format!("{who}: {e}")))?;
+            r.world.service(x).expect("host exists");
+        }
+        let mut sizes = sizes(sc, w, &who)?;
+        if w.kind == WorkloadKind::MsgMixed {
+            sizes = mixed_sizes(seed, i, w.count);
+        }
+        r.wls.push(Wl {
+            kind: w.kind,
+            a,
+            b,
+            tag: (i as u32) * 4,
+            sizes,
+            size_i: 0,
+            iter: 0,
+            warmup: if w.kind == WorkloadKind::MsgMixed {
+                0
+            } else {
+                w.warmup.unwrap_or(2)
+            },
+            count: w.count.max(1),
+            window: w.window.unwrap_or(64).max(1),
+            t0: Instant::ZERO,
+            pending: 0,
+            protocols: BTreeMap::new(),
+            done: false,
+            start: Instant::ZERO + w.start.map_or(Duration::ZERO, |t| t.0),
+            started: false,
+            buckets: BTreeMap::new(),
+        });
+    }
+    let limit = Instant::ZERO + sc.file.time_limit.0;
+    loop {
+        // Start workloads whose time has come.
+        let now = r.world.now();
+        for i in 0..r.wls.len() {
+            if !r.wls[i].started && r.wls[i].start <= now {
+                r.wls[i].started = true;
+                r.begin(i);
+            }
+        }
+        r.settle();
+        let next_start = r.wls.iter().filter(|w| !w.started).map(|w| w.start).min();
+        let tm = r.ms.iter().flatten().filter_map(|m| m.poll_timeout()).min();
+        let tm = [tm, next_start].into_iter().flatten().min();
+        let te = r.world.peek_time();
+        match (tm, te) {
+            (None, None) => break,
+            (Some(t), e) if e.is_none_or(|e| t <= e) => {
+                if t > limit {
+                    break;
+                }
+                r.world.advance_clock(t);
+                let now = r.world.now();
+                for h in 0..r.ms.len() {
+                    let Some(m) = r.ms[h].as_mut() else {
+                        continue;
+                    };
+                    if m.poll_timeout().is_some_and(|x| x <= now) {
+                        m.handle_timeout(now, r.world.nic_mut(NodeAddr(h as u32)));
+                        r.world.service(NodeAddr(h as u32)).expect("host");
+                    }
+                }
+            }
+            (_, Some(e)) => {
+                if e > limit {
+                    break;
+                }
+                r.world.step();
+            }
+            (_, None) => break,
+        }
+    }
+    r.world
+        .finish()
+        .map_err(|e| sc.error_at("outputs", format!("writing outputs: {e}")))?;
+    Ok(r.report(seed))
+}
+
+/// The bimodal mix: most messages 128 B – 4 KiB, one in ten 8 KiB – 1 MiB
+/// (log-uniform within each mode).
+fn mixed_sizes(seed: u64, wl: usize, count: u32) -> Vec<u64> {
+    let mut rng = stream(seed, &format!("mix:{wl}"));
+    (0..count)
+        .map(|_| {
+            let big = unit(&mut rng) < 0.1;
+            let (lo, hi) = if big {
+                (13.0f64, 20.0f64)
+            } else {
+                (7.0f64, 12.0f64)
+            };
+            let e = lo + unit(&mut rng) * (hi - lo);
+            2f64.powf(e).round() as u64
+        })
+        .collect()
+}
+
+impl Run<'_> {
+    fn send(&mut self, wl: usize, from: NodeAddr, to: NodeAddr, tag: u32, len: u64) {
+        let seed = self.next_seed;
+        self.next_seed = self.next_seed.wrapping_add(1);
+        let now = self.world.now();
+        let data = pattern(len as usize, seed);
+        self.expect
+            .entry((to, from, tag))
+            .or_default()
+            .push(Expected {
+                len,
+                seed,
+                sent_at: now,
+                workload: wl,
+            });
+        let ms = &mut self.ms;
+        let m = ms[from.0 as usize].as_mut().expect("connected");
+        match m.send(now, self.world.nic_mut(from), to, tag, data) {
+            Ok(id) => {
+                self.sends.insert((from, id), (wl, now, len));
+                self.sent += 1;
+                self.first_post = Some(self.first_post.map_or(now, |f| f.min(now)));
+            }
+            Err(e) => {
+                self.failed += 1;
+                self.notes.push(format!("send {from}→{to} refused: {e}"));
+            }
+        }
+        self.world.service(from).expect("host");
+    }
+
+    fn recv(&mut self, at: NodeAddr, from: NodeAddr, tag: u32, max: u64) {
+        let now = self.world.now();
+        let ms = &mut self.ms;
+        let m = ms[at.0 as usize].as_mut().expect("connected");
+        let id = m.recv(now, self.world.nic_mut(at), Some(from), Some(tag), max);
+        let key = (at, from, tag);
+        let list = self.posted.entry(key).or_default();
+        list.push(None);
+        self.recv_index.insert((at, id), (key, list.len() - 1));
+        self.world.service(at).expect("host");
+    }
+
+    /// Starts the workload's next iteration (or size).
+    fn begin(&mut self, i: usize) {
+        let w = self.wls[i].clone();
+        if w.size_i >= w.sizes.len() {
+            self.wls[i].done = true;
+            return;
+        }
+        let size = w.sizes[w.size_i];
+        if w.iter == w.warmup {
+            self.wls[i].t0 = self.world.now();
+            self.wls[i].protocols.clear();
+        }
+        match w.kind {
+            WorkloadKind::MsgLatency => {
+                self.wls[i].pending = 1;
+                self.recv(w.b, w.a, w.tag, size);
+                self.recv(w.a, w.b, w.tag, size);
+                self.send(i, w.a, w.b, w.tag, size);
+            }
+            WorkloadKind::MsgBw => {
+                // window receives + window sends + the ack's send and
+                // receive.
+                self.wls[i].pending = 2 * w.window + 2;
+                for _ in 0..w.window {
+                    self.recv(w.b, w.a, w.tag, size);
+                }
+                self.recv(w.a, w.b, w.tag + 1, 4);
+                for _ in 0..w.window {
+                    self.send(i, w.a, w.b, w.tag, size);
+                }
+            }
+            WorkloadKind::MsgBibw => {
+                self.wls[i].pending = 4 * w.window;
+                for _ in 0..w.window {
+                    self.recv(w.b, w.a, w.tag, size);
+                    self.recv(w.a, w.b, w.tag, size);
+                }
+                for _ in 0..w.window {
+                    self.send(i, w.a, w.b, w.tag, size);
+                    self.send(i, w.b, w.a, w.tag, size);
+                }
+            }
+            _ => {
+                // The mix: everything at once.
+                self.wls[i].pending = w.sizes.len() as u32;
+                for s in &w.sizes {
+                    self.recv(w.b, w.a, w.tag, *s);
+                }
+                for s in &w.sizes {
+                    self.send(i, w.a, w.b, w.tag, *s);
+                }
+                self.wls[i].size_i = w.sizes.len();
+            }
+        }
+    }
+
+    /// Feeds NIC events to messengers and messenger events to the
+    /// workloads until nothing new happens at this instant.
+    fn settle(&mut self) {
+        loop {
+            let evs = self.world.take_host_events();
+            let mut out: Vec<(NodeAddr, MsgEvent)> = Vec::new();
+            let now = self.world.now();
+            let busy = !evs.is_empty();
+            for e in evs {
+                let h = e.host;
+                let Some(m) = self.ms[h.0 as usize].as_mut() else {
+                    continue;
+                };
+                m.handle_event(now, self.world.nic_mut(h), e.event);
+                self.world.service(h).expect("host");
+            }
+            for h in 0..self.ms.len() {
+                let Some(m) = self.ms[h].as_mut() else {
+                    continue;
+                };
+                while let Some(e) = m.poll_event() {
+                    out.push((NodeAddr(h as u32), e));
+                }
+                if busy {
+                    if let Err(e) = m.check() {
+                        if self.credits_ok {
+                            self.notes.push(format!("h{h}: {e}"));
+                        }
+                        self.credits_ok = false;
+                    }
+                }
+            }
+            if out.is_empty() && !busy {
+                break;
+            }
+            for (h, e) in out {
+                self.on_msg_event(h, e);
+            }
+        }
+    }
+
+    fn on_msg_event(&mut self, h: NodeAddr, e: MsgEvent) {
+        let now = self.world.now();
+        match e {
+            MsgEvent::SendDone {
+                id,
+                protocol,
+                result,
+                ..
+            } => {
+                let Some((wl, _, len)) = self.sends.remove(&(h, id)) else {
+                    self.exactly_once = false;
+                    self.notes.push(format!("{h}: send {id:?} completed twice"));
+                    return;
+                };
+                if let Err(e) = result {
+                    self.failed += 1;
+                    self.notes.push(format!("{h}: send of {len} B failed: {e}"));
+                    return;
+                }
+                *self.wls[wl].protocols.entry(protocol).or_default() += 1;
+                self.progress(wl, h, false);
+            }
+            MsgEvent::RecvDone {
+                id,
+                src,
+                tag,
+                data,
+                seq,
+                result,
+                ..
+            } => {
+                // The k-th receive posted for (source, tag) must get the
+                // k-th message sent with them (MPI's matching order; the
+                // completion order may differ).
+                let Some((key, k)) = self.recv_index.remove(&(h, id)) else {
+                    self.exactly_once = false;
+                    self.notes
+                        .push(format!("{h}: receive {id:?} completed twice"));
+                    return;
+                };
+                if key != (h, src, tag) {
+                    self.in_order = false;
+                    self.notes.push(format!(
+                        "{h}: a receive for {:?} matched {src} tag {tag}",
+                        key
+                    ));
+                }
+                if let Some(slot) = self.posted.get_mut(&key).and_then(|l| l.get_mut(k)) {
+                    *slot = Some(seq);
+                }
+                let Some(x) = self.expect.get(&key).and_then(|l| l.get(k)).cloned() else {
+                    self.exactly_once = false;
+                    self.notes
+                        .push(format!("{h}: a message from {src} tag {tag} nobody sent"));
+                    return;
+                };
+                self.received += 1;
+                if let Err(e) = result {
+                    self.failed += 1;
+                    self.notes.push(format!("{h}: receive failed: {e}"));
+                    return;
+                }
+                if data != pattern(x.len as usize, x.seed) {
+                    if self.memory_equal {
+                        self.notes.push(format!(
+                            "{h}: message from {src} tag {tag} ({} B) has the wrong bytes",
+                            x.len
+                        ));
+                    }
+                    self.memory_equal = false;
+                }
+                self.recv_ok += 1;
+                self.bytes_ok += x.len;
+                let lat = (now - x.sent_at).as_nanos();
+                self.latencies.push(lat);
+                self.last_done = Some(now);
+                let wl = x.workload;
+                if self.wls[wl].kind == WorkloadKind::MsgMixed {
+                    let b = self.wls[wl]
+                        .buckets
+                        .entry(x.len.next_power_of_two())
+                        .or_default();
+                    b.0 += 1;
+                    b.1 += lat;
+                }
+                // Acks and pongs belong to the workload of their tag.
+                let wl = (tag / 4) as usize;
+                if wl < self.wls.len() {
+                    self.progress(wl, h, true);
+                }
+            }
+        }
+    }
+
+    /// A send (`recv == false`) or receive finished at `h` for workload
+    /// `i`: move its iteration along.
+    fn progress(&mut self, i: usize, h: NodeAddr, recv: bool) {
+        let w = self.wls[i].clone();
+        let size = w.sizes.get(w.size_i).copied().unwrap_or(0);
+        match w.kind {
+            WorkloadKind::MsgLatency => {
+                if !recv {
+                    return;
+                }
+                if h == w.b {
+                    // The pong (the next ping's receive is posted when the
+                    // next iteration begins).
+                    self.send(i, w.b, w.a, w.tag, size);
+                    return;
+                }
+                self.end_iteration(i);
+            }
+            WorkloadKind::MsgBw => {
+                self.wls[i].pending -= 1;
+                if recv && h == w.b {
+                    // Count the window's receives; the last one acks.
+                    let got = self.wls[i].iter_recvs() + 1;
+                    self.wls[i].set_iter_recvs(got);
+                    if got == w.window {
+                        self.send(i, w.b, w.a, w.tag + 1, 4);
+                    }
+                }
+                if self.wls[i].pending == 0 {
+                    self.wls[i].set_iter_recvs(0);
+                    self.end_iteration(i);
+                }
+            }
+            WorkloadKind::MsgBibw => {
+                self.wls[i].pending -= 1;
+                if self.wls[i].pending == 0 {
+                    self.end_iteration(i);
+                }
+            }
+            _ => {
+                if recv {
+                    self.wls[i].pending -= 1;
+                    if self.wls[i].pending == 0 {
+                        self.wls[i].done = true;
+                    }
+                }
+            }
+        }
+    }
+
+    fn end_iteration(&mut self, i: usize) {
+        let now = self.world.now();
+        let w = &mut self.wls[i];
+        w.iter += 1;
+        if w.iter < w.warmup + w.count {
+            self.begin(i);
+            return;
+        }
+        let size = w.sizes[w.size_i];
+        let elapsed = (now - w.t0).as_ps() as f64 / 1e6; // µs
+        let count = f64::from(w.count);
+        let (messages, latency_us, bytes) = match w.kind {
+            WorkloadKind::MsgLatency => (
+                u64::from(w.count) * 2,
+                elapsed / (2.0 * count),
+                size as f64 * 2.0 * count,
+            ),
+            WorkloadKind::MsgBw => {
+                let m = u64::from(w.count * w.window);
+                (m, elapsed / m as f64, size as f64 * m as f64)
+            }
+            _ => {
+                let m = u64::from(2 * w.count * w.window);
+                (m, elapsed / m as f64, size as f64 * m as f64)
+            }
+        };
+        let protocol = w
+            .protocols
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map_or("-", |(p, _)| p.name())
+            .to_string();
+        let bandwidth_mbs = if w.kind == WorkloadKind::MsgLatency {
+            size as f64 / latency_us
+        } else {
+            bytes / elapsed
+        };
+        self.rows.push(SizeRow {
+            workload: i,
+            kind: kind_name(w.kind).into(),
+            size,
+            protocol,
+            messages,
+            latency_us: round3(latency_us),
+            bandwidth_mbs: round3(bandwidth_mbs),
+        });
+        w.size_i += 1;
+        w.iter = 0;
+        self.begin(i);
+    }
+
+    fn report(mut self, seed: u64) -> Report {
+        // Rows of the mix, per bucket.
+        for (i, w) in self.wls.iter().enumerate() {
+            for (b, (n, sum)) in &w.buckets {
+                self.rows.push(SizeRow {
+                    workload: i,
+                    kind: kind_name(w.kind).into(),
+                    size: *b,
+                    protocol: "-".into(),
+                    messages: *n,
+                    latency_us: round3(*sum as f64 / *n as f64 / 1e3),
+                    bandwidth_mbs: 0.0,
+                });
+            }
+        }
+        // Sequence numbers rise in posting order for every (source, tag).
+        for (key, list) in &self.posted {
+            let seqs: Vec<u32> = list.iter().flatten().copied().collect();
+            if seqs
+                .windows(2)
+                .any(|w| w[1].wrapping_sub(w[0]).wrapping_sub(1) >= 1 << 31)
+            {
+                self.in_order = false;
+                self.notes.push(format!(
+                    "{}: messages from {} tag {} matched out of order",
+                    key.0, key.1, key.2
+                ));
+            }
+        }
+        let sent_total: usize = self.expect.values().map(Vec::len).sum();
+        let all_done = self.wls.iter().all(|w| w.done)
+            && self.received as usize == sent_total
+            && self.sends.is_empty();
+        if !all_done {
+            let left = sent_total.saturating_sub(self.received as usize);
+            self.notes.push(format!(
+                "{left} messages not received, {} sends not finished",
+                self.sends.len()
+            ));
+        }
+        let n = self.world.topology().n_hosts();
+        let mut stats = udrma_nic::messaging::MsgStats::default();
+        for m in self.ms.iter().flatten() {
+            let s = m.stats();
+            stats.eager += s.eager;
+            stats.r3 += s.r3;
+            stats.rget += s.rget;
+            stats.rput += s.rput;
+            stats.noops += s.noops;
+            stats.credit_stalls += s.credit_stalls;
+            stats.fallbacks += s.fallbacks;
+        }
+        let mut no_rnr = true;
+        for h in 0..n as u32 {
+            let rnr = self
+                .world
+                .nic(NodeAddr(h))
+                .stats()
+                .nacks_sent
+                .get(&udrma_proto::Syndrome::ReceiverNotReady)
+                .copied()
+                .unwrap_or(0);
+            if rnr > 0 {
+                no_rnr = false;
+                self.notes.push(format!(
+                    "h{h}: {rnr} receiver-not-ready NACKs (a vbuf overflowed)"
+                ));
+            }
+        }
+        let mut checks: BTreeMap<String, bool> = BTreeMap::new();
+        checks.insert("all-complete".into(), all_done && self.failed == 0);
+        checks.insert("exactly-once".into(), self.exactly_once);
+        checks.insert("memory-equal".into(), self.memory_equal);
+        checks.insert("mpi-order".into(), self.in_order);
+        checks.insert("credits".into(), self.credits_ok && no_rnr);
+        let mut bounded = true;
+        for h in 0..n {
+            if let Some(what) = self.world.nic(NodeAddr(h as u32)).occupancy().violation() {
+                bounded = false;
+                self.notes.push(format!("h{h}: {what} passed its limit"));
+            }
+        }
+        checks.insert("bounded-state".into(), bounded);
+        let quiet = self.ms.iter().flatten().all(Messenger::is_quiet);
+        let idle = self.world.is_idle() && quiet;
+        checks.insert("liveness".into(), idle && all_done);
+        if !idle {
+            self.notes.push(format!(
+                "work left at the time limit ({})",
+                self.sc.file.time_limit.0
+            ));
+        }
+        for skip in &self.sc.file.checks.skip {
+            checks.remove(skip);
+        }
+        let mut rep = report::build(
+            self.sc,
+            seed,
+            &self.world,
+            &[],
+            self.sent,
+            checks,
+            self.notes,
+        );
+        self.latencies.sort_unstable();
+        let pct = |q: f64| {
+            let l = &self.latencies;
+            if l.is_empty() {
+                0
+            } else {
+                l[((q * l.len() as f64).ceil() as usize).clamp(1, l.len()) - 1]
+            }
+        };
+        rep.completion_ns = report::Latency {
+            p50: pct(0.5),
+            p99: pct(0.99),
+            max: self.latencies.last().copied().unwrap_or(0),
+        };
+        rep.ops = report::Ops {
+            posted: self.sent,
+            completed: self.recv_ok,
+            failed: self.failed,
+        };
+        rep.goodput_gbps = match (self.first_post, self.last_done) {
+            (Some(a), Some(b)) if b > a => {
+                let g = self.bytes_ok as f64 * 8.0 / (b - a).as_ps() as f64 * 1e3;
+                (g * 1000.0).round() / 1000.0
+            }
+            _ => 0.0,
+        };
+        rep.messaging = Some(MessagingReport {
+            eager: stats.eager,
+            r3: stats.r3,
+            rget: stats.rget,
+            rput: stats.rput,
+            noops: stats.noops,
+            credit_stalls: stats.credit_stalls,
+            fallbacks: stats.fallbacks,
+            sizes: self.rows,
+        });
+        rep
+    }
+}
+
+impl Wl {
+    // The bandwidth workload's receive count rides in `buckets[0]` (the
+    // mix alone uses buckets for sizes, and never size 0).
+    fn iter_recvs(&self) -> u32 {
+        self.buckets.get(&0).map_or(0, |x| x.0 as u32)
+    }
+
+    fn set_iter_recvs(&mut self, n: u32) {
+        self.buckets.insert(0, (u64::from(n), 0));
+        if n == 0 {
+            self.buckets.remove(&0);
+        }
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The file name of a workload kind.
+pub fn kind_name(k: WorkloadKind) -> &'static str {
+    match k {
+        WorkloadKind::MsgLatency => "msg-latency",
+        WorkloadKind::MsgBw => "msg-bw",
+        WorkloadKind::MsgBibw => "msg-bibw",
+        WorkloadKind::MsgMixed => "msg-mixed",
+        _ => "rdma",
+    }
+}
