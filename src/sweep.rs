@@ -240,6 +240,37 @@ pub fn sweep(
             n
         );
     }
+    // Messaging runs: latency and bandwidth of the first per-size row,
+    // against log2 of the swept value (message sizes span 22 octaves).
+    let messaging = reports
+        .iter()
+        .all(|r| r.messaging.as_ref().is_some_and(|m| !m.sizes.is_empty()));
+    let mut x_label = first.0.clone();
+    let (mut xs, mut lat, mut bw) = (xs, Vec::new(), Vec::new());
+    if messaging {
+        for (vi, v) in first.1.iter().enumerate() {
+            let rows: Vec<&udrma_scenarios::msg::SizeRow> = jobs
+                .iter()
+                .zip(&reports)
+                .filter(|((c, _), _)| cases[*c].0[0].1 == *v)
+                .filter_map(|(_, r)| r.messaging.as_ref().map(|m| &m.sizes[0]))
+                .collect();
+            lat.push((xs[vi], rows.iter().map(|r| r.latency_us).collect::<Vec<_>>()));
+            bw.push((xs[vi], rows.iter().map(|r| r.bandwidth_mbs).collect::<Vec<_>>()));
+            if let Some(r) = rows.first() {
+                println!("{:<24} {:>10} {:>12.3} us {:>12.1} MB/s", v, r.protocol, r.latency_us, r.bandwidth_mbs);
+            }
+        }
+        if xs.iter().all(|x| *x > 0.0) {
+            xs = xs.iter().map(|x| x.log2()).collect();
+            for p in [&mut lat, &mut bw] {
+                for (i, pt) in p.iter_mut().enumerate() {
+                    pt.0 = xs[i];
+                }
+            }
+            x_label = format!("log2 {}", first.0);
+        }
+    }
     if let Some(path) = plot {
         let mut order: Vec<usize> = (0..xs.len()).collect();
         order.sort_by(|a, b| xs[*a].total_cmp(&xs[*b]));
@@ -252,21 +283,34 @@ pub fn sweep(
                 reports.len(),
                 seeds
             ),
-            &first.0,
-            &[
-                Panel {
-                    title: "goodput (Gb/s)".into(),
-                    points: sorted(&goodput),
-                },
-                Panel {
-                    title: "p99 completion (us)".into(),
-                    points: sorted(&p99),
-                },
-                Panel {
-                    title: "retransmits".into(),
-                    points: sorted(&retx),
-                },
-            ],
+            &x_label,
+            &if messaging {
+                vec![
+                    Panel {
+                        title: "one-way latency or time per message (us)".into(),
+                        points: sorted(&lat),
+                    },
+                    Panel {
+                        title: "bandwidth (MB/s)".into(),
+                        points: sorted(&bw),
+                    },
+                ]
+            } else {
+                vec![
+                    Panel {
+                        title: "goodput (Gb/s)".into(),
+                        points: sorted(&goodput),
+                    },
+                    Panel {
+                        title: "p99 completion (us)".into(),
+                        points: sorted(&p99),
+                    },
+                    Panel {
+                        title: "retransmits".into(),
+                        points: sorted(&retx),
+                    },
+                ]
+            },
         );
         std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
     }

@@ -194,12 +194,13 @@ pub fn msg_config(sc: &Scenario, seed: u64, h: NodeAddr) -> Result<MsgConfig, Sc
 pub fn sizes(sc: &Scenario, w: &WorkloadSpec, who: &str) -> Result<Vec<u64>, ScenarioError> {
     let list = match &w.sizes {
         Some(SizesSpec::List(l)) => l.iter().map(|s| s.0).collect(),
+        Some(SizesSpec::One(s)) => vec![s.0],
         Some(SizesSpec::Range(r)) => {
             let (a, b) = r.split_once("..").ok_or_else(|| {
                 sc.error_at(
                     r,
                     format!(
-                        "{who}: sizes = {r:?}: expected a list or \"FROM..TO\" (powers of two)"
+                        "{who}: sizes = {r:?}: expected a size, a list of sizes or \"FROM..TO\" (powers of two)"
                     ),
                 )
             })?;

@@ -278,6 +278,8 @@ impl WorkloadKind {
 pub enum SizesSpec {
     /// `["1B", "4KiB", ...]`.
     List(Vec<Size>),
+    /// One size (`"4KiB"` or `4096`; what `udrma sweep --set` writes).
+    One(Size),
     /// `"1B..4MiB"`.
     Range(String),
 }
