@@ -255,10 +255,19 @@ pub fn sweep(
                 .filter(|((c, _), _)| cases[*c].0[0].1 == *v)
                 .filter_map(|(_, r)| r.messaging.as_ref().map(|m| &m.sizes[0]))
                 .collect();
-            lat.push((xs[vi], rows.iter().map(|r| r.latency_us).collect::<Vec<_>>()));
-            bw.push((xs[vi], rows.iter().map(|r| r.bandwidth_mbs).collect::<Vec<_>>()));
+            lat.push((
+                xs[vi],
+                rows.iter().map(|r| r.latency_us).collect::<Vec<_>>(),
+            ));
+            bw.push((
+                xs[vi],
+                rows.iter().map(|r| r.bandwidth_mbs).collect::<Vec<_>>(),
+            ));
             if let Some(r) = rows.first() {
-                println!("{:<24} {:>10} {:>12.3} us {:>12.1} MB/s", v, r.protocol, r.latency_us, r.bandwidth_mbs);
+                println!(
+                    "{:<24} {:>10} {:>12.3} us {:>12.1} MB/s",
+                    v, r.protocol, r.latency_us, r.bandwidth_mbs
+                );
             }
         }
         if xs.iter().all(|x| *x > 0.0) {
