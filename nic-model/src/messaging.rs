@@ -1590,14 +1590,7 @@ impl Messenger {
         let Some(r) = self.recvs.remove(&(peer, seq)) else {
             return;
         };
-        let result = if r.len > r.max_len {
-            Err(MsgError::Truncated {
-                len: r.len,
-                max: r.max_len,
-            })
-        } else {
-            Ok(())
-        };
+        let result = fits(r.len, r.max_len);
         self.deliver(MsgEvent::RecvDone {
             id: r.id,
             src: peer,
@@ -1621,14 +1614,7 @@ impl Messenger {
             .map(|reg| reg.bytes)
             .unwrap_or_default();
         data.truncate(r.len as usize);
-        let result = if r.len > r.max_len {
-            Err(MsgError::Truncated {
-                len: r.len,
-                max: r.max_len,
-            })
-        } else {
-            Ok(())
-        };
+        let result = fits(r.len, r.max_len);
         self.deliver(MsgEvent::RecvDone {
             id: r.id,
             src: peer,
@@ -1780,6 +1766,15 @@ impl Messenger {
                 ));
             }
         }
+        Ok(())
+    }
+}
+
+/// `Truncated` when a message of `len` bytes met a receive of `max`.
+fn fits(len: u64, max: u64) -> Result<(), MsgError> {
+    if len > max {
+        Err(MsgError::Truncated { len, max })
+    } else {
         Ok(())
     }
 }
