@@ -1527,23 +1527,8 @@ impl Messenger {
                                 }
                                 return;
                             }
-                            let cts = Rendezvous {
-                                protocol: Protocol::Rput,
-                                tag: a.tag,
-                                length: a.len,
-                                addr,
-                                rkey: key.0,
-                                seq: a.seq,
-                            };
                             self.recvs.insert((a.from, a.seq), r);
-                            self.control(
-                                now,
-                                nic,
-                                a.from,
-                                Control::Cts(cts),
-                                None,
-                                Some((a.from, a.seq)),
-                            );
+                            self.cts(now, nic, &a, Protocol::Rput, addr, key.0);
                             return;
                         }
                         None => {
@@ -1561,24 +1546,32 @@ impl Messenger {
                 r.chunks_left = n;
                 r.got = vec![false; n as usize];
                 self.recvs.insert((a.from, a.seq), r);
-                let cts = Rendezvous {
-                    protocol: Protocol::R3,
-                    tag: a.tag,
-                    length: a.len,
-                    addr: 0,
-                    rkey: 0,
-                    seq: a.seq,
-                };
-                self.control(
-                    now,
-                    nic,
-                    a.from,
-                    Control::Cts(cts),
-                    None,
-                    Some((a.from, a.seq)),
-                );
+                self.cts(now, nic, &a, Protocol::R3, 0, 0);
             }
         }
+    }
+
+    /// Answers the RTS of `a` with a CTS for `protocol` (RPUT: with our
+    /// buffer's address and rkey).
+    fn cts(
+        &mut self,
+        now: Instant,
+        nic: &mut Nic,
+        a: &Arrival,
+        protocol: Protocol,
+        addr: u64,
+        rkey: u32,
+    ) {
+        let cts = Rendezvous {
+            protocol,
+            tag: a.tag,
+            length: a.len,
+            addr,
+            rkey,
+            seq: a.seq,
+        };
+        let recv = Some((a.from, a.seq));
+        self.control(now, nic, a.from, Control::Cts(cts), None, recv);
     }
 
     fn deliver(&mut self, e: MsgEvent) {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use udrma_fabric::World;
 use udrma_faults::rng::{stream, unit};
 use udrma_nic::messaging::{Messenger, MsgConfig, MsgEvent, MsgProtocol, SendId};
-use udrma_nic::CostModel;
+use udrma_nic::{CostModel, NicConfig};
 use udrma_proto::{Duration, Instant, NodeAddr, Protocol};
 
 use crate::report::{self, Report};
@@ -102,8 +102,15 @@ pub fn cost_model(sc: &Scenario) -> Result<CostModel, ScenarioError> {
     })
 }
 
-/// The messaging layer's configuration for host `h`.
-pub fn msg_config(sc: &Scenario, seed: u64, h: NodeAddr) -> Result<MsgConfig, ScenarioError> {
+/// The messaging layer's configuration for host `h` of `n` hosts whose
+/// NICs use `nic`.
+pub fn msg_config(
+    sc: &Scenario,
+    seed: u64,
+    h: NodeAddr,
+    n: usize,
+    nic: &NicConfig,
+) -> Result<MsgConfig, ScenarioError> {
     let m = &sc.file.messaging;
     let d = MsgConfig::default();
     let small = |v: Option<crate::units::Size>, d: u32, key: &str| {
@@ -135,7 +142,6 @@ pub fn msg_config(sc: &Scenario, seed: u64, h: NodeAddr) -> Result<MsgConfig, Sc
         }
     };
     let mut window = None;
-    let n = build::topology(sc)?.n_hosts();
     for (i, f) in sc.file.faults.iter().enumerate() {
         if f.model != ModelKind::RegistrationFailure {
             continue;
@@ -184,8 +190,7 @@ pub fn msg_config(sc: &Scenario, seed: u64, h: NodeAddr) -> Result<MsgConfig, Sc
         registration_failure_window: window,
         seed,
     };
-    let nic = build::nic_config(sc)?;
-    cfg.validate(&nic)
+    cfg.validate(nic)
         .map_err(|e| sc.error_at("messaging", format!("[messaging] {e}")))?;
     Ok(cfg)
 }
@@ -246,10 +251,10 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                 .into(),
         ));
     }
+    // Hosts differ only in registration faults, which are checked for
+    // every fault whatever the host.
     let n = build::topology(sc)?.n_hosts();
-    for h in 0..n.min(4) as u32 {
-        msg_config(sc, sc.file.seed, NodeAddr(h))?;
-    }
+    msg_config(sc, sc.file.seed, NodeAddr(0), n, &build::nic_config(sc)?)?;
     let mut messages: u128 = 0;
     let mut bytes: u128 = 0;
     for (i, w) in sc.file.workloads.iter().enumerate() {
@@ -335,6 +340,15 @@ pub struct MessagingReport {
     pub sizes: Vec<SizeRow>,
 }
 
+/// Who a workload's iteration talks between.
+#[derive(Debug, Clone, Copy)]
+struct Endpoints {
+    a: NodeAddr,
+    b: NodeAddr,
+    tag: u32,
+    window: u32,
+}
+
 /// (receiver, sender, tag).
 type Flow = (NodeAddr, NodeAddr, u32);
 
@@ -365,6 +379,8 @@ struct Wl {
     done: bool,
     start: Instant,
     started: bool,
+    /// Bandwidth: receives of this iteration's window so far.
+    recvs: u32,
     /// Mix: latency sums per bucket.
     buckets: BTreeMap<u64, (u64, u64)>,
 }
@@ -402,6 +418,7 @@ struct Run<'a> {
 /// Runs a messaging scenario on a built world.
 pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, ScenarioError> {
     let n = world.topology().n_hosts();
+    let nic = world.nic(NodeAddr(0)).config().clone();
     let mut r = Run {
         sc,
         world,
@@ -433,7 +450,7 @@ pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, Scen
         let b = build::host(sc, w.dst.as_deref().unwrap_or(""), n, &who)?;
         for (x, y) in [(a, b), (b, a)] {
             if r.ms[x.0 as usize].is_none() {
-                let cfg = msg_config(sc, seed, x)?;
+                let cfg = msg_config(sc, seed, x, n, &nic)?;
                 let m = Messenger::new(cfg, r.world.nic(x))
                     .map_err(|e| sc.error_at("messaging", format!("[messaging] {e}")))?;
                 r.ms[x.0 as usize] = Some(m);
@@ -468,6 +485,7 @@ pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, Scen
             done: false,
             start: Instant::ZERO + w.start.map_or(Duration::ZERO, |t| t.0),
             started: false,
+            recvs: 0,
             buckets: BTreeMap::new(),
         });
     }
@@ -582,17 +600,19 @@ impl Run<'_> {
 
     /// Starts the workload's next iteration (or size).
     fn begin(&mut self, i: usize) {
-        let w = self.wls[i].clone();
-        if w.size_i >= w.sizes.len() {
-            self.wls[i].done = true;
+        let now = self.world.now();
+        let w = &mut self.wls[i];
+        let Some(&size) = w.sizes.get(w.size_i) else {
+            w.done = true;
             return;
-        }
-        let size = w.sizes[w.size_i];
+        };
         if w.iter == w.warmup {
-            self.wls[i].t0 = self.world.now();
-            self.wls[i].protocols.clear();
+            w.t0 = now;
+            w.protocols.clear();
         }
-        match w.kind {
+        let (kind, a, b, tag, window) = (w.kind, w.a, w.b, w.tag, w.window);
+        let w = Endpoints { a, b, tag, window };
+        match kind {
             WorkloadKind::MsgLatency => {
                 self.wls[i].pending = 1;
                 self.recv(w.b, w.a, w.tag, size);
@@ -624,14 +644,15 @@ impl Run<'_> {
             }
             _ => {
                 // The mix: everything at once.
-                self.wls[i].pending = w.sizes.len() as u32;
-                for s in &w.sizes {
+                let sizes = self.wls[i].sizes.clone();
+                self.wls[i].pending = sizes.len() as u32;
+                for s in &sizes {
                     self.recv(w.b, w.a, w.tag, *s);
                 }
-                for s in &w.sizes {
+                for s in &sizes {
                     self.send(i, w.a, w.b, w.tag, *s);
                 }
-                self.wls[i].size_i = w.sizes.len();
+                self.wls[i].size_i = sizes.len();
             }
         }
     }
@@ -774,33 +795,33 @@ impl Run<'_> {
     /// A send (`recv == false`) or receive finished at `h` for workload
     /// `i`: move its iteration along.
     fn progress(&mut self, i: usize, h: NodeAddr, recv: bool) {
-        let w = self.wls[i].clone();
+        let w = &self.wls[i];
+        let (kind, a, b, tag, window) = (w.kind, w.a, w.b, w.tag, w.window);
         let size = w.sizes.get(w.size_i).copied().unwrap_or(0);
-        match w.kind {
+        match kind {
             WorkloadKind::MsgLatency => {
                 if !recv {
                     return;
                 }
-                if h == w.b {
+                if h == b {
                     // The pong (the next ping's receive is posted when the
                     // next iteration begins).
-                    self.send(i, w.b, w.a, w.tag, size);
+                    self.send(i, b, a, tag, size);
                     return;
                 }
                 self.end_iteration(i);
             }
             WorkloadKind::MsgBw => {
                 self.wls[i].pending -= 1;
-                if recv && h == w.b {
+                if recv && h == b {
                     // Count the window's receives; the last one acks.
-                    let got = self.wls[i].iter_recvs() + 1;
-                    self.wls[i].set_iter_recvs(got);
-                    if got == w.window {
-                        self.send(i, w.b, w.a, w.tag + 1, 4);
+                    self.wls[i].recvs += 1;
+                    if self.wls[i].recvs == window {
+                        self.send(i, b, a, tag + 1, 4);
                     }
                 }
                 if self.wls[i].pending == 0 {
-                    self.wls[i].set_iter_recvs(0);
+                    self.wls[i].recvs = 0;
                     self.end_iteration(i);
                 }
             }
@@ -1013,21 +1034,6 @@ impl Run<'_> {
             sizes: self.rows,
         });
         rep
-    }
-}
-
-impl Wl {
-    // The bandwidth workload's receive count rides in `buckets[0]` (the
-    // mix alone uses buckets for sizes, and never size 0).
-    fn iter_recvs(&self) -> u32 {
-        self.buckets.get(&0).map_or(0, |x| x.0 as u32)
-    }
-
-    fn set_iter_recvs(&mut self, n: u32) {
-        self.buckets.insert(0, (u64::from(n), 0));
-        if n == 0 {
-            self.buckets.remove(&0);
-        }
     }
 }
 
