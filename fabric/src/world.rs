@@ -827,7 +827,10 @@ impl World {
                         msg: *msg_id,
                     })
                 }
-                Event::DataArrived { .. } | Event::Control { .. } | Event::Credits { .. } => {}
+                Event::DataArrived { .. }
+                | Event::Control { .. }
+                | Event::Credits { .. }
+                | Event::PeerRestarted { .. } => {}
             }
             self.host_events.push(HostEvent {
                 host: NodeAddr(h),

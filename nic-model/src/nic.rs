@@ -206,6 +206,8 @@ pub struct Nic {
     credits_seen: BTreeMap<NodeAddr, u16>,
     /// Newest credit count that really left toward each peer on a packet.
     credits_carried: BTreeMap<NodeAddr, u16>,
+    /// Boot epoch each peer last showed (at most [`MAX_PEERS`] peers).
+    peer_epochs: BTreeMap<NodeAddr, u32>,
     /// Descriptor ring slots in use, and their peak.
     ring_used: usize,
     ring_peak: usize,
@@ -221,6 +223,19 @@ pub struct Nic {
 /// advertisements are ignored (and counted), so a flood of forged sources
 /// cannot grow the table.
 pub const MAX_CREDIT_PEERS: usize = 65_536;
+
+/// Most peers whose boot epochs are tracked. Packets from further peers are
+/// still served, but their restarts go unnoticed (counted in
+/// `Stats::epoch_peers_overflow`).
+pub const MAX_PEERS: usize = 65_536;
+
+/// Whether epoch `a` is newer than `b`, in serial-number arithmetic
+/// (RFC 1982): the difference, read as a signed 32-bit number, is positive.
+/// A restarted peer's epoch is newer than its previous life's as long as the
+/// two lives are less than 2^31 epoch ticks apart.
+pub fn epoch_newer(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
 
 fn div_ceil_nonzero(len: u64, mtu: u32) -> u32 {
     len.div_ceil(u64::from(mtu)).max(1) as u32
@@ -256,6 +271,7 @@ impl Nic {
             advertised: BTreeMap::new(),
             credits_seen: BTreeMap::new(),
             credits_carried: BTreeMap::new(),
+            peer_epochs: BTreeMap::new(),
             ring_used: 0,
             ring_peak: 0,
             overflow: VecDeque::new(),
@@ -1105,6 +1121,9 @@ impl Nic {
                 return;
             }
         };
+        if !self.check_epoch(now, from, repr.epoch) {
+            return;
+        }
         if repr.flags.contains(Flags::CREDITS_VALID) {
             self.note_credits(now, from, repr.credits);
         }
@@ -1134,6 +1153,81 @@ impl Nic {
             }
             Body::Credit => self.stats.noops_received += 1,
         }
+    }
+
+    /// Compares a packet's epoch with the newest `from` has shown. An older
+    /// epoch is a packet of the peer's previous life: dropped (`false`). A
+    /// newer one means the peer restarted: everything remembered about its
+    /// previous life is forgotten before the packet is processed.
+    fn check_epoch(&mut self, now: Instant, from: NodeAddr, epoch: u32) -> bool {
+        match self.peer_epochs.get(&from).copied() {
+            Some(known) if known == epoch => true,
+            Some(known) if epoch_newer(epoch, known) => {
+                self.peer_epochs.insert(from, epoch);
+                self.forget_peer(now, from, epoch);
+                true
+            }
+            Some(_) => {
+                self.stats.stale_epoch += 1;
+                false
+            }
+            None => {
+                if self.peer_epochs.len() >= MAX_PEERS {
+                    self.stats.epoch_peers_overflow += 1;
+                } else {
+                    self.peer_epochs.insert(from, epoch);
+                }
+                true
+            }
+        }
+    }
+
+    /// The boot epoch `peer` last showed, once it has sent a valid packet.
+    pub fn peer_epoch(&self, peer: NodeAddr) -> Option<u32> {
+        self.peer_epochs.get(&peer).copied()
+    }
+
+    /// `peer` restarted with `epoch`: its half-received operations, escaped
+    /// packets and tombstones belong to a life that is over (its new life
+    /// numbers messages from scratch, so an old tombstone would swallow a new
+    /// message), and the requests still running toward it name memory that
+    /// no longer exists: they fail with [`WcError::PeerRestarted`].
+    fn forget_peer(&mut self, now: Instant, peer: NodeAddr, epoch: u32) {
+        self.stats.peer_restarts += 1;
+        for key in self.registry.keys_from(peer) {
+            self.drop_entry(key);
+        }
+        for (id, e) in self.escape.take_from(peer) {
+            self.timers.remove(&(e.deadline, Timer::Escape(id)));
+        }
+        let sacks: Vec<OpKey> = self
+            .sacks
+            .keys()
+            .filter(|k| k.from == peer)
+            .copied()
+            .collect();
+        for key in sacks {
+            if let Some(p) = self.sacks.remove(&key) {
+                self.timers.remove(&(p.deadline, Timer::Sack(key)));
+            }
+        }
+        self.tombstones.forget_peer(peer);
+        self.credits_seen.remove(&peer);
+        self.replies.retain(|r| r.to != peer);
+        let doomed: Vec<WrId> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| r.req.dst == peer && r.req.kind != WrKind::Recv)
+            .map(|(w, _)| *w)
+            .collect();
+        for wr in doomed {
+            self.fail_request(now, wr, WcError::PeerRestarted);
+        }
+        self.events.push_back(Event::PeerRestarted {
+            peer,
+            epoch,
+            at: now,
+        });
     }
 
     fn header_reply(from: NodeAddr, r: &Repr<'_>, body: ReplyBody) -> Reply {

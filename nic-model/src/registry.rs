@@ -125,6 +125,15 @@ impl ReceiveRegistry {
     pub fn remove(&mut self, key: &OpKey) -> Option<Entry> {
         self.entries.remove(key)
     }
+
+    /// Keys of every entry from `from`, in key order.
+    pub fn keys_from(&self, from: NodeAddr) -> Vec<OpKey> {
+        self.entries
+            .keys()
+            .filter(|k| k.from == from)
+            .copied()
+            .collect()
+    }
 }
 
 /// A packet waiting in the escape channel for its operation to register.
@@ -229,6 +238,19 @@ impl EscapeChannel {
             .collect()
     }
 
+    /// Removes and returns every packet from `from`, in arrival order.
+    pub fn take_from(&mut self, from: NodeAddr) -> Vec<(u64, Escaped)> {
+        let ids: Vec<u64> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.key.from == from)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.into_iter()
+            .filter_map(|id| self.remove(id).map(|e| (id, e)))
+            .collect()
+    }
+
     /// Removes one packet (on expiry).
     pub fn remove(&mut self, id: u64) -> Option<Escaped> {
         let e = self.entries.remove(&id)?;
@@ -275,6 +297,15 @@ impl Tombstones {
         }
         self.peak = self.peak.max(self.set.len());
         evicted
+    }
+
+    /// Forgets every operation from `from` (the peer restarted: its new
+    /// life numbers its messages afresh); returns how many.
+    pub fn forget_peer(&mut self, from: NodeAddr) -> usize {
+        let before = self.set.len();
+        self.set.retain(|k| k.from != from);
+        self.order.retain(|k| k.from != from);
+        before - self.set.len()
     }
 
     /// Whether `key` completed here and is still remembered.

@@ -95,6 +95,13 @@ pub struct Stats {
     pub credit_updates: u64,
     /// Advertisements ignored because too many peers were tracked.
     pub credit_peers_overflow: u64,
+    /// Received: packets of a peer's previous life (older boot epoch).
+    pub stale_epoch: u64,
+    /// Peers seen to restart (a newer boot epoch).
+    pub peer_restarts: u64,
+    /// Peers whose epochs went untracked because [`crate::nic::MAX_PEERS`]
+    /// were already tracked.
+    pub epoch_peers_overflow: u64,
 }
 
 impl Stats {

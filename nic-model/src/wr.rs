@@ -207,6 +207,10 @@ pub enum WcError {
     /// Local memory became unusable while the request ran.
     #[error("local access error: {0}")]
     LocalAccess(Syndrome),
+    /// The peer restarted (a newer boot epoch) while the request ran: the
+    /// memory it named belongs to the peer's previous life.
+    #[error("peer restarted")]
+    PeerRestarted,
 }
 
 /// What the engine tells its host. Drain with `Nic::poll_event`.
@@ -260,6 +264,16 @@ pub enum Event {
         from: NodeAddr,
         /// Cumulative count, modulo 2^16.
         cumulative: u16,
+        /// When.
+        at: Instant,
+    },
+    /// A peer showed a newer boot epoch: it restarted. Its unfinished
+    /// operations here were dropped and requests toward it failed.
+    PeerRestarted {
+        /// The peer.
+        peer: NodeAddr,
+        /// Its new epoch.
+        epoch: u32,
         /// When.
         at: Instant,
     },

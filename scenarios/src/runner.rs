@@ -423,7 +423,10 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
                         }
                     }
                 }
-                Event::DataArrived { .. } | Event::Control { .. } | Event::Credits { .. } => {}
+                Event::DataArrived { .. }
+                | Event::Control { .. }
+                | Event::Credits { .. }
+                | Event::PeerRestarted { .. } => {}
             }
         }
         for i in pending_follow.drain(..) {

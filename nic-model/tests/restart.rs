@@ -1,0 +1,145 @@
+//! Peer restart stories: a host that reboots numbers its messages from 1
+//! again, and packets of its previous life may still be on the wire. The
+//! boot epoch in every header keeps the two lives apart.
+
+mod common;
+
+use common::*;
+use udrma_nic::pair::Verdict;
+use udrma_nic::{Access, Duration, Event, Instant, Nic, NicConfig, WcError, WorkRequest};
+use udrma_proto::NodeAddr;
+
+const LEN4K: u64 = 4096;
+
+fn life(epoch: u32) -> NicConfig {
+    NicConfig { epoch, ..config() }
+}
+
+/// h0 reboots: a fresh engine with a newer epoch, its source buffer
+/// refilled with `fill`.
+fn reboot(s: &mut Setup, epoch: u32, fill: u8) {
+    let mut nic = Nic::new(NodeAddr(0), life(epoch)).unwrap();
+    let src = nic.register(SRC, LEN, Access::ALL);
+    nic.memory_mut().region_mut(src).unwrap().bytes.fill(fill);
+    s.pair.nics[0] = nic;
+    // The host's view of events starts afresh with its new life.
+    s.pair.events.retain(|(i, _)| *i != 0);
+    s.src = src;
+}
+
+#[test]
+fn a_rebooted_writer_is_not_swallowed_by_its_old_tombstones_nor_its_old_packets() {
+    let mut s = setup(life(1));
+    s.pair.nics[0]
+        .memory_mut()
+        .region_mut(s.src)
+        .unwrap()
+        .bytes
+        .fill(0xaa);
+    // Life 1: message 1 writes elsewhere; message 2 writes offset 0, and
+    // its FIRST packet is held on the wire for 2 ms. The retransmission
+    // completes the WRITE long before the held copy lands.
+    let mut held = false;
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if !held && r.kind_name() == "WRITE_FIRST" && r.msg_id == 2 => {
+            held = true;
+            Verdict::Delay(Duration::from_millis(2))
+        }
+        _ => Verdict::Deliver,
+    });
+    let elsewhere = s.write_at(8192, LEN4K);
+    let wr = s.write(LEN4K);
+    s.pair.advance_to(Instant::ZERO + Duration::from_millis(1));
+    s.assert_ok_once(0, elsewhere);
+    s.assert_ok_once(0, wr);
+    assert!(s.dst_bytes(0, 4096).iter().all(|b| *b == 0xaa));
+
+    // h0 reboots with epoch 2 and writes message 1 again, new bytes.
+    reboot(&mut s, 2, 0xbb);
+    let wr = s.write(LEN4K);
+    s.pair
+        .advance_to(Instant::ZERO + Duration::from_micros(1500));
+    s.assert_ok_once(0, wr);
+    // Without the epoch, h1's tombstone for (h0, ep 0, msg 1) would have
+    // dropped every packet as a late duplicate and re-ACKed it: the sender
+    // would see success and the bytes would still be 0xaa.
+    assert!(
+        s.dst_bytes(0, 4096).iter().all(|b| *b == 0xbb),
+        "the new life's WRITE must land"
+    );
+    assert_eq!(s.pair.nics[1].stats().peer_restarts, 1);
+    assert_eq!(s.pair.nics[1].peer_epoch(NodeAddr(0)), Some(2));
+    assert!(s.pair.events_of(1).any(|e| matches!(
+        e,
+        Event::PeerRestarted {
+            peer: NodeAddr(0),
+            epoch: 2,
+            ..
+        }
+    )));
+
+    // The life-1 FIRST packet of message 2 finally lands. The new life has
+    // no message 2 yet and the old tombstones are gone, so only its epoch
+    // tells it apart: it would register and write 0xaa over the new bytes.
+    s.pair.run();
+    assert_eq!(s.pair.nics[1].stats().stale_epoch, 1);
+    assert!(
+        s.dst_bytes(0, 4096).iter().all(|b| *b == 0xbb),
+        "a packet of the previous life must not write"
+    );
+}
+
+#[test]
+fn requests_toward_a_peer_that_rebooted_fail_once_with_peer_restarted() {
+    let mut s = setup(life(7));
+    // h1 writes to h0, but every packet from h1 is lost: the request stays
+    // outstanding, retransmitting.
+    let back = s.pair.nics[0].register(0x80_0000, 8192, Access::ALL);
+    s.pair.set_filter(|w| {
+        if w.from == NodeAddr(1) {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver
+        }
+    });
+    let stuck = s.pair.nics[1]
+        .post(
+            s.pair.now,
+            WorkRequest::write(NodeAddr(0), s.dst, DST, 4096, back.0, 0x80_0000),
+        )
+        .unwrap();
+    let wr = s.write(1024);
+    s.pair.advance_to(Instant::ZERO + Duration::from_micros(50));
+    assert!(s.pair.nics[1].stats().retransmits + s.pair.nics[1].stats().data_sent > 0);
+
+    // h0 reboots (epoch 8) and speaks: h1 learns of it from the first packet.
+    let _ = wr;
+    reboot(&mut s, 8, 0x11);
+    s.pair.clear_filter();
+    let wr = s.write(1024);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    let failed: Vec<_> = s
+        .pair
+        .events_of(1)
+        .filter_map(|e| match e {
+            Event::Completed { wr, result, .. } if *wr == stuck => Some(*result),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed, vec![Err(WcError::PeerRestarted)]);
+    assert!(s.pair.nics[1].is_idle());
+}
+
+#[test]
+fn epochs_compare_in_serial_arithmetic_across_the_wrap() {
+    use udrma_nic::nic::epoch_newer;
+    assert!(epoch_newer(2, 1));
+    assert!(!epoch_newer(1, 2));
+    assert!(!epoch_newer(5, 5));
+    assert!(
+        epoch_newer(3, u32::MAX - 3),
+        "a wrapped epoch is still newer"
+    );
+    assert!(!epoch_newer(u32::MAX - 3, 3));
+}
