@@ -41,6 +41,10 @@ const FIELDS: &[&str] = &[
     "udrma.rdv.tag",
     "udrma.rdv.msg_len",
     "udrma.rdv.seq",
+    "udrma.hello.reply",
+    "udrma.hello.max_payload",
+    "udrma.hello.nonce",
+    "udrma.hello.region_len",
     "udrma.icrc",
     "udrma.icrc_ok",
     "_ws.col.Info",
@@ -151,6 +155,16 @@ fn expected(frame: &SampleFrame) -> BTreeMap<&'static str, u64> {
                 ("udrma.rdv.protocol", u8::from(protocol).into()),
                 ("udrma.rdv.tag", tag.into()),
                 ("udrma.rdv.seq", seq.into()),
+            ]);
+        }
+        Body::Hello(h) => {
+            m.extend([
+                ("udrma.hello.reply", u64::from(h.reply)),
+                ("udrma.hello.max_payload", h.max_payload.into()),
+                ("udrma.hello.nonce", h.nonce.into()),
+                ("udrma.addr", h.region_addr),
+                ("udrma.hello.region_len", h.region_len),
+                ("udrma.rkey", h.rkey.into()),
             ]);
         }
     }

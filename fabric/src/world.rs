@@ -830,6 +830,7 @@ impl World {
                 Event::DataArrived { .. }
                 | Event::Control { .. }
                 | Event::Credits { .. }
+                | Event::Hello { .. }
                 | Event::PeerRestarted { .. } => {}
             }
             self.host_events.push(HostEvent {

@@ -151,6 +151,10 @@ enum ReplyBody {
         total_len: u32,
     },
     Credit,
+    Hello {
+        reply: bool,
+        nonce: u32,
+    },
 }
 
 /// A packet the receive side owes a peer (built at transmit time).
@@ -208,6 +212,8 @@ pub struct Nic {
     credits_carried: BTreeMap<NodeAddr, u16>,
     /// Boot epoch each peer last showed (at most [`MAX_PEERS`] peers).
     peer_epochs: BTreeMap<NodeAddr, u32>,
+    /// The region HELLOs announce, if any.
+    announced: Option<MrKey>,
     /// Descriptor ring slots in use, and their peak.
     ring_used: usize,
     ring_peak: usize,
@@ -272,6 +278,7 @@ impl Nic {
             credits_seen: BTreeMap::new(),
             credits_carried: BTreeMap::new(),
             peer_epochs: BTreeMap::new(),
+            announced: None,
             ring_used: 0,
             ring_peak: 0,
             overflow: VecDeque::new(),
@@ -1018,6 +1025,55 @@ impl Nic {
         }
     }
 
+    /// Chooses the region this NIC's HELLOs (asks and replies) announce:
+    /// its address, length and rkey travel in the packet, so a peer learns
+    /// where to WRITE and READ without any side channel. `None` announces
+    /// nothing (zeros).
+    pub fn announce(&mut self, region: Option<MrKey>) {
+        self.announced = region;
+    }
+
+    /// Sends a HELLO to `peer` now, announcing this NIC's region. The peer
+    /// answers with a HELLO reply echoing `nonce`; both sides raise
+    /// [`Event::Hello`]. HELLOs are not acknowledged or retransmitted: the
+    /// asker repeats its HELLO until it hears the reply.
+    pub fn hello(&mut self, peer: NodeAddr, nonce: u32) {
+        if self.push_reply(Reply {
+            to: peer,
+            src_ep: 0,
+            dst_ep: 0,
+            op_num: 0,
+            msg_id: 0,
+            seg_index: 0,
+            seg_count: 0,
+            body: ReplyBody::Hello {
+                reply: false,
+                nonce,
+            },
+        }) {
+            self.stats.hellos_sent += 1;
+        }
+    }
+
+    fn on_hello(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>, hello: udrma_proto::Hello) {
+        self.stats.hellos_received += 1;
+        self.events.push_back(Event::Hello {
+            from,
+            hello,
+            at: now,
+        });
+        if !hello.reply && self.push_reply(Nic::header_reply(
+            from,
+            r,
+            ReplyBody::Hello {
+                reply: true,
+                nonce: hello.nonce,
+            },
+        )) {
+            self.stats.hellos_sent += 1;
+        }
+    }
+
     /// Raises `Event::Credits` when `from` advertises a newer count
     /// (modulo 2^16: newer means 1..32767 ahead).
     fn note_credits(&mut self, now: Instant, from: NodeAddr, cumulative: u16) {
@@ -1152,6 +1208,7 @@ impl Nic {
                 self.on_control(now, from, &repr, Control::Fin { protocol, tag, seq })
             }
             Body::Credit => self.stats.noops_received += 1,
+            Body::Hello(h) => self.on_hello(now, from, &repr, h),
         }
     }
 
@@ -1861,6 +1918,20 @@ impl Nic {
             ReplyBody::Sack { base, bitmap } => Body::SelectiveAck { base, bitmap },
             ReplyBody::Nack { syndrome, detail } => Body::Nack { syndrome, detail },
             ReplyBody::Credit => Body::Credit,
+            ReplyBody::Hello { reply, nonce } => {
+                let (region_addr, region_len, rkey) = self
+                    .announced
+                    .and_then(|k| self.memory.region(k).map(|r| (r.base, r.len, k.0)))
+                    .unwrap_or((0, 0, 0));
+                Body::Hello(udrma_proto::Hello {
+                    reply,
+                    max_payload: self.cfg.mtu_payload.min(u32::from(u16::MAX)) as u16,
+                    nonce,
+                    region_addr,
+                    region_len,
+                    rkey,
+                })
+            }
             ReplyBody::Completion { len } => Body::Completion {
                 status: 0,
                 length: len,

@@ -95,6 +95,10 @@ pub struct Stats {
     pub credit_updates: u64,
     /// Advertisements ignored because too many peers were tracked.
     pub credit_peers_overflow: u64,
+    /// HELLOs sent (asks and replies).
+    pub hellos_sent: u64,
+    /// HELLOs received (asks and replies).
+    pub hellos_received: u64,
     /// Received: packets of a peer's previous life (older boot epoch).
     pub stale_epoch: u64,
     /// Peers seen to restart (a newer boot epoch).

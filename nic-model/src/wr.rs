@@ -267,6 +267,16 @@ pub enum Event {
         /// When.
         at: Instant,
     },
+    /// A peer's HELLO (an ask, already answered, or the reply to ours):
+    /// its maximum payload and the region it announces.
+    Hello {
+        /// The peer.
+        from: NodeAddr,
+        /// What it said.
+        hello: udrma_proto::Hello,
+        /// When.
+        at: Instant,
+    },
     /// A peer showed a newer boot epoch: it restarted. Its unfinished
     /// operations here were dropped and requests toward it failed.
     PeerRestarted {

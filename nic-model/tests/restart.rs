@@ -143,3 +143,41 @@ fn epochs_compare_in_serial_arithmetic_across_the_wrap() {
     );
     assert!(!epoch_newer(u32::MAX - 3, 3));
 }
+
+#[test]
+fn hello_exchange_announces_each_sides_region_in_band() {
+    let mut s = setup(life(3));
+    s.pair.nics[1].announce(Some(s.dst));
+    s.pair.nics[0].announce(Some(s.src));
+    s.pair.nics[0].hello(NodeAddr(1), 0xfeed);
+    s.pair.run();
+    let heard = |nic: usize| -> Vec<udrma_proto::Hello> {
+        s.pair
+            .events_of(nic)
+            .filter_map(|e| match e {
+                Event::Hello { hello, .. } => Some(*hello),
+                _ => None,
+            })
+            .collect()
+    };
+    // h1 heard the ask (h0's region) and answered; h0 heard the reply.
+    let ask = heard(1);
+    assert_eq!(ask.len(), 1);
+    assert!(!ask[0].reply);
+    assert_eq!(
+        (ask[0].region_addr, ask[0].region_len, ask[0].rkey),
+        (SRC, LEN as u64, s.src.0)
+    );
+    let reply = heard(0);
+    assert_eq!(reply.len(), 1);
+    assert!(reply[0].reply);
+    assert_eq!(reply[0].nonce, 0xfeed);
+    assert_eq!(reply[0].max_payload, 1024);
+    assert_eq!(
+        (reply[0].region_addr, reply[0].region_len, reply[0].rkey),
+        (DST, LEN as u64, s.dst.0)
+    );
+    // Both learned the other's epoch from the exchange.
+    assert_eq!(s.pair.nics[0].peer_epoch(NodeAddr(1)), Some(3));
+    assert_eq!(s.pair.nics[1].peer_epoch(NodeAddr(0)), Some(3));
+}

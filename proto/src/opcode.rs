@@ -40,12 +40,15 @@ enum_with_unknown! {
         Cts = 0x22,
         /// Rendezvous finish.
         Fin = 0x23,
+        /// HELLO: a peer introduces itself and announces a memory region
+        /// (address, length, rkey); the answer is a HELLO with the reply bit.
+        Hello = 0x24,
     }
 }
 
 impl Opcode {
     /// Every known opcode, in code order.
-    pub const ALL: [Opcode; 13] = [
+    pub const ALL: [Opcode; 14] = [
         Opcode::Write,
         Opcode::ReadRequest,
         Opcode::ReadResponse,
@@ -59,6 +62,7 @@ impl Opcode {
         Opcode::Rts,
         Opcode::Cts,
         Opcode::Fin,
+        Opcode::Hello,
     ];
 
     /// Length of this opcode's extension header (the fixed fields between
@@ -71,7 +75,7 @@ impl Opcode {
             Opcode::SelectiveAck => Some(12),
             Opcode::Nack | Opcode::Completion => Some(8),
             Opcode::Fin => Some(12),
-            Opcode::Rts | Opcode::Cts => Some(32),
+            Opcode::Rts | Opcode::Cts | Opcode::Hello => Some(32),
             Opcode::Unknown(_) => None,
         }
     }
@@ -100,6 +104,7 @@ impl Opcode {
             Opcode::Rts => "RTS",
             Opcode::Cts => "CTS",
             Opcode::Fin => "FIN",
+            Opcode::Hello => "HELLO",
             Opcode::Unknown(_) => "UNKNOWN",
         }
     }

@@ -95,6 +95,22 @@ pub mod ext {
         /// of one message together).
         pub const SEQ: Field = 28..32;
     }
+    /// HELLO (32 B).
+    pub mod hello {
+        use super::Field;
+        /// Bit 0: this HELLO answers one (the reply); other bits reserved.
+        pub const PHASE: usize = 0;
+        /// The sender's largest data payload per packet.
+        pub const MAX_PAYLOAD: Field = 2..4;
+        /// Chosen by the asker, echoed by the reply.
+        pub const NONCE: Field = 4..8;
+        /// Address of the announced region (0 with no region).
+        pub const REGION_ADDR: Field = 8..16;
+        /// Length of the announced region in bytes (0 with no region).
+        pub const REGION_LEN: Field = 16..24;
+        /// Remote key of the announced region (0 with no region).
+        pub const RKEY: Field = 24..28;
+    }
     /// FIN (12 B).
     pub mod fin {
         use super::Field;
@@ -123,6 +139,23 @@ pub struct Rendezvous {
     /// The sending side's message sequence number: the same in the RTS,
     /// the CTS that answers it and the FIN that ends it.
     pub seq: u32,
+}
+
+/// The fields of a HELLO: who a peer is and which region it offers.
+#[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+pub struct Hello {
+    /// This HELLO answers one.
+    pub reply: bool,
+    /// The sender's largest data payload per packet.
+    pub max_payload: u16,
+    /// Chosen by the asker, echoed by the reply.
+    pub nonce: u32,
+    /// Address of the announced region (0 with no region).
+    pub region_addr: u64,
+    /// Length of the announced region (0 with no region).
+    pub region_len: u64,
+    /// Remote key of the announced region (0 with no region).
+    pub rkey: u32,
 }
 
 /// The opcode-specific part of a packet.
@@ -213,6 +246,8 @@ pub enum Body<'a> {
         /// Message sequence number of the RTS it finishes.
         seq: u32,
     },
+    /// HELLO: introduction and region announcement.
+    Hello(Hello),
 }
 
 impl<'a> Body<'a> {
@@ -232,6 +267,7 @@ impl<'a> Body<'a> {
             Body::Rts(_) => Opcode::Rts,
             Body::Cts(_) => Opcode::Cts,
             Body::Fin { .. } => Opcode::Fin,
+            Body::Hello(_) => Opcode::Hello,
         }
     }
 
@@ -269,6 +305,12 @@ pub struct Repr<'a> {
     pub epoch: u32,
     /// Opcode-specific fields and payload.
     pub body: Body<'a>,
+}
+
+fn be16(b: &[u8], r: core::ops::Range<usize>) -> u16 {
+    let mut a = [0u8; 2];
+    a.copy_from_slice(&b[r]);
+    u16::from_be_bytes(a)
 }
 
 fn be32(b: &[u8], r: core::ops::Range<usize>) -> u32 {
@@ -371,6 +413,14 @@ impl<'a> Repr<'a> {
                 tag: be32(e, ext::fin::TAG),
                 seq: be32(e, ext::fin::SEQ),
             },
+            Opcode::Hello => Body::Hello(Hello {
+                reply: e[ext::hello::PHASE] & 1 == 1,
+                max_payload: be16(e, ext::hello::MAX_PAYLOAD),
+                nonce: be32(e, ext::hello::NONCE),
+                region_addr: be64(e, ext::hello::REGION_ADDR),
+                region_len: be64(e, ext::hello::REGION_LEN),
+                rkey: be32(e, ext::hello::RKEY),
+            }),
             Opcode::Unknown(code) => return Err(Error::UnknownOpcode(code)),
         };
         Ok(Repr {
@@ -492,6 +542,14 @@ impl<'a> Repr<'a> {
                 e[ext::fin::TAG].copy_from_slice(&tag.to_be_bytes());
                 e[ext::fin::SEQ].copy_from_slice(&seq.to_be_bytes());
             }
+            Body::Hello(h) => {
+                e[ext::hello::PHASE] = u8::from(h.reply);
+                e[ext::hello::MAX_PAYLOAD].copy_from_slice(&h.max_payload.to_be_bytes());
+                e[ext::hello::NONCE].copy_from_slice(&h.nonce.to_be_bytes());
+                e[ext::hello::REGION_ADDR].copy_from_slice(&h.region_addr.to_be_bytes());
+                e[ext::hello::REGION_LEN].copy_from_slice(&h.region_len.to_be_bytes());
+                e[ext::hello::RKEY].copy_from_slice(&h.rkey.to_be_bytes());
+            }
         }
         p.fill_icrc();
         Ok(need)
@@ -559,6 +617,16 @@ impl fmt::Display for Detail<'_, '_> {
                 r.protocol, r.tag, r.seq, r.length, r.addr, r.rkey
             ),
             Body::Fin { protocol, tag, seq } => write!(f, "proto={protocol} tag={tag} seq={seq}"),
+            Body::Hello(h) => write!(
+                f,
+                "{} nonce={:#x} mtu={} region={:#x}+{} rkey={:#x}",
+                if h.reply { "reply" } else { "ask" },
+                h.nonce,
+                h.max_payload,
+                h.region_addr,
+                h.region_len,
+                h.rkey
+            ),
         }
     }
 }

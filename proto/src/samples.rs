@@ -176,6 +176,19 @@ pub fn every_kind() -> Vec<Repr<'static>> {
                 seq: 5,
             },
         ),
+        header(
+            Flags::empty(),
+            0,
+            1,
+            Body::Hello(crate::Hello {
+                reply: false,
+                max_payload: 4096,
+                nonce: 0x0bad_cafe,
+                region_addr: 0x50_0000,
+                region_len: 1 << 26,
+                rkey: 0x55,
+            }),
+        ),
     ]);
     // Distinct op numbers (slot = position, generation 1) so a decoder that
     // reads the wrong packet's field is caught.

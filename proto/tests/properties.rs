@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use udrma_proto::encap::{decapsulate, encapsulate, UdpEndpoint};
-use udrma_proto::{Body, Flags, NodeAddr, Packet, Protocol, Rendezvous, Repr, Syndrome};
+use udrma_proto::{Body, Flags, Hello, NodeAddr, Packet, Protocol, Rendezvous, Repr, Syndrome};
 
 /// Everything a `Repr` holds, owned, so proptest can generate and shrink it.
 #[derive(Debug, Clone)]
@@ -29,7 +29,7 @@ impl Owned {
             rkey: self.c,
             seq: self.b.rotate_left(9),
         };
-        let body = match self.kind % 13 {
+        let body = match self.kind % 14 {
             0 => Body::Write {
                 remote_addr: self.a,
                 rkey: self.b,
@@ -72,6 +72,14 @@ impl Owned {
             9 => Body::Credit,
             10 => Body::Rts(rdv),
             11 => Body::Cts(rdv),
+            12 => Body::Hello(Hello {
+                reply: self.d & 1 == 1,
+                max_payload: self.b as u16,
+                nonce: self.c,
+                region_addr: self.a,
+                region_len: self.a.rotate_left(13),
+                rkey: self.b,
+            }),
             _ => Body::Fin {
                 protocol: Protocol::from(self.d),
                 tag: self.b,

@@ -3,7 +3,9 @@
 //! checks over them: deconstruct (view getters), construct (view setters),
 //! parse (bytes → Repr) and emit (Repr → bytes).
 
-use udrma_proto::{Body, Error, Flags, Opcode, Packet, Protocol, Rendezvous, Repr, Syndrome};
+use udrma_proto::{
+    Body, Error, Flags, Hello, Opcode, Packet, Protocol, Rendezvous, Repr, Syndrome,
+};
 
 // WRITE_FIRST: 56 bytes
 const WRITE_FIRST: [u8; 56] = [
@@ -126,6 +128,18 @@ const FIN: [u8; 48] = [
     // extension + payload
     0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x63, 0x01, 0x02, 0x03, 0x04, // ICRC
     0xd9, 0x38, 0xf0, 0x86,
+];
+
+// HELLO (reply): 68 bytes
+const HELLO: [u8; 68] = [
+    // header
+    0x01, 0x24, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a,
+    // extension: reply, max payload 4096, nonce, region 0x100000 + 64 MiB, rkey 5
+    0x01, 0x00, 0x10, 0x00, 0xde, 0xad, 0xbe, 0xef, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x00,
+    // ICRC
+    0x5c, 0x26, 0x1d, 0x28,
 ];
 
 fn repr(
@@ -325,6 +339,24 @@ fn table() -> Vec<(&'static str, &'static [u8], Repr<'static>)> {
                     tag: 99,
                     seq: 0x0102_0304,
                 },
+            ),
+        ),
+        (
+            "HELLO",
+            &HELLO,
+            repr(
+                Flags::empty(),
+                0,
+                1,
+                0,
+                Body::Hello(Hello {
+                    reply: true,
+                    max_payload: 4096,
+                    nonce: 0xdead_beef,
+                    region_addr: 0x10_0000,
+                    region_len: 64 << 20,
+                    rkey: 5,
+                }),
             ),
         ),
     ]

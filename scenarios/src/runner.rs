@@ -426,6 +426,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
                 Event::DataArrived { .. }
                 | Event::Control { .. }
                 | Event::Credits { .. }
+                | Event::Hello { .. }
                 | Event::PeerRestarted { .. } => {}
             }
         }

@@ -20,13 +20,13 @@ local opcodes = {
     [0x01] = "WRITE", [0x02] = "READ_REQ", [0x03] = "READ_RESP", [0x04] = "SEND",
     [0x10] = "ACK", [0x11] = "SACK", [0x12] = "NACK", [0x13] = "COMPLETION",
     [0x14] = "DATA_ARRIVED", [0x20] = "CREDIT", [0x21] = "RTS", [0x22] = "CTS",
-    [0x23] = "FIN",
+    [0x23] = "FIN", [0x24] = "HELLO",
 }
 -- Length of each opcode's extension header (between header and payload).
 local ext_len = {
     [0x01] = 16, [0x02] = 16, [0x03] = 8, [0x04] = 8, [0x10] = 0, [0x11] = 12,
     [0x12] = 8, [0x13] = 8, [0x14] = 16, [0x20] = 0, [0x21] = 32, [0x22] = 32,
-    [0x23] = 12,
+    [0x23] = 12, [0x24] = 32,
 }
 local data_kinds = { [0x01] = true, [0x03] = true, [0x04] = true }
 local syndromes = {
@@ -74,6 +74,10 @@ local f = {
     tag = F.uint32("udrma.rdv.tag", "Tag", base.DEC),
     msg_len = F.uint64("udrma.rdv.msg_len", "Message length", base.DEC),
     rdv_seq = F.uint32("udrma.rdv.seq", "Message sequence", base.DEC),
+    hello_reply = F.bool("udrma.hello.reply", "HELLO reply", 8, nil, 0x01),
+    hello_mtu = F.uint16("udrma.hello.max_payload", "Max payload", base.DEC),
+    hello_nonce = F.uint32("udrma.hello.nonce", "Nonce", base.HEX),
+    region_len = F.uint64("udrma.hello.region_len", "Region length", base.DEC),
     payload = F.bytes("udrma.payload", "Payload"),
     icrc = F.uint32("udrma.icrc", "ICRC", base.HEX),
     icrc_ok = F.bool("udrma.icrc_ok", "ICRC good"),
@@ -159,6 +163,9 @@ local function dissect_ext(op, tvb, tree)
         tree:add(f.addr, r(16, 8)); tree:add(f.rkey, r(24, 4)); tree:add(f.rdv_seq, r(28, 4))
     elseif op == 0x23 then
         tree:add(f.protocol, r(0, 1)); tree:add(f.tag, r(4, 4)); tree:add(f.rdv_seq, r(8, 4))
+    elseif op == 0x24 then
+        tree:add(f.hello_reply, r(0, 1)); tree:add(f.hello_mtu, r(2, 2)); tree:add(f.hello_nonce, r(4, 4))
+        tree:add(f.addr, r(8, 8)); tree:add(f.region_len, r(16, 8)); tree:add(f.rkey, r(24, 4))
     end
 end
 
