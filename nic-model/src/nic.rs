@@ -1062,14 +1062,16 @@ impl Nic {
             hello,
             at: now,
         });
-        if !hello.reply && self.push_reply(Nic::header_reply(
-            from,
-            r,
-            ReplyBody::Hello {
-                reply: true,
-                nonce: hello.nonce,
-            },
-        )) {
+        if !hello.reply
+            && self.push_reply(Nic::header_reply(
+                from,
+                r,
+                ReplyBody::Hello {
+                    reply: true,
+                    nonce: hello.nonce,
+                },
+            ))
+        {
             self.stats.hellos_sent += 1;
         }
     }
@@ -1592,6 +1594,7 @@ impl Nic {
         match entry.target {
             Target::Write { lo, .. } => self.events.push_back(Event::WriteReceived {
                 from: key.from,
+                ep: entry.dst_ep,
                 msg_id: key.msg_id,
                 addr: lo,
                 len: entry.received,
@@ -1697,6 +1700,7 @@ impl Nic {
             self.nack(from, r, Syndrome::ReceiverNotReady, 0);
             return;
         }
+        self.stats.read_requests_served += 1;
         for seg_index in 0..count {
             self.push_reply(Reply {
                 to: from,

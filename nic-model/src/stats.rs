@@ -95,6 +95,8 @@ pub struct Stats {
     pub credit_updates: u64,
     /// Advertisements ignored because too many peers were tracked.
     pub credit_peers_overflow: u64,
+    /// READ requests answered with data (retransmitted requests included).
+    pub read_requests_served: u64,
     /// HELLOs sent (asks and replies).
     pub hellos_sent: u64,
     /// HELLOs received (asks and replies).

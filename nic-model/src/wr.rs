@@ -235,6 +235,9 @@ pub enum Event {
     WriteReceived {
         /// Writing host.
         from: NodeAddr,
+        /// The endpoint the WRITE addressed (hosts may give endpoints
+        /// meanings: the UDP bridge echoes WRITEs to endpoint 1).
+        ep: u16,
         /// Its message id.
         msg_id: u32,
         /// Lowest address written.

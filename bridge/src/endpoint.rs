@@ -1,0 +1,540 @@
+//! [`Endpoint`]: one udrma NIC engine on one UDP socket.
+//!
+//! The driver is a single task: [`Endpoint::turn`] waits for the socket, the
+//! engine's next deadline, the shim's next held datagram or the caller's
+//! deadline, whichever comes first; feeds the engine; and sends what it
+//! wants sent. Received datagrams are read in batches (`recvmmsg`, and GRO
+//! where the kernel offers it); sent ones are grouped by destination and
+//! size into GSO batches (one `sendmsg` for many datagrams) where the
+//! kernel offers it, plain `sendmsg` otherwise. Both come from quinn-udp.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+
+use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+use udrma_nic::{Event, Nic, NicConfig, PostError, WorkRequest, WrId};
+use udrma_proto::{Body, NodeAddr, Repr};
+
+use crate::clock::Clock;
+use crate::peers::{Peer, Peers, RemoteRegion};
+use crate::shim::{Fate, Shim, ShimConfig};
+use crate::BridgeError;
+
+/// Everything an endpoint needs besides its address.
+#[derive(Debug, Clone)]
+pub struct BridgeConfig {
+    /// The engine's configuration (see [`BridgeConfig::real_time_nic`]).
+    pub nic: NicConfig,
+    /// The fault shim (off by default).
+    pub shim: ShimConfig,
+    /// Most peers admitted; HELLOs from further addresses are refused.
+    pub max_peers: usize,
+    /// HELLO asks sent before a peer is declared unreachable.
+    pub hello_tries: u32,
+    /// Wait after the first HELLO ask; doubles after each, up to 1 s.
+    pub hello_interval: std::time::Duration,
+    /// Socket send and receive buffer sizes requested from the kernel.
+    pub socket_buffer: usize,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        BridgeConfig {
+            nic: BridgeConfig::real_time_nic(),
+            shim: ShimConfig::default(),
+            max_peers: 256,
+            hello_tries: 8,
+            hello_interval: std::time::Duration::from_millis(100),
+            socket_buffer: 8 << 20,
+        }
+    }
+}
+
+impl BridgeConfig {
+    /// The engine's defaults retuned for real networks and an OS clock
+    /// (the simulator's defaults assume a datacenter fabric in virtual
+    /// time): 1400-byte payloads fit a 1500-byte Ethernet MTU with the
+    /// headers; timers respect the runtime's millisecond resolution;
+    /// self-describing packets, so a registry entry that expired while its
+    /// sender backed off can be re-registered by any later packet; and a
+    /// window of 256 packets in flight, which a default Linux socket
+    /// buffer (208 KiB) absorbs. The boot epoch comes from the wall clock.
+    pub fn real_time_nic() -> NicConfig {
+        use udrma_nic::{AckMode, Duration, RegistrationMode};
+        NicConfig {
+            mtu_payload: 1400,
+            op_table_capacity: 256,
+            registration: RegistrationMode::SelfDescribing,
+            ack_mode: AckMode::Selective {
+                delay: Duration::from_micros(200),
+            },
+            rto_initial: Duration::from_millis(20),
+            rto_min: Duration::from_millis(2),
+            rto_max: Duration::from_millis(500),
+            max_retries: 16,
+            rnr_delay: Duration::from_millis(1),
+            registry_timeout: Duration::from_millis(2000),
+            escape_timeout: Duration::from_millis(20),
+            escape_capacity: 1024,
+            escape_bytes: 2 << 20,
+            epoch: crate::clock::boot_epoch(),
+            ..NicConfig::default()
+        }
+    }
+}
+
+/// The bridge's own counters (the engine's are in `nic().stats()`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BridgeStats {
+    /// Datagrams received from the socket.
+    pub rx_datagrams: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Datagrams sent to the socket (copies included).
+    pub tx_datagrams: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// `sendmsg` calls (one per GSO batch).
+    pub tx_calls: u64,
+    /// `recvmsg`/`recvmmsg` calls that returned data.
+    pub rx_calls: u64,
+    /// Dropped: from an address that never said HELLO.
+    pub unknown_peer: u64,
+    /// Dropped: a HELLO from a new address while the peer table was full.
+    pub peers_full: u64,
+    /// Datagrams the kernel refused to send (errors other than would-block).
+    pub tx_errors: u64,
+    /// Socket receive errors (other than would-block).
+    pub rx_errors: u64,
+}
+
+/// One engine on one socket.
+pub struct Endpoint {
+    sock: UdpSocket,
+    state: UdpSocketState,
+    nic: Nic,
+    clock: Clock,
+    peers: Peers,
+    shim: Shim,
+    cfg: BridgeConfig,
+    stats: BridgeStats,
+    events: VecDeque<Event>,
+    /// Datagrams the engine produced, not yet handed to the kernel.
+    pending: VecDeque<(SocketAddr, Vec<u8>)>,
+    pool: Vec<Vec<u8>>,
+    rx_buf: Vec<u8>,
+    rx_slot: usize,
+    next_nonce: u32,
+    local: SocketAddr,
+}
+
+impl core::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("local", &self.local)
+            .field("peers", &self.peers.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// Binds a UDP socket at `addr` and starts an engine on it.
+    pub async fn bind(addr: SocketAddr, cfg: BridgeConfig) -> Result<Endpoint, BridgeError> {
+        cfg.shim.validate().map_err(BridgeError::BadInput)?;
+        let nic = Nic::new(NodeAddr(0), cfg.nic.clone())
+            .map_err(|e| BridgeError::BadInput(format!("engine configuration: {e}")))?;
+        let domain = if addr.is_ipv4() {
+            socket2::Domain::IPV4
+        } else {
+            socket2::Domain::IPV6
+        };
+        let bind_err = |e: io::Error| BridgeError::Bind { addr, source: e };
+        let s = socket2::Socket::new(domain, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))
+            .map_err(bind_err)?;
+        // Best effort: the kernel caps these at net.core.[rw]mem_max.
+        let _ = s.set_recv_buffer_size(cfg.socket_buffer);
+        let _ = s.set_send_buffer_size(cfg.socket_buffer);
+        s.set_nonblocking(true).map_err(bind_err)?;
+        s.bind(&addr.into()).map_err(bind_err)?;
+        let std_sock: std::net::UdpSocket = s.into();
+        let state = UdpSocketState::new((&std_sock).into()).map_err(bind_err)?;
+        let sock = UdpSocket::from_std(std_sock).map_err(bind_err)?;
+        let local = sock.local_addr().map_err(bind_err)?;
+        // One receive slot holds a GRO train of up to 64 KiB.
+        let rx_slot = 65_536;
+        Ok(Endpoint {
+            sock,
+            state,
+            nic,
+            clock: Clock::start(),
+            peers: Peers::new(cfg.max_peers),
+            shim: Shim::new(cfg.shim),
+            stats: BridgeStats::default(),
+            events: VecDeque::new(),
+            pending: VecDeque::new(),
+            pool: Vec::new(),
+            rx_buf: vec![0; rx_slot * BATCH_SIZE],
+            rx_slot,
+            next_nonce: cfg.nic.epoch.rotate_left(16) | 1,
+            cfg,
+            local,
+        })
+    }
+
+    /// The socket's address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The engine.
+    pub fn nic(&self) -> &Nic {
+        &self.nic
+    }
+
+    /// The engine, to register memory and announce a region.
+    pub fn nic_mut(&mut self) -> &mut Nic {
+        &mut self.nic
+    }
+
+    /// The bridge's counters.
+    pub fn stats(&self) -> BridgeStats {
+        self.stats
+    }
+
+    /// The shim's counters.
+    pub fn shim_stats(&self) -> crate::shim::ShimStats {
+        self.shim.stats()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &BridgeConfig {
+        &self.cfg
+    }
+
+    /// Whether the kernel segments GSO batches for this socket.
+    pub fn gso_segments(&self) -> usize {
+        self.state.max_gso_segments()
+    }
+
+    /// Whether the kernel coalesces received datagrams (GRO) for this socket.
+    pub fn gro_segments(&self) -> usize {
+        self.state.gro_segments()
+    }
+
+    /// Engine time now.
+    pub fn now(&self) -> udrma_nic::Instant {
+        self.clock.now()
+    }
+
+    /// Known peers.
+    pub fn peers(&self) -> &Peers {
+        &self.peers
+    }
+
+    /// A peer by node.
+    pub fn peer(&self, node: NodeAddr) -> Option<&Peer> {
+        self.peers.get(node)
+    }
+
+    /// Posts a work request to the engine (the caller drives it with
+    /// [`Endpoint::turn`]).
+    pub fn post(&mut self, wr: WorkRequest) -> Result<WrId, PostError> {
+        let now = self.clock.now();
+        self.nic.post(now, wr)
+    }
+
+    /// The next event the engine raised (HELLOs and restarts included:
+    /// the endpoint has already recorded them in the peer table).
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Introduces this host to `addr` with HELLO asks until the reply
+    /// comes: `hello_tries` asks, the wait doubling from `hello_interval`
+    /// (at most 1 s). Returns the peer with the region it announced.
+    pub async fn connect(&mut self, addr: SocketAddr) -> Result<Peer, BridgeError> {
+        let node = self.peers.admit(addr).ok_or(BridgeError::PeersFull)?;
+        let mut wait = self.cfg.hello_interval;
+        let started = std::time::Instant::now();
+        for _ in 0..self.cfg.hello_tries.max(1) {
+            let nonce = self.next_nonce;
+            self.next_nonce = self.next_nonce.wrapping_mul(0x9e37_79b9).wrapping_add(1);
+            self.nic.hello(node, nonce);
+            let until = std::time::Instant::now() + wait;
+            while std::time::Instant::now() < until {
+                self.turn(Some(until)).await?;
+                let mut answered = false;
+                // Look for the reply without consuming other events.
+                for e in &self.events {
+                    if let Event::Hello { from, hello, .. } = e {
+                        if *from == node && hello.reply && hello.nonce == nonce {
+                            answered = true;
+                        }
+                    }
+                }
+                if answered {
+                    return Ok(self.peers.get(node).cloned().expect("admitted above"));
+                }
+            }
+            wait = (wait * 2).min(std::time::Duration::from_secs(1));
+        }
+        Err(BridgeError::Unreachable {
+            addr,
+            tries: self.cfg.hello_tries.max(1),
+            waited: started.elapsed(),
+        })
+    }
+
+    /// One turn of the driver: waits until a datagram arrives, an engine
+    /// or shim deadline passes, or `until`; handles what is due; sends what
+    /// the engine wants sent.
+    pub async fn turn(&mut self, until: Option<std::time::Instant>) -> Result<(), BridgeError> {
+        self.flush().await?;
+        let wake = [
+            self.nic.poll_timeout().map(|t| self.clock.to_os(t)),
+            self.shim.next_release(),
+            until,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        match wake {
+            Some(w) if w <= std::time::Instant::now() => {}
+            Some(w) => {
+                tokio::select! {
+                    r = self.sock.readable() => r.map_err(BridgeError::Io)?,
+                    _ = tokio::time::sleep_until(w.into()) => {}
+                }
+            }
+            None => self.sock.readable().await.map_err(BridgeError::Io)?,
+        }
+        self.receive();
+        let now = self.clock.now();
+        if self.nic.poll_timeout().is_some_and(|t| t <= now) {
+            self.nic.handle_timeout(now);
+        }
+        let os_now = std::time::Instant::now();
+        while let Some((to, bytes)) = self.shim.release(os_now) {
+            self.pending.push_back((to, bytes));
+        }
+        self.collect();
+        self.flush().await
+    }
+
+    /// Reads every datagram waiting on the socket (in batches) into the
+    /// engine.
+    fn receive(&mut self) {
+        let mut metas = [RecvMeta::default(); BATCH_SIZE];
+        loop {
+            let Endpoint {
+                sock,
+                state,
+                rx_buf,
+                rx_slot,
+                ..
+            } = self;
+            let mut slices: Vec<IoSliceMut<'_>> =
+                rx_buf.chunks_mut(*rx_slot).map(IoSliceMut::new).collect();
+            let r = sock.try_io(Interest::READABLE, || {
+                state.recv((&*sock).into(), &mut slices, &mut metas)
+            });
+            drop(slices);
+            let n = match r {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    // ICMP errors surface here on some systems; the engine's
+                    // retransmits deal with what they mean.
+                    tracing::debug!(error = %e, "udp receive error");
+                    self.stats.rx_errors += 1;
+                    return;
+                }
+            };
+            self.stats.rx_calls += 1;
+            let now = self.clock.now();
+            for (i, meta) in metas.iter().take(n).enumerate() {
+                let start = i * self.rx_slot;
+                let stride = meta.stride.max(1);
+                let mut off = 0;
+                while off < meta.len {
+                    let end = (off + stride).min(meta.len);
+                    // Copy out so the engine call can borrow self mutably.
+                    let range = start + off..start + end;
+                    self.on_datagram(now, meta.addr, range);
+                    off = end;
+                }
+            }
+            self.collect();
+        }
+    }
+
+    fn on_datagram(
+        &mut self,
+        now: udrma_nic::Instant,
+        from: SocketAddr,
+        range: core::ops::Range<usize>,
+    ) {
+        let bytes = &self.rx_buf[range];
+        self.stats.rx_datagrams += 1;
+        self.stats.rx_bytes += bytes.len() as u64;
+        let from = canonical(from);
+        let node = match self.peers.node(from) {
+            Some(n) => n,
+            None => {
+                // Only a well-formed HELLO ask introduces a new address.
+                let ask = matches!(
+                    Repr::parse_bytes(bytes),
+                    Ok(Repr { body: Body::Hello(h), .. }) if !h.reply
+                );
+                if !ask {
+                    self.stats.unknown_peer += 1;
+                    return;
+                }
+                match self.peers.admit(from) {
+                    Some(n) => n,
+                    None => {
+                        self.stats.peers_full += 1;
+                        return;
+                    }
+                }
+            }
+        };
+        self.nic.handle_datagram(now, node, bytes);
+    }
+
+    /// Moves engine events to the endpoint's queue (recording HELLOs in the
+    /// peer table) and engine datagrams to the send queue (through the
+    /// shim).
+    fn collect(&mut self) {
+        while let Some(e) = self.nic.poll_event() {
+            if let Event::Hello { from, hello, .. } = &e {
+                let epoch = self.nic.peer_epoch(*from);
+                if let Some(p) = self.peers.get_mut(*from) {
+                    p.region = (hello.rkey != 0 || hello.region_len != 0).then_some(RemoteRegion {
+                        addr: hello.region_addr,
+                        len: hello.region_len,
+                        rkey: hello.rkey,
+                    });
+                    p.max_payload = Some(hello.max_payload);
+                    p.epoch = epoch;
+                }
+            }
+            if let Event::PeerRestarted { peer, epoch, .. } = &e {
+                if let Some(p) = self.peers.get_mut(*peer) {
+                    p.epoch = Some(*epoch);
+                }
+            }
+            self.events.push_back(e);
+        }
+        let now = self.clock.now();
+        let os_now = std::time::Instant::now();
+        loop {
+            let mut buf = self.pool.pop().unwrap_or_default();
+            let Some(t) = self.nic.poll_transmit(now, &mut buf) else {
+                self.pool.push(buf);
+                break;
+            };
+            buf.truncate(t.len);
+            let Some(peer) = self.peers.get(t.dst) else {
+                // The engine only addresses nodes the table gave it.
+                self.pool.push(buf);
+                continue;
+            };
+            let to = peer.addr;
+            if !self.cfg.shim.is_active() {
+                self.pending.push_back((to, buf));
+                continue;
+            }
+            match self.shim.decide() {
+                Fate::Send => self.pending.push_back((to, buf)),
+                Fate::Drop => self.pool.push(buf),
+                Fate::Duplicate => {
+                    self.pending.push_back((to, buf.clone()));
+                    self.pending.push_back((to, buf));
+                }
+                Fate::Hold => self.shim.hold(os_now, to, buf),
+            }
+        }
+    }
+
+    /// Hands every pending datagram to the kernel: runs of the same
+    /// destination and size go as one GSO batch.
+    async fn flush(&mut self) -> Result<(), BridgeError> {
+        self.collect();
+        let max_segments = self.state.max_gso_segments().max(1);
+        let mut batch: Vec<u8> = Vec::new();
+        while !self.pending.is_empty() {
+            let (to, first_len) = {
+                let (to, b) = &self.pending[0];
+                (*to, b.len())
+            };
+            // How many of the following datagrams can join the batch.
+            let limit = max_segments.min((65_000 / first_len.max(1)).max(1));
+            let mut n = 1;
+            while n < limit && n < self.pending.len() {
+                let (t, b) = &self.pending[n];
+                if *t != to || b.len() != first_len {
+                    break;
+                }
+                n += 1;
+            }
+            batch.clear();
+            for (_, b) in self.pending.iter().take(n) {
+                batch.extend_from_slice(b);
+            }
+            let transmit = Transmit {
+                destination: to,
+                ecn: None,
+                contents: &batch,
+                segment_size: (n > 1).then_some(first_len),
+                src_ip: None,
+            };
+            let r = {
+                let Endpoint { sock, state, .. } = &*self;
+                sock.try_io(Interest::WRITABLE, || {
+                    state.try_send(sock.into(), &transmit)
+                })
+            };
+            match r {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.sock.writable().await.map_err(BridgeError::Io)?;
+                    continue;
+                }
+                Err(e) => {
+                    // The network said no (unreachable, no buffer): the
+                    // datagrams are lost like any other; retransmits follow.
+                    tracing::debug!(error = %e, to = %to, "udp send error");
+                    self.stats.tx_errors += n as u64;
+                }
+            }
+            self.stats.tx_calls += 1;
+            self.stats.tx_datagrams += n as u64;
+            self.stats.tx_bytes += batch.len() as u64;
+            for _ in 0..n {
+                if let Some((_, b)) = self.pending.pop_front() {
+                    if self.pool.len() < 1024 {
+                        self.pool.push(b);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// IPv4-mapped IPv6 addresses (from dual-stack sockets) as plain IPv4, so
+/// one peer has one key.
+fn canonical(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(v4.into(), v6.port()),
+            None => a,
+        },
+        v4 => v4,
+    }
+}

@@ -1,0 +1,129 @@
+//! The peer table: which UDP addresses the engine talks to, under which
+//! [`NodeAddr`], and what each announced. Datagrams from addresses not in the
+//! table are dropped before the engine sees them, except a well-formed
+//! HELLO ask, which admits its sender while there is room.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use udrma_proto::NodeAddr;
+
+/// A region a peer announced in its HELLO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct RemoteRegion {
+    /// First address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// One peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// Its UDP address.
+    pub addr: SocketAddr,
+    /// The engine's name for it.
+    pub node: NodeAddr,
+    /// The region it announced, once it has said HELLO.
+    pub region: Option<RemoteRegion>,
+    /// Its largest data payload, once it has said HELLO.
+    pub max_payload: Option<u16>,
+    /// Its boot epoch, once it has said HELLO.
+    pub epoch: Option<u32>,
+}
+
+/// The table, bounded by `capacity` peers.
+#[derive(Debug)]
+pub struct Peers {
+    by_addr: BTreeMap<SocketAddr, NodeAddr>,
+    by_node: BTreeMap<NodeAddr, Peer>,
+    capacity: usize,
+    next: u32,
+}
+
+impl Peers {
+    /// Empty; at most `capacity` peers. Node 0 is this host.
+    pub fn new(capacity: usize) -> Peers {
+        Peers {
+            by_addr: BTreeMap::new(),
+            by_node: BTreeMap::new(),
+            capacity,
+            next: 1,
+        }
+    }
+
+    /// The node of a known address.
+    pub fn node(&self, addr: SocketAddr) -> Option<NodeAddr> {
+        self.by_addr.get(&addr).copied()
+    }
+
+    /// A peer by node.
+    pub fn get(&self, node: NodeAddr) -> Option<&Peer> {
+        self.by_node.get(&node)
+    }
+
+    /// A peer by node, to record what it announced.
+    pub fn get_mut(&mut self, node: NodeAddr) -> Option<&mut Peer> {
+        self.by_node.get_mut(&node)
+    }
+
+    /// Admits `addr` (or finds it); `None` when the table is full.
+    pub fn admit(&mut self, addr: SocketAddr) -> Option<NodeAddr> {
+        if let Some(n) = self.node(addr) {
+            return Some(n);
+        }
+        if self.by_node.len() >= self.capacity {
+            return None;
+        }
+        let node = NodeAddr(self.next);
+        self.next += 1;
+        self.by_addr.insert(addr, node);
+        self.by_node.insert(
+            node,
+            Peer {
+                addr,
+                node,
+                region: None,
+                max_payload: None,
+                epoch: None,
+            },
+        );
+        Some(node)
+    }
+
+    /// Peers now.
+    pub fn len(&self) -> usize {
+        self.by_node.len()
+    }
+
+    /// No peers.
+    pub fn is_empty(&self) -> bool {
+        self.by_node.is_empty()
+    }
+
+    /// Every peer, by node.
+    pub fn iter(&self) -> impl Iterator<Item = &Peer> {
+        self.by_node.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_is_idempotent_and_bounded() {
+        let mut p = Peers::new(2);
+        let a: SocketAddr = "127.0.0.1:1000".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:1001".parse().unwrap();
+        let c: SocketAddr = "127.0.0.1:1002".parse().unwrap();
+        assert_eq!(p.admit(a), Some(NodeAddr(1)));
+        assert_eq!(p.admit(a), Some(NodeAddr(1)));
+        assert_eq!(p.admit(b), Some(NodeAddr(2)));
+        assert_eq!(p.admit(c), None);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p.get(NodeAddr(2)).unwrap().addr, b);
+    }
+}

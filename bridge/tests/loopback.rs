@@ -1,0 +1,154 @@
+//! Two bridge endpoints on loopback, in one process: the engine over real
+//! sockets, with the fault shim damaging both directions.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use udrma_bridge::tools::{self, ServeOptions};
+use udrma_bridge::{BridgeConfig, BridgeError, Endpoint, ShimConfig};
+
+fn loopback() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+fn shim(seed: u64) -> ShimConfig {
+    ShimConfig {
+        loss: 0.05,
+        dup: 0.05,
+        reorder: 0.20,
+        seed,
+        ..ShimConfig::default()
+    }
+}
+
+/// Runs `client` against a server until it returns, then stops the server.
+async fn with_server<T>(
+    server_cfg: BridgeConfig,
+    region: u64,
+    client: impl AsyncFnOnce(SocketAddr) -> T,
+) -> (T, tools::ServeReport) {
+    let mut server = Endpoint::bind(loopback(), server_cfg).await.unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    let opts = ServeOptions {
+        region,
+        ..ServeOptions::default()
+    };
+    let serving = tools::serve(&mut server, opts, &stop, |_| {});
+    let driving = async {
+        let r = client(addr).await;
+        stop.store(true, Ordering::Relaxed);
+        r
+    };
+    let (served, r) = tokio::join!(serving, driving);
+    (r, served.unwrap())
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn put_64_mib_byte_exact_through_loss_duplication_and_reordering() {
+    let size = 64u64 << 20;
+    let server_cfg = BridgeConfig {
+        shim: shim(1),
+        ..BridgeConfig::default()
+    };
+    let (report, served) = with_server(server_cfg, size, async |addr| {
+        let mut client = Endpoint::bind(
+            loopback(),
+            BridgeConfig {
+                shim: shim(2),
+                ..BridgeConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let r = tools::put(&mut client, addr, size, true, 42).await;
+        (r, client.shim_stats(), client.nic().stats().clone())
+    })
+    .await;
+    let (r, shim_stats, nic) = report;
+    let r = r.expect("64 MiB put --verify through the shim");
+    assert!(r.verified);
+    assert_eq!(r.bytes, size);
+    // The shim really damaged the traffic, and the engine really repaired it.
+    assert!(shim_stats.dropped > 1000, "{shim_stats:?}");
+    assert!(shim_stats.duplicated > 1000, "{shim_stats:?}");
+    assert!(shim_stats.reordered > 5000, "{shim_stats:?}");
+    assert!(nic.retransmits > 1000, "{nic:?}");
+    assert!(served.bytes_received >= size);
+    eprintln!(
+        "64 MiB: {:.2} s, {:.2} Gb/s, {} retransmits, shim {:?}",
+        r.seconds, r.gbps, r.retransmits, shim_stats
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn get_verifies_the_served_pattern_and_latency_and_bandwidth_run() {
+    let (r, _) = with_server(BridgeConfig::default(), 4 << 20, async |addr| {
+        let mut c = Endpoint::bind(loopback(), BridgeConfig::default())
+            .await
+            .unwrap();
+        let got = tools::get(&mut c, addr, 3 << 20, true).await.unwrap();
+        let mut c = Endpoint::bind(loopback(), BridgeConfig::default())
+            .await
+            .unwrap();
+        let lat = tools::perf_latency(&mut c, addr, &tools::sizes(1, 1 << 20), 20, 2)
+            .await
+            .unwrap();
+        let mut c = Endpoint::bind(loopback(), BridgeConfig::default())
+            .await
+            .unwrap();
+        let bw = tools::perf_bandwidth(&mut c, addr, &[4096, 1 << 20], 16, 8 << 20)
+            .await
+            .unwrap();
+        (got, lat, bw)
+    })
+    .await;
+    let (got, lat, bw) = r;
+    assert!(got.verified);
+    assert_eq!(lat.len(), 21);
+    assert!(lat
+        .iter()
+        .all(|row| row.p50_us > 0.0 && row.p99_us >= row.p50_us));
+    assert_eq!(bw.len(), 2);
+    assert!(bw.iter().all(|row| row.gbps > 0.0));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_unreachable_peer_is_reported_after_bounded_hellos() {
+    // A bound socket that never answers.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let mut c = Endpoint::bind(
+        loopback(),
+        BridgeConfig {
+            hello_tries: 3,
+            hello_interval: std::time::Duration::from_millis(20),
+            ..BridgeConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    let err = tools::put(&mut c, addr, 4096, true, 1).await.unwrap_err();
+    assert!(
+        matches!(err, BridgeError::Unreachable { tries: 3, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("unreachable"));
+    assert_eq!(err.exit_code(), 1);
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_put_larger_than_the_served_region_is_refused_as_bad_input() {
+    let (r, _) = with_server(BridgeConfig::default(), 1 << 20, async |addr| {
+        let mut c = Endpoint::bind(loopback(), BridgeConfig::default())
+            .await
+            .unwrap();
+        tools::put(&mut c, addr, 2 << 20, false, 1).await
+    })
+    .await;
+    let err = r.unwrap_err();
+    assert!(matches!(err, BridgeError::TooLarge { .. }), "{err}");
+    assert_eq!(err.exit_code(), 2);
+}
