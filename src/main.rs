@@ -16,6 +16,7 @@ use udrma::proto;
 use udrma_fabric::TraceFormat;
 use udrma_scenarios::{RunOptions, Scenario, ScenarioError};
 
+mod bridge_cmd;
 mod sweep;
 
 /// udrma: a deterministic testbed for reliable, connectionless RDMA over UDP.
@@ -109,6 +110,16 @@ enum Command {
         #[arg(long, default_value_t = proto::DEFAULT_UDP_PORT)]
         port: u16,
     },
+    /// The same engine over real UDP sockets: serve a region, put, get.
+    Bridge {
+        #[command(subcommand)]
+        what: bridge_cmd::Bridge,
+    },
+    /// OSU-style latency and bandwidth over the UDP bridge.
+    Perf {
+        #[command(subcommand)]
+        what: bridge_cmd::Perf,
+    },
     /// The built-in demo scenario (what `udrma` with no command runs).
     Demo {
         /// Print one JSON object instead of the summary.
@@ -189,6 +200,8 @@ fn main() -> ExitCode {
         } => bench_sim(k, seed),
         Command::Decode { file, port } => decode(&file, port),
         Command::Demo { json } => demo(json),
+        Command::Bridge { what } => bridge_cmd::bridge(what),
+        Command::Perf { what } => bridge_cmd::perf(what),
     };
     match result {
         Ok(code) => code,

@@ -321,8 +321,11 @@ impl Endpoint {
         while let Some((to, bytes)) = self.shim.release(os_now) {
             self.pending.push_back((to, bytes));
         }
+        // No flush here: the caller sees the events first and may post
+        // (an echo, the next ping); the next turn sends everything, data
+        // ahead of acknowledgements.
         self.collect();
-        self.flush().await
+        Ok(())
     }
 
     /// Reads every datagram waiting on the socket (in batches) into the
@@ -461,10 +464,19 @@ impl Endpoint {
         }
     }
 
-    /// Hands every pending datagram to the kernel: runs of the same
-    /// destination and size go as one GSO batch.
-    async fn flush(&mut self) -> Result<(), BridgeError> {
+    /// Hands every pending datagram to the kernel: data first (on
+    /// loopback every `sendmsg` delivers inline, so an acknowledgement sent
+    /// ahead of an echo would delay it), then runs of the same destination
+    /// and size as one GSO batch.
+    pub async fn flush(&mut self) -> Result<(), BridgeError> {
         self.collect();
+        if self.pending.len() > 1 {
+            let is_data = |b: &Vec<u8>| b.get(1).is_some_and(|op| matches!(op, 0x01..=0x04));
+            // Stable: the order within data and within control is kept.
+            self.pending
+                .make_contiguous()
+                .sort_by_key(|(_, b)| !is_data(b));
+        }
         let max_segments = self.state.max_gso_segments().max(1);
         let mut batch: Vec<u8> = Vec::new();
         while !self.pending.is_empty() {

@@ -307,6 +307,10 @@ pub struct TransferReport {
     pub verified: bool,
     /// Data packets sent again.
     pub retransmits: u64,
+    /// Retransmit timer expiries.
+    pub timeouts: u64,
+    /// NACKs received (by syndrome name).
+    pub nacks: std::collections::BTreeMap<String, u64>,
     /// Duplicate packets the receiver dropped here.
     pub dup_dropped: u64,
     /// What the fault shim did.
@@ -329,6 +333,14 @@ fn report(
         gbps: bytes as f64 * 8.0 / secs.max(1e-9) / 1e9,
         verified,
         retransmits: ep.nic().stats().retransmits,
+        timeouts: ep.nic().stats().timeouts,
+        nacks: ep
+            .nic()
+            .stats()
+            .nacks_received
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
         dup_dropped: ep.nic().stats().dup_dropped,
         shim: ep.shim_stats(),
     }

@@ -1,0 +1,110 @@
+//! A plain UDP pingpong: the baseline `docs/benchmarks.md` compares the
+//! bridge's one-way latency with. One process runs both sides on loopback
+//! with blocking std sockets (a thread echoes), or with tokio sockets on a
+//! current-thread runtime (`--tokio`, the bridge's own I/O stack).
+//!
+//! ```text
+//! cargo run --release -p udrma-bridge --example udp_pingpong -- [--tokio] [SIZE ...]
+//! ```
+
+use std::net::UdpSocket;
+use std::time::Instant;
+
+const ITERS: usize = 20_000;
+const WARMUP: usize = 1_000;
+
+fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let avg = v.iter().sum::<f64>() / v.len() as f64;
+    (avg, v[v.len() / 2], v[(v.len() - 1) * 99 / 100])
+}
+
+fn std_pingpong(size: usize) -> Vec<f64> {
+    let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap();
+    let echo = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65_536];
+        for _ in 0..ITERS + WARMUP {
+            let (n, from) = server.recv_from(&mut buf).unwrap();
+            server.send_to(&buf[..n], from).unwrap();
+        }
+    });
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let msg = vec![7u8; size];
+    let mut buf = vec![0u8; 65_536];
+    let mut out = Vec::with_capacity(ITERS);
+    for i in 0..ITERS + WARMUP {
+        let t0 = Instant::now();
+        client.send_to(&msg, addr).unwrap();
+        client.recv_from(&mut buf).unwrap();
+        if i >= WARMUP {
+            out.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
+        }
+    }
+    echo.join().unwrap();
+    out
+}
+
+fn tokio_pingpong(size: usize) -> Vec<f64> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let server = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = server.local_addr().unwrap();
+        let client = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let echo = async {
+            let mut buf = vec![0u8; 65_536];
+            for _ in 0..ITERS + WARMUP {
+                let (n, from) = server.recv_from(&mut buf).await.unwrap();
+                server.send_to(&buf[..n], from).await.unwrap();
+            }
+        };
+        let ping = async {
+            let msg = vec![7u8; size];
+            let mut buf = vec![0u8; 65_536];
+            let mut out = Vec::with_capacity(ITERS);
+            for i in 0..ITERS + WARMUP {
+                let t0 = Instant::now();
+                client.send_to(&msg, addr).await.unwrap();
+                client.recv_from(&mut buf).await.unwrap();
+                if i >= WARMUP {
+                    out.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
+                }
+            }
+            out
+        };
+        tokio::join!(echo, ping).1
+    })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let use_tokio = args.iter().any(|a| a == "--tokio");
+    let mut sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    if sizes.is_empty() {
+        sizes = vec![1, 64, 1024, 1400];
+    }
+    println!(
+        "# plain UDP pingpong on loopback ({}), one-way = RTT/2, {ITERS} round trips",
+        if use_tokio {
+            "tokio, one thread"
+        } else {
+            "blocking std sockets, echo thread"
+        }
+    );
+    println!(
+        "# {:>10} {:>12} {:>12} {:>12}",
+        "Size", "Avg (us)", "p50 (us)", "p99 (us)"
+    );
+    for size in sizes {
+        let v = if use_tokio {
+            tokio_pingpong(size)
+        } else {
+            std_pingpong(size)
+        };
+        let (avg, p50, p99) = stats(v);
+        println!("{size:>12} {avg:>12.2} {p50:>12.2} {p99:>12.2}");
+    }
+}

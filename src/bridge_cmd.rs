@@ -1,0 +1,411 @@
+//! `udrma bridge serve/put/get` and `udrma perf latency/bandwidth`: the
+//! engine over real UDP sockets (crate `udrma-bridge`).
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use udrma_bridge::tools::{self, ServeOptions};
+use udrma_bridge::{BridgeConfig, BridgeError, Endpoint, ShimConfig};
+use udrma_scenarios::units::{parse_size, parse_time};
+
+/// Flags every bridge command shares.
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Drop this fraction of the datagrams this process sends (fault shim).
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Send this fraction of datagrams twice (fault shim).
+    #[arg(long, default_value_t = 0.0)]
+    dup: f64,
+    /// Hold back this fraction of datagrams, so later ones overtake them
+    /// (fault shim).
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    /// How long a reordered datagram is held.
+    #[arg(long, default_value = "500us", value_parser = duration)]
+    reorder_delay: std::time::Duration,
+    /// Seed of the fault shim's decisions.
+    #[arg(long, default_value_t = 1)]
+    shim_seed: u64,
+    /// Largest data payload per datagram (bytes; the datagram adds up to
+    /// 68 bytes of udrma header and ICRC).
+    #[arg(long, default_value_t = 1400)]
+    mtu: u32,
+    /// HELLO asks before a peer is declared unreachable.
+    #[arg(long, default_value_t = 8)]
+    hello_tries: u32,
+}
+
+impl Common {
+    fn config(&self) -> BridgeConfig {
+        let mut cfg = BridgeConfig {
+            shim: ShimConfig {
+                loss: self.loss,
+                dup: self.dup,
+                reorder: self.reorder,
+                reorder_delay: self.reorder_delay,
+                seed: self.shim_seed,
+            },
+            hello_tries: self.hello_tries,
+            ..BridgeConfig::default()
+        };
+        cfg.nic.mtu_payload = self.mtu;
+        cfg
+    }
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    parse_size(s)
+}
+
+fn duration(s: &str) -> Result<std::time::Duration, String> {
+    parse_time(s).map(|d| std::time::Duration::from_nanos(d.as_ps() / 1000))
+}
+
+/// `udrma bridge ...`
+#[derive(Debug, Subcommand)]
+pub enum Bridge {
+    /// Register a region, announce it to peers in-band (HELLO), serve
+    /// WRITE/READ and echo requests, print stats every second.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "0.0.0.0:18791")]
+        bind: SocketAddr,
+        /// Size of the served region.
+        #[arg(long, default_value = "64MiB", value_parser = size)]
+        region: u64,
+        /// Stop after this long (default: until Ctrl-C).
+        #[arg(long, value_parser = duration)]
+        duration: Option<std::time::Duration>,
+        /// No per-second stats lines.
+        #[arg(long)]
+        quiet: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// WRITE SIZE bytes to the peer's region (and READ them back with
+    /// --verify).
+    Put {
+        #[command(flatten)]
+        client: Client,
+        /// Seed of the pattern written.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+    },
+    /// READ SIZE bytes from the peer's region (and compare them with the
+    /// pattern `serve` fills it with, with --verify).
+    Get {
+        #[command(flatten)]
+        client: Client,
+    },
+}
+
+/// Flags of put and get.
+#[derive(Debug, Args, Clone)]
+pub struct Client {
+    /// The server.
+    #[arg(long)]
+    peer: SocketAddr,
+    /// Bytes to move.
+    #[arg(long, value_parser = size)]
+    size: u64,
+    /// Prove the bytes equal (exit 1 if they do not).
+    #[arg(long)]
+    verify: bool,
+    /// Local address to bind.
+    #[arg(long, default_value = "0.0.0.0:0")]
+    bind: SocketAddr,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `udrma perf ...`
+#[derive(Debug, Subcommand)]
+pub enum Perf {
+    /// Pingpong (WRITE to the server's echo endpoint and back): one-way
+    /// latency per size, like osu_latency.
+    Latency {
+        /// The server (`udrma bridge serve`).
+        #[arg(long)]
+        peer: SocketAddr,
+        /// Smallest size.
+        #[arg(long, default_value = "1B", value_parser = size)]
+        min_size: u64,
+        /// Largest size (sizes double from the smallest).
+        #[arg(long, default_value = "1MiB", value_parser = size)]
+        max_size: u64,
+        /// Timed round trips per size (a tenth above 64 KiB).
+        #[arg(long, default_value_t = 1000)]
+        iterations: u32,
+        /// Untimed round trips first.
+        #[arg(long, default_value_t = 100)]
+        warmup: u32,
+        /// Local address to bind.
+        #[arg(long, default_value = "0.0.0.0:0")]
+        bind: SocketAddr,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// A window of WRITEs in flight, then wait for all: bandwidth per size,
+    /// like osu_bw.
+    Bandwidth {
+        /// The server (`udrma bridge serve`).
+        #[arg(long)]
+        peer: SocketAddr,
+        /// Smallest size.
+        #[arg(long, default_value = "4KiB", value_parser = size)]
+        min_size: u64,
+        /// Largest size (sizes double from the smallest).
+        #[arg(long, default_value = "4MiB", value_parser = size)]
+        max_size: u64,
+        /// WRITEs outstanding at once.
+        #[arg(long, default_value_t = 64)]
+        window: u32,
+        /// Bytes to move per size (whole windows).
+        #[arg(long, default_value = "256MiB", value_parser = size)]
+        bytes: u64,
+        /// Local address to bind.
+        #[arg(long, default_value = "0.0.0.0:0")]
+        bind: SocketAddr,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Turns a bridge failure into its exit code, with the message on stderr.
+fn finish<T>(r: Result<T, BridgeError>, ok: impl FnOnce(T)) -> ExitCode {
+    match r {
+        Ok(v) => {
+            ok(v);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+/// A wildcard client bind talks to a loopback peer from loopback.
+fn client_bind(bind: SocketAddr, peer: SocketAddr) -> SocketAddr {
+    if bind.ip().is_unspecified() && peer.ip().is_loopback() {
+        SocketAddr::new(peer.ip(), bind.port())
+    } else {
+        bind
+    }
+}
+
+/// `udrma bridge ...`
+pub fn bridge(cmd: Bridge) -> anyhow::Result<ExitCode> {
+    let rt = runtime()?;
+    rt.block_on(async move {
+        Ok(match cmd {
+            Bridge::Serve {
+                bind,
+                region,
+                duration,
+                quiet,
+                common,
+            } => {
+                let stop = Arc::new(AtomicBool::new(false));
+                let flag = stop.clone();
+                tokio::spawn(async move {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        flag.store(true, Ordering::Relaxed);
+                    }
+                });
+                let r = async {
+                    let mut ep = Endpoint::bind(bind, common.config()).await?;
+                    println!(
+                        "serving {} B at {} (epoch {:#010x}, GSO {} segments, GRO {}); Ctrl-C stops",
+                        region,
+                        ep.local_addr(),
+                        ep.nic().config().epoch,
+                        ep.gso_segments(),
+                        ep.gro_segments()
+                    );
+                    let opts = ServeOptions {
+                        region,
+                        duration,
+                        stats_every: (!quiet).then_some(std::time::Duration::from_secs(1)),
+                    };
+                    let report = tools::serve(&mut ep, opts, &stop, |line| println!("{line}")).await?;
+                    Ok::<_, BridgeError>((report, ep.stats(), ep.nic().stats().clone()))
+                }
+                .await;
+                finish(r, |(report, s, n)| {
+                    println!(
+                        "served {:.1} s: {} peers, {} WRITEs ({} B), {} echoes, {} READs; dropped {} from unknown peers, {} bad datagrams, {} of previous lives",
+                        report.seconds,
+                        report.peers,
+                        report.writes_received,
+                        report.bytes_received,
+                        report.echoes,
+                        n.read_requests_served,
+                        s.unknown_peer + s.peers_full,
+                        n.rx_truncated + n.rx_bad_checksum + n.rx_bad_version + n.rx_bad_length,
+                        n.stale_epoch
+                    )
+                })
+            }
+            Bridge::Put { client, seed } => {
+                let c = client.clone();
+                let r = async {
+                    let mut ep = Endpoint::bind(client_bind(c.bind, c.peer), c.common.config()).await?;
+                    tools::put(&mut ep, c.peer, c.size, c.verify, seed).await
+                }
+                .await;
+                finish(r, |rep| print_transfer(&rep, client.json))
+            }
+            Bridge::Get { client } => {
+                let c = client.clone();
+                let r = async {
+                    let mut ep = Endpoint::bind(client_bind(c.bind, c.peer), c.common.config()).await?;
+                    tools::get(&mut ep, c.peer, c.size, c.verify).await
+                }
+                .await;
+                finish(r, |rep| print_transfer(&rep, client.json))
+            }
+        })
+    })
+}
+
+fn print_transfer(r: &tools::TransferReport, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+        return;
+    }
+    println!(
+        "{} {} B {} {} in {:.3} s: {:.3} Gb/s, {} retransmits{}",
+        r.op,
+        r.bytes,
+        if r.op == "put" { "to" } else { "from" },
+        r.peer,
+        r.seconds,
+        r.gbps,
+        r.retransmits,
+        if r.verified {
+            ", verified byte-exact"
+        } else {
+            ""
+        }
+    );
+    let s = r.shim;
+    if s.dropped + s.duplicated + s.reordered > 0 {
+        println!(
+            "fault shim: dropped {}, duplicated {}, reordered {}",
+            s.dropped, s.duplicated, s.reordered
+        );
+    }
+}
+
+fn check_sizes(lo: u64, hi: u64) -> anyhow::Result<Vec<u64>> {
+    if lo == 0 || lo > hi {
+        return Err(crate::BadInput(format!(
+            "--min-size {lo} / --max-size {hi}: need 1 <= min <= max"
+        ))
+        .into());
+    }
+    Ok(tools::sizes(lo, hi))
+}
+
+/// `udrma perf ...`
+pub fn perf(cmd: Perf) -> anyhow::Result<ExitCode> {
+    let rt = runtime()?;
+    rt.block_on(async move {
+        Ok(match cmd {
+            Perf::Latency {
+                peer,
+                min_size,
+                max_size,
+                iterations,
+                warmup,
+                bind,
+                json,
+                common,
+            } => {
+                let sizes = check_sizes(min_size, max_size)?;
+                let r = async {
+                    let mut ep = Endpoint::bind(client_bind(bind, peer), common.config()).await?;
+                    tools::perf_latency(&mut ep, peer, &sizes, iterations, warmup).await
+                }
+                .await;
+                finish(r, |rows| {
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::to_string_pretty(&rows).unwrap_or_default()
+                        );
+                        return;
+                    }
+                    println!("# udrma perf latency (WRITE pingpong via echo endpoint) to {peer}");
+                    println!(
+                        "# {:>10} {:>12} {:>12} {:>12} {:>12}",
+                        "Size", "Avg (us)", "p50 (us)", "p99 (us)", "Min (us)"
+                    );
+                    for r in rows {
+                        println!(
+                            "{:>12} {:>12.2} {:>12.2} {:>12.2} {:>12.2}",
+                            r.size, r.avg_us, r.p50_us, r.p99_us, r.min_us
+                        );
+                    }
+                })
+            }
+            Perf::Bandwidth {
+                peer,
+                min_size,
+                max_size,
+                window,
+                bytes,
+                bind,
+                json,
+                common,
+            } => {
+                let sizes = check_sizes(min_size, max_size)?;
+                let r = async {
+                    let mut ep = Endpoint::bind(client_bind(bind, peer), common.config()).await?;
+                    tools::perf_bandwidth(&mut ep, peer, &sizes, window, bytes).await
+                }
+                .await;
+                finish(r, |rows| {
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::to_string_pretty(&rows).unwrap_or_default()
+                        );
+                        return;
+                    }
+                    println!("# udrma perf bandwidth (window {window} WRITEs) to {peer}");
+                    println!(
+                        "# {:>10} {:>14} {:>10} {:>12}",
+                        "Size", "Bandwidth (MB/s)", "Gb/s", "Retransmits"
+                    );
+                    for r in rows {
+                        println!(
+                            "{:>12} {:>16.2} {:>10.3} {:>12}",
+                            r.size, r.mb_per_s, r.gbps, r.retransmits
+                        );
+                    }
+                })
+            }
+        })
+    })
+}
