@@ -152,3 +152,38 @@ async fn a_put_larger_than_the_served_region_is_refused_as_bad_input() {
     assert!(matches!(err, BridgeError::TooLarge { .. }), "{err}");
     assert_eq!(err.exit_code(), 2);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_client_restarted_on_the_same_port_is_a_new_life_not_a_stale_one() {
+    let mut server = Endpoint::bind(loopback(), BridgeConfig::default())
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    let serving = tools::serve(&mut server, ServeOptions::default(), &stop, |_| {});
+    let driving = async {
+        let mut cfg = BridgeConfig::default();
+        cfg.nic.epoch = 500;
+        let mut first = Endpoint::bind(loopback(), cfg.clone()).await.unwrap();
+        let port = first.local_addr();
+        tools::put(&mut first, addr, 1 << 20, true, 1)
+            .await
+            .unwrap();
+        drop(first);
+        // The same address, a new life: its message ids start at 1 again,
+        // and the server's tombstones for the old life must not eat them.
+        cfg.nic.epoch = 501;
+        let mut second = Endpoint::bind(port, cfg).await.unwrap();
+        let r = tools::put(&mut second, addr, 1 << 20, true, 2).await;
+        stop.store(true, Ordering::Relaxed);
+        r
+    };
+    let (served, r) = tokio::join!(serving, driving);
+    assert!(
+        r.unwrap().verified,
+        "the second life's bytes landed and read back"
+    );
+    let served = served.unwrap();
+    assert_eq!(served.peer_restarts, 1);
+    assert_eq!(server.nic().stats().peer_restarts, 1);
+}
