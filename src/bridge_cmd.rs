@@ -11,6 +11,15 @@ use udrma_bridge::tools::{self, ServeOptions};
 use udrma_bridge::{BridgeConfig, BridgeError, Endpoint, ShimConfig};
 use udrma_scenarios::units::{parse_size, parse_time};
 
+/// `println!` that does not panic when the reader has gone
+/// (`udrma perf latency | head`).
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 /// Flags every bridge command shares.
 #[derive(Debug, Args, Clone)]
 pub struct Common {
@@ -34,6 +43,13 @@ pub struct Common {
     /// 68 bytes of udrma header and ICRC).
     #[arg(long, default_value_t = 1400)]
     mtu: u32,
+    /// Data packets in flight at once (the engine's OP table; it has no
+    /// congestion control, so match it to the path's queue).
+    #[arg(long, default_value_t = 256)]
+    window: u16,
+    /// READ response bytes asked for and not yet received.
+    #[arg(long, default_value = "256KiB", value_parser = size)]
+    read_window: u64,
     /// HELLO asks before a peer is declared unreachable.
     #[arg(long, default_value_t = 8)]
     hello_tries: u32,
@@ -53,6 +69,8 @@ impl Common {
             ..BridgeConfig::default()
         };
         cfg.nic.mtu_payload = self.mtu;
+        cfg.nic.op_table_capacity = self.window;
+        cfg.nic.read_window = self.read_window;
         cfg
     }
 }
@@ -234,7 +252,7 @@ pub fn bridge(cmd: Bridge) -> anyhow::Result<ExitCode> {
                 });
                 let r = async {
                     let mut ep = Endpoint::bind(bind, common.config()).await?;
-                    println!(
+                    say!(
                         "serving {} B at {} (epoch {:#010x}, GSO {} segments, GRO {}); Ctrl-C stops",
                         region,
                         ep.local_addr(),
@@ -247,12 +265,12 @@ pub fn bridge(cmd: Bridge) -> anyhow::Result<ExitCode> {
                         duration,
                         stats_every: (!quiet).then_some(std::time::Duration::from_secs(1)),
                     };
-                    let report = tools::serve(&mut ep, opts, &stop, |line| println!("{line}")).await?;
+                    let report = tools::serve(&mut ep, opts, &stop, |line| say!("{line}")).await?;
                     Ok::<_, BridgeError>((report, ep.stats(), ep.nic().stats().clone()))
                 }
                 .await;
                 finish(r, |(report, s, n)| {
-                    println!(
+                    say!(
                         "served {:.1} s: {} peers, {} WRITEs ({} B), {} echoes, {} READs; dropped {} from unknown peers, {} bad datagrams, {} of previous lives",
                         report.seconds,
                         report.peers,
@@ -290,10 +308,10 @@ pub fn bridge(cmd: Bridge) -> anyhow::Result<ExitCode> {
 
 fn print_transfer(r: &tools::TransferReport, json: bool) {
     if json {
-        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+        say!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
         return;
     }
-    println!(
+    say!(
         "{} {} B {} {} in {:.3} s: {:.3} Gb/s, {} retransmits{}",
         r.op,
         r.bytes,
@@ -310,9 +328,11 @@ fn print_transfer(r: &tools::TransferReport, json: bool) {
     );
     let s = r.shim;
     if s.dropped + s.duplicated + s.reordered > 0 {
-        println!(
+        say!(
             "fault shim: dropped {}, duplicated {}, reordered {}",
-            s.dropped, s.duplicated, s.reordered
+            s.dropped,
+            s.duplicated,
+            s.reordered
         );
     }
 }
@@ -350,21 +370,29 @@ pub fn perf(cmd: Perf) -> anyhow::Result<ExitCode> {
                 .await;
                 finish(r, |rows| {
                     if json {
-                        println!(
+                        say!(
                             "{}",
                             serde_json::to_string_pretty(&rows).unwrap_or_default()
                         );
                         return;
                     }
-                    println!("# udrma perf latency (WRITE pingpong via echo endpoint) to {peer}");
-                    println!(
+                    say!("# udrma perf latency (WRITE pingpong via echo endpoint) to {peer}");
+                    say!(
                         "# {:>10} {:>12} {:>12} {:>12} {:>12}",
-                        "Size", "Avg (us)", "p50 (us)", "p99 (us)", "Min (us)"
+                        "Size",
+                        "Avg (us)",
+                        "p50 (us)",
+                        "p99 (us)",
+                        "Min (us)"
                     );
                     for r in rows {
-                        println!(
+                        say!(
                             "{:>12} {:>12.2} {:>12.2} {:>12.2} {:>12.2}",
-                            r.size, r.avg_us, r.p50_us, r.p99_us, r.min_us
+                            r.size,
+                            r.avg_us,
+                            r.p50_us,
+                            r.p99_us,
+                            r.min_us
                         );
                     }
                 })
@@ -387,21 +415,27 @@ pub fn perf(cmd: Perf) -> anyhow::Result<ExitCode> {
                 .await;
                 finish(r, |rows| {
                     if json {
-                        println!(
+                        say!(
                             "{}",
                             serde_json::to_string_pretty(&rows).unwrap_or_default()
                         );
                         return;
                     }
-                    println!("# udrma perf bandwidth (window {window} WRITEs) to {peer}");
-                    println!(
+                    say!("# udrma perf bandwidth (window {window} WRITEs) to {peer}");
+                    say!(
                         "# {:>10} {:>14} {:>10} {:>12}",
-                        "Size", "Bandwidth (MB/s)", "Gb/s", "Retransmits"
+                        "Size",
+                        "Bandwidth (MB/s)",
+                        "Gb/s",
+                        "Retransmits"
                     );
                     for r in rows {
-                        println!(
+                        say!(
                             "{:>12} {:>16.2} {:>10.3} {:>12}",
-                            r.size, r.mb_per_s, r.gbps, r.retransmits
+                            r.size,
+                            r.mb_per_s,
+                            r.gbps,
+                            r.retransmits
                         );
                     }
                 })

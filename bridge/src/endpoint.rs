@@ -61,12 +61,15 @@ impl BridgeConfig {
     /// self-describing packets, so a registry entry that expired while its
     /// sender backed off can be re-registered by any later packet; and a
     /// window of 256 packets in flight, which a default Linux socket
-    /// buffer (208 KiB) absorbs. The boot epoch comes from the wall clock.
+    /// buffer (208 KiB) nearly absorbs, and READs calling for at most
+    /// 256 KiB of responses at once. The engine has no congestion control:
+    /// over a slower path, shrink both (`--window`, `--read-window`). The boot epoch comes from the wall clock.
     pub fn real_time_nic() -> NicConfig {
         use udrma_nic::{AckMode, Duration, RegistrationMode};
         NicConfig {
             mtu_payload: 1400,
             op_table_capacity: 256,
+            read_window: 256 << 10,
             registration: RegistrationMode::SelfDescribing,
             ack_mode: AckMode::Selective {
                 delay: Duration::from_micros(200),
@@ -145,8 +148,11 @@ impl Endpoint {
     /// Binds a UDP socket at `addr` and starts an engine on it.
     pub async fn bind(addr: SocketAddr, cfg: BridgeConfig) -> Result<Endpoint, BridgeError> {
         cfg.shim.validate().map_err(BridgeError::BadInput)?;
-        let nic = Nic::new(NodeAddr(0), cfg.nic.clone())
-            .map_err(|e| BridgeError::BadInput(format!("engine configuration: {e}")))?;
+        let nic = Nic::new(NodeAddr(0), cfg.nic.clone()).map_err(|e| {
+            BridgeError::BadInput(format!(
+                "engine configuration: {e} (op_table_capacity is --window, mtu_payload is --mtu)"
+            ))
+        })?;
         let domain = if addr.is_ipv4() {
             socket2::Domain::IPV4
         } else {

@@ -87,6 +87,13 @@ pub struct NicConfig {
     /// Control packets (ACK, NACK, notices) and READ responses queued for
     /// transmission; beyond it new ones are dropped and counted.
     pub transmit_queue_capacity: usize,
+    /// Most READ response bytes this NIC, as a requester, has asked for
+    /// and not yet received. A READ request is one packet however many
+    /// responses it calls for, so the OP table alone does not bound the
+    /// response burst; over real paths with small queues this does. A single
+    /// READ operation larger than the window still goes (alone).
+    /// `u64::MAX` (the default) means unlimited.
+    pub read_window: u64,
     /// This NIC's boot epoch, carried in every packet.
     pub epoch: u32,
     /// UDP source port the NIC suggests for its packets.
@@ -129,6 +136,7 @@ impl Default for NicConfig {
             rnr_delay: Duration::from_micros(50),
             recv_queue_capacity: 256,
             transmit_queue_capacity: 65_536,
+            read_window: u64::MAX,
             epoch: 1,
             src_port: 49_152,
             descriptor_ring: 1024,
@@ -179,6 +187,9 @@ impl NicConfig {
                 self.mtu_payload.into(),
                 "must be 1..=65407 bytes",
             );
+        }
+        if self.read_window == 0 {
+            return bad("read_window", 0, "must be at least 1 byte");
         }
         if self.segment_size == 0 {
             return bad("segment_size", 0, "must be at least 1 byte");

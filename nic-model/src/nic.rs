@@ -636,6 +636,22 @@ impl Nic {
         } else {
             remaining
         };
+        if r.req.kind == WrKind::Read && self.cfg.read_window != u64::MAX {
+            let asked: u64 = self
+                .ops
+                .values()
+                .filter(|op| op.kind == OpKind::ReadRequest)
+                .map(|op| op.len)
+                .sum();
+            if asked > 0 && asked + size > self.cfg.read_window {
+                // Wait for responses to drain; a completing READ makes the
+                // next poll_transmit try again.
+                return false;
+            }
+        }
+        let Some(r) = self.requests.get_mut(&wr) else {
+            return true;
+        };
         let offset = r.cut;
         r.cut += size;
         r.open_ops += 1;

@@ -1133,3 +1133,31 @@ fn credit_counts_ride_on_every_packet_and_only_newer_ones_count() {
     s.assert_ok_once(1, wr);
     assert_eq!(credit_events(&s, 0).last(), Some(&10));
 }
+
+#[test]
+fn a_read_window_bounds_the_response_burst_a_requester_calls_for() {
+    // A 1 MiB READ is 16 segment READs of 64 KiB; each is one request
+    // packet that calls for 64 responses. Unbounded, all 16 requests leave
+    // at once (1 MiB of responses in flight); with a 64 KiB window the next
+    // request waits until the previous READ's responses have all arrived.
+    let burst = |read_window: u64| {
+        let mut s = setup(NicConfig {
+            read_window,
+            ..config()
+        });
+        let wr = s.read(1 << 20);
+        s.pair.run();
+        s.assert_ok_once(0, wr);
+        assert_eq!(s.src_bytes(0, 1 << 20), s.dst_bytes(0, 1 << 20));
+        // Most READ requests sent before the first response arrived back.
+        s.pair
+            .log
+            .iter()
+            .take_while(|l| !l.kind.starts_with("READ_RESP"))
+            .filter(|l| l.kind == "READ_REQ")
+            .count()
+    };
+    assert_eq!(burst(u64::MAX), 16);
+    assert_eq!(burst(64 * 1024), 1);
+    assert_eq!(burst(128 * 1024), 2);
+}

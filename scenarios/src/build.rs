@@ -178,6 +178,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         rnr_delay: t(n.rnr_delay, d.rnr_delay),
         recv_queue_capacity: n.recv_queue.unwrap_or(d.recv_queue_capacity),
         transmit_queue_capacity: n.transmit_queue.unwrap_or(d.transmit_queue_capacity),
+        read_window: n.read_window.map_or(d.read_window, |s| s.0),
         ..d
     };
     cfg.validate().map_err(|e| {

@@ -218,6 +218,9 @@ pub struct NicSpec {
     pub recv_queue: Option<usize>,
     /// Transmit queue capacity.
     pub transmit_queue: Option<usize>,
+    /// Most READ response bytes a requester has asked for and not yet
+    /// received (default: unlimited).
+    pub read_window: Option<Size>,
     /// NIC descriptor ring slots.
     pub descriptor_ring: Option<usize>,
     /// Ring refill low-water mark.

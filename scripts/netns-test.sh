@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The UDP bridge between two network namespaces joined by a veth pair, with
+# the kernel itself damaging the traffic:
+#   - nftables drops 5 % of the protocol's datagrams at random (numgen
+#     random), in each direction;
+#   - a tbf rate limit with a small queue on each veth end drops what
+#     overflows it (congestion drops);
+#   - where the kernel has the netem qdisc, netem also delays, duplicates
+#     and reorders (these kernels usually lack it; the script says so).
+# Then `udrma bridge serve` runs in one namespace and `udrma bridge put
+# --verify` of SIZE (default 256MiB) in the other; the test passes when the
+# bytes read back equal the bytes written and the kernel really dropped
+# packets. Everything is removed on exit, failure included.
+#
+# Usage: sudo scripts/netns-test.sh [SIZE]      (UDRMA_BIN overrides the binary)
+# Exit: 0 pass, 1 fail, 0 with "SKIPPED: ..." when it cannot run here.
+set -euo pipefail
+
+SIZE="${1:-256MiB}"
+PORT=18791
+BIN="${UDRMA_BIN:-$(cd "$(dirname "$0")/.." && pwd)/target/release/udrma}"
+TAG="udrma$$"
+NS_A="${TAG}a"
+NS_B="${TAG}b"
+ADDR_A=10.77.0.1
+ADDR_B=10.77.0.2
+RATE="${UDRMA_TBF_RATE:-1gbit}"
+TBF_BURST="${UDRMA_TBF_BURST:-64kb}"
+TBF_LIMIT="${UDRMA_TBF_LIMIT:-256kb}"
+SERVER_PID=""
+# The engine has no congestion control. WRITE bursts (256 packets in flight)
+# overflow the tbf queue: those are the congestion drops. A READ request
+# calls for a whole 64 KiB op of responses and a retried READ calls for all
+# of them again, so a response burst larger than the queue would be
+# tail-dropped the same way on every retry: the READ window keeps one burst
+# (47 datagrams) inside the queue.
+WINDOW="${UDRMA_WINDOW:---read-window 64KiB}"
+LOG="$(mktemp -d)"
+
+skip() { echo "SKIPPED: $*"; exit 0; }
+
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, nftables, tc)"
+for tool in ip nft tc; do
+    command -v "$tool" >/dev/null || skip "'$tool' not found (apt-get install iproute2 nftables)"
+done
+[ -x "$BIN" ] || skip "no udrma binary at $BIN (cargo build --release first)"
+
+cleanup() {
+    set +e
+    [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
+    ip netns del "$NS_A" 2>/dev/null
+    ip netns del "$NS_B" 2>/dev/null
+    rm -rf "$LOG"
+}
+trap cleanup EXIT INT TERM
+
+ip netns add "$NS_A" || skip "cannot create network namespaces here"
+ip netns add "$NS_B"
+ip link add "${TAG}va" type veth peer name "${TAG}vb"
+ip link set "${TAG}va" netns "$NS_A"
+ip link set "${TAG}vb" netns "$NS_B"
+ip -n "$NS_A" addr add "$ADDR_A/24" dev "${TAG}va"
+ip -n "$NS_B" addr add "$ADDR_B/24" dev "${TAG}vb"
+for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
+ip -n "$NS_A" link set "${TAG}va" up
+ip -n "$NS_B" link set "${TAG}vb" up
+
+# 5 % random drop of udrma datagrams leaving each namespace.
+nft_rules() {
+    local match="$1"
+    ip netns exec "$2" nft -f - <<NFT
+table inet udrma {
+    chain out {
+        type filter hook output priority 0; policy accept;
+        udp $match $PORT numgen random mod 100 < 5 counter drop
+    }
+}
+NFT
+}
+nft_rules dport "$NS_A"   # client -> server
+nft_rules sport "$NS_B"   # server -> client
+
+# Rate limit with a small queue on both ends (congestion drops).
+NETEM=no
+if ip netns exec "$NS_B" tc qdisc add dev "${TAG}vb" root netem delay 1ms 200us duplicate 2% reorder 25% 50% 2>/dev/null; then
+    NETEM=yes
+    ip netns exec "$NS_B" tc qdisc add dev "${TAG}vb" parent 1: handle 10: tbf rate "$RATE" burst "$TBF_BURST" limit "$TBF_LIMIT" 2>/dev/null || true
+else
+    ip netns exec "$NS_B" tc qdisc add dev "${TAG}vb" root tbf rate "$RATE" burst "$TBF_BURST" limit "$TBF_LIMIT"
+fi
+ip netns exec "$NS_A" tc qdisc add dev "${TAG}va" root tbf rate "$RATE" burst "$TBF_BURST" limit "$TBF_LIMIT"
+if [ "$NETEM" = yes ]; then
+    echo "netem: delay 1ms±200us, duplicate 2%, reorder 25% on the server's egress"
+else
+    echo "netem: not available in this kernel; damage is nftables random drop + tbf congestion drops"
+fi
+
+ip netns exec "$NS_B" "$BIN" bridge serve --bind "$ADDR_B:$PORT" --region "$SIZE" --quiet $WINDOW >"$LOG/serve.out" 2>&1 &
+SERVER_PID=$!
+sleep 0.5
+
+echo "put --verify $SIZE from $NS_A to $ADDR_B:$PORT (tbf $RATE, 5% nft drop each way)"
+set +e
+ip netns exec "$NS_A" "$BIN" bridge put --peer "$ADDR_B:$PORT" --size "$SIZE" --verify --json $WINDOW >"$LOG/put.json" 2>"$LOG/put.err"
+RC=$?
+set -e
+cat "$LOG/put.json" "$LOG/put.err"
+
+counter() { ip netns exec "$1" nft list ruleset | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | head -1; }
+DROP_A=$(counter "$NS_A")
+DROP_B=$(counter "$NS_B")
+TBF_A=$(ip netns exec "$NS_A" tc -s qdisc show dev "${TAG}va" | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | head -1)
+TBF_B=$(ip netns exec "$NS_B" tc -s qdisc show dev "${TAG}vb" | sed -n 's/.*dropped \([0-9]*\).*/\1/p' | paste -sd+ | bc)
+echo "kernel drops: nftables client->server $DROP_A, server->client $DROP_B; tbf client $TBF_A, server $TBF_B"
+
+if [ "$RC" -ne 0 ]; then
+    echo "FAIL: put exited $RC"
+    exit 1
+fi
+grep -q '"verified": true' "$LOG/put.json" || { echo "FAIL: not verified"; exit 1; }
+if [ "${DROP_A:-0}" -eq 0 ] || [ "${DROP_B:-0}" -eq 0 ]; then
+    echo "FAIL: nftables dropped nothing in one direction: the test proved nothing"
+    exit 1
+fi
+if [ "${TBF_A:-0}" -eq 0 ]; then
+    echo "FAIL: tbf dropped nothing: no congestion drops, the test proved less than it claims"
+    exit 1
+fi
+echo "PASS: $SIZE byte-exact through kernel drops"
