@@ -46,7 +46,7 @@ pub struct Common {
     /// Data packets in flight at once (the engine's OP table; it has no
     /// congestion control, so match it to the path's queue).
     #[arg(long, default_value_t = 256)]
-    window: u16,
+    inflight: u16,
     /// READ response bytes asked for and not yet received.
     #[arg(long, default_value = "256KiB", value_parser = size)]
     read_window: u64,
@@ -69,7 +69,7 @@ impl Common {
             ..BridgeConfig::default()
         };
         cfg.nic.mtu_payload = self.mtu;
-        cfg.nic.op_table_capacity = self.window;
+        cfg.nic.op_table_capacity = self.inflight;
         cfg.nic.read_window = self.read_window;
         cfg
     }

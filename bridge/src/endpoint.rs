@@ -63,7 +63,7 @@ impl BridgeConfig {
     /// window of 256 packets in flight, which a default Linux socket
     /// buffer (208 KiB) nearly absorbs, and READs calling for at most
     /// 256 KiB of responses at once. The engine has no congestion control:
-    /// over a slower path, shrink both (`--window`, `--read-window`). The boot epoch comes from the wall clock.
+    /// over a slower path, shrink both (`--inflight`, `--read-window`). The boot epoch comes from the wall clock.
     pub fn real_time_nic() -> NicConfig {
         use udrma_nic::{AckMode, Duration, RegistrationMode};
         NicConfig {
@@ -150,7 +150,7 @@ impl Endpoint {
         cfg.shim.validate().map_err(BridgeError::BadInput)?;
         let nic = Nic::new(NodeAddr(0), cfg.nic.clone()).map_err(|e| {
             BridgeError::BadInput(format!(
-                "engine configuration: {e} (op_table_capacity is --window, mtu_payload is --mtu)"
+                "engine configuration: {e} (op_table_capacity is --inflight, mtu_payload is --mtu)"
             ))
         })?;
         let domain = if addr.is_ipv4() {

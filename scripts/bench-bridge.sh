@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Bridge vs plain UDP on loopback, side by side in one run (the figures of
+# docs/benchmarks.md). Needs iperf3 (apt-get install iperf3) and a release
+# build. Not a test: the numbers depend on the machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=./target/release/udrma
+PORT=18795
+DGRAM=1468   # one udrma datagram: 1400 B payload + 68 B header and ICRC
+
+"$BIN" bridge serve --bind 127.0.0.1:$PORT --region 256MiB --quiet &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true' EXIT
+sleep 0.5
+
+echo "== bandwidth: udrma perf bandwidth (window 64) vs iperf3 -u -l $DGRAM -b 0"
+"$BIN" perf bandwidth --peer 127.0.0.1:$PORT --min-size 64KiB --max-size 1MiB --bytes 1GiB
+iperf3 -s -1 -p 5299 >/dev/null 2>&1 &
+sleep 0.3
+iperf3 -c 127.0.0.1 -p 5299 -u -l $DGRAM -b 0 -t 5 | grep -E "sender|receiver"
+
+echo "== latency: udrma perf latency vs a plain UDP pingpong of the same size"
+"$BIN" perf latency --peer 127.0.0.1:$PORT --max-size 1KiB --iterations 20000 --warmup 1000 \
+    | awk 'NR <= 2 || $1 == 1 || $1 == 64 || $1 == 1024'
+cargo run --release --quiet -p udrma-bridge --example udp_pingpong -- 1 64 1024
