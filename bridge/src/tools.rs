@@ -243,6 +243,40 @@ struct Session {
     remote: RemoteRegion,
 }
 
+impl Session {
+    /// A WRITE of the first `size` local bytes to `offset` in the peer's
+    /// region.
+    fn write(&self, size: u64, offset: u64) -> WorkRequest {
+        WorkRequest::write(
+            self.node,
+            self.local,
+            CLIENT_BASE,
+            size,
+            self.remote.rkey,
+            self.remote.addr + offset,
+        )
+    }
+
+    /// A READ of the first `size` bytes of the peer's region into `local`
+    /// at `local_addr`.
+    fn read(&self, size: u64, local: MrKey, local_addr: u64) -> WorkRequest {
+        WorkRequest::read(
+            self.node,
+            local,
+            local_addr,
+            size,
+            self.remote.rkey,
+            self.remote.addr,
+        )
+    }
+}
+
+/// Turns a failed completion into the error that names the request.
+fn failed(what: impl Into<String>) -> impl FnOnce(udrma_nic::WcError) -> BridgeError {
+    let what = what.into();
+    move |error| BridgeError::Transfer { what, error }
+}
+
 /// Registers a client region of `len` bytes filled with `seed`'s pattern,
 /// announces it, and says HELLO to `peer`.
 async fn open(
@@ -279,10 +313,7 @@ async fn wait(ep: &mut Endpoint, wr: WrId, what: &str) -> Result<(), BridgeError
         while let Some(e) = ep.poll_event() {
             if let Event::Completed { wr: w, result, .. } = e {
                 if w == wr {
-                    return result.map_err(|error| BridgeError::Transfer {
-                        what: what.to_string(),
-                        error,
-                    });
+                    return result.map_err(failed(what));
                 }
             }
         }
@@ -357,14 +388,7 @@ pub async fn put(
 ) -> Result<TransferReport, BridgeError> {
     let s = open(ep, peer, size, seed).await?;
     let t0 = std::time::Instant::now();
-    let wr = ep.post(WorkRequest::write(
-        s.node,
-        s.local,
-        CLIENT_BASE,
-        size,
-        s.remote.rkey,
-        s.remote.addr,
-    ))?;
+    let wr = ep.post(s.write(size, 0))?;
     wait(ep, wr, "WRITE").await?;
     let secs = t0.elapsed().as_secs_f64();
     if verify {
@@ -372,14 +396,7 @@ pub async fn put(
         let back = ep
             .nic_mut()
             .register(CLIENT_BASE + (1 << 40), n.max(1), Access::ALL);
-        let wr = ep.post(WorkRequest::read(
-            s.node,
-            back,
-            CLIENT_BASE + (1 << 40),
-            size,
-            s.remote.rkey,
-            s.remote.addr,
-        ))?;
+        let wr = ep.post(s.read(size, back, CLIENT_BASE + (1 << 40)))?;
         wait(ep, wr, "READ (verification)").await?;
         let mem = ep.nic().memory();
         let sent = &mem.region(s.local).map(|r| &r.bytes[..n]).unwrap_or(&[]);
@@ -400,14 +417,7 @@ pub async fn get(
 ) -> Result<TransferReport, BridgeError> {
     let s = open(ep, peer, size, 1).await?;
     let t0 = std::time::Instant::now();
-    let wr = ep.post(WorkRequest::read(
-        s.node,
-        s.local,
-        CLIENT_BASE,
-        size,
-        s.remote.rkey,
-        s.remote.addr,
-    ))?;
+    let wr = ep.post(s.read(size, s.local, CLIENT_BASE))?;
     wait(ep, wr, "READ").await?;
     let secs = t0.elapsed().as_secs_f64();
     if verify {
@@ -484,17 +494,7 @@ pub async fn perf_latency(
         let mut outstanding = std::collections::BTreeSet::new();
         for i in 0..warmup + iters {
             let t0 = std::time::Instant::now();
-            let wr = ep.post(
-                WorkRequest::write(
-                    s.node,
-                    s.local,
-                    CLIENT_BASE,
-                    size,
-                    s.remote.rkey,
-                    s.remote.addr,
-                )
-                .endpoints(ECHO_EP, ECHO_EP),
-            )?;
+            let wr = ep.post(s.write(size, 0).endpoints(ECHO_EP, ECHO_EP))?;
             outstanding.insert(wr);
             let mut echoed = 0u64;
             while echoed < size {
@@ -511,10 +511,7 @@ pub async fn perf_latency(
                         }
                         Event::Completed { wr, result, .. } => {
                             outstanding.remove(&wr);
-                            result.map_err(|error| BridgeError::Transfer {
-                                what: format!("pingpong WRITE of {size} B"),
-                                error,
-                            })?;
+                            result.map_err(failed(format!("pingpong WRITE of {size} B")))?;
                         }
                         _ => {}
                     }
@@ -567,15 +564,7 @@ pub async fn perf_bandwidth(
         for _ in 0..iters {
             let mut pending = std::collections::BTreeSet::new();
             for k in 0..u64::from(window) {
-                let remote = s.remote.addr + (k % slots) * size;
-                let wr = ep.post(WorkRequest::write(
-                    s.node,
-                    s.local,
-                    CLIENT_BASE,
-                    size,
-                    s.remote.rkey,
-                    remote,
-                ))?;
+                let wr = ep.post(s.write(size, (k % slots) * size))?;
                 pending.insert(wr);
             }
             while !pending.is_empty() {
@@ -583,10 +572,7 @@ pub async fn perf_bandwidth(
                 while let Some(e) = ep.poll_event() {
                     if let Event::Completed { wr, result, .. } = e {
                         if pending.remove(&wr) {
-                            result.map_err(|error| BridgeError::Transfer {
-                                what: format!("bandwidth WRITE of {size} B"),
-                                error,
-                            })?;
+                            result.map_err(failed(format!("bandwidth WRITE of {size} B")))?;
                         }
                     }
                 }
