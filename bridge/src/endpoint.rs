@@ -96,7 +96,7 @@ pub struct BridgeStats {
     pub rx_datagrams: u64,
     /// Bytes received.
     pub rx_bytes: u64,
-    /// Datagrams sent to the socket (copies included).
+    /// Datagrams the kernel accepted (shim copies included).
     pub tx_datagrams: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
@@ -371,7 +371,7 @@ impl Endpoint {
                 let mut off = 0;
                 while off < meta.len {
                     let end = (off + stride).min(meta.len);
-                    // Copy out so the engine call can borrow self mutably.
+                    // A range, not a slice: the engine call borrows self.
                     let range = start + off..start + end;
                     self.on_datagram(now, meta.addr, range);
                     off = end;
@@ -518,7 +518,11 @@ impl Endpoint {
                 })
             };
             match r {
-                Ok(()) => {}
+                Ok(()) => {
+                    self.stats.tx_calls += 1;
+                    self.stats.tx_datagrams += n as u64;
+                    self.stats.tx_bytes += batch.len() as u64;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.sock.writable().await.map_err(BridgeError::Io)?;
                     continue;
@@ -527,12 +531,10 @@ impl Endpoint {
                     // The network said no (unreachable, no buffer): the
                     // datagrams are lost like any other; retransmits follow.
                     tracing::debug!(error = %e, to = %to, "udp send error");
+                    self.stats.tx_calls += 1;
                     self.stats.tx_errors += n as u64;
                 }
             }
-            self.stats.tx_calls += 1;
-            self.stats.tx_datagrams += n as u64;
-            self.stats.tx_bytes += batch.len() as u64;
             for _ in 0..n {
                 if let Some((_, b)) = self.pending.pop_front() {
                     if self.pool.len() < 1024 {
