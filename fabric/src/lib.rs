@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod queue;
 pub mod routing;
 pub mod shapes;
 pub mod topology;

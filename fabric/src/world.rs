@@ -20,8 +20,9 @@
 //! whose start lies in the future. Host ports also schedule a "free" event
 //! so the NIC is pulled for its next datagram at line rate.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::queue::{EventQueue, Key};
 use std::io::Write;
 
 use rand_chacha::ChaCha8Rng;
@@ -145,6 +146,30 @@ struct Pkt {
     bytes: Vec<u8>,
     /// Zero bytes of payload left out of `bytes` (phantom payloads).
     elided: u32,
+    /// The header fields faults and the trace look at, read once while
+    /// the bytes are hot in cache (and again after a corruption).
+    head: Head,
+}
+
+/// What [`pkt_info`] reads from a packet's header.
+#[derive(Debug, Clone, Copy)]
+struct Head {
+    opcode: Option<Opcode>,
+    flags: Flags,
+    msg: u32,
+    seg: u32,
+}
+
+impl Head {
+    fn of(bytes: &[u8]) -> Head {
+        let (opcode, flags, msg, seg) = pkt_info(bytes);
+        Head {
+            opcode,
+            flags,
+            msg,
+            seg,
+        }
+    }
 }
 
 impl Pkt {
@@ -208,18 +233,10 @@ enum EvKind {
     Timer(u32),
     Pause(u32, Instant),
     Resume(u32),
-    Post(u32, WorkRequest),
+    /// Boxed: the slab's entries are as large as the largest event.
+    Post(u32, Box<WorkRequest>),
     /// The host NIC's receive side has processed a packet (cost model).
     Deliver(u32, Pkt),
-}
-
-/// A heap entry: ordered by (time, insertion sequence); the event itself
-/// waits in a slab, so heap operations move 24 bytes, not packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Key {
-    t: Instant,
-    seq: u64,
-    slot: u32,
 }
 
 #[derive(Debug, Default)]
@@ -298,7 +315,9 @@ pub struct World {
     ports: Vec<PortState>,
     switch_rng: Vec<Option<ChaCha8Rng>>,
     faults: RuleSet,
-    queue: BinaryHeap<Reverse<Key>>,
+    /// Event keys ordered by (time, insertion sequence); the events
+    /// themselves wait in `slab`, so the queue moves 24 bytes, not packets.
+    queue: EventQueue,
     slab: Vec<Option<EvKind>>,
     free: Vec<u32>,
     seq: u64,
@@ -307,6 +326,9 @@ pub struct World {
     stats: FabricStats,
     trace: Trace,
     taps: Vec<bool>,
+    /// Per link: picoseconds per bit when that is a whole number (every
+    /// rate that divides 1 Tb/s), else 0 and serialization divides.
+    ps_per_bit: Vec<u64>,
     pcap: Option<PcapSink<Box<dyn Write>>>,
     /// Captured frames waiting for simulated time to reach them.
     pcap_pending: BTreeMap<(Instant, u64), Vec<u8>>,
@@ -318,8 +340,9 @@ pub struct World {
     phantom_payload: bool,
     /// Per-packet NIC costs (from the NIC configuration).
     cost: udrma_nic::CostModel,
-    /// Highest packet serial delivered per (source, destination) flow.
-    flow_max: BTreeMap<(NodeAddr, NodeAddr), u64>,
+    /// Highest packet serial delivered per flow: indexed by destination
+    /// host, then keyed by source (small maps: one lookup per delivery).
+    flow_max: Vec<BTreeMap<NodeAddr, u64>>,
     /// Hosts whose packets are journaled, and the journal.
     watch: Option<(NodeAddr, NodeAddr)>,
     journal: Vec<Journey>,
@@ -336,6 +359,9 @@ impl core::fmt::Debug for World {
             .finish()
     }
 }
+
+/// Picoseconds in a second.
+const PS_PER_S: u64 = 1_000_000_000_000;
 
 fn pkt_info(bytes: &[u8]) -> (Option<Opcode>, Flags, u32, u32) {
     if bytes.len() < HEADER_LEN {
@@ -379,6 +405,18 @@ impl World {
             .map(|_| PortState::default())
             .collect();
         let taps = vec![false; topo.links.len()];
+        let ps_per_bit = topo
+            .links
+            .iter()
+            .map(|l| {
+                let bw = l.params.bandwidth_bps.max(1);
+                if PS_PER_S % bw == 0 {
+                    PS_PER_S / bw
+                } else {
+                    0
+                }
+            })
+            .collect();
         Ok(World {
             router: Router::new(&topo, cfg.routing),
             topo,
@@ -386,7 +424,7 @@ impl World {
             ports,
             switch_rng,
             faults,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::default(),
             slab: Vec::new(),
             free: Vec::new(),
             seq: 0,
@@ -395,6 +433,7 @@ impl World {
             stats: FabricStats::default(),
             trace: Trace::default(),
             taps,
+            ps_per_bit,
             pcap: None,
             pcap_pending: BTreeMap::new(),
             pcap_error: None,
@@ -404,7 +443,7 @@ impl World {
             rebuild: Vec::new(),
             phantom_payload: cfg.phantom_payload,
             cost: cfg.nic.cost,
-            flow_max: BTreeMap::new(),
+            flow_max: Vec::new(),
             watch: None,
             journal: Vec::new(),
             journal_index: BTreeMap::new(),
@@ -478,7 +517,12 @@ impl World {
         if !self.watched(pkt.src, pkt.dst) {
             return;
         }
-        let (opcode, flags, msg, seg) = pkt_info(&pkt.bytes);
+        let Head {
+            opcode,
+            flags,
+            msg,
+            seg,
+        } = pkt.head;
         self.journal_index.insert(pkt.serial, self.journal.len());
         self.journal.push(Journey {
             serial: pkt.serial,
@@ -572,7 +616,7 @@ impl World {
         wr: WorkRequest,
     ) -> Result<(), FabricError> {
         self.check_host(h)?;
-        self.schedule(at.max(self.now), EvKind::Post(h.0, wr));
+        self.schedule(at.max(self.now), EvKind::Post(h.0, Box::new(wr)));
         Ok(())
     }
 
@@ -588,11 +632,11 @@ impl World {
                 (self.slab.len() - 1) as u32
             }
         };
-        self.queue.push(Reverse(Key {
+        self.queue.push(Key {
             t,
             seq: self.seq,
             slot,
-        }));
+        });
         self.stats.max_event_queue = self.stats.max_event_queue.max(self.queue.len() as u64);
     }
 
@@ -601,12 +645,12 @@ impl World {
     pub fn run_until(&mut self, limit: Instant) -> bool {
         // The same work as `peek_time` + `step`, fused: one slab read per
         // event instead of two (5 % of the speed shape's wall time).
-        while let Some(Reverse(key)) = self.queue.peek() {
+        while let Some(key) = self.queue.peek() {
             if key.t > limit {
                 self.flush_pcap(limit);
                 return false;
             }
-            let Reverse(key) = self.queue.pop().expect("peeked");
+            self.queue.take();
             let kind = self.slab[key.slot as usize]
                 .take()
                 .expect("scheduled event");
@@ -634,10 +678,10 @@ impl World {
     /// timer wake-ups are discarded on the way).
     pub fn peek_time(&mut self) -> Option<Instant> {
         loop {
-            let Reverse(key) = *self.queue.peek()?;
+            let key = self.queue.peek()?;
             if let Some(EvKind::Timer(h)) = self.slab[key.slot as usize] {
                 if !self.timer_due(h, key.t) {
-                    self.queue.pop();
+                    self.queue.take();
                     self.slab[key.slot as usize] = None;
                     self.free.push(key.slot);
                     continue;
@@ -656,7 +700,7 @@ impl World {
     }
 
     fn process_next(&mut self, t: Instant) {
-        if let Some(Reverse(key)) = self.queue.pop() {
+        if let Some(key) = self.queue.take() {
             debug_assert_eq!(key.t, t);
             let kind = self.slab[key.slot as usize]
                 .take()
@@ -798,7 +842,7 @@ impl World {
             }
             EvKind::Post(h, wr) => {
                 let now = self.now;
-                let _ = self.hosts[h as usize].nic.post(now, wr);
+                let _ = self.hosts[h as usize].nic.post(now, *wr);
                 self.service_host(h);
             }
         }
@@ -881,6 +925,7 @@ impl World {
                 src: NodeAddr(h),
                 dst: t.dst,
                 src_port: t.src_port,
+                head: Head::of(&buf),
                 bytes: buf,
                 elided: 0,
             };
@@ -906,7 +951,7 @@ impl World {
             return;
         }
         let p = self.topo.ports[port as usize];
-        let (opcode, flags, _, _) = pkt_info(&pkt.bytes);
+        let Head { opcode, flags, .. } = pkt.head;
         let ctx = PacketCtx {
             now: self.now,
             link: p.link,
@@ -955,6 +1000,7 @@ impl World {
                         src_port: pkt.src_port,
                         bytes: pkt.bytes.clone(),
                         elided: pkt.elided,
+                        head: pkt.head,
                     };
                     if self.watch.is_some() {
                         self.journal_new(&copy, Some(pkt.serial));
@@ -977,6 +1023,7 @@ impl World {
                     j.corrupted = true;
                 }
                 self.faults.corrupt(rule as usize, &mut pkt.bytes, bits);
+                pkt.head = Head::of(&pkt.bytes);
                 self.enqueue(port, pkt);
             }
         }
@@ -1033,9 +1080,15 @@ impl World {
         };
         let start = st.free_at.max(now + nic_cost);
         let bits = (len + WIRE_OVERHEAD) * 8;
-        let ser = Duration(
-            (u128::from(bits) * 1_000_000_000_000 / u128::from(params.bandwidth_bps.max(1))) as u64,
-        );
+        // Exactly the division below, without a 128-bit divide per hop
+        // when the rate divides 1 Tb/s.
+        let ser = match self.ps_per_bit[p.link as usize] {
+            0 => Duration(
+                (u128::from(bits) * u128::from(PS_PER_S) / u128::from(params.bandwidth_bps.max(1)))
+                    as u64,
+            ),
+            ps => Duration(bits * ps),
+        };
         st.free_at = start + ser;
         if start > now {
             st.waiting.push_back((start, len as u32));
@@ -1043,7 +1096,9 @@ impl World {
             self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(st.queued_bytes);
         }
         let free_at = st.free_at;
-        let (opcode, _, msg, seg) = pkt_info(&pkt.bytes);
+        let Head {
+            opcode, msg, seg, ..
+        } = pkt.head;
         self.trace.record(&TraceEvent::Tx {
             t: start.as_ps(),
             link: p.link,
@@ -1159,7 +1214,11 @@ impl World {
         if let Some(j) = self.journal_mut(pkt.serial) {
             j.arrived = Some(now);
         }
-        let max = self.flow_max.entry((pkt.src, pkt.dst)).or_insert(0);
+        let dst = pkt.dst.0 as usize;
+        if self.flow_max.len() <= dst {
+            self.flow_max.resize_with(dst + 1, BTreeMap::new);
+        }
+        let max = self.flow_max[dst].entry(pkt.src).or_insert(0);
         if pkt.serial < *max {
             self.stats.reordered += 1;
         } else {
