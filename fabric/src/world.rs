@@ -420,6 +420,7 @@ impl World {
                 rx_unit: udrma_nic::cost::Serial::default(),
             });
         }
+        let flow_max = vec![BTreeMap::new(); hosts.len()];
         let switch_rng = topo
             .nodes
             .iter()
@@ -479,7 +480,7 @@ impl World {
             rebuild: Vec::new(),
             phantom_payload: cfg.phantom_payload,
             cost: cfg.nic.cost,
-            flow_max: Vec::new(),
+            flow_max,
             watch: None,
             journal: Vec::new(),
             journal_index: BTreeMap::new(),
@@ -1276,11 +1277,7 @@ impl World {
         if let Some(j) = self.journal_mut(pkt.serial) {
             j.arrived = Some(now);
         }
-        let dst = pkt.dst.0 as usize;
-        if self.flow_max.len() <= dst {
-            self.flow_max.resize_with(dst + 1, BTreeMap::new);
-        }
-        let max = self.flow_max[dst].entry(pkt.src).or_insert(0);
+        let max = self.flow_max[h as usize].entry(pkt.src).or_insert(0);
         if pkt.serial < *max {
             self.stats.reordered += 1;
         } else {
