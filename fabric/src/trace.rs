@@ -201,8 +201,8 @@ impl Trace {
     }
 }
 
-/// The longest postcard encoding of a [`TraceEvent`] (a `Tx` or `Fault`
-/// with every integer at its widest varint).
+/// Room for the longest postcard encoding of a [`TraceEvent`] (a `Tx`
+/// with every integer at its widest varint takes 43 bytes).
 const ENCODED_MAX: usize = 64;
 
 /// Appends `v` as a postcard varint (LEB128, seven bits a byte).

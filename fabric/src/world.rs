@@ -21,8 +21,6 @@
 //! so the NIC is pulled for its next datagram at line rate.
 
 use std::collections::{BTreeMap, VecDeque};
-
-use crate::queue::EventQueue;
 use std::io::Write;
 
 use rand_chacha::ChaCha8Rng;
@@ -35,6 +33,7 @@ use udrma_proto::{
     Duration, Flags, Instant, NodeAddr, Opcode, Packet, DEFAULT_UDP_PORT, HEADER_LEN,
 };
 
+use crate::queue::EventQueue;
 use crate::routing::{Policy, Router};
 use crate::topology::{LinkId, NodeId, NodeKind, PortId, Topology};
 use crate::trace::{DropReason, Trace, TraceEvent, TraceFormat};
@@ -151,7 +150,7 @@ struct Pkt {
     head: Head,
 }
 
-/// What [`pkt_info`] reads from a packet's header.
+/// The header fields faults, the trace and the ladder journal read.
 #[derive(Debug, Clone, Copy)]
 struct Head {
     opcode: Option<Opcode>,
@@ -161,13 +160,22 @@ struct Head {
 }
 
 impl Head {
+    /// Reads them (all empty when the datagram is shorter than a header).
     fn of(bytes: &[u8]) -> Head {
-        let (opcode, flags, msg, seg) = pkt_info(bytes);
+        if bytes.len() < HEADER_LEN {
+            return Head {
+                opcode: None,
+                flags: Flags::empty(),
+                msg: 0,
+                seg: 0,
+            };
+        }
+        let p = Packet::new_unchecked(bytes);
         Head {
-            opcode,
-            flags,
-            msg,
-            seg,
+            opcode: Some(p.opcode()),
+            flags: p.flags(),
+            msg: p.msg_id(),
+            seg: p.seg_index(),
         }
     }
 }
@@ -245,7 +253,7 @@ enum EvKind {
 #[derive(Debug, Clone, Copy)]
 struct PortHot {
     link: LinkId,
-    reverse: bool,
+    direction: Direction,
     /// The host this port belongs to (its NIC's egress), if any.
     host: Option<u32>,
     /// The node at the far end, and its host number if it is one.
@@ -340,7 +348,7 @@ pub struct World {
     switch_rng: Vec<Option<ChaCha8Rng>>,
     faults: RuleSet,
     /// Event keys ordered by (time, insertion sequence); the events
-    /// that carry data wait in `slab`, so the queue moves 24 bytes, not
+    /// that carry data wait in `slab`, so the queue moves 16 bytes, not
     /// packets; the frequent small ones (arrivals, host wake-ups, timers)
     /// are coded in the key itself (see [`World::code`]).
     queue: EventQueue,
@@ -390,14 +398,6 @@ const CODE_TIMER: u32 = 3 << 30;
 /// Picoseconds in a second.
 const PS_PER_S: u64 = 1_000_000_000_000;
 
-fn pkt_info(bytes: &[u8]) -> (Option<Opcode>, Flags, u32, u32) {
-    if bytes.len() < HEADER_LEN {
-        return (None, Flags::empty(), 0, 0);
-    }
-    let p = Packet::new_unchecked(bytes);
-    (Some(p.opcode()), p.flags(), p.msg_id(), p.seg_index())
-}
-
 impl World {
     /// A world over `topo` with one NIC per host, and `faults` installed
     /// (their link names are resolved here).
@@ -438,7 +438,7 @@ impl World {
                 PortState {
                     hot: PortHot {
                         link: p.link,
-                        reverse: p.direction == Direction::Reverse,
+                        direction: p.direction,
                         host: topo.host_addr(p.node).map(|h| h.0),
                         peer: p.peer,
                         peer_host: topo.host_addr(p.peer).map(|h| h.0),
@@ -1016,7 +1016,7 @@ impl World {
             self.enqueue(port, pkt);
             return;
         }
-        let p = self.topo.ports[port as usize];
+        let p = self.ports[port as usize].hot;
         let Head { opcode, flags, .. } = pkt.head;
         let ctx = PacketCtx {
             now: self.now,
@@ -1165,7 +1165,7 @@ impl World {
         self.trace.record(&TraceEvent::Tx {
             t: start.as_ps(),
             link: hot.link,
-            dir: u8::from(hot.reverse),
+            dir: u8::from(hot.direction == Direction::Reverse),
             pkt: pkt.serial,
             opcode: opcode.map_or(0, u8::from),
             msg,
