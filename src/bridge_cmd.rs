@@ -79,6 +79,29 @@ fn size(s: &str) -> Result<u64, String> {
     parse_size(s)
 }
 
+/// `HOST:PORT`, where HOST is an address or a name the system resolves
+/// (`localhost:18791`); an IPv4 address is preferred when a name has both,
+/// since the default local bind is IPv4.
+pub(crate) fn host_port(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    if !s.contains(':') {
+        return Err(format!(
+            "{s:?} has no port: expected HOST:PORT, e.g. localhost:18791"
+        ));
+    }
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(s)
+        .map_err(|e| format!("cannot resolve {s:?}: {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{s:?} resolves to no address"))
+}
+
 fn duration(s: &str) -> Result<std::time::Duration, String> {
     parse_time(s).map(|d| std::time::Duration::from_nanos(d.as_ps() / 1000))
 }
@@ -90,7 +113,7 @@ pub enum Bridge {
     /// WRITE/READ and echo requests, print stats every second.
     Serve {
         /// Address to listen on.
-        #[arg(long, default_value = "0.0.0.0:18791")]
+        #[arg(long, default_value = "0.0.0.0:18791", value_parser = host_port)]
         bind: SocketAddr,
         /// Size of the served region.
         #[arg(long, default_value = "64MiB", value_parser = size)]
@@ -125,7 +148,7 @@ pub enum Bridge {
 #[derive(Debug, Args, Clone)]
 pub struct Client {
     /// The server.
-    #[arg(long)]
+    #[arg(long, value_parser = host_port)]
     peer: SocketAddr,
     /// Bytes to move.
     #[arg(long, value_parser = size)]
@@ -134,7 +157,7 @@ pub struct Client {
     #[arg(long)]
     verify: bool,
     /// Local address to bind.
-    #[arg(long, default_value = "0.0.0.0:0")]
+    #[arg(long, default_value = "0.0.0.0:0", value_parser = host_port)]
     bind: SocketAddr,
     /// Print one JSON object.
     #[arg(long)]
@@ -150,7 +173,7 @@ pub enum Perf {
     /// latency per size, like osu_latency.
     Latency {
         /// The server (`udrma bridge serve`).
-        #[arg(long)]
+        #[arg(long, value_parser = host_port)]
         peer: SocketAddr,
         /// Smallest size.
         #[arg(long, default_value = "1B", value_parser = size)]
@@ -165,7 +188,7 @@ pub enum Perf {
         #[arg(long, default_value_t = 100)]
         warmup: u32,
         /// Local address to bind.
-        #[arg(long, default_value = "0.0.0.0:0")]
+        #[arg(long, default_value = "0.0.0.0:0", value_parser = host_port)]
         bind: SocketAddr,
         /// Print JSON.
         #[arg(long)]
@@ -177,7 +200,7 @@ pub enum Perf {
     /// like osu_bw.
     Bandwidth {
         /// The server (`udrma bridge serve`).
-        #[arg(long)]
+        #[arg(long, value_parser = host_port)]
         peer: SocketAddr,
         /// Smallest size.
         #[arg(long, default_value = "4KiB", value_parser = size)]
@@ -192,7 +215,7 @@ pub enum Perf {
         #[arg(long, default_value = "256MiB", value_parser = size)]
         bytes: u64,
         /// Local address to bind.
-        #[arg(long, default_value = "0.0.0.0:0")]
+        #[arg(long, default_value = "0.0.0.0:0", value_parser = host_port)]
         bind: SocketAddr,
         /// Print JSON.
         #[arg(long)]

@@ -198,6 +198,6 @@ mod tests {
     #[test]
     fn not_a_pcap_is_an_error() {
         let err = decode_capture(&b"hello"[..], 18791, &mut Vec::new()).unwrap_err();
-        assert!(err.to_string().starts_with("pcap:"), "{err}");
+        assert!(err.to_string().starts_with("not a pcap capture:"), "{err}");
     }
 }

@@ -53,9 +53,19 @@ enum Command {
         /// Draw a ladder (sequence) diagram as SVG.
         #[arg(long)]
         ladder: Option<PathBuf>,
-        /// The two hosts of the ladder (default: the first workload's).
-        #[arg(long, value_delimiter = ',', num_args = 2)]
+        /// The two hosts of the ladder, as `h0,h1` (default: the first
+        /// workload's source and destination).
+        #[arg(long, value_delimiter = ',')]
         ladder_hosts: Vec<String>,
+        /// Draw the packets sent from this simulated time on (`300us`).
+        #[arg(long, value_parser = sim_time, default_value = "0ns")]
+        ladder_from: udrma_proto::Duration,
+        /// ... and before this time (default: to the end).
+        #[arg(long, value_parser = sim_time)]
+        ladder_until: Option<udrma_proto::Duration>,
+        /// Draw at most this many packets (the first in the window).
+        #[arg(long, default_value_t = udrma_scenarios::Ladder::DEFAULT_MAX)]
+        ladder_max: usize,
     },
     /// Run the cross product of settings × seeds in parallel.
     Sweep {
@@ -65,8 +75,9 @@ enum Command {
         /// workload.0.size); repeat for a cross product.
         #[arg(long = "set", required = true)]
         sets: Vec<String>,
-        /// Seeds per setting (the file's seed, then the next ones).
-        #[arg(long, default_value_t = 1)]
+        /// Seeds per setting (the file's seed, then the next ones); at
+        /// least 1.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         seeds: u32,
         /// Write one CSV row per run.
         #[arg(long)]
@@ -176,6 +187,9 @@ fn main() -> ExitCode {
             trace,
             ladder,
             ladder_hosts,
+            ladder_from,
+            ladder_until,
+            ladder_max,
         } => run(
             &file,
             seed,
@@ -183,8 +197,13 @@ fn main() -> ExitCode {
             pcap,
             pcap_links,
             trace,
-            ladder,
-            ladder_hosts,
+            ladder.map(|path| LadderArgs {
+                path,
+                hosts: ladder_hosts,
+                from: ladder_from,
+                until: ladder_until,
+                max: ladder_max,
+            }),
         ),
         Command::Sweep {
             file,
@@ -269,7 +288,20 @@ fn execute_with_ladder(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A simulated time (`300us`, `1.5ms`).
+fn sim_time(s: &str) -> Result<udrma_proto::Duration, String> {
+    udrma_scenarios::units::parse_time(s)
+}
+
+/// The `--ladder*` flags.
+struct LadderArgs {
+    path: PathBuf,
+    hosts: Vec<String>,
+    from: udrma_proto::Duration,
+    until: Option<udrma_proto::Duration>,
+    max: usize,
+}
+
 fn run(
     file: &Path,
     seed: Option<u64>,
@@ -277,8 +309,7 @@ fn run(
     pcap: Option<PathBuf>,
     pcap_links: Vec<String>,
     trace: Option<PathBuf>,
-    ladder: Option<PathBuf>,
-    ladder_hosts: Vec<String>,
+    ladder: Option<LadderArgs>,
 ) -> anyhow::Result<ExitCode> {
     let sc = load(file)?;
     let mut opts = RunOptions {
@@ -303,19 +334,35 @@ fn run(
         };
         opts.trace = Some((format, create(&path)?));
     }
-    if ladder.is_some() {
-        let hosts = match ladder_hosts.as_slice() {
+    if let Some(l) = &ladder {
+        let (left, right) = match l.hosts.as_slice() {
             [a, b] => (a.clone(), b.clone()),
-            _ => {
+            [_, ..] => {
+                return Err(BadInput(format!(
+                    "--ladder-hosts takes two hosts, as `h0,h1`; got {}",
+                    l.hosts.join(",")
+                ))
+                .into())
+            }
+            [] => {
                 let w = sc.file.workloads.first();
                 let a = w.and_then(|w| w.src.clone()).unwrap_or_else(|| "h0".into());
                 let b = w.and_then(|w| w.dst.clone()).unwrap_or_else(|| "h1".into());
                 (a, b)
             }
         };
-        opts.ladder = Some(hosts);
+        if l.until.is_some_and(|u| u <= l.from) {
+            return Err(BadInput("--ladder-until must be later than --ladder-from".into()).into());
+        }
+        opts.ladder = Some(udrma_scenarios::Ladder {
+            left,
+            right,
+            from: l.from,
+            until: l.until,
+            max: l.max,
+        });
     }
-    execute_with_ladder(&sc, opts, json, ladder.as_deref())
+    execute_with_ladder(&sc, opts, json, ladder.as_ref().map(|l| l.path.as_path()))
 }
 
 fn replay(file: &Path, seed: u64) -> anyhow::Result<ExitCode> {
@@ -379,6 +426,13 @@ fn bench_sim(k: u32, seed: u64) -> anyhow::Result<ExitCode> {
 }
 
 fn decode(path: &Path, port: u16) -> anyhow::Result<ExitCode> {
+    if path.is_dir() {
+        return Err(BadInput(format!(
+            "{} is a directory, not a capture file",
+            path.display()
+        ))
+        .into());
+    }
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

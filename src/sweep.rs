@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use toml::{Table, Value};
 use udrma_scenarios::edit::{render, set, value};
-use udrma_scenarios::svg::{sweep_plot, Panel};
+use udrma_scenarios::svg::{sweep_plot, Panel, XAxis};
 use udrma_scenarios::units::parse_size;
 use udrma_scenarios::{Report, RunOptions, Scenario};
 
@@ -16,6 +16,48 @@ use crate::BadInput;
 
 fn bad(msg: String) -> anyhow::Error {
     BadInput(msg).into()
+}
+
+/// An error in the case `assign` of a sweep, located at the key's line in
+/// the original file (not in the edited document, which the user never
+/// sees). When several settings apply, the first that fails on its own is
+/// blamed; if only their combination fails, all are named.
+fn case_error(file: &Path, text: &str, doc: &Table, assign: &[(String, String)]) -> anyhow::Error {
+    let name = file.display().to_string();
+    let try_parse = |pairs: &[(String, String)]| -> Result<(), String> {
+        let mut d = doc.clone();
+        for (k, v) in pairs {
+            set(&mut d, k, value(v))?;
+        }
+        Scenario::parse(&name, &render(&d))
+            .map(|_| ())
+            .map_err(|e| e.message)
+    };
+    let blamed: Vec<&(String, String)> = assign
+        .iter()
+        .filter(|a| try_parse(std::slice::from_ref(*a)).is_err())
+        .collect();
+    let (culprits, message) = match blamed.first() {
+        Some(one) => (
+            vec![*one],
+            try_parse(std::slice::from_ref(*one)).unwrap_err(),
+        ),
+        None => (
+            assign.iter().collect(),
+            try_parse(assign).err().unwrap_or_default(),
+        ),
+    };
+    let settings = culprits
+        .iter()
+        .map(|(k, v)| format!("--set {k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" with ");
+    let at = culprits
+        .first()
+        .and_then(|(k, _)| udrma_scenarios::edit::locate(text, k))
+        .map(|(l, c)| format!(":{l}:{c}"))
+        .unwrap_or_default();
+    bad(format!("{name}{at}: {settings}: {message}"))
 }
 
 fn read_doc(file: &Path) -> anyhow::Result<(String, Table)> {
@@ -49,7 +91,7 @@ pub fn sweep(
     csv_path: Option<&Path>,
     plot: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
-    let (_, doc) = read_doc(file)?;
+    let (original, doc) = read_doc(file)?;
     let base_seed = doc.get("seed").and_then(Value::as_integer).unwrap_or(1) as u64;
     let mut axes: Vec<(String, Vec<String>)> = Vec::new();
     for s in sets {
@@ -85,16 +127,9 @@ pub fn sweep(
             set(&mut d, k, value(v)).map_err(|e| bad(format!("--set {e}")))?;
         }
         *text = render(&d);
-        let label = format!(
-            "{} [{}]",
-            file.display(),
-            assign
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-        Scenario::parse(&label, text).map_err(|e| bad(e.to_string()))?;
+        if Scenario::parse(&file.display().to_string(), text).is_err() {
+            return Err(case_error(file, &original, &doc, assign));
+        }
     }
     let jobs: Vec<(usize, u64)> = (0..cases.len())
         .flat_map(|c| (0..seeds as u64).map(move |s| (c, base_seed + s)))
@@ -221,32 +256,45 @@ pub fn sweep(
             v.clone(),
             rs.iter().filter(|r| r.passed()).count(),
             rs.len(),
+            rs.iter().map(|r| r.ops.failed).sum::<u64>(),
+            rs.iter().filter(|r| r.ops.failed > 0).count(),
         ));
     }
     println!(
-        "{:<24} {:>10} {:>14} {:>14} {:>12}",
-        first.0, "runs", "goodput Gb/s", "p99 us", "passed"
+        "{:<24} {:>10} {:>14} {:>14} {:>12} {:>18}",
+        first.0, "runs", "goodput Gb/s", "p99 us", "passed", "failed ops (runs)"
     );
-    for (i, (v, ok, n)) in passes.iter().enumerate() {
+    for (i, (v, ok, n, failed_ops, failed_runs)) in passes.iter().enumerate() {
         let mean =
             |p: &Vec<(f64, Vec<f64>)>| p[i].1.iter().sum::<f64>() / p[i].1.len().max(1) as f64;
         println!(
-            "{:<24} {:>10} {:>14.2} {:>14.2} {:>8}/{}",
+            "{:<24} {:>10} {:>14.2} {:>14.2} {:>12} {:>18}",
             v,
             n,
             mean(&goodput),
             mean(&p99),
-            ok,
-            n
+            format!("{ok}/{n}"),
+            format!("{failed_ops} ({failed_runs})")
         );
     }
     // Messaging runs: latency and bandwidth of the first per-size row,
-    // against log2 of the swept value (message sizes span 22 octaves).
+    // placed by log2 of the swept value (message sizes span 22 octaves),
+    // latency on a log axis (1 us and 1 ms on one plot).
     let messaging = reports
         .iter()
         .all(|r| r.messaging.as_ref().is_some_and(|m| !m.sizes.is_empty()));
-    let mut x_label = first.0.clone();
-    let (mut xs, mut lat, mut bw) = (xs, Vec::new(), Vec::new());
+    let bytes = first.0.ends_with("size")
+        || first.0.ends_with("sizes")
+        || first
+            .1
+            .iter()
+            .all(|v| v.parse::<f64>().is_err() && parse_size(v).is_ok());
+    let x_axis = XAxis {
+        label: first.0.clone(),
+        log2: messaging && xs.iter().all(|x| *x > 0.0),
+        bytes,
+    };
+    let (lat, bw) = (&mut Vec::new(), &mut Vec::new());
     if messaging {
         for (vi, v) in first.1.iter().enumerate() {
             let rows: Vec<&udrma_scenarios::msg::SizeRow> = jobs
@@ -270,15 +318,6 @@ pub fn sweep(
                 );
             }
         }
-        if xs.iter().all(|x| *x > 0.0) {
-            xs = xs.iter().map(|x| x.log2()).collect();
-            for p in [&mut lat, &mut bw] {
-                for (i, pt) in p.iter_mut().enumerate() {
-                    pt.0 = xs[i];
-                }
-            }
-            x_label = format!("log2 {}", first.0);
-        }
     }
     if let Some(path) = plot {
         let mut order: Vec<usize> = (0..xs.len()).collect();
@@ -292,16 +331,18 @@ pub fn sweep(
                 reports.len(),
                 seeds
             ),
-            &x_label,
+            &x_axis,
             &if messaging {
                 vec![
                     Panel {
                         title: "one-way latency or time per message (us)".into(),
-                        points: sorted(&lat),
+                        points: sorted(lat),
+                        log_y: true,
                     },
                     Panel {
                         title: "bandwidth (MB/s)".into(),
-                        points: sorted(&bw),
+                        points: sorted(bw),
+                        log_y: false,
                     },
                 ]
             } else {
@@ -309,14 +350,17 @@ pub fn sweep(
                     Panel {
                         title: "goodput (Gb/s)".into(),
                         points: sorted(&goodput),
+                        log_y: false,
                     },
                     Panel {
                         title: "p99 completion (us)".into(),
                         points: sorted(&p99),
+                        log_y: false,
                     },
                     Panel {
                         title: "retransmits".into(),
                         points: sorted(&retx),
+                        log_y: false,
                     },
                 ]
             },

@@ -359,7 +359,7 @@ fn ladder_of_late_first_packet_shows_the_escape_channel_hold() {
     assert!(out.status.success());
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(
-        text.contains("<title>held in the escape channel</title>"),
+        text.contains("<title>held in the escape channel: msg "),
         "the hold is drawn"
     );
     assert!(

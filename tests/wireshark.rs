@@ -6,6 +6,7 @@
 //! `UDRMA_REQUIRE_TSHARK=1` (CI sets it), when it fails.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -197,7 +198,12 @@ fn tshark() -> Option<PathBuf> {
     if std::env::var_os("UDRMA_REQUIRE_TSHARK").is_some_and(|v| v == "1") {
         panic!("tshark is required (UDRMA_REQUIRE_TSHARK=1) but was not found on PATH");
     }
-    eprintln!("SKIPPED: tshark not found on PATH; install it (apt-get install tshark) to check the Wireshark dissector");
+    // Straight to stderr, not through `eprintln!`: the test harness
+    // captures the macros, and a skip must be seen.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED: tshark not found on PATH; install it (apt-get install tshark) to check the Wireshark dissector"
+    );
     None
 }
 

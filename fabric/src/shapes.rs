@@ -35,7 +35,7 @@ pub fn speed_shape(k: u32, seed: u64) -> Result<World, FabricError> {
         latency: Duration::from_micros(1),
         ..LinkParams::default()
     };
-    let topo = Topology::fat_tree(k, params).map_err(FabricError::NoLink)?;
+    let topo = Topology::fat_tree(k, params).map_err(FabricError::Topology)?;
     let n = topo.n_hosts() as u32;
     let cfg = FabricConfig {
         seed,

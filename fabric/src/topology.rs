@@ -277,6 +277,34 @@ impl Topology {
         self.names.get(name).copied()
     }
 
+    /// The error for a link name this topology lacks: the closest name if
+    /// one is near, then the valid names (the first dozen and a count when
+    /// there are more).
+    pub fn unknown_link(&self, name: &str) -> crate::world::FabricError {
+        let names = self.link_names();
+        let mut known = String::new();
+        if let Some(best) = udrma_faults::closest(name, &names) {
+            known.push_str(&format!("did you mean {best:?}? "));
+        }
+        const SHOWN: usize = 12;
+        known.push_str("links are ");
+        known.push_str(
+            &names
+                .iter()
+                .take(SHOWN)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        if names.len() > SHOWN {
+            known.push_str(&format!(", ... ({} in all)", names.len()));
+        }
+        crate::world::FabricError::NoLink {
+            name: name.to_string(),
+            known,
+        }
+    }
+
     /// Every link name, in link order.
     pub fn link_names(&self) -> Vec<&str> {
         self.links.iter().map(|l| l.name.as_str()).collect()

@@ -85,9 +85,18 @@ pub enum FabricError {
     /// A host index beyond the topology.
     #[error("no host h{0} (the topology has {1})")]
     NoHost(u32, usize),
-    /// A link name the topology lacks.
-    #[error("unknown link {0:?}")]
-    NoLink(String),
+    /// A link name the topology lacks; `known` lists the names it has (a
+    /// closest match first, when one is near).
+    #[error("unknown link {name:?}; {known}")]
+    NoLink {
+        /// The name asked for.
+        name: String,
+        /// What the topology offers, for the message.
+        known: String,
+    },
+    /// The topology's shape is impossible (e.g. a fat tree of odd arity).
+    #[error("topology: {0}")]
+    Topology(String),
     /// The NIC refused a request.
     #[error("post on h{0}: {1}")]
     Post(u32, PostError),
@@ -594,7 +603,7 @@ impl World {
             let id = self
                 .topo
                 .link_by_name(name)
-                .ok_or_else(|| FabricError::NoLink(name.to_string()))?;
+                .ok_or_else(|| self.topo.unknown_link(name))?;
             for st in self.ports.iter_mut().filter(|st| st.hot.link == id) {
                 st.hot.tapped = true;
             }

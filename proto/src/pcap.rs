@@ -24,6 +24,35 @@ pub enum CaptureError {
     /// The capture's link type is not Ethernet.
     #[error("unsupported pcap link type {0:?} (udrma captures are Ethernet)")]
     LinkType(DataLink),
+    /// The file does not start with a readable pcap header.
+    #[error("not a pcap capture: {0}")]
+    Header(String),
+    /// A frame record could not be read (1-based frame number).
+    #[error("frame {index}: {reason}")]
+    Frame {
+        /// Which frame, counting from 1.
+        index: u64,
+        /// What was wrong with it.
+        reason: String,
+    },
+}
+
+/// Says what a pcap reading error means, in words a user can act on
+/// (`pcap-file` reports every I/O failure as "Error reading bytes").
+fn reason(e: &pcap_file::PcapError, what: &str) -> String {
+    use pcap_file::PcapError as E;
+    match e {
+        E::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            format!("the file ends inside {what} (cut short)")
+        }
+        E::IoError(io) if io.kind() == std::io::ErrorKind::IsADirectory => {
+            "it is a directory, not a file".to_string()
+        }
+        E::IoError(io) => format!("cannot read {what}: {io}"),
+        E::IncompleteBuffer => format!("the file ends inside {what} (truncated)"),
+        E::InvalidField(field) => format!("{what} has an invalid field: {field}"),
+        other => format!("{what}: {other}"),
+    }
 }
 
 // Not `#[from]`: that would also report the inner error as the source, and
@@ -89,12 +118,15 @@ pub struct PcapSource<R: Read> {
     reader: PcapReader<R>,
     /// Set after the first error: a broken file yields one error, then ends.
     failed: bool,
+    /// Frames read so far.
+    frames: u64,
 }
 
 impl<R: Read> PcapSource<R> {
     /// Reads and checks the file header.
     pub fn new(input: R) -> Result<PcapSource<R>, CaptureError> {
-        let reader = PcapReader::new(input)?;
+        let reader = PcapReader::new(input)
+            .map_err(|e| CaptureError::Header(reason(&e, "the 24-byte pcap file header")))?;
         let link = reader.header().datalink;
         if link != DataLink::ETHERNET {
             return Err(CaptureError::LinkType(link));
@@ -102,6 +134,7 @@ impl<R: Read> PcapSource<R> {
         Ok(PcapSource {
             reader,
             failed: false,
+            frames: 0,
         })
     }
 }
@@ -115,11 +148,20 @@ impl<R: Read> Iterator for PcapSource<R> {
         }
         let packet = self.reader.next_packet()?;
         self.failed = packet.is_err();
-        Some(packet.map_err(CaptureError::from).map(|p| CapturedFrame {
-            time_ns: u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX),
-            orig_len: p.orig_len,
-            data: p.data.into_owned(),
-        }))
+        self.frames += 1;
+        let index = self.frames;
+        Some(
+            packet
+                .map_err(|e| CaptureError::Frame {
+                    index,
+                    reason: reason(&e, "its packet record"),
+                })
+                .map(|p| CapturedFrame {
+                    time_ns: u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX),
+                    orig_len: p.orig_len,
+                    data: p.data.into_owned(),
+                }),
+        )
     }
 }
 
@@ -147,8 +189,12 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        assert!(PcapSource::new(&b"not a pcap file at all"[..]).is_err());
-        assert!(PcapSource::new(&b""[..]).is_err());
+        let message = |bytes: &[u8]| PcapSource::new(bytes).unwrap_err().to_string();
+        assert!(message(b"not a pcap file at all").starts_with("not a pcap capture: "));
+        assert_eq!(
+            message(b""),
+            "not a pcap capture: the file ends inside the 24-byte pcap file header (cut short)"
+        );
         let mut sink = PcapSink::new(Vec::new()).unwrap();
         sink.write_frame(5, b"abcdef").unwrap();
         let bytes = sink.into_inner();
@@ -156,6 +202,10 @@ mod tests {
         let cut = &bytes[..bytes.len() - 3];
         let results: Vec<_> = PcapSource::new(cut).unwrap().collect();
         assert_eq!(results.len(), 1, "one error, then the iterator ends");
-        assert!(results[0].is_err());
+        let e = results[0].as_ref().unwrap_err().to_string();
+        assert!(
+            e.starts_with("frame 1: the file ends inside its packet record"),
+            "{e}"
+        );
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod build;
 pub mod edit;
+pub mod leftover;
 pub mod msg;
 pub mod report;
 pub mod runner;
@@ -18,7 +19,7 @@ pub mod units;
 use core::fmt;
 
 pub use report::Report;
-pub use runner::{run, RunOptions};
+pub use runner::{run, Ladder, RunOptions};
 pub use schema::ScenarioFile;
 
 /// The built-in demo (also `scenarios/examples/demo.toml`).

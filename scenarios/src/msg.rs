@@ -11,6 +11,7 @@ use udrma_nic::messaging::{Messenger, MsgConfig, MsgEvent, MsgProtocol, SendId};
 use udrma_nic::{CostModel, NicConfig};
 use udrma_proto::{Duration, Instant, NodeAddr, Protocol};
 
+use crate::leftover::Ending;
 use crate::report::{self, Report};
 use crate::runner::pattern;
 use crate::schema::{CostSpec, ModelKind, SizesSpec, WorkloadKind, WorkloadSpec};
@@ -413,6 +414,9 @@ struct Run<'a> {
     bytes_ok: u64,
     first_post: Option<Instant>,
     last_done: Option<Instant>,
+    /// The time limit, and how the event loop ended.
+    limit: Instant,
+    ending: Ending,
 }
 
 /// Runs a messaging scenario on a built world.
@@ -443,6 +447,8 @@ pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, Scen
         bytes_ok: 0,
         first_post: None,
         last_done: None,
+        limit: Instant::ZERO + sc.file.time_limit.0,
+        ending: Ending::Quiet,
     };
     for (i, w) in sc.file.workloads.iter().enumerate() {
         let who = format!("workload {i}");
@@ -489,7 +495,7 @@ pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, Scen
             buckets: BTreeMap::new(),
         });
     }
-    let limit = Instant::ZERO + sc.file.time_limit.0;
+    let limit = r.limit;
     loop {
         // Start workloads whose time has come.
         let now = r.world.now();
@@ -508,6 +514,7 @@ pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, Scen
             (None, None) => break,
             (Some(t), e) if e.is_none_or(|e| t <= e) => {
                 if t > limit {
+                    r.ending = Ending::Limit(t);
                     break;
                 }
                 r.world.advance_clock(t);
@@ -524,6 +531,7 @@ pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, Scen
             }
             (_, Some(e)) => {
                 if e > limit {
+                    r.ending = Ending::Limit(e);
                     break;
                 }
                 r.world.step();
@@ -963,7 +971,10 @@ impl Run<'_> {
             }
         }
         let mut checks: BTreeMap<String, bool> = BTreeMap::new();
-        checks.insert("all-complete".into(), all_done && self.failed == 0);
+        checks.insert("all-complete".into(), all_done);
+        if !self.sc.file.checks.expect_failures {
+            checks.insert("all-succeeded".into(), all_done && self.failed == 0);
+        }
         checks.insert("exactly-once".into(), self.exactly_once);
         checks.insert("memory-equal".into(), self.memory_equal);
         checks.insert("mpi-order".into(), self.in_order);
@@ -980,10 +991,14 @@ impl Run<'_> {
         let idle = self.world.is_idle() && quiet;
         checks.insert("liveness".into(), idle && all_done);
         if !idle {
-            self.notes.push(format!(
-                "work left at the time limit ({})",
-                self.sc.file.time_limit.0
-            ));
+            let ms = &self.ms;
+            let note = crate::leftover::note(&self.world, self.limit, self.ending, |h| {
+                ms.get(h.0 as usize)
+                    .and_then(Option::as_ref)
+                    .filter(|m| !m.is_quiet())
+                    .map(|_| "messages still in the messaging layer".to_string())
+            });
+            self.notes.push(note);
         }
         for skip in &self.sc.file.checks.skip {
             checks.remove(skip);

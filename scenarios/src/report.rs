@@ -12,8 +12,9 @@ use crate::runner::OpOutcome;
 use crate::Scenario;
 
 /// Every check a run can make, in report order.
-pub const CHECKS: [&str; 9] = [
+pub const CHECKS: [&str; 10] = [
     "all-complete",
+    "all-succeeded",
     "exactly-once",
     "memory-equal",
     "mpi-order",

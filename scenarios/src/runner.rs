@@ -12,6 +12,7 @@ use udrma_nic::{Access, Event, MrKey, WorkRequest, WrId, WrKind};
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::build;
+use crate::leftover::Ending;
 use crate::report::{self, Report};
 use crate::schema::{OpKind, WorkloadKind};
 use crate::{Scenario, ScenarioError};
@@ -30,9 +31,41 @@ pub struct RunOptions {
     pub pcap: Option<(Box<dyn Write>, Vec<String>)>,
     /// Trace to this sink.
     pub trace: Option<(TraceFormat, Box<dyn Write>)>,
-    /// Draw a ladder diagram of the packets between these two hosts
-    /// (`Report::ladder_svg`).
-    pub ladder: Option<(String, String)>,
+    /// Draw a ladder diagram (`Report::ladder_svg`).
+    pub ladder: Option<Ladder>,
+}
+
+/// What a ladder diagram shows: the packets between two hosts, sent in a
+/// time window, at most `max` of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ladder {
+    /// The left host (`h0`).
+    pub left: String,
+    /// The right host.
+    pub right: String,
+    /// Packets sent at or after this time.
+    pub from: Duration,
+    /// Packets sent before this time (none: to the end).
+    pub until: Option<Duration>,
+    /// At most this many packets (the first ones in the window).
+    pub max: usize,
+}
+
+impl Ladder {
+    /// The default number of packets drawn.
+    pub const DEFAULT_MAX: usize = 400;
+
+    /// The packets between `left` and `right`, from the start, at most
+    /// [`Ladder::DEFAULT_MAX`].
+    pub fn between(left: &str, right: &str) -> Ladder {
+        Ladder {
+            left: left.to_string(),
+            right: right.to_string(),
+            from: Duration::ZERO,
+            until: None,
+            max: Ladder::DEFAULT_MAX,
+        }
+    }
 }
 
 /// Bytes every host's regions start with, and what reuse writes.
@@ -114,9 +147,9 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         world.set_trace_sink(format, sink);
     }
     let ladder_hosts = match &opts.ladder {
-        Some((a, b)) => Some((
-            build::host(sc, a, n, "ladder")?,
-            build::host(sc, b, n, "ladder")?,
+        Some(l) => Some((
+            build::host(sc, &l.left, n, "ladder")?,
+            build::host(sc, &l.right, n, "ladder")?,
         )),
         None => None,
     };
@@ -351,6 +384,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         }
     };
     let mut pending_follow: Vec<usize> = Vec::new();
+    let mut ending = Ending::Quiet;
     loop {
         // React to what happened.
         let new: Vec<(NodeAddr, Event)> = world
@@ -441,6 +475,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         match (next_action, next_event) {
             (Some(ta), ev) if ev.is_none_or(|te| ta <= te) => {
                 if ta > limit {
+                    ending = Ending::Limit(ta);
                     break;
                 }
                 world.advance_clock(ta);
@@ -475,6 +510,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
             }
             (_, Some(te)) => {
                 if te > limit {
+                    ending = Ending::Limit(te);
                     break;
                 }
                 world.step();
@@ -490,6 +526,12 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
     let all_done = ops.iter().all(|o| o.completions > 0);
     checks.insert("all-complete".into(), all_done);
+    if !sc.file.checks.expect_failures {
+        checks.insert(
+            "all-succeeded".into(),
+            ops.iter().all(|o| o.ok == Some(true)),
+        );
+    }
     let exactly_once = ops.iter().all(|o| o.completions <= 1);
     checks.insert("exactly-once".into(), exactly_once);
     if !phantom {
@@ -577,10 +619,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     let idle = world.is_idle();
     checks.insert("liveness".into(), idle && all_done);
     if !idle {
-        notes.push(format!(
-            "work left at the time limit ({})",
-            sc.file.time_limit.0
-        ));
+        notes.push(crate::leftover::note(&world, limit, ending, |_| None));
     }
     for skip in &sc.file.checks.skip {
         checks.remove(skip);
@@ -600,20 +639,30 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         checks,
         notes,
     );
-    if let Some((a, b)) = ladder_hosts {
+    if let (Some((a, b)), Some(spec)) = (ladder_hosts, opts.ladder.as_ref()) {
         let first_only =
             build::nic_config(sc)?.registration == udrma_nic::RegistrationMode::FirstOnly;
-        report.ladder_svg = Some(ladder(&world, a, b, first_only, &sc.file.name));
+        report.ladder_svg = Some(ladder(&world, a, b, spec, first_only, &sc.file.name));
     }
     Ok(report)
 }
 
 /// The ladder diagram of the packets between `a` and `b`.
-fn ladder(world: &World, a: NodeAddr, b: NodeAddr, first_only: bool, name: &str) -> String {
+fn ladder(
+    world: &World,
+    a: NodeAddr,
+    b: NodeAddr,
+    spec: &Ladder,
+    first_only: bool,
+    name: &str,
+) -> String {
     use crate::svg::{Arrow, Mark};
     use udrma_proto::{Flags, Opcode};
-    const MAX: usize = 400;
     let journeys = world.journeys();
+    let from = Instant::ZERO + spec.from;
+    let until = spec.until.map(|u| Instant::ZERO + u);
+    let in_window = |t: Instant| t >= from && until.is_none_or(|u| t < u);
+    let shown_total = journeys.iter().filter(|j| in_window(j.sent)).count();
     // When each operation's FIRST packet reached its receiver.
     let mut first_arrival: BTreeMap<(NodeAddr, u32), u64> = BTreeMap::new();
     for j in journeys {
@@ -630,7 +679,8 @@ fn ladder(world: &World, a: NodeAddr, b: NodeAddr, first_only: bool, name: &str)
     }
     let arrows: Vec<Arrow> = journeys
         .iter()
-        .take(MAX)
+        .filter(|j| in_window(j.sent))
+        .take(spec.max)
         .map(|j| {
             let flags = Flags(j.flags);
             let op = Opcode::from(j.opcode);
@@ -664,13 +714,23 @@ fn ladder(world: &World, a: NodeAddr, b: NodeAddr, first_only: bool, name: &str)
                 label: format!("{} msg {} seg {}", op.kind_name(flags), j.msg, j.seg),
                 mark,
                 held_until,
+                msg: j.msg,
             }
         })
         .collect();
-    let note = if journeys.len() > MAX {
-        format!("{name}: first {MAX} of {} packets", journeys.len())
+    let window = match until {
+        Some(u) => format!(" sent in [{}, {})", spec.from, u - Instant::ZERO),
+        None if spec.from > Duration::ZERO => format!(" sent from {}", spec.from),
+        None => String::new(),
+    };
+    let note = if shown_total > arrows.len() {
+        format!(
+            "{name}: first {} of {shown_total} packets{window} ({} in the run; --ladder-from, --ladder-until and --ladder-max choose)",
+            arrows.len(),
+            journeys.len()
+        )
     } else {
-        format!("{name}: {} packets", journeys.len())
+        format!("{name}: {shown_total} packets{window}")
     };
     crate::svg::ladder(&a.to_string(), &b.to_string(), &arrows, &note)
 }

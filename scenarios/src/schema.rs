@@ -454,6 +454,11 @@ pub struct ChecksSpec {
     /// Checks not to run.
     #[serde(default)]
     pub skip: Vec<String>,
+    /// The scenario expects some operations to fail (a fault plan that is
+    /// not finite, a congestion collapse): `all-succeeded` is not run, and
+    /// failures are only reported in the notes.
+    #[serde(default)]
+    pub expect_failures: bool,
 }
 
 /// `[outputs]`.

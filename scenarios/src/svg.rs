@@ -16,6 +16,51 @@ pub struct Panel {
     pub title: String,
     /// (x, values across seeds), sorted by x.
     pub points: Vec<(f64, Vec<f64>)>,
+    /// A logarithmic y axis (for quantities that span decades, such as
+    /// latency over message sizes from 1 B to 4 MiB).
+    pub log_y: bool,
+}
+
+/// The shared x axis of a sweep plot.
+#[derive(Debug, Clone, Default)]
+pub struct XAxis {
+    /// Title, with its unit.
+    pub label: String,
+    /// Place points by log2 of x (message sizes that double).
+    pub log2: bool,
+    /// Label ticks as byte sizes (`8 KiB`) instead of numbers.
+    pub bytes: bool,
+}
+
+/// `8 KiB`, `1 MiB`, `1.5 KiB`, `512 B`.
+pub fn fmt_bytes(v: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = v;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{} {}", fmt_num(v), UNITS[u])
+}
+
+/// Ticks for a log axis over [lo, hi] (both > 0): every power of ten, and
+/// 2× and 5× steps when the range spans fewer than three decades.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    let fine = b - a < 3;
+    let mut out = Vec::new();
+    for e in a..=b {
+        let base = 10f64.powi(e);
+        let steps: &[f64] = if fine { &[1.0, 2.0, 5.0] } else { &[1.0] };
+        for m in steps {
+            let v = base * m;
+            if v >= lo * 0.999 && v <= hi * 1.001 {
+                out.push(v);
+            }
+        }
+    }
+    out
 }
 
 fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
@@ -56,7 +101,16 @@ fn fmt_num(v: f64) -> String {
 
 /// Stacked panels sharing one x axis: the mean across seeds as a line with
 /// points, the min–max spread as a band.
-pub fn sweep_plot(title: &str, x_label: &str, panels: &[Panel]) -> String {
+pub fn sweep_plot(title: &str, x_axis: &XAxis, panels: &[Panel]) -> String {
+    let x_label = x_axis.label.as_str();
+    let xpos = |x: f64| if x_axis.log2 && x > 0.0 { x.log2() } else { x };
+    let xtext = |x: f64| {
+        if x_axis.bytes {
+            fmt_bytes(x)
+        } else {
+            fmt_num(x)
+        }
+    };
     let (w, ph, left, right, top, gap) = (760.0, 260.0, 80.0, 30.0, 50.0, 70.0);
     let height = top + panels.len() as f64 * (ph + gap) + 20.0;
     let mut s = String::new();
@@ -66,10 +120,11 @@ pub fn sweep_plot(title: &str, x_label: &str, panels: &[Panel]) -> String {
         w / 2.0,
         esc(title)
     );
-    let xs: Vec<f64> = panels
+    let raw_xs: Vec<f64> = panels
         .first()
         .map(|p| p.points.iter().map(|(x, _)| *x).collect())
         .unwrap_or_default();
+    let xs: Vec<f64> = raw_xs.iter().map(|x| xpos(*x)).collect();
     let (xmin, xmax) = xs
         .iter()
         .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
@@ -87,9 +142,24 @@ pub fn sweep_plot(title: &str, x_label: &str, panels: &[Panel]) -> String {
             .iter()
             .flat_map(|(_, v)| v.iter().copied())
             .collect();
-        let ymax = all.iter().copied().fold(0.0, f64::max) * 1.1;
-        let ymax = if ymax <= 0.0 { 1.0 } else { ymax };
-        let sy = |y: f64| y0 + ph - y / ymax * ph;
+        let positive: Vec<f64> = all.iter().copied().filter(|v| *v > 0.0).collect();
+        let log = p.log_y && !positive.is_empty();
+        let (ylo, ymax) = if log {
+            let lo = positive.iter().copied().fold(f64::MAX, f64::min) / 1.5;
+            let hi = positive.iter().copied().fold(0.0, f64::max) * 1.5;
+            (lo, hi.max(lo * 10.0))
+        } else {
+            let ymax = all.iter().copied().fold(0.0, f64::max) * 1.1;
+            (0.0, if ymax <= 0.0 { 1.0 } else { ymax })
+        };
+        let sy = |y: f64| {
+            if log {
+                let y = y.max(ylo);
+                y0 + ph - (y / ylo).log10() / (ymax / ylo).log10() * ph
+            } else {
+                y0 + ph - y / ymax * ph
+            }
+        };
         let _ = write!(
             s,
             r##"<rect x="{left}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#444"/><text x="18" y="{}" transform="rotate(-90 18 {})" text-anchor="middle">{}</text>"##,
@@ -97,7 +167,12 @@ pub fn sweep_plot(title: &str, x_label: &str, panels: &[Panel]) -> String {
             y0 + ph / 2.0,
             esc(&p.title)
         );
-        for t in nice_ticks(0.0, ymax, 5) {
+        let ticks = if log {
+            log_ticks(ylo, ymax)
+        } else {
+            nice_ticks(0.0, ymax, 5)
+        };
+        for t in ticks {
             let y = sy(t);
             let _ = write!(
                 s,
@@ -108,13 +183,18 @@ pub fn sweep_plot(title: &str, x_label: &str, panels: &[Panel]) -> String {
                 fmt_num(t)
             );
         }
-        for x in &xs {
+        // Every label when they fit; else every second, third, ...
+        let every = xs.len().div_ceil(12).max(1);
+        for (i, (x, raw)) in xs.iter().zip(&raw_xs).enumerate() {
+            if i % every != 0 {
+                continue;
+            }
             let _ = write!(
                 s,
                 r##"<text x="{}" y="{}" text-anchor="middle">{}</text>"##,
                 sx(*x),
                 y0 + ph + 16.0,
-                fmt_num(*x)
+                xtext(*raw)
             );
         }
         // Spread band, then mean line and points.
@@ -131,10 +211,10 @@ pub fn sweep_plot(title: &str, x_label: &str, panels: &[Panel]) -> String {
         if stats.len() > 1 {
             let mut band = String::new();
             for (x, _, _, hi) in &stats {
-                let _ = write!(band, "{},{} ", sx(*x), sy(*hi));
+                let _ = write!(band, "{},{} ", sx(xpos(*x)), sy(*hi));
             }
             for (x, _, lo, _) in stats.iter().rev() {
-                let _ = write!(band, "{},{} ", sx(*x), sy(*lo));
+                let _ = write!(band, "{},{} ", sx(xpos(*x)), sy(*lo));
             }
             let _ = write!(
                 s,
@@ -142,7 +222,7 @@ pub fn sweep_plot(title: &str, x_label: &str, panels: &[Panel]) -> String {
             );
             let line: String = stats
                 .iter()
-                .map(|(x, m, _, _)| format!("{},{} ", sx(*x), sy(*m)))
+                .map(|(x, m, _, _)| format!("{},{} ", sx(xpos(*x)), sy(*m)))
                 .collect();
             let _ = write!(
                 s,
@@ -150,6 +230,8 @@ pub fn sweep_plot(title: &str, x_label: &str, panels: &[Panel]) -> String {
             );
         }
         for (x, m, lo, hi) in &stats {
+            let raw = *x;
+            let x = &xpos(raw);
             let _ = write!(
                 s,
                 r##"<line x1="{0}" x2="{0}" y1="{1}" y2="{2}" stroke="#1f4e8c"/><circle cx="{0}" cy="{3}" r="3.5" fill="#1f4e8c"><title>{4}: mean {5}, min {6}, max {7}</title></circle>"##,
@@ -157,7 +239,7 @@ pub fn sweep_plot(title: &str, x_label: &str, panels: &[Panel]) -> String {
                 sy(*lo),
                 sy(*hi),
                 sy(*m),
-                fmt_num(*x),
+                xtext(raw),
                 fmt_num(*m),
                 fmt_num(*lo),
                 fmt_num(*hi)
@@ -204,14 +286,19 @@ pub struct Arrow {
     pub mark: Mark,
     /// Parked in the escape channel until this time (ps).
     pub held_until: Option<u64>,
+    /// The message it belongs to (escape-channel holds of different
+    /// messages get their own lanes).
+    pub msg: u32,
 }
 
 /// A sequence diagram between two hosts: time downward (one row per
-/// distinct event time, in order), one arrow per packet, losses as
-/// crosses, copies dashed, corruptions in orange, retransmissions in
-/// purple, escape-channel holds as red bars on the receiver's line.
+/// distinct event time, in order, with a time scale on the left that
+/// gives the real times), one arrow per packet, losses as crosses, copies
+/// dashed, corruptions in orange, retransmissions in purple,
+/// escape-channel holds as red bars beside the receiver's line, one lane
+/// per message.
 pub fn ladder(left: &str, right: &str, arrows: &[Arrow], note: &str) -> String {
-    let (w, xl, xr, top) = (1000.0, 300.0, 700.0, 70.0);
+    let (w, xl, xr, top) = (1060.0, 360.0, 760.0, 70.0);
     // Labels of packets sent at the same moment stack instead of overlapping.
     let (mut next_left, mut next_right) = (0.0f64, 0.0f64);
     let t0 = arrows.iter().map(|a| a.sent).min().unwrap_or(0);
@@ -237,6 +324,37 @@ pub fn ladder(left: &str, right: &str, arrows: &[Arrow], note: &str) -> String {
         height - 40.0,
         height - 40.0
     );
+    // The time scale: a tick every few rows, labelled with the time since
+    // the first packet (rows are in event order, so the spacing is not
+    // proportional; the labels say where time jumps).
+    let _ = write!(
+        s,
+        r##"<line x1="70" x2="70" y1="{top}" y2="{}" stroke="#999"/><text x="70" y="{}" text-anchor="middle" fill="#555">time since first packet</text>"##,
+        height - 40.0,
+        top - 12.0
+    );
+    let every = 5;
+    for (i, t) in times.iter().enumerate().step_by(every) {
+        let yt = y(*t);
+        let _ = write!(
+            s,
+            r##"<line x1="66" x2="74" y1="{yt}" y2="{yt}" stroke="#999"/><text x="62" y="{}" text-anchor="end" fill="#555" font-size="10">{}</text>"##,
+            yt + 3.0,
+            if i == 0 {
+                "0".to_string()
+            } else {
+                format!("{:.3}us", (*t - t0) as f64 / 1e6)
+            }
+        );
+    }
+    // One lane per message that has a hold.
+    let mut lanes: Vec<u32> = arrows
+        .iter()
+        .filter(|a| a.held_until.is_some())
+        .map(|a| a.msg)
+        .collect();
+    lanes.sort_unstable();
+    lanes.dedup();
     for a in arrows {
         let (xa, xb) = if a.rightward { (xl, xr) } else { (xr, xl) };
         let (ya, yb) = (y(a.sent), y(a.end));
@@ -275,7 +393,13 @@ pub fn ladder(left: &str, right: &str, arrows: &[Arrow], note: &str) -> String {
             Mark::Duplicate => " (copy)",
             Mark::Corrupted => " (corrupted)",
         };
-        let lx = if a.rightward { xl - 8.0 } else { xr + 8.0 };
+        // Labels start beyond the escape-channel lanes.
+        let lane_room = 8.0 * lanes.len() as f64;
+        let lx = if a.rightward {
+            xl - 8.0 - lane_room
+        } else {
+            xr + 8.0 + lane_room
+        };
         let anchor = if a.rightward { "end" } else { "start" };
         let next = if a.rightward {
             &mut next_left
@@ -292,19 +416,23 @@ pub fn ladder(left: &str, right: &str, arrows: &[Arrow], note: &str) -> String {
             tag
         );
         if let Some(h) = a.held_until {
-            let xh = if a.rightward { xr } else { xl };
+            // Lanes step away from the receiver's line, outward.
+            let lane = lanes.partition_point(|m| *m < a.msg) as f64;
+            let (xh, dir) = if a.rightward { (xr, 1.0) } else { (xl, -1.0) };
+            let x = xh + dir * (6.0 + lane * 8.0) - 3.0;
             let _ = write!(
                 s,
-                r##"<rect x="{}" y="{}" width="6" height="{}" fill="#c62828" fill-opacity="0.6"><title>held in the escape channel</title></rect>"##,
-                xh - 3.0,
+                r##"<rect x="{x}" y="{}" width="6" height="{}" fill="#c62828" fill-opacity="0.6"><title>held in the escape channel: msg {} until {:.3}us</title></rect>"##,
                 yb,
-                (y(h) - yb).max(2.0)
+                (y(h) - yb).max(2.0),
+                a.msg,
+                (h - t0) as f64 / 1e6
             );
         }
     }
     let _ = write!(
         s,
-        r##"<text x="10" y="{}" fill="#555">{} · blue delivered · purple retransmission · red ✗ dropped · green dashed copy · orange corrupted · red bar: held in the escape channel</text></svg>"##,
+        r##"<text x="10" y="{}" fill="#555">{} · blue delivered · purple retransmission · red ✗ dropped · green dashed copy · orange corrupted · red bar: held in the escape channel (one lane per message)</text></svg>"##,
         height - 12.0,
         esc(note)
     );
@@ -319,10 +447,14 @@ mod tests {
     fn drawings_are_well_formed_svg() {
         let p = sweep_plot(
             "t",
-            "loss",
+            &XAxis {
+                label: "loss".into(),
+                ..XAxis::default()
+            },
             &[Panel {
                 title: "goodput (Gb/s)".into(),
                 points: vec![(0.0, vec![90.0, 92.0]), (0.01, vec![80.0, 85.0])],
+                log_y: false,
             }],
         );
         assert!(p.starts_with("<svg") && p.ends_with("</svg>") && p.contains("polyline"));
@@ -336,9 +468,41 @@ mod tests {
                 label: "WRITE_FIRST 0/2".into(),
                 mark: Mark::Dropped,
                 held_until: None,
+                msg: 0,
             }],
             "x",
         );
         assert!(l.contains("dropped") && l.ends_with("</svg>"));
+    }
+
+    #[test]
+    fn size_sweeps_label_sizes_and_spread_latency_over_decades() {
+        let points: Vec<(f64, Vec<f64>)> = (0..23)
+            .map(|e| (2f64.powi(e), vec![1.0 + 2f64.powi(e) / 1e4]))
+            .collect();
+        let p = sweep_plot(
+            "osu",
+            &XAxis {
+                label: "message size".into(),
+                log2: true,
+                bytes: true,
+            },
+            &[Panel {
+                title: "latency (us)".into(),
+                points,
+                log_y: true,
+            }],
+        );
+        // Sizes, not exponents, on the x axis.
+        assert!(
+            p.contains(">4 KiB<") && p.contains(">1 B<") && p.contains(">4 MiB<"),
+            "{p}"
+        );
+        assert!(!p.contains(">13<"));
+        // Decade ticks on the y axis: 1, 10 and 100 us all labelled.
+        for t in [">1<", ">10<", ">100<"] {
+            assert!(p.contains(t), "{t} missing");
+        }
+        assert_eq!(fmt_bytes(1536.0), "1.5 KiB");
     }
 }

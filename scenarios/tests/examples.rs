@@ -1,7 +1,7 @@
 //! Every example scenario runs with the outcome its `# expect:` line
 //! states; invalid files fail with the place and the reason.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use udrma_scenarios::{run, RunOptions, Scenario};
 
@@ -32,41 +32,118 @@ const LARGE: [&str; 5] = [
     "osu-latency.toml",
 ];
 
+/// Runs one example and checks the outcome its `# expect:` line states.
+fn check_outcome(name: &str, text: &str) {
+    let expect = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# expect: "))
+        .unwrap_or_else(|| panic!("{name}: no `# expect:` line"));
+    let sc = Scenario::parse(name, text).unwrap_or_else(|e| panic!("{e}"));
+    let report = run(&sc, RunOptions::default()).unwrap();
+    let failed: Vec<&String> = report
+        .checks
+        .iter()
+        .filter(|(_, ok)| !**ok)
+        .map(|(k, _)| k)
+        .collect();
+    match expect.strip_prefix("fail ") {
+        None => assert!(
+            failed.is_empty(),
+            "{name}: expected pass, failed {failed:?}: {:?}",
+            report.notes
+        ),
+        Some(check) => assert_eq!(failed, vec![check], "{name}"),
+    }
+    assert_eq!(
+        report.ops.posted,
+        report.ops.completed + report.ops.failed,
+        "{name}"
+    );
+}
+
 #[test]
 fn every_example_has_the_outcome_it_states() {
     let all = examples();
     assert!(all.len() >= 11, "{} examples", all.len());
     for (name, text) in all {
-        let expect = text
-            .lines()
-            .find_map(|l| l.strip_prefix("# expect: "))
-            .unwrap_or_else(|| panic!("{name}: no `# expect:` line"));
-        let sc = Scenario::parse(&name, &text).unwrap_or_else(|e| panic!("{e}"));
-        if cfg!(debug_assertions) && LARGE.contains(&name.as_str()) {
-            eprintln!("skipped in debug: {name} (CI runs it in release)");
-            continue;
+        if !LARGE.contains(&name.as_str()) {
+            check_outcome(&name, &text);
         }
-        let report = run(&sc, RunOptions::default()).unwrap();
-        let failed: Vec<&String> = report
-            .checks
-            .iter()
-            .filter(|(_, ok)| !**ok)
-            .map(|(k, _)| k)
-            .collect();
-        match expect.strip_prefix("fail ") {
-            None => assert!(
-                failed.is_empty(),
-                "{name}: expected pass, failed {failed:?}: {:?}",
-                report.notes
-            ),
-            Some(check) => assert_eq!(failed, vec![check], "{name}"),
+    }
+}
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "large shapes take minutes in debug: run with --release (CI does)"
+)]
+fn large_examples_have_the_outcome_they_state() {
+    for (name, text) in examples() {
+        if LARGE.contains(&name.as_str()) {
+            check_outcome(&name, &text);
         }
-        assert_eq!(
-            report.ops.posted,
-            report.ops.completed + report.ops.failed,
-            "{name}"
+    }
+}
+
+/// `scenarios/tests/example-hashes.txt`: the trace hash of every example
+/// at seeds 1 and 7. A change to it is a change to what the simulator does:
+/// make it on purpose and say why in the commit.
+fn pinned_hashes() -> Vec<(String, u64, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/example-hashes.txt");
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0].to_string(), f[1].parse().unwrap(), f[2].to_string())
+        })
+        .collect()
+}
+
+fn check_hashes(large: bool) {
+    let all = examples();
+    let pinned = pinned_hashes();
+    for (name, _) in &all {
+        assert!(
+            pinned.iter().any(|(n, _, _)| n == name),
+            "{name} has no pinned hash in tests/example-hashes.txt"
         );
     }
+    for (name, seed, want) in pinned {
+        if LARGE.contains(&name.as_str()) != large {
+            continue;
+        }
+        let (_, text) = all
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("pinned {name} is not an example"));
+        let sc = Scenario::parse(&name, text).unwrap();
+        let got = run(
+            &sc,
+            RunOptions {
+                seed: Some(seed),
+                ..RunOptions::default()
+            },
+        )
+        .unwrap()
+        .trace_hash;
+        assert_eq!(got, want, "{name} seed {seed}: the trace hash changed");
+    }
+}
+
+#[test]
+fn example_trace_hashes_are_pinned() {
+    check_hashes(false);
+}
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "large shapes take minutes in debug: run with --release (CI does)"
+)]
+fn large_example_trace_hashes_are_pinned() {
+    check_hashes(true);
 }
 
 #[test]
@@ -204,9 +281,9 @@ fn a_time_limit_too_short_fails_all_complete_and_liveness() {
     assert!(!r.checks["all-complete"]);
     assert!(!r.checks["liveness"]);
     assert!(
-        r.notes
-            .iter()
-            .any(|n| n.contains("work left at the time limit")),
+        r.notes.iter().any(|n| n
+            .starts_with("stopped at the time limit (3.000us): the last event ran at ")
+            && n.contains("h0: 1 request outstanding")),
         "{:?}",
         r.notes
     );

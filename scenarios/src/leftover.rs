@@ -1,0 +1,81 @@
+//! What a run left undone, said the way it happened: stopped by the time
+//! limit with events still due, or gone quiet with state still held.
+
+use udrma_fabric::World;
+use udrma_proto::{Instant, NodeAddr};
+
+/// How a run's event loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Nothing was left to do.
+    Quiet,
+    /// The next event (or timer) was due at this time, past the limit.
+    Limit(Instant),
+}
+
+/// The note for a run that is not idle at its end: why it stopped, when,
+/// and which hosts hold what. `extra` adds per-host findings the engine
+/// cannot see (a messaging layer with work queued).
+pub fn note(
+    world: &World,
+    limit: Instant,
+    ending: Ending,
+    extra: impl Fn(NodeAddr) -> Option<String>,
+) -> String {
+    let now = world.now() - Instant::ZERO;
+    let head = match ending {
+        Ending::Limit(next) => format!(
+            "stopped at the time limit ({}): the last event ran at {now} and the next was due at {}",
+            limit - Instant::ZERO,
+            next - Instant::ZERO
+        ),
+        Ending::Quiet => format!("the run went quiet at {now} with work left"),
+    };
+    const SHOWN: usize = 4;
+    let mut parts = Vec::new();
+    let mut hosts = 0;
+    for h in 0..world.topology().n_hosts() as u32 {
+        let h = NodeAddr(h);
+        let o = world.nic(h).occupancy();
+        let mut held = Vec::new();
+        let count = |n: usize, one: &str, many: &str| {
+            (n > 0).then(|| format!("{n} {}", if n == 1 { one } else { many }))
+        };
+        held.extend(count(
+            o.requests.0,
+            "request outstanding",
+            "requests outstanding",
+        ));
+        held.extend(count(
+            o.registry.0,
+            "partly received operation in the receive registry",
+            "partly received operations in the receive registry",
+        ));
+        held.extend(count(
+            o.escape_entries.0,
+            "packet in the escape channel",
+            "packets in the escape channel",
+        ));
+        held.extend(count(
+            o.transmit_queue.0,
+            "packet waiting to leave",
+            "packets waiting to leave",
+        ));
+        held.extend(extra(h));
+        if held.is_empty() {
+            continue;
+        }
+        hosts += 1;
+        if hosts <= SHOWN {
+            parts.push(format!("{h}: {}", held.join(", ")));
+        }
+    }
+    if hosts > SHOWN {
+        parts.push(format!("and {} more hosts", hosts - SHOWN));
+    }
+    if parts.is_empty() {
+        head
+    } else {
+        format!("{head}; {}", parts.join("; "))
+    }
+}

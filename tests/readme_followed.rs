@@ -1,0 +1,352 @@
+//! What a new user ran into when following the README, each now a test:
+//! flags that must accept what the docs show, runs whose operations fail,
+//! messages that must say what really happened and where.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn udrma(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_udrma"))
+        .args(args)
+        .output()
+        .expect("running udrma")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+fn example(name: &str) -> String {
+    format!("{}/scenarios/examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The demo with its loss rule set to `p`, written to a file.
+fn demo_with_loss(name: &str, p: &str, extra: &str) -> PathBuf {
+    let text = std::fs::read_to_string(example("demo.toml"))
+        .unwrap()
+        .replace("p = 0.02", &format!("p = {p}"));
+    let path = tmp(name);
+    std::fs::write(&path, format!("{text}\n{extra}")).unwrap();
+    path
+}
+
+#[test]
+fn ladder_hosts_take_the_comma_form_the_docs_show() {
+    let svg = tmp("readme-ladder.svg");
+    let out = udrma(&[
+        "run",
+        &example("demo.toml"),
+        "--ladder",
+        svg.to_str().unwrap(),
+        "--ladder-hosts",
+        "h0,h1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = udrma(&[
+        "run",
+        &example("demo.toml"),
+        "--ladder",
+        svg.to_str().unwrap(),
+        "--ladder-hosts",
+        "h0,h1,h2",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--ladder-hosts takes two hosts, as `h0,h1`; got h0,h1,h2"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_run_whose_operations_all_fail_does_not_pass() {
+    let lost = demo_with_loss("readme-all-lost.toml", "1.0", "");
+    let out = udrma(&["run", lost.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(text.contains("all-succeeded:FAIL"), "{text}");
+    // The note says the time limit stopped it, when, and what was left.
+    assert!(
+        text.contains("note: stopped at the time limit (50.000ms): the last event ran at ")
+            && text.contains("and the next was due at ")
+            && text.contains("h0: 1 request outstanding; h2: 1 request outstanding"),
+        "{text}"
+    );
+
+    // Half the packets lost: the WRITE gives up; the check names it.
+    let half = demo_with_loss("readme-half-lost.toml", "0.5", "");
+    let text = std::fs::read_to_string(&half)
+        .unwrap()
+        .replace("time_limit = \"50ms\"", "time_limit = \"1s\"");
+    std::fs::write(&half, text).unwrap();
+    let out = udrma(&["run", half.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["checks"]["all-complete"], true, "{v}");
+    assert_eq!(v["checks"]["all-succeeded"], false, "{v}");
+    assert!(v["ops"]["failed"].as_u64().unwrap() > 0);
+
+    // A scenario that expects failures says so, and passes.
+    let expected = std::fs::read_to_string(&half).unwrap() + "\n[checks]\nexpect_failures = true\n";
+    let path = tmp("readme-expected-failures.toml");
+    std::fs::write(&path, expected).unwrap();
+    let out = udrma(&["run", path.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["checks"].get("all-succeeded").is_none(), "{v}");
+    assert!(v["ops"]["failed"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn sweeps_count_failed_operations_in_the_table_and_the_csv() {
+    let csv = tmp("readme-sweep.csv");
+    let out = udrma(&[
+        "sweep",
+        &example("demo.toml"),
+        "--set",
+        "fault.loss.p=0,0.6",
+        "--set",
+        "nic.max_retries=2",
+        "--seeds",
+        "2",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    let row = |v: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(v))
+            .unwrap_or_else(|| panic!("no row {v}:\n{text}"))
+            .to_string()
+    };
+    assert!(text.contains("failed ops (runs)"), "{text}");
+    assert!(
+        row("0").trim_end().ends_with("2/2              0 (0)"),
+        "{text}"
+    );
+    let lossy = row("0.6");
+    assert!(lossy.contains("0/2"), "{lossy}");
+    assert!(lossy.trim_end().ends_with("(2)"), "{lossy}");
+    let table = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<&str> = table.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "ops_failed").unwrap();
+    let failed: u64 = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(col).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(failed >= 2, "{table}");
+}
+
+#[test]
+fn sweep_errors_point_at_the_key_in_the_file() {
+    let out = udrma(&["sweep", &example("demo.toml"), "--set", "fault.loss.p=2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    // `p = 0.02` of the `loss` fault is on line 36 of demo.toml.
+    let line = std::fs::read_to_string(example("demo.toml"))
+        .unwrap()
+        .lines()
+        .position(|l| l == "p = 0.02")
+        .unwrap()
+        + 1;
+    assert!(
+        err.contains(&format!(
+            "demo.toml:{line}:1: --set fault.loss.p=2: rule loss: p = 2 is not a probability in [0, 1]"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("[fault.loss.p=2]"), "{err}");
+
+    let out = udrma(&["sweep", &example("demo.toml"), "--set", "fault.los.p=0.1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("no `fault` named \"los\"; the names are \"loss\", \"dup\", \"reorder\""),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = udrma(&[
+        "sweep",
+        &example("demo.toml"),
+        "--set",
+        "fault.loss.p=0.1",
+        "--seeds",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("'0' for '--seeds"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn bench_and_capture_errors_say_what_is_wrong() {
+    let out = udrma(&["bench", "sim", "--k", "7"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("topology: fat tree k = 7: k must be even") && !err.contains("unknown link"),
+        "{err}"
+    );
+
+    let pcap = tmp("readme-links.pcap");
+    let out = udrma(&[
+        "run",
+        &example("lossy-write.toml"),
+        "--pcap",
+        pcap.to_str().unwrap(),
+        "--pcap-links",
+        "h0-e1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("unknown link \"h0-e1\"; did you mean \"h0-e0\"? links are h0-e0, h1-e0,")
+            && err.contains("(48 in all)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn decode_says_why_a_file_is_not_a_capture() {
+    let empty = tmp("readme-empty.pcap");
+    std::fs::write(&empty, b"").unwrap();
+    let out = udrma(&["decode", empty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("not a pcap capture: the file ends inside the 24-byte pcap file header"),
+        "{}",
+        stderr(&out)
+    );
+
+    let cut = tmp("readme-cut.pcap");
+    let mut bytes = Vec::new();
+    udrma::proto::samples::write_capture(&mut bytes).unwrap();
+    std::fs::write(&cut, &bytes[..30]).unwrap();
+    let out = udrma(&["decode", cut.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("frame 1: the file ends inside its packet record (cut short)"),
+        "{}",
+        stderr(&out)
+    );
+
+    let dir = env!("CARGO_TARGET_TMPDIR");
+    let out = udrma(&["decode", dir]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("is a directory, not a capture file"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("Error reading bytes"));
+}
+
+#[test]
+fn peers_may_be_named_by_host_name() {
+    // A port of our own on loopback, named `localhost` on both sides.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind = format!("localhost:{port}");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_udrma"))
+        .args([
+            "bridge",
+            "serve",
+            "--bind",
+            &bind,
+            "--region",
+            "1MiB",
+            "--duration",
+            "10s",
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = udrma(&[
+        "bridge", "put", "--peer", &bind, "--size", "64KiB", "--verify",
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("verified byte-exact"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = udrma(&["bridge", "put", "--peer", "localhost", "--size", "1KiB"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("has no port: expected HOST:PORT"));
+}
+
+#[test]
+fn the_ladder_has_a_time_scale_a_lane_per_message_and_a_window() {
+    let svg = tmp("readme-ladder-lanes.svg");
+    let out = udrma(&[
+        "run",
+        &example("late-first-packet.toml"),
+        "--ladder",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("time since first packet"));
+    // Holds of different messages are told apart.
+    for msg in [1, 2, 3] {
+        assert!(
+            text.contains(&format!("held in the escape channel: msg {msg} until")),
+            "msg {msg}"
+        );
+    }
+    let xs: std::collections::BTreeSet<&str> = text
+        .match_indices("fill=\"#c62828\" fill-opacity=\"0.6\"")
+        .map(|(i, _)| {
+            let before = &text[..i];
+            let at = before.rfind("<rect x=\"").unwrap() + 9;
+            let end = at + before[at..].find('"').unwrap();
+            &text[at..end]
+        })
+        .collect();
+    assert_eq!(xs.len(), 3, "three lanes: {xs:?}");
+
+    // A window and a cap choose what is drawn, and the note says so.
+    let out = udrma(&[
+        "run",
+        &example("demo.toml"),
+        "--ladder",
+        svg.to_str().unwrap(),
+        "--ladder-from",
+        "20us",
+        "--ladder-until",
+        "40us",
+        "--ladder-max",
+        "100",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("demo: first 100 of ")
+            && text.contains(" packets sent in [20.000us, 40.000us)"),
+        "{}",
+        &text[text.len() - 400..]
+    );
+    assert_eq!(text.matches("marker-end").count(), 100);
+}
