@@ -20,6 +20,7 @@
 mod queue;
 pub mod routing;
 pub mod shapes;
+pub mod sim;
 pub mod topology;
 pub mod trace;
 pub mod world;

@@ -26,12 +26,15 @@ use std::io::Write;
 use rand_chacha::ChaCha8Rng;
 use udrma_faults::rng::stream;
 use udrma_faults::{Direction, FaultError, HostPause, PacketCtx, RuleSet, Verdict};
+use udrma_host::App;
 use udrma_nic::{Event, Nic, NicConfig, PostError, WorkRequest, WrId};
 use udrma_proto::encap::{encapsulate, UdpEndpoint, FRAME_OVERHEAD};
 use udrma_proto::pcap::{CaptureError, PcapSink};
 use udrma_proto::{
     Duration, Flags, Instant, NodeAddr, Opcode, Packet, DEFAULT_UDP_PORT, HEADER_LEN,
 };
+
+mod apps;
 
 use crate::queue::EventQueue;
 use crate::routing::{Policy, Router};
@@ -294,7 +297,6 @@ struct PortState {
     flight: VecDeque<(Instant, Pkt)>,
 }
 
-#[derive(Debug)]
 struct HostState {
     nic: Nic,
     port: PortId,
@@ -307,6 +309,30 @@ struct HostState {
     tx_lead: Duration,
     /// The NIC's receive processing unit (cost model).
     rx_unit: udrma_nic::cost::Serial,
+    /// Host software, if any: it gets the NIC's events instead of
+    /// [`World::take_host_events`], and its deadline joins the NIC's.
+    app: Option<Box<dyn App>>,
+}
+
+impl HostState {
+    /// The earlier of the NIC's and the app's deadlines.
+    fn deadline(&self) -> Option<Instant> {
+        let nic = self.nic.poll_timeout();
+        match self.app.as_ref().and_then(|a| a.poll_timeout()) {
+            Some(a) => Some(nic.map_or(a, |n| n.min(a))),
+            None => nic,
+        }
+    }
+
+    /// Lets the NIC, then the app, handle what is due at `now`.
+    fn handle_timeout(&mut self, now: Instant) {
+        self.nic.handle_timeout(now);
+        if let Some(app) = self.app.as_mut() {
+            if app.poll_timeout().is_some_and(|t| t <= now) {
+                app.handle_timeout(now, &mut self.nic);
+            }
+        }
+    }
 }
 
 /// One packet between two watched hosts, from creation to its fate (for
@@ -385,6 +411,8 @@ pub struct World {
     watch: Option<(NodeAddr, NodeAddr)>,
     journal: Vec<Journey>,
     journal_index: BTreeMap<u64, usize>,
+    /// Completions on hosts with an app (exactly-once check of `sim`).
+    completions: crate::sim::CompletionLog,
 }
 
 impl core::fmt::Debug for World {
@@ -427,6 +455,7 @@ impl World {
                 held: VecDeque::new(),
                 tx_lead: Duration::ZERO,
                 rx_unit: udrma_nic::cost::Serial::default(),
+                app: None,
             });
         }
         let flow_max = vec![BTreeMap::new(); hosts.len()];
@@ -493,6 +522,7 @@ impl World {
             watch: None,
             journal: Vec::new(),
             journal_index: BTreeMap::new(),
+            completions: Default::default(),
         })
     }
 
@@ -830,7 +860,7 @@ impl World {
         if host.timer_at != Some(t) {
             return false;
         }
-        match host.nic.poll_timeout() {
+        match host.deadline() {
             Some(d) if d <= t => true,
             Some(d) if host.paused => {
                 // Resume handles it; keep the record honest.
@@ -881,7 +911,7 @@ impl World {
                 if host.paused {
                     return;
                 }
-                host.nic.handle_timeout(self.now);
+                host.handle_timeout(self.now);
                 self.service_host(h);
             }
             EvKind::Pause(h, until) => {
@@ -911,7 +941,7 @@ impl World {
                     self.deliver(h, pkt);
                 }
                 let now = self.now;
-                self.hosts[h as usize].nic.handle_timeout(now);
+                self.hosts[h as usize].handle_timeout(now);
                 self.hosts[h as usize].timer_at = None;
                 self.service_host(h);
             }
@@ -952,10 +982,18 @@ impl World {
                 | Event::Hello { .. }
                 | Event::PeerRestarted { .. } => {}
             }
-            self.host_events.push(HostEvent {
-                host: NodeAddr(h),
-                event: e,
-            });
+            match host.app.as_mut() {
+                Some(app) => {
+                    if let Event::Completed { wr, .. } = &e {
+                        self.completions.record(NodeAddr(h), *wr);
+                    }
+                    app.handle_event(now, &mut host.nic, e)
+                }
+                None => self.host_events.push(HostEvent {
+                    host: NodeAddr(h),
+                    event: e,
+                }),
+            }
         }
         if !host.paused && self.ports[host.port as usize].free_at <= now + host.tx_lead {
             self.pull(h);
@@ -967,7 +1005,7 @@ impl World {
     fn arm_timer(&mut self, h: u32) {
         let now = self.now;
         let host = &mut self.hosts[h as usize];
-        if let Some(t) = host.nic.poll_timeout() {
+        if let Some(t) = host.deadline() {
             if host.timer_at.is_none_or(|at| t < at) {
                 let t = t.max(now);
                 host.timer_at = Some(t);

@@ -18,7 +18,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod rng;
+/// Seeded streams (they live in `udrma-proto`, where every crate can use
+/// them; re-exported here for the fault rules' users).
+pub use udrma_proto::rng;
 pub mod rule;
 
 pub use rule::{

@@ -56,14 +56,12 @@ pub mod config;
 pub mod cost;
 pub mod mask;
 pub mod memory;
-pub mod messaging;
 pub mod nic;
 pub mod optable;
 pub mod pair;
 pub mod registry;
 pub mod rtt;
 pub mod stats;
-pub mod via;
 pub mod wr;
 
 pub use config::{AckMode, ConfigError, NicConfig, RegistrationMode, RetransmitMode};

@@ -1,4 +1,5 @@
-//! `udrma-proto`: the wire formats of udrma, and nothing else.
+//! `udrma-proto`: the wire formats of udrma, and the plain values every
+//! floor shares (simulated time, seeded random streams).
 //!
 //! This crate owns every byte the protocol puts on a wire: the common
 //! header, the per-opcode extension headers, the ICRC trailer
@@ -20,7 +21,9 @@
 //!
 //! The simulated-time types [`Instant`] and [`Duration`] (picoseconds) also
 //! live here: they are plain values, not a clock, and every crate above
-//! (the engine, the fault rules, the fabric) shares them.
+//! (the engine, the fault rules, the fabric) shares them. So do the seeded
+//! ChaCha8 streams of [`rng`]: one per component, derived from the master
+//! seed, never from the OS.
 //!
 //! Layout follows smoltcp's `wire` module: a zero-copy checked view
 //! ([`Packet`]) beside a typed representation ([`Repr`]) with `parse`,
@@ -41,6 +44,7 @@ pub mod opcode;
 pub mod packet;
 pub mod pcap;
 pub mod repr;
+pub mod rng;
 pub mod samples;
 pub mod time;
 

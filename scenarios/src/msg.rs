@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use udrma_fabric::World;
 use udrma_faults::rng::{stream, unit};
-use udrma_nic::messaging::{Messenger, MsgConfig, MsgEvent, MsgProtocol, SendId};
+use udrma_host::messaging::{Messenger, MsgConfig, MsgEvent, MsgProtocol, SendId};
 use udrma_nic::{CostModel, NicConfig};
 use udrma_proto::{Duration, Instant, NodeAddr, Protocol};
 
@@ -397,7 +397,7 @@ struct Run<'a> {
     /// sequence number each got (in posting order).
     posted: BTreeMap<Flow, Vec<Option<u32>>>,
     /// Each receive's key and posting index.
-    recv_index: BTreeMap<(NodeAddr, udrma_nic::messaging::RecvId), (Flow, usize)>,
+    recv_index: BTreeMap<(NodeAddr, udrma_host::messaging::RecvId), (Flow, usize)>,
     received: u64,
     sends: BTreeMap<(NodeAddr, SendId), (usize, Instant, u64)>,
     next_seed: u32,
@@ -942,7 +942,7 @@ impl Run<'_> {
             ));
         }
         let n = self.world.topology().n_hosts();
-        let mut stats = udrma_nic::messaging::MsgStats::default();
+        let mut stats = udrma_host::messaging::MsgStats::default();
         for m in self.ms.iter().flatten() {
             let s = m.stats();
             stats.eager += s.eager;

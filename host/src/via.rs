@@ -14,9 +14,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::memory::MrKey;
-use crate::nic::Nic;
-use crate::wr::{Event, PostError, WcError, WorkRequest, WrId, WrKind};
+use udrma_nic::{Event, MrKey, Nic, PostError, WcError, WorkRequest, WrId, WrKind};
 use udrma_proto::time::Instant;
 
 /// A completion queue id.
@@ -214,8 +212,8 @@ impl Via {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pair::Pair;
-    use crate::{Access, NicConfig};
+    use udrma_nic::pair::Pair;
+    use udrma_nic::{Access, NicConfig};
     use udrma_proto::NodeAddr;
 
     #[test]

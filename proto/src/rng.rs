@@ -1,6 +1,8 @@
 //! Seeded random streams: one ChaCha8 stream per component, derived from
 //! (master seed, component id), so adding a rule never changes the draws of
-//! another.
+//! another. They live in the bottom crate so that every floor (fault
+//! rules, host software, workloads, the bridge's shim) seeds the same way
+//! without importing the fault crate.
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};

@@ -5,7 +5,9 @@
 //! vbuf overflow).
 
 use proptest::prelude::*;
-use udrma_nic::messaging::{Messenger, MsgConfig, MsgError, MsgEvent, MsgProtocol, RecvId, SendId};
+use udrma_host::messaging::{
+    Messenger, MsgConfig, MsgError, MsgEvent, MsgProtocol, RecvId, SendId,
+};
 use udrma_nic::pair::{Pair, Verdict, Wire};
 use udrma_nic::{CostModel, NicConfig};
 use udrma_proto::{Duration, Instant, NodeAddr, Protocol, Syndrome};

@@ -35,11 +35,10 @@ use thiserror::Error;
 use udrma_proto::time::{Duration, Instant};
 use udrma_proto::{NodeAddr, Protocol, Rendezvous};
 
-use crate::cost::Serial;
-use crate::memory::{Access, MrKey};
-use crate::nic::Nic;
+use udrma_nic::cost::Serial;
+use udrma_nic::{Access, Control, Event, MrKey, Nic, WcError, WorkRequest, WrId};
+
 use crate::via::{CqId, Via};
-use crate::wr::{Control, Event, WcError, WorkRequest, WrId};
 
 /// Bytes of the messaging header at the start of every vbuf payload.
 pub const CHUNK_HEADER: usize = 16;
@@ -130,7 +129,7 @@ pub enum MsgConfigError {
 
 impl MsgConfig {
     /// Checks the configuration against the NIC's.
-    pub fn validate(&self, nic: &crate::NicConfig) -> Result<(), MsgConfigError> {
+    pub fn validate(&self, nic: &udrma_nic::NicConfig) -> Result<(), MsgConfigError> {
         let bad = |field, why: String| Err(MsgConfigError::Field { field, why });
         if (self.vbuf_size as usize) <= CHUNK_HEADER {
             return bad(

@@ -1,0 +1,108 @@
+//! The host app surface: what a backend calls, and when.
+//!
+//! An [`App`] is host software as a sans-IO state machine, one per host.
+//! A backend (the simulated fabric, or real sockets) owns the host's
+//! [`Nic`] and its app and drives both with the same rules:
+//!
+//! 1. [`App::start`] once, when the app is installed, before anything else.
+//! 2. [`App::handle_event`] for every [`Event`] the host's NIC raises, in
+//!    the order it raised them, at the time it raised them.
+//! 3. [`App::handle_timeout`] once `now` has reached
+//!    [`App::poll_timeout`]; the backend asks for the deadline again after
+//!    every call, so an app moves its deadline by returning a new one.
+//! 4. After each of those calls the backend lets the NIC send whatever the
+//!    app posted, and keeps a wake-up for the earlier of the NIC's and the
+//!    app's deadlines.
+//!
+//! An app never reads a clock, a socket, the environment or an unseeded
+//! random source; `now` is all the time it has. Neither the app nor the
+//! engine knows which backend drives them, so the same app runs in the
+//! simulator and over UDP.
+//!
+//! Results stay inside the app: a backend hands it back by type
+//! (`World::app::<MyApp>(host)` in the fabric), since `App: Any`.
+
+use core::any::Any;
+
+use udrma_nic::{Event, Nic};
+use udrma_proto::Instant;
+
+/// Host software driven by a backend (see the [module docs](self) for the
+/// calling rules).
+pub trait App: Any {
+    /// Called once when the app is installed on its host, at `now`: post
+    /// receives, register memory, start the first requests.
+    fn start(&mut self, now: Instant, nic: &mut Nic) {
+        let _ = (now, nic);
+    }
+
+    /// An event the host's NIC raised at `now` (a completion, a WRITE that
+    /// landed, a control message, a peer's HELLO...).
+    fn handle_event(&mut self, now: Instant, nic: &mut Nic, event: Event);
+
+    /// The earliest time the app wants [`App::handle_timeout`], if any.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Called when `now` has reached [`App::poll_timeout`].
+    fn handle_timeout(&mut self, now: Instant, nic: &mut Nic) {
+        let _ = (now, nic);
+    }
+
+    /// Whether the app has finished its work. A backend that runs until
+    /// every app is done (the UDP backend, whose sockets never go quiet by
+    /// themselves) stops then; the simulator stops when nothing is left to
+    /// happen and reports apps that are not done.
+    fn is_done(&self) -> bool {
+        true
+    }
+}
+
+/// An app made of one closure that reacts to events (see [`from_fn`]).
+pub struct FnApp<F> {
+    on_event: F,
+}
+
+impl<F> App for FnApp<F>
+where
+    F: FnMut(Instant, &mut Nic, Event) + 'static,
+{
+    fn handle_event(&mut self, now: Instant, nic: &mut Nic, event: Event) {
+        (self.on_event)(now, nic, event);
+    }
+}
+
+/// An app that only reacts to events, written as a closure: the quickest
+/// way to put a few lines of host logic on a simulated host.
+///
+/// ```
+/// use udrma_host::app::{from_fn, App};
+/// use udrma_nic::Event;
+///
+/// let mut landed = 0u32;
+/// let app = from_fn(move |_now, _nic, event| {
+///     if let Event::WriteReceived { .. } = event {
+///         landed += 1;
+///     }
+/// });
+/// assert!(app.is_done());
+/// ```
+pub fn from_fn<F>(on_event: F) -> FnApp<F>
+where
+    F: FnMut(Instant, &mut Nic, Event) + 'static,
+{
+    FnApp { on_event }
+}
+
+/// Downcasts an installed app to its concrete type.
+pub fn downcast_ref<T: App>(app: &dyn App) -> Option<&T> {
+    let any: &dyn Any = app;
+    any.downcast_ref::<T>()
+}
+
+/// Downcasts an installed app to its concrete type, mutably.
+pub fn downcast_mut<T: App>(app: &mut dyn App) -> Option<&mut T> {
+    let any: &mut dyn Any = app;
+    any.downcast_mut::<T>()
+}
