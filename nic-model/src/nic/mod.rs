@@ -1,0 +1,448 @@
+//! `Nic`: the sans-IO protocol engine of one host.
+//!
+//! It owns the sender (command queue, large-transfer cutting, DMA OP table,
+//! retransmission), the receiver (receive registry, escape channel,
+//! tombstones, posted receive buffers) and registered memory. It never
+//! reads a clock or a socket: the caller passes `now` to every method and
+//! moves datagrams in and out.
+//!
+//! # Driving it
+//!
+//! After every [`Nic::post`], [`Nic::post_recv`], [`Nic::handle_datagram`]
+//! and [`Nic::handle_timeout`], the caller drains [`Nic::poll_transmit`]
+//! (until `None`) and [`Nic::poll_event`] (until `None`), then sleeps until
+//! [`Nic::poll_timeout`] or the next datagram, whichever comes first, and
+//! calls [`Nic::handle_timeout`] when that deadline passes.
+//!
+//! # Where things are
+//!
+//! This file holds the engine's state and the calls every driver makes;
+//! one `impl Nic` block per concern sits beside it: `post` (descriptor
+//! ring, receive buffers), `send` (cutting, OP table, retransmits,
+//! requester completions), `receive` (datagram checks, receive registry,
+//! escape channel, tombstones, READ service), `replies` (ACKs, SACK
+//! coalescing, NACKs, completion notices, both ways) and `peers` (credits,
+//! NOOPs, HELLO, control messages, boot epochs).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use udrma_proto::{Body, Error as WireError, Flags, NodeAddr, Packet, Repr, Syndrome};
+
+use crate::config::{AckMode, NicConfig, RegistrationMode, RetransmitMode};
+use crate::cost::Serial;
+use crate::mask::Mask;
+use crate::memory::{Access, MemoryTable, MrKey, Use};
+use crate::optable::{OpNumber, OpTable};
+use crate::registry::{Entry, EscapeChannel, Escaped, OpKey, ReceiveRegistry, Target, Tombstones};
+use crate::rtt::RttEstimator;
+use crate::stats::{Occupancy, Stats};
+use crate::wr::{Control, Event, PostError, WcError, WorkRequest, WrId, WrKind};
+use udrma_proto::time::Instant;
+
+mod peers;
+mod post;
+mod receive;
+mod replies;
+mod send;
+
+/// A datagram [`Nic::poll_transmit`] wrote into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination host.
+    pub dst: NodeAddr,
+    /// Bytes written to the buffer.
+    pub len: usize,
+    /// UDP source port suggested for the datagram.
+    pub src_port: u16,
+}
+
+/// Everything in the one ordered deadline structure. Each owner remembers
+/// its deadline, so cancelling is an O(log n) removal and nothing stale is
+/// left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    /// An outstanding packet's retransmit deadline.
+    Retransmit(OpNumber),
+    /// A packet NACKed as receiver-not-ready is due again.
+    RnrRetry(OpNumber),
+    /// An escape channel entry expires.
+    Escape(u64),
+    /// A registry entry saw no progress for `registry_timeout`.
+    Registry(OpKey),
+    /// Coalesced selective ACKs for an operation are due.
+    Sack(OpKey),
+    /// The NIC has fetched a request's descriptor: it joins the command
+    /// queue (only with a nonzero cost model).
+    Fetch(WrId),
+    /// The host's interrupt handler refills the descriptor ring.
+    Refill,
+}
+
+#[derive(Debug, Clone)]
+struct Request {
+    req: WorkRequest,
+    /// Bytes already cut into operations.
+    cut: u64,
+    /// Whether cutting has finished (a zero-length request is one op).
+    cut_done: bool,
+    /// Operations of this request not yet finished.
+    open_ops: u32,
+    /// Whether it holds a descriptor ring slot (else it waits in the host
+    /// overflow ring).
+    in_ring: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    Write,
+    Send,
+    ReadRequest,
+    Notify,
+    Control,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PktState {
+    Unsent,
+    InFlight(OpNumber),
+    Acked,
+}
+
+/// One segment operation: a message id with its packets.
+#[derive(Debug, Clone)]
+struct Op {
+    wr: WrId,
+    kind: OpKind,
+    dst: NodeAddr,
+    /// Offset of this operation within its request.
+    offset: u64,
+    len: u64,
+    seg_count: u32,
+    next_unsent: u32,
+    pkts: Vec<PktState>,
+    acked: u32,
+    last_segment: bool,
+    /// READ: which response packets have arrived.
+    read_mask: Option<Mask>,
+}
+
+/// An OP table entry: one outstanding packet.
+#[derive(Debug, Clone, Copy)]
+struct Inflight {
+    msg_id: u32,
+    seg: u32,
+    sent_at: Instant,
+    retries: u32,
+    retransmitted: bool,
+    /// `None` while waiting in the retransmit queue.
+    deadline: Option<Instant>,
+}
+
+/// A posted receive buffer.
+#[derive(Debug, Clone, Copy)]
+struct RecvBuf {
+    wr: WrId,
+    mr: MrKey,
+    addr: u64,
+    len: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum ReplyBody {
+    Ack,
+    Sack {
+        base: u32,
+        bitmap: u64,
+    },
+    Nack {
+        syndrome: Syndrome,
+        detail: u32,
+    },
+    Completion {
+        len: u32,
+    },
+    ReadResponse {
+        rkey: u32,
+        addr: u64,
+        total_len: u32,
+    },
+    Credit,
+    Hello {
+        reply: bool,
+        nonce: u32,
+    },
+}
+
+/// A packet the receive side owes a peer (built at transmit time).
+#[derive(Debug, Clone, Copy)]
+struct Reply {
+    to: NodeAddr,
+    src_ep: u16,
+    dst_ep: u16,
+    op_num: u32,
+    msg_id: u32,
+    seg_index: u32,
+    seg_count: u32,
+    body: ReplyBody,
+}
+
+#[derive(Debug, Clone)]
+struct PendingSack {
+    src_ep: u16,
+    seg_count: u32,
+    indices: BTreeSet<u32>,
+    deadline: Instant,
+}
+
+/// The protocol engine of one host. See the module docs for how to drive it.
+#[derive(Debug)]
+pub struct Nic {
+    addr: NodeAddr,
+    cfg: NicConfig,
+    memory: MemoryTable,
+    next_wr: u64,
+    next_msg: u32,
+    requests: BTreeMap<WrId, Request>,
+    requests_peak: usize,
+    command_queue: VecDeque<WrId>,
+    ops: BTreeMap<u32, Op>,
+    sendable: VecDeque<u32>,
+    op_table: OpTable<Inflight>,
+    retransmit_queue: VecDeque<OpNumber>,
+    rtt: BTreeMap<NodeAddr, RttEstimator>,
+    registry: ReceiveRegistry,
+    escape: EscapeChannel,
+    tombstones: Tombstones,
+    recv_queues: BTreeMap<u16, VecDeque<RecvBuf>>,
+    sacks: BTreeMap<OpKey, PendingSack>,
+    replies: VecDeque<Reply>,
+    replies_peak: usize,
+    events: VecDeque<Event>,
+    timers: BTreeSet<(Instant, Timer)>,
+    stats: Stats,
+    /// Credit count advertised to each peer on every packet.
+    advertised: BTreeMap<NodeAddr, u16>,
+    /// Newest credit count each peer advertised.
+    credits_seen: BTreeMap<NodeAddr, u16>,
+    /// Newest credit count that really left toward each peer on a packet.
+    credits_carried: BTreeMap<NodeAddr, u16>,
+    /// Boot epoch each peer last showed (at most [`MAX_PEERS`] peers).
+    peer_epochs: BTreeMap<NodeAddr, u32>,
+    /// The region HELLOs announce, if any.
+    announced: Option<MrKey>,
+    /// Descriptor ring slots in use, and their peak.
+    ring_used: usize,
+    ring_peak: usize,
+    /// Requests waiting in the host overflow ring, oldest first.
+    overflow: VecDeque<WrId>,
+    /// Whether a refill interrupt is pending.
+    refill_pending: bool,
+    /// The NIC's descriptor fetch unit.
+    fetch_unit: Serial,
+}
+
+/// Most peers whose credit advertisements are tracked; beyond, new peers'
+/// advertisements are ignored (and counted), so a flood of forged sources
+/// cannot grow the table.
+pub const MAX_CREDIT_PEERS: usize = 65_536;
+
+/// Most peers whose boot epochs are tracked. Packets from further peers are
+/// still served, but their restarts go unnoticed (counted in
+/// `Stats::epoch_peers_overflow`).
+pub const MAX_PEERS: usize = 65_536;
+
+/// Whether epoch `a` is newer than `b`, in serial-number arithmetic
+/// (RFC 1982): the difference, read as a signed 32-bit number, is positive.
+/// A restarted peer's epoch is newer than its previous life's as long as the
+/// two lives are less than 2^31 epoch ticks apart.
+pub fn epoch_newer(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+fn div_ceil_nonzero(len: u64, mtu: u32) -> u32 {
+    len.div_ceil(u64::from(mtu)).max(1) as u32
+}
+
+impl Nic {
+    /// A NIC for host `addr`. Fails if the configuration cannot work.
+    pub fn new(addr: NodeAddr, cfg: NicConfig) -> Result<Nic, crate::config::ConfigError> {
+        cfg.validate()?;
+        Ok(Nic {
+            addr,
+            memory: MemoryTable::new(),
+            next_wr: 1,
+            next_msg: 1,
+            requests: BTreeMap::new(),
+            requests_peak: 0,
+            command_queue: VecDeque::new(),
+            ops: BTreeMap::new(),
+            sendable: VecDeque::new(),
+            op_table: OpTable::new(cfg.op_table_capacity),
+            retransmit_queue: VecDeque::new(),
+            rtt: BTreeMap::new(),
+            registry: ReceiveRegistry::new(cfg.registry_capacity),
+            escape: EscapeChannel::new(cfg.escape_capacity, cfg.escape_bytes),
+            tombstones: Tombstones::new(cfg.tombstone_capacity, cfg.tombstones),
+            recv_queues: BTreeMap::new(),
+            sacks: BTreeMap::new(),
+            replies: VecDeque::new(),
+            replies_peak: 0,
+            events: VecDeque::new(),
+            timers: BTreeSet::new(),
+            stats: Stats::default(),
+            advertised: BTreeMap::new(),
+            credits_seen: BTreeMap::new(),
+            credits_carried: BTreeMap::new(),
+            peer_epochs: BTreeMap::new(),
+            announced: None,
+            ring_used: 0,
+            ring_peak: 0,
+            overflow: VecDeque::new(),
+            refill_pending: false,
+            fetch_unit: Serial::default(),
+            cfg,
+        })
+    }
+
+    /// This host.
+    pub fn addr(&self) -> NodeAddr {
+        self.addr
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NicConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Registered memory.
+    pub fn memory(&self) -> &MemoryTable {
+        &self.memory
+    }
+
+    /// Registered memory, for the host to register, fill, reuse and
+    /// deregister regions.
+    pub fn memory_mut(&mut self) -> &mut MemoryTable {
+        &mut self.memory
+    }
+
+    /// Registers `len` zeroed bytes at `base`; shorthand for
+    /// `memory_mut().register(..)`.
+    pub fn register(&mut self, base: u64, len: usize, access: Access) -> MrKey {
+        self.memory.register(base, len, access)
+    }
+
+    /// RTT state toward `peer`, once it has been talked to.
+    pub fn rtt(&self, peer: NodeAddr) -> Option<&RttEstimator> {
+        self.rtt.get(&peer)
+    }
+
+    /// Bounded state now, at its peak, and its limits.
+    pub fn occupancy(&self) -> Occupancy {
+        let c = &self.cfg;
+        Occupancy {
+            registry: (
+                self.registry.len(),
+                self.registry.peak(),
+                c.registry_capacity,
+            ),
+            escape_entries: (
+                self.escape.len(),
+                self.escape.peak_entries(),
+                c.escape_capacity,
+            ),
+            escape_bytes: (
+                self.escape.bytes(),
+                self.escape.peak_bytes(),
+                c.escape_bytes,
+            ),
+            op_table: (
+                self.op_table.len(),
+                self.op_table.peak(),
+                usize::from(c.op_table_capacity),
+            ),
+            tombstones: (
+                self.tombstones.len(),
+                self.tombstones.peak(),
+                if c.tombstones {
+                    c.tombstone_capacity
+                } else {
+                    0
+                },
+            ),
+            transmit_queue: (
+                self.replies.len(),
+                self.replies_peak,
+                c.transmit_queue_capacity,
+            ),
+            requests: (
+                self.requests.len(),
+                self.requests_peak,
+                c.command_queue_capacity,
+            ),
+            descriptor_ring: (self.ring_used, self.ring_peak, c.descriptor_ring),
+        }
+    }
+
+    /// Whether nothing is outstanding: no request, no queued packet, no
+    /// registry entry, no escaped packet and no pending timer.
+    pub fn is_idle(&self) -> bool {
+        self.requests.is_empty()
+            && self.replies.is_empty()
+            && self.registry.is_empty()
+            && self.escape.is_empty()
+            && self.timers.is_empty()
+    }
+
+    /// The next event for the host (completions, arrivals), oldest first.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The earliest deadline at which [`Nic::handle_timeout`] must be
+    /// called, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        // (Fetch and refill timers live here too.)
+        self.timers.first().map(|(t, _)| *t)
+    }
+
+    /// Fires every deadline at or before `now`: retransmissions, escape
+    /// channel expiry, registry eviction, coalesced ACKs.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(t, timer)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.pop_first();
+            match timer {
+                Timer::Retransmit(opn) => self.on_retransmit_timeout(now, opn),
+                Timer::RnrRetry(opn) => {
+                    if let Some(inf) = self.op_table.get_mut(opn) {
+                        inf.deadline = None;
+                        self.queue_retransmit(opn);
+                    }
+                }
+                Timer::Escape(id) => {
+                    if self.escape.remove(id).is_some() {
+                        self.stats.escape_expired += 1;
+                    }
+                }
+                Timer::Registry(key) => self.expire_registry(key),
+                Timer::Sack(key) => self.flush_sack(key),
+                Timer::Fetch(id) => {
+                    if self.requests.contains_key(&id) {
+                        self.command_queue.push_back(id);
+                    }
+                }
+                Timer::Refill => {
+                    self.refill_pending = false;
+                    self.refill(now);
+                }
+            }
+        }
+    }
+}

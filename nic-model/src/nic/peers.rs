@@ -1,0 +1,236 @@
+//! Peers: credits carried on every packet, NOOPs, HELLO introductions,
+//! control messages, and boot epochs that keep a restarted peer's lives
+//! apart.
+
+use super::*;
+
+impl Nic {
+    /// From now on every packet to `peer` carries `cumulative` (the count
+    /// of receive buffers re-posted for it, modulo 2^16) with the CREDITS
+    /// flag. A cumulative count survives loss, duplication and reordering:
+    /// the peer keeps the newest it has seen.
+    pub fn advertise_credits(&mut self, peer: NodeAddr, cumulative: u16) {
+        self.advertised.insert(peer, cumulative);
+    }
+
+    /// The newest credit count that has really left toward `peer` on a
+    /// packet (any packet: data, ACK or NOOP). The messaging layer compares
+    /// it with what it re-posted to decide whether a NOOP is owed.
+    pub fn credits_carried(&self, peer: NodeAddr) -> Option<u16> {
+        self.credits_carried.get(&peer).copied()
+    }
+
+    /// Sends a CREDIT (NOOP) packet to `peer` now carrying the current
+    /// advertisement: for when nothing else would carry it. Not
+    /// acknowledged: the next advertisement repairs a lost one.
+    pub fn send_noop(&mut self, peer: NodeAddr, src_ep: u16, dst_ep: u16) {
+        if self.push_reply(Reply {
+            to: peer,
+            src_ep,
+            dst_ep,
+            op_num: 0,
+            msg_id: 0,
+            seg_index: 0,
+            seg_count: 0,
+            body: ReplyBody::Credit,
+        }) {
+            self.stats.noops_sent += 1;
+        }
+    }
+
+    /// Chooses the region this NIC's HELLOs (asks and replies) announce:
+    /// its address, length and rkey travel in the packet, so a peer learns
+    /// where to WRITE and READ without any side channel. `None` announces
+    /// nothing (zeros).
+    pub fn announce(&mut self, region: Option<MrKey>) {
+        self.announced = region;
+    }
+
+    /// Sends a HELLO to `peer` now, announcing this NIC's region. The peer
+    /// answers with a HELLO reply echoing `nonce`; both sides raise
+    /// [`Event::Hello`]. HELLOs are not acknowledged or retransmitted: the
+    /// asker repeats its HELLO until it hears the reply.
+    pub fn hello(&mut self, peer: NodeAddr, nonce: u32) {
+        if self.push_reply(Reply {
+            to: peer,
+            src_ep: 0,
+            dst_ep: 0,
+            op_num: 0,
+            msg_id: 0,
+            seg_index: 0,
+            seg_count: 0,
+            body: ReplyBody::Hello {
+                reply: false,
+                nonce,
+            },
+        }) {
+            self.stats.hellos_sent += 1;
+        }
+    }
+
+    pub(super) fn on_hello(
+        &mut self,
+        now: Instant,
+        from: NodeAddr,
+        r: &Repr<'_>,
+        hello: udrma_proto::Hello,
+    ) {
+        self.stats.hellos_received += 1;
+        self.events.push_back(Event::Hello {
+            from,
+            hello,
+            at: now,
+        });
+        if !hello.reply
+            && self.push_reply(Nic::header_reply(
+                from,
+                r,
+                ReplyBody::Hello {
+                    reply: true,
+                    nonce: hello.nonce,
+                },
+            ))
+        {
+            self.stats.hellos_sent += 1;
+        }
+    }
+
+    /// Raises `Event::Credits` when `from` advertises a newer count
+    /// (modulo 2^16: newer means 1..32767 ahead).
+    pub(super) fn note_credits(&mut self, now: Instant, from: NodeAddr, cumulative: u16) {
+        let newer = match self.credits_seen.get(&from) {
+            None => true,
+            Some(old) => (1..0x8000).contains(&cumulative.wrapping_sub(*old)),
+        };
+        if !newer {
+            return;
+        }
+        if !self.credits_seen.contains_key(&from) && self.credits_seen.len() >= MAX_CREDIT_PEERS {
+            self.stats.credit_peers_overflow += 1;
+            return;
+        }
+        self.credits_seen.insert(from, cumulative);
+        self.stats.credit_updates += 1;
+        self.events.push_back(Event::Credits {
+            from,
+            cumulative,
+            at: now,
+        });
+    }
+
+    /// Whether a single-packet message (control, data-arrived) is seen
+    /// for the first time: remembers it with a tombstone, or counts a
+    /// stale copy. With tombstones off every copy is new (the hazard).
+    pub(super) fn first_sighting(&mut self, key: OpKey) -> bool {
+        if self.tombstones.contains(&key) {
+            self.stats.stale_dropped += 1;
+            return false;
+        }
+        if self.tombstones.insert(key) {
+            self.stats.tombstone_evictions += 1;
+        }
+        true
+    }
+
+    /// A control message: raised once (a tombstone drops later copies),
+    /// acknowledged every time.
+    pub(super) fn on_control(
+        &mut self,
+        now: Instant,
+        from: NodeAddr,
+        r: &Repr<'_>,
+        control: Control,
+    ) {
+        let key = OpKey {
+            from,
+            src_ep: r.src_ep,
+            msg_id: r.msg_id,
+        };
+        if self.first_sighting(key) {
+            self.stats.controls_delivered += 1;
+            self.events.push_back(Event::Control {
+                from,
+                src_ep: r.src_ep,
+                dst_ep: r.dst_ep,
+                control,
+                at: now,
+            });
+        }
+        self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack));
+    }
+
+    /// Compares a packet's epoch with the newest `from` has shown. An older
+    /// epoch is a packet of the peer's previous life: dropped (`false`). A
+    /// newer one means the peer restarted: everything remembered about its
+    /// previous life is forgotten before the packet is processed.
+    pub(super) fn check_epoch(&mut self, now: Instant, from: NodeAddr, epoch: u32) -> bool {
+        match self.peer_epochs.get(&from).copied() {
+            Some(known) if known == epoch => true,
+            Some(known) if epoch_newer(epoch, known) => {
+                self.peer_epochs.insert(from, epoch);
+                self.forget_peer(now, from, epoch);
+                true
+            }
+            Some(_) => {
+                self.stats.stale_epoch += 1;
+                false
+            }
+            None => {
+                if self.peer_epochs.len() >= MAX_PEERS {
+                    self.stats.epoch_peers_overflow += 1;
+                } else {
+                    self.peer_epochs.insert(from, epoch);
+                }
+                true
+            }
+        }
+    }
+
+    /// The boot epoch `peer` last showed, once it has sent a valid packet.
+    pub fn peer_epoch(&self, peer: NodeAddr) -> Option<u32> {
+        self.peer_epochs.get(&peer).copied()
+    }
+
+    /// `peer` restarted with `epoch`: its half-received operations, escaped
+    /// packets and tombstones belong to a life that is over (its new life
+    /// numbers messages from scratch, so an old tombstone would swallow a new
+    /// message), and the requests still running toward it name memory that
+    /// no longer exists: they fail with [`WcError::PeerRestarted`].
+    pub(super) fn forget_peer(&mut self, now: Instant, peer: NodeAddr, epoch: u32) {
+        self.stats.peer_restarts += 1;
+        for key in self.registry.keys_from(peer) {
+            self.drop_entry(key);
+        }
+        for (id, e) in self.escape.take_from(peer) {
+            self.timers.remove(&(e.deadline, Timer::Escape(id)));
+        }
+        let sacks: Vec<OpKey> = self
+            .sacks
+            .keys()
+            .filter(|k| k.from == peer)
+            .copied()
+            .collect();
+        for key in sacks {
+            if let Some(p) = self.sacks.remove(&key) {
+                self.timers.remove(&(p.deadline, Timer::Sack(key)));
+            }
+        }
+        self.tombstones.forget_peer(peer);
+        self.credits_seen.remove(&peer);
+        self.replies.retain(|r| r.to != peer);
+        let doomed: Vec<WrId> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| r.req.dst == peer && r.req.kind != WrKind::Recv)
+            .map(|(w, _)| *w)
+            .collect();
+        for wr in doomed {
+            self.fail_request(now, wr, WcError::PeerRestarted);
+        }
+        self.events.push_back(Event::PeerRestarted {
+            peer,
+            epoch,
+            at: now,
+        });
+    }
+}

@@ -1,0 +1,492 @@
+//! The receive path: datagram checks, the receive registry and its
+//! bitmask, the escape channel, tombstones, and READ requests and
+//! responses.
+
+use super::*;
+
+impl Nic {
+    /// Takes one datagram from `from`. Malformed or hostile bytes never
+    /// panic: they are counted by reason in [`Stats`] and dropped, or
+    /// NACKed where the protocol says so.
+    pub fn handle_datagram(&mut self, now: Instant, from: NodeAddr, bytes: &[u8]) {
+        self.stats.rx_datagrams += 1;
+        let repr = match Repr::parse_bytes(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                match e {
+                    WireError::Truncated { .. } => self.stats.rx_truncated += 1,
+                    WireError::BadChecksum { .. } => self.stats.rx_bad_checksum += 1,
+                    WireError::BadVersion(_) => self.stats.rx_bad_version += 1,
+                    WireError::BadLength { .. } | WireError::UnexpectedPayload { .. } => {
+                        self.stats.rx_bad_length += 1
+                    }
+                    WireError::UnknownOpcode(code) => {
+                        self.stats.rx_unknown_opcode += 1;
+                        // The ICRC held, so the header can be trusted enough
+                        // to tell the sender.
+                        let p = Packet::new_unchecked(bytes);
+                        self.push_reply(Reply {
+                            to: from,
+                            src_ep: p.dst_ep(),
+                            dst_ep: p.src_ep(),
+                            op_num: p.op_num(),
+                            msg_id: p.msg_id(),
+                            seg_index: p.seg_index(),
+                            seg_count: p.seg_count(),
+                            body: ReplyBody::Nack {
+                                syndrome: Syndrome::UnknownOpcode,
+                                detail: u32::from(code),
+                            },
+                        });
+                        *self
+                            .stats
+                            .nacks_sent
+                            .entry(Syndrome::UnknownOpcode)
+                            .or_default() += 1;
+                    }
+                }
+                return;
+            }
+        };
+        if !self.check_epoch(now, from, repr.epoch) {
+            return;
+        }
+        if repr.flags.contains(Flags::CREDITS_VALID) {
+            self.note_credits(now, from, repr.credits);
+        }
+        match repr.body {
+            Body::Write { .. } | Body::Send { .. } => self.on_data(now, from, &repr, bytes),
+            Body::ReadRequest {
+                remote_addr,
+                rkey,
+                length,
+            } => self.on_read_request(from, &repr, remote_addr, rkey, length),
+            Body::ReadResponse { offset, data, .. } => {
+                self.on_read_response(now, from, &repr, offset, data)
+            }
+            Body::Ack => self.on_ack(now, from, &repr),
+            Body::SelectiveAck { base, bitmap } => self.on_sack(now, from, &repr, base, bitmap),
+            Body::Nack { syndrome, .. } => self.on_nack(now, from, &repr, syndrome),
+            Body::Completion { .. } => self.on_completion_notice(now, from, &repr),
+            Body::DataArrived {
+                addr,
+                length,
+                immediate,
+            } => self.on_data_arrived(now, from, &repr, addr, length, immediate),
+            Body::Rts(rdv) => self.on_control(now, from, &repr, Control::Rts(rdv)),
+            Body::Cts(rdv) => self.on_control(now, from, &repr, Control::Cts(rdv)),
+            Body::Fin { protocol, tag, seq } => {
+                self.on_control(now, from, &repr, Control::Fin { protocol, tag, seq })
+            }
+            Body::Credit => self.stats.noops_received += 1,
+            Body::Hello(h) => self.on_hello(now, from, &repr, h),
+        }
+    }
+
+    /// WRITE or SEND data: apply it to its registered operation, register
+    /// the operation, or park the packet in the escape channel.
+    pub(super) fn on_data(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>, bytes: &[u8]) {
+        if r.seg_count == 0
+            || r.seg_index >= r.seg_count
+            || u64::from(r.seg_count) > self.cfg.max_packets_per_op()
+        {
+            self.stats.rx_invalid += 1;
+            self.nack(from, r, Syndrome::InvalidRequest, r.seg_count);
+            return;
+        }
+        let key = OpKey {
+            from,
+            src_ep: r.src_ep,
+            msg_id: r.msg_id,
+        };
+        if self.registry.contains(&key) {
+            self.apply(now, key, r);
+            return;
+        }
+        if self.tombstones.contains(&key) {
+            // A late copy of a completed operation: never write again.
+            self.stats.stale_dropped += 1;
+            self.ack(now, from, r);
+            return;
+        }
+        let described = match r.body {
+            Body::Write { total_len, .. } => total_len != 0,
+            _ => true,
+        };
+        let can_register = r.flags.contains(Flags::FIRST)
+            || (self.cfg.registration == RegistrationMode::SelfDescribing && described);
+        if can_register {
+            if self.register_op(now, key, r) {
+                self.apply(now, key, r);
+                self.drain_escape(now, key);
+            }
+            return;
+        }
+        let deadline = now + self.cfg.escape_timeout;
+        match self.escape.push(Escaped {
+            key,
+            datagram: bytes.to_vec(),
+            deadline,
+        }) {
+            Ok(id) => {
+                self.stats.escape_buffered += 1;
+                self.timers.insert((deadline, Timer::Escape(id)));
+            }
+            Err(_) => self.stats.escape_overflow += 1,
+        }
+    }
+
+    /// Registers an operation: checks the target (memory or a posted
+    /// receive buffer) and creates its registry entry with a fresh mask.
+    pub(super) fn register_op(&mut self, now: Instant, key: OpKey, r: &Repr<'_>) -> bool {
+        if self.registry.is_full() {
+            self.stats.registry_full += 1;
+            self.nack(key.from, r, Syndrome::ReceiverNotReady, 0);
+            return false;
+        }
+        let (target, total_len) = match r.body {
+            Body::Write {
+                remote_addr,
+                rkey,
+                total_len,
+                ..
+            } => {
+                if r.flags.contains(Flags::FIRST) {
+                    // The FIRST packet names the whole range: refuse early.
+                    if let Err(s) = self.memory.check(
+                        MrKey(rkey),
+                        remote_addr,
+                        u64::from(total_len),
+                        Use::RemoteWrite,
+                    ) {
+                        self.nack(key.from, r, s, rkey);
+                        return false;
+                    }
+                }
+                (
+                    Target::Write {
+                        rkey: MrKey(rkey),
+                        lo: remote_addr,
+                    },
+                    u64::from(total_len),
+                )
+            }
+            Body::Send { total_len, .. } => {
+                let Some(buf) = self
+                    .recv_queues
+                    .get(&r.dst_ep)
+                    .and_then(|q| q.front())
+                    .copied()
+                else {
+                    self.nack(key.from, r, Syndrome::ReceiverNotReady, 0);
+                    return false;
+                };
+                if u64::from(total_len) > buf.len {
+                    self.nack(key.from, r, Syndrome::OutOfBounds, total_len);
+                    return false;
+                }
+                if let Some(q) = self.recv_queues.get_mut(&r.dst_ep) {
+                    q.pop_front();
+                }
+                (
+                    Target::Send {
+                        recv: buf.wr,
+                        mr: buf.mr,
+                        addr: buf.addr,
+                        cap: buf.len,
+                    },
+                    u64::from(total_len),
+                )
+            }
+            _ => return false,
+        };
+        let deadline = now + self.cfg.registry_timeout;
+        self.registry.insert(
+            key,
+            Entry {
+                target,
+                mask: Mask::new(r.seg_count),
+                dst_ep: r.dst_ep,
+                total_len,
+                received: 0,
+                deadline,
+            },
+        );
+        self.timers.insert((deadline, Timer::Registry(key)));
+        true
+    }
+
+    /// Applies a data packet to its registered operation.
+    pub(super) fn apply(&mut self, now: Instant, key: OpKey, r: &Repr<'_>) {
+        let Some(entry) = self.registry.get_mut(&key) else {
+            return;
+        };
+        if r.seg_count != entry.mask.count() {
+            self.stats.rx_invalid += 1;
+            self.nack(key.from, r, Syndrome::InvalidRequest, r.seg_count);
+            return;
+        }
+        if entry.mask.is_set(r.seg_index) {
+            self.stats.dup_dropped += 1;
+            self.ack(now, key.from, r);
+            return;
+        }
+        let target = entry.target;
+        let result = match (target, r.body) {
+            (
+                Target::Write { rkey, .. },
+                Body::Write {
+                    remote_addr, data, ..
+                },
+            ) => self
+                .memory
+                .write(rkey, remote_addr, data, Use::RemoteWrite)
+                .map(|_| (remote_addr, data.len())),
+            (Target::Send { mr, addr, cap, .. }, Body::Send { offset, data, .. }) => {
+                if u64::from(offset) + data.len() as u64 > cap {
+                    Err(Syndrome::OutOfBounds)
+                } else {
+                    self.memory
+                        .write(mr, addr + u64::from(offset), data, Use::LocalWrite)
+                        .map(|_| (addr, data.len()))
+                }
+            }
+            _ => Err(Syndrome::InvalidRequest),
+        };
+        let (addr, n) = match result {
+            Ok(v) => v,
+            Err(s) => {
+                let detail = match target {
+                    Target::Write { rkey, .. } => rkey.0,
+                    Target::Send { .. } => 0,
+                };
+                self.nack(key.from, r, s, detail);
+                self.drop_entry(key);
+                return;
+            }
+        };
+        let Some(entry) = self.registry.get_mut(&key) else {
+            return;
+        };
+        entry.mask.set(r.seg_index);
+        entry.received += n as u64;
+        if let Target::Write { rkey, lo } = entry.target {
+            entry.target = Target::Write {
+                rkey,
+                lo: lo.min(addr),
+            };
+        }
+        let full = entry.mask.is_full();
+        let old = entry.deadline;
+        let new = now + self.cfg.registry_timeout;
+        entry.deadline = new;
+        self.timers.remove(&(old, Timer::Registry(key)));
+        self.timers.insert((new, Timer::Registry(key)));
+        self.ack(now, key.from, r);
+        if full {
+            self.complete_receive(now, key, r);
+        }
+    }
+
+    /// The mask is full: the receiver completes now, one round trip before
+    /// the sender could tell it, and notifies the sender.
+    pub(super) fn complete_receive(&mut self, now: Instant, key: OpKey, r: &Repr<'_>) {
+        let Some(entry) = self.registry.remove(&key) else {
+            return;
+        };
+        self.timers.remove(&(entry.deadline, Timer::Registry(key)));
+        if self.tombstones.insert(key) {
+            self.stats.tombstone_evictions += 1;
+        }
+        self.stats.receiver_completions += 1;
+        match entry.target {
+            Target::Write { lo, .. } => self.events.push_back(Event::WriteReceived {
+                from: key.from,
+                ep: entry.dst_ep,
+                msg_id: key.msg_id,
+                addr: lo,
+                len: entry.received,
+                at: now,
+            }),
+            Target::Send { recv, .. } => {
+                self.stats.completed += 1;
+                self.events.push_back(Event::Completed {
+                    wr: recv,
+                    kind: WrKind::Recv,
+                    len: entry.received,
+                    result: Ok(()),
+                    at: now,
+                });
+            }
+        }
+        self.flush_sack(key);
+        self.push_reply(Reply {
+            to: key.from,
+            src_ep: entry.dst_ep,
+            dst_ep: key.src_ep,
+            op_num: 0,
+            msg_id: key.msg_id,
+            seg_index: 0,
+            seg_count: r.seg_count,
+            body: ReplyBody::Completion {
+                len: entry.received as u32,
+            },
+        });
+    }
+
+    /// Removes an entry that failed; a SEND's receive buffer goes back to
+    /// the front of its queue (nothing the host posted is lost).
+    pub(super) fn drop_entry(&mut self, key: OpKey) {
+        let Some(entry) = self.registry.remove(&key) else {
+            return;
+        };
+        self.timers.remove(&(entry.deadline, Timer::Registry(key)));
+        if let Target::Send {
+            recv,
+            mr,
+            addr,
+            cap,
+        } = entry.target
+        {
+            self.recv_queues
+                .entry(entry.dst_ep)
+                .or_default()
+                .push_front(RecvBuf {
+                    wr: recv,
+                    mr,
+                    addr,
+                    len: cap,
+                });
+        }
+    }
+
+    pub(super) fn expire_registry(&mut self, key: OpKey) {
+        if self.registry.contains(&key) {
+            self.stats.registry_expired += 1;
+            self.drop_entry(key);
+        }
+    }
+
+    /// Applies every escaped packet of a newly registered operation.
+    pub(super) fn drain_escape(&mut self, now: Instant, key: OpKey) {
+        for (id, e) in self.escape.take(&key) {
+            self.timers.remove(&(e.deadline, Timer::Escape(id)));
+            self.stats.escape_drained += 1;
+            if let Ok(r) = Repr::parse_bytes(&e.datagram) {
+                if self.registry.contains(&key) {
+                    self.apply(now, key, &r);
+                } else {
+                    // The operation completed or failed meanwhile.
+                    self.on_data(now, key.from, &r, &e.datagram);
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_read_request(
+        &mut self,
+        from: NodeAddr,
+        r: &Repr<'_>,
+        remote_addr: u64,
+        rkey: u32,
+        length: u32,
+    ) {
+        let count = div_ceil_nonzero(u64::from(length), self.cfg.mtu_payload);
+        if u64::from(count) > self.cfg.max_packets_per_op() {
+            self.stats.rx_invalid += 1;
+            self.nack(from, r, Syndrome::InvalidRequest, length);
+            return;
+        }
+        if let Err(s) =
+            self.memory
+                .check(MrKey(rkey), remote_addr, u64::from(length), Use::RemoteRead)
+        {
+            self.nack(from, r, s, rkey);
+            return;
+        }
+        if self.replies.len() + count as usize > self.cfg.transmit_queue_capacity {
+            self.nack(from, r, Syndrome::ReceiverNotReady, 0);
+            return;
+        }
+        self.stats.read_requests_served += 1;
+        for seg_index in 0..count {
+            self.push_reply(Reply {
+                to: from,
+                src_ep: r.dst_ep,
+                dst_ep: r.src_ep,
+                op_num: r.op_num,
+                msg_id: r.msg_id,
+                seg_index,
+                seg_count: count,
+                body: ReplyBody::ReadResponse {
+                    rkey,
+                    addr: remote_addr,
+                    total_len: length,
+                },
+            });
+        }
+    }
+
+    pub(super) fn on_read_response(
+        &mut self,
+        now: Instant,
+        from: NodeAddr,
+        r: &Repr<'_>,
+        offset: u32,
+        data: &[u8],
+    ) {
+        let Some(op) = self.ops.get_mut(&r.msg_id) else {
+            self.stats.stale_read_responses += 1;
+            return;
+        };
+        let (Some(mask), PktState::InFlight(opn)) = (op.read_mask.as_mut(), op.pkts[0]) else {
+            self.stats.stale_read_responses += 1;
+            return;
+        };
+        if op.kind != OpKind::ReadRequest || op.dst != from {
+            self.stats.stale_read_responses += 1;
+            return;
+        }
+        if r.seg_count != mask.count()
+            || r.seg_index >= mask.count()
+            || u64::from(offset) + data.len() as u64 > op.len
+        {
+            self.stats.rx_invalid += 1;
+            return;
+        }
+        if mask.is_set(r.seg_index) {
+            self.stats.dup_dropped += 1;
+            return;
+        }
+        let (wr, op_offset) = (op.wr, op.offset);
+        let Some(req) = self.requests.get(&wr).map(|q| q.req) else {
+            return;
+        };
+        let at = req.local_addr + op_offset + u64::from(offset);
+        if let Err(s) = self.memory.write(req.local, at, data, Use::LocalWrite) {
+            self.fail_request(now, wr, WcError::LocalAccess(s));
+            return;
+        }
+        let Some(op) = self.ops.get_mut(&r.msg_id) else {
+            return;
+        };
+        let Some(mask) = op.read_mask.as_mut() else {
+            return;
+        };
+        mask.set(r.seg_index);
+        if mask.is_full() {
+            self.ack_packet(now, opn, false);
+            return;
+        }
+        // Progress: the READ request's deadline restarts.
+        let rto = self.rtt_to(from);
+        if let Some(inf) = self.op_table.get_mut(opn) {
+            if let Some(d) = inf.deadline {
+                let new = now + rto.backoff(inf.retries);
+                inf.deadline = Some(new);
+                self.timers.remove(&(d, Timer::Retransmit(opn)));
+                self.timers.insert((new, Timer::Retransmit(opn)));
+            }
+        }
+    }
+}

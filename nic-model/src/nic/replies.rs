@@ -1,0 +1,309 @@
+//! Replies: ACKs, coalesced selective ACKs, NACKs and completion
+//! notices owed to peers (built when the link can take them), and what
+//! the sender does when they come back.
+
+use super::*;
+
+impl Nic {
+    pub(super) fn header_reply(from: NodeAddr, r: &Repr<'_>, body: ReplyBody) -> Reply {
+        Reply {
+            to: from,
+            src_ep: r.dst_ep,
+            dst_ep: r.src_ep,
+            op_num: r.op_num,
+            msg_id: r.msg_id,
+            seg_index: r.seg_index,
+            seg_count: r.seg_count,
+            body,
+        }
+    }
+
+    pub(super) fn push_reply(&mut self, reply: Reply) -> bool {
+        if self.replies.len() >= self.cfg.transmit_queue_capacity {
+            self.stats.tx_queue_overflow += 1;
+            return false;
+        }
+        self.replies.push_back(reply);
+        self.replies_peak = self.replies_peak.max(self.replies.len());
+        true
+    }
+
+    pub(super) fn nack(&mut self, from: NodeAddr, r: &Repr<'_>, syndrome: Syndrome, detail: u32) {
+        *self.stats.nacks_sent.entry(syndrome).or_default() += 1;
+        self.push_reply(Nic::header_reply(
+            from,
+            r,
+            ReplyBody::Nack { syndrome, detail },
+        ));
+    }
+
+    /// Acknowledges a data packet: at once, or coalesced into a SACK.
+    pub(super) fn ack(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>) {
+        match self.cfg.ack_mode {
+            AckMode::PerPacket => {
+                self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack));
+            }
+            AckMode::Selective { delay } => {
+                let key = OpKey {
+                    from,
+                    src_ep: r.src_ep,
+                    msg_id: r.msg_id,
+                };
+                let pending = self.sacks.entry(key).or_insert_with(|| PendingSack {
+                    src_ep: r.dst_ep,
+                    seg_count: r.seg_count,
+                    indices: BTreeSet::new(),
+                    deadline: now + delay,
+                });
+                pending.indices.insert(r.seg_index);
+                let deadline = pending.deadline;
+                let fresh = pending.indices.len() == 1;
+                if self.sacks.len() > self.cfg.registry_capacity {
+                    // Bound the pending set: send this one now.
+                    self.flush_sack(key);
+                } else if fresh {
+                    self.timers.insert((deadline, Timer::Sack(key)));
+                }
+            }
+        }
+    }
+
+    pub(super) fn flush_sack(&mut self, key: OpKey) {
+        let Some(p) = self.sacks.remove(&key) else {
+            return;
+        };
+        self.timers.remove(&(p.deadline, Timer::Sack(key)));
+        let mut words: BTreeMap<u32, u64> = BTreeMap::new();
+        for i in p.indices {
+            *words.entry(i / 64 * 64).or_default() |= 1u64 << (i % 64);
+        }
+        for (base, bitmap) in words {
+            self.push_reply(Reply {
+                to: key.from,
+                src_ep: p.src_ep,
+                dst_ep: key.src_ep,
+                op_num: 0,
+                msg_id: key.msg_id,
+                seg_index: base,
+                seg_count: p.seg_count,
+                body: ReplyBody::Sack { base, bitmap },
+            });
+        }
+    }
+
+    /// The outstanding packet an ACK or NACK names, if the number is
+    /// current and matches the packet's message and segment.
+    pub(super) fn match_op(&self, from: NodeAddr, r: &Repr<'_>) -> Option<OpNumber> {
+        let opn = OpNumber(r.op_num);
+        let inf = self.op_table.get(opn)?;
+        let op = self.ops.get(&inf.msg_id)?;
+        (inf.msg_id == r.msg_id && inf.seg == r.seg_index && op.dst == from).then_some(opn)
+    }
+
+    pub(super) fn on_ack(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>) {
+        match self.match_op(from, r) {
+            Some(opn) => self.ack_packet(now, opn, true),
+            None => self.stats.stale_acks += 1,
+        }
+    }
+
+    pub(super) fn on_sack(
+        &mut self,
+        now: Instant,
+        from: NodeAddr,
+        r: &Repr<'_>,
+        base: u32,
+        bitmap: u64,
+    ) {
+        let Some(op) = self.ops.get(&r.msg_id).filter(|op| op.dst == from) else {
+            self.stats.stale_acks += 1;
+            return;
+        };
+        let acked: Vec<OpNumber> = (0..64u32)
+            .filter(|b| bitmap & (1u64 << b) != 0)
+            .filter_map(|b| base.checked_add(b))
+            .filter_map(|i| match op.pkts.get(i as usize) {
+                Some(PktState::InFlight(opn)) => Some(*opn),
+                _ => None,
+            })
+            .collect();
+        for opn in acked {
+            self.ack_packet(now, opn, true);
+        }
+    }
+
+    pub(super) fn on_nack(
+        &mut self,
+        now: Instant,
+        from: NodeAddr,
+        r: &Repr<'_>,
+        syndrome: Syndrome,
+    ) {
+        let Some(opn) = self.match_op(from, r) else {
+            self.stats.stale_acks += 1;
+            return;
+        };
+        *self.stats.nacks_received.entry(syndrome).or_default() += 1;
+        if syndrome == Syndrome::ReceiverNotReady {
+            // Not fatal: send again, after rnr_delay (at once if zero). A
+            // packet already waiting to go again is not queued twice.
+            if self
+                .op_table
+                .get(opn)
+                .is_some_and(|inf| inf.deadline.is_none())
+            {
+                return;
+            }
+            if !self.count_retry(now, opn) {
+                return;
+            }
+            let delay = self.cfg.rnr_delay;
+            let Some(inf) = self.op_table.get_mut(opn) else {
+                return;
+            };
+            if let Some(d) = inf.deadline.take() {
+                self.timers.remove(&(d, Timer::Retransmit(opn)));
+            }
+            if delay.0 == 0 {
+                self.retransmit_queue.push_back(opn);
+            } else {
+                inf.deadline = Some(now + delay);
+                self.timers.insert((now + delay, Timer::RnrRetry(opn)));
+            }
+            return;
+        }
+        let wr = self
+            .op_table
+            .get(opn)
+            .and_then(|inf| self.ops.get(&inf.msg_id))
+            .map(|op| op.wr);
+        if let Some(wr) = wr {
+            self.fail_request(now, wr, WcError::Remote(syndrome));
+        }
+    }
+
+    /// The receiver's registry completed the operation: everything still
+    /// outstanding of it is acknowledged at once (no RTT sample).
+    pub(super) fn on_completion_notice(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>) {
+        let Some(op) = self.ops.get(&r.msg_id) else {
+            return;
+        };
+        if op.dst != from
+            || !matches!(op.kind, OpKind::Write | OpKind::Send)
+            || op.next_unsent < op.seg_count
+        {
+            return;
+        }
+        self.stats.completion_notices += 1;
+        let outstanding: Vec<OpNumber> = op
+            .pkts
+            .iter()
+            .filter_map(|p| match p {
+                PktState::InFlight(o) => Some(*o),
+                _ => None,
+            })
+            .collect();
+        for opn in outstanding {
+            self.ack_packet(now, opn, false);
+        }
+    }
+
+    pub(super) fn on_data_arrived(
+        &mut self,
+        now: Instant,
+        from: NodeAddr,
+        r: &Repr<'_>,
+        addr: u64,
+        length: u32,
+        immediate: u32,
+    ) {
+        let key = OpKey {
+            from,
+            src_ep: r.src_ep,
+            msg_id: r.msg_id,
+        };
+        if self.first_sighting(key) {
+            self.events.push_back(Event::DataArrived {
+                from,
+                addr,
+                len: u64::from(length),
+                immediate,
+                at: now,
+            });
+        }
+        self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack));
+    }
+
+    /// Emits a reply; READ responses read memory now (a region deregistered
+    /// meanwhile sends nothing: the requester retries and is NACKed).
+    pub(super) fn build_reply(&mut self, reply: &Reply, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let mtu = u64::from(self.cfg.mtu_payload);
+        let mut flags = Flags::empty();
+        let body = match reply.body {
+            ReplyBody::Ack => Body::Ack,
+            ReplyBody::Sack { base, bitmap } => Body::SelectiveAck { base, bitmap },
+            ReplyBody::Nack { syndrome, detail } => Body::Nack { syndrome, detail },
+            ReplyBody::Credit => Body::Credit,
+            ReplyBody::Hello { reply, nonce } => {
+                let (region_addr, region_len, rkey) = self
+                    .announced
+                    .and_then(|k| self.memory.region(k).map(|r| (r.base, r.len, k.0)))
+                    .unwrap_or((0, 0, 0));
+                Body::Hello(udrma_proto::Hello {
+                    reply,
+                    max_payload: self.cfg.mtu_payload.min(u32::from(u16::MAX)) as u16,
+                    nonce,
+                    region_addr,
+                    region_len,
+                    rkey,
+                })
+            }
+            ReplyBody::Completion { len } => Body::Completion {
+                status: 0,
+                length: len,
+            },
+            ReplyBody::ReadResponse {
+                rkey,
+                addr,
+                total_len,
+            } => {
+                let offset = u64::from(reply.seg_index) * mtu;
+                let len = u64::from(total_len).saturating_sub(offset).min(mtu);
+                let data = self
+                    .memory
+                    .read(MrKey(rkey), addr + offset, len, Use::RemoteRead)
+                    .ok()?;
+                flags.set(Flags::FIRST, reply.seg_index == 0);
+                flags.set(Flags::LAST, reply.seg_index + 1 == reply.seg_count);
+                Body::ReadResponse {
+                    offset: offset as u32,
+                    total_len,
+                    data,
+                }
+            }
+        };
+        let credits = self.advertised.get(&reply.to).copied();
+        if let Some(c) = credits {
+            self.credits_carried.insert(reply.to, c);
+        }
+        flags.set(Flags::CREDITS_VALID, credits.is_some());
+        let repr = Repr {
+            flags,
+            src_ep: reply.src_ep,
+            dst_ep: reply.dst_ep,
+            op_num: reply.op_num,
+            msg_id: reply.msg_id,
+            seg_index: reply.seg_index,
+            seg_count: reply.seg_count,
+            credits: credits.unwrap_or(0),
+            epoch: self.cfg.epoch,
+            body,
+        };
+        repr.emit_vec(buf).ok()?;
+        Some(Transmit {
+            dst: reply.to,
+            len: buf.len(),
+            src_port: self.cfg.src_port,
+        })
+    }
+}

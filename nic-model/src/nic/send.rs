@@ -1,0 +1,450 @@
+//! The send path: cutting requests into segment operations and packets,
+//! the DMA OP table, retransmit deadlines and retries, and completing
+//! requests once every packet is acknowledged.
+
+use super::*;
+
+impl Nic {
+    /// Writes the next datagram to send into `buf` (replacing its contents)
+    /// and says where it goes; `None` when nothing can be sent now. Order:
+    /// replies owed to peers, retransmissions, then new data while the OP
+    /// table has room.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        loop {
+            if let Some(reply) = self.replies.pop_front() {
+                if let Some(t) = self.build_reply(&reply, buf) {
+                    self.stats.control_sent += 1;
+                    return Some(t);
+                }
+                continue;
+            }
+            if let Some(opn) = self.retransmit_queue.pop_front() {
+                if let Some(t) = self.send_packet(now, opn, true, buf) {
+                    return Some(t);
+                }
+                continue;
+            }
+            if self.op_table.is_full() {
+                return None;
+            }
+            let Some(&msg_id) = self.sendable.front() else {
+                if !self.cut_next_op() {
+                    return None;
+                }
+                continue;
+            };
+            let Some(op) = self.ops.get_mut(&msg_id) else {
+                self.sendable.pop_front();
+                continue;
+            };
+            if op.next_unsent >= op.seg_count {
+                self.sendable.pop_front();
+                continue;
+            }
+            let seg = op.next_unsent;
+            op.next_unsent += 1;
+            let inflight = Inflight {
+                msg_id,
+                seg,
+                sent_at: now,
+                retries: 0,
+                retransmitted: false,
+                deadline: None,
+            };
+            let opn = self.op_table.insert(inflight).expect("checked not full");
+            if let Some(op) = self.ops.get_mut(&msg_id) {
+                op.pkts[seg as usize] = PktState::InFlight(opn);
+            }
+            if let Some(t) = self.send_packet(now, opn, false, buf) {
+                return Some(t);
+            }
+        }
+    }
+
+    /// Cuts the next operation from the head of the command queue: a whole
+    /// request up to `segment_threshold`, else one `segment_size` segment
+    /// (the queue head keeps only its offset and remaining length).
+    pub(super) fn cut_next_op(&mut self) -> bool {
+        let Some(&wr) = self.command_queue.front() else {
+            return false;
+        };
+        let Some(r) = self.requests.get_mut(&wr) else {
+            self.command_queue.pop_front();
+            return true;
+        };
+        let remaining = r.req.len - r.cut;
+        let size = if r.req.len > self.cfg.segment_threshold {
+            remaining.min(u64::from(self.cfg.segment_size))
+        } else {
+            remaining
+        };
+        if r.req.kind == WrKind::Read && self.cfg.read_window != u64::MAX {
+            let asked: u64 = self
+                .ops
+                .values()
+                .filter(|op| op.kind == OpKind::ReadRequest)
+                .map(|op| op.len)
+                .sum();
+            if asked > 0 && asked + size > self.cfg.read_window {
+                // Wait for responses to drain; a completing READ makes the
+                // next poll_transmit try again.
+                return false;
+            }
+        }
+        let Some(r) = self.requests.get_mut(&wr) else {
+            return true;
+        };
+        let offset = r.cut;
+        r.cut += size;
+        r.open_ops += 1;
+        let last_segment = r.cut >= r.req.len;
+        if last_segment {
+            r.cut_done = true;
+            self.command_queue.pop_front();
+        }
+        let req = r.req;
+        let (kind, seg_count, read_mask) = match req.kind {
+            WrKind::Read => (
+                OpKind::ReadRequest,
+                1,
+                Some(Mask::new(div_ceil_nonzero(size, self.cfg.mtu_payload))),
+            ),
+            WrKind::Control => (OpKind::Control, 1, None),
+            WrKind::Send => (
+                OpKind::Send,
+                div_ceil_nonzero(size, self.cfg.mtu_payload),
+                None,
+            ),
+            _ => (
+                OpKind::Write,
+                div_ceil_nonzero(size, self.cfg.mtu_payload),
+                None,
+            ),
+        };
+        self.start_op(Op {
+            wr,
+            kind,
+            dst: req.dst,
+            offset,
+            len: size,
+            seg_count,
+            next_unsent: 0,
+            pkts: vec![PktState::Unsent; seg_count as usize],
+            acked: 0,
+            last_segment,
+            read_mask,
+        });
+        true
+    }
+
+    pub(super) fn start_op(&mut self, op: Op) {
+        let msg_id = self.next_msg;
+        self.next_msg = self.next_msg.wrapping_add(1).max(1);
+        self.ops.insert(msg_id, op);
+        self.sendable.push_back(msg_id);
+    }
+
+    /// Builds and emits one data packet (WRITE, SEND, READ request or
+    /// data-arrived notice) and arms its retransmit deadline.
+    pub(super) fn send_packet(
+        &mut self,
+        now: Instant,
+        opn: OpNumber,
+        retransmit: bool,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let inf = *self.op_table.get(opn)?;
+        let op = self.ops.get(&inf.msg_id)?;
+        let r = self.requests.get(&op.wr)?;
+        let mtu = u64::from(self.cfg.mtu_payload);
+        let seg = inf.seg;
+        let mut flags = Flags::ACK_REQ;
+        flags.set(Flags::FIRST, seg == 0);
+        flags.set(Flags::LAST, seg + 1 == op.seg_count);
+        flags.set(Flags::LAST_SEGMENT, op.last_segment);
+        flags.set(Flags::RETRANSMIT, retransmit);
+        let seg_offset = u64::from(seg) * mtu;
+        let seg_len = op.len.saturating_sub(seg_offset).min(mtu);
+        let local_addr = r.req.local_addr + op.offset + seg_offset;
+        let describe = seg == 0 || self.cfg.registration == RegistrationMode::SelfDescribing;
+        let data: &[u8] = match op.kind {
+            OpKind::Write | OpKind::Send => {
+                match self
+                    .memory
+                    .read(r.req.local, local_addr, seg_len, Use::LocalRead)
+                {
+                    Ok(d) => d,
+                    Err(s) => {
+                        let wr = op.wr;
+                        self.fail_request(now, wr, WcError::LocalAccess(s));
+                        return None;
+                    }
+                }
+            }
+            _ => &[],
+        };
+        let body = match op.kind {
+            OpKind::Write => Body::Write {
+                remote_addr: r.req.remote_addr + op.offset + seg_offset,
+                rkey: r.req.rkey,
+                total_len: if describe { op.len as u32 } else { 0 },
+                data,
+            },
+            OpKind::Send => Body::Send {
+                offset: seg_offset as u32,
+                total_len: op.len as u32,
+                data,
+            },
+            OpKind::ReadRequest => Body::ReadRequest {
+                remote_addr: r.req.remote_addr + op.offset,
+                rkey: r.req.rkey,
+                length: op.len as u32,
+            },
+            OpKind::Notify => {
+                flags |= Flags::SOLICITED;
+                Body::DataArrived {
+                    addr: r.req.remote_addr,
+                    length: r.req.len as u32,
+                    immediate: r.req.immediate,
+                }
+            }
+            OpKind::Control => match r.req.control {
+                Some(Control::Rts(rdv)) => Body::Rts(rdv),
+                Some(Control::Cts(rdv)) => Body::Cts(rdv),
+                Some(Control::Fin { protocol, tag, seq }) => Body::Fin { protocol, tag, seq },
+                None => return None,
+            },
+        };
+        let dst = op.dst;
+        let credits = self.advertised.get(&dst).copied();
+        if let Some(c) = credits {
+            self.credits_carried.insert(dst, c);
+        }
+        flags.set(Flags::CREDITS_VALID, credits.is_some());
+        let repr = Repr {
+            flags,
+            src_ep: r.req.src_ep,
+            dst_ep: r.req.dst_ep,
+            op_num: opn.0,
+            msg_id: inf.msg_id,
+            seg_index: seg,
+            seg_count: op.seg_count,
+            credits: credits.unwrap_or(0),
+            epoch: self.cfg.epoch,
+            body,
+        };
+        repr.emit_vec(buf).ok()?;
+        let rto = self.rtt_to(dst).backoff(inf.retries);
+        let deadline = now + rto;
+        if let Some(e) = self.op_table.get_mut(opn) {
+            e.sent_at = now;
+            e.deadline = Some(deadline);
+            e.retransmitted |= retransmit;
+        }
+        self.timers.insert((deadline, Timer::Retransmit(opn)));
+        if retransmit {
+            self.stats.retransmits += 1;
+        } else {
+            self.stats.data_sent += 1;
+        }
+        Some(Transmit {
+            dst,
+            len: buf.len(),
+            src_port: self.cfg.src_port,
+        })
+    }
+
+    pub(super) fn rtt_to(&mut self, peer: NodeAddr) -> RttEstimator {
+        let c = &self.cfg;
+        *self
+            .rtt
+            .entry(peer)
+            .or_insert_with(|| RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max))
+    }
+
+    pub(super) fn on_retransmit_timeout(&mut self, now: Instant, opn: OpNumber) {
+        let Some(inf) = self.op_table.get_mut(opn) else {
+            return;
+        };
+        inf.deadline = None;
+        self.stats.timeouts += 1;
+        if !self.count_retry(now, opn) {
+            return;
+        }
+        self.queue_retransmit(opn);
+        if self.cfg.retransmit == RetransmitMode::GoBackN {
+            // Everything after it in the same operation goes again too.
+            let Some(inf) = self.op_table.get(opn).copied() else {
+                return;
+            };
+            let later: Vec<OpNumber> = self
+                .ops
+                .get(&inf.msg_id)
+                .map(|op| {
+                    op.pkts[inf.seg as usize + 1..]
+                        .iter()
+                        .filter_map(|p| match p {
+                            PktState::InFlight(o) => Some(*o),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            for o in later {
+                if let Some(e) = self.op_table.get_mut(o) {
+                    if let Some(d) = e.deadline.take() {
+                        self.timers.remove(&(d, Timer::Retransmit(o)));
+                        self.retransmit_queue.push_back(o);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Counts one retry of `opn`; fails its request and returns `false`
+    /// when `max_retries` is exhausted.
+    pub(super) fn count_retry(&mut self, now: Instant, opn: OpNumber) -> bool {
+        let Some(inf) = self.op_table.get_mut(opn) else {
+            return false;
+        };
+        inf.retries += 1;
+        if inf.retries > self.cfg.max_retries {
+            let msg_id = inf.msg_id;
+            if let Some(wr) = self.ops.get(&msg_id).map(|op| op.wr) {
+                self.stats.retries_exhausted += 1;
+                self.fail_request(now, wr, WcError::RetryExceeded);
+            }
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn queue_retransmit(&mut self, opn: OpNumber) {
+        if let Some(inf) = self.op_table.get_mut(opn) {
+            if let Some(d) = inf.deadline.take() {
+                self.timers.remove(&(d, Timer::Retransmit(opn)));
+            }
+            self.retransmit_queue.push_back(opn);
+        }
+    }
+
+    /// An outstanding packet is acknowledged: free its slot, feed the RTT
+    /// estimator (not for retransmitted packets: Karn's rule), and finish
+    /// its operation when it was the last.
+    pub(super) fn ack_packet(&mut self, now: Instant, opn: OpNumber, sample: bool) {
+        let Some(inf) = self.op_table.remove(opn) else {
+            return;
+        };
+        if let Some(d) = inf.deadline {
+            // Armed either as a retransmit or as an RNR retry.
+            self.timers.remove(&(d, Timer::Retransmit(opn)));
+            self.timers.remove(&(d, Timer::RnrRetry(opn)));
+        }
+        self.stats.acks += 1;
+        let Some(op) = self.ops.get_mut(&inf.msg_id) else {
+            return;
+        };
+        let dst = op.dst;
+        op.pkts[inf.seg as usize] = PktState::Acked;
+        op.acked += 1;
+        let done = op.acked == op.seg_count;
+        if sample && !inf.retransmitted {
+            let c = &self.cfg;
+            self.rtt
+                .entry(dst)
+                .or_insert_with(|| RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max))
+                .on_sample(now - inf.sent_at);
+            self.stats.rtt_samples += 1;
+        }
+        if done {
+            self.op_done(now, inf.msg_id);
+        }
+    }
+
+    pub(super) fn op_done(&mut self, now: Instant, msg_id: u32) {
+        let Some(op) = self.ops.remove(&msg_id) else {
+            return;
+        };
+        let Some(r) = self.requests.get_mut(&op.wr) else {
+            return;
+        };
+        r.open_ops -= 1;
+        if op.kind == OpKind::Notify {
+            self.complete_request(now, op.wr, Ok(()));
+            return;
+        }
+        if !r.cut_done || r.open_ops > 0 {
+            return;
+        }
+        if r.req.kind == WrKind::WriteNotify {
+            // Every byte is acknowledged: tell the receiver where it is.
+            r.open_ops = 1;
+            self.start_op(Op {
+                wr: op.wr,
+                kind: OpKind::Notify,
+                dst: op.dst,
+                offset: 0,
+                len: 0,
+                seg_count: 1,
+                next_unsent: 0,
+                pkts: vec![PktState::Unsent],
+                acked: 0,
+                last_segment: true,
+                read_mask: None,
+            });
+        } else {
+            self.complete_request(now, op.wr, Ok(()));
+        }
+    }
+
+    pub(super) fn complete_request(&mut self, now: Instant, wr: WrId, result: Result<(), WcError>) {
+        let Some(r) = self.requests.remove(&wr) else {
+            return;
+        };
+        if r.in_ring {
+            self.ring_slot_freed(now);
+        }
+        if result.is_ok() {
+            self.stats.completed += 1;
+        } else {
+            self.stats.failed += 1;
+        }
+        self.events.push_back(Event::Completed {
+            wr,
+            kind: r.req.kind,
+            len: r.req.len,
+            result,
+            at: now,
+        });
+    }
+
+    /// Completes `wr` in error and frees every piece of state it holds.
+    pub(super) fn fail_request(&mut self, now: Instant, wr: WrId, err: WcError) {
+        if !self.requests.contains_key(&wr) {
+            return;
+        }
+        let msgs: Vec<u32> = self
+            .ops
+            .iter()
+            .filter(|(_, op)| op.wr == wr)
+            .map(|(m, _)| *m)
+            .collect();
+        for m in msgs {
+            if let Some(op) = self.ops.remove(&m) {
+                for p in op.pkts {
+                    if let PktState::InFlight(opn) = p {
+                        if let Some(inf) = self.op_table.remove(opn) {
+                            if let Some(d) = inf.deadline {
+                                self.timers.remove(&(d, Timer::Retransmit(opn)));
+                                self.timers.remove(&(d, Timer::RnrRetry(opn)));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.command_queue.retain(|w| *w != wr);
+        self.overflow.retain(|w| *w != wr);
+        self.complete_request(now, wr, Err(err));
+    }
+}
