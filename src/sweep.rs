@@ -297,7 +297,7 @@ pub fn sweep(
     let (lat, bw) = (&mut Vec::new(), &mut Vec::new());
     if messaging {
         for (vi, v) in first.1.iter().enumerate() {
-            let rows: Vec<&udrma_scenarios::msg::SizeRow> = jobs
+            let rows: Vec<&udrma_scenarios::report::SizeRow> = jobs
                 .iter()
                 .zip(&reports)
                 .filter(|((c, _), _)| cases[*c].0[0].1 == *v)

@@ -4,10 +4,11 @@
 
 use udrma_fabric::{FabricConfig, LinkParams, Policy, Topology};
 use udrma_faults::{Direction, HostPause, Jitter, Model, Rule, RuleSet, Target};
+use udrma_host::messaging::MsgConfig;
 use udrma_nic::{AckMode, NicConfig, RegistrationMode, RetransmitMode};
-use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode};
+use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode, Protocol};
 
-use crate::schema::{ModelKind, OpKind, RoutingKind, TopologyKind, WorkloadKind};
+use crate::schema::{ModelKind, RoutingKind, TopologyKind};
 use crate::{Scenario, ScenarioError};
 
 /// Most hosts a scenario's topology may have (a k = 128 fat tree).
@@ -22,7 +23,7 @@ pub const MAX_STORED_BYTES: u128 = 4 << 30;
 pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
     let t = &sc.file.topology;
     let mut d = LinkParams::default();
-    if let Some(p) = crate::msg::profile(sc)? {
+    if let Some(p) = crate::profile::profile(sc)? {
         d.bandwidth_bps = p.link.bandwidth.map_or(d.bandwidth_bps, |r| r.0);
         d.latency = p.link.latency.map_or(d.latency, |l| l.0);
     }
@@ -108,12 +109,12 @@ fn mode<T: Copy>(
 pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
     let n = &sc.file.nic;
     let mut d = NicConfig::default();
-    if let Some(p) = crate::msg::profile(sc)? {
+    if let Some(p) = crate::profile::profile(sc)? {
         if let Some(m) = p.mtu_payload {
             d.mtu_payload = m.0 as u32;
         }
     }
-    d.cost = crate::msg::cost_model(sc)?;
+    d.cost = crate::profile::cost_model(sc)?;
     if let Some(r) = n.descriptor_ring {
         d.descriptor_ring = r;
         d.ring_low_water = n.ring_low_water.unwrap_or(r / 4);
@@ -434,122 +435,95 @@ pub fn pauses(sc: &Scenario, n_hosts: usize) -> Result<Vec<HostPause>, ScenarioE
         .collect()
 }
 
-/// Checks everything that can be checked without running.
-pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
-    let topo = topology(sc)?;
-    let n = topo.n_hosts();
-    let cfg = fabric_config(sc, sc.file.seed)?;
-    let mut rules = rules(sc, sc.file.seed, n)?;
-    let names = topo.link_names();
-    rules
-        .resolve(|l| topo.link_by_name(l), &names)
-        .map_err(|e| match &e {
-            udrma_faults::FaultError::UnknownLink { link, .. } => sc.error_at(link, e.to_string()),
-            _ => sc.error_at("fault", e.to_string()),
+/// The messaging layer's configuration for host `h` of `n` hosts whose
+/// NICs use `nic`.
+pub fn msg_config(
+    sc: &Scenario,
+    seed: u64,
+    h: NodeAddr,
+    n: usize,
+    nic: &NicConfig,
+) -> Result<MsgConfig, ScenarioError> {
+    let m = &sc.file.messaging;
+    let d = MsgConfig::default();
+    let small = |v: Option<crate::units::Size>, d: u32, key: &str| {
+        v.map_or(Ok(d), |s| {
+            u32::try_from(s.0)
+                .map_err(|_| sc.error_at_key(key, format!("messaging.{key} is too large")))
+        })
+    };
+    let rendezvous = match m.rendezvous.as_deref() {
+        None => d.rendezvous,
+        Some("r3") => Protocol::R3,
+        Some("rget") => Protocol::Rget,
+        Some("rput") => Protocol::Rput,
+        Some(other) => {
+            return Err(sc.error_at(
+                other,
+                format!("messaging.rendezvous = {other:?}: expected r3, rget or rput"),
+            ))
+        }
+    };
+    let mut registration_failure = match m.registration.as_deref() {
+        None | Some("ok") => 0.0,
+        Some("fail") => 1.0,
+        Some(other) => {
+            return Err(sc.error_at(
+                other,
+                format!("messaging.registration = {other:?}: expected ok or fail"),
+            ))
+        }
+    };
+    let mut window = None;
+    for (i, f) in sc.file.faults.iter().enumerate() {
+        if f.model != ModelKind::RegistrationFailure {
+            continue;
+        }
+        let name = f.name.clone().unwrap_or_else(|| format!("fault{i}"));
+        let who = format!("fault {name:?}");
+        let hosts = f
+            .src
+            .iter()
+            .map(|x| host(sc, x, n, &who))
+            .collect::<Result<Vec<_>, _>>()?;
+        let p = f.p.ok_or_else(|| {
+            sc.error_at(
+                &name,
+                format!("{who}: model registration-failure needs `p`"),
+            )
         })?;
-    pauses(sc, n)?;
-    crate::msg::validate(sc)?;
-    for (i, w) in sc.file.workloads.iter().enumerate() {
-        if w.kind.is_messaging() {
-            continue;
+        if !(0.0..=1.0).contains(&p) {
+            return Err(sc.error_at(&name, format!("{who}: p = {p} is not a probability")));
         }
-        let who = format!("workload {i} ({:?})", w.kind).to_lowercase();
-        for h in w.src.iter().chain(w.dst.iter()).chain(w.srcs.iter()) {
-            host(sc, h, n, &who)?;
-        }
-        let needs_pair = matches!(
-            w.kind,
-            WorkloadKind::Single
-                | WorkloadKind::Many
-                | WorkloadKind::Pingpong
-                | WorkloadKind::Window
-        );
-        if needs_pair && (w.src.is_none() || w.dst.is_none()) {
-            return Err(sc.error_at("workload", format!("{who} needs `src` and `dst`")));
-        }
-        if matches!(w.kind, WorkloadKind::Incast | WorkloadKind::Reuse) && w.dst.is_none() {
-            return Err(sc.error_at("workload", format!("{who} needs `dst`")));
-        }
-        if w.kind != WorkloadKind::Reuse && w.size.is_none() {
-            return Err(sc.error_at("workload", format!("{who} needs `size`")));
-        }
-        if w.src.is_some() && w.src == w.dst {
-            return Err(sc.error_at(
-                "workload",
-                format!("{who}: `src` and `dst` are the same host"),
-            ));
-        }
-        if w.kind == WorkloadKind::Pingpong && w.op != OpKind::Write {
-            return Err(sc.error_at("pingpong", format!("{who}: pingpong uses WRITEs only")));
-        }
-        if w.op == OpKind::Send && w.size.is_some_and(|s| s.0 > cfg.nic.max_op_bytes()) {
-            return Err(sc.error_at(
-                "send",
-                format!(
-                    "{who}: a SEND is at most one operation ({} bytes, nic.segment_threshold)",
-                    cfg.nic.max_op_bytes()
-                ),
-            ));
-        }
-    }
-    // Bounds on what a file may ask for: planned operations, and bytes
-    // stored when memory is real.
-    let mut total_ops: u128 = 0;
-    let mut total_bytes: u128 = 0;
-    for (i, w) in sc.file.workloads.iter().enumerate() {
-        let count = u128::from(w.count);
-        let n = n as u128;
-        if w.kind.is_messaging() {
-            continue;
-        }
-        let ops = match w.kind {
-            WorkloadKind::Single => 1,
-            WorkloadKind::Many | WorkloadKind::Window | WorkloadKind::RandomPairs => count,
-            WorkloadKind::Pingpong => 2 * count,
-            WorkloadKind::AllToAll => count * n * (n - 1),
-            WorkloadKind::Incast => {
-                count
-                    * if w.srcs.is_empty() {
-                        n - 1
-                    } else {
-                        w.srcs.len() as u128
-                    }
+        if hosts.is_empty() || hosts.contains(&h) {
+            registration_failure = p;
+            if f.from.is_some() || f.until.is_some() {
+                window = Some((
+                    Instant::ZERO + f.from.map_or(Duration::ZERO, |t| t.0),
+                    f.until.map_or(Instant(u64::MAX), |t| Instant::ZERO + t.0),
+                ));
             }
-            WorkloadKind::Permutation => count * n,
-            WorkloadKind::Reuse => 0,
-            // Bounded in crate::msg::validate.
-            WorkloadKind::MsgLatency
-            | WorkloadKind::MsgBw
-            | WorkloadKind::MsgBibw
-            | WorkloadKind::MsgMixed => 0,
-        };
-        total_ops += ops;
-        total_bytes += ops * u128::from(w.size.map_or(0, |s| s.0));
-        if total_ops > MAX_OPS {
-            return Err(sc.error_at(
-                "workload",
-                format!("workload {i} brings the scenario to {total_ops} operations; at most {MAX_OPS} are allowed"),
-            ));
         }
     }
-    if !sc.file.topology.phantom && total_bytes > MAX_STORED_BYTES {
-        return Err(sc.error_at(
-            "workload",
-            format!(
-                "the workloads move {total_bytes} bytes, which would all be stored (more than {MAX_STORED_BYTES}); set `phantom = true` in [topology] for scale runs"
-            ),
-        ));
-    }
-    for s in &sc.file.checks.skip {
-        if !crate::report::CHECKS.contains(&s.as_str()) {
-            return Err(sc.error_at(
-                s,
-                format!(
-                    "checks.skip: unknown check {s:?}; expected one of {}",
-                    crate::report::CHECKS.join(", ")
-                ),
-            ));
-        }
-    }
-    Ok(())
+    let cfg = MsgConfig {
+        vbuf_size: small(m.vbuf_size, d.vbuf_size, "vbuf_size")?,
+        vbufs_per_peer: m.vbufs_per_peer.unwrap_or(d.vbufs_per_peer),
+        send_vbufs: m.send_vbufs.unwrap_or(d.send_vbufs),
+        credit_notify_threshold: m
+            .credit_notify_threshold
+            .unwrap_or(d.credit_notify_threshold),
+        credit_preserve: m.credit_preserve.unwrap_or(d.credit_preserve),
+        rendezvous_threshold: m
+            .rendezvous_threshold
+            .map_or(d.rendezvous_threshold, |s| s.0),
+        rendezvous,
+        noop_interval: m.noop_interval.map_or(d.noop_interval, |t| t.0),
+        unexpected_bytes: m.unexpected_bytes.map_or(d.unexpected_bytes, |s| s.0),
+        registration_failure,
+        registration_failure_window: window,
+        seed,
+    };
+    cfg.validate(nic)
+        .map_err(|e| sc.error_at("messaging", format!("[messaging] {e}")))?;
+    Ok(cfg)
 }

@@ -1,138 +1,55 @@
 //! `udrma-scenarios`: one TOML file describes a whole experiment
 //! (topology, NIC configuration, workloads, faults, pauses, checks); this
-//! crate validates it, runs it in the fabric, checks DESIGN.md §6 and
-//! reports. It reads no files itself: the CLI hands it the text.
+//! crate validates it, runs it in the fabric, checks the invariants of
+//! `docs/design.md` and reports. It reads no files itself: the CLI hands
+//! it the text.
+//!
+//! Modules, from the bottom up (each imports only those above it):
+//! - the spec: [`units`], [`schema`], [`edit`] (dotted-path edits for
+//!   sweeps), [`scenario`] (parsed text and located errors), [`checks`]
+//!   (check names);
+//! - the build: [`profile`] (hardware profiles, cost model, messaging
+//!   configuration), [`build`] (topology, NICs, fault rules, pauses),
+//!   [`validate`] (the one validation pass);
+//! - the run: [`data`] (byte patterns), [`report`], [`leftover`]
+//!   (what a run left undone), [`svg`], [`ladder`], [`rdma`] and
+//!   [`messaging`] (the workload runners and their checks), [`run`] (the
+//!   entry: build the world, hand it to a runner).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod build;
+pub mod checks;
+pub mod data;
 pub mod edit;
+pub mod ladder;
 pub mod leftover;
-pub mod msg;
+pub mod messaging;
+pub mod profile;
+pub mod rdma;
 pub mod report;
-pub mod runner;
+pub mod run;
+pub mod scenario;
 pub mod schema;
 pub mod svg;
 pub mod units;
+pub mod validate;
 
-use core::fmt;
-
+pub use ladder::Ladder;
 pub use report::Report;
-pub use runner::{run, Ladder, RunOptions};
+pub use run::{run, RunOptions};
+pub use scenario::{Scenario, ScenarioError};
 pub use schema::ScenarioFile;
 
 /// The built-in demo (also `scenarios/examples/demo.toml`).
 pub const DEMO: &str = include_str!("../examples/demo.toml");
 
-/// What is wrong with a scenario, and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScenarioError {
-    /// File name as given.
-    pub file: String,
-    /// 1-based line and column, when known.
-    pub at: Option<(usize, usize)>,
-    /// What is wrong and what was expected.
-    pub message: String,
-}
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.at {
-            Some((line, col)) => write!(f, "{}:{line}:{col}: {}", self.file, self.message),
-            None => write!(f, "{}: {}", self.file, self.message),
-        }
-    }
-}
-
-impl std::error::Error for ScenarioError {}
-
-/// A parsed scenario with its source (for error locations).
-#[derive(Debug, Clone)]
-pub struct Scenario {
-    /// The parsed file.
-    pub file: ScenarioFile,
-    /// Its name as given (path or `<demo>`).
-    pub path: String,
-    /// Its text.
-    pub text: String,
-}
-
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
-}
-
 impl Scenario {
     /// Parses and validates scenario text. `path` names it in errors.
     pub fn parse(path: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let file: ScenarioFile = toml::from_str(text).map_err(|e| ScenarioError {
-            file: path.to_string(),
-            at: e.span().map(|s| line_col(text, s.start)),
-            message: improve(e.message()),
-        })?;
-        let sc = Scenario {
-            file,
-            path: path.to_string(),
-            text: text.to_string(),
-        };
-        build::validate(&sc)?;
+        let sc = Scenario::parse_unchecked(path, text)?;
+        validate::validate(&sc)?;
         Ok(sc)
-    }
-
-    /// An error about the key `key` (located at the first line that sets
-    /// it, if any).
-    pub fn error_at_key(&self, key: &str, message: String) -> ScenarioError {
-        let mut offset = 0;
-        let mut at = None;
-        for line in self.text.split_inclusive('\n') {
-            let trimmed = line.trim_start();
-            if let Some(rest) = trimmed.strip_prefix(key) {
-                if rest.trim_start().starts_with('=') {
-                    at = Some(line_col(&self.text, offset + (line.len() - trimmed.len())));
-                    break;
-                }
-            }
-            offset += line.len();
-        }
-        ScenarioError {
-            file: self.path.clone(),
-            at,
-            message,
-        }
-    }
-
-    /// An error about `token` (located at its first quoted occurrence in
-    /// the text, if any).
-    pub fn error_at(&self, token: &str, message: String) -> ScenarioError {
-        let quoted = format!("\"{token}\"");
-        let at = self
-            .text
-            .find(&quoted)
-            .or_else(|| self.text.find(token))
-            .map(|o| line_col(&self.text, o));
-        ScenarioError {
-            file: self.path.clone(),
-            at,
-            message,
-        }
-    }
-}
-
-/// Adds "did you mean" to serde's unknown-field and unknown-variant errors.
-fn improve(message: &str) -> String {
-    let Some((head, expected)) = message
-        .split_once(", expected one of ")
-        .or_else(|| message.split_once(", expected "))
-    else {
-        return message.to_string();
-    };
-    let got = head.split('`').nth(1).unwrap_or("");
-    let names: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-    match udrma_faults::closest(got, &names) {
-        Some(best) => format!("{message} (did you mean `{best}`?)"),
-        None => message.to_string(),
     }
 }

@@ -6,24 +6,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 use udrma_fabric::World;
-use udrma_proto::NodeAddr;
+use udrma_proto::{Duration, Instant, NodeAddr};
 
-use crate::runner::OpOutcome;
+use crate::checks::CHECKS;
 use crate::Scenario;
-
-/// Every check a run can make, in report order.
-pub const CHECKS: [&str; 10] = [
-    "all-complete",
-    "all-succeeded",
-    "exactly-once",
-    "memory-equal",
-    "mpi-order",
-    "credits",
-    "no-out-of-bounds",
-    "no-write-after-completion",
-    "bounded-state",
-    "liveness",
-];
 
 /// Packet counters.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -120,7 +106,7 @@ pub struct Report {
     /// The messaging layer's counters and per-size table (messaging
     /// scenarios only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub messaging: Option<crate::msg::MessagingReport>,
+    pub messaging: Option<MessagingReport>,
     /// The ladder diagram, when one was asked for.
     #[serde(skip)]
     pub ladder_svg: Option<String>,
@@ -317,4 +303,58 @@ pub(crate) fn build(
         messaging: None,
         ladder_svg: None,
     }
+}
+
+/// Per-op outcome the report needs: size, success, latency.
+pub struct OpOutcome {
+    /// Bytes.
+    pub size: u64,
+    /// Success, failure, or not completed.
+    pub ok: Option<bool>,
+    /// Post to completion.
+    pub latency: Option<Duration>,
+    /// When it completed.
+    pub done_at: Option<Instant>,
+    /// When it was posted.
+    pub posted_at: Option<Instant>,
+}
+
+/// One row of the per-size table.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SizeRow {
+    /// Workload index.
+    pub workload: usize,
+    /// Workload kind (`msg-latency`, ...).
+    pub kind: String,
+    /// Message size in bytes (for the mix: the power-of-two bucket).
+    pub size: u64,
+    /// Protocol the timed messages went by (the most used).
+    pub protocol: String,
+    /// Timed messages.
+    pub messages: u64,
+    /// One-way latency (latency, mix) or time per message (bandwidth), µs.
+    pub latency_us: f64,
+    /// Payload bandwidth in MB/s (10^6 bytes per second).
+    pub bandwidth_mbs: f64,
+}
+
+/// `messaging` in the JSON report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MessagingReport {
+    /// Messages sent eagerly.
+    pub eager: u64,
+    /// By R3.
+    pub r3: u64,
+    /// By RGET.
+    pub rget: u64,
+    /// By RPUT.
+    pub rput: u64,
+    /// NOOP credit messages.
+    pub noops: u64,
+    /// Chunks that waited for a credit.
+    pub credit_stalls: u64,
+    /// Protocol fallbacks (credits, registration).
+    pub fallbacks: u64,
+    /// Per-size results.
+    pub sizes: Vec<SizeRow>,
 }

@@ -2,7 +2,7 @@
 //! MyVIA calibration, the protocol step at the rendezvous threshold, and
 //! bad messaging input.
 
-use udrma_scenarios::msg::SizeRow;
+use udrma_scenarios::report::SizeRow;
 use udrma_scenarios::{run, RunOptions, Scenario};
 
 fn example(name: &str) -> udrma_scenarios::Report {

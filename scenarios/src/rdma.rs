@@ -1,19 +1,21 @@
-//! Runs a scenario: builds the world, plans every operation, posts them
-//! at their times (or when the closed-loop workloads allow), watches the
-//! completions, and checks DESIGN.md §6 at the end.
+//! The RDMA workloads (single, many, pingpong, window, all-to-all,
+//! incast, random pairs, permutation, reuse) and the checks of their
+//! operations: all-complete, all-succeeded, exactly-once, memory-equal,
+//! no-out-of-bounds, no-write-after-completion, bounded-state, liveness.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 
 use udrma_fabric::shapes::derangement;
-use udrma_fabric::{TraceFormat, World};
+use udrma_fabric::World;
 use udrma_faults::rng::{below, stream};
 use udrma_nic::{Access, Event, MrKey, WorkRequest, WrId, WrKind};
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::build;
+use crate::data::pattern;
+use crate::ladder::Ladder;
 use crate::leftover::Ending;
-use crate::report::{self, Report};
+use crate::report::{self, OpOutcome, Report};
 use crate::schema::{OpKind, WorkloadKind};
 use crate::{Scenario, ScenarioError};
 
@@ -21,61 +23,6 @@ const SRC_BASE: u64 = 0x1000_0000_0000;
 const DST_BASE: u64 = 0x2000_0000_0000;
 const GUARD_BASE: u64 = 0x3000_0000_0000;
 const GUARD_LEN: usize = 4096;
-
-/// What the caller wants besides the report.
-#[derive(Default)]
-pub struct RunOptions {
-    /// Overrides the file's seed.
-    pub seed: Option<u64>,
-    /// Capture to this sink, of these links (empty: all).
-    pub pcap: Option<(Box<dyn Write>, Vec<String>)>,
-    /// Trace to this sink.
-    pub trace: Option<(TraceFormat, Box<dyn Write>)>,
-    /// Draw a ladder diagram (`Report::ladder_svg`).
-    pub ladder: Option<Ladder>,
-}
-
-/// What a ladder diagram shows: the packets between two hosts, sent in a
-/// time window, at most `max` of them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ladder {
-    /// The left host (`h0`).
-    pub left: String,
-    /// The right host.
-    pub right: String,
-    /// Packets sent at or after this time.
-    pub from: Duration,
-    /// Packets sent before this time (none: to the end).
-    pub until: Option<Duration>,
-    /// At most this many packets (the first ones in the window).
-    pub max: usize,
-}
-
-impl Ladder {
-    /// The default number of packets drawn.
-    pub const DEFAULT_MAX: usize = 400;
-
-    /// The packets between `left` and `right`, from the start, at most
-    /// [`Ladder::DEFAULT_MAX`].
-    pub fn between(left: &str, right: &str) -> Ladder {
-        Ladder {
-            left: left.to_string(),
-            right: right.to_string(),
-            from: Duration::ZERO,
-            until: None,
-            max: Ladder::DEFAULT_MAX,
-        }
-    }
-}
-
-/// Bytes every host's regions start with, and what reuse writes.
-pub fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    (0..len as u64)
-        .map(|i| {
-            (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8 ^ (seed as u8).wrapping_mul(31)
-        })
-        .collect()
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Expect {
@@ -117,55 +64,18 @@ struct Loop {
     next: usize,
 }
 
-/// Runs `sc`. Fails only on invalid input; check failures are in the
-/// report.
-pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError> {
-    let seed = opts.seed.unwrap_or(sc.file.seed);
-    let topo = build::topology(sc)?;
-    let n = topo.n_hosts();
-    let cfg = build::fabric_config(sc, seed)?;
-    let rules = build::rules(sc, seed, n)?;
-    let pauses = build::pauses(sc, n)?;
+/// Runs the RDMA workloads of `sc` on its built `world`: plans every
+/// operation, posts them at their times (or when the closed-loop
+/// workloads allow), watches the completions, checks the invariants at
+/// the end, and draws the ladder when one is asked for.
+pub(crate) fn run(
+    sc: &Scenario,
+    seed: u64,
+    mut world: World,
+    ladder: Option<(NodeAddr, NodeAddr, &Ladder)>,
+) -> Result<Report, ScenarioError> {
+    let n = world.topology().n_hosts();
     let phantom = sc.file.topology.phantom;
-    let mut world =
-        World::new(topo, cfg, rules).map_err(|e| sc.error_at("fault", e.to_string()))?;
-    for p in pauses {
-        world
-            .pause(p)
-            .map_err(|e| sc.error_at("pause", e.to_string()))?;
-    }
-    if let Some((sink, links)) = opts.pcap.take() {
-        let r = if links.is_empty() {
-            world.tap_all(sink)
-        } else {
-            let names: Vec<&str> = links.iter().map(String::as_str).collect();
-            world.tap(&names, sink)
-        };
-        r.map_err(|e| sc.error_at("pcap", format!("pcap: {e}")))?;
-    }
-    if let Some((format, sink)) = opts.trace.take() {
-        world.set_trace_sink(format, sink);
-    }
-    let ladder_hosts = match &opts.ladder {
-        Some(l) => Some((
-            build::host(sc, &l.left, n, "ladder")?,
-            build::host(sc, &l.right, n, "ladder")?,
-        )),
-        None => None,
-    };
-    if let Some((a, b)) = ladder_hosts {
-        world.watch(a, b);
-    }
-    if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
-        let mut report = crate::msg::run(sc, seed, world)?;
-        if let Some((a, b)) = ladder_hosts {
-            report.notes.push(format!(
-                "no ladder between {a} and {b}: ladders draw RDMA scenarios only"
-            ));
-        }
-        return Ok(report);
-    }
-
     // ---- plan every operation and where its bytes live
     let mut ops: Vec<Op> = Vec::new();
     let mut actions: BTreeMap<(Instant, u64), Action> = BTreeMap::new();
@@ -639,100 +549,19 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         checks,
         notes,
     );
-    if let (Some((a, b)), Some(spec)) = (ladder_hosts, opts.ladder.as_ref()) {
+    if let Some((a, b, spec)) = ladder {
         let first_only =
             build::nic_config(sc)?.registration == udrma_nic::RegistrationMode::FirstOnly;
-        report.ladder_svg = Some(ladder(&world, a, b, spec, first_only, &sc.file.name));
+        report.ladder_svg = Some(crate::ladder::draw(
+            &world,
+            a,
+            b,
+            spec,
+            first_only,
+            &sc.file.name,
+        ));
     }
     Ok(report)
-}
-
-/// The ladder diagram of the packets between `a` and `b`.
-fn ladder(
-    world: &World,
-    a: NodeAddr,
-    b: NodeAddr,
-    spec: &Ladder,
-    first_only: bool,
-    name: &str,
-) -> String {
-    use crate::svg::{Arrow, Mark};
-    use udrma_proto::{Flags, Opcode};
-    let journeys = world.journeys();
-    let from = Instant::ZERO + spec.from;
-    let until = spec.until.map(|u| Instant::ZERO + u);
-    let in_window = |t: Instant| t >= from && until.is_none_or(|u| t < u);
-    let shown_total = journeys.iter().filter(|j| in_window(j.sent)).count();
-    // When each operation's FIRST packet reached its receiver.
-    let mut first_arrival: BTreeMap<(NodeAddr, u32), u64> = BTreeMap::new();
-    for j in journeys {
-        let op = Opcode::from(j.opcode);
-        if matches!(op, Opcode::Write | Opcode::Send)
-            && Flags(j.flags).contains(Flags::FIRST)
-            && !j.corrupted
-        {
-            if let Some(t) = j.arrived {
-                let e = first_arrival.entry((j.src, j.msg)).or_insert(t.as_ps());
-                *e = (*e).min(t.as_ps());
-            }
-        }
-    }
-    let arrows: Vec<Arrow> = journeys
-        .iter()
-        .filter(|j| in_window(j.sent))
-        .take(spec.max)
-        .map(|j| {
-            let flags = Flags(j.flags);
-            let op = Opcode::from(j.opcode);
-            let mark = if j.copy_of.is_some() {
-                Mark::Duplicate
-            } else if j.dropped.is_some() {
-                Mark::Dropped
-            } else if j.corrupted {
-                Mark::Corrupted
-            } else if flags.contains(Flags::RETRANSMIT) {
-                Mark::Retransmit
-            } else {
-                Mark::Normal
-            };
-            let end = j
-                .arrived
-                .or(j.dropped.map(|(t, _)| t))
-                .unwrap_or(j.sent)
-                .as_ps();
-            let data = matches!(op, Opcode::Write | Opcode::Send)
-                && !flags.contains(Flags::FIRST)
-                && !j.corrupted;
-            let held_until = match (j.arrived, first_arrival.get(&(j.src, j.msg))) {
-                (Some(t), Some(first)) if first_only && data && t.as_ps() < *first => Some(*first),
-                _ => None,
-            };
-            Arrow {
-                rightward: j.src == a,
-                sent: j.sent.as_ps(),
-                end,
-                label: format!("{} msg {} seg {}", op.kind_name(flags), j.msg, j.seg),
-                mark,
-                held_until,
-                msg: j.msg,
-            }
-        })
-        .collect();
-    let window = match until {
-        Some(u) => format!(" sent in [{}, {})", spec.from, u - Instant::ZERO),
-        None if spec.from > Duration::ZERO => format!(" sent from {}", spec.from),
-        None => String::new(),
-    };
-    let note = if shown_total > arrows.len() {
-        format!(
-            "{name}: first {} of {shown_total} packets{window} ({} in the run; --ladder-from, --ladder-until and --ladder-max choose)",
-            arrows.len(),
-            journeys.len()
-        )
-    } else {
-        format!("{name}: {shown_total} packets{window}")
-    };
-    crate::svg::ladder(&a.to_string(), &b.to_string(), &arrows, &note)
 }
 
 fn region_bytes(world: &World, h: NodeAddr, key: MrKey, off: u64, len: u64) -> Vec<u8> {
@@ -752,20 +581,6 @@ fn source(world: &World, keys: &[(MrKey, MrKey, MrKey)], op: &Op) -> Vec<u8> {
 
 fn target(world: &World, keys: &[(MrKey, MrKey, MrKey)], op: &Op) -> Vec<u8> {
     region_bytes(world, op.to, keys[op.to.0 as usize].1, op.dst_off, op.size)
-}
-
-/// Per-op outcome the report needs: size, success, latency.
-pub struct OpOutcome {
-    /// Bytes.
-    pub size: u64,
-    /// Success, failure, or not completed.
-    pub ok: Option<bool>,
-    /// Post to completion.
-    pub latency: Option<Duration>,
-    /// When it completed.
-    pub done_at: Option<Instant>,
-    /// When it was posted.
-    pub posted_at: Option<Instant>,
 }
 
 fn ops_summary(ops: &[Op]) -> Vec<OpOutcome> {

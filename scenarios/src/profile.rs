@@ -1,0 +1,96 @@
+//! Hardware profiles and what they set: the cost model and the messaging
+//! layer's configuration (a scenario's `profile =`, `[cost]` and
+//! `[messaging]`).
+
+use serde::Deserialize;
+use udrma_nic::CostModel;
+use udrma_proto::Duration;
+
+use crate::schema::CostSpec;
+use crate::units::{Rate, Time};
+use crate::{Scenario, ScenarioError};
+
+/// The shipped profiles, by name.
+pub const PROFILES: [(&str, &str); 3] = [
+    ("ideal", include_str!("../profiles/ideal.toml")),
+    (
+        "myrinet-lanai9",
+        include_str!("../profiles/myrinet-lanai9.toml"),
+    ),
+    ("roce-100g", include_str!("../profiles/roce-100g.toml")),
+];
+
+/// A profile file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Its name.
+    pub name: String,
+    /// What it models, with sources.
+    #[serde(default)]
+    pub description: String,
+    /// Link defaults.
+    #[serde(default)]
+    pub link: ProfileLink,
+    /// Costs.
+    #[serde(default)]
+    pub cost: CostSpec,
+    /// Largest payload per packet.
+    pub mtu_payload: Option<crate::units::Size>,
+}
+
+/// A profile's link defaults.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileLink {
+    /// Line rate.
+    pub bandwidth: Option<Rate>,
+    /// Propagation (and switch) latency.
+    pub latency: Option<Time>,
+}
+
+/// The scenario's profile, if it names one.
+pub fn profile(sc: &Scenario) -> Result<Option<Profile>, ScenarioError> {
+    let Some(name) = &sc.file.profile else {
+        return Ok(None);
+    };
+    let Some((_, text)) = PROFILES.iter().find(|(n, _)| n == name) else {
+        let names: Vec<&str> = PROFILES.iter().map(|(n, _)| *n).collect();
+        let hint = udrma_faults::closest(name, &names)
+            .map(|b| format!(" (did you mean {b:?}?)"))
+            .unwrap_or_default();
+        return Err(sc.error_at(
+            name,
+            format!(
+                "profile {name:?} does not exist; expected one of {}{hint}",
+                names.join(", ")
+            ),
+        ));
+    };
+    toml::from_str(text)
+        .map(Some)
+        .map_err(|e| sc.error_at(name, format!("profile {name:?} is broken: {e}")))
+}
+
+fn ps_per_byte(r: Option<Rate>) -> Option<u64> {
+    // 8 bits per byte, 10^12 ps per second.
+    r.map(|r| (8_000_000_000_000u128 / u128::from(r.0.max(1))) as u64)
+}
+
+/// The cost model: the profile's, with the scenario's `[cost]` on top.
+pub fn cost_model(sc: &Scenario) -> Result<CostModel, ScenarioError> {
+    let base = profile(sc)?.map(|p| p.cost).unwrap_or_default();
+    let o = &sc.file.cost;
+    let t = |a: Option<Time>, b: Option<Time>| a.or(b).map_or(Duration::ZERO, |t| t.0);
+    Ok(CostModel {
+        doorbell: t(o.doorbell, base.doorbell),
+        descriptor_fetch: t(o.descriptor_fetch, base.descriptor_fetch),
+        per_sge: t(o.per_sge, base.per_sge),
+        dma_setup: t(o.dma_setup, base.dma_setup),
+        dma_ps_per_byte: ps_per_byte(o.dma_bandwidth.or(base.dma_bandwidth)).unwrap_or(0),
+        nic_per_packet: t(o.nic_per_packet, base.nic_per_packet),
+        host_copy_ps_per_byte: ps_per_byte(o.host_copy_bandwidth.or(base.host_copy_bandwidth))
+            .unwrap_or(0),
+        interrupt: t(o.interrupt, base.interrupt),
+    })
+}

@@ -1,0 +1,118 @@
+//! A scenario as parsed from its TOML text, and the errors that point
+//! into that text.
+
+use core::fmt;
+
+use crate::schema::ScenarioFile;
+
+/// What is wrong with a scenario, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// File name as given.
+    pub file: String,
+    /// 1-based line and column, when known.
+    pub at: Option<(usize, usize)>,
+    /// What is wrong and what was expected.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.at {
+            Some((line, col)) => write!(f, "{}:{line}:{col}: {}", self.file, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// A parsed scenario with its source (for error locations).
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The parsed file.
+    pub file: ScenarioFile,
+    /// Its name as given (path or `<demo>`).
+    pub path: String,
+    /// Its text.
+    pub text: String,
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+impl Scenario {
+    /// Parses scenario text without validating it (see
+    /// [`Scenario::parse`], which does both). `path` names it in errors.
+    pub fn parse_unchecked(path: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        let file: ScenarioFile = toml::from_str(text).map_err(|e| ScenarioError {
+            file: path.to_string(),
+            at: e.span().map(|s| line_col(text, s.start)),
+            message: improve(e.message()),
+        })?;
+        let sc = Scenario {
+            file,
+            path: path.to_string(),
+            text: text.to_string(),
+        };
+        Ok(sc)
+    }
+
+    /// An error about the key `key` (located at the first line that sets
+    /// it, if any).
+    pub fn error_at_key(&self, key: &str, message: String) -> ScenarioError {
+        let mut offset = 0;
+        let mut at = None;
+        for line in self.text.split_inclusive('\n') {
+            let trimmed = line.trim_start();
+            if let Some(rest) = trimmed.strip_prefix(key) {
+                if rest.trim_start().starts_with('=') {
+                    at = Some(line_col(&self.text, offset + (line.len() - trimmed.len())));
+                    break;
+                }
+            }
+            offset += line.len();
+        }
+        ScenarioError {
+            file: self.path.clone(),
+            at,
+            message,
+        }
+    }
+
+    /// An error about `token` (located at its first quoted occurrence in
+    /// the text, if any).
+    pub fn error_at(&self, token: &str, message: String) -> ScenarioError {
+        let quoted = format!("\"{token}\"");
+        let at = self
+            .text
+            .find(&quoted)
+            .or_else(|| self.text.find(token))
+            .map(|o| line_col(&self.text, o));
+        ScenarioError {
+            file: self.path.clone(),
+            at,
+            message,
+        }
+    }
+}
+
+/// Adds "did you mean" to serde's unknown-field and unknown-variant errors.
+fn improve(message: &str) -> String {
+    let Some((head, expected)) = message
+        .split_once(", expected one of ")
+        .or_else(|| message.split_once(", expected "))
+    else {
+        return message.to_string();
+    };
+    let got = head.split('`').nth(1).unwrap_or("");
+    let names: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    match udrma_faults::closest(got, &names) {
+        Some(best) => format!("{message} (did you mean `{best}`?)"),
+        None => message.to_string(),
+    }
+}

@@ -1,0 +1,235 @@
+//! The one validation pass: everything that can be checked without
+//! running, each error located at its key in the file.
+
+use udrma_proto::NodeAddr;
+
+use crate::build::{
+    fabric_config, host, msg_config, nic_config, pauses, rules, topology, MAX_OPS, MAX_STORED_BYTES,
+};
+use crate::profile::cost_model;
+use crate::schema::{OpKind, SizesSpec, WorkloadKind, WorkloadSpec};
+use crate::units::parse_size;
+use crate::{Scenario, ScenarioError};
+
+/// Checks everything that can be checked without running.
+pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
+    let topo = topology(sc)?;
+    let n = topo.n_hosts();
+    let cfg = fabric_config(sc, sc.file.seed)?;
+    let mut rules = rules(sc, sc.file.seed, n)?;
+    let names = topo.link_names();
+    rules
+        .resolve(|l| topo.link_by_name(l), &names)
+        .map_err(|e| match &e {
+            udrma_faults::FaultError::UnknownLink { link, .. } => sc.error_at(link, e.to_string()),
+            _ => sc.error_at("fault", e.to_string()),
+        })?;
+    pauses(sc, n)?;
+    validate_messaging(sc)?;
+    for (i, w) in sc.file.workloads.iter().enumerate() {
+        if w.kind.is_messaging() {
+            continue;
+        }
+        let who = format!("workload {i} ({:?})", w.kind).to_lowercase();
+        for h in w.src.iter().chain(w.dst.iter()).chain(w.srcs.iter()) {
+            host(sc, h, n, &who)?;
+        }
+        let needs_pair = matches!(
+            w.kind,
+            WorkloadKind::Single
+                | WorkloadKind::Many
+                | WorkloadKind::Pingpong
+                | WorkloadKind::Window
+        );
+        if needs_pair && (w.src.is_none() || w.dst.is_none()) {
+            return Err(sc.error_at("workload", format!("{who} needs `src` and `dst`")));
+        }
+        if matches!(w.kind, WorkloadKind::Incast | WorkloadKind::Reuse) && w.dst.is_none() {
+            return Err(sc.error_at("workload", format!("{who} needs `dst`")));
+        }
+        if w.kind != WorkloadKind::Reuse && w.size.is_none() {
+            return Err(sc.error_at("workload", format!("{who} needs `size`")));
+        }
+        if w.src.is_some() && w.src == w.dst {
+            return Err(sc.error_at(
+                "workload",
+                format!("{who}: `src` and `dst` are the same host"),
+            ));
+        }
+        if w.kind == WorkloadKind::Pingpong && w.op != OpKind::Write {
+            return Err(sc.error_at("pingpong", format!("{who}: pingpong uses WRITEs only")));
+        }
+        if w.op == OpKind::Send && w.size.is_some_and(|s| s.0 > cfg.nic.max_op_bytes()) {
+            return Err(sc.error_at(
+                "send",
+                format!(
+                    "{who}: a SEND is at most one operation ({} bytes, nic.segment_threshold)",
+                    cfg.nic.max_op_bytes()
+                ),
+            ));
+        }
+    }
+    // Bounds on what a file may ask for: planned operations, and bytes
+    // stored when memory is real.
+    let mut total_ops: u128 = 0;
+    let mut total_bytes: u128 = 0;
+    for (i, w) in sc.file.workloads.iter().enumerate() {
+        let count = u128::from(w.count);
+        let n = n as u128;
+        if w.kind.is_messaging() {
+            continue;
+        }
+        let ops = match w.kind {
+            WorkloadKind::Single => 1,
+            WorkloadKind::Many | WorkloadKind::Window | WorkloadKind::RandomPairs => count,
+            WorkloadKind::Pingpong => 2 * count,
+            WorkloadKind::AllToAll => count * n * (n - 1),
+            WorkloadKind::Incast => {
+                count
+                    * if w.srcs.is_empty() {
+                        n - 1
+                    } else {
+                        w.srcs.len() as u128
+                    }
+            }
+            WorkloadKind::Permutation => count * n,
+            WorkloadKind::Reuse => 0,
+            // Bounded in validate_messaging.
+            WorkloadKind::MsgLatency
+            | WorkloadKind::MsgBw
+            | WorkloadKind::MsgBibw
+            | WorkloadKind::MsgMixed => 0,
+        };
+        total_ops += ops;
+        total_bytes += ops * u128::from(w.size.map_or(0, |s| s.0));
+        if total_ops > MAX_OPS {
+            return Err(sc.error_at(
+                "workload",
+                format!("workload {i} brings the scenario to {total_ops} operations; at most {MAX_OPS} are allowed"),
+            ));
+        }
+    }
+    if !sc.file.topology.phantom && total_bytes > MAX_STORED_BYTES {
+        return Err(sc.error_at(
+            "workload",
+            format!(
+                "the workloads move {total_bytes} bytes, which would all be stored (more than {MAX_STORED_BYTES}); set `phantom = true` in [topology] for scale runs"
+            ),
+        ));
+    }
+    for s in &sc.file.checks.skip {
+        if !crate::checks::CHECKS.contains(&s.as_str()) {
+            return Err(sc.error_at(
+                s,
+                format!(
+                    "checks.skip: unknown check {s:?}; expected one of {}",
+                    crate::checks::CHECKS.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The message sizes of a `msg-*` workload.
+pub fn sizes(sc: &Scenario, w: &WorkloadSpec, who: &str) -> Result<Vec<u64>, ScenarioError> {
+    let list = match &w.sizes {
+        Some(SizesSpec::List(l)) => l.iter().map(|s| s.0).collect(),
+        Some(SizesSpec::One(s)) => vec![s.0],
+        Some(SizesSpec::Range(r)) => {
+            let (a, b) = r.split_once("..").ok_or_else(|| {
+                sc.error_at(
+                    r,
+                    format!(
+                        "{who}: sizes = {r:?}: expected a size, a list of sizes or \"FROM..TO\" (powers of two)"
+                    ),
+                )
+            })?;
+            let a = parse_size(a.trim()).map_err(|e| sc.error_at(r, format!("{who}: {e}")))?;
+            let b = parse_size(b.trim()).map_err(|e| sc.error_at(r, format!("{who}: {e}")))?;
+            if a == 0 || a > b {
+                return Err(sc.error_at(
+                    r,
+                    format!("{who}: sizes = {r:?}: FROM must be at least 1 and at most TO"),
+                ));
+            }
+            let mut v = Vec::new();
+            let mut s = a;
+            while s <= b {
+                v.push(s);
+                s = s.saturating_mul(2);
+            }
+            v
+        }
+        None => w.size.map(|s| vec![s.0]).unwrap_or_default(),
+    };
+    if list.is_empty() && w.kind != WorkloadKind::MsgMixed {
+        return Err(sc.error_at("workload", format!("{who} needs `sizes` or `size`")));
+    }
+    if let Some(big) = list.iter().find(|s| **s > 64 << 20) {
+        return Err(sc.error_at(
+            "sizes",
+            format!("{who}: messages are limited to 64 MiB here, {big} B asked for"),
+        ));
+    }
+    Ok(list)
+}
+
+/// Checks the messaging parts of a scenario.
+fn validate_messaging(sc: &Scenario) -> Result<(), ScenarioError> {
+    cost_model(sc)?;
+    let msg = sc.file.workloads.iter().any(|w| w.kind.is_messaging());
+    let rdma = sc.file.workloads.iter().any(|w| !w.kind.is_messaging());
+    if msg && rdma {
+        return Err(sc.error_at(
+            "workload",
+            "a scenario's workloads are either RDMA operations or messaging (msg-*), not both"
+                .into(),
+        ));
+    }
+    // Hosts differ only in registration faults, which are checked for
+    // every fault whatever the host.
+    let n = topology(sc)?.n_hosts();
+    msg_config(sc, sc.file.seed, NodeAddr(0), n, &nic_config(sc)?)?;
+    let mut messages: u128 = 0;
+    let mut bytes: u128 = 0;
+    for (i, w) in sc.file.workloads.iter().enumerate() {
+        if !w.kind.is_messaging() {
+            continue;
+        }
+        let who = format!("workload {i} ({:?})", w.kind).to_lowercase();
+        if w.src.is_none() || w.dst.is_none() {
+            return Err(sc.error_at("workload", format!("{who} needs `src` and `dst`")));
+        }
+        let s = sizes(sc, w, &who)?;
+        let iters = u128::from(w.count) + u128::from(w.warmup.unwrap_or(2));
+        let window = u128::from(w.window.unwrap_or(64).max(1));
+        let per = match w.kind {
+            WorkloadKind::MsgLatency => 2 * iters,
+            WorkloadKind::MsgBw => iters * (window + 1),
+            WorkloadKind::MsgBibw => 2 * iters * window,
+            _ => u128::from(w.count),
+        };
+        messages += per * s.len().max(1) as u128;
+        bytes += s.iter().map(|x| u128::from(*x) * per).sum::<u128>();
+        if w.kind == WorkloadKind::MsgMixed {
+            bytes += u128::from(w.count) << 20;
+        }
+    }
+    if messages > MAX_OPS {
+        return Err(sc.error_at(
+            "workload",
+            format!(
+                "the messaging workloads send {messages} messages; at most {} are allowed",
+                MAX_OPS
+            ),
+        ));
+    }
+    if bytes > 64 << 30 {
+        return Err(sc.error_at(
+            "workload",
+            format!("the messaging workloads move {bytes} bytes; at most 64 GiB are allowed"),
+        ));
+    }
+    Ok(())
+}
