@@ -75,6 +75,13 @@ impl Case {
                 from_us + len_us
             );
         }
+        // Random workloads can fail legitimately: SENDs of different sizes
+        // from several hosts to one host meet each other's receive buffers
+        // (a buffer too small gives OUT_OF_BOUNDS, as with verbs), and a
+        // long fault window can exhaust a request's retries. Failures are
+        // still reported and must complete exactly once; all-succeeded is
+        // checked by the examples and the CLI tests.
+        s += "\n[checks]\nexpect_failures = true\n";
         s
     }
 }
