@@ -31,7 +31,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a scenario file and check DESIGN.md §6 (exit 1 if a check fails).
+    /// Run a scenario file and check the invariants of docs/design.md §8
+    /// (exit 1 if a check fails).
     Run {
         /// The scenario (TOML).
         file: PathBuf,

@@ -1,5 +1,5 @@
 //! Properties over random small scenarios (topology, NIC modes, workloads,
-//! a fault plan, seed): every check of DESIGN.md §6 holds, and the same
+//! a fault plan, seed): every check of docs/design.md §8 holds, and the same
 //! seed gives the same trace hash. A failing case is printed as the
 //! scenario TOML that reproduces it (after proptest has shrunk it), ready
 //! for `udrma run`.

@@ -17,7 +17,7 @@
 //! - four protocols: Eager (data through vbufs), R3 (RTS → CTS → data
 //!   through vbufs), RGET (RTS with the sender's buffer; the receiver
 //!   RDMA-READs; FIN) and RPUT (CTS with the receiver's buffer; the sender
-//!   RDMA-WRITEs; FIN), with the fallbacks of DESIGN.md §1.
+//!   RDMA-WRITEs; FIN), with the fallbacks of docs/design.md §1.
 //!
 //! The rules are in `docs/messaging.md`, with a worked credit exchange.
 //!

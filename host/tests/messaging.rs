@@ -563,7 +563,7 @@ fn plan() -> impl Strategy<Value = Plan> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// DESIGN.md §6 invariant 5 (credits never negative or above the vbufs
+    /// Invariant 5 of docs/design.md §8 (credits never negative or above the vbufs
     /// posted, no vbuf overflow, MPI order per (source, tag)) plus
     /// exactly-once delivery of the right bytes and liveness, for random
     /// message sequences in both directions over a damaged wire.

@@ -2,7 +2,7 @@
 //! WRITE-with-notify, READ, SEND, and WRITEs that must be refused), random
 //! fault plans (drop, duplicate, delay the next datagrams), time advances,
 //! hostile datagrams and buffer reuse. After every step it checks the
-//! invariants of DESIGN.md §6:
+//! invariants of docs/design.md §8:
 //!
 //! 1. every request completes at most once (and, once the run drains,
 //!    exactly once);

@@ -629,7 +629,7 @@ fn stale_duplicate_after_completion_is_dropped_with_tombstones() {
 
 #[test]
 fn stale_duplicate_corrupts_a_reused_buffer_without_tombstones() {
-    // The demonstration DESIGN.md asks for: with tombstones off, a late
+    // The demonstration docs/design.md §1 promises: with tombstones off, a late
     // FIRST re-registers the finished operation and writes old bytes over
     // the host's new data.
     let mut s = stale_duplicate_story(false);
