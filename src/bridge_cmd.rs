@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use udrma_bridge::tools::{self, ServeOptions};
-use udrma_bridge::{BridgeConfig, BridgeError, Endpoint, ShimConfig};
+use udrma_bridge::{BridgeConfig, BridgeError, Endpoint, FaultPlan};
 use udrma_scenarios::units::{parse_size, parse_time};
 
 /// `println!` that does not panic when the reader has gone
@@ -23,22 +23,23 @@ macro_rules! say {
 /// Flags every bridge command shares.
 #[derive(Debug, Args, Clone)]
 pub struct Common {
-    /// Drop this fraction of the datagrams this process sends (fault shim).
+    /// Drop this fraction of the datagrams this process sends (a `loss`
+    /// fault rule, as in scenario files).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
-    /// Send this fraction of datagrams twice (fault shim).
+    /// Send this fraction of datagrams twice (a `duplicate` rule).
     #[arg(long, default_value_t = 0.0)]
     dup: f64,
     /// Hold back this fraction of datagrams, so later ones overtake them
-    /// (fault shim).
+    /// (a `reorder` rule).
     #[arg(long, default_value_t = 0.0)]
     reorder: f64,
     /// How long a reordered datagram is held.
     #[arg(long, default_value = "500us", value_parser = duration)]
     reorder_delay: std::time::Duration,
-    /// Seed of the fault shim's decisions.
-    #[arg(long, default_value_t = 1)]
-    shim_seed: u64,
+    /// Seed of the fault rules' decisions.
+    #[arg(long, alias = "shim-seed", default_value_t = 1)]
+    fault_seed: u64,
     /// Largest data payload per datagram (bytes; the datagram adds up to
     /// 68 bytes of udrma header and ICRC).
     #[arg(long, default_value_t = 1400)]
@@ -56,22 +57,24 @@ pub struct Common {
 }
 
 impl Common {
-    fn config(&self) -> BridgeConfig {
+    fn config(&self) -> Result<BridgeConfig, BridgeError> {
+        let faults = FaultPlan::from_flags(
+            self.loss,
+            self.dup,
+            self.reorder,
+            self.reorder_delay,
+            self.fault_seed,
+        )
+        .map_err(BridgeError::BadInput)?;
         let mut cfg = BridgeConfig {
-            shim: ShimConfig {
-                loss: self.loss,
-                dup: self.dup,
-                reorder: self.reorder,
-                reorder_delay: self.reorder_delay,
-                seed: self.shim_seed,
-            },
+            faults,
             hello_tries: self.hello_tries,
             ..BridgeConfig::default()
         };
         cfg.nic.mtu_payload = self.mtu;
         cfg.nic.op_table_capacity = self.inflight;
         cfg.nic.read_window = self.read_window;
-        cfg
+        Ok(cfg)
     }
 }
 
@@ -274,7 +277,7 @@ pub fn bridge(cmd: Bridge) -> anyhow::Result<ExitCode> {
                     }
                 });
                 let r = async {
-                    let mut ep = Endpoint::bind(bind, common.config()).await?;
+                    let mut ep = Endpoint::bind(bind, common.config()?).await?;
                     say!(
                         "serving {} B at {} (epoch {:#010x}, GSO {} segments, GRO {}); Ctrl-C stops",
                         region,
@@ -310,7 +313,7 @@ pub fn bridge(cmd: Bridge) -> anyhow::Result<ExitCode> {
             Bridge::Put { client, seed } => {
                 let c = client.clone();
                 let r = async {
-                    let mut ep = Endpoint::bind(client_bind(c.bind, c.peer), c.common.config()).await?;
+                    let mut ep = Endpoint::bind(client_bind(c.bind, c.peer), c.common.config()?).await?;
                     tools::put(&mut ep, c.peer, c.size, c.verify, seed).await
                 }
                 .await;
@@ -319,7 +322,7 @@ pub fn bridge(cmd: Bridge) -> anyhow::Result<ExitCode> {
             Bridge::Get { client } => {
                 let c = client.clone();
                 let r = async {
-                    let mut ep = Endpoint::bind(client_bind(c.bind, c.peer), c.common.config()).await?;
+                    let mut ep = Endpoint::bind(client_bind(c.bind, c.peer), c.common.config()?).await?;
                     tools::get(&mut ep, c.peer, c.size, c.verify).await
                 }
                 .await;
@@ -349,13 +352,14 @@ fn print_transfer(r: &tools::TransferReport, json: bool) {
             ""
         }
     );
-    let s = r.shim;
-    if s.dropped + s.duplicated + s.reordered > 0 {
+    let s = r.faults;
+    if s.dropped + s.duplicated + s.delayed + s.corrupted > 0 {
         say!(
-            "fault shim: dropped {}, duplicated {}, reordered {}",
+            "fault rules: dropped {}, duplicated {}, held back {}, corrupted {}",
             s.dropped,
             s.duplicated,
-            s.reordered
+            s.delayed,
+            s.corrupted
         );
     }
 }
@@ -387,7 +391,7 @@ pub fn perf(cmd: Perf) -> anyhow::Result<ExitCode> {
             } => {
                 let sizes = check_sizes(min_size, max_size)?;
                 let r = async {
-                    let mut ep = Endpoint::bind(client_bind(bind, peer), common.config()).await?;
+                    let mut ep = Endpoint::bind(client_bind(bind, peer), common.config()?).await?;
                     tools::perf_latency(&mut ep, peer, &sizes, iterations, warmup).await
                 }
                 .await;
@@ -432,7 +436,7 @@ pub fn perf(cmd: Perf) -> anyhow::Result<ExitCode> {
             } => {
                 let sizes = check_sizes(min_size, max_size)?;
                 let r = async {
-                    let mut ep = Endpoint::bind(client_bind(bind, peer), common.config()).await?;
+                    let mut ep = Endpoint::bind(client_bind(bind, peer), common.config()?).await?;
                     tools::perf_bandwidth(&mut ep, peer, &sizes, window, bytes).await
                 }
                 .await;

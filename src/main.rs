@@ -67,6 +67,11 @@ enum Command {
         /// Draw at most this many packets (the first in the window).
         #[arg(long, default_value_t = udrma_scenarios::Ladder::DEFAULT_MAX)]
         ladder_max: usize,
+        /// Where the packets go: `sim` (the simulated fabric) or `udp` (one
+        /// real UDP socket per host on loopback, in real time, with the
+        /// scenario's fault rules on each host's egress).
+        #[arg(long, value_enum, default_value_t = BackendArg::Sim)]
+        backend: BackendArg,
     },
     /// Run the cross product of settings × seeds in parallel.
     Sweep {
@@ -140,6 +145,15 @@ enum Command {
     },
 }
 
+/// `--backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BackendArg {
+    /// The simulated fabric (virtual time, deterministic).
+    Sim,
+    /// Real UDP sockets on loopback (real time).
+    Udp,
+}
+
 #[derive(Debug, Subcommand)]
 enum Bench {
     /// The standard speed shape: fat-tree permutation of 2 MB WRITEs,
@@ -191,20 +205,27 @@ fn main() -> ExitCode {
             ladder_from,
             ladder_until,
             ladder_max,
+            backend,
         } => run(
             &file,
-            seed,
-            json,
-            pcap,
-            pcap_links,
-            trace,
-            ladder.map(|path| LadderArgs {
-                path,
-                hosts: ladder_hosts,
-                from: ladder_from,
-                until: ladder_until,
-                max: ladder_max,
-            }),
+            RunFlags {
+                seed,
+                json,
+                pcap,
+                pcap_links,
+                trace,
+                ladder: ladder.map(|path| LadderArgs {
+                    path,
+                    hosts: ladder_hosts,
+                    from: ladder_from,
+                    until: ladder_until,
+                    max: ladder_max,
+                }),
+                backend: match backend {
+                    BackendArg::Sim => udrma_scenarios::BackendKind::Sim,
+                    BackendArg::Udp => udrma_scenarios::BackendKind::Udp,
+                },
+            },
         ),
         Command::Sweep {
             file,
@@ -303,18 +324,31 @@ struct LadderArgs {
     max: usize,
 }
 
-fn run(
-    file: &Path,
+/// The flags of `udrma run`.
+struct RunFlags {
     seed: Option<u64>,
     json: bool,
     pcap: Option<PathBuf>,
     pcap_links: Vec<String>,
     trace: Option<PathBuf>,
     ladder: Option<LadderArgs>,
-) -> anyhow::Result<ExitCode> {
+    backend: udrma_scenarios::BackendKind,
+}
+
+fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
+    let RunFlags {
+        seed,
+        json,
+        pcap,
+        pcap_links,
+        trace,
+        ladder,
+        backend,
+    } = flags;
     let sc = load(file)?;
     let mut opts = RunOptions {
         seed,
+        backend,
         ..RunOptions::default()
     };
     let pcap = pcap.or_else(|| sc.file.outputs.pcap.as_ref().map(PathBuf::from));

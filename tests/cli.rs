@@ -377,3 +377,27 @@ fn rust_log_traces_with_simulated_time() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("fault sim_ns=0 link=h0-h1"), "{err}");
 }
+
+#[test]
+fn run_backend_udp_runs_the_demo_over_real_sockets() {
+    let out = udrma(&["run", &example("demo.toml"), "--backend", "udp", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["backend"], "udp");
+    assert_eq!(v["ops"]["completed"], 2);
+    let out = udrma(&["run", &example("demo.toml"), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["backend"], "sim");
+
+    // A fat tree has no real-socket meaning: bad input, by key.
+    let out = udrma(&["run", &example("lossy-write.toml"), "--backend", "udp"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("topology kind `fat-tree`"));
+    let out = udrma(&["run", &example("demo.toml"), "--backend", "tcp"]);
+    assert_eq!(out.status.code(), Some(2));
+}

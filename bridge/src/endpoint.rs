@@ -1,7 +1,7 @@
 //! [`Endpoint`]: one udrma NIC engine on one UDP socket.
 //!
 //! The driver is a single task: [`Endpoint::turn`] waits for the socket, the
-//! engine's next deadline, the shim's next held datagram or the caller's
+//! engine's next deadline, the egress rules' next held datagram or the caller's
 //! deadline, whichever comes first; feeds the engine; and sends what it
 //! wants sent. Received datagrams are read in batches (`recvmmsg`, and GRO
 //! where the kernel offers it); sent ones are grouped by destination and
@@ -19,8 +19,8 @@ use udrma_nic::{Event, Nic, NicConfig, PostError, WorkRequest, WrId};
 use udrma_proto::{Body, NodeAddr, Repr};
 
 use crate::clock::Clock;
+use crate::egress::{Egress, FaultPlan};
 use crate::peers::{Peer, Peers, RemoteRegion};
-use crate::shim::{Fate, Shim, ShimConfig};
 use crate::BridgeError;
 
 /// Everything an endpoint needs besides its address.
@@ -28,8 +28,9 @@ use crate::BridgeError;
 pub struct BridgeConfig {
     /// The engine's configuration (see [`BridgeConfig::real_time_nic`]).
     pub nic: NicConfig,
-    /// The fault shim (off by default).
-    pub shim: ShimConfig,
+    /// Faults on what this endpoint sends (none by default): the
+    /// simulator's rules (`udrma-faults`), see [`FaultPlan`].
+    pub faults: FaultPlan,
     /// Most peers admitted; HELLOs from further addresses are refused.
     pub max_peers: usize,
     /// HELLO asks sent before a peer is declared unreachable.
@@ -44,7 +45,7 @@ impl Default for BridgeConfig {
     fn default() -> Self {
         BridgeConfig {
             nic: BridgeConfig::real_time_nic(),
-            shim: ShimConfig::default(),
+            faults: FaultPlan::default(),
             max_peers: 256,
             hello_tries: 8,
             hello_interval: std::time::Duration::from_millis(100),
@@ -96,7 +97,7 @@ pub struct BridgeStats {
     pub rx_datagrams: u64,
     /// Bytes received.
     pub rx_bytes: u64,
-    /// Datagrams the kernel accepted (shim copies included).
+    /// Datagrams the kernel accepted (copies made by fault rules included).
     pub tx_datagrams: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
@@ -121,7 +122,7 @@ pub struct Endpoint {
     nic: Nic,
     clock: Clock,
     peers: Peers,
-    shim: Shim,
+    egress: Egress,
     cfg: BridgeConfig,
     stats: BridgeStats,
     events: VecDeque<Event>,
@@ -147,8 +148,18 @@ impl core::fmt::Debug for Endpoint {
 impl Endpoint {
     /// Binds a UDP socket at `addr` and starts an engine on it.
     pub async fn bind(addr: SocketAddr, cfg: BridgeConfig) -> Result<Endpoint, BridgeError> {
-        cfg.shim.validate().map_err(BridgeError::BadInput)?;
-        let nic = Nic::new(NodeAddr(0), cfg.nic.clone()).map_err(|e| {
+        Endpoint::bind_as(addr, NodeAddr(0), cfg, Clock::start()).await
+    }
+
+    /// Binds a socket at `addr` for host `node` (the engine's own name),
+    /// on a clock shared with other endpoints of the same process.
+    pub async fn bind_as(
+        addr: SocketAddr,
+        node: NodeAddr,
+        cfg: BridgeConfig,
+        clock: Clock,
+    ) -> Result<Endpoint, BridgeError> {
+        let nic = Nic::new(node, cfg.nic.clone()).map_err(|e| {
             BridgeError::BadInput(format!(
                 "engine configuration: {e} (op_table_capacity is --inflight, mtu_payload is --mtu)"
             ))
@@ -176,9 +187,9 @@ impl Endpoint {
             sock,
             state,
             nic,
-            clock: Clock::start(),
+            clock,
             peers: Peers::new(cfg.max_peers),
-            shim: Shim::new(cfg.shim),
+            egress: Egress::new(cfg.faults.clone()),
             stats: BridgeStats::default(),
             events: VecDeque::new(),
             pending: VecDeque::new(),
@@ -211,9 +222,16 @@ impl Endpoint {
         self.stats
     }
 
-    /// The shim's counters.
-    pub fn shim_stats(&self) -> crate::shim::ShimStats {
-        self.shim.stats()
+    /// What the egress fault rules did.
+    pub fn fault_stats(&self) -> crate::egress::EgressStats {
+        self.egress.stats()
+    }
+
+    /// Records `addr` as host `node` without a HELLO (hosts of one
+    /// scenario know each other's addresses). `false` if the table is
+    /// full or either is taken.
+    pub fn add_peer(&mut self, node: NodeAddr, addr: SocketAddr) -> bool {
+        self.peers.insert(node, canonical(addr))
     }
 
     /// The configuration.
@@ -296,18 +314,11 @@ impl Endpoint {
     }
 
     /// One turn of the driver: waits until a datagram arrives, an engine
-    /// or shim deadline passes, or `until`; handles what is due; sends what
+    /// or egress-hold deadline passes, or `until`; handles what is due; sends what
     /// the engine wants sent.
     pub async fn turn(&mut self, until: Option<std::time::Instant>) -> Result<(), BridgeError> {
         self.flush().await?;
-        let wake = [
-            self.nic.poll_timeout().map(|t| self.clock.to_os(t)),
-            self.shim.next_release(),
-            until,
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        let wake = [self.wake_at(), until].into_iter().flatten().min();
         match wake {
             Some(w) if w <= std::time::Instant::now() => {}
             Some(w) => {
@@ -318,20 +329,48 @@ impl Endpoint {
             }
             None => self.sock.readable().await.map_err(BridgeError::Io)?,
         }
+        self.pump();
+        // No flush here: the caller sees the events first and may post
+        // (an echo, the next ping); the next turn sends everything, data
+        // ahead of acknowledgements.
+        Ok(())
+    }
+
+    /// When the engine or the egress hold queue next needs attention.
+    pub fn wake_at(&self) -> Option<std::time::Instant> {
+        [
+            self.nic.poll_timeout().map(|t| self.clock.to_os(t)),
+            self.egress.next_release(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Whether nothing waits to be sent or is held by the egress rules.
+    pub fn is_drained(&self) -> bool {
+        self.pending.is_empty() && self.egress.held() == 0
+    }
+
+    /// Waits until the socket has something to read.
+    pub async fn readable(&self) -> Result<(), BridgeError> {
+        self.sock.readable().await.map_err(BridgeError::Io)
+    }
+
+    /// Without waiting: reads what the socket holds, handles what is due,
+    /// releases held datagrams, and collects events and datagrams to send
+    /// (call [`Endpoint::flush`] to send them).
+    pub fn pump(&mut self) {
         self.receive();
         let now = self.clock.now();
         if self.nic.poll_timeout().is_some_and(|t| t <= now) {
             self.nic.handle_timeout(now);
         }
         let os_now = std::time::Instant::now();
-        while let Some((to, bytes)) = self.shim.release(os_now) {
+        while let Some((to, bytes)) = self.egress.release(os_now) {
             self.pending.push_back((to, bytes));
         }
-        // No flush here: the caller sees the events first and may post
-        // (an echo, the next ping); the next turn sends everything, data
-        // ahead of acknowledgements.
         self.collect();
-        Ok(())
     }
 
     /// Reads every datagram waiting on the socket (in batches) into the
@@ -417,8 +456,8 @@ impl Endpoint {
 
     /// Moves engine events to the endpoint's queue (recording HELLOs in the
     /// peer table) and engine datagrams to the send queue (through the
-    /// shim).
-    fn collect(&mut self) {
+    /// egress fault rules).
+    pub fn collect(&mut self) {
         while let Some(e) = self.nic.poll_event() {
             if let Event::Hello { from, hello, .. } = &e {
                 let epoch = self.nic.peer_epoch(*from);
@@ -454,18 +493,27 @@ impl Endpoint {
                 continue;
             };
             let to = peer.addr;
-            if !self.cfg.shim.is_active() {
+            if !self.egress.is_active() {
                 self.pending.push_back((to, buf));
                 continue;
             }
-            match self.shim.decide() {
-                Fate::Send => self.pending.push_back((to, buf)),
-                Fate::Drop => self.pool.push(buf),
-                Fate::Duplicate => {
-                    self.pending.push_back((to, buf.clone()));
-                    self.pending.push_back((to, buf));
+            let fate = self.egress.judge(now, self.nic.addr(), t.dst, &mut buf);
+            if fate.copies == 0 {
+                self.pool.push(buf);
+                continue;
+            }
+            let delay = std::time::Duration::from_nanos(fate.delay.as_nanos());
+            for i in 0..fate.copies {
+                let copy = if i + 1 == fate.copies {
+                    std::mem::take(&mut buf)
+                } else {
+                    buf.clone()
+                };
+                if delay.is_zero() {
+                    self.pending.push_back((to, copy));
+                } else if let Err(copy) = self.egress.hold(os_now + delay, to, copy) {
+                    self.pending.push_back((to, copy));
                 }
-                Fate::Hold => self.shim.hold(os_now, to, buf),
             }
         }
     }

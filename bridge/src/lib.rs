@@ -7,7 +7,7 @@
 //!   picosecond `Instant` at the edge), batches datagrams with quinn-udp
 //!   (GSO/GRO and `recvmmsg` where the kernel offers them), admits peers by
 //!   their in-band HELLO, and optionally damages its own traffic with the
-//!   [`shim`].
+//!   simulator's fault rules ([`egress`]).
 //! - [`tools`] holds what the `udrma bridge` and `udrma perf` commands do:
 //!   serve a region, put/get with verification, and OSU-style latency and
 //!   bandwidth runs.
@@ -35,16 +35,18 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod cluster;
+pub mod egress;
 pub mod endpoint;
 pub mod peers;
-pub mod shim;
 pub mod tools;
 
 use std::net::SocketAddr;
 
+pub use cluster::Cluster;
+pub use egress::{EgressStats, FaultPlan};
 pub use endpoint::{BridgeConfig, BridgeStats, Endpoint};
 pub use peers::{Peer, RemoteRegion};
-pub use shim::{ShimConfig, ShimStats};
 
 /// Why a bridge command failed.
 #[derive(Debug, thiserror::Error)]

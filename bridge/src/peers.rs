@@ -93,6 +93,33 @@ impl Peers {
         Some(node)
     }
 
+    /// Records `addr` as `node` (a fixed name, as the hosts of a scenario
+    /// have). `false` when the table is full, or the node or the address
+    /// is already taken by another.
+    pub fn insert(&mut self, node: NodeAddr, addr: SocketAddr) -> bool {
+        match (self.by_addr.get(&addr), self.by_node.get(&node)) {
+            (Some(n), _) => return *n == node,
+            (None, Some(_)) => return false,
+            (None, None) => {}
+        }
+        if self.by_node.len() >= self.capacity {
+            return false;
+        }
+        self.next = self.next.max(node.0.saturating_add(1));
+        self.by_addr.insert(addr, node);
+        self.by_node.insert(
+            node,
+            Peer {
+                addr,
+                node,
+                region: None,
+                max_payload: None,
+                epoch: None,
+            },
+        );
+        true
+    }
+
     /// Peers now.
     pub fn len(&self) -> usize {
         self.by_node.len()

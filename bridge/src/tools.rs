@@ -344,8 +344,8 @@ pub struct TransferReport {
     pub nacks: std::collections::BTreeMap<String, u64>,
     /// Duplicate packets the receiver dropped here.
     pub dup_dropped: u64,
-    /// What the fault shim did.
-    pub shim: crate::ShimStats,
+    /// What the egress fault rules did.
+    pub faults: crate::EgressStats,
 }
 
 fn report(
@@ -373,7 +373,7 @@ fn report(
             .map(|(k, v)| (k.to_string(), *v))
             .collect(),
         dup_dropped: ep.nic().stats().dup_dropped,
-        shim: ep.shim_stats(),
+        faults: ep.fault_stats(),
     }
 }
 

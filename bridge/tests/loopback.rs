@@ -1,24 +1,27 @@
 //! Two bridge endpoints on loopback, in one process: the engine over real
-//! sockets, with the fault shim damaging both directions.
+//! sockets, with the simulator's fault rules damaging both directions.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use udrma_bridge::tools::{self, ServeOptions};
-use udrma_bridge::{BridgeConfig, BridgeError, Endpoint, ShimConfig};
+use udrma_bridge::{BridgeConfig, BridgeError, Endpoint, FaultPlan};
 
 fn loopback() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
 
-fn shim(seed: u64) -> ShimConfig {
-    ShimConfig {
-        loss: 0.05,
-        dup: 0.05,
-        reorder: 0.20,
+/// 5 % loss, 5 % duplication, 20 % held back 500 µs: the flags of
+/// `udrma bridge`, as fault rules.
+fn faults(seed: u64) -> FaultPlan {
+    FaultPlan::from_flags(
+        0.05,
+        0.05,
+        0.20,
+        std::time::Duration::from_micros(500),
         seed,
-        ..ShimConfig::default()
-    }
+    )
+    .unwrap()
 }
 
 /// Runs `client` against a server until it returns, then stops the server.
@@ -48,36 +51,36 @@ async fn with_server<T>(
 async fn put_64_mib_byte_exact_through_loss_duplication_and_reordering() {
     let size = 64u64 << 20;
     let server_cfg = BridgeConfig {
-        shim: shim(1),
+        faults: faults(1),
         ..BridgeConfig::default()
     };
     let (report, served) = with_server(server_cfg, size, async |addr| {
         let mut client = Endpoint::bind(
             loopback(),
             BridgeConfig {
-                shim: shim(2),
+                faults: faults(2),
                 ..BridgeConfig::default()
             },
         )
         .await
         .unwrap();
         let r = tools::put(&mut client, addr, size, true, 42).await;
-        (r, client.shim_stats(), client.nic().stats().clone())
+        (r, client.fault_stats(), client.nic().stats().clone())
     })
     .await;
-    let (r, shim_stats, nic) = report;
-    let r = r.expect("64 MiB put --verify through the shim");
+    let (r, fault_stats, nic) = report;
+    let r = r.expect("64 MiB put --verify through the fault rules");
     assert!(r.verified);
     assert_eq!(r.bytes, size);
-    // The shim really damaged the traffic, and the engine really repaired it.
-    assert!(shim_stats.dropped > 1000, "{shim_stats:?}");
-    assert!(shim_stats.duplicated > 1000, "{shim_stats:?}");
-    assert!(shim_stats.reordered > 5000, "{shim_stats:?}");
+    // The rules really damaged the traffic, and the engine really repaired it.
+    assert!(fault_stats.dropped > 1000, "{fault_stats:?}");
+    assert!(fault_stats.duplicated > 1000, "{fault_stats:?}");
+    assert!(fault_stats.delayed > 5000, "{fault_stats:?}");
     assert!(nic.retransmits > 1000, "{nic:?}");
     assert!(served.bytes_received >= size);
     eprintln!(
-        "64 MiB: {:.2} s, {:.2} Gb/s, {} retransmits, shim {:?}",
-        r.seconds, r.gbps, r.retransmits, shim_stats
+        "64 MiB: {:.2} s, {:.2} Gb/s, {} retransmits, faults {:?}",
+        r.seconds, r.gbps, r.retransmits, fault_stats
     );
 }
 

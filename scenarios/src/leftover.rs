@@ -1,8 +1,9 @@
 //! What a run left undone, said the way it happened: stopped by the time
 //! limit with events still due, or gone quiet with state still held.
 
-use udrma_fabric::World;
 use udrma_proto::{Instant, NodeAddr};
+
+use crate::backend::Backend;
 
 /// How a run's event loop ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,7 +18,7 @@ pub enum Ending {
 /// and which hosts hold what. `extra` adds per-host findings the engine
 /// cannot see (a messaging layer with work queued).
 pub fn note(
-    world: &World,
+    world: &dyn Backend,
     limit: Instant,
     ending: Ending,
     extra: impl Fn(NodeAddr) -> Option<String>,
@@ -34,7 +35,7 @@ pub fn note(
     const SHOWN: usize = 4;
     let mut parts = Vec::new();
     let mut hosts = 0;
-    for h in 0..world.topology().n_hosts() as u32 {
+    for h in 0..world.n_hosts() as u32 {
         let h = NodeAddr(h);
         let o = world.nic(h).occupancy();
         let mut held = Vec::new();

@@ -11,7 +11,9 @@
 //! - the build: [`profile`] (hardware profiles, cost model, messaging
 //!   configuration), [`build`] (topology, NICs, fault rules, pauses),
 //!   [`validate`] (the one validation pass);
-//! - the run: [`data`] (byte patterns), [`report`], [`leftover`]
+//! - the run: [`data`] (byte patterns), [`backend`] (the seam between
+//!   what the hosts do and where the packets go: the simulated world or
+//!   real sockets), [`report`], [`leftover`]
 //!   (what a run left undone), [`svg`], [`ladder`], [`rdma`] and
 //!   [`messaging`] (the workload runners and their checks), [`run`] (the
 //!   entry: build the world, hand it to a runner).
@@ -19,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod build;
 pub mod checks;
 pub mod data;
@@ -38,7 +41,7 @@ pub mod validate;
 
 pub use ladder::Ladder;
 pub use report::Report;
-pub use run::{run, RunOptions};
+pub use run::{run, BackendKind, RunOptions};
 pub use scenario::{Scenario, ScenarioError};
 pub use schema::ScenarioFile;
 

@@ -6,11 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use udrma_fabric::World;
 use udrma_faults::rng::{stream, unit};
 use udrma_host::messaging::{Messenger, MsgEvent, MsgProtocol, SendId};
 use udrma_proto::{Duration, Instant, NodeAddr};
 
+use crate::backend::{Advance, Backend};
 use crate::build::{self, msg_config};
 use crate::data::pattern;
 use crate::leftover::Ending;
@@ -66,7 +66,7 @@ struct Wl {
 
 struct Run<'a> {
     sc: &'a Scenario,
-    world: World,
+    world: Box<dyn Backend>,
     ms: Vec<Option<Messenger>>,
     wls: Vec<Wl>,
     /// Per (receiver, sender, tag): the messages sent, in order.
@@ -98,8 +98,12 @@ struct Run<'a> {
 }
 
 /// Runs a messaging scenario on a built world.
-pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, ScenarioError> {
-    let n = world.topology().n_hosts();
+pub(crate) fn run(
+    sc: &Scenario,
+    seed: u64,
+    world: Box<dyn Backend>,
+) -> Result<Report, ScenarioError> {
+    let n = world.n_hosts();
     let nic = world.nic(NodeAddr(0)).config().clone();
     let mut r = Run {
         sc,
@@ -142,7 +146,7 @@ pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, Scen
             let m = r.ms[x.0 as usize].as_mut().expect("made");
             m.connect(Instant::ZERO, r.world.nic_mut(x), y)
                 .map_err(|e| sc.error_at("workload", format!("{who}: {e}")))?;
-            r.world.service(x).expect("host exists");
+            r.world.service(x);
         }
         let mut sizes = sizes(sc, w, &who)?;
         if w.kind == WorkloadKind::MsgMixed {
@@ -187,15 +191,14 @@ pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, Scen
         let next_start = r.wls.iter().filter(|w| !w.started).map(|w| w.start).min();
         let tm = r.ms.iter().flatten().filter_map(|m| m.poll_timeout()).min();
         let tm = [tm, next_start].into_iter().flatten().min();
-        let te = r.world.peek_time();
-        match (tm, te) {
-            (None, None) => break,
-            (Some(t), e) if e.is_none_or(|e| t <= e) => {
-                if t > limit {
-                    r.ending = Ending::Limit(t);
-                    break;
-                }
-                r.world.advance_clock(t);
+        match r.world.advance(tm, limit) {
+            Advance::Quiet => break,
+            Advance::Limit(t) => {
+                r.ending = Ending::Limit(t);
+                break;
+            }
+            Advance::Ran => {}
+            Advance::Reached(_) => {
                 let now = r.world.now();
                 for h in 0..r.ms.len() {
                     let Some(m) = r.ms[h].as_mut() else {
@@ -203,18 +206,10 @@ pub(crate) fn run(sc: &Scenario, seed: u64, world: World) -> Result<Report, Scen
                     };
                     if m.poll_timeout().is_some_and(|x| x <= now) {
                         m.handle_timeout(now, r.world.nic_mut(NodeAddr(h as u32)));
-                        r.world.service(NodeAddr(h as u32)).expect("host");
+                        r.world.service(NodeAddr(h as u32));
                     }
                 }
             }
-            (_, Some(e)) => {
-                if e > limit {
-                    r.ending = Ending::Limit(e);
-                    break;
-                }
-                r.world.step();
-            }
-            (_, None) => break,
         }
     }
     r.world
@@ -269,7 +264,7 @@ impl Run<'_> {
                 self.notes.push(format!("send {from}→{to} refused: {e}"));
             }
         }
-        self.world.service(from).expect("host");
+        self.world.service(from);
     }
 
     fn recv(&mut self, at: NodeAddr, from: NodeAddr, tag: u32, max: u64) {
@@ -281,7 +276,7 @@ impl Run<'_> {
         let list = self.posted.entry(key).or_default();
         list.push(None);
         self.recv_index.insert((at, id), (key, list.len() - 1));
-        self.world.service(at).expect("host");
+        self.world.service(at);
     }
 
     /// Starts the workload's next iteration (or size).
@@ -351,13 +346,12 @@ impl Run<'_> {
             let mut out: Vec<(NodeAddr, MsgEvent)> = Vec::new();
             let now = self.world.now();
             let busy = !evs.is_empty();
-            for e in evs {
-                let h = e.host;
+            for (h, event) in evs {
                 let Some(m) = self.ms[h.0 as usize].as_mut() else {
                     continue;
                 };
-                m.handle_event(now, self.world.nic_mut(h), e.event);
-                self.world.service(h).expect("host");
+                m.handle_event(now, self.world.nic_mut(h), event);
+                self.world.service(h);
             }
             for h in 0..self.ms.len() {
                 let Some(m) = self.ms[h].as_mut() else {
@@ -619,7 +613,7 @@ impl Run<'_> {
                 self.sends.len()
             ));
         }
-        let n = self.world.topology().n_hosts();
+        let n = self.world.n_hosts();
         let mut stats = udrma_host::messaging::MsgStats::default();
         for m in self.ms.iter().flatten() {
             let s = m.stats();
@@ -670,7 +664,7 @@ impl Run<'_> {
         checks.insert("liveness".into(), idle && all_done);
         if !idle {
             let ms = &self.ms;
-            let note = crate::leftover::note(&self.world, self.limit, self.ending, |h| {
+            let note = crate::leftover::note(&*self.world, self.limit, self.ending, |h| {
                 ms.get(h.0 as usize)
                     .and_then(Option::as_ref)
                     .filter(|m| !m.is_quiet())
@@ -684,7 +678,7 @@ impl Run<'_> {
         let mut rep = report::build(
             self.sc,
             seed,
-            &self.world,
+            &*self.world,
             &[],
             self.sent,
             checks,

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 
 use udrma_fabric::shapes::derangement;
-use udrma_fabric::World;
 use udrma_faults::rng::{below, stream};
 use udrma_nic::{Access, Event, MrKey, WorkRequest, WrId, WrKind};
 use udrma_proto::{Duration, Instant, NodeAddr};
 
+use crate::backend::{Advance, Backend};
 use crate::build;
 use crate::data::pattern;
 use crate::ladder::Ladder;
@@ -71,10 +71,10 @@ struct Loop {
 pub(crate) fn run(
     sc: &Scenario,
     seed: u64,
-    mut world: World,
+    mut world: Box<dyn Backend>,
     ladder: Option<(NodeAddr, NodeAddr, &Ladder)>,
 ) -> Result<Report, ScenarioError> {
-    let n = world.topology().n_hosts();
+    let n = world.n_hosts();
     let phantom = sc.file.topology.phantom;
     // ---- plan every operation and where its bytes live
     let mut ops: Vec<Op> = Vec::new();
@@ -248,7 +248,7 @@ pub(crate) fn run(
     let mut recv_done: Vec<(NodeAddr, u64, u64)> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut memory_equal = true;
-    let post = |world: &mut World,
+    let post = |world: &mut dyn Backend,
                 i: usize,
                 ops: &mut Vec<Op>,
                 recvs: &mut BTreeMap<_, _>,
@@ -297,11 +297,7 @@ pub(crate) fn run(
     let mut ending = Ending::Quiet;
     loop {
         // React to what happened.
-        let new: Vec<(NodeAddr, Event)> = world
-            .take_host_events()
-            .into_iter()
-            .map(|e| (e.host, e.event))
-            .collect();
+        let new: Vec<(NodeAddr, Event)> = world.take_host_events();
         for (h, e) in new {
             match e {
                 Event::Completed {
@@ -333,7 +329,7 @@ pub(crate) fn run(
                         ));
                     } else if !phantom && matches!(op.op, OpKind::Write | OpKind::Read) {
                         let op = op.clone();
-                        if target(&world, &keys, &op) != source(&world, &keys, &op) {
+                        if target(&*world, &keys, &op) != source(&*world, &keys, &op) {
                             memory_equal = false;
                             notes.push(format!(
                                 "op {i} ({:?} {}→{}): bytes differ at completion",
@@ -375,24 +371,26 @@ pub(crate) fn run(
             }
         }
         for i in pending_follow.drain(..) {
-            if let Some(note) = post(&mut world, i, &mut ops, &mut recvs, &mut by_wr) {
+            if let Some(note) = post(world.as_mut(), i, &mut ops, &mut recvs, &mut by_wr) {
                 notes.push(note);
             }
         }
         // Next: an action due before the next event, or the event.
-        let next_event = world.peek_time();
         let next_action = actions.first_key_value().map(|((t, _), _)| *t);
-        match (next_action, next_event) {
-            (Some(ta), ev) if ev.is_none_or(|te| ta <= te) => {
-                if ta > limit {
-                    ending = Ending::Limit(ta);
-                    break;
-                }
-                world.advance_clock(ta);
+        match world.advance(next_action, limit) {
+            Advance::Limit(t) => {
+                ending = Ending::Limit(t);
+                break;
+            }
+            Advance::Quiet => break,
+            Advance::Ran => {}
+            Advance::Reached(_) => {
                 let (_, action) = actions.pop_first().expect("peeked");
                 match action {
                     Action::Post(i) => {
-                        if let Some(note) = post(&mut world, i, &mut ops, &mut recvs, &mut by_wr) {
+                        if let Some(note) =
+                            post(world.as_mut(), i, &mut ops, &mut recvs, &mut by_wr)
+                        {
                             notes.push(note);
                         }
                     }
@@ -418,14 +416,6 @@ pub(crate) fn run(
                     }
                 }
             }
-            (_, Some(te)) => {
-                if te > limit {
-                    ending = Ending::Limit(te);
-                    break;
-                }
-                world.step();
-            }
-            (_, None) => break,
         }
     }
     world
@@ -449,12 +439,12 @@ pub(crate) fn run(
         let mut filled: Vec<Vec<u8>> = recv_done
             .iter()
             .map(|(h, addr, len)| {
-                region_bytes(&world, *h, keys[h.0 as usize].1, addr - DST_BASE, *len)
+                region_bytes(&*world, *h, keys[h.0 as usize].1, addr - DST_BASE, *len)
             })
             .collect();
         for (i, op) in ops.iter().enumerate() {
             if op.op == OpKind::Send && op.ok == Some(true) {
-                let sent = source(&world, &keys, op);
+                let sent = source(&*world, &keys, op);
                 match filled.iter().position(|b| *b == sent) {
                     Some(at) => {
                         filled.swap_remove(at);
@@ -498,10 +488,10 @@ pub(crate) fn run(
         for (i, op) in ops.iter().enumerate() {
             if op.op == OpKind::Write && op.ok == Some(true) {
                 let want = match op.expect {
-                    Expect::Source => source(&world, &keys, op),
+                    Expect::Source => source(&*world, &keys, op),
                     Expect::Reused(tag) => pattern(op.size as usize, tag),
                 };
-                if target(&world, &keys, op) != want {
+                if target(&*world, &keys, op) != want {
                     no_late = false;
                     notes.push(format!(
                         "op {i} (WRITE {}→{}): its target changed after completion{}",
@@ -529,7 +519,7 @@ pub(crate) fn run(
     let idle = world.is_idle();
     checks.insert("liveness".into(), idle && all_done);
     if !idle {
-        notes.push(crate::leftover::note(&world, limit, ending, |_| None));
+        notes.push(crate::leftover::note(&*world, limit, ending, |_| None));
     }
     for skip in &sc.file.checks.skip {
         checks.remove(skip);
@@ -543,7 +533,7 @@ pub(crate) fn run(
     let mut report = report::build(
         sc,
         seed,
-        &world,
+        &*world,
         &ops_summary(&ops),
         attempted as u64,
         checks,
@@ -552,24 +542,19 @@ pub(crate) fn run(
     if let Some((a, b, spec)) = ladder {
         let first_only =
             build::nic_config(sc)?.registration == udrma_nic::RegistrationMode::FirstOnly;
-        report.ladder_svg = Some(crate::ladder::draw(
-            &world,
-            a,
-            b,
-            spec,
-            first_only,
-            &sc.file.name,
-        ));
+        report.ladder_svg = world
+            .world()
+            .map(|w| crate::ladder::draw(w, a, b, spec, first_only, &sc.file.name));
     }
     Ok(report)
 }
 
-fn region_bytes(world: &World, h: NodeAddr, key: MrKey, off: u64, len: u64) -> Vec<u8> {
+fn region_bytes(world: &dyn Backend, h: NodeAddr, key: MrKey, off: u64, len: u64) -> Vec<u8> {
     let r = world.nic(h).memory().region(key).expect("registered");
     r.bytes[off as usize..(off + len) as usize].to_vec()
 }
 
-fn source(world: &World, keys: &[(MrKey, MrKey, MrKey)], op: &Op) -> Vec<u8> {
+fn source(world: &dyn Backend, keys: &[(MrKey, MrKey, MrKey)], op: &Op) -> Vec<u8> {
     region_bytes(
         world,
         op.from,
@@ -579,7 +564,7 @@ fn source(world: &World, keys: &[(MrKey, MrKey, MrKey)], op: &Op) -> Vec<u8> {
     )
 }
 
-fn target(world: &World, keys: &[(MrKey, MrKey, MrKey)], op: &Op) -> Vec<u8> {
+fn target(world: &dyn Backend, keys: &[(MrKey, MrKey, MrKey)], op: &Op) -> Vec<u8> {
     region_bytes(world, op.to, keys[op.to.0 as usize].1, op.dst_off, op.size)
 }
 

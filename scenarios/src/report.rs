@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use udrma_fabric::World;
 use udrma_proto::{Duration, Instant, NodeAddr};
 
+use crate::backend::Backend;
 use crate::checks::CHECKS;
 use crate::Scenario;
 
@@ -70,7 +70,10 @@ pub struct Report {
     pub scenario: String,
     /// Seed used.
     pub seed: u64,
-    /// Trace hash, 16 hex digits.
+    /// Where the packets went: `sim` (the simulated fabric) or `udp` (real
+    /// sockets on loopback, in real time).
+    pub backend: String,
+    /// Trace hash, 16 hex digits (real-time runs have none).
     pub trace_hash: String,
     /// Simulated time at the end.
     pub sim_time_ns: u64,
@@ -131,20 +134,34 @@ impl Report {
     /// The human summary.
     pub fn table(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "scenario    {}  (seed {}, trace {})",
-            self.scenario, self.seed, self.trace_hash
-        );
-        let _ = writeln!(
-            s,
-            "simulated   {:.3} us in {} events, {} packet-hops ({:.3} s wall, {:.2} M hops/s)",
-            self.sim_time_ns as f64 / 1e3,
-            self.events,
-            self.packet_hops,
-            self.wall_s,
-            self.packet_hops_per_s / 1e6
-        );
+        if self.backend == "sim" {
+            let _ = writeln!(
+                s,
+                "scenario    {}  (seed {}, trace {})",
+                self.scenario, self.seed, self.trace_hash
+            );
+            let _ = writeln!(
+                s,
+                "simulated   {:.3} us in {} events, {} packet-hops ({:.3} s wall, {:.2} M hops/s)",
+                self.sim_time_ns as f64 / 1e3,
+                self.events,
+                self.packet_hops,
+                self.wall_s,
+                self.packet_hops_per_s / 1e6
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "scenario    {}  (seed {}, {} backend: real sockets, real time, no trace hash)",
+                self.scenario, self.seed, self.backend
+            );
+            let _ = writeln!(
+                s,
+                "ran         {:.3} us of real time ({:.3} s wall)",
+                self.sim_time_ns as f64 / 1e3,
+                self.wall_s
+            );
+        }
         let p = &self.packets;
         let _ = writeln!(
             s,
@@ -232,14 +249,14 @@ fn percentile(sorted: &[u64], q: f64) -> u64 {
 pub(crate) fn build(
     sc: &Scenario,
     seed: u64,
-    world: &World,
+    world: &dyn Backend,
     ops: &[OpOutcome],
     posted: u64,
     checks: BTreeMap<String, bool>,
     notes: Vec<String>,
 ) -> Report {
-    let fs = world.stats();
-    let n = world.topology().n_hosts();
+    let fs = world.traffic();
+    let n = world.n_hosts();
     let nics: Vec<_> = (0..n as u32)
         .map(|h| world.nic(NodeAddr(h)).stats().clone())
         .collect();
@@ -260,11 +277,14 @@ pub(crate) fn build(
         (Some(a), Some(b)) if b > a => ok_bytes as f64 * 8.0 / (b - a).as_ps() as f64 * 1e3,
         _ => 0.0,
     };
-    let dropped = fs.dropped_total();
+    let dropped = fs.dropped;
     Report {
         scenario: sc.file.name.clone(),
         seed,
-        trace_hash: format!("{:016x}", world.trace().hash()),
+        backend: world.name().to_string(),
+        trace_hash: world
+            .trace_hash()
+            .map_or_else(|| "none (real time)".to_string(), |h| format!("{h:016x}")),
         sim_time_ns: world.now().as_nanos(),
         wall_s: 0.0,
         events: fs.events,

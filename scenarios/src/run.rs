@@ -1,15 +1,38 @@
-//! Running a scenario: build its world (topology, NICs, faults, pauses,
-//! capture, trace), then hand it to the runner of its workloads (RDMA or
+//! Running a scenario: build its backend — the simulated world
+//! (topology, NICs, faults, pauses, capture, trace) or real UDP sockets on
+//! loopback — then hand it to the runner of its workloads (RDMA or
 //! messaging), which checks the invariants and reports.
 
 use std::io::Write;
 
+use udrma_bridge::{BridgeConfig, Cluster, FaultPlan};
 use udrma_fabric::{TraceFormat, World};
+use udrma_faults::Direction;
+use udrma_nic::NicConfig;
+use udrma_proto::{Duration, NodeAddr};
 
+use crate::backend::{Backend, Udp};
 use crate::build;
 use crate::ladder::Ladder;
 use crate::report::Report;
+use crate::schema::TopologyKind;
+use crate::units::Time;
 use crate::{Scenario, ScenarioError};
+
+/// Where the packets go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BackendKind {
+    /// The simulated fabric: virtual time, deterministic, every feature.
+    #[default]
+    Sim,
+    /// One UDP socket per host on loopback, in real time, with the
+    /// scenario's fault rules applied to what each host sends.
+    Udp,
+}
+
+/// The shortest time limit a real-time run gets: a scenario's limit is
+/// sized for virtual time, where nothing waits for a scheduler.
+pub const UDP_MIN_TIME_LIMIT: Duration = Duration::from_millis(10_000);
 
 /// What the caller wants besides the report.
 #[derive(Default)]
@@ -22,12 +45,17 @@ pub struct RunOptions {
     pub trace: Option<(TraceFormat, Box<dyn Write>)>,
     /// Draw a ladder diagram (`Report::ladder_svg`).
     pub ladder: Option<Ladder>,
+    /// Where the packets go (default: the simulated fabric).
+    pub backend: BackendKind,
 }
 
 /// Runs `sc`. Fails only on invalid input; check failures are in the
 /// report.
 pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError> {
     let seed = opts.seed.unwrap_or(sc.file.seed);
+    if opts.backend == BackendKind::Udp {
+        return run_udp(sc, seed, &opts);
+    }
     let topo = build::topology(sc)?;
     let n = topo.n_hosts();
     let cfg = build::fabric_config(sc, seed)?;
@@ -63,7 +91,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         world.watch(a, b);
     }
     if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
-        let mut report = crate::messaging::run(sc, seed, world)?;
+        let mut report = crate::messaging::run(sc, seed, Box::new(world))?;
         if let Some((a, b)) = ladder_hosts {
             report.notes.push(format!(
                 "no ladder between {a} and {b}: ladders draw RDMA scenarios only"
@@ -75,5 +103,120 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         (Some((a, b)), Some(spec)) => Some((a, b, spec)),
         _ => None,
     };
-    crate::rdma::run(sc, seed, world, ladder)
+    crate::rdma::run(sc, seed, Box::new(world), ladder)
+}
+
+/// The scenario over real sockets: one loopback endpoint per host, the
+/// fault rules on each host's egress, timers no finer than the runtime's
+/// millisecond clock, and a time limit of at least
+/// [`UDP_MIN_TIME_LIMIT`]. What has no meaning on real sockets is refused
+/// with the key that asks for it.
+fn run_udp(sc: &Scenario, seed: u64, opts: &RunOptions) -> Result<Report, ScenarioError> {
+    if opts.pcap.is_some() || sc.file.outputs.pcap.is_some() {
+        return Err(sc.error_at_key(
+            "pcap",
+            "a capture needs the simulated backend (over real sockets, capture with tcpdump or Wireshark on the loopback interface, UDP ports of the hosts)".into(),
+        ));
+    }
+    if opts.trace.is_some() || sc.file.outputs.trace.is_some() {
+        return Err(sc.error_at_key(
+            "trace",
+            "a trace needs the simulated backend (real time has no deterministic event log)".into(),
+        ));
+    }
+    if opts.ladder.is_some() {
+        return Err(sc.error_at(
+            "ladder",
+            "a ladder diagram needs the simulated backend".into(),
+        ));
+    }
+    if !sc.file.pauses.is_empty() {
+        return Err(sc.error_at(
+            "[[pause]]",
+            "host pauses are simulated-only (the udp backend does not stop real hosts); remove [[pause]] or use --backend sim".into(),
+        ));
+    }
+    match sc.file.topology.kind {
+        TopologyKind::Pair | TopologyKind::Star => {}
+        other => {
+            let name = match other {
+                TopologyKind::Dumbbell => "dumbbell",
+                _ => "fat-tree",
+            };
+            return Err(ScenarioError {
+                file: sc.path.clone(),
+                at: crate::edit::locate(&sc.text, "topology.kind"),
+                message: format!(
+                    "topology kind `{name}` has switches and links with no real-socket meaning; the udp backend runs `pair` and `star` (every host reaches every other over loopback)"
+                ),
+            });
+        }
+    }
+    let topo = build::topology(sc)?;
+    let n = topo.n_hosts();
+    // Which links a datagram between two hosts crosses in the simulated
+    // topology: the sender's link forward, then the receiver's in reverse
+    // (a pair has one link, crossed forward from h0).
+    let host_link = |h: usize| -> Option<(u32, Direction)> {
+        if sc.file.topology.kind == TopologyKind::Pair {
+            return None;
+        }
+        topo.link_by_name(&format!("h{h}-s0"))
+            .map(|l| (l, Direction::Forward))
+    };
+    let names = topo.link_names();
+    let mut plans = Vec::with_capacity(n);
+    for h in 0..n {
+        // Each host's rules draw from their own streams.
+        let host_seed =
+            udrma_proto::rng::mix(seed ^ udrma_proto::rng::component_id(&format!("udp:h{h}")));
+        let mut rules = build::rules(sc, host_seed, n)?;
+        rules
+            .resolve(|name| topo.link_by_name(name), &names)
+            .map_err(|e| sc.error_at("fault", e.to_string()))?;
+        let mut plan = FaultPlan {
+            rules,
+            ..FaultPlan::default()
+        };
+        for d in (0..n).filter(|d| *d != h) {
+            let path = match (host_link(h), host_link(d)) {
+                (Some(out), Some((back, _))) => vec![out, (back, Direction::Reverse)],
+                _ if h == 0 => vec![(0, Direction::Forward)],
+                _ => vec![(0, Direction::Reverse)],
+            };
+            plan.crossings.set(NodeAddr(d as u32), path);
+        }
+        plans.push(plan);
+    }
+    let cfg = BridgeConfig {
+        nic: real_time_floors(build::nic_config(sc)?),
+        ..BridgeConfig::default()
+    };
+    let cluster = Cluster::loopback(n, &cfg, |h| plans[h.0 as usize].clone())
+        .map_err(|e| sc.error_at("topology", format!("udp backend: {e}")))?;
+    let mut sc = sc.clone();
+    if sc.file.time_limit.0 < UDP_MIN_TIME_LIMIT {
+        sc.file.time_limit = Time(UDP_MIN_TIME_LIMIT);
+    }
+    let backend: Box<dyn Backend> = Box::new(Udp::new(cluster));
+    if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
+        crate::messaging::run(&sc, seed, backend)
+    } else {
+        crate::rdma::run(&sc, seed, backend, None)
+    }
+}
+
+/// The scenario's NIC with timers no finer than a real-time driver can
+/// keep (tokio's timers have millisecond resolution, and a loopback
+/// round trip under load takes tens of microseconds to milliseconds).
+pub fn real_time_floors(mut nic: NicConfig) -> NicConfig {
+    let at_least = |d: &mut Duration, min: Duration| *d = (*d).max(min);
+    at_least(&mut nic.rto_initial, Duration::from_millis(20));
+    at_least(&mut nic.rto_min, Duration::from_millis(2));
+    at_least(&mut nic.rto_max, Duration::from_millis(500));
+    at_least(&mut nic.rnr_delay, Duration::from_millis(1));
+    at_least(&mut nic.escape_timeout, Duration::from_millis(20));
+    at_least(&mut nic.registry_timeout, Duration::from_millis(2000));
+    nic.max_retries = nic.max_retries.max(16);
+    nic
 }

@@ -7,9 +7,24 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The floors, bottom first (as the crate docs list them).
-const FLOORS: [&str; 16] = [
-    "units", "schema", "edit", "scenario", "checks", "profile", "build", "validate", "data",
-    "report", "leftover", "svg", "ladder", "rdma", "messaging", "run",
+const FLOORS: [&str; 17] = [
+    "units",
+    "schema",
+    "edit",
+    "scenario",
+    "checks",
+    "profile",
+    "build",
+    "validate",
+    "data",
+    "backend",
+    "report",
+    "leftover",
+    "svg",
+    "ladder",
+    "rdma",
+    "messaging",
+    "run",
 ];
 
 /// Modules `lib.rs` declares (`pub mod x;` lines).
@@ -17,7 +32,10 @@ fn declared(src: &Path) -> Vec<String> {
     std::fs::read_to_string(src.join("lib.rs"))
         .unwrap()
         .lines()
-        .filter_map(|l| l.strip_prefix("pub mod ").or_else(|| l.strip_prefix("mod ")))
+        .filter_map(|l| {
+            l.strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("mod "))
+        })
         .map(|l| l.trim_end_matches(';').to_string())
         .collect()
 }

@@ -1,0 +1,197 @@
+//! Several endpoints in one process, named like the hosts of a scenario
+//! (`h0` is `NodeAddr(0)`, ...), each on its own loopback UDP socket, on
+//! one shared clock. The scenario runner drives a cluster the way it
+//! drives the simulated world: post, look at events, wait for the next
+//! thing to happen.
+//!
+//! The hosts know each other's addresses from the start (they share a
+//! process), so no HELLO is needed; every datagram still crosses the
+//! kernel's UDP stack.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::Poll;
+
+use udrma_nic::{Event, Instant, Nic, PostError, WorkRequest, WrId};
+use udrma_proto::NodeAddr;
+
+use crate::clock::Clock;
+use crate::egress::{EgressStats, FaultPlan};
+use crate::{BridgeConfig, BridgeError, Endpoint};
+
+/// One endpoint's wait for its socket.
+type Readable<'a> = Pin<Box<dyn Future<Output = Result<(), BridgeError>> + 'a>>;
+
+/// `n` endpoints on loopback, driven together.
+pub struct Cluster {
+    rt: tokio::runtime::Runtime,
+    eps: Vec<Endpoint>,
+    clock: Clock,
+}
+
+impl core::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("hosts", &self.eps.len())
+            .finish()
+    }
+}
+
+impl Cluster {
+    /// Binds `n` endpoints at 127.0.0.1 (ports the kernel picks), host `i`
+    /// with `cfg` and the egress faults `faults(i)`, and tells each the
+    /// others' addresses.
+    pub fn loopback(
+        n: usize,
+        cfg: &BridgeConfig,
+        faults: impl Fn(NodeAddr) -> FaultPlan,
+    ) -> Result<Cluster, BridgeError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(BridgeError::Io)?;
+        let clock = Clock::start();
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+        let mut eps = Vec::with_capacity(n);
+        for i in 0..n {
+            let node = NodeAddr(i as u32);
+            let cfg = BridgeConfig {
+                faults: faults(node),
+                max_peers: cfg.max_peers.max(n),
+                ..cfg.clone()
+            };
+            eps.push(rt.block_on(Endpoint::bind_as(any, node, cfg, clock))?);
+        }
+        let addrs: Vec<SocketAddr> = eps.iter().map(Endpoint::local_addr).collect();
+        for ep in &mut eps {
+            for (j, addr) in addrs.iter().enumerate() {
+                if *addr != ep.local_addr() {
+                    ep.add_peer(NodeAddr(j as u32), *addr);
+                }
+            }
+        }
+        Ok(Cluster { rt, eps, clock })
+    }
+
+    /// Hosts.
+    pub fn len(&self) -> usize {
+        self.eps.len()
+    }
+
+    /// No hosts.
+    pub fn is_empty(&self) -> bool {
+        self.eps.is_empty()
+    }
+
+    /// Engine time now (real time since the cluster started).
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    /// The OS instant of an engine time.
+    pub fn to_os(&self, t: Instant) -> std::time::Instant {
+        self.clock.to_os(t)
+    }
+
+    /// Host `h`'s engine. Panics if `h` is not a host of the cluster.
+    pub fn nic(&self, h: NodeAddr) -> &Nic {
+        self.eps[h.0 as usize].nic()
+    }
+
+    /// Host `h`'s engine, to register memory or post (then call
+    /// [`Cluster::service`]).
+    pub fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic {
+        self.eps[h.0 as usize].nic_mut()
+    }
+
+    /// Host `h`'s endpoint.
+    pub fn endpoint(&self, h: NodeAddr) -> &Endpoint {
+        &self.eps[h.0 as usize]
+    }
+
+    /// What host `h`'s egress fault rules did.
+    pub fn fault_stats(&self, h: NodeAddr) -> EgressStats {
+        self.eps[h.0 as usize].fault_stats()
+    }
+
+    /// After working on host `h`'s engine: collects its events and sends
+    /// what it wants sent.
+    pub fn service(&mut self, h: NodeAddr) -> Result<(), BridgeError> {
+        let ep = &mut self.eps[h.0 as usize];
+        ep.collect();
+        self.rt.block_on(ep.flush())
+    }
+
+    /// Posts `wr` on host `h` now, and sends.
+    pub fn post(&mut self, h: NodeAddr, wr: WorkRequest) -> Result<WrId, PostError> {
+        let now = self.now();
+        let r = self.eps[h.0 as usize].nic_mut().post(now, wr);
+        let _ = self.service(h);
+        r
+    }
+
+    /// Every event the hosts raised since the last call, host by host.
+    pub fn take_events(&mut self) -> Vec<(NodeAddr, Event)> {
+        let mut out = Vec::new();
+        for ep in &mut self.eps {
+            ep.collect();
+            let h = ep.nic().addr();
+            while let Some(e) = ep.poll_event() {
+                out.push((h, e));
+            }
+        }
+        out
+    }
+
+    /// The earliest time an engine or an egress hold queue needs
+    /// attention.
+    pub fn next_deadline(&self) -> Option<std::time::Instant> {
+        self.eps.iter().filter_map(Endpoint::wake_at).min()
+    }
+
+    /// Sends what every host has pending, then waits until a datagram
+    /// arrives at any host, a deadline of any host passes, or `until`;
+    /// then lets every host read and handle what is due (their events
+    /// wait for [`Cluster::take_events`]).
+    pub fn wait(&mut self, until: std::time::Instant) -> Result<(), BridgeError> {
+        let Cluster { rt, eps, .. } = self;
+        rt.block_on(async {
+            for ep in eps.iter_mut() {
+                ep.flush().await?;
+            }
+            let wake = eps
+                .iter()
+                .filter_map(Endpoint::wake_at)
+                .min()
+                .map_or(until, |w| w.min(until));
+            if wake > std::time::Instant::now() {
+                let mut ready: Vec<Readable<'_>> =
+                    eps.iter().map(|e| Box::pin(e.readable()) as _).collect();
+                let any = std::future::poll_fn(|cx| {
+                    for f in ready.iter_mut() {
+                        if f.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(());
+                        }
+                    }
+                    Poll::Pending
+                });
+                tokio::select! {
+                    _ = any => {}
+                    _ = tokio::time::sleep_until(wake.into()) => {}
+                }
+            }
+            Ok::<(), BridgeError>(())
+        })?;
+        for ep in eps.iter_mut() {
+            ep.pump();
+        }
+        Ok(())
+    }
+
+    /// Whether every engine is idle and nothing is held or waiting to be
+    /// sent.
+    pub fn is_idle(&self) -> bool {
+        self.eps.iter().all(|e| e.nic().is_idle() && e.is_drained())
+    }
+}

@@ -1,0 +1,274 @@
+//! The backend seam: where the packets go. A workload runner drives hosts'
+//! NICs through [`Backend`] and cannot tell whether they sit in the
+//! simulated world (virtual time, deterministic) or on real UDP sockets
+//! on loopback (real time, the kernel's stack).
+
+use udrma_bridge::Cluster;
+use udrma_fabric::World;
+use udrma_nic::{Event, Nic, WorkRequest, WrId};
+use udrma_proto::{Instant, NodeAddr};
+
+/// What [`Backend::advance`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advance {
+    /// Something happened (an event ran, datagrams moved); look at the
+    /// hosts' events.
+    Ran,
+    /// Time reached the target; nothing was due before it.
+    Reached(Instant),
+    /// The next thing to happen is past the limit (when it was due, where
+    /// the backend knows).
+    Limit(Instant),
+    /// Nothing is left to happen.
+    Quiet,
+}
+
+/// Packet counts as the backend saw them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Datagrams the NICs sent.
+    pub sent: u64,
+    /// Datagrams handed to a NIC.
+    pub delivered: u64,
+    /// Lost: faults, full queues (the simulator); egress rules (sockets).
+    pub dropped: u64,
+    /// Extra copies made by faults.
+    pub duplicated: u64,
+    /// Delivered out of order (the simulator only).
+    pub reordered: u64,
+    /// Corrupted by faults.
+    pub corrupted: u64,
+    /// Events processed (the simulator only).
+    pub events: u64,
+    /// Link crossings (the simulator only).
+    pub packet_hops: u64,
+}
+
+/// Hosts and their NICs, and a way to let time pass.
+pub trait Backend {
+    /// `sim` or `udp`.
+    fn name(&self) -> &'static str;
+    /// Now: simulated time, or real time since the run started.
+    fn now(&self) -> Instant;
+    /// Hosts.
+    fn n_hosts(&self) -> usize;
+    /// Host `h`'s NIC.
+    fn nic(&self, h: NodeAddr) -> &Nic;
+    /// Host `h`'s NIC, to post or register (then [`Backend::service`]).
+    fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic;
+    /// After working on host `h`'s NIC: lets it send.
+    fn service(&mut self, h: NodeAddr);
+    /// Posts `wr` on host `h` now.
+    fn post(&mut self, h: NodeAddr, wr: WorkRequest) -> Result<WrId, String>;
+    /// The hosts' events since the last call, in order.
+    fn take_host_events(&mut self) -> Vec<(NodeAddr, Event)>;
+    /// Runs what is due next if it comes no later than `target` (always,
+    /// without a target), else moves time to `target`; never past
+    /// `limit`.
+    fn advance(&mut self, target: Option<Instant>, limit: Instant) -> Advance;
+    /// Nothing left in flight and every NIC idle.
+    fn is_idle(&mut self) -> bool;
+    /// Flushes outputs (trace, capture); reports the first error.
+    fn finish(&mut self) -> Result<(), String>;
+    /// Packet counts.
+    fn traffic(&self) -> Traffic;
+    /// The run's trace hash (the simulator only: real time is not
+    /// deterministic).
+    fn trace_hash(&self) -> Option<u64>;
+    /// The simulated world, for what only it can draw (ladders).
+    fn world(&self) -> Option<&World> {
+        None
+    }
+}
+
+impl Backend for World {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn now(&self) -> Instant {
+        World::now(self)
+    }
+
+    fn n_hosts(&self) -> usize {
+        self.topology().n_hosts()
+    }
+
+    fn nic(&self, h: NodeAddr) -> &Nic {
+        World::nic(self, h)
+    }
+
+    fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic {
+        World::nic_mut(self, h)
+    }
+
+    fn service(&mut self, h: NodeAddr) {
+        let _ = World::service(self, h);
+    }
+
+    fn post(&mut self, h: NodeAddr, wr: WorkRequest) -> Result<WrId, String> {
+        World::post(self, h, wr).map_err(|e| e.to_string())
+    }
+
+    fn take_host_events(&mut self) -> Vec<(NodeAddr, Event)> {
+        World::take_host_events(self)
+            .into_iter()
+            .map(|e| (e.host, e.event))
+            .collect()
+    }
+
+    fn advance(&mut self, target: Option<Instant>, limit: Instant) -> Advance {
+        // A target at the same time as the next event goes first: the
+        // runners' timed actions come before the events of their instant.
+        match (target, self.peek_time()) {
+            (Some(ta), next) if next.is_none_or(|te| ta <= te) => {
+                if ta > limit {
+                    return Advance::Limit(ta);
+                }
+                self.advance_clock(ta);
+                Advance::Reached(ta)
+            }
+            (_, Some(te)) => {
+                if te > limit {
+                    return Advance::Limit(te);
+                }
+                self.step();
+                Advance::Ran
+            }
+            (_, None) => Advance::Quiet,
+        }
+    }
+
+    fn is_idle(&mut self) -> bool {
+        World::is_idle(self)
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        World::finish(self).map_err(|e| e.to_string())
+    }
+
+    fn traffic(&self) -> Traffic {
+        let s = self.stats();
+        Traffic {
+            sent: s.sent,
+            delivered: s.delivered,
+            dropped: s.dropped_total(),
+            duplicated: s.duplicated,
+            reordered: s.reordered,
+            corrupted: s.corrupted,
+            events: s.events,
+            packet_hops: s.packet_hops,
+        }
+    }
+
+    fn trace_hash(&self) -> Option<u64> {
+        Some(self.trace().hash())
+    }
+
+    fn world(&self) -> Option<&World> {
+        Some(self)
+    }
+}
+
+/// Real UDP sockets on loopback, one per host, in real time.
+#[derive(Debug)]
+pub struct Udp {
+    cluster: Cluster,
+}
+
+impl Udp {
+    /// Drives `cluster`.
+    pub fn new(cluster: Cluster) -> Udp {
+        Udp { cluster }
+    }
+
+    /// The cluster.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+}
+
+impl Backend for Udp {
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+
+    fn now(&self) -> Instant {
+        self.cluster.now()
+    }
+
+    fn n_hosts(&self) -> usize {
+        self.cluster.len()
+    }
+
+    fn nic(&self, h: NodeAddr) -> &Nic {
+        self.cluster.nic(h)
+    }
+
+    fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic {
+        self.cluster.nic_mut(h)
+    }
+
+    fn service(&mut self, h: NodeAddr) {
+        // A send the kernel refuses is a lost datagram, which the engine
+        // repairs like any other.
+        let _ = self.cluster.service(h);
+    }
+
+    fn post(&mut self, h: NodeAddr, wr: WorkRequest) -> Result<WrId, String> {
+        self.cluster.post(h, wr).map_err(|e| e.to_string())
+    }
+
+    fn take_host_events(&mut self) -> Vec<(NodeAddr, Event)> {
+        self.cluster.take_events()
+    }
+
+    fn advance(&mut self, target: Option<Instant>, limit: Instant) -> Advance {
+        let now = self.cluster.now();
+        if let Some(t) = target.filter(|t| *t <= now) {
+            return if t > limit {
+                Advance::Limit(t)
+            } else {
+                Advance::Reached(t)
+            };
+        }
+        if now >= limit {
+            return Advance::Limit(limit);
+        }
+        if target.is_none() && self.cluster.is_idle() {
+            return Advance::Quiet;
+        }
+        let until = target.map_or(limit, |t| t.min(limit));
+        let _ = self.cluster.wait(self.cluster.to_os(until));
+        Advance::Ran
+    }
+
+    fn is_idle(&mut self) -> bool {
+        self.cluster.is_idle()
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn traffic(&self) -> Traffic {
+        let mut t = Traffic::default();
+        for h in 0..self.cluster.len() as u32 {
+            let h = NodeAddr(h);
+            let ep = self.cluster.endpoint(h).stats();
+            let f = self.cluster.fault_stats(h);
+            // What the engines sent: the kernel took the copies and not
+            // the drops.
+            t.sent += (ep.tx_datagrams + f.dropped).saturating_sub(f.duplicated);
+            t.delivered += ep.rx_datagrams;
+            t.dropped += f.dropped;
+            t.duplicated += f.duplicated;
+            t.corrupted += f.corrupted;
+        }
+        t
+    }
+
+    fn trace_hash(&self) -> Option<u64> {
+        None
+    }
+}
