@@ -73,6 +73,34 @@ enum Command {
         #[arg(long, value_enum, default_value_t = BackendArg::Sim)]
         backend: BackendArg,
     },
+    /// Run one host's part of a scenario over real UDP, in this process;
+    /// the other hosts run as their own `udrma host` processes (found
+    /// in-band with HELLO). Exit 0 when this host's checks pass, 1 when one
+    /// fails or a peer is unreachable, 2 on bad input.
+    Host {
+        /// The scenario (TOML); every process runs the same file.
+        file: PathBuf,
+        /// The host this process runs (`h1`).
+        #[arg(long = "as")]
+        host: String,
+        /// This host's UDP address.
+        #[arg(long, value_parser = bridge_cmd::host_port)]
+        bind: std::net::SocketAddr,
+        /// Another host and its address, as `h0=10.0.0.1:18791` (one per
+        /// other host of the scenario).
+        #[arg(long = "peer", value_parser = peer_arg)]
+        peers: Vec<(String, std::net::SocketAddr)>,
+        /// Seed (default: the file's; every process must use the same).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Stay this long after this host's work is done and nothing
+        /// arrives (its peers may still need acknowledgements).
+        #[arg(long, default_value = "1s", value_parser = wall_time)]
+        linger: std::time::Duration,
+        /// Print one JSON object instead of the summary.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run the cross product of settings × seeds in parallel.
     Sweep {
         /// The scenario (TOML).
@@ -227,6 +255,25 @@ fn main() -> ExitCode {
                 },
             },
         ),
+        Command::Host {
+            file,
+            host,
+            bind,
+            peers,
+            seed,
+            linger,
+            json,
+        } => run_host(
+            &file,
+            udrma_scenarios::HostOptions {
+                seed,
+                host,
+                bind,
+                peers,
+                linger,
+            },
+            json,
+        ),
         Command::Sweep {
             file,
             sets,
@@ -294,10 +341,50 @@ fn execute_with_ladder(
         std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
     }
     report.set_wall(start.elapsed().as_secs_f64());
+    print_report(&report, json)
+}
+
+/// `h0=ADDR` (ADDR as for --peer of the bridge: an address or a name).
+fn peer_arg(s: &str) -> Result<(String, std::net::SocketAddr), String> {
+    let (host, addr) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected HOST=ADDR, e.g. h0=10.0.0.1:18791"))?;
+    Ok((host.trim().to_string(), bridge_cmd::host_port(addr.trim())?))
+}
+
+/// A wall-clock duration (`1s`, `500ms`).
+fn wall_time(s: &str) -> Result<std::time::Duration, String> {
+    udrma_scenarios::units::parse_time(s).map(|d| std::time::Duration::from_nanos(d.as_nanos()))
+}
+
+fn run_host(
+    file: &Path,
+    opts: udrma_scenarios::HostOptions,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let sc = load(file)?;
+    let start = Wall::now();
+    let mut report = match udrma_scenarios::run_host(&sc, &opts) {
+        Ok(r) => r,
+        Err(udrma_scenarios::HostError::Input(e)) => return Err(BadInput(e.to_string()).into()),
+        Err(udrma_scenarios::HostError::Network(e)) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    report.set_wall(start.elapsed().as_secs_f64());
+    report.notes.insert(
+        0,
+        format!("host {} of the scenario, at {}", opts.host, opts.bind),
+    );
+    print_report(&report, json)
+}
+
+fn print_report(report: &udrma_scenarios::Report, json: bool) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, &report).map_err(std::io::Error::from)?;
+        serde_json::to_writer_pretty(&mut out, report).map_err(std::io::Error::from)?;
         writeln!(out)?;
     } else {
         write!(out, "{}", report.table())?;

@@ -401,3 +401,85 @@ fn run_backend_udp_runs_the_demo_over_real_sockets() {
     let out = udrma(&["run", &example("demo.toml"), "--backend", "tcp"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A free UDP port on loopback (bound, then released).
+fn free_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn udrma_host_runs_a_scenario_split_across_two_processes() {
+    let (p0, p1) = (free_port(), free_port());
+    let (a0, a1) = (format!("127.0.0.1:{p0}"), format!("127.0.0.1:{p1}"));
+    let file = example("two-hosts.toml");
+    let h1 = Command::new(env!("CARGO_BIN_EXE_udrma"))
+        .args([
+            "host",
+            &file,
+            "--as",
+            "h1",
+            "--bind",
+            &a1,
+            "--peer",
+            &format!("h0={a0}"),
+            "--json",
+            "--linger",
+            "300ms",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let h0 = udrma(&[
+        "host",
+        &file,
+        "--as",
+        "h0",
+        "--bind",
+        &a0,
+        "--peer",
+        &format!("h1={a1}"),
+        "--json",
+        "--linger",
+        "300ms",
+    ]);
+    let h1 = h1.wait_with_output().unwrap();
+    for (name, out) in [("h0", &h0), ("h1", &h1)] {
+        assert!(
+            out.status.success(),
+            "{name}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["backend"], "udp");
+        assert_eq!(v["checks"]["memory-equal"], true, "{name}");
+    }
+    // Each posted its own operations: h0 four WRITEs and the READ, h1
+    // four WRITEs.
+    let ops = |out: &Output| {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["ops"]["completed"].as_u64().unwrap()
+    };
+    assert_eq!((ops(&h0), ops(&h1)), (5, 4));
+
+    // A host the scenario lacks, a missing peer, a peer that never comes.
+    let out = udrma(&[
+        "host",
+        &file,
+        "--as",
+        "h7",
+        "--bind",
+        &a0,
+        "--peer",
+        "h1=127.0.0.1:9",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = udrma(&["host", &file, "--as", "h0", "--bind", &a0]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no --peer for h1"));
+}

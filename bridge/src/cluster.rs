@@ -1,12 +1,14 @@
-//! Several endpoints in one process, named like the hosts of a scenario
-//! (`h0` is `NodeAddr(0)`, ...), each on its own loopback UDP socket, on
-//! one shared clock. The scenario runner drives a cluster the way it
-//! drives the simulated world: post, look at events, wait for the next
-//! thing to happen.
+//! The hosts of a scenario on real UDP sockets, named like the scenario's
+//! hosts (`h0` is `NodeAddr(0)`, ...), on one shared clock. The scenario
+//! runner drives a cluster the way it drives the simulated world: post,
+//! look at events, wait for the next thing to happen.
 //!
-//! The hosts know each other's addresses from the start (they share a
-//! process), so no HELLO is needed; every datagram still crosses the
-//! kernel's UDP stack.
+//! [`Cluster::loopback`] holds every host in this process, each on its
+//! own loopback socket: they know each other's addresses from the start,
+//! so no HELLO is needed; every datagram still crosses the kernel's UDP
+//! stack. [`Cluster::partial`] holds some hosts here and knows where the
+//! others are (`udrma host ... --peer h0=ADDR`): [`Cluster::meet`]
+//! introduces them in-band with HELLO before anything else is sent.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,14 +28,22 @@ type Readable<'a> = Pin<Box<dyn Future<Output = Result<(), BridgeError>> + 'a>>;
 /// `n` endpoints on loopback, driven together.
 pub struct Cluster {
     rt: tokio::runtime::Runtime,
+    /// The local hosts' endpoints.
     eps: Vec<Endpoint>,
+    /// Which host each endpoint is, and the hosts in all.
+    n_hosts: usize,
+    /// Remote hosts and their addresses.
+    remotes: Vec<(NodeAddr, SocketAddr)>,
     clock: Clock,
+    /// When a local endpoint last received a datagram.
+    last_rx: std::time::Instant,
 }
 
 impl core::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Cluster")
-            .field("hosts", &self.eps.len())
+            .field("local", &self.eps.len())
+            .field("remote", &self.remotes.len())
             .finish()
     }
 }
@@ -71,17 +81,106 @@ impl Cluster {
                 }
             }
         }
-        Ok(Cluster { rt, eps, clock })
+        Ok(Cluster {
+            rt,
+            eps,
+            n_hosts: n,
+            remotes: Vec::new(),
+            clock,
+            last_rx: std::time::Instant::now(),
+        })
     }
 
-    /// Hosts.
+    /// Host `local` of `n_hosts` here, bound at `bind`, with egress faults
+    /// `faults`; the other hosts at `remotes` (every host but `local`
+    /// must be listed). Call [`Cluster::meet`] before running.
+    pub fn partial(
+        n_hosts: usize,
+        local: NodeAddr,
+        bind: SocketAddr,
+        remotes: Vec<(NodeAddr, SocketAddr)>,
+        cfg: &BridgeConfig,
+        faults: FaultPlan,
+    ) -> Result<Cluster, BridgeError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(BridgeError::Io)?;
+        let clock = Clock::start();
+        let cfg = BridgeConfig {
+            faults,
+            max_peers: cfg.max_peers.max(n_hosts),
+            ..cfg.clone()
+        };
+        let mut ep = rt.block_on(Endpoint::bind_as(bind, local, cfg, clock))?;
+        for (node, addr) in &remotes {
+            if !ep.add_peer(*node, *addr) {
+                return Err(BridgeError::BadInput(format!(
+                    "peer {node} at {addr}: that host or address is listed twice"
+                )));
+            }
+        }
+        Ok(Cluster {
+            rt,
+            eps: vec![ep],
+            n_hosts,
+            remotes,
+            clock,
+            last_rx: std::time::Instant::now(),
+        })
+    }
+
+    /// Introduces every local host to every remote one with HELLO, until
+    /// each answered (the endpoint's bounded retries; an unreachable peer
+    /// is an error naming it). Both sides call it, so when it returns the
+    /// peers are up.
+    pub fn meet(&mut self) -> Result<(), BridgeError> {
+        let Cluster {
+            rt, eps, remotes, ..
+        } = self;
+        rt.block_on(async {
+            for ep in eps.iter_mut() {
+                for (_, addr) in remotes.iter() {
+                    ep.connect(*addr).await?;
+                }
+                // Answer the peers' own asks before moving on.
+                ep.flush().await?;
+            }
+            Ok::<(), BridgeError>(())
+        })?;
+        // HELLO events are the cluster's business, not the runner's.
+        for ep in eps.iter_mut() {
+            while ep.poll_event().is_some() {}
+        }
+        self.last_rx = std::time::Instant::now();
+        Ok(())
+    }
+
+    /// Hosts in all (local and remote).
     pub fn len(&self) -> usize {
-        self.eps.len()
+        self.n_hosts
     }
 
     /// No hosts.
     pub fn is_empty(&self) -> bool {
-        self.eps.is_empty()
+        self.n_hosts == 0
+    }
+
+    /// Whether host `h` runs in this process.
+    pub fn is_local(&self, h: NodeAddr) -> bool {
+        self.eps.iter().any(|e| e.nic().addr() == h)
+    }
+
+    /// How long ago a local host last received a datagram.
+    pub fn silent_for(&self) -> std::time::Duration {
+        self.last_rx.elapsed()
+    }
+
+    fn index(&self, h: NodeAddr) -> usize {
+        self.eps
+            .iter()
+            .position(|e| e.nic().addr() == h)
+            .unwrap_or_else(|| panic!("{h} is not a host of this process"))
     }
 
     /// Engine time now (real time since the cluster started).
@@ -94,39 +193,58 @@ impl Cluster {
         self.clock.to_os(t)
     }
 
-    /// Host `h`'s engine. Panics if `h` is not a host of the cluster.
+    /// Host `h`'s engine. Panics if `h` is not a host of this process.
     pub fn nic(&self, h: NodeAddr) -> &Nic {
-        self.eps[h.0 as usize].nic()
+        self.eps[self.index(h)].nic()
     }
 
     /// Host `h`'s engine, to register memory or post (then call
     /// [`Cluster::service`]).
     pub fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic {
-        self.eps[h.0 as usize].nic_mut()
+        let i = self.index(h);
+        self.eps[i].nic_mut()
+    }
+
+    /// The local endpoints, in host order.
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.eps
     }
 
     /// Host `h`'s endpoint.
     pub fn endpoint(&self, h: NodeAddr) -> &Endpoint {
-        &self.eps[h.0 as usize]
+        &self.eps[self.index(h)]
     }
 
     /// What host `h`'s egress fault rules did.
     pub fn fault_stats(&self, h: NodeAddr) -> EgressStats {
-        self.eps[h.0 as usize].fault_stats()
+        self.eps[self.index(h)].fault_stats()
     }
 
     /// After working on host `h`'s engine: collects its events and sends
     /// what it wants sent.
     pub fn service(&mut self, h: NodeAddr) -> Result<(), BridgeError> {
-        let ep = &mut self.eps[h.0 as usize];
+        let i = self.index(h);
+        let ep = &mut self.eps[i];
         ep.collect();
         self.rt.block_on(ep.flush())
+    }
+
+    /// Sends what every local host has pending.
+    pub fn flush(&mut self) -> Result<(), BridgeError> {
+        let Cluster { rt, eps, .. } = self;
+        rt.block_on(async {
+            for ep in eps.iter_mut() {
+                ep.flush().await?;
+            }
+            Ok(())
+        })
     }
 
     /// Posts `wr` on host `h` now, and sends.
     pub fn post(&mut self, h: NodeAddr, wr: WorkRequest) -> Result<WrId, PostError> {
         let now = self.now();
-        let r = self.eps[h.0 as usize].nic_mut().post(now, wr);
+        let i = self.index(h);
+        let r = self.eps[i].nic_mut().post(now, wr);
         let _ = self.service(h);
         r
     }
@@ -183,8 +301,13 @@ impl Cluster {
             }
             Ok::<(), BridgeError>(())
         })?;
+        let before: u64 = eps.iter().map(|e| e.stats().rx_datagrams).sum();
         for ep in eps.iter_mut() {
             ep.pump();
+        }
+        let after: u64 = eps.iter().map(|e| e.stats().rx_datagrams).sum();
+        if after > before {
+            self.last_rx = std::time::Instant::now();
         }
         Ok(())
     }

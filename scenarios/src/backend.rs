@@ -6,7 +6,7 @@
 use udrma_bridge::Cluster;
 use udrma_fabric::World;
 use udrma_nic::{Event, Nic, WorkRequest, WrId};
-use udrma_proto::{Instant, NodeAddr};
+use udrma_proto::{Duration, Instant, NodeAddr};
 
 /// What [`Backend::advance`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +52,12 @@ pub trait Backend {
     fn now(&self) -> Instant;
     /// Hosts.
     fn n_hosts(&self) -> usize;
+    /// Whether host `h` runs here (`udrma host` runs one host per
+    /// process; its NIC is the only one [`Backend::nic`] may be asked for).
+    fn is_local(&self, h: NodeAddr) -> bool {
+        let _ = h;
+        true
+    }
     /// Host `h`'s NIC.
     fn nic(&self, h: NodeAddr) -> &Nic;
     /// Host `h`'s NIC, to post or register (then [`Backend::service`]).
@@ -60,6 +66,12 @@ pub trait Backend {
     fn service(&mut self, h: NodeAddr);
     /// Posts `wr` on host `h` now.
     fn post(&mut self, h: NodeAddr, wr: WorkRequest) -> Result<WrId, String>;
+    /// Called once the local hosts' memory is registered, before anything
+    /// is posted: a backend with hosts in other processes meets them here
+    /// (they must not send before this host can take their data).
+    fn start(&mut self) -> Result<(), String> {
+        Ok(())
+    }
     /// The hosts' events since the last call, in order.
     fn take_host_events(&mut self) -> Vec<(NodeAddr, Event)>;
     /// Runs what is due next if it comes no later than `target` (always,
@@ -170,16 +182,22 @@ impl Backend for World {
     }
 }
 
-/// Real UDP sockets on loopback, one per host, in real time.
+/// Real UDP sockets, one per host, in real time: every host in this
+/// process on loopback, or some here and the others elsewhere.
 #[derive(Debug)]
 pub struct Udp {
     cluster: Cluster,
+    /// With hosts elsewhere: how long the local ones stay after their own
+    /// work is done and nothing has arrived (their peers may still need
+    /// ACKs and READ responses).
+    linger: std::time::Duration,
 }
 
 impl Udp {
-    /// Drives `cluster`.
-    pub fn new(cluster: Cluster) -> Udp {
-        Udp { cluster }
+    /// Drives `cluster`; with hosts elsewhere, `linger` says how long to
+    /// stay once quiet.
+    pub fn new(cluster: Cluster, linger: std::time::Duration) -> Udp {
+        Udp { cluster, linger }
     }
 
     /// The cluster.
@@ -201,6 +219,10 @@ impl Backend for Udp {
         self.cluster.len()
     }
 
+    fn is_local(&self, h: NodeAddr) -> bool {
+        self.cluster.is_local(h)
+    }
+
     fn nic(&self, h: NodeAddr) -> &Nic {
         self.cluster.nic(h)
     }
@@ -219,6 +241,10 @@ impl Backend for Udp {
         self.cluster.post(h, wr).map_err(|e| e.to_string())
     }
 
+    fn start(&mut self) -> Result<(), String> {
+        self.cluster.meet().map_err(|e| e.to_string())
+    }
+
     fn take_host_events(&mut self) -> Vec<(NodeAddr, Event)> {
         self.cluster.take_events()
     }
@@ -235,10 +261,24 @@ impl Backend for Udp {
         if now >= limit {
             return Advance::Limit(limit);
         }
-        if target.is_none() && self.cluster.is_idle() {
+        // Send what the last turn's arrivals produced (ACKs), so that an
+        // idle host looks idle.
+        let _ = self.cluster.flush();
+        let idle = target.is_none() && self.cluster.is_idle();
+        if idle && self.cluster.silent_for() >= self.linger {
             return Advance::Quiet;
         }
-        let until = target.map_or(limit, |t| t.min(limit));
+        // Idle without a target: wake when the linger would be over, since
+        // quiet may come from silence alone.
+        let until = match target {
+            Some(t) => t,
+            None if idle => {
+                let left = self.linger.saturating_sub(self.cluster.silent_for());
+                now + Duration::from_nanos(left.as_nanos() as u64)
+            }
+            None => limit,
+        }
+        .min(limit);
         let _ = self.cluster.wait(self.cluster.to_os(until));
         Advance::Ran
     }
@@ -253,8 +293,10 @@ impl Backend for Udp {
 
     fn traffic(&self) -> Traffic {
         let mut t = Traffic::default();
-        for h in 0..self.cluster.len() as u32 {
-            let h = NodeAddr(h);
+        for h in (0..self.cluster.len() as u32).map(NodeAddr) {
+            if !self.cluster.is_local(h) {
+                continue;
+            }
             let ep = self.cluster.endpoint(h).stats();
             let f = self.cluster.fault_stats(h);
             // What the engines sent: the kernel took the copies and not

@@ -37,6 +37,9 @@ pub fn note(
     let mut hosts = 0;
     for h in 0..world.n_hosts() as u32 {
         let h = NodeAddr(h);
+        if !world.is_local(h) {
+            continue;
+        }
         let o = world.nic(h).occupancy();
         let mut held = Vec::new();
         let count = |n: usize, one: &str, many: &str| {

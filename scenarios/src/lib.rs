@@ -41,7 +41,7 @@ pub mod validate;
 
 pub use ladder::Ladder;
 pub use report::Report;
-pub use run::{run, BackendKind, RunOptions};
+pub use run::{run, run_host, BackendKind, HostError, HostOptions, RunOptions};
 pub use scenario::{Scenario, ScenarioError};
 pub use schema::ScenarioFile;
 

@@ -64,6 +64,10 @@ struct Loop {
     next: usize,
 }
 
+/// The start of the message of an error that came from the network (a
+/// peer that never answered), not from the scenario.
+pub(crate) const NETWORK: &str = "network: ";
+
 /// Runs the RDMA workloads of `sc` on its built `world`: plans every
 /// operation, posts them at their times (or when the closed-loop
 /// workloads allow), watches the completions, checks the invariants at
@@ -218,9 +222,24 @@ pub(crate) fn run(
         }
     }
 
+    // ---- which hosts run here (all, but for `udrma host`)
+    let local: Vec<bool> = (0..n).map(|h| world.is_local(NodeAddr(h as u32))).collect();
+    let mine = |op: &Op| local[op.poster.0 as usize];
+
     // ---- memory: sources with a pattern, targets with another, a guard
     let mut keys: Vec<(MrKey, MrKey, MrKey)> = Vec::with_capacity(n);
     for h in 0..n {
+        if !local[h] {
+            // Another process registers this host's memory in the same
+            // order, so its keys are the ones a fresh table gives.
+            let mut m = udrma_nic::MemoryTable::new();
+            keys.push((
+                m.register_phantom(SRC_BASE, 1, Access::ALL),
+                m.register_phantom(DST_BASE, 1, Access::ALL),
+                m.register_phantom(GUARD_BASE, 1, Access::LOCAL),
+            ));
+            continue;
+        }
         let m = world.nic_mut(NodeAddr(h as u32)).memory_mut();
         let (src_len, dst_len) = (send_used[h].max(1), recv_used[h].max(1));
         let (src, dst) = if phantom {
@@ -242,6 +261,11 @@ pub(crate) fn run(
     }
 
     // ---- run
+    world.start().map_err(|e| ScenarioError {
+        file: sc.path.clone(),
+        at: None,
+        message: format!("{NETWORK}{e}"),
+    })?;
     let limit = Instant::ZERO + sc.file.time_limit.0;
     let mut by_wr: BTreeMap<(NodeAddr, WrId), usize> = BTreeMap::new();
     let mut recvs: BTreeMap<(NodeAddr, WrId), (usize, u64)> = BTreeMap::new();
@@ -254,6 +278,10 @@ pub(crate) fn run(
                 recvs: &mut BTreeMap<_, _>,
                 by_wr: &mut BTreeMap<_, _>| {
         let op = &mut ops[i];
+        if !local[op.poster.0 as usize] {
+            // Its own process posts it.
+            return None;
+        }
         let now = world.now();
         let (fk, tk) = (keys[op.from.0 as usize], keys[op.to.0 as usize]);
         let (src_addr, dst_addr) = (SRC_BASE + op.src_off, DST_BASE + op.dst_off);
@@ -295,6 +323,7 @@ pub(crate) fn run(
     };
     let mut pending_follow: Vec<usize> = Vec::new();
     let mut ending = Ending::Quiet;
+    let mut awaiting_incoming = false;
     loop {
         // React to what happened.
         let new: Vec<(NodeAddr, Event)> = world.take_host_events();
@@ -327,9 +356,14 @@ pub(crate) fn run(
                             "op {i} ({:?} {}→{} {} B) failed: {err}",
                             op.op, op.from, op.to, op.size
                         ));
-                    } else if !phantom && matches!(op.op, OpKind::Write | OpKind::Read) {
+                    } else if !phantom
+                        && matches!(op.op, OpKind::Write | OpKind::Read)
+                        && local[op.to.0 as usize]
+                    {
+                        // (A WRITE into another process's host is checked
+                        // there, at the end.)
                         let op = op.clone();
-                        if target(&*world, &keys, &op) != source(&*world, &keys, &op) {
+                        if target(&*world, &keys, &op) != source(&*world, &keys, &send_used, &op) {
                             memory_equal = false;
                             notes.push(format!(
                                 "op {i} ({:?} {}→{}): bytes differ at completion",
@@ -376,14 +410,29 @@ pub(crate) fn run(
             }
         }
         // Next: an action due before the next event, or the event.
-        let next_action = actions.first_key_value().map(|((t, _), _)| *t);
+        let mut next_action = actions.first_key_value().map(|((t, _), _)| *t);
+        if awaiting_incoming {
+            // Look again shortly: the peers' WRITEs into this process have
+            // not all landed yet.
+            let again = world.now() + Duration::from_millis(5);
+            next_action = Some(next_action.map_or(again, |t| t.min(again)));
+        }
         match world.advance(next_action, limit) {
             Advance::Limit(t) => {
                 ending = Ending::Limit(t);
                 break;
             }
+            Advance::Quiet if !phantom && !incoming_landed(&*world, &keys, &send_used, &ops) => {
+                // Split across processes: this host is done, but a peer's
+                // WRITE into it is still on its way (retransmissions back
+                // off); stay until it lands or the time limit.
+                awaiting_incoming = true;
+            }
             Advance::Quiet => break,
             Advance::Ran => {}
+            // The look-again time, not an action's.
+            Advance::Reached(t) if actions.first_key_value().is_none_or(|((ta, _), _)| *ta > t) => {
+            }
             Advance::Reached(_) => {
                 let (_, action) = actions.pop_first().expect("peeked");
                 match action {
@@ -424,12 +473,12 @@ pub(crate) fn run(
 
     // ---- checks
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
-    let all_done = ops.iter().all(|o| o.completions > 0);
+    let all_done = ops.iter().filter(|o| mine(o)).all(|o| o.completions > 0);
     checks.insert("all-complete".into(), all_done);
     if !sc.file.checks.expect_failures {
         checks.insert(
             "all-succeeded".into(),
-            ops.iter().all(|o| o.ok == Some(true)),
+            ops.iter().filter(|o| mine(o)).all(|o| o.ok == Some(true)),
         );
     }
     let exactly_once = ops.iter().all(|o| o.completions <= 1);
@@ -444,7 +493,7 @@ pub(crate) fn run(
             .collect();
         for (i, op) in ops.iter().enumerate() {
             if op.op == OpKind::Send && op.ok == Some(true) {
-                let sent = source(&*world, &keys, op);
+                let sent = source(&*world, &keys, &send_used, op);
                 match filled.iter().position(|b| *b == sent) {
                     Some(at) => {
                         filled.swap_remove(at);
@@ -459,10 +508,24 @@ pub(crate) fn run(
                 }
             }
         }
+        // WRITEs other processes posted into this one's hosts: their
+        // bytes, by the end.
+        for (i, op) in ops.iter().enumerate() {
+            if !mine(op) && op.op == OpKind::Write && local[op.to.0 as usize] {
+                let want = source(&*world, &keys, &send_used, op);
+                if target(&*world, &keys, op) != want {
+                    memory_equal = false;
+                    notes.push(format!(
+                        "op {i} (WRITE {}→{}, posted by another process): bytes differ at the end",
+                        op.from, op.to
+                    ));
+                }
+            }
+        }
         checks.insert("memory-equal".into(), memory_equal);
         // No byte outside an accepted operation changed.
         let mut in_bounds = true;
-        for h in 0..n {
+        for h in (0..n).filter(|h| local[*h]) {
             let (_, dst, guard) = keys[h];
             let nic = world.nic(NodeAddr(h as u32));
             if nic
@@ -486,9 +549,9 @@ pub(crate) fn run(
         // A completed WRITE's target still holds what it should.
         let mut no_late = true;
         for (i, op) in ops.iter().enumerate() {
-            if op.op == OpKind::Write && op.ok == Some(true) {
+            if op.op == OpKind::Write && op.ok == Some(true) && local[op.to.0 as usize] {
                 let want = match op.expect {
-                    Expect::Source => source(&*world, &keys, op),
+                    Expect::Source => source(&*world, &keys, &send_used, op),
                     Expect::Reused(tag) => pattern(op.size as usize, tag),
                 };
                 if target(&*world, &keys, op) != want {
@@ -509,7 +572,7 @@ pub(crate) fn run(
         checks.insert("no-write-after-completion".into(), no_late);
     }
     let mut bounded = true;
-    for h in 0..n {
+    for h in (0..n).filter(|h| local[*h]) {
         if let Some(what) = world.nic(NodeAddr(h as u32)).occupancy().violation() {
             bounded = false;
             notes.push(format!("h{h}: {what} passed its limit"));
@@ -549,12 +612,39 @@ pub(crate) fn run(
     Ok(report)
 }
 
+/// Whether every WRITE another process posts into this one's hosts has
+/// landed (its target holds the source's bytes). Always true when every
+/// host runs here.
+fn incoming_landed(
+    world: &dyn Backend,
+    keys: &[(MrKey, MrKey, MrKey)],
+    send_used: &[u64],
+    ops: &[Op],
+) -> bool {
+    ops.iter()
+        .filter(|op| op.op == OpKind::Write && !world.is_local(op.poster) && world.is_local(op.to))
+        .all(|op| target(world, keys, op) == source(world, keys, send_used, op))
+}
+
 fn region_bytes(world: &dyn Backend, h: NodeAddr, key: MrKey, off: u64, len: u64) -> Vec<u8> {
     let r = world.nic(h).memory().region(key).expect("registered");
     r.bytes[off as usize..(off + len) as usize].to_vec()
 }
 
-fn source(world: &dyn Backend, keys: &[(MrKey, MrKey, MrKey)], op: &Op) -> Vec<u8> {
+/// The bytes an operation moves: read from the source host's memory, or,
+/// when that host runs in another process, the pattern its sources start
+/// with (sources are never written).
+fn source(
+    world: &dyn Backend,
+    keys: &[(MrKey, MrKey, MrKey)],
+    send_used: &[u64],
+    op: &Op,
+) -> Vec<u8> {
+    if !world.is_local(op.from) {
+        let len = send_used[op.from.0 as usize].max(1) as usize;
+        let (at, n) = (op.src_off as usize, op.size as usize);
+        return pattern(len, op.from.0)[at..at + n].to_vec();
+    }
     region_bytes(
         world,
         op.from,

@@ -258,7 +258,9 @@ pub(crate) fn build(
     let fs = world.traffic();
     let n = world.n_hosts();
     let nics: Vec<_> = (0..n as u32)
-        .map(|h| world.nic(NodeAddr(h)).stats().clone())
+        .map(NodeAddr)
+        .filter(|h| world.is_local(*h))
+        .map(|h| world.nic(h).stats().clone())
         .collect();
     let sum = |f: fn(&udrma_nic::Stats) -> u64| nics.iter().map(f).sum::<u64>();
     let mut lat: Vec<u64> = ops

@@ -4,6 +4,7 @@
 //! messaging), which checks the invariants and reports.
 
 use std::io::Write;
+use std::net::SocketAddr;
 
 use udrma_bridge::{BridgeConfig, Cluster, FaultPlan};
 use udrma_fabric::{TraceFormat, World};
@@ -15,7 +16,7 @@ use crate::backend::{Backend, Udp};
 use crate::build;
 use crate::ladder::Ladder;
 use crate::report::Report;
-use crate::schema::TopologyKind;
+use crate::schema::{OpKind, TopologyKind, WorkloadKind};
 use crate::units::Time;
 use crate::{Scenario, ScenarioError};
 
@@ -29,6 +30,10 @@ pub enum BackendKind {
     /// scenario's fault rules applied to what each host sends.
     Udp,
 }
+
+/// The largest data payload `udrma host` sends: its datagrams (with the
+/// udrma header and ICRC) fit a 1500-byte Ethernet MTU.
+pub const ETHERNET_PAYLOAD: u32 = 1400;
 
 /// The shortest time limit a real-time run gets: a scenario's limit is
 /// sized for virtual time, where nothing waits for a scheduler.
@@ -112,6 +117,35 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
 /// [`UDP_MIN_TIME_LIMIT`]. What has no meaning on real sockets is refused
 /// with the key that asks for it.
 fn run_udp(sc: &Scenario, seed: u64, opts: &RunOptions) -> Result<Report, ScenarioError> {
+    refuse_simulated_only(sc, opts)?;
+    let plans = egress_plans(sc, seed)?;
+    let n = plans.len();
+    let cfg = BridgeConfig {
+        nic: real_time_floors(build::nic_config(sc)?),
+        ..BridgeConfig::default()
+    };
+    let cluster = Cluster::loopback(n, &cfg, |h| plans[h.0 as usize].clone())
+        .map_err(|e| sc.error_at("topology", format!("udp backend: {e}")))?;
+    let sc = real_time_limit(sc);
+    let backend: Box<dyn Backend> = Box::new(Udp::new(cluster, std::time::Duration::ZERO));
+    if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
+        crate::messaging::run(&sc, seed, backend)
+    } else {
+        crate::rdma::run(&sc, seed, backend, None)
+    }
+}
+
+/// `sc` with a time limit of at least [`UDP_MIN_TIME_LIMIT`].
+fn real_time_limit(sc: &Scenario) -> Scenario {
+    let mut sc = sc.clone();
+    if sc.file.time_limit.0 < UDP_MIN_TIME_LIMIT {
+        sc.file.time_limit = Time(UDP_MIN_TIME_LIMIT);
+    }
+    sc
+}
+
+/// Refuses, by key, what only the simulator can do.
+fn refuse_simulated_only(sc: &Scenario, opts: &RunOptions) -> Result<(), ScenarioError> {
     if opts.pcap.is_some() || sc.file.outputs.pcap.is_some() {
         return Err(sc.error_at_key(
             "pcap",
@@ -137,21 +171,27 @@ fn run_udp(sc: &Scenario, seed: u64, opts: &RunOptions) -> Result<Report, Scenar
         ));
     }
     match sc.file.topology.kind {
-        TopologyKind::Pair | TopologyKind::Star => {}
+        TopologyKind::Pair | TopologyKind::Star => Ok(()),
         other => {
             let name = match other {
                 TopologyKind::Dumbbell => "dumbbell",
                 _ => "fat-tree",
             };
-            return Err(ScenarioError {
+            Err(ScenarioError {
                 file: sc.path.clone(),
                 at: crate::edit::locate(&sc.text, "topology.kind"),
                 message: format!(
                     "topology kind `{name}` has switches and links with no real-socket meaning; the udp backend runs `pair` and `star` (every host reaches every other over loopback)"
                 ),
-            });
+            })
         }
     }
+}
+
+/// Each host's egress fault rules over real sockets: the scenario's rules
+/// with a stream per host, judged on the links a datagram between two
+/// hosts would cross in the simulated topology.
+fn egress_plans(sc: &Scenario, seed: u64) -> Result<Vec<FaultPlan>, ScenarioError> {
     let topo = build::topology(sc)?;
     let n = topo.n_hosts();
     // Which links a datagram between two hosts crosses in the simulated
@@ -188,22 +228,136 @@ fn run_udp(sc: &Scenario, seed: u64, opts: &RunOptions) -> Result<Report, Scenar
         }
         plans.push(plan);
     }
+    Ok(plans)
+}
+
+/// One host's part of a scenario, run in this process (`udrma host`).
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// Overrides the file's seed (every process must use the same).
+    pub seed: Option<u64>,
+    /// The host this process runs (`h1`).
+    pub host: String,
+    /// Its UDP address.
+    pub bind: SocketAddr,
+    /// Every other host of the scenario and its address.
+    pub peers: Vec<(String, SocketAddr)>,
+    /// How long to stay once this host's work is done and nothing has
+    /// arrived (the peers may still need ACKs and READ responses).
+    pub linger: std::time::Duration,
+}
+
+/// Why a host's part could not run.
+#[derive(Debug)]
+pub enum HostError {
+    /// The scenario or the options are wrong (exit 2).
+    Input(ScenarioError),
+    /// A peer could not be reached, or the socket failed (exit 1).
+    Network(String),
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostError::Input(e) => e.fmt(f),
+            HostError::Network(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for HostError {}
+
+impl From<ScenarioError> for HostError {
+    fn from(e: ScenarioError) -> Self {
+        HostError::Input(e)
+    }
+}
+
+/// Runs host `opts.host`'s part of `sc` over real UDP: its memory, the
+/// operations it posts, its egress fault rules. It introduces itself to
+/// every peer in-band (HELLO) and waits for each to answer before
+/// anything else, so the processes start together; each checks what it
+/// can see (its own operations; the bytes other hosts wrote into it).
+/// RDMA WRITE and READ workloads only: SENDs need receive buffers posted
+/// in step with their senders, and `reuse` the senders' completions.
+pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> {
+    refuse_simulated_only(sc, &RunOptions::default())?;
+    for (i, w) in sc.file.workloads.iter().enumerate() {
+        let why = if w.kind.is_messaging() {
+            Some("messaging workloads")
+        } else if w.op == OpKind::Send {
+            Some("SEND workloads")
+        } else if w.kind == WorkloadKind::Reuse {
+            Some("`reuse` workloads")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(ScenarioError {
+                file: sc.path.clone(),
+                at: crate::edit::locate(&sc.text, &format!("workload.{i}.kind")),
+                message: format!(
+                    "{why} do not run split across processes yet (`udrma host` runs RDMA WRITE and READ workloads); `udrma run --backend udp` runs every host in one process"
+                ),
+            }
+            .into());
+        }
+    }
+    let seed = opts.seed.unwrap_or(sc.file.seed);
+    let plans = egress_plans(sc, seed)?;
+    let n = plans.len();
+    let bad = |message: String| {
+        HostError::Input(ScenarioError {
+            file: sc.path.clone(),
+            at: None,
+            message,
+        })
+    };
+    let local = build::host(sc, &opts.host, n, "--as")?;
+    let mut remotes: Vec<(NodeAddr, SocketAddr)> = Vec::new();
+    for (name, addr) in &opts.peers {
+        let h = build::host(sc, name, n, "--peer")?;
+        if h == local || remotes.iter().any(|(r, _)| *r == h) {
+            return Err(bad(format!(
+                "--peer {name}={addr}: {name} is this host, or listed twice"
+            )));
+        }
+        remotes.push((h, *addr));
+    }
+    let missing: Vec<String> = (0..n as u32)
+        .map(NodeAddr)
+        .filter(|h| *h != local && !remotes.iter().any(|(r, _)| r == h))
+        .map(|h| h.to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(bad(format!(
+            "no --peer for {}: every other host of the scenario needs an address (--peer h0=ADDR)",
+            missing.join(", ")
+        )));
+    }
+    // Datagrams must fit a 1500-byte Ethernet path: the sockets set
+    // don't-fragment, so a larger one would be refused by the kernel.
+    let nic = real_time_floors(build::nic_config(sc)?);
     let cfg = BridgeConfig {
-        nic: real_time_floors(build::nic_config(sc)?),
+        nic: NicConfig {
+            epoch: udrma_bridge::clock::boot_epoch(),
+            mtu_payload: nic.mtu_payload.min(ETHERNET_PAYLOAD),
+            ..nic
+        },
         ..BridgeConfig::default()
     };
-    let cluster = Cluster::loopback(n, &cfg, |h| plans[h.0 as usize].clone())
-        .map_err(|e| sc.error_at("topology", format!("udp backend: {e}")))?;
-    let mut sc = sc.clone();
-    if sc.file.time_limit.0 < UDP_MIN_TIME_LIMIT {
-        sc.file.time_limit = Time(UDP_MIN_TIME_LIMIT);
-    }
-    let backend: Box<dyn Backend> = Box::new(Udp::new(cluster));
-    if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
-        crate::messaging::run(&sc, seed, backend)
-    } else {
-        crate::rdma::run(&sc, seed, backend, None)
-    }
+    let plan = plans[local.0 as usize].clone();
+    let network = |e: udrma_bridge::BridgeError| HostError::Network(format!("{}: {e}", opts.host));
+    let cluster = Cluster::partial(n, local, opts.bind, remotes, &cfg, plan).map_err(network)?;
+    let sc = real_time_limit(sc);
+    // The cluster meets its peers once this host's memory is registered.
+    let backend: Box<dyn Backend> = Box::new(Udp::new(cluster, opts.linger));
+    crate::rdma::run(&sc, seed, backend, None).map_err(|e| {
+        match e.message.strip_prefix(crate::rdma::NETWORK) {
+            Some(m) if e.at.is_none() => HostError::Network(format!("{}: {m}", opts.host)),
+            _ => HostError::Input(e),
+        }
+    })
 }
 
 /// The scenario's NIC with timers no finer than a real-time driver can
