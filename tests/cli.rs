@@ -1,18 +1,9 @@
 //! The `udrma` binary as a user runs it: output, errors and exit codes.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn udrma(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_udrma"))
-        .args(args)
-        .output()
-        .expect("running udrma")
-}
-
-fn tmp(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
-}
+mod common;
+use common::{example, tmp, udrma};
 
 #[test]
 fn decode_prints_every_kind_and_flags_the_corrupted_packet() {
@@ -141,10 +132,6 @@ fn no_arguments_runs_the_demo_scenario() {
         text.contains("all-complete:PASS") && !text.contains("FAIL"),
         "{text}"
     );
-}
-
-fn example(name: &str) -> String {
-    format!("{}/scenarios/examples/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
 #[test]

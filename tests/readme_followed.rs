@@ -5,20 +5,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn udrma(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_udrma"))
-        .args(args)
-        .output()
-        .expect("running udrma")
-}
-
-fn tmp(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name)
-}
-
-fn example(name: &str) -> String {
-    format!("{}/scenarios/examples/{name}", env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+use common::{example, tmp, udrma};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

@@ -57,10 +57,7 @@ impl Cluster {
         cfg: &BridgeConfig,
         faults: impl Fn(NodeAddr) -> FaultPlan,
     ) -> Result<Cluster, BridgeError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(BridgeError::Io)?;
+        let rt = runtime()?;
         let clock = Clock::start();
         let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");
         let mut eps = Vec::with_capacity(n);
@@ -102,10 +99,7 @@ impl Cluster {
         cfg: &BridgeConfig,
         faults: FaultPlan,
     ) -> Result<Cluster, BridgeError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(BridgeError::Io)?;
+        let rt = runtime()?;
         let clock = Clock::start();
         let cfg = BridgeConfig {
             faults,
@@ -317,4 +311,12 @@ impl Cluster {
     pub fn is_idle(&self) -> bool {
         self.eps.iter().all(|e| e.nic().is_idle() && e.is_drained())
     }
+}
+
+/// The single-threaded runtime a cluster drives its sockets with.
+fn runtime() -> Result<tokio::runtime::Runtime, BridgeError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(BridgeError::Io)
 }

@@ -79,6 +79,12 @@ impl Peers {
         }
         let node = NodeAddr(self.next);
         self.next += 1;
+        self.record(node, addr);
+        Some(node)
+    }
+
+    /// Enters `addr` as `node`, knowing nothing else of it yet.
+    fn record(&mut self, node: NodeAddr, addr: SocketAddr) {
         self.by_addr.insert(addr, node);
         self.by_node.insert(
             node,
@@ -90,7 +96,6 @@ impl Peers {
                 epoch: None,
             },
         );
-        Some(node)
     }
 
     /// Records `addr` as `node` (a fixed name, as the hosts of a scenario
@@ -106,17 +111,7 @@ impl Peers {
             return false;
         }
         self.next = self.next.max(node.0.saturating_add(1));
-        self.by_addr.insert(addr, node);
-        self.by_node.insert(
-            node,
-            Peer {
-                addr,
-                node,
-                region: None,
-                max_payload: None,
-                epoch: None,
-            },
-        );
+        self.record(node, addr);
         true
     }
 
