@@ -12,7 +12,7 @@
 # bytes read back equal the bytes written and the kernel really dropped
 # packets. Second, a two-host scenario (scenarios/examples/two-hosts.toml)
 # runs split across the namespaces, one `udrma host` process per host,
-# finding each other with HELLO, with nftables dropping 20 % of the sends
+# finding each other with HELLO, with nftables dropping 10 % of the sends
 # each way (a send is a GSO batch of up to 64 datagrams, so 5 % would often
 # drop none of a run this small) on top of the scenario's own fault rules; both processes must pass their
 # checks. Everything is removed on exit, failure included.
@@ -143,14 +143,14 @@ host_drop() {
 table inet udrmahost {
     chain out {
         type filter hook output priority 0; policy accept;
-        udp dport $2 numgen random mod 100 < 20 counter drop
+        udp dport $2 numgen random mod 100 < 10 counter drop
     }
 }
 NFT
 }
 host_drop "$NS_A" "$H1_PORT"   # h0 -> h1
 host_drop "$NS_B" "$H0_PORT"   # h1 -> h0
-echo "udrma host: two-hosts.toml, h0 at $ADDR_A:$H0_PORT, h1 at $ADDR_B:$H1_PORT (20% nft drop each way)"
+echo "udrma host: two-hosts.toml, h0 at $ADDR_A:$H0_PORT, h1 at $ADDR_B:$H1_PORT (10% nft drop each way)"
 set +e
 ip netns exec "$NS_B" "$BIN" host "$SCENARIO" --as h1 --bind "$ADDR_B:$H1_PORT" --peer "h0=$ADDR_A:$H0_PORT" >"$LOG/h1.out" 2>&1 &
 H1_PID=$!

@@ -93,10 +93,6 @@ enum Command {
         /// Seed (default: the file's; every process must use the same).
         #[arg(long)]
         seed: Option<u64>,
-        /// Stay this long after this host's work is done and nothing
-        /// arrives (its peers may still need acknowledgements).
-        #[arg(long, default_value = "1s", value_parser = wall_time)]
-        linger: std::time::Duration,
         /// Print one JSON object instead of the summary.
         #[arg(long)]
         json: bool,
@@ -261,7 +257,6 @@ fn main() -> ExitCode {
             bind,
             peers,
             seed,
-            linger,
             json,
         } => run_host(
             &file,
@@ -270,7 +265,6 @@ fn main() -> ExitCode {
                 host,
                 bind,
                 peers,
-                linger,
             },
             json,
         ),
@@ -350,11 +344,6 @@ fn peer_arg(s: &str) -> Result<(String, std::net::SocketAddr), String> {
         .split_once('=')
         .ok_or_else(|| format!("{s:?}: expected HOST=ADDR, e.g. h0=10.0.0.1:18791"))?;
     Ok((host.trim().to_string(), bridge_cmd::host_port(addr.trim())?))
-}
-
-/// A wall-clock duration (`1s`, `500ms`).
-fn wall_time(s: &str) -> Result<std::time::Duration, String> {
-    udrma_scenarios::units::parse_time(s).map(|d| std::time::Duration::from_nanos(d.as_nanos()))
 }
 
 fn run_host(

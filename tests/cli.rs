@@ -414,8 +414,6 @@ fn udrma_host_runs_a_scenario_split_across_two_processes() {
             "--peer",
             &format!("h0={a0}"),
             "--json",
-            "--linger",
-            "300ms",
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -431,8 +429,6 @@ fn udrma_host_runs_a_scenario_split_across_two_processes() {
         "--peer",
         &format!("h1={a1}"),
         "--json",
-        "--linger",
-        "300ms",
     ]);
     let h1 = h1.wait_with_output().unwrap();
     for (name, out) in [("h0", &h0), ("h1", &h1)] {

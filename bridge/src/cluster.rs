@@ -35,9 +35,30 @@ pub struct Cluster {
     /// Remote hosts and their addresses.
     remotes: Vec<(NodeAddr, SocketAddr)>,
     clock: Clock,
-    /// When a local endpoint last received a datagram.
-    last_rx: std::time::Instant,
+    /// The goodbye between processes: which remote hosts said they are
+    /// done, which acknowledged that this one is, and when this one last
+    /// said so.
+    peers_done: std::collections::BTreeSet<NodeAddr>,
+    done_acked: std::collections::BTreeSet<NodeAddr>,
+    done_sent_at: Option<std::time::Instant>,
+    /// When every peer had said goodbye and heard ours.
+    all_gone_at: Option<std::time::Instant>,
+    /// Events raised while the hosts met (a quick peer's first WRITEs),
+    /// kept for the runner.
+    early: Vec<(NodeAddr, Event)>,
 }
+
+/// The top half of a HELLO nonce that says "this host is done with its
+/// own work" (the bottom half counts the asks).
+const DONE: u32 = 0xd0de_0000;
+
+/// How often a done host repeats its goodbye until each peer answered.
+const DONE_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// How long a host stays after the goodbyes are complete, answering the
+/// goodbyes of a peer whose answer from us was lost (it repeats every
+/// `DONE_EVERY`).
+const GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
 impl core::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -84,7 +105,11 @@ impl Cluster {
             n_hosts: n,
             remotes: Vec::new(),
             clock,
-            last_rx: std::time::Instant::now(),
+            peers_done: Default::default(),
+            done_acked: Default::default(),
+            done_sent_at: None,
+            all_gone_at: None,
+            early: Vec::new(),
         })
     }
 
@@ -120,7 +145,11 @@ impl Cluster {
             n_hosts,
             remotes,
             clock,
-            last_rx: std::time::Instant::now(),
+            peers_done: Default::default(),
+            done_acked: Default::default(),
+            done_sent_at: None,
+            all_gone_at: None,
+            early: Vec::new(),
         })
     }
 
@@ -142,11 +171,15 @@ impl Cluster {
             }
             Ok::<(), BridgeError>(())
         })?;
-        // HELLO events are the cluster's business, not the runner's.
-        for ep in eps.iter_mut() {
-            while ep.poll_event().is_some() {}
-        }
-        self.last_rx = std::time::Instant::now();
+        // The introductions are the cluster's business, not the runner's;
+        // what else arrived meanwhile (a quick peer's WRITEs, even its
+        // goodbye) is kept.
+        let early: Vec<(NodeAddr, Event)> = self
+            .take_events()
+            .into_iter()
+            .filter(|(_, e)| !matches!(e, Event::Hello { .. }))
+            .collect();
+        self.early = early;
         Ok(())
     }
 
@@ -165,11 +198,6 @@ impl Cluster {
         self.eps.iter().any(|e| e.nic().addr() == h)
     }
 
-    /// How long ago a local host last received a datagram.
-    pub fn silent_for(&self) -> std::time::Duration {
-        self.last_rx.elapsed()
-    }
-
     fn index(&self, h: NodeAddr) -> usize {
         self.eps
             .iter()
@@ -180,6 +208,11 @@ impl Cluster {
     /// Engine time now (real time since the cluster started).
     pub fn now(&self) -> Instant {
         self.clock.now()
+    }
+
+    /// The engine time of an OS instant.
+    pub fn now_of(&self, t: std::time::Instant) -> Instant {
+        self.clock.to_engine(t)
     }
 
     /// The OS instant of an engine time.
@@ -223,6 +256,36 @@ impl Cluster {
         self.rt.block_on(ep.flush())
     }
 
+    /// Installs and starts `app` on local host `h`.
+    pub fn set_app(
+        &mut self,
+        h: NodeAddr,
+        app: Box<dyn udrma_host::App>,
+    ) -> Result<(), BridgeError> {
+        let i = self.index(h);
+        self.eps[i].set_app(app);
+        self.flush()
+    }
+
+    /// Host `h`'s app, if it is a `T`.
+    pub fn app<T: udrma_host::App>(&self, h: NodeAddr) -> Option<&T> {
+        self.eps[self.index(h)].app::<T>()
+    }
+
+    /// Drives the hosts until every local app says it is done, or
+    /// `until`; returns whether they all are.
+    pub fn run_apps(&mut self, until: std::time::Instant) -> Result<bool, BridgeError> {
+        loop {
+            if self.eps.iter().all(Endpoint::app_done) {
+                return Ok(true);
+            }
+            if std::time::Instant::now() >= until {
+                return Ok(false);
+            }
+            self.wait(until)?;
+        }
+    }
+
     /// Sends what every local host has pending.
     pub fn flush(&mut self) -> Result<(), BridgeError> {
         let Cluster { rt, eps, .. } = self;
@@ -243,17 +306,83 @@ impl Cluster {
         r
     }
 
-    /// Every event the hosts raised since the last call, host by host.
+    /// Every event the hosts raised since the last call, host by host
+    /// (the goodbyes between processes stay here).
     pub fn take_events(&mut self) -> Vec<(NodeAddr, Event)> {
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.early);
         for ep in &mut self.eps {
             ep.collect();
             let h = ep.nic().addr();
             while let Some(e) = ep.poll_event() {
+                if let Event::Hello { from, hello, .. } = &e {
+                    if hello.nonce & 0xffff_0000 == DONE {
+                        if hello.reply {
+                            self.done_acked.insert(*from);
+                        } else {
+                            self.peers_done.insert(*from);
+                        }
+                        continue;
+                    }
+                }
                 out.push((h, e));
             }
         }
         out
+    }
+
+    /// Says goodbye: this process's hosts are done with their own work.
+    /// Call it again and again while waiting; it repeats the goodbye to
+    /// the peers that have not answered, and returns `true` once every
+    /// remote host has said it is done too and has heard that this one
+    /// is (so neither side still needs the other). Without remote hosts,
+    /// `true` at once.
+    pub fn goodbye(&mut self) -> bool {
+        // Anything else that arrives now comes after this process's own
+        // work, so the runner has nothing to act on: it is dropped.
+        let _ = self.take_events();
+        let everyone = |set: &std::collections::BTreeSet<NodeAddr>| {
+            self.remotes.iter().all(|(h, _)| set.contains(h))
+        };
+        if everyone(&self.peers_done) && everyone(&self.done_acked) {
+            // Send our answers to their goodbyes, and stay a little for the
+            // peer whose answer from us is lost.
+            let _ = self.flush();
+            let since = *self.all_gone_at.get_or_insert_with(std::time::Instant::now);
+            return since.elapsed() >= GRACE;
+        }
+        let due = self.done_sent_at.is_none_or(|t| t.elapsed() >= DONE_EVERY);
+        if due {
+            let unacked: Vec<NodeAddr> = self
+                .remotes
+                .iter()
+                .map(|(h, _)| *h)
+                .filter(|h| !self.done_acked.contains(h))
+                .collect();
+            let seq = self.done_sent_at.map_or(0, |_| 1);
+            for ep in &mut self.eps {
+                for h in &unacked {
+                    ep.nic_mut().hello(*h, DONE | seq);
+                }
+                ep.collect();
+            }
+            self.done_sent_at = Some(std::time::Instant::now());
+            let _ = self.flush();
+        }
+        false
+    }
+
+    /// When the goodbye needs attention again (a repeat, or the end of
+    /// the grace period), if it started.
+    pub fn next_goodbye(&self) -> Option<std::time::Instant> {
+        match self.all_gone_at {
+            Some(t) => Some(t + GRACE),
+            None => self.done_sent_at.map(|t| t + DONE_EVERY),
+        }
+    }
+
+    /// Whether some hosts run in other processes.
+    pub fn has_remotes(&self) -> bool {
+        !self.remotes.is_empty()
     }
 
     /// The earliest time an engine or an egress hold queue needs
@@ -295,13 +424,8 @@ impl Cluster {
             }
             Ok::<(), BridgeError>(())
         })?;
-        let before: u64 = eps.iter().map(|e| e.stats().rx_datagrams).sum();
         for ep in eps.iter_mut() {
             ep.pump();
-        }
-        let after: u64 = eps.iter().map(|e| e.stats().rx_datagrams).sum();
-        if after > before {
-            self.last_rx = std::time::Instant::now();
         }
         Ok(())
     }

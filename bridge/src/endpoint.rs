@@ -18,6 +18,8 @@ use tokio::net::UdpSocket;
 use udrma_nic::{Event, Nic, NicConfig, PostError, WorkRequest, WrId};
 use udrma_proto::{Body, NodeAddr, Repr};
 
+use udrma_host::App;
+
 use crate::clock::Clock;
 use crate::egress::{Egress, FaultPlan};
 use crate::peers::{Peer, Peers, RemoteRegion};
@@ -133,6 +135,10 @@ pub struct Endpoint {
     rx_slot: usize,
     next_nonce: u32,
     local: SocketAddr,
+    /// Host software driven like the simulator drives it: it gets the
+    /// engine's events (instead of [`Endpoint::poll_event`]) and its
+    /// deadline joins the engine's.
+    app: Option<Box<dyn App>>,
 }
 
 impl core::fmt::Debug for Endpoint {
@@ -199,6 +205,7 @@ impl Endpoint {
             next_nonce: cfg.nic.epoch.rotate_left(16) | 1,
             cfg,
             local,
+            app: None,
         })
     }
 
@@ -340,6 +347,10 @@ impl Endpoint {
     pub fn wake_at(&self) -> Option<std::time::Instant> {
         [
             self.nic.poll_timeout().map(|t| self.clock.to_os(t)),
+            self.app
+                .as_ref()
+                .and_then(|a| a.poll_timeout())
+                .map(|t| self.clock.to_os(t)),
             self.egress.next_release(),
         ]
         .into_iter()
@@ -350,6 +361,26 @@ impl Endpoint {
     /// Whether nothing waits to be sent or is held by the egress rules.
     pub fn is_drained(&self) -> bool {
         self.pending.is_empty() && self.egress.held() == 0
+    }
+
+    /// Installs `app` on this endpoint and starts it now (see
+    /// `udrma_host::app` for the calling rules, the same as in the
+    /// simulator); its events no longer reach [`Endpoint::poll_event`].
+    pub fn set_app(&mut self, app: Box<dyn App>) {
+        let now = self.clock.now();
+        let app = self.app.insert(app);
+        app.start(now, &mut self.nic);
+        self.collect();
+    }
+
+    /// The app, if it is a `T`.
+    pub fn app<T: App>(&self) -> Option<&T> {
+        udrma_host::app::downcast_ref::<T>(self.app.as_deref()?)
+    }
+
+    /// Whether the app (if any) says it is done.
+    pub fn app_done(&self) -> bool {
+        self.app.as_ref().is_none_or(|a| a.is_done())
     }
 
     /// Waits until the socket has something to read.
@@ -365,6 +396,11 @@ impl Endpoint {
         let now = self.clock.now();
         if self.nic.poll_timeout().is_some_and(|t| t <= now) {
             self.nic.handle_timeout(now);
+        }
+        if let Some(app) = self.app.as_mut() {
+            if app.poll_timeout().is_some_and(|t| t <= now) {
+                app.handle_timeout(now, &mut self.nic);
+            }
         }
         let os_now = std::time::Instant::now();
         while let Some((to, bytes)) = self.egress.release(os_now) {
@@ -458,6 +494,7 @@ impl Endpoint {
     /// peer table) and engine datagrams to the send queue (through the
     /// egress fault rules).
     pub fn collect(&mut self) {
+        let now = self.clock.now();
         while let Some(e) = self.nic.poll_event() {
             if let Event::Hello { from, hello, .. } = &e {
                 let epoch = self.nic.peer_epoch(*from);
@@ -476,9 +513,11 @@ impl Endpoint {
                     p.epoch = Some(*epoch);
                 }
             }
-            self.events.push_back(e);
+            match self.app.as_mut() {
+                Some(app) => app.handle_event(now, &mut self.nic, e),
+                None => self.events.push_back(e),
+            }
         }
-        let now = self.clock.now();
         let os_now = std::time::Instant::now();
         loop {
             let mut buf = self.pool.pop().unwrap_or_default();

@@ -6,7 +6,7 @@
 use udrma_bridge::Cluster;
 use udrma_fabric::World;
 use udrma_nic::{Event, Nic, WorkRequest, WrId};
-use udrma_proto::{Duration, Instant, NodeAddr};
+use udrma_proto::{Instant, NodeAddr};
 
 /// What [`Backend::advance`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,17 +187,12 @@ impl Backend for World {
 #[derive(Debug)]
 pub struct Udp {
     cluster: Cluster,
-    /// With hosts elsewhere: how long the local ones stay after their own
-    /// work is done and nothing has arrived (their peers may still need
-    /// ACKs and READ responses).
-    linger: std::time::Duration,
 }
 
 impl Udp {
-    /// Drives `cluster`; with hosts elsewhere, `linger` says how long to
-    /// stay once quiet.
-    pub fn new(cluster: Cluster, linger: std::time::Duration) -> Udp {
-        Udp { cluster, linger }
+    /// Drives `cluster`.
+    pub fn new(cluster: Cluster) -> Udp {
+        Udp { cluster }
     }
 
     /// The cluster.
@@ -265,17 +260,18 @@ impl Backend for Udp {
         // idle host looks idle.
         let _ = self.cluster.flush();
         let idle = target.is_none() && self.cluster.is_idle();
-        if idle && self.cluster.silent_for() >= self.linger {
+        // Idle without a target: this process's hosts are done. Alone,
+        // that is the end; with hosts in other processes, stay (serving
+        // them) until every one has said goodbye and heard ours.
+        if idle && (!self.cluster.has_remotes() || self.cluster.goodbye()) {
             return Advance::Quiet;
         }
-        // Idle without a target: wake when the linger would be over, since
-        // quiet may come from silence alone.
         let until = match target {
             Some(t) => t,
-            None if idle => {
-                let left = self.linger.saturating_sub(self.cluster.silent_for());
-                now + Duration::from_nanos(left.as_nanos() as u64)
-            }
+            None if idle => self
+                .cluster
+                .next_goodbye()
+                .map_or(limit, |t| self.cluster.now_of(t)),
             None => limit,
         }
         .min(limit);

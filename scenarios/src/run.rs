@@ -127,7 +127,7 @@ fn run_udp(sc: &Scenario, seed: u64, opts: &RunOptions) -> Result<Report, Scenar
     let cluster = Cluster::loopback(n, &cfg, |h| plans[h.0 as usize].clone())
         .map_err(|e| sc.error_at("topology", format!("udp backend: {e}")))?;
     let sc = real_time_limit(sc);
-    let backend: Box<dyn Backend> = Box::new(Udp::new(cluster, std::time::Duration::ZERO));
+    let backend: Box<dyn Backend> = Box::new(Udp::new(cluster));
     if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
         crate::messaging::run(&sc, seed, backend)
     } else {
@@ -242,9 +242,6 @@ pub struct HostOptions {
     pub bind: SocketAddr,
     /// Every other host of the scenario and its address.
     pub peers: Vec<(String, SocketAddr)>,
-    /// How long to stay once this host's work is done and nothing has
-    /// arrived (the peers may still need ACKs and READ responses).
-    pub linger: std::time::Duration,
 }
 
 /// Why a host's part could not run.
@@ -277,7 +274,9 @@ impl From<ScenarioError> for HostError {
 /// operations it posts, its egress fault rules. It introduces itself to
 /// every peer in-band (HELLO) and waits for each to answer before
 /// anything else, so the processes start together; each checks what it
-/// can see (its own operations; the bytes other hosts wrote into it).
+/// can see (its own operations; the bytes other hosts wrote into it), and
+/// leaves only when every peer has said goodbye (see
+/// `udrma_bridge::Cluster::goodbye`).
 /// RDMA WRITE and READ workloads only: SENDs need receive buffers posted
 /// in step with their senders, and `reuse` the senders' completions.
 pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> {
@@ -351,7 +350,7 @@ pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> 
     let cluster = Cluster::partial(n, local, opts.bind, remotes, &cfg, plan).map_err(network)?;
     let sc = real_time_limit(sc);
     // The cluster meets its peers once this host's memory is registered.
-    let backend: Box<dyn Backend> = Box::new(Udp::new(cluster, opts.linger));
+    let backend: Box<dyn Backend> = Box::new(Udp::new(cluster));
     crate::rdma::run(&sc, seed, backend, None).map_err(|e| {
         match e.message.strip_prefix(crate::rdma::NETWORK) {
             Some(m) if e.at.is_none() => HostError::Network(format!("{}: {m}", opts.host)),
