@@ -35,17 +35,24 @@ pub struct Cluster {
     /// Remote hosts and their addresses.
     remotes: Vec<(NodeAddr, SocketAddr)>,
     clock: Clock,
-    /// The goodbye between processes: which remote hosts said they are
-    /// done, which acknowledged that this one is, and when this one last
-    /// said so.
-    peers_done: std::collections::BTreeSet<NodeAddr>,
-    done_acked: std::collections::BTreeSet<NodeAddr>,
-    done_sent_at: Option<std::time::Instant>,
-    /// When every peer had said goodbye and heard ours.
-    all_gone_at: Option<std::time::Instant>,
+    /// The goodbye between processes.
+    bye: Goodbye,
     /// Events raised while the hosts met (a quick peer's first WRITEs),
     /// kept for the runner.
     early: Vec<(NodeAddr, Event)>,
+}
+
+/// Where the goodbye between processes stands.
+#[derive(Debug, Default)]
+struct Goodbye {
+    /// Remote hosts that said they are done.
+    peers_done: std::collections::BTreeSet<NodeAddr>,
+    /// Remote hosts that answered this one's goodbye.
+    acked: std::collections::BTreeSet<NodeAddr>,
+    /// When this one last said goodbye.
+    sent_at: Option<std::time::Instant>,
+    /// When every peer had said goodbye and heard ours.
+    all_gone_at: Option<std::time::Instant>,
 }
 
 /// The top half of a HELLO nonce that says "this host is done with its
@@ -99,18 +106,7 @@ impl Cluster {
                 }
             }
         }
-        Ok(Cluster {
-            rt,
-            eps,
-            n_hosts: n,
-            remotes: Vec::new(),
-            clock,
-            peers_done: Default::default(),
-            done_acked: Default::default(),
-            done_sent_at: None,
-            all_gone_at: None,
-            early: Vec::new(),
-        })
+        Ok(Cluster::assemble(rt, eps, n, Vec::new(), clock))
     }
 
     /// Host `local` of `n_hosts` here, bound at `bind`, with egress faults
@@ -139,18 +135,25 @@ impl Cluster {
                 )));
             }
         }
-        Ok(Cluster {
+        Ok(Cluster::assemble(rt, vec![ep], n_hosts, remotes, clock))
+    }
+
+    fn assemble(
+        rt: tokio::runtime::Runtime,
+        eps: Vec<Endpoint>,
+        n_hosts: usize,
+        remotes: Vec<(NodeAddr, SocketAddr)>,
+        clock: Clock,
+    ) -> Cluster {
+        Cluster {
             rt,
-            eps: vec![ep],
+            eps,
             n_hosts,
             remotes,
             clock,
-            peers_done: Default::default(),
-            done_acked: Default::default(),
-            done_sent_at: None,
-            all_gone_at: None,
+            bye: Goodbye::default(),
             early: Vec::new(),
-        })
+        }
     }
 
     /// Introduces every local host to every remote one with HELLO, until
@@ -317,9 +320,9 @@ impl Cluster {
                 if let Event::Hello { from, hello, .. } = &e {
                     if hello.nonce & 0xffff_0000 == DONE {
                         if hello.reply {
-                            self.done_acked.insert(*from);
+                            self.bye.acked.insert(*from);
                         } else {
-                            self.peers_done.insert(*from);
+                            self.bye.peers_done.insert(*from);
                         }
                         continue;
                     }
@@ -343,29 +346,32 @@ impl Cluster {
         let everyone = |set: &std::collections::BTreeSet<NodeAddr>| {
             self.remotes.iter().all(|(h, _)| set.contains(h))
         };
-        if everyone(&self.peers_done) && everyone(&self.done_acked) {
+        if everyone(&self.bye.peers_done) && everyone(&self.bye.acked) {
             // Send our answers to their goodbyes, and stay a little for the
             // peer whose answer from us is lost.
             let _ = self.flush();
-            let since = *self.all_gone_at.get_or_insert_with(std::time::Instant::now);
+            let since = *self
+                .bye
+                .all_gone_at
+                .get_or_insert_with(std::time::Instant::now);
             return since.elapsed() >= GRACE;
         }
-        let due = self.done_sent_at.is_none_or(|t| t.elapsed() >= DONE_EVERY);
+        let due = self.bye.sent_at.is_none_or(|t| t.elapsed() >= DONE_EVERY);
         if due {
             let unacked: Vec<NodeAddr> = self
                 .remotes
                 .iter()
                 .map(|(h, _)| *h)
-                .filter(|h| !self.done_acked.contains(h))
+                .filter(|h| !self.bye.acked.contains(h))
                 .collect();
-            let seq = self.done_sent_at.map_or(0, |_| 1);
+            let seq = self.bye.sent_at.map_or(0, |_| 1);
             for ep in &mut self.eps {
                 for h in &unacked {
                     ep.nic_mut().hello(*h, DONE | seq);
                 }
                 ep.collect();
             }
-            self.done_sent_at = Some(std::time::Instant::now());
+            self.bye.sent_at = Some(std::time::Instant::now());
             let _ = self.flush();
         }
         false
@@ -374,9 +380,9 @@ impl Cluster {
     /// When the goodbye needs attention again (a repeat, or the end of
     /// the grace period), if it started.
     pub fn next_goodbye(&self) -> Option<std::time::Instant> {
-        match self.all_gone_at {
+        match self.bye.all_gone_at {
             Some(t) => Some(t + GRACE),
-            None => self.done_sent_at.map(|t| t + DONE_EVERY),
+            None => self.bye.sent_at.map(|t| t + DONE_EVERY),
         }
     }
 

@@ -323,7 +323,6 @@ pub(crate) fn run(
     };
     let mut pending_follow: Vec<usize> = Vec::new();
     let mut ending = Ending::Quiet;
-    let mut awaiting_incoming = false;
     loop {
         // React to what happened.
         let new: Vec<(NodeAddr, Event)> = world.take_host_events();
@@ -410,29 +409,14 @@ pub(crate) fn run(
             }
         }
         // Next: an action due before the next event, or the event.
-        let mut next_action = actions.first_key_value().map(|((t, _), _)| *t);
-        if awaiting_incoming {
-            // Look again shortly: the peers' WRITEs into this process have
-            // not all landed yet.
-            let again = world.now() + Duration::from_millis(5);
-            next_action = Some(next_action.map_or(again, |t| t.min(again)));
-        }
+        let next_action = actions.first_key_value().map(|((t, _), _)| *t);
         match world.advance(next_action, limit) {
             Advance::Limit(t) => {
                 ending = Ending::Limit(t);
                 break;
             }
-            Advance::Quiet if !phantom && !incoming_landed(&*world, &keys, &send_used, &ops) => {
-                // Split across processes: this host is done, but a peer's
-                // WRITE into it is still on its way (retransmissions back
-                // off); stay until it lands or the time limit.
-                awaiting_incoming = true;
-            }
             Advance::Quiet => break,
             Advance::Ran => {}
-            // The look-again time, not an action's.
-            Advance::Reached(t) if actions.first_key_value().is_none_or(|((ta, _), _)| *ta > t) => {
-            }
             Advance::Reached(_) => {
                 let (_, action) = actions.pop_first().expect("peeked");
                 match action {
@@ -610,20 +594,6 @@ pub(crate) fn run(
             .map(|w| crate::ladder::draw(w, a, b, spec, first_only, &sc.file.name));
     }
     Ok(report)
-}
-
-/// Whether every WRITE another process posts into this one's hosts has
-/// landed (its target holds the source's bytes). Always true when every
-/// host runs here.
-fn incoming_landed(
-    world: &dyn Backend,
-    keys: &[(MrKey, MrKey, MrKey)],
-    send_used: &[u64],
-    ops: &[Op],
-) -> bool {
-    ops.iter()
-        .filter(|op| op.op == OpKind::Write && !world.is_local(op.poster) && world.is_local(op.to))
-        .all(|op| target(world, keys, op) == source(world, keys, send_used, op))
 }
 
 fn region_bytes(world: &dyn Backend, h: NodeAddr, key: MrKey, off: u64, len: u64) -> Vec<u8> {
