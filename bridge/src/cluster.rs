@@ -20,6 +20,7 @@ use udrma_proto::NodeAddr;
 
 use crate::clock::Clock;
 use crate::egress::{EgressStats, FaultPlan};
+use crate::endpoint::GOODBYE;
 use crate::{BridgeConfig, BridgeError, Endpoint};
 
 /// One endpoint's wait for its socket.
@@ -40,6 +41,8 @@ pub struct Cluster {
     /// Events raised while the hosts met (a quick peer's first WRITEs),
     /// kept for the runner.
     early: Vec<(NodeAddr, Event)>,
+    /// Whether [`Cluster::meet`] has run (or there was no one to meet).
+    met: bool,
 }
 
 /// Where the goodbye between processes stands.
@@ -54,10 +57,6 @@ struct Goodbye {
     /// When every peer had said goodbye and heard ours.
     all_gone_at: Option<std::time::Instant>,
 }
-
-/// The top half of a HELLO nonce that says "this host is done with its
-/// own work" (the bottom half counts the asks).
-const DONE: u32 = 0xd0de_0000;
 
 /// How often a done host repeats its goodbye until each peer answered.
 const DONE_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
@@ -145,6 +144,7 @@ impl Cluster {
         remotes: Vec<(NodeAddr, SocketAddr)>,
         clock: Clock,
     ) -> Cluster {
+        let met = remotes.is_empty();
         Cluster {
             rt,
             eps,
@@ -153,6 +153,7 @@ impl Cluster {
             clock,
             bye: Goodbye::default(),
             early: Vec::new(),
+            met,
         }
     }
 
@@ -183,6 +184,10 @@ impl Cluster {
             .filter(|(_, e)| !matches!(e, Event::Hello { .. }))
             .collect();
         self.early = early;
+        self.met = true;
+        for ep in &mut self.eps {
+            ep.hold_app(false);
+        }
         Ok(())
     }
 
@@ -267,19 +272,36 @@ impl Cluster {
     ) -> Result<(), BridgeError> {
         let i = self.index(h);
         self.eps[i].set_app(app);
+        // Until the peers are met, the app reacts to what arrives but
+        // starts nothing.
+        self.eps[i].hold_app(!self.met);
         self.flush()
+    }
+
+    /// Host `h`'s app, whatever its type (`None` for a host of another
+    /// process).
+    pub fn app_dyn(&self, h: NodeAddr) -> Option<&dyn udrma_host::App> {
+        if !self.is_local(h) {
+            return None;
+        }
+        self.eps[self.index(h)].app_dyn()
+    }
+
+    /// Whether every local app (if any) says it is done.
+    pub fn apps_done(&self) -> bool {
+        self.eps.iter().all(Endpoint::app_done)
     }
 
     /// Host `h`'s app, if it is a `T`.
     pub fn app<T: udrma_host::App>(&self, h: NodeAddr) -> Option<&T> {
-        self.eps[self.index(h)].app::<T>()
+        udrma_host::app::downcast_ref::<T>(self.app_dyn(h)?)
     }
 
     /// Drives the hosts until every local app says it is done, or
     /// `until`; returns whether they all are.
     pub fn run_apps(&mut self, until: std::time::Instant) -> Result<bool, BridgeError> {
         loop {
-            if self.eps.iter().all(Endpoint::app_done) {
+            if self.apps_done() {
                 return Ok(true);
             }
             if std::time::Instant::now() >= until {
@@ -318,7 +340,7 @@ impl Cluster {
             let h = ep.nic().addr();
             while let Some(e) = ep.poll_event() {
                 if let Event::Hello { from, hello, .. } = &e {
-                    if hello.nonce & 0xffff_0000 == DONE {
+                    if hello.nonce & 0xffff_0000 == GOODBYE {
                         if hello.reply {
                             self.bye.acked.insert(*from);
                         } else {
@@ -367,7 +389,7 @@ impl Cluster {
             let seq = self.bye.sent_at.map_or(0, |_| 1);
             for ep in &mut self.eps {
                 for h in &unacked {
-                    ep.nic_mut().hello(*h, DONE | seq);
+                    ep.nic_mut().hello(*h, GOODBYE | seq);
                 }
                 ep.collect();
             }

@@ -25,6 +25,10 @@ use crate::egress::{Egress, FaultPlan};
 use crate::peers::{Peer, Peers, RemoteRegion};
 use crate::BridgeError;
 
+/// The top half of a HELLO nonce that says "this host is done with its
+/// own work" (the bottom half counts the asks).
+pub(crate) const GOODBYE: u32 = 0xd0de_0000;
+
 /// Everything an endpoint needs besides its address.
 #[derive(Debug, Clone)]
 pub struct BridgeConfig {
@@ -139,6 +143,11 @@ pub struct Endpoint {
     /// engine's events (instead of [`Endpoint::poll_event`]) and its
     /// deadline joins the engine's.
     app: Option<Box<dyn App>>,
+    /// Each peer's latest HELLO reply's nonce (what
+    /// [`Endpoint::connect`] waits for).
+    last_reply: std::collections::BTreeMap<NodeAddr, u32>,
+    /// Whether the app's timeouts are held (see [`Endpoint::hold_app`]).
+    app_held: bool,
 }
 
 impl core::fmt::Debug for Endpoint {
@@ -206,6 +215,8 @@ impl Endpoint {
             cfg,
             local,
             app: None,
+            app_held: false,
+            last_reply: std::collections::BTreeMap::new(),
         })
     }
 
@@ -298,16 +309,8 @@ impl Endpoint {
             let until = std::time::Instant::now() + wait;
             while std::time::Instant::now() < until {
                 self.turn(Some(until)).await?;
-                let mut answered = false;
-                // Look for the reply without consuming other events.
-                for e in &self.events {
-                    if let Event::Hello { from, hello, .. } = e {
-                        if *from == node && hello.reply && hello.nonce == nonce {
-                            answered = true;
-                        }
-                    }
-                }
-                if answered {
+                // (The reply is an event too, for the app or the caller.)
+                if self.last_reply.get(&node) == Some(&nonce) {
                     return Ok(self.peers.get(node).cloned().expect("admitted above"));
                 }
             }
@@ -349,6 +352,7 @@ impl Endpoint {
             self.nic.poll_timeout().map(|t| self.clock.to_os(t)),
             self.app
                 .as_ref()
+                .filter(|_| !self.app_held)
                 .and_then(|a| a.poll_timeout())
                 .map(|t| self.clock.to_os(t)),
             self.egress.next_release(),
@@ -378,6 +382,17 @@ impl Endpoint {
         udrma_host::app::downcast_ref::<T>(self.app.as_deref()?)
     }
 
+    /// The app, whatever its type.
+    pub fn app_dyn(&self) -> Option<&dyn App> {
+        self.app.as_deref()
+    }
+
+    /// Holds the app's timeouts (not its events) while `held`: a host
+    /// that has not met its peers yet must not start sending to them.
+    pub fn hold_app(&mut self, held: bool) {
+        self.app_held = held;
+    }
+
     /// Whether the app (if any) says it is done.
     pub fn app_done(&self) -> bool {
         self.app.as_ref().is_none_or(|a| a.is_done())
@@ -397,7 +412,7 @@ impl Endpoint {
         if self.nic.poll_timeout().is_some_and(|t| t <= now) {
             self.nic.handle_timeout(now);
         }
-        if let Some(app) = self.app.as_mut() {
+        if let Some(app) = self.app.as_mut().filter(|_| !self.app_held) {
             if app.poll_timeout().is_some_and(|t| t <= now) {
                 app.handle_timeout(now, &mut self.nic);
             }
@@ -497,6 +512,9 @@ impl Endpoint {
         let now = self.clock.now();
         while let Some(e) = self.nic.poll_event() {
             if let Event::Hello { from, hello, .. } = &e {
+                if hello.reply {
+                    self.last_reply.insert(*from, hello.nonce);
+                }
                 let epoch = self.nic.peer_epoch(*from);
                 if let Some(p) = self.peers.get_mut(*from) {
                     p.region = (hello.rkey != 0 || hello.region_len != 0).then_some(RemoteRegion {
@@ -513,7 +531,10 @@ impl Endpoint {
                     p.epoch = Some(*epoch);
                 }
             }
-            match self.app.as_mut() {
+            // The cluster's goodbyes between processes are its own.
+            let goodbye =
+                matches!(&e, Event::Hello { hello, .. } if hello.nonce & 0xffff_0000 == GOODBYE);
+            match self.app.as_mut().filter(|_| !goodbye) {
                 Some(app) => app.handle_event(now, &mut self.nic, e),
                 None => self.events.push_back(e),
             }

@@ -27,5 +27,6 @@
 pub mod app;
 pub mod messaging;
 pub mod via;
+pub mod workload;
 
 pub use app::App;

@@ -5,22 +5,17 @@
 
 use udrma_bridge::Cluster;
 use udrma_fabric::World;
-use udrma_nic::{Event, Nic, WorkRequest, WrId};
+use udrma_host::App;
+use udrma_nic::Nic;
 use udrma_proto::{Instant, NodeAddr};
 
-/// What [`Backend::advance`] did.
+/// How a backend's run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Advance {
-    /// Something happened (an event ran, datagrams moved); look at the
-    /// hosts' events.
-    Ran,
-    /// Time reached the target; nothing was due before it.
-    Reached(Instant),
-    /// The next thing to happen is past the limit (when it was due, where
-    /// the backend knows).
-    Limit(Instant),
-    /// Nothing is left to happen.
+pub enum Ending {
+    /// Nothing was left to do (every app done, nothing in flight).
     Quiet,
+    /// The next event (or timer) was due at this time, past the limit.
+    Limit(Instant),
 }
 
 /// Packet counts as the backend saw them.
@@ -64,22 +59,22 @@ pub trait Backend {
     fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic;
     /// After working on host `h`'s NIC: lets it send.
     fn service(&mut self, h: NodeAddr);
-    /// Posts `wr` on host `h` now.
-    fn post(&mut self, h: NodeAddr, wr: WorkRequest) -> Result<WrId, String>;
-    /// Called once the local hosts' memory is registered, before anything
-    /// is posted: a backend with hosts in other processes meets them here
-    /// (they must not send before this host can take their data).
+    /// Installs `app` on local host `h` and starts it (see
+    /// `udrma_host::app` for the calling rules every backend follows).
+    fn set_app(&mut self, h: NodeAddr, app: Box<dyn App>) -> Result<(), String>;
+    /// Local host `h`'s app.
+    fn app(&self, h: NodeAddr) -> Option<&dyn App>;
+    /// Called once every local host has its app, before time runs: a
+    /// backend with hosts in other processes meets them here (they must
+    /// not send before this host can take their data).
     fn start(&mut self) -> Result<(), String> {
         Ok(())
     }
-    /// The hosts' events since the last call, in order.
-    fn take_host_events(&mut self) -> Vec<(NodeAddr, Event)>;
-    /// Runs what is due next if it comes no later than `target` (always,
-    /// without a target), else moves time to `target`; never past
-    /// `limit`.
-    fn advance(&mut self, target: Option<Instant>, limit: Instant) -> Advance;
+    /// Lets time pass, driving the hosts and their apps, until nothing is
+    /// left to do or the next thing due is past `limit`.
+    fn run(&mut self, limit: Instant) -> Ending;
     /// Nothing left in flight and every NIC idle.
-    fn is_idle(&mut self) -> bool;
+    fn is_idle(&self) -> bool;
     /// Flushes outputs (trace, capture); reports the first error.
     fn finish(&mut self) -> Result<(), String>;
     /// Packet counts.
@@ -118,40 +113,23 @@ impl Backend for World {
         let _ = World::service(self, h);
     }
 
-    fn post(&mut self, h: NodeAddr, wr: WorkRequest) -> Result<WrId, String> {
-        World::post(self, h, wr).map_err(|e| e.to_string())
+    fn set_app(&mut self, h: NodeAddr, app: Box<dyn App>) -> Result<(), String> {
+        World::set_app(self, h, app).map_err(|e| e.to_string())
     }
 
-    fn take_host_events(&mut self) -> Vec<(NodeAddr, Event)> {
-        World::take_host_events(self)
-            .into_iter()
-            .map(|e| (e.host, e.event))
-            .collect()
+    fn app(&self, h: NodeAddr) -> Option<&dyn App> {
+        World::app_dyn(self, h)
     }
 
-    fn advance(&mut self, target: Option<Instant>, limit: Instant) -> Advance {
-        // A target at the same time as the next event goes first: the
-        // runners' timed actions come before the events of their instant.
-        match (target, self.peek_time()) {
-            (Some(ta), next) if next.is_none_or(|te| ta <= te) => {
-                if ta > limit {
-                    return Advance::Limit(ta);
-                }
-                self.advance_clock(ta);
-                Advance::Reached(ta)
-            }
-            (_, Some(te)) => {
-                if te > limit {
-                    return Advance::Limit(te);
-                }
-                self.step();
-                Advance::Ran
-            }
-            (_, None) => Advance::Quiet,
+    fn run(&mut self, limit: Instant) -> Ending {
+        if self.run_until(limit) {
+            Ending::Quiet
+        } else {
+            Ending::Limit(self.peek_time().unwrap_or(limit))
         }
     }
 
-    fn is_idle(&mut self) -> bool {
+    fn is_idle(&self) -> bool {
         World::is_idle(self)
     }
 
@@ -232,54 +210,43 @@ impl Backend for Udp {
         let _ = self.cluster.service(h);
     }
 
-    fn post(&mut self, h: NodeAddr, wr: WorkRequest) -> Result<WrId, String> {
-        self.cluster.post(h, wr).map_err(|e| e.to_string())
+    fn set_app(&mut self, h: NodeAddr, app: Box<dyn App>) -> Result<(), String> {
+        self.cluster.set_app(h, app).map_err(|e| e.to_string())
+    }
+
+    fn app(&self, h: NodeAddr) -> Option<&dyn App> {
+        self.cluster.app_dyn(h)
     }
 
     fn start(&mut self) -> Result<(), String> {
         self.cluster.meet().map_err(|e| e.to_string())
     }
 
-    fn take_host_events(&mut self) -> Vec<(NodeAddr, Event)> {
-        self.cluster.take_events()
-    }
-
-    fn advance(&mut self, target: Option<Instant>, limit: Instant) -> Advance {
-        let now = self.cluster.now();
-        if let Some(t) = target.filter(|t| *t <= now) {
-            return if t > limit {
-                Advance::Limit(t)
-            } else {
-                Advance::Reached(t)
+    fn run(&mut self, limit: Instant) -> Ending {
+        loop {
+            let now = self.cluster.now();
+            if now >= limit {
+                return Ending::Limit(now);
+            }
+            // Send what the last turn's arrivals produced (ACKs), so that
+            // an idle host looks idle.
+            let _ = self.cluster.flush();
+            let done = self.cluster.apps_done() && self.cluster.is_idle();
+            // This process's hosts are done. Alone, that is the end; with
+            // hosts in other processes, stay (serving them) until every
+            // one has said goodbye and heard ours.
+            if done && (!self.cluster.has_remotes() || self.cluster.goodbye()) {
+                return Ending::Quiet;
+            }
+            let until = match self.cluster.next_goodbye() {
+                Some(t) if done => self.cluster.now_of(t).min(limit),
+                _ => limit,
             };
+            let _ = self.cluster.wait(self.cluster.to_os(until));
         }
-        if now >= limit {
-            return Advance::Limit(limit);
-        }
-        // Send what the last turn's arrivals produced (ACKs), so that an
-        // idle host looks idle.
-        let _ = self.cluster.flush();
-        let idle = target.is_none() && self.cluster.is_idle();
-        // Idle without a target: this process's hosts are done. Alone,
-        // that is the end; with hosts in other processes, stay (serving
-        // them) until every one has said goodbye and heard ours.
-        if idle && (!self.cluster.has_remotes() || self.cluster.goodbye()) {
-            return Advance::Quiet;
-        }
-        let until = match target {
-            Some(t) => t,
-            None if idle => self
-                .cluster
-                .next_goodbye()
-                .map_or(limit, |t| self.cluster.now_of(t)),
-            None => limit,
-        }
-        .min(limit);
-        let _ = self.cluster.wait(self.cluster.to_os(until));
-        Advance::Ran
     }
 
-    fn is_idle(&mut self) -> bool {
+    fn is_idle(&self) -> bool {
         self.cluster.is_idle()
     }
 

@@ -4,15 +4,7 @@
 use udrma_proto::{Instant, NodeAddr};
 
 use crate::backend::Backend;
-
-/// How a run's event loop ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
-    /// Nothing was left to do.
-    Quiet,
-    /// The next event (or timer) was due at this time, past the limit.
-    Limit(Instant),
-}
+pub use crate::backend::Ending;
 
 /// The note for a run that is not idle at its end: why it stopped, when,
 /// and which hosts hold what. `extra` adds per-host findings the engine

@@ -16,7 +16,7 @@ use crate::backend::{Backend, Udp};
 use crate::build;
 use crate::ladder::Ladder;
 use crate::report::Report;
-use crate::schema::{OpKind, TopologyKind, WorkloadKind};
+use crate::schema::TopologyKind;
 use crate::units::Time;
 use crate::{Scenario, ScenarioError};
 
@@ -270,38 +270,15 @@ impl From<ScenarioError> for HostError {
     }
 }
 
-/// Runs host `opts.host`'s part of `sc` over real UDP: its memory, the
-/// operations it posts, its egress fault rules. It introduces itself to
-/// every peer in-band (HELLO) and waits for each to answer before
-/// anything else, so the processes start together; each checks what it
-/// can see (its own operations; the bytes other hosts wrote into it), and
-/// leaves only when every peer has said goodbye (see
-/// `udrma_bridge::Cluster::goodbye`).
-/// RDMA WRITE and READ workloads only: SENDs need receive buffers posted
-/// in step with their senders, and `reuse` the senders' completions.
+/// Runs host `opts.host`'s part of `sc` over real UDP: its memory, its
+/// app (the same per-host app the other backends run), its egress fault
+/// rules. It introduces itself to every peer in-band (HELLO) and waits
+/// for each to answer before its app starts, so the processes start
+/// together; each checks what it can see (its own operations and
+/// messages; the bytes other hosts wrote into it), and leaves only when
+/// every peer has said goodbye (see `udrma_bridge::Cluster::goodbye`).
 pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> {
     refuse_simulated_only(sc, &RunOptions::default())?;
-    for (i, w) in sc.file.workloads.iter().enumerate() {
-        let why = if w.kind.is_messaging() {
-            Some("messaging workloads")
-        } else if w.op == OpKind::Send {
-            Some("SEND workloads")
-        } else if w.kind == WorkloadKind::Reuse {
-            Some("`reuse` workloads")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(ScenarioError {
-                file: sc.path.clone(),
-                at: crate::edit::locate(&sc.text, &format!("workload.{i}.kind")),
-                message: format!(
-                    "{why} do not run split across processes yet (`udrma host` runs RDMA WRITE and READ workloads); `udrma run --backend udp` runs every host in one process"
-                ),
-            }
-            .into());
-        }
-    }
     let seed = opts.seed.unwrap_or(sc.file.seed);
     let plans = egress_plans(sc, seed)?;
     let n = plans.len();
@@ -351,11 +328,14 @@ pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> 
     let sc = real_time_limit(sc);
     // The cluster meets its peers once this host's memory is registered.
     let backend: Box<dyn Backend> = Box::new(Udp::new(cluster));
-    crate::rdma::run(&sc, seed, backend, None).map_err(|e| {
-        match e.message.strip_prefix(crate::rdma::NETWORK) {
-            Some(m) if e.at.is_none() => HostError::Network(format!("{}: {m}", opts.host)),
-            _ => HostError::Input(e),
-        }
+    let report = if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
+        crate::messaging::run(&sc, seed, backend)
+    } else {
+        crate::rdma::run(&sc, seed, backend, None)
+    };
+    report.map_err(|e| match e.message.strip_prefix(crate::rdma::NETWORK) {
+        Some(m) if e.at.is_none() => HostError::Network(format!("{}: {m}", opts.host)),
+        _ => HostError::Input(e),
     })
 }
 

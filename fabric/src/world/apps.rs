@@ -30,6 +30,11 @@ impl World {
         downcast_ref::<T>(app)
     }
 
+    /// Host `h`'s app, whatever its type.
+    pub fn app_dyn(&self, h: NodeAddr) -> Option<&dyn App> {
+        self.hosts.get(h.0 as usize)?.app.as_deref()
+    }
+
     /// Works on host `h`'s app of type `T` and its NIC from outside the
     /// event loop (a test poking a running app); the NIC then sends what
     /// was posted, as after any app call. `None` if `h` has no such app.
