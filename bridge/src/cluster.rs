@@ -145,6 +145,10 @@ impl Cluster {
         clock: Clock,
     ) -> Cluster {
         let met = remotes.is_empty();
+        let mut eps = eps;
+        for ep in &mut eps {
+            ep.cluster_member = true;
+        }
         Cluster {
             rt,
             eps,

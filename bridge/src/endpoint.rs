@@ -146,6 +146,9 @@ pub struct Endpoint {
     /// Each peer's latest HELLO reply's nonce (what
     /// [`Endpoint::connect`] waits for).
     last_reply: std::collections::BTreeMap<NodeAddr, u32>,
+    /// Whether a [`crate::Cluster`] drives it (and keeps the goodbyes
+    /// between processes from its app).
+    pub(crate) cluster_member: bool,
     /// Whether the app's timeouts are held (see [`Endpoint::hold_app`]).
     app_held: bool,
 }
@@ -216,6 +219,7 @@ impl Endpoint {
             local,
             app: None,
             app_held: false,
+            cluster_member: false,
             last_reply: std::collections::BTreeMap::new(),
         })
     }
@@ -382,6 +386,12 @@ impl Endpoint {
         udrma_host::app::downcast_ref::<T>(self.app.as_deref()?)
     }
 
+    /// Removes the app and gives it back (events queue for
+    /// [`Endpoint::poll_event`] again).
+    pub fn take_app(&mut self) -> Option<Box<dyn App>> {
+        self.app.take()
+    }
+
     /// The app, whatever its type.
     pub fn app_dyn(&self) -> Option<&dyn App> {
         self.app.as_deref()
@@ -532,8 +542,8 @@ impl Endpoint {
                 }
             }
             // The cluster's goodbyes between processes are its own.
-            let goodbye =
-                matches!(&e, Event::Hello { hello, .. } if hello.nonce & 0xffff_0000 == GOODBYE);
+            let goodbye = self.cluster_member
+                && matches!(&e, Event::Hello { hello, .. } if hello.nonce & 0xffff_0000 == GOODBYE);
             match self.app.as_mut().filter(|_| !goodbye) {
                 Some(app) => app.handle_event(now, &mut self.nic, e),
                 None => self.events.push_back(e),

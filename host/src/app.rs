@@ -106,3 +106,13 @@ pub fn downcast_mut<T: App>(app: &mut dyn App) -> Option<&mut T> {
     let any: &mut dyn Any = app;
     any.downcast_mut::<T>()
 }
+
+/// Takes an installed app back as its concrete type (or gives it back
+/// unchanged if it is another type).
+pub fn downcast_box<T: App>(app: Box<dyn App>) -> Result<Box<T>, Box<dyn App>> {
+    if downcast_ref::<T>(&*app).is_none() {
+        return Err(app);
+    }
+    let any: Box<dyn Any> = app;
+    Ok(any.downcast::<T>().expect("checked above"))
+}

@@ -423,7 +423,7 @@ fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<RdmaPlan, ScenarioError> {
                     }
                 }
             }
-            // Run by crate::messaging.
+            // The messaging runner runs these.
             WorkloadKind::MsgLatency
             | WorkloadKind::MsgBw
             | WorkloadKind::MsgBibw
