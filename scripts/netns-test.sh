@@ -10,8 +10,8 @@
 # Then `udrma bridge serve` runs in one namespace and `udrma bridge put
 # --verify` of SIZE (default 256MiB) in the other; the test passes when the
 # bytes read back equal the bytes written and the kernel really dropped
-# packets. Second, a two-host scenario (scenarios/examples/two-hosts.toml)
-# runs split across the namespaces, one `udrma host` process per host,
+# packets. Second, two two-host scenarios (scenarios/examples/two-hosts.toml,
+# RDMA; two-hosts-msg.toml, messaging) each run split across the namespaces, one `udrma host` process per host,
 # finding each other with HELLO, with nftables dropping 10 % of the sends
 # each way (a send is a GSO batch of up to 64 datagrams, so 5 % would often
 # drop none of a run this small) on top of the scenario's own fault rules; both processes must pass their
@@ -133,11 +133,9 @@ if [ "${TBF_A:-0}" -eq 0 ]; then
 fi
 echo "PASS: $SIZE byte-exact through kernel drops"
 
-# ---- a scenario split across the namespaces: h0 in A, h1 in B
-SCENARIO="$(cd "$(dirname "$0")/.." && pwd)/scenarios/examples/two-hosts.toml"
+# ---- scenarios split across the namespaces: h0 in A, h1 in B
 H0_PORT=19000
 H1_PORT=19001
-for ns in "$NS_A" "$NS_B"; do ip netns exec "$ns" nft flush ruleset; done
 host_drop() {
     ip netns exec "$1" nft -f - <<NFT
 table inet udrmahost {
@@ -148,28 +146,39 @@ table inet udrmahost {
 }
 NFT
 }
-host_drop "$NS_A" "$H1_PORT"   # h0 -> h1
-host_drop "$NS_B" "$H0_PORT"   # h1 -> h0
-echo "udrma host: two-hosts.toml, h0 at $ADDR_A:$H0_PORT, h1 at $ADDR_B:$H1_PORT (10% nft drop each way)"
-set +e
-ip netns exec "$NS_B" "$BIN" host "$SCENARIO" --as h1 --bind "$ADDR_B:$H1_PORT" --peer "h0=$ADDR_A:$H0_PORT" >"$LOG/h1.out" 2>&1 &
-H1_PID=$!
-ip netns exec "$NS_A" "$BIN" host "$SCENARIO" --as h0 --bind "$ADDR_A:$H0_PORT" --peer "h1=$ADDR_B:$H1_PORT" >"$LOG/h0.out" 2>&1
-RC0=$?
-wait "$H1_PID"
-RC1=$?
-set -e
-echo "--- h0"; cat "$LOG/h0.out"
-echo "--- h1"; cat "$LOG/h1.out"
-HDROP_A=$(counter "$NS_A")
-HDROP_B=$(counter "$NS_B")
-echo "kernel drops: nftables h0->h1 $HDROP_A, h1->h0 $HDROP_B"
-if [ "$RC0" -ne 0 ] || [ "$RC1" -ne 0 ]; then
-    echo "FAIL: udrma host exited $RC0 (h0) and $RC1 (h1)"
-    exit 1
-fi
-if [ "${HDROP_A:-0}" -eq 0 ] && [ "${HDROP_B:-0}" -eq 0 ]; then
-    echo "FAIL: nftables dropped nothing between the hosts: the test proved less than it claims"
-    exit 1
-fi
-echo "PASS: two-hosts.toml across two namespaces, every check of both hosts"
+split() {
+    local name="$1"
+    local scenario
+    scenario="$(cd "$(dirname "$0")/.." && pwd)/scenarios/examples/$name"
+    for ns in "$NS_A" "$NS_B"; do ip netns exec "$ns" nft flush ruleset; done
+    host_drop "$NS_A" "$H1_PORT"   # h0 -> h1
+    host_drop "$NS_B" "$H0_PORT"   # h1 -> h0
+    echo "udrma host: $name, h0 at $ADDR_A:$H0_PORT, h1 at $ADDR_B:$H1_PORT (10% nft drop each way)"
+    set +e
+    ip netns exec "$NS_B" "$BIN" host "$scenario" --as h1 --bind "$ADDR_B:$H1_PORT" --peer "h0=$ADDR_A:$H0_PORT" >"$LOG/h1.out" 2>&1 &
+    local h1_pid=$!
+    ip netns exec "$NS_A" "$BIN" host "$scenario" --as h0 --bind "$ADDR_A:$H0_PORT" --peer "h1=$ADDR_B:$H1_PORT" >"$LOG/h0.out" 2>&1
+    local rc0=$?
+    wait "$h1_pid"
+    local rc1=$?
+    set -e
+    echo "--- h0"; cat "$LOG/h0.out"
+    echo "--- h1"; cat "$LOG/h1.out"
+    local drop_a drop_b
+    drop_a=$(counter "$NS_A")
+    drop_b=$(counter "$NS_B")
+    echo "kernel drops: nftables h0->h1 $drop_a, h1->h0 $drop_b"
+    if [ "$rc0" -ne 0 ] || [ "$rc1" -ne 0 ]; then
+        echo "FAIL: udrma host ($name) exited $rc0 (h0) and $rc1 (h1)"
+        exit 1
+    fi
+    if [ "${drop_a:-0}" -eq 0 ] && [ "${drop_b:-0}" -eq 0 ]; then
+        echo "FAIL: nftables dropped nothing between the hosts ($name): the test proved less than it claims"
+        exit 1
+    fi
+    echo "PASS: $name across two namespaces, every check of both hosts"
+}
+# RDMA WRITEs and a READ; then the messaging layer (osu_latency and
+# osu_bw loops at once).
+split two-hosts.toml
+split two-hosts-msg.toml

@@ -398,15 +398,16 @@ fn free_port() -> u16 {
         .port()
 }
 
-#[test]
-fn udrma_host_runs_a_scenario_split_across_two_processes() {
+/// Runs `file` split across two `udrma host` processes on loopback (h1
+/// started first, in the background) and gives back both outputs, after
+/// checking each passed every check and reported the udp backend.
+fn split(file: &str) -> (Output, Output) {
     let (p0, p1) = (free_port(), free_port());
     let (a0, a1) = (format!("127.0.0.1:{p0}"), format!("127.0.0.1:{p1}"));
-    let file = example("two-hosts.toml");
     let h1 = Command::new(env!("CARGO_BIN_EXE_udrma"))
         .args([
             "host",
-            &file,
+            file,
             "--as",
             "h1",
             "--bind",
@@ -421,7 +422,7 @@ fn udrma_host_runs_a_scenario_split_across_two_processes() {
         .unwrap();
     let h0 = udrma(&[
         "host",
-        &file,
+        file,
         "--as",
         "h0",
         "--bind",
@@ -434,7 +435,7 @@ fn udrma_host_runs_a_scenario_split_across_two_processes() {
     for (name, out) in [("h0", &h0), ("h1", &h1)] {
         assert!(
             out.status.success(),
-            "{name}: {}{}",
+            "{file} {name}: {}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
@@ -442,13 +443,23 @@ fn udrma_host_runs_a_scenario_split_across_two_processes() {
         assert_eq!(v["backend"], "udp");
         assert_eq!(v["checks"]["memory-equal"], true, "{name}");
     }
+    (h0, h1)
+}
+
+/// `ops.completed` of a JSON report.
+fn completed(out: &Output) -> u64 {
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["ops"]["completed"].as_u64().unwrap()
+}
+
+#[test]
+fn udrma_host_runs_a_scenario_split_across_two_processes() {
+    let file = example("two-hosts.toml");
+    let (h0, h1) = split(&file);
     // Each posted its own operations: h0 four WRITEs and the READ, h1
     // four WRITEs.
-    let ops = |out: &Output| {
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["ops"]["completed"].as_u64().unwrap()
-    };
-    assert_eq!((ops(&h0), ops(&h1)), (5, 4));
+    assert_eq!((completed(&h0), completed(&h1)), (5, 4));
+    let a0 = format!("127.0.0.1:{}", free_port());
 
     // A host the scenario lacks, a missing peer, a peer that never comes.
     let out = udrma(&[
@@ -465,4 +476,69 @@ fn udrma_host_runs_a_scenario_split_across_two_processes() {
     let out = udrma(&["host", &file, "--as", "h0", "--bind", &a0]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no --peer for h1"));
+}
+
+#[test]
+fn udrma_host_splits_messaging_workloads() {
+    // osu_latency from h0 and osu_bw from h1 at once: each process runs
+    // its own side of both loops and checks the messages it received
+    // (bytes, MPI order, credits).
+    let (h0, h1) = split(&example("two-hosts-msg.toml"));
+    // h0 receives the pongs (17 sizes x 12 round trips) and the bw loop's
+    // messages (5 sizes x 6 windows of 8); h1 the pings and the acks.
+    assert_eq!(completed(&h0), 17 * 12 + 5 * 6 * 8);
+    assert_eq!(completed(&h1), 17 * 12 + 5 * 6);
+    let rows = |out: &Output| {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["messaging"]["sizes"].as_array().unwrap().len()
+    };
+    // Each side a reports the rows of its loop.
+    assert_eq!((rows(&h0), rows(&h1)), (17, 5));
+}
+
+#[test]
+fn udrma_host_splits_sends_windows_and_reuse() {
+    // SENDs find the receive buffers their receiver posted on its own;
+    // a window of WRITEs runs closed-loop on h1; h0 reuses the buffers
+    // the WRITEs landed in, and its end check expects the reused bytes.
+    let file = tmp("send-window-reuse.toml");
+    std::fs::write(
+        &file,
+        r#"name = "send-window-reuse"
+seed = 3
+time_limit = "100ms"
+[topology]
+kind = "pair"
+[[workload]]
+kind = "many"
+op = "send"
+src = "h0"
+dst = "h1"
+size = "16KiB"
+count = 4
+[[workload]]
+kind = "window"
+op = "write"
+src = "h1"
+dst = "h0"
+size = "8KiB"
+count = 20
+window = 4
+[[workload]]
+kind = "reuse"
+dst = "h0"
+start = "80ms"
+[[fault]]
+name = "loss"
+model = "loss"
+p = 0.01
+"#,
+    )
+    .unwrap();
+    let (h0, h1) = split(file.to_str().unwrap());
+    assert_eq!((completed(&h0), completed(&h1)), (4, 20));
+    for out in [&h0, &h1] {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["checks"]["no-write-after-completion"], true);
+    }
 }
