@@ -1,7 +1,8 @@
-//! The backend seam: where the packets go. A workload runner drives hosts'
-//! NICs through [`Backend`] and cannot tell whether they sit in the
-//! simulated world (virtual time, deterministic) or on real UDP sockets
-//! on loopback (real time, the kernel's stack).
+//! The backend seam: where the packets go. A workload runner installs one
+//! app per host through [`Backend`], lets time run and reads the apps back;
+//! it cannot tell whether the hosts sit in the simulated world (virtual
+//! time, deterministic) or on real UDP sockets (real time, the kernel's
+//! stack), all in this process or some in others.
 
 use udrma_bridge::Cluster;
 use udrma_fabric::World;

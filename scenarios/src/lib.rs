@@ -1,6 +1,6 @@
 //! `udrma-scenarios`: one TOML file describes a whole experiment
 //! (topology, NIC configuration, workloads, faults, pauses, checks); this
-//! crate validates it, runs it in the fabric, checks the invariants of
+//! crate validates it, runs it in the fabric or over real sockets, checks the invariants of
 //! `docs/design.md` and reports. It reads no files itself: the CLI hands
 //! it the text.
 //!
@@ -11,12 +11,12 @@
 //! - the build: [`profile`] (hardware profiles, cost model, messaging
 //!   configuration), [`build`] (topology, NICs, fault rules, pauses),
 //!   [`validate`] (the one validation pass);
-//! - the run: [`data`] (byte patterns), [`backend`] (the seam between
-//!   what the hosts do and where the packets go: the simulated world or
-//!   real sockets), [`report`], [`leftover`]
-//!   (what a run left undone), [`svg`], [`ladder`], [`rdma`] and
-//!   [`messaging`] (the workload runners and their checks), [`run`] (the
-//!   entry: build the world, hand it to a runner).
+//! - the run: [`backend`] (the seam between what the hosts do and where
+//!   the packets go: the simulated world or real sockets), [`report`],
+//!   [`leftover`] (what a run left undone), [`svg`], [`ladder`], [`rdma`]
+//!   and [`messaging`] (plan the workloads, install one app per host from
+//!   `udrma_host::workload`, check what the apps recorded), [`run`] (the
+//!   entry: build the backend, hand it to a runner).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -24,7 +24,6 @@
 pub mod backend;
 pub mod build;
 pub mod checks;
-pub mod data;
 pub mod edit;
 pub mod ladder;
 pub mod leftover;

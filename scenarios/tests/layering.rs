@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The floors, bottom first (as the crate docs list them).
-const FLOORS: [&str; 17] = [
+const FLOORS: [&str; 16] = [
     "units",
     "schema",
     "edit",
@@ -16,7 +16,6 @@ const FLOORS: [&str; 17] = [
     "profile",
     "build",
     "validate",
-    "data",
     "backend",
     "report",
     "leftover",
