@@ -8,7 +8,7 @@ use udrma_fabric::sim::{Outcome, Sim};
 use udrma_faults::{Model, Target};
 use udrma_host::messaging::{Messenger, MsgConfig};
 use udrma_host::workload::msg::{MsgApp, MsgKind, MsgWorkload};
-use udrma_host::workload::rdma::{OpKind, PlannedOp, RdmaApp, RdmaPlan, Reuse, When};
+use udrma_host::workload::rdma::{OpKind, RdmaApp, RdmaPlan, Reuse, When};
 use udrma_host::App;
 use udrma_proto::{Duration, Instant, NodeAddr};
 
@@ -29,37 +29,14 @@ fn us(n: u64) -> Instant {
 /// A plan of operations between h0 and h1, laid out back to back in each
 /// host's regions.
 fn plan(ops: &[(OpKind, NodeAddr, u64, When)], reuses: Vec<Reuse>) -> RdmaPlan {
-    let mut p = RdmaPlan {
-        src_len: vec![0; 2],
-        dst_len: vec![0; 2],
-        reuses,
-        ..RdmaPlan::default()
-    };
+    let mut p = RdmaPlan::new(2, false);
+    p.reuses = reuses;
     for &(kind, poster, size, when) in ops {
-        let peer = NodeAddr(1 - poster.0);
-        let (from, to) = if kind == OpKind::Read {
-            (peer, poster)
-        } else {
-            (poster, peer)
+        let recv_at = match when {
+            When::At(t) => t,
+            _ => Instant::ZERO,
         };
-        let (src_off, dst_off) = (p.src_len[from.0 as usize], p.dst_len[to.0 as usize]);
-        p.src_len[from.0 as usize] += size;
-        p.dst_len[to.0 as usize] += size;
-        p.ops.push(PlannedOp {
-            workload: 0,
-            kind,
-            poster,
-            from,
-            to,
-            size,
-            src_off,
-            dst_off,
-            when,
-            recv_at: match when {
-                When::At(t) => t,
-                _ => Instant::ZERO,
-            },
-        });
+        p.add(0, kind, poster, NodeAddr(1 - poster.0), size, when, recv_at);
     }
     p
 }

@@ -298,12 +298,7 @@ fn ops_summary(ops: &[Op]) -> Vec<OpOutcome> {
 /// the same plan in every process (it depends on the file and the seed
 /// only).
 fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<RdmaPlan, ScenarioError> {
-    let mut p = RdmaPlan {
-        src_len: vec![0; n],
-        dst_len: vec![0; n],
-        phantom: sc.file.topology.phantom,
-        ..RdmaPlan::default()
-    };
+    let mut p = RdmaPlan::new(n, sc.file.topology.phantom);
     let host =
         |name: &Option<String>, who: &str| build::host(sc, name.as_deref().unwrap_or(""), n, who);
     for (wi, w) in sc.file.workloads.iter().enumerate() {
@@ -316,27 +311,7 @@ fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<RdmaPlan, ScenarioError> {
             SchemaOp::Send => OpKind::Send,
         };
         let mut add = |poster: NodeAddr, peer: NodeAddr, when: When| {
-            let (from, to) = match kind {
-                OpKind::Read => (peer, poster),
-                _ => (poster, peer),
-            };
-            let src_off = p.src_len[from.0 as usize];
-            p.src_len[from.0 as usize] += size;
-            let dst_off = p.dst_len[to.0 as usize];
-            p.dst_len[to.0 as usize] += size;
-            p.ops.push(PlannedOp {
-                workload: wi,
-                kind,
-                poster,
-                from,
-                to,
-                size,
-                src_off,
-                dst_off,
-                when,
-                recv_at: start,
-            });
-            p.ops.len() - 1
+            p.add(wi, kind, poster, peer, size, when, start)
         };
         match w.kind {
             WorkloadKind::Single | WorkloadKind::Many => {

@@ -144,6 +144,56 @@ pub struct RdmaPlan {
     pub phantom: bool,
 }
 
+impl RdmaPlan {
+    /// An empty plan for `hosts` hosts.
+    pub fn new(hosts: usize, phantom: bool) -> RdmaPlan {
+        RdmaPlan {
+            src_len: vec![0; hosts],
+            dst_len: vec![0; hosts],
+            phantom,
+            ..RdmaPlan::default()
+        }
+    }
+
+    /// Adds an operation of `size` bytes that `poster` posts toward
+    /// `peer` (for a READ, `peer` is the host read from), laid out after
+    /// the operations already planned in both hosts' regions; a SEND's
+    /// receiver posts its buffer at `recv_at`. Returns its index.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add(
+        &mut self,
+        workload: usize,
+        kind: OpKind,
+        poster: NodeAddr,
+        peer: NodeAddr,
+        size: u64,
+        when: When,
+        recv_at: Instant,
+    ) -> usize {
+        let (from, to) = match kind {
+            OpKind::Read => (peer, poster),
+            _ => (poster, peer),
+        };
+        let src_off = self.src_len[from.0 as usize];
+        self.src_len[from.0 as usize] += size;
+        let dst_off = self.dst_len[to.0 as usize];
+        self.dst_len[to.0 as usize] += size;
+        self.ops.push(PlannedOp {
+            workload,
+            kind,
+            poster,
+            from,
+            to,
+            size,
+            src_off,
+            dst_off,
+            when,
+            recv_at,
+        });
+        self.ops.len() - 1
+    }
+}
+
 /// The keys of a host's three regions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Keys {
