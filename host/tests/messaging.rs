@@ -180,9 +180,14 @@ impl MsgPair {
     }
 }
 
+/// Test data that never repeats within a message (a chunk shifted by
+/// any number of bytes, 256 included, would show), and differs by seed.
 fn bytes(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+    (0..len as u32)
+        .map(|i| {
+            let x = i.wrapping_add(u32::from(seed) << 24).wrapping_mul(0x9E37_79B1);
+            (x >> 24) as u8 ^ (x >> 11) as u8
+        })
         .collect()
 }
 
@@ -518,6 +523,33 @@ fn forged_chunks_and_controls_are_counted_not_trusted() {
     mp.run();
     assert_eq!(mp.received(1), vec![(r, 4, bytes(64, 1), Ok(()))]);
     assert!(mp.sent(0).iter().any(|x| x.0 == s));
+}
+
+#[test]
+fn a_peer_that_advertises_more_credits_than_vbufs_is_caught() {
+    // h0's credit toward h1 starts full (every vbuf h1 posted). h1's NIC
+    // then claims three re-posted vbufs it never had, on the next packet
+    // it sends: h0 clamps the credit, counts the overflow, and its check
+    // says so (clamping alone would hide a peer that over-advertises).
+    let mut mp = MsgPair::same(MsgConfig::default());
+    let r = mp.recv(0, Some(1), Some(1), 64);
+    mp.pair.nics[1].advertise_credits(NodeAddr(0), 3);
+    mp.send(1, 1, bytes(64, 2));
+    mp.pair.run();
+    let now = mp.pair.now;
+    for (i, e) in std::mem::take(&mut mp.pair.events) {
+        mp.m[i].handle_event(now, &mut mp.pair.nics[i], e);
+    }
+    assert_eq!(mp.m[0].stats().credit_overflow, 1);
+    let vbufs = u32::from(MsgConfig::default().vbufs_per_peer);
+    assert_eq!(mp.m[0].remote_credit(NodeAddr(1)), Some(vbufs), "clamped");
+    let err = mp.m[0].check().unwrap_err();
+    assert!(err.contains("more credits than vbufs_per_peer"), "{err}");
+    // The message itself still arrived.
+    while let Some(e) = mp.m[0].poll_event() {
+        mp.out.push((0, e));
+    }
+    assert_eq!(mp.received(0), vec![(r, 1, bytes(64, 2), Ok(()))]);
 }
 
 // ---------------------------------------------------------------- property

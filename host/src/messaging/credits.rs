@@ -123,9 +123,17 @@ impl Messenger {
 
     /// Checks the invariants a property test wants after every step:
     /// credits within `0..=vbufs_per_peer` (they are unsigned, so "never
-    /// negative" is "never decremented at zero", which `drain` guarantees)
-    /// and every peer's posted vbufs accounted for.
+    /// negative" is "never decremented at zero", which `drain` guarantees),
+    /// no peer ever advertised more vbufs than it has (the excess is
+    /// clamped on arrival, so only `credit_overflow` remembers it), and
+    /// every peer's posted vbufs accounted for.
     pub fn check(&self) -> Result<(), String> {
+        if self.stats.credit_overflow > 0 {
+            return Err(format!(
+                "a peer advertised more credits than vbufs_per_peer {} ({} times)",
+                self.cfg.vbufs_per_peer, self.stats.credit_overflow
+            ));
+        }
         for (addr, p) in &self.peers {
             if p.remote_credit > u32::from(self.cfg.vbufs_per_peer) {
                 return Err(format!(
