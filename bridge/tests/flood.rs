@@ -173,6 +173,23 @@ async fn a_flood_of_random_forged_and_replayed_datagrams_is_dropped_within_bound
         "and were thrown away"
     );
     // Bounded state, whatever arrived.
+    // The server's own memory: the lower half holds the honest put's
+    // bytes, and the upper half, which every forged WRITE aimed at, still
+    // holds the pattern `serve` started with.
+    let bytes = server
+        .nic()
+        .memory()
+        .regions()
+        .find(|(_, r)| r.base == SERVE_BASE)
+        .map(|(_, r)| r.bytes.clone())
+        .expect("the served region");
+    let half = (region / 2) as usize;
+    let mut put_bytes = vec![0u8; half];
+    tools::pattern(&mut put_bytes, 11);
+    assert!(bytes[..half] == put_bytes[..], "the honest put's bytes");
+    let untouched = (half as u64..region)
+        .all(|i| bytes[i as usize] == tools::pattern_byte(i, tools::SERVE_SEED));
+    assert!(untouched, "a forged WRITE changed the upper half");
     let occ = server.nic().occupancy();
     assert_eq!(occ.violation(), None, "{occ:?}");
     assert!(occ.escape_entries.1 <= server.config().nic.escape_capacity);

@@ -24,12 +24,35 @@ fn faults(seed: u64) -> FaultPlan {
     .unwrap()
 }
 
-/// Runs `client` against a server until it returns, then stops the server.
+/// The bytes of the region `serve` registered, read from the server's
+/// own memory (not back through the engine under test).
+fn served_bytes(server: &Endpoint) -> Vec<u8> {
+    server
+        .nic()
+        .memory()
+        .regions()
+        .find(|(_, r)| r.base == tools::SERVE_BASE)
+        .map(|(_, r)| r.bytes.clone())
+        .expect("the served region")
+}
+
+/// Runs `client` against a server until it returns, then stops the server;
+/// gives back the client's result, the server's report and the served
+/// region's bytes at the end.
 async fn with_server<T>(
     server_cfg: BridgeConfig,
     region: u64,
     client: impl AsyncFnOnce(SocketAddr) -> T,
 ) -> (T, tools::ServeReport) {
+    let (r, served, _) = with_server_memory(server_cfg, region, client).await;
+    (r, served)
+}
+
+async fn with_server_memory<T>(
+    server_cfg: BridgeConfig,
+    region: u64,
+    client: impl AsyncFnOnce(SocketAddr) -> T,
+) -> (T, tools::ServeReport, Vec<u8>) {
     let mut server = Endpoint::bind(loopback(), server_cfg).await.unwrap();
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
@@ -44,7 +67,7 @@ async fn with_server<T>(
         r
     };
     let (served, r) = tokio::join!(serving, driving);
-    (r, served.unwrap())
+    (r, served.unwrap(), served_bytes(&server))
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -54,7 +77,7 @@ async fn put_64_mib_byte_exact_through_loss_duplication_and_reordering() {
         faults: faults(1),
         ..BridgeConfig::default()
     };
-    let (report, served) = with_server(server_cfg, size, async |addr| {
+    let (report, served, memory) = with_server_memory(server_cfg, size, async |addr| {
         let mut client = Endpoint::bind(
             loopback(),
             BridgeConfig {
@@ -78,6 +101,14 @@ async fn put_64_mib_byte_exact_through_loss_duplication_and_reordering() {
     assert!(fault_stats.delayed > 5000, "{fault_stats:?}");
     assert!(nic.retransmits > 1000, "{nic:?}");
     assert!(served.bytes_received >= size);
+    // The server's own memory holds what the client wrote (put --verify
+    // read it back through the same engine; this does not trust it).
+    let mut expected = vec![0u8; size as usize];
+    tools::pattern(&mut expected, 42);
+    assert!(
+        memory == expected,
+        "the server's region differs from the bytes put"
+    );
     eprintln!(
         "64 MiB: {:.2} s, {:.2} Gb/s, {} retransmits, faults {:?}",
         r.seconds, r.gbps, r.retransmits, fault_stats

@@ -185,7 +185,9 @@ impl MsgPair {
 fn bytes(len: usize, seed: u8) -> Vec<u8> {
     (0..len as u32)
         .map(|i| {
-            let x = i.wrapping_add(u32::from(seed) << 24).wrapping_mul(0x9E37_79B1);
+            let x = i
+                .wrapping_add(u32::from(seed) << 24)
+                .wrapping_mul(0x9E37_79B1);
             (x >> 24) as u8 ^ (x >> 11) as u8
         })
         .collect()
