@@ -612,6 +612,9 @@ fn correlated_duplication_and_reordering_cluster_too() {
         let pairs = v.windows(2).filter(|w| hit(&w[0]) && hit(&w[1])).count() as f64;
         let (rate, after) = (hits / n as f64, pairs / hits.max(1.0));
         assert!(hits > 0.0, "{name}: never fired");
-        assert!(after > 2.0 * rate, "{name}: {after} after a hit vs {rate} overall");
+        assert!(
+            after > 2.0 * rate,
+            "{name}: {after} after a hit vs {rate} overall"
+        );
     }
 }

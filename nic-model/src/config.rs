@@ -82,6 +82,10 @@ pub struct NicConfig {
     pub max_retries: u32,
     /// Wait before retrying a packet the receiver NACKed as not ready.
     pub rnr_delay: Duration,
+    /// Receiver-not-ready retries of one packet before its request fails,
+    /// counted apart from `max_retries` (as InfiniBand's RNR retry count):
+    /// a busy receiver is not a lossy path.
+    pub max_rnr_retries: u32,
     /// Posted receive buffers per endpoint.
     pub recv_queue_capacity: usize,
     /// Control packets (ACK, NACK, notices) and READ responses queued for
@@ -134,6 +138,7 @@ impl Default for NicConfig {
             rto_max: Duration::from_millis(50),
             max_retries: 8,
             rnr_delay: Duration::from_micros(50),
+            max_rnr_retries: 1000,
             recv_queue_capacity: 256,
             transmit_queue_capacity: 65_536,
             read_window: u64::MAX,

@@ -88,7 +88,9 @@ mod tests {
     fn patent_example_4k_in_512b_packets() {
         let mut m = Mask::new(8);
         assert_eq!(m.word(0) as u32, 0b1111_1111_1111_1111_1111_1111_0000_0000);
+        assert_eq!((m.count(), m.missing()), (8, 8));
         assert!(m.set(0));
+        assert_eq!(m.missing(), 7);
         assert_eq!(m.word(0) as u32, 0b1111_1111_1111_1111_1111_1111_0000_0001);
         // The same packet again leaves the mask unchanged: a duplicate.
         assert!(!m.set(0));
@@ -112,5 +114,18 @@ mod tests {
             assert!(m.is_full(), "count {count}");
         }
         assert!(Mask::new(0).is_full());
+    }
+
+    #[test]
+    fn bits_past_the_last_word_read_as_clear() {
+        // A hostile packet may carry any segment index: asking about a bit
+        // past the mask's words is an answer (not set), never a panic.
+        for count in [1u32, 64, 100] {
+            let m = Mask::new(count);
+            let words = count.div_ceil(64).max(1);
+            assert!(!m.is_set(64 * words));
+            assert!(!m.is_set(u32::MAX));
+            assert_eq!(m.word(words as usize), u64::MAX);
+        }
     }
 }

@@ -65,6 +65,9 @@ pub struct Stats {
     pub escape_overflow: u64,
     /// Registrations refused because the registry was full (RNR NACK).
     pub registry_full: u64,
+    /// SENDs refused because no receive buffer was posted (RNR NACK): for
+    /// a messaging layer, a vbuf overflow.
+    pub no_receive_buffer: u64,
     /// Registry entries evicted after `registry_timeout` without progress.
     pub registry_expired: u64,
     /// Tombstones forgotten to make room.

@@ -177,6 +177,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         rto_max: t(n.rto_max, d.rto_max),
         max_retries: n.max_retries.unwrap_or(d.max_retries),
         rnr_delay: t(n.rnr_delay, d.rnr_delay),
+        max_rnr_retries: n.max_rnr_retries.unwrap_or(d.max_rnr_retries),
         recv_queue_capacity: n.recv_queue.unwrap_or(d.recv_queue_capacity),
         transmit_queue_capacity: n.transmit_queue.unwrap_or(d.transmit_queue_capacity),
         read_window: n.read_window.map_or(d.read_window, |s| s.0),

@@ -214,6 +214,8 @@ pub struct NicSpec {
     pub max_retries: Option<u32>,
     /// Wait after a receiver-not-ready NACK.
     pub rnr_delay: Option<Time>,
+    /// Receiver-not-ready retries before a request fails.
+    pub max_rnr_retries: Option<u32>,
     /// Receive queue capacity per endpoint.
     pub recv_queue: Option<usize>,
     /// Transmit queue capacity.

@@ -133,6 +133,8 @@ struct Inflight {
     seg: u32,
     sent_at: Instant,
     retries: u32,
+    /// Times the receiver said it was not ready (counted apart).
+    rnr_retries: u32,
     retransmitted: bool,
     /// `None` while waiting in the retransmit queue.
     deadline: Option<Instant>,

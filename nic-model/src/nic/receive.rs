@@ -132,7 +132,13 @@ impl Nic {
                 self.stats.escape_buffered += 1;
                 self.timers.insert((deadline, Timer::Escape(id)));
             }
-            Err(_) => self.stats.escape_overflow += 1,
+            Err(_) => {
+                // Full: the packet arrived intact, so say "not ready"
+                // rather than let it look lost (its sender retries it on
+                // the receiver-not-ready budget, not the loss budget).
+                self.stats.escape_overflow += 1;
+                self.nack(from, r, Syndrome::ReceiverNotReady, 0);
+            }
         }
     }
 
@@ -178,6 +184,7 @@ impl Nic {
                     .and_then(|q| q.front())
                     .copied()
                 else {
+                    self.stats.no_receive_buffer += 1;
                     self.nack(key.from, r, Syndrome::ReceiverNotReady, 0);
                     return false;
                 };

@@ -154,7 +154,7 @@ impl Nic {
             {
                 return;
             }
-            if !self.count_retry(now, opn) {
+            if !self.count_rnr_retry(now, opn) {
                 return;
             }
             let delay = self.cfg.rnr_delay;

@@ -48,6 +48,7 @@ impl Nic {
                 seg,
                 sent_at: now,
                 retries: 0,
+                rnr_retries: 0,
                 retransmitted: false,
                 deadline: None,
             };
@@ -309,6 +310,26 @@ impl Nic {
         };
         inf.retries += 1;
         if inf.retries > self.cfg.max_retries {
+            let msg_id = inf.msg_id;
+            if let Some(wr) = self.ops.get(&msg_id).map(|op| op.wr) {
+                self.stats.retries_exhausted += 1;
+                self.fail_request(now, wr, WcError::RetryExceeded);
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Counts one receiver-not-ready retry of `opn` (apart from loss
+    /// retries, as InfiniBand's RNR retry count is: a busy receiver is not
+    /// a lossy path, and does not back off the RTO); fails its request
+    /// when `max_rnr_retries` is exhausted.
+    pub(super) fn count_rnr_retry(&mut self, now: Instant, opn: OpNumber) -> bool {
+        let Some(inf) = self.op_table.get_mut(opn) else {
+            return false;
+        };
+        inf.rnr_retries += 1;
+        if inf.rnr_retries > self.cfg.max_rnr_retries {
             let msg_id = inf.msg_id;
             if let Some(wr) = self.ops.get(&msg_id).map(|op| op.wr) {
                 self.stats.retries_exhausted += 1;
