@@ -487,7 +487,7 @@ impl RdmaApp {
 }
 
 impl App for RdmaApp {
-    fn start(&mut self, now: Instant, nic: &mut Nic) {
+    fn start(&mut self, _now: Instant, nic: &mut Nic) {
         let h = self.me.0 as usize;
         let (src_len, dst_len) = (self.plan.src_len[h].max(1), self.plan.dst_len[h].max(1));
         let m = nic.memory_mut();
@@ -525,7 +525,6 @@ impl App for RdmaApp {
             ));
         }
         self.keys = keys;
-        let _ = now;
     }
 
     fn handle_event(&mut self, now: Instant, nic: &mut Nic, event: Event) {
