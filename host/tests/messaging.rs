@@ -554,6 +554,74 @@ fn a_peer_that_advertises_more_credits_than_vbufs_is_caught() {
     assert_eq!(mp.received(0), vec![(r, 1, bytes(64, 2), Ok(()))]);
 }
 
+#[test]
+fn an_older_credit_count_arriving_late_is_ignored() {
+    // Credit counts are cumulative (mod 2^16): one that is behind the
+    // newest seen (here 0xffff, one before the start) is a late copy and
+    // changes nothing; taking it as 65,535 new credits would overflow.
+    let mut mp = MsgPair::same(MsgConfig::default());
+    let r = mp.recv(0, Some(1), Some(1), 64);
+    mp.pair.nics[1].advertise_credits(NodeAddr(0), 0xffff);
+    mp.send(1, 1, bytes(64, 5));
+    mp.run();
+    assert_eq!(mp.m[0].stats().credit_overflow, 0);
+    let vbufs = u32::from(MsgConfig::default().vbufs_per_peer);
+    assert_eq!(mp.m[0].remote_credit(NodeAddr(1)), Some(vbufs));
+    assert_eq!(mp.received(0), vec![(r, 1, bytes(64, 5), Ok(()))]);
+}
+
+#[test]
+fn an_application_that_falls_behind_holds_back_vbufs_then_catches_up() {
+    // h1 posts no receive while 20 messages of 1000 B arrive: past 4000
+    // unexpected bytes it stops re-posting vbufs, so the sender runs out
+    // of credits and announces the rest by rendezvous (no data until a
+    // receive matches). Once the application posts its receives, the
+    // held-back vbufs are re-posted, every message arrives in order, and
+    // no credit ever passed the vbuf count.
+    let cfg = MsgConfig {
+        vbufs_per_peer: 8,
+        unexpected_bytes: 4000,
+        ..MsgConfig::default()
+    };
+    let mut mp = MsgPair::same(cfg);
+    let sends: Vec<_> = (0..20).map(|i| mp.send(0, 3, bytes(1000, i))).collect();
+    mp.run();
+    let held = mp.m[1].stats().reposts_deferred;
+    assert!(held > 0, "vbufs held back");
+    let (waiting, bytes_waiting) = mp.m[1].unexpected();
+    assert_eq!(waiting, 20, "every message waits for its receive");
+    assert!(
+        bytes_waiting > 4000 && bytes_waiting < 20_000,
+        "{bytes_waiting} B of eager data"
+    );
+    assert!(mp.m[0].stats().fallbacks > 0, "the sender went rendezvous");
+    let recvs: Vec<_> = (0..20)
+        .map(|_| mp.recv(1, Some(0), Some(3), 1000))
+        .collect();
+    mp.run();
+    let got = mp.received(1);
+    assert_eq!(got.len(), 20);
+    for (i, (id, tag, data, result)) in got.iter().enumerate() {
+        assert_eq!((*id, *tag), (recvs[i], 3));
+        assert_eq!(*data, bytes(1000, i as u8), "message {i}");
+        assert_eq!(*result, Ok(()));
+    }
+    assert_eq!(mp.sent(0).len(), sends.len());
+    assert_eq!(mp.m[1].unexpected(), (0, 0));
+    assert_eq!(mp.m[0].stats().credit_overflow, 0);
+    // The held-back vbufs were re-posted and advertised: the sender has
+    // all its credits again, and small messages go eager once more.
+    let vbufs = u32::from(MsgConfig::default().vbufs_per_peer.min(8));
+    assert_eq!(mp.m[0].remote_credit(NodeAddr(1)), Some(vbufs));
+    let eager = mp.m[0].stats().eager;
+    for i in 0..5 {
+        mp.recv(1, Some(0), Some(4), 1000);
+        mp.send(0, 4, bytes(100, 50 + i));
+    }
+    mp.run();
+    assert_eq!(mp.m[0].stats().eager, eager + 5, "eager again");
+}
+
 // ---------------------------------------------------------------- property
 
 #[derive(Debug, Clone)]
