@@ -305,19 +305,7 @@ impl Nic {
     /// Counts one retry of `opn`; fails its request and returns `false`
     /// when `max_retries` is exhausted.
     pub(super) fn count_retry(&mut self, now: Instant, opn: OpNumber) -> bool {
-        let Some(inf) = self.op_table.get_mut(opn) else {
-            return false;
-        };
-        inf.retries += 1;
-        if inf.retries > self.cfg.max_retries {
-            let msg_id = inf.msg_id;
-            if let Some(wr) = self.ops.get(&msg_id).map(|op| op.wr) {
-                self.stats.retries_exhausted += 1;
-                self.fail_request(now, wr, WcError::RetryExceeded);
-            }
-            return false;
-        }
-        true
+        self.count(now, opn, false)
     }
 
     /// Counts one receiver-not-ready retry of `opn` (apart from loss
@@ -325,19 +313,29 @@ impl Nic {
     /// a lossy path, and does not back off the RTO); fails its request
     /// when `max_rnr_retries` is exhausted.
     pub(super) fn count_rnr_retry(&mut self, now: Instant, opn: OpNumber) -> bool {
+        self.count(now, opn, true)
+    }
+
+    fn count(&mut self, now: Instant, opn: OpNumber, rnr: bool) -> bool {
         let Some(inf) = self.op_table.get_mut(opn) else {
             return false;
         };
-        inf.rnr_retries += 1;
-        if inf.rnr_retries > self.cfg.max_rnr_retries {
-            let msg_id = inf.msg_id;
-            if let Some(wr) = self.ops.get(&msg_id).map(|op| op.wr) {
-                self.stats.retries_exhausted += 1;
-                self.fail_request(now, wr, WcError::RetryExceeded);
-            }
-            return false;
+        let (n, max) = if rnr {
+            inf.rnr_retries += 1;
+            (inf.rnr_retries, self.cfg.max_rnr_retries)
+        } else {
+            inf.retries += 1;
+            (inf.retries, self.cfg.max_retries)
+        };
+        if n <= max {
+            return true;
         }
-        true
+        let msg_id = inf.msg_id;
+        if let Some(wr) = self.ops.get(&msg_id).map(|op| op.wr) {
+            self.stats.retries_exhausted += 1;
+            self.fail_request(now, wr, WcError::RetryExceeded);
+        }
+        false
     }
 
     pub(super) fn queue_retransmit(&mut self, opn: OpNumber) {
