@@ -135,7 +135,9 @@ mod tests {
     #[test]
     fn recycled_slot_rejects_the_old_number() {
         let mut t = OpTable::new(2);
+        assert!(t.is_empty());
         let a = t.insert("a").unwrap();
+        assert_eq!((t.len(), t.is_empty()), (1, false));
         let b = t.insert("b").unwrap();
         assert!(t.is_full());
         assert_eq!(t.insert("c"), None);
@@ -148,5 +150,8 @@ mod tests {
         assert_eq!(t.get(c), Some(&"c"));
         assert_eq!(t.get(b), Some(&"b"));
         assert_eq!(t.peak(), 2);
+        t.remove(b);
+        t.remove(c);
+        assert_eq!((t.len(), t.is_empty(), t.peak()), (0, true, 2));
     }
 }

@@ -24,6 +24,14 @@ pub enum Verdict {
     Duplicate(u32),
     /// Arrives this much later than the latency alone would make it.
     Delay(Duration),
+    /// Arrives with one byte changed: byte `at % len` is XORed with `xor`
+    /// (damage the integrity check must catch).
+    Corrupt {
+        /// Which byte (modulo the datagram's length).
+        at: u16,
+        /// The bits flipped.
+        xor: u8,
+    },
 }
 
 /// A datagram as a filter sees it.
@@ -177,11 +185,19 @@ impl Pair {
             seg_index: repr.map_or(0, |r| r.seg_index),
             verdict,
         });
+        let mut bytes = bytes;
         let (copies, extra) = match verdict {
             Verdict::Drop => return,
             Verdict::Deliver => (1, Duration::ZERO),
             Verdict::Duplicate(k) => (1 + k, Duration::ZERO),
             Verdict::Delay(d) => (1, d),
+            Verdict::Corrupt { at, xor } => {
+                if !bytes.is_empty() {
+                    let i = usize::from(at) % bytes.len();
+                    bytes[i] ^= xor;
+                }
+                (1, Duration::ZERO)
+            }
         };
         let at = self.now + self.latency + extra;
         let src = self.nics[from].addr();

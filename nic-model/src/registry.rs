@@ -391,4 +391,92 @@ mod tests {
         assert!(!r.insert(key(2), entry));
         assert!(r.is_full());
     }
+
+    fn from(peer: u32, msg_id: u32) -> OpKey {
+        OpKey {
+            from: NodeAddr(peer),
+            src_ep: 0,
+            msg_id,
+        }
+    }
+
+    fn entry() -> Entry {
+        Entry {
+            target: Target::Write {
+                rkey: MrKey(1),
+                lo: 0,
+            },
+            mask: Mask::new(1),
+            dst_ep: 0,
+            total_len: 1,
+            received: 0,
+            deadline: Instant(0),
+        }
+    }
+
+    #[test]
+    fn registry_counts_its_entries_and_finds_a_peers() {
+        let mut r = ReceiveRegistry::new(4);
+        assert!(r.is_empty());
+        for k in [from(0, 1), from(1, 1), from(1, 2)] {
+            assert!(r.insert(k, entry()));
+        }
+        assert_eq!((r.len(), r.peak(), r.is_empty()), (3, 3, false));
+        assert_eq!(r.keys_from(NodeAddr(1)), vec![from(1, 1), from(1, 2)]);
+        for k in r.keys_from(NodeAddr(1)) {
+            r.remove(&k);
+        }
+        assert_eq!(r.keys_from(NodeAddr(0)), vec![from(0, 1)]);
+        assert_eq!((r.len(), r.peak()), (1, 3), "the peak stays");
+    }
+
+    #[test]
+    fn escape_channel_gives_up_one_peers_packets_and_their_bytes() {
+        let mut e = EscapeChannel::new(8, 100);
+        let p = |peer, n| Escaped {
+            key: from(peer, 7),
+            datagram: vec![0; n],
+            deadline: Instant(0),
+        };
+        let a = e.push(p(0, 10)).unwrap();
+        e.push(p(1, 20)).unwrap();
+        e.push(p(0, 30)).unwrap();
+        assert_eq!((e.len(), e.bytes(), e.is_empty()), (3, 60, false));
+        let taken = e.take_from(NodeAddr(0));
+        assert_eq!(
+            taken
+                .iter()
+                .map(|(_, x)| x.datagram.len())
+                .collect::<Vec<_>>(),
+            vec![10, 30],
+            "peer 0's packets, in arrival order"
+        );
+        assert_eq!(taken[0].0, a);
+        assert_eq!((e.len(), e.bytes()), (1, 20));
+        let left = e.take_from(NodeAddr(1));
+        assert_eq!(e.remove(left[0].0), None, "already gone");
+        assert!(e.is_empty());
+        let b = e.push(p(2, 15)).unwrap();
+        e.push(p(2, 5)).unwrap();
+        assert_eq!(e.remove(b).map(|x| x.datagram.len()), Some(15));
+        assert_eq!(e.bytes(), 5, "an expired packet returns its bytes");
+    }
+
+    #[test]
+    fn tombstones_forget_a_restarted_peer_only() {
+        let mut t = Tombstones::new(8, true);
+        assert!(t.is_empty());
+        for k in [from(0, 1), from(1, 1), from(0, 2)] {
+            t.insert(k);
+        }
+        assert_eq!((t.len(), t.peak(), t.is_empty()), (3, 3, false));
+        assert_eq!(t.forget_peer(NodeAddr(0)), 2);
+        assert!(t.contains(&from(1, 1)) && !t.contains(&from(0, 2)));
+        assert_eq!((t.len(), t.peak()), (1, 3));
+        // The order queue forgot them too: the capacity is free again.
+        for m in 10..17 {
+            assert!(!t.insert(from(2, m)), "no eviction while there is room");
+        }
+        assert_eq!(t.len(), 8);
+    }
 }

@@ -181,3 +181,62 @@ fn hello_exchange_announces_each_sides_region_in_band() {
     assert_eq!(s.pair.nics[0].peer_epoch(NodeAddr(1)), Some(3));
     assert_eq!(s.pair.nics[1].peer_epoch(NodeAddr(0)), Some(3));
 }
+
+#[test]
+fn a_reply_to_the_previous_life_does_not_complete_the_new_lifes_request() {
+    // Found by the state machine: h0 WRITEs (message 1 of its first life)
+    // and reboots while h1's ACK and completion notice are on the wire.
+    let mut s = setup(life(1));
+    s.write(0);
+    s.pair.flush();
+    s.pair.advance_to(s.pair.now + Duration::from_micros(1));
+    let old_replies = s.pair.in_flight();
+    assert_eq!(old_replies, 2, "ACK and completion notice of message 1");
+    reboot(&mut s, 2, 0x11);
+    // The new life READs at once: had it numbered messages from 1 again,
+    // the old ACK for message 1 would complete this READ before any byte
+    // was read.
+    let wr = s.read(1);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    assert_eq!(s.src_bytes(0, 1), s.dst_bytes(0, 1), "the READ read");
+    assert_eq!(s.pair.nics[0].stats().stale_acks, 1);
+}
+
+#[test]
+fn a_restart_frees_what_the_receiver_held_for_the_previous_life_at_once() {
+    let mut s = setup(life(1));
+    // h0's first life: one WRITE completes (a tombstone at h1), one loses
+    // its last packet (half-received, in h1's registry), one loses its
+    // FIRST packet (its others wait in h1's escape channel).
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if r.msg_id == 2 && r.kind_name() == "WRITE_LAST" => Verdict::Drop,
+        Some(r) if r.msg_id == 3 && r.kind_name() == "WRITE_FIRST" => Verdict::Drop,
+        _ => Verdict::Deliver,
+    });
+    s.write_at(0, LEN4K);
+    s.write_at(8192, LEN4K);
+    s.write_at(16384, LEN4K);
+    s.pair.advance_to(Instant::ZERO + Duration::from_micros(5));
+    let held = s.pair.nics[1].occupancy();
+    assert_eq!(
+        (held.registry.0, held.escape_entries.0, held.tombstones.0),
+        (1, 3, 1),
+        "{held:?}"
+    );
+    assert_eq!(held.escape_bytes.0, 3 * (1024 + 32 + 16 + 4));
+    // h0 reboots; its first packet tells h1, which forgets all three at
+    // once rather than waiting for their timers.
+    reboot(&mut s, 2, 0x33);
+    s.pair.clear_filter();
+    s.write_at(32768, 0);
+    s.pair.advance_to(s.pair.now + Duration::from_micros(1));
+    let now = s.pair.nics[1].occupancy();
+    assert_eq!(
+        (now.registry.0, now.escape_entries.0, now.escape_bytes.0),
+        (0, 0, 0),
+        "{now:?}"
+    );
+    assert_eq!(now.tombstones.0, 1, "only the new life's WRITE: {now:?}");
+    assert_eq!(s.pair.nics[1].stats().peer_restarts, 1);
+}

@@ -1,8 +1,13 @@
 //! A proptest state machine over a `Pair`: random posts (WRITE,
-//! WRITE-with-notify, READ, SEND, and WRITEs that must be refused), random
-//! fault plans (drop, duplicate, delay the next datagrams), time advances,
-//! hostile datagrams and buffer reuse. After every step it checks the
-//! invariants of docs/design.md §8:
+//! WRITE-with-notify, READ, SEND, and WRITEs that must be refused) from h0,
+//! WRITEs the other way from h1, random fault plans (drop, duplicate,
+//! delay or corrupt the next datagrams), time advances, hostile datagrams,
+//! buffer reuse and reboots of h0 (a new boot epoch while its old packets
+//! are still on the wire). Each case draws its engine: ordinary (1 KiB
+//! packets, 4 KiB segments) or big (256 B packets, operations of up to
+//! 160 packets, so receive masks span three words), and 64 tombstones or
+//! only 4 (evicted while late copies are still on the wire). After every
+//! step it checks the invariants of docs/design.md §8:
 //!
 //! 1. every request completes at most once (and, once the run drains,
 //!    exactly once);
@@ -15,9 +20,15 @@
 //!    by the host for new data, keeps the new data whatever late copies
 //!    arrive (tombstones on);
 //! 6. registry, escape channel, OP table, tombstones, transmit queue and
-//!    request table never pass their limits.
+//!    request table never pass their limits;
+//! 7. every corrupted datagram is rejected by its integrity check.
+//!
+//! With 4 tombstones the host never reuses a buffer: a late duplicate of
+//! an operation whose tombstone was evicted may land again (the
+//! stale-duplicate hazard of bounded tombstones, docs/testing.md), which is
+//! harmless only while the target still holds that operation's bytes.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
@@ -30,16 +41,24 @@ use udrma_nic::{
 };
 use udrma_proto::NodeAddr;
 
-const SLOT: u64 = 16 * 1024;
+const SLOT: u64 = 48 * 1024;
 const SLOTS: u64 = 48;
+const SIZE: usize = (SLOT * SLOTS) as usize;
+/// Longest request in an ordinary case (12 packets of 1 KiB) and in a big
+/// one (160 packets of 256 B).
 const MAX_LEN: u32 = 12 * 1024;
+const MAX_BIG: u32 = 40 * 1024;
 
-const SRC: u64 = 0x1000; // h0: WRITE/SEND sources
-const RBUF: u64 = 0x80_0000; // h0: READ destinations
-const DST: u64 = 0x10_0000; // h1: WRITE targets
-const RSRC: u64 = 0x20_0000; // h1: READ sources
-const RECV: u64 = 0x30_0000; // h1: SEND receive buffers
-const GUARD: u64 = 0x40_0000; // h1: no remote rights at all
+const SRC: u64 = 0x0100_0000; // h0: WRITE/SEND sources
+const RBUF: u64 = 0x0200_0000; // h0: READ destinations
+const BACK: u64 = 0x0300_0000; // h0: targets of h1's WRITEs
+const DST: u64 = 0x1000_0000; // h1: WRITE targets
+const RSRC: u64 = 0x1100_0000; // h1: READ sources
+const RECV: u64 = 0x1200_0000; // h1: SEND receive buffers
+const SRC1: u64 = 0x1300_0000; // h1: sources of its WRITEs
+const GUARD: u64 = 0x1400_0000; // h1: no remote rights at all
+/// Reboots of h0 per case.
+const MAX_RESTARTS: u32 = 3;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -53,6 +72,7 @@ enum Fault {
     Drop,
     Duplicate(u32),
     Delay(u64),
+    Corrupt(u16, u8),
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +85,10 @@ enum Step {
         len: u32,
     },
     Send {
+        len: u32,
+    },
+    /// h1 WRITEs into h0 (traffic both ways).
+    WriteBack {
         len: u32,
     },
     /// A WRITE with a bad rkey (0), out of bounds (1) or into the guard
@@ -82,6 +106,8 @@ enum Step {
         reseal_unknown: bool,
     },
     Reuse,
+    /// h0 reboots: a new engine with the next epoch and fresh memory.
+    Restart,
 }
 
 #[derive(Debug, Clone)]
@@ -89,26 +115,34 @@ struct Model {
     registration: RegistrationMode,
     ack: AckMode,
     retransmit: RetransmitMode,
+    /// 256 B packets and 32 KiB segments: operations past 64 packets.
+    big: bool,
+    /// 4 tombstones instead of 64: evictions while copies are in flight.
+    few_tombstones: bool,
     posts: u64,
+    restarts: u32,
 }
 
-fn step_strategy() -> BoxedStrategy<Step> {
+fn step_strategy(max_len: u32) -> BoxedStrategy<Step> {
     let fault = prop_oneof![
         3 => Just(Fault::Pass),
         2 => Just(Fault::Drop),
         1 => (1u32..3).prop_map(Fault::Duplicate),
         2 => (1u64..150).prop_map(Fault::Delay),
+        1 => (any::<u16>(), 1u8..=255).prop_map(|(at, xor)| Fault::Corrupt(at, xor)),
     ];
     prop_oneof![
-        4 => (0..=MAX_LEN, any::<bool>()).prop_map(|(len, notify)| Step::Write { len, notify }),
-        2 => (0..=MAX_LEN).prop_map(|len| Step::Read { len }),
-        2 => (0..=8192u32).prop_map(|len| Step::Send { len }),
+        4 => (0..=max_len, any::<bool>()).prop_map(|(len, notify)| Step::Write { len, notify }),
+        2 => (0..=max_len).prop_map(|len| Step::Read { len }),
+        2 => (0..=max_len.min(8192)).prop_map(|len| Step::Send { len }),
+        2 => (0..=max_len).prop_map(|len| Step::WriteBack { len }),
         1 => (0u8..3).prop_map(|how| Step::BadWrite { how }),
         3 => proptest::collection::vec(fault, 1..12).prop_map(Step::Faults),
         3 => (1u32..300).prop_map(|us| Step::Advance { us }),
         1 => (0u8..2, proptest::collection::vec(any::<u8>(), 0..200), any::<bool>())
             .prop_map(|(from, bytes, reseal_unknown)| Step::Garbage { from, bytes, reseal_unknown }),
         1 => Just(Step::Reuse),
+        1 => Just(Step::Restart),
     ]
     .boxed()
 }
@@ -118,8 +152,14 @@ impl ReferenceStateMachine for Model {
     type Transition = Step;
 
     fn init_state() -> BoxedStrategy<Model> {
-        (any::<bool>(), any::<bool>(), any::<bool>())
-            .prop_map(|(self_describing, sack, gbn)| Model {
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(self_describing, sack, gbn, big, few_tombstones)| Model {
                 registration: if self_describing {
                     RegistrationMode::SelfDescribing
                 } else {
@@ -137,30 +177,41 @@ impl ReferenceStateMachine for Model {
                 } else {
                     RetransmitMode::Selective
                 },
+                big,
+                few_tombstones,
                 posts: 0,
+                restarts: 0,
             })
             .boxed()
     }
 
-    fn transitions(_: &Model) -> BoxedStrategy<Step> {
-        step_strategy()
+    fn transitions(m: &Model) -> BoxedStrategy<Step> {
+        step_strategy(if m.big { MAX_BIG } else { MAX_LEN })
     }
 
     fn apply(mut state: Model, step: &Step) -> Model {
-        if matches!(
-            step,
-            Step::Write { .. } | Step::Read { .. } | Step::Send { .. } | Step::BadWrite { .. }
-        ) {
-            state.posts += 1;
+        match step {
+            Step::Write { .. }
+            | Step::Read { .. }
+            | Step::Send { .. }
+            | Step::WriteBack { .. }
+            | Step::BadWrite { .. } => state.posts += 1,
+            Step::Restart => state.restarts += 1,
+            _ => {}
         }
         state
     }
 
     fn preconditions(state: &Model, step: &Step) -> bool {
+        let max = if state.big { MAX_BIG } else { MAX_LEN };
         match step {
-            Step::Write { .. } | Step::Read { .. } | Step::Send { .. } | Step::BadWrite { .. } => {
-                state.posts < SLOTS
-            }
+            Step::Write { len, .. }
+            | Step::Read { len }
+            | Step::Send { len }
+            | Step::WriteBack { len } => state.posts < SLOTS && *len <= max,
+            Step::BadWrite { .. } => state.posts < SLOTS,
+            Step::Reuse => !state.few_tombstones,
+            Step::Restart => state.restarts < MAX_RESTARTS,
             _ => true,
         }
     }
@@ -168,31 +219,96 @@ impl ReferenceStateMachine for Model {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Expect {
-    Write { slot: u64, len: u64 },
-    Read { slot: u64, len: u64 },
-    Send { slot: u64, len: u64 },
-    Bad { slot: u64 },
+    Write {
+        slot: u64,
+        len: u64,
+    },
+    Read {
+        slot: u64,
+        len: u64,
+    },
+    Send {
+        slot: u64,
+        len: u64,
+    },
+    /// h1's WRITE into h0's `BACK` region.
+    Back {
+        slot: u64,
+        len: u64,
+    },
+    Bad {
+        slot: u64,
+    },
+}
+
+/// A request: the NIC that posted it, the life of h0 when it was posted
+/// (h0's request ids start again after a reboot), and its id.
+type Key = (usize, u32, WrId);
+
+/// Datagrams a NIC threw away as damaged or meaningless.
+fn rejected(nic: &udrma_nic::Nic) -> u64 {
+    let s = nic.stats();
+    s.rx_truncated
+        + s.rx_bad_checksum
+        + s.rx_bad_version
+        + s.rx_bad_length
+        + s.rx_unknown_opcode
+        + s.rx_unhandled
+        + s.rx_invalid
 }
 
 struct Sut {
     pair: Pair,
+    cfg: NicConfig,
     plan: Rc<RefCell<VecDeque<Fault>>>,
+    /// Datagrams the plan corrupted (a byte XORed with a non-zero value).
+    corrupted: Rc<Cell<u64>>,
+    /// Wire numbers of the hostile datagrams injected.
+    hostile: Rc<RefCell<Vec<u64>>>,
+    /// Rejections counted by h0's earlier lives.
+    rejected_before: u64,
+    /// h0's boot count (0 = first life).
+    life: u32,
     src: MrKey,
     rbuf: MrKey,
+    back: MrKey,
     dst: MrKey,
     rsrc: MrKey,
     recv: MrKey,
+    src1: MrKey,
     guard: MrKey,
-    expects: BTreeMap<WrId, Expect>,
+    /// What each request must do.
+    expects: BTreeMap<Key, Expect>,
     recvs: BTreeMap<WrId, u64>,
-    /// Completions by (NIC, request): request ids are per NIC.
-    completions: BTreeMap<(usize, WrId), (u32, Result<(), WcError>)>,
+    completions: BTreeMap<Key, (u32, Result<(), WcError>)>,
     seen_events: usize,
     /// Slots of h1's WRITE region and what they must hold from now on.
     pinned: BTreeMap<u64, Vec<u8>>,
     /// Slots targeted by accepted WRITEs whose outcome is not pinned.
     touched: Vec<u64>,
+    /// Slots of h0's `BACK` region that h1 ever targeted.
+    back_touched: Vec<u64>,
+    /// For each `BACK` slot h1 targeted: h0's life then, and whether h1
+    /// still believed in an earlier life (it learns of a reboot only from
+    /// h0's next packet, and then fails what it had posted).
+    back_life: BTreeMap<u64, (u32, bool)>,
+    /// What h1's WRITE region and h0's `BACK` region held at the start
+    /// (`BACK`: of h0's current life).
+    initial_dst: Vec<u8>,
+    initial_back: Vec<u8>,
     reused: u8,
+}
+
+/// h0's regions in life `life`: WRITE/SEND sources, READ destinations and
+/// the target of h1's WRITEs, each with its own pattern.
+fn h0_regions(nic: &mut udrma_nic::Nic, life: u32) -> (MrKey, MrKey, MrKey) {
+    let seed = life as u8;
+    let src = nic.register(SRC, SIZE, Access::ALL);
+    nic.memory_mut().region_mut(src).unwrap().bytes = pattern(SIZE, 0x11 ^ seed);
+    let rbuf = nic.register(RBUF, SIZE, Access::LOCAL);
+    let back = nic.register(BACK, SIZE, Access::ALL);
+    nic.memory_mut().region_mut(back).unwrap().bytes = pattern(SIZE, 0x66 ^ seed);
+    (src, rbuf, back)
 }
 
 impl Sut {
@@ -220,16 +336,17 @@ impl Sut {
             else {
                 continue;
             };
-            let entry = self.completions.entry((nic, wr)).or_insert((0, result));
+            let key = (nic, if nic == 0 { self.life } else { 0 }, wr);
+            let entry = self.completions.entry(key).or_insert((0, result));
             entry.0 += 1;
             assert_eq!(
                 entry.0, 1,
                 "invariant 1: {wr} ({kind:?}) on h{nic} completed twice"
             );
-            if result.is_err() || nic != 0 {
+            if result.is_err() {
                 continue;
             }
-            match self.expects.get(&wr).copied() {
+            match self.expects.get(&key).copied() {
                 Some(Expect::Write { slot, len }) => {
                     let sent = self.slot_of(0, self.src, slot, len);
                     assert!(
@@ -247,22 +364,72 @@ impl Sut {
                         "invariant 2: READ {wr} bytes differ"
                     );
                 }
+                Some(Expect::Back { slot, len }) if !self.restarted_since(slot) => {
+                    assert!(
+                        self.slot_of(0, self.back, slot, len)
+                            == self.slot_of(1, self.src1, slot, len),
+                        "invariant 2: h1's WRITE {wr} bytes differ"
+                    );
+                }
                 Some(Expect::Bad { .. }) => {
                     panic!("a WRITE that had to be refused succeeded: {wr}")
                 }
-                Some(Expect::Send { .. }) | None => {}
+                _ => {}
             }
         }
     }
 
-    fn post(&mut self, wr: WorkRequest, expect: Expect) {
-        let id = self.pair.nics[0]
+    /// Whether h0 rebooted after h1 posted its WRITE into `BACK` slot
+    /// `slot` (the bytes then went to memory that no longer exists).
+    fn restarted_since(&self, slot: u64) -> bool {
+        self.back_life.get(&slot).is_some_and(|l| l.0 != self.life)
+    }
+
+    /// Whether h1's WRITE into `BACK` slot `slot` may fail because h0
+    /// rebooted.
+    fn may_meet_reboot(&self, slot: u64) -> bool {
+        self.restarted_since(slot) || self.back_life.get(&slot).is_some_and(|l| l.1)
+    }
+
+    fn post(&mut self, nic: usize, wr: WorkRequest, expect: Expect) {
+        let id = self.pair.nics[nic]
             .post(self.pair.now, wr)
             .expect("post accepted");
-        if let Expect::Write { slot, .. } = expect {
-            self.touched.push(slot);
+        match expect {
+            Expect::Write { slot, .. } => self.touched.push(slot),
+            Expect::Back { slot, .. } => {
+                self.back_touched.push(slot);
+                let epoch = self.cfg.epoch + self.life;
+                let stale =
+                    self.life > 0 && self.pair.nics[1].peer_epoch(NodeAddr(0)) != Some(epoch);
+                self.back_life.insert(slot, (self.life, stale));
+            }
+            _ => {}
         }
-        self.expects.insert(id, expect);
+        let life = if nic == 0 { self.life } else { 0 };
+        self.expects.insert((nic, life, id), expect);
+    }
+
+    /// h0 reboots: its requests are forgotten (the host died with them),
+    /// its memory starts afresh, and its next packets carry a newer epoch.
+    /// Its old packets may still be on the wire.
+    fn reboot(&mut self) {
+        self.absorb_events();
+        self.rejected_before += rejected(&self.pair.nics[0]);
+        self.life += 1;
+        let cfg = NicConfig {
+            epoch: self.cfg.epoch + self.life,
+            ..self.cfg.clone()
+        };
+        let mut nic = udrma_nic::Nic::new(NodeAddr(0), cfg).expect("valid configuration");
+        let (src, rbuf, back) = h0_regions(&mut nic, self.life);
+        assert_eq!(
+            (src, rbuf, back),
+            (self.src, self.rbuf, self.back),
+            "a fresh engine hands out the same keys"
+        );
+        self.pair.nics[0] = nic;
+        self.initial_back = pattern(SIZE, 0x66 ^ self.life as u8);
     }
 }
 
@@ -273,17 +440,22 @@ impl StateMachineTest for NicMachine {
     type Reference = Model;
 
     fn init_test(m: &Model) -> Sut {
+        let (mtu_payload, segment) = if m.big {
+            (256, 32 * 1024)
+        } else {
+            (1024, 4 * 1024)
+        };
         let cfg = NicConfig {
-            mtu_payload: 1024,
-            segment_threshold: 8 * 1024,
-            segment_size: 4 * 1024,
-            op_table_capacity: 16,
+            mtu_payload,
+            segment_threshold: 2 * u64::from(segment),
+            segment_size: segment,
+            op_table_capacity: if m.big { 48 } else { 16 },
             registry_capacity: 4,
             registry_timeout: Duration::from_millis(2),
             escape_capacity: 8,
             escape_bytes: 8 * 1100,
             escape_timeout: Duration::from_micros(60),
-            tombstone_capacity: 64,
+            tombstone_capacity: if m.few_tombstones { 4 } else { 64 },
             registration: m.registration,
             ack_mode: m.ack,
             retransmit: m.retransmit,
@@ -295,41 +467,61 @@ impl StateMachineTest for NicMachine {
             transmit_queue_capacity: 256,
             ..NicConfig::default()
         };
-        let mut pair = Pair::new(cfg);
-        let size = (SLOT * SLOTS) as usize;
-        let src = pair.nics[0].register(SRC, size, Access::ALL);
-        pair.nics[0].memory_mut().region_mut(src).unwrap().bytes = pattern(size, 0x11);
-        let rbuf = pair.nics[0].register(RBUF, size, Access::LOCAL);
-        let dst = pair.nics[1].register(DST, size, Access::ALL);
-        pair.nics[1].memory_mut().region_mut(dst).unwrap().bytes = pattern(size, 0x22);
-        let rsrc = pair.nics[1].register(
+        let mut pair = Pair::new(cfg.clone());
+        let (src, rbuf, back) = h0_regions(&mut pair.nics[0], 0);
+        let h1 = &mut pair.nics[1];
+        let dst = h1.register(DST, SIZE, Access::ALL);
+        h1.memory_mut().region_mut(dst).unwrap().bytes = pattern(SIZE, 0x22);
+        let rsrc = h1.register(
             RSRC,
-            size,
+            SIZE,
             Access {
                 remote_read: true,
                 ..Access::default()
             },
         );
-        pair.nics[1].memory_mut().region_mut(rsrc).unwrap().bytes = pattern(size, 0x33);
-        let recv = pair.nics[1].register(RECV, size, Access::LOCAL);
-        let guard = pair.nics[1].register(GUARD, 4096, Access::LOCAL);
-        pair.nics[1].memory_mut().region_mut(guard).unwrap().bytes = pattern(4096, 0x44);
+        h1.memory_mut().region_mut(rsrc).unwrap().bytes = pattern(SIZE, 0x33);
+        let recv = h1.register(RECV, SIZE, Access::LOCAL);
+        let src1 = h1.register(SRC1, SIZE, Access::LOCAL);
+        h1.memory_mut().region_mut(src1).unwrap().bytes = pattern(SIZE, 0x55);
+        let guard = h1.register(GUARD, 4096, Access::LOCAL);
+        h1.memory_mut().region_mut(guard).unwrap().bytes = pattern(4096, 0x44);
         let plan: Rc<RefCell<VecDeque<Fault>>> = Rc::default();
-        let p = plan.clone();
-        pair.set_filter(move |_| match p.borrow_mut().pop_front() {
-            None | Some(Fault::Pass) => Verdict::Deliver,
-            Some(Fault::Drop) => Verdict::Drop,
-            Some(Fault::Duplicate(n)) => Verdict::Duplicate(n),
-            Some(Fault::Delay(us)) => Verdict::Delay(Duration::from_micros(us)),
+        let corrupted: Rc<Cell<u64>> = Rc::default();
+        let hostile: Rc<RefCell<Vec<u64>>> = Rc::default();
+        let (p, c, h) = (plan.clone(), corrupted.clone(), hostile.clone());
+        pair.set_filter(move |w| {
+            // The plan judges what the engines send; injected datagrams
+            // arrive as they are.
+            if h.borrow().contains(&w.n) {
+                return Verdict::Deliver;
+            }
+            match p.borrow_mut().pop_front() {
+                None | Some(Fault::Pass) => Verdict::Deliver,
+                Some(Fault::Drop) => Verdict::Drop,
+                Some(Fault::Duplicate(n)) => Verdict::Duplicate(n),
+                Some(Fault::Delay(us)) => Verdict::Delay(Duration::from_micros(us)),
+                Some(Fault::Corrupt(at, xor)) => {
+                    c.set(c.get() + 1);
+                    Verdict::Corrupt { at, xor }
+                }
+            }
         });
         Sut {
             pair,
+            cfg,
             plan,
+            corrupted,
+            hostile,
+            rejected_before: 0,
+            life: 0,
             src,
             rbuf,
+            back,
             dst,
             rsrc,
             recv,
+            src1,
             guard,
             expects: BTreeMap::new(),
             recvs: BTreeMap::new(),
@@ -337,6 +529,10 @@ impl StateMachineTest for NicMachine {
             seen_events: 0,
             pinned: BTreeMap::new(),
             touched: Vec::new(),
+            back_touched: Vec::new(),
+            back_life: BTreeMap::new(),
+            initial_dst: pattern(SIZE, 0x22),
+            initial_back: pattern(SIZE, 0x66),
             reused: 0,
         }
     }
@@ -344,7 +540,7 @@ impl StateMachineTest for NicMachine {
     fn apply(mut s: Sut, m: &Model, step: Step) -> Sut {
         let slot = m.posts.saturating_sub(1);
         let now = s.pair.now;
-        let h1 = NodeAddr(1);
+        let (h0, h1) = (NodeAddr(0), NodeAddr(1));
         match step {
             Step::Write { len, notify } => {
                 let (len, local, remote) = (u64::from(len), SRC + slot * SLOT, DST + slot * SLOT);
@@ -353,7 +549,7 @@ impl StateMachineTest for NicMachine {
                 } else {
                     WorkRequest::write(h1, s.src, local, len, s.dst.0, remote)
                 };
-                s.post(wr, Expect::Write { slot, len });
+                s.post(0, wr, Expect::Write { slot, len });
             }
             Step::Read { len } => {
                 let len = u64::from(len);
@@ -365,7 +561,7 @@ impl StateMachineTest for NicMachine {
                     s.rsrc.0,
                     RSRC + slot * SLOT,
                 );
-                s.post(wr, Expect::Read { slot, len });
+                s.post(0, wr, Expect::Read { slot, len });
             }
             Step::Send { len } => {
                 let len = u64::from(len);
@@ -374,7 +570,19 @@ impl StateMachineTest for NicMachine {
                     .expect("recv posted");
                 s.recvs.insert(recv, slot);
                 let wr = WorkRequest::send(h1, s.src, SRC + slot * SLOT, len);
-                s.post(wr, Expect::Send { slot, len });
+                s.post(0, wr, Expect::Send { slot, len });
+            }
+            Step::WriteBack { len } => {
+                let len = u64::from(len);
+                let wr = WorkRequest::write(
+                    h0,
+                    s.src1,
+                    SRC1 + slot * SLOT,
+                    len,
+                    s.back.0,
+                    BACK + slot * SLOT,
+                );
+                s.post(1, wr, Expect::Back { slot, len });
             }
             Step::BadWrite { how } => {
                 let local = SRC + slot * SLOT;
@@ -390,7 +598,7 @@ impl StateMachineTest for NicMachine {
                     ),
                     _ => WorkRequest::write(h1, s.src, local, 2048, s.guard.0, GUARD),
                 };
-                s.post(wr, Expect::Bad { slot });
+                s.post(0, wr, Expect::Bad { slot });
             }
             Step::Faults(faults) => s.plan.borrow_mut().extend(faults),
             Step::Advance { us } => {
@@ -407,6 +615,7 @@ impl StateMachineTest for NicMachine {
                     bytes[1] = 0x30 + (bytes[1] & 0x0f);
                     udrma_proto::Packet::new_unchecked(&mut bytes[..]).fill_icrc();
                 }
+                s.hostile.borrow_mut().push(s.pair.log.len() as u64);
                 s.pair.inject(usize::from(from), bytes);
             }
             Step::Reuse => {
@@ -426,6 +635,7 @@ impl StateMachineTest for NicMachine {
                     s.pinned.insert(slot, fresh);
                 }
             }
+            Step::Restart => s.reboot(),
         }
         s.pair.flush();
         s.absorb_events();
@@ -439,20 +649,26 @@ impl StateMachineTest for NicMachine {
             &pattern(4096, 0x44)[..],
             "invariant 3: guard region written"
         );
-        let initial = pattern((SLOT * SLOTS) as usize, 0x22);
         let dst = s.region(1, s.dst);
+        let back = s.region(0, s.back);
         for slot in 0..SLOTS {
             let range = (slot * SLOT) as usize..((slot + 1) * SLOT) as usize;
             if let Some(pinned) = s.pinned.get(&slot) {
                 // 4 (and 2): a completed WRITE's target keeps what it holds.
                 assert!(
-                    dst[range] == pinned[..],
+                    dst[range.clone()] == pinned[..],
                     "invariant 4: slot {slot} changed after its WRITE completed"
                 );
             } else if !s.touched.contains(&slot) || slot >= m.posts {
                 assert!(
-                    dst[range.clone()] == initial[range],
+                    dst[range.clone()] == s.initial_dst[range.clone()],
                     "invariant 3: untargeted slot {slot} written"
+                );
+            }
+            if !s.back_touched.contains(&slot) {
+                assert!(
+                    back[range.clone()] == s.initial_back[range],
+                    "invariant 3: untargeted slot {slot} of h0 written"
                 );
             }
         }
@@ -479,33 +695,55 @@ impl StateMachineTest for NicMachine {
             s.pair.now
         );
         s.absorb_events();
-        for (wr, expect) in &s.expects {
-            let (n, result) = s.completions.get(&(0, *wr)).copied().unwrap_or((0, Ok(())));
+        for (&(nic, life, wr), expect) in &s.expects {
+            if nic == 0 && life != s.life {
+                // Posted by an earlier life of h0: the host that waited for
+                // it is gone.
+                continue;
+            }
+            let (n, result) = s
+                .completions
+                .get(&(nic, life, wr))
+                .copied()
+                .unwrap_or((0, Ok(())));
             assert_eq!(n, 1, "invariant 1: {wr} ({expect:?}) completed {n} times");
             match expect {
                 Expect::Bad { .. } => assert!(result.is_err(), "refused WRITE {wr} succeeded"),
-                // A valid WRITE, READ or SEND between two live hosts may
-                // only run out of retries (drops, delays past the RTO and
-                // a full registry all cost retries); any other error is a
-                // bug (garbage cannot forge a NACK: it fails the ICRC or
-                // has an unknown opcode).
+                // A valid request between two live hosts may only run out
+                // of retries (drops, delays past the RTO and a full
+                // registry all cost retries), or, for h1's, meet h0's
+                // reboot; any other error is a bug (garbage cannot forge a
+                // NACK: it fails the ICRC or has an unknown opcode).
+                Expect::Back { slot, .. } if s.may_meet_reboot(*slot) => assert!(
+                    matches!(
+                        result,
+                        Ok(()) | Err(WcError::RetryExceeded | WcError::PeerRestarted)
+                    ),
+                    "{wr} ({expect:?}) failed with {result:?}"
+                ),
                 _ => assert!(
                     matches!(result, Ok(()) | Err(WcError::RetryExceeded)),
                     "{wr} ({expect:?}) failed with {result:?}"
                 ),
             }
         }
-        let sends_ok = s
-            .expects
-            .iter()
-            .filter(|(wr, e)| {
-                matches!(e, Expect::Send { .. }) && s.completions[&(0, **wr)].1.is_ok()
-            })
-            .count();
+        // 7: every damaged datagram was thrown away, and nothing else was.
+        let rejected = s.rejected_before + rejected(&s.pair.nics[0]) + rejected(&s.pair.nics[1]);
+        assert_eq!(
+            rejected,
+            s.corrupted.get() + s.hostile.borrow().len() as u64,
+            "invariant 7: {} corrupted and {} hostile datagrams, {rejected} rejected",
+            s.corrupted.get(),
+            s.hostile.borrow().len()
+        );
+        let sent_ok = |e: &Expect, key: &Key| {
+            matches!(e, Expect::Send { .. }) && s.completions.get(key).is_some_and(|c| c.1.is_ok())
+        };
+        let sends_ok = s.expects.iter().filter(|(k, e)| sent_ok(e, k)).count();
         let recvs_done = s
             .recvs
             .keys()
-            .filter(|wr| s.completions.contains_key(&(1, **wr)))
+            .filter(|wr| s.completions.contains_key(&(1, 0, **wr)))
             .count();
         assert!(
             recvs_done >= sends_ok && recvs_done <= s.recvs.len(),
@@ -528,13 +766,20 @@ impl StateMachineTest for NicMachine {
                 _ => None,
             })
             .collect();
-        for (wr, e) in &s.expects {
-            if let (Expect::Send { slot, len }, Ok(())) = (e, s.completions[&(0, *wr)].1) {
-                let sent = s.slot_of(0, s.src, *slot, *len);
+        // The bytes of the life that sent them.
+        let sources: Vec<Vec<u8>> = (0..=s.life)
+            .map(|l| pattern(SIZE, 0x11 ^ l as u8))
+            .collect();
+        for (key, e) in &s.expects {
+            if let (Expect::Send { slot, len }, true) = (e, sent_ok(e, key)) {
+                let sent = sources[key.1 as usize]
+                    [(slot * SLOT) as usize..(slot * SLOT + len) as usize]
+                    .to_vec();
                 let at = filled.iter().position(|b| *b == sent);
                 assert!(
                     at.is_some(),
-                    "SEND {wr} ({len} B) landed in no receive buffer"
+                    "SEND {} ({len} B) landed in no receive buffer",
+                    key.2
                 );
                 filled.swap_remove(at.unwrap());
             }
@@ -543,22 +788,21 @@ impl StateMachineTest for NicMachine {
             assert!(nic.is_idle(), "h{i} not idle after draining");
             assert_eq!(nic.occupancy().violation(), None);
         }
-        let kinds: Vec<WrKind> = s
-            .pair
-            .events
-            .iter()
-            .filter_map(|(_, e)| match e {
-                Event::Completed { kind, .. } => Some(*kind),
-                _ => None,
-            })
-            .collect();
-        assert!(kinds.len() >= s.expects.len());
     }
+}
+
+/// Cases per run: `PROPTEST_CASES` if set (a long hunt, or a quick run
+/// under cargo-mutants), else 96.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(96)
 }
 
 prop_state_machine! {
     #![proptest_config(ProptestConfig {
-        cases: 96,
+        cases: cases(),
         max_shrink_iters: 2048,
         failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("regressions"))),
         ..ProptestConfig::default()

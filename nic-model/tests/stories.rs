@@ -728,6 +728,7 @@ fn rkey_bounds_and_access_violations_write_nothing_and_fail_the_request() {
         .regions()
         .map(|(k, r)| (k, r.bytes.clone()))
         .collect::<Vec<_>>();
+    assert_eq!(before.len(), 2, "both of h1's regions compared");
     assert!(before == after, "no byte written anywhere");
     assert!(s.pair.nics[0].is_idle(), "failed requests leave no state");
     // A READ into a region the host may not write is refused at post.

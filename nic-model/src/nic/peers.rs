@@ -192,9 +192,8 @@ impl Nic {
     }
 
     /// `peer` restarted with `epoch`: its half-received operations, escaped
-    /// packets and tombstones belong to a life that is over (its new life
-    /// numbers messages from scratch, so an old tombstone would swallow a new
-    /// message), and the requests still running toward it name memory that
+    /// packets and tombstones belong to a life that is over (an old
+    /// tombstone could swallow a message of the new life), and the requests still running toward it name memory that
     /// no longer exists: they fail with [`WcError::PeerRestarted`].
     pub(super) fn forget_peer(&mut self, now: Instant, peer: NodeAddr, epoch: u32) {
         self.stats.peer_restarts += 1;

@@ -155,19 +155,21 @@ impl Nic {
                 remote_addr,
                 rkey,
                 total_len,
-                ..
+                data,
             } => {
-                if r.flags.contains(Flags::FIRST) {
-                    // The FIRST packet names the whole range: refuse early.
-                    if let Err(s) = self.memory.check(
-                        MrKey(rkey),
-                        remote_addr,
-                        u64::from(total_len),
-                        Use::RemoteWrite,
-                    ) {
-                        self.nack(key.from, r, s, rkey);
-                        return false;
-                    }
+                // Whichever packet registers the operation names its whole
+                // range: refuse the operation before any byte lands.
+                let Some(start) = write_start(r, remote_addr, data.len(), total_len) else {
+                    self.stats.rx_invalid += 1;
+                    self.nack(key.from, r, Syndrome::InvalidRequest, r.seg_count);
+                    return false;
+                };
+                if let Err(s) =
+                    self.memory
+                        .check(MrKey(rkey), start, u64::from(total_len), Use::RemoteWrite)
+                {
+                    self.nack(key.from, r, s, rkey);
+                    return false;
                 }
                 (
                     Target::Write {
@@ -496,4 +498,20 @@ impl Nic {
             }
         }
     }
+}
+
+/// Where a WRITE's range begins, worked out from any one of its packets:
+/// every packet but the last carries as many bytes as this one, and the
+/// last ends the range. `None` if the packet's numbers cannot belong to
+/// one range (a hostile or damaged packet).
+fn write_start(r: &Repr<'_>, remote_addr: u64, data_len: usize, total_len: u32) -> Option<u64> {
+    let len = data_len as u64;
+    let start = if r.seg_index + 1 == r.seg_count {
+        remote_addr
+            .checked_add(len)?
+            .checked_sub(u64::from(total_len))?
+    } else {
+        remote_addr.checked_sub(u64::from(r.seg_index).checked_mul(len)?)?
+    };
+    (start.checked_add(u64::from(total_len))? >= remote_addr.checked_add(len)?).then_some(start)
 }
