@@ -1,7 +1,8 @@
 //! Properties over random scenarios drawn from the whole vocabulary of a
 //! scenario file: every topology, every fault model (correlated ones,
 //! Gilbert-Elliott, rate limits, link down, partitions) targeted by
-//! direction, host, opcode and flag, host pauses, registries and escape
+//! link, direction, host, opcode and flag, queue limits, host pauses,
+//! registries and escape
 //! channels of 16-63 entries, RDMA workloads of every kind (buffer reuse
 //! included) or messaging workloads with few vbufs. Every
 //! fault and pause ends, so every check must pass, operations included;
@@ -82,10 +83,13 @@ impl Case {
         // default 1024, one 1 MB message through the dumbbell's bottleneck
         // overflows its queue and go-back-N never recovers (finding 5).
         let mut s = format!(
-            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"256KiB\"\n\n[nic]\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\nretransmit = \"{}\"\nmax_retries = 40\nrto_max = \"2ms\"\n",
+            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\n\n[nic]\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\nretransmit = \"{}\"\nmax_retries = 40\nrto_max = \"2ms\"\n",
             self.seed,
             TOPOLOGIES[self.topology],
             ROUTING[routing % ROUTING.len()],
+            // Queue limits of 256 KiB to 1 MiB per port (a smaller queue
+            // than 4 OP tables' worth collapses: finding 5).
+            256 << (self.seed % 3),
             registry,
             escape,
             // Enough tombstones for these workloads (the engine's default
@@ -139,7 +143,7 @@ impl Case {
             );
         }
         for (i, f) in self.faults.iter().enumerate() {
-            s += &fault(i, f, n);
+            s += &fault(i, f, self.topology);
         }
         if let Some((h, from, len)) = self.pause {
             s += &format!(
@@ -170,9 +174,36 @@ impl Case {
     }
 }
 
+/// A link of topology `t` (an index into `TOPOLOGIES`): a host's access
+/// link or, where there is one, a link between switches.
+fn link(t: usize, pick: u32) -> String {
+    match t {
+        0 => "h0-h1".to_string(),
+        1 => format!("h{}-s0", pick % 4),
+        2 => ["h0-s0", "h1-s0", "h2-s1", "h3-s1", "s0-s1"][pick as usize % 5].to_string(),
+        _ => match pick % 3 {
+            // Pod p holds edges e(2p), e(2p+1) and aggregations a(2p),
+            // a(2p+1), joined all to all; host h sits under edge h/2.
+            0 => {
+                let pod = (pick / 3) % 4;
+                format!(
+                    "e{}-a{}",
+                    2 * pod + (pick / 12) % 2,
+                    2 * pod + (pick / 24) % 2
+                )
+            }
+            _ => {
+                let h = (pick / 3) % 16;
+                format!("h{h}-e{}", h / 2)
+            }
+        },
+    }
+}
+
 /// A `[[fault]]` table: one of every model, a finite window, and one way
-/// of targeting.
-fn fault(i: usize, f: &FaultCase, n: u32) -> String {
+/// of targeting, on topology `t`.
+fn fault(i: usize, f: &FaultCase, t: usize) -> String {
+    let n = [2, 4, 4, 16][t];
     let &(model, p, corr, from, len, target, pick) = f;
     let mut s = format!("\n[[fault]]\nname = \"f{i}\"\n");
     match model % 9 {
@@ -218,8 +249,9 @@ fn fault(i: usize, f: &FaultCase, n: u32) -> String {
     // here: every fault ends, so every operation must get through.
     let len = if model % 9 >= 7 { len % 400 } else { len };
     s += &format!("from = \"{from}us\"\nuntil = \"{}us\"\n", from + len);
-    match target % 5 {
+    match target % 6 {
         0 => {}
+        5 => s += &format!("links = [\"{}\"]\n", link(t, pick)),
         1 => {
             s += &format!(
                 "direction = \"{}\"\n",
@@ -253,7 +285,7 @@ fn case() -> impl Strategy<Value = Case> {
         prop_oneof![Just(0.0f64), 0.0f64..0.6],
         0u64..300,
         1u64..1200,
-        0usize..5,
+        0usize..6,
         any::<u32>(),
     );
     (
