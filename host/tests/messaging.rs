@@ -684,7 +684,12 @@ fn plan() -> impl Strategy<Value = Plan> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 192, ..ProptestConfig::default() })]
+    // 192 cases, or `PROPTEST_CASES` (a long hunt, or a quick run under
+    // cargo-mutants).
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(192),
+        ..ProptestConfig::default()
+    })]
 
     /// Invariant 5 of docs/design.md §8 (credits never negative or above the vbufs
     /// posted, no vbuf overflow, MPI order per (source, tag)) plus

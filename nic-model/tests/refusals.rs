@@ -72,3 +72,106 @@ fn a_middle_packet_that_arrives_first_is_checked_for_the_whole_range() {
     );
     assert!(s.pair.nics[1].is_idle() && s.pair.nics[0].is_idle());
 }
+
+/// h0 with `sender` registration, h1 with `receiver`, the usual regions.
+fn mixed(sender: RegistrationMode, receiver: RegistrationMode) -> Setup {
+    let base = setup(config());
+    let mut s = Setup {
+        pair: udrma_nic::pair::Pair::with_configs(
+            NicConfig {
+                registration: sender,
+                ..config()
+            },
+            NicConfig {
+                registration: receiver,
+                ..config()
+            },
+        ),
+        src: base.src,
+        dst: base.dst,
+    };
+    for (i, nic) in base.pair.nics.iter().enumerate() {
+        for (_, r) in nic.memory().regions() {
+            let key = s.pair.nics[i].register(r.base, r.bytes.len(), r.access);
+            s.pair.nics[i].memory_mut().region_mut(key).unwrap().bytes = r.bytes.clone();
+        }
+    }
+    s
+}
+
+#[test]
+fn packets_that_do_not_describe_their_operation_never_register_it() {
+    // A FIRST-only sender leaves `total_len` 0 after the FIRST packet: a
+    // self-describing receiver must not register from those (it could not
+    // check the range), so they wait for the FIRST in the escape channel.
+    let mut s = mixed(
+        RegistrationMode::FirstOnly,
+        RegistrationMode::SelfDescribing,
+    );
+    let before = tail_of_target(&s);
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if r.kind_name() == "WRITE_FIRST" && w.n == 0 => Verdict::Drop,
+        _ => Verdict::Deliver,
+    });
+    let wr = overhanging_write(&mut s);
+    s.pair.run();
+    assert_eq!(
+        s.completions(0, wr),
+        vec![Err(WcError::Remote(Syndrome::OutOfBounds))]
+    );
+    assert!(
+        tail_of_target(&s) == before,
+        "nothing of a refused WRITE lands"
+    );
+    assert!(s.pair.nics[1].stats().escape_buffered >= 2);
+    assert_eq!(s.pair.nics[1].occupancy().registry.1, 0, "never registered");
+}
+
+#[test]
+fn a_first_only_receiver_waits_for_the_first_packet_even_when_others_describe_themselves() {
+    let mut s = mixed(
+        RegistrationMode::SelfDescribing,
+        RegistrationMode::FirstOnly,
+    );
+    let mut held = false;
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if !held && r.kind_name() == "WRITE_FIRST" => {
+            held = true;
+            Verdict::Delay(udrma_nic::Duration::from_micros(5))
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(4096);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s.assert_written(4096);
+    let rx = s.pair.nics[1].stats();
+    assert_eq!((rx.escape_buffered, rx.escape_drained), (3, 3));
+}
+
+#[test]
+fn a_self_describing_packet_whose_numbers_cannot_add_up_is_invalid() {
+    // Packet 5 of a WRITE whose packets carry 1 KiB cannot start 1 KiB
+    // into the address space.
+    let mut s = setup(self_describing());
+    let mut fresh = setup(self_describing());
+    fresh.write(8 * 1024);
+    let mut buf = Vec::new();
+    let mut second = Vec::new();
+    for _ in 0..2 {
+        let t = fresh.pair.nics[0]
+            .poll_transmit(udrma_nic::Instant::ZERO, &mut buf)
+            .unwrap();
+        second = buf[..t.len].to_vec();
+    }
+    second[16..20].copy_from_slice(&5u32.to_be_bytes());
+    let addr_at = 32; // the WRITE extension starts with remote_addr
+    second[addr_at..addr_at + 8].copy_from_slice(&1024u64.to_be_bytes());
+    udrma_proto::Packet::new_unchecked(&mut second[..]).fill_icrc();
+    s.pair.inject(0, second);
+    s.pair.run();
+    let rx = s.pair.nics[1].stats();
+    assert_eq!(rx.rx_invalid, 1);
+    assert_eq!(rx.nacks_sent.get(&Syndrome::InvalidRequest), Some(&1));
+    assert_eq!(s.pair.nics[1].occupancy().registry.1, 0);
+}

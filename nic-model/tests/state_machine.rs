@@ -265,8 +265,9 @@ struct Sut {
     corrupted: Rc<Cell<u64>>,
     /// Wire numbers of the hostile datagrams injected.
     hostile: Rc<RefCell<Vec<u64>>>,
-    /// Rejections counted by h0's earlier lives.
+    /// Rejections and datagrams received counted by h0's earlier lives.
     rejected_before: u64,
+    received_before: u64,
     /// h0's boot count (0 = first life).
     life: u32,
     src: MrKey,
@@ -416,6 +417,7 @@ impl Sut {
     fn reboot(&mut self) {
         self.absorb_events();
         self.rejected_before += rejected(&self.pair.nics[0]);
+        self.received_before += self.pair.nics[0].stats().rx_datagrams;
         self.life += 1;
         let cfg = NicConfig {
             epoch: self.cfg.epoch + self.life,
@@ -514,6 +516,7 @@ impl StateMachineTest for NicMachine {
             corrupted,
             hostile,
             rejected_before: 0,
+            received_before: 0,
             life: 0,
             src,
             rbuf,
@@ -736,6 +739,22 @@ impl StateMachineTest for NicMachine {
             s.corrupted.get(),
             s.hostile.borrow().len()
         );
+        // Every datagram the wire delivered (copies included) was received
+        // once.
+        let delivered: u64 = s
+            .pair
+            .log
+            .iter()
+            .map(|l| match l.verdict {
+                Verdict::Drop => 0,
+                Verdict::Duplicate(k) => 1 + u64::from(k),
+                _ => 1,
+            })
+            .sum();
+        let received = s.received_before
+            + s.pair.nics[0].stats().rx_datagrams
+            + s.pair.nics[1].stats().rx_datagrams;
+        assert_eq!(received, delivered, "datagrams received vs delivered");
         let sent_ok = |e: &Expect, key: &Key| {
             matches!(e, Expect::Send { .. }) && s.completions.get(key).is_some_and(|c| c.1.is_ok())
         };
