@@ -59,6 +59,9 @@ const SRC1: u64 = 0x1300_0000; // h1: sources of its WRITEs
 const GUARD: u64 = 0x1400_0000; // h1: no remote rights at all
 /// Reboots of h0 per case.
 const MAX_RESTARTS: u32 = 3;
+/// Retries per packet: a request can only run out of them if the wire
+/// harmed at least this many datagrams (see `Sut::harm`).
+const MAX_RETRIES: u32 = 12;
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -263,6 +266,12 @@ struct Sut {
     plan: Rc<RefCell<VecDeque<Fault>>>,
     /// Datagrams the plan corrupted (a byte XORed with a non-zero value).
     corrupted: Rc<Cell<u64>>,
+    /// Retries the wire's faults can have cost at most: one per datagram
+    /// dropped or corrupted, a few per delay (it may outlast several
+    /// RTOs). Every retry needs a harmed datagram (a lost packet or ACK,
+    /// or a late one), so a request may run out of retries only once this
+    /// reaches `MAX_RETRIES + 1`: an engine that gave up too soon fails.
+    harm: Rc<Cell<u64>>,
     /// Wire numbers of the hostile datagrams injected.
     hostile: Rc<RefCell<Vec<u64>>>,
     /// Rejections and datagrams received counted by h0's earlier lives.
@@ -464,7 +473,7 @@ impl StateMachineTest for NicMachine {
             rto_initial: Duration::from_micros(20),
             rto_min: Duration::from_micros(10),
             rto_max: Duration::from_millis(1),
-            max_retries: 6,
+            max_retries: MAX_RETRIES,
             rnr_delay: Duration::from_micros(15),
             transmit_queue_capacity: 256,
             ..NicConfig::default()
@@ -491,7 +500,13 @@ impl StateMachineTest for NicMachine {
         let plan: Rc<RefCell<VecDeque<Fault>>> = Rc::default();
         let corrupted: Rc<Cell<u64>> = Rc::default();
         let hostile: Rc<RefCell<Vec<u64>>> = Rc::default();
-        let (p, c, h) = (plan.clone(), corrupted.clone(), hostile.clone());
+        let harm: Rc<Cell<u64>> = Rc::default();
+        let (p, c, h, hm) = (
+            plan.clone(),
+            corrupted.clone(),
+            hostile.clone(),
+            harm.clone(),
+        );
         pair.set_filter(move |w| {
             // The plan judges what the engines send; injected datagrams
             // arrive as they are.
@@ -500,10 +515,20 @@ impl StateMachineTest for NicMachine {
             }
             match p.borrow_mut().pop_front() {
                 None | Some(Fault::Pass) => Verdict::Deliver,
-                Some(Fault::Drop) => Verdict::Drop,
+                Some(Fault::Drop) => {
+                    hm.set(hm.get() + 1);
+                    Verdict::Drop
+                }
                 Some(Fault::Duplicate(n)) => Verdict::Duplicate(n),
-                Some(Fault::Delay(us)) => Verdict::Delay(Duration::from_micros(us)),
+                Some(Fault::Delay(us)) => {
+                    // The RTO starts at 10 µs or more and doubles with
+                    // each retry: a delay of `us` outlasts at most
+                    // 1 + log2(us / 10) of them.
+                    hm.set(hm.get() + 1 + u64::from((us / 10).max(1).ilog2()));
+                    Verdict::Delay(Duration::from_micros(us))
+                }
                 Some(Fault::Corrupt(at, xor)) => {
+                    hm.set(hm.get() + 1);
                     c.set(c.get() + 1);
                     Verdict::Corrupt { at, xor }
                 }
@@ -514,6 +539,7 @@ impl StateMachineTest for NicMachine {
             cfg,
             plan,
             corrupted,
+            harm,
             hostile,
             rejected_before: 0,
             received_before: 0,
@@ -728,6 +754,14 @@ impl StateMachineTest for NicMachine {
                     matches!(result, Ok(()) | Err(WcError::RetryExceeded)),
                     "{wr} ({expect:?}) failed with {result:?}"
                 ),
+            }
+            if result == Err(WcError::RetryExceeded) && !matches!(expect, Expect::Bad { .. }) {
+                assert!(
+                    s.harm.get() > u64::from(MAX_RETRIES),
+                    "{wr} ({expect:?}) ran out of {MAX_RETRIES} retries, but the wire harmed \
+                     at most {} datagrams' worth",
+                    s.harm.get()
+                );
             }
         }
         // 7: every damaged datagram was thrown away, and nothing else was.
