@@ -21,7 +21,9 @@
 //!    arrive (tombstones on);
 //! 6. registry, escape channel, OP table, tombstones, transmit queue and
 //!    request table never pass their limits;
-//! 7. every corrupted datagram is rejected by its integrity check.
+//!
+//! and, at the end, that every datagram the wire delivered was received
+//! once and every corrupted or hostile one was rejected by the checks.
 //!
 //! With 4 tombstones the host never reuses a buffer: a late duplicate of
 //! an operation whose tombstone was evicted may land again (the
@@ -764,12 +766,12 @@ impl StateMachineTest for NicMachine {
                 );
             }
         }
-        // 7: every damaged datagram was thrown away, and nothing else was.
+        // Every damaged datagram was thrown away, and nothing else was.
         let rejected = s.rejected_before + rejected(&s.pair.nics[0]) + rejected(&s.pair.nics[1]);
         assert_eq!(
             rejected,
             s.corrupted.get() + s.hostile.borrow().len() as u64,
-            "invariant 7: {} corrupted and {} hostile datagrams, {rejected} rejected",
+            "integrity: {} corrupted and {} hostile datagrams, {rejected} rejected",
             s.corrupted.get(),
             s.hostile.borrow().len()
         );
