@@ -279,6 +279,9 @@ struct Sut {
     /// Rejections and datagrams received counted by h0's earlier lives.
     rejected_before: u64,
     received_before: u64,
+    /// Datagrams sent and requests finished by h0's earlier lives.
+    sent_before: u64,
+    finished_before: u64,
     /// h0's boot count (0 = first life).
     life: u32,
     src: MrKey,
@@ -428,7 +431,10 @@ impl Sut {
     fn reboot(&mut self) {
         self.absorb_events();
         self.rejected_before += rejected(&self.pair.nics[0]);
-        self.received_before += self.pair.nics[0].stats().rx_datagrams;
+        let old = self.pair.nics[0].stats();
+        self.received_before += old.rx_datagrams;
+        self.sent_before += old.data_sent + old.retransmits + old.control_sent;
+        self.finished_before += old.completed + old.failed;
         self.life += 1;
         let cfg = NicConfig {
             epoch: self.cfg.epoch + self.life,
@@ -545,6 +551,8 @@ impl StateMachineTest for NicMachine {
             hostile,
             rejected_before: 0,
             received_before: 0,
+            sent_before: 0,
+            finished_before: 0,
             life: 0,
             src,
             rbuf,
@@ -791,6 +799,43 @@ impl StateMachineTest for NicMachine {
             + s.pair.nics[0].stats().rx_datagrams
             + s.pair.nics[1].stats().rx_datagrams;
         assert_eq!(received, delivered, "datagrams received vs delivered");
+        // Each engine counted every datagram it sent and every request it
+        // finished, once.
+        for i in 0..2 {
+            let st = s.pair.nics[i].stats();
+            let before = if i == 0 {
+                (s.sent_before, s.finished_before)
+            } else {
+                (0, 0)
+            };
+            let sent = s
+                .pair
+                .log
+                .iter()
+                .filter(|l| l.from == NodeAddr(i as u32))
+                .count() as u64;
+            let hostile_from_i = s
+                .pair
+                .log
+                .iter()
+                .filter(|l| l.from == NodeAddr(i as u32) && s.hostile.borrow().contains(&l.n))
+                .count() as u64;
+            assert_eq!(
+                before.0 + st.data_sent + st.retransmits + st.control_sent,
+                sent - hostile_from_i,
+                "h{i}: datagrams sent"
+            );
+            let finished = s
+                .pair
+                .events_of(i)
+                .filter(|e| matches!(e, Event::Completed { .. }))
+                .count() as u64;
+            assert_eq!(
+                before.1 + st.completed + st.failed,
+                finished,
+                "h{i}: requests finished"
+            );
+        }
         let sent_ok = |e: &Expect, key: &Key| {
             matches!(e, Expect::Send { .. }) && s.completions.get(key).is_some_and(|c| c.1.is_ok())
         };
