@@ -376,19 +376,8 @@ mod tests {
     #[test]
     fn registry_refuses_beyond_capacity() {
         let mut r = ReceiveRegistry::new(1);
-        let entry = Entry {
-            target: Target::Write {
-                rkey: MrKey(1),
-                lo: 0,
-            },
-            mask: Mask::new(1),
-            dst_ep: 0,
-            total_len: 1,
-            received: 0,
-            deadline: Instant(0),
-        };
-        assert!(r.insert(key(1), entry.clone()));
-        assert!(!r.insert(key(2), entry));
+        assert!(r.insert(key(1), entry()));
+        assert!(!r.insert(key(2), entry()));
         assert!(r.is_full());
     }
 

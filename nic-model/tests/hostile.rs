@@ -5,24 +5,11 @@
 mod common;
 
 use common::*;
-use udrma_nic::Instant;
-use udrma_proto::{Packet, Syndrome};
+use udrma_proto::Syndrome;
 
 /// The FIRST packet of a 2 KiB WRITE (two packets of 1 KiB), as h0 sends it.
 fn first_packet() -> Vec<u8> {
-    let mut fresh = setup(config());
-    let mut buf = Vec::new();
-    fresh.write(2048);
-    let t = fresh.pair.nics[0]
-        .poll_transmit(Instant::ZERO, &mut buf)
-        .unwrap();
-    buf.truncate(t.len);
-    buf
-}
-
-fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
-    Packet::new_unchecked(&mut bytes[..]).fill_icrc();
-    bytes
+    first_write_packet(config())
 }
 
 fn with_u32(mut bytes: Vec<u8>, at: usize, v: u32) -> Vec<u8> {

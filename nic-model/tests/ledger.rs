@@ -12,7 +12,7 @@ use std::rc::Rc;
 use common::*;
 use udrma_nic::pair::Verdict;
 use udrma_nic::{NicConfig, WorkRequest};
-use udrma_proto::{NodeAddr, Packet, Syndrome};
+use udrma_proto::{NodeAddr, Syndrome};
 
 /// Message ids of the data packets h0 sent, distinct, in order.
 fn operations(s: &Setup) -> Vec<u32> {
@@ -158,11 +158,6 @@ fn capture(s: &mut Setup, kind: &'static str) -> Rc<RefCell<Vec<Vec<u8>>>> {
         Verdict::Deliver
     });
     got
-}
-
-fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
-    Packet::new_unchecked(&mut bytes[..]).fill_icrc();
-    bytes
 }
 
 #[test]

@@ -35,6 +35,26 @@ fn tail_of_target(s: &Setup) -> Vec<u8> {
     s.dst_bytes(LEN - 4096, 4096)
 }
 
+/// The overhanging WRITE, its first FIRST packet lost: it must fail out
+/// of bounds and land nothing.
+fn refused_without_its_first_packet(s: &mut Setup) {
+    let before = tail_of_target(s);
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if r.kind_name() == "WRITE_FIRST" && w.n == 0 => Verdict::Drop,
+        _ => Verdict::Deliver,
+    });
+    let wr = overhanging_write(s);
+    s.pair.run();
+    assert_eq!(
+        s.completions(0, wr),
+        vec![Err(WcError::Remote(Syndrome::OutOfBounds))]
+    );
+    assert!(
+        tail_of_target(s) == before,
+        "nothing of a refused WRITE lands"
+    );
+}
+
 #[test]
 fn a_refused_first_packet_does_not_let_the_next_one_write() {
     let mut s = setup(self_describing());
@@ -54,22 +74,8 @@ fn a_refused_first_packet_does_not_let_the_next_one_write() {
 #[test]
 fn a_middle_packet_that_arrives_first_is_checked_for_the_whole_range() {
     let mut s = setup(self_describing());
-    let before = tail_of_target(&s);
     // The FIRST packet is lost, so the second registers the operation.
-    s.pair.set_filter(|w| match w.repr {
-        Some(r) if r.kind_name() == "WRITE_FIRST" && w.n == 0 => Verdict::Drop,
-        _ => Verdict::Deliver,
-    });
-    let wr = overhanging_write(&mut s);
-    s.pair.run();
-    assert_eq!(
-        s.completions(0, wr),
-        vec![Err(WcError::Remote(Syndrome::OutOfBounds))]
-    );
-    assert!(
-        tail_of_target(&s) == before,
-        "nothing of a refused WRITE lands"
-    );
+    refused_without_its_first_packet(&mut s);
     assert!(s.pair.nics[1].is_idle() && s.pair.nics[0].is_idle());
 }
 
@@ -108,21 +114,7 @@ fn packets_that_do_not_describe_their_operation_never_register_it() {
         RegistrationMode::FirstOnly,
         RegistrationMode::SelfDescribing,
     );
-    let before = tail_of_target(&s);
-    s.pair.set_filter(|w| match w.repr {
-        Some(r) if r.kind_name() == "WRITE_FIRST" && w.n == 0 => Verdict::Drop,
-        _ => Verdict::Deliver,
-    });
-    let wr = overhanging_write(&mut s);
-    s.pair.run();
-    assert_eq!(
-        s.completions(0, wr),
-        vec![Err(WcError::Remote(Syndrome::OutOfBounds))]
-    );
-    assert!(
-        tail_of_target(&s) == before,
-        "nothing of a refused WRITE lands"
-    );
+    refused_without_its_first_packet(&mut s);
     assert!(s.pair.nics[1].stats().escape_buffered >= 2);
     assert_eq!(s.pair.nics[1].occupancy().registry.1, 0, "never registered");
 }

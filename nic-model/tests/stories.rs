@@ -626,7 +626,7 @@ fn stale_duplicate_story(tombstones: bool) -> Setup {
 fn stale_duplicate_after_completion_is_dropped_with_tombstones() {
     let mut s = stale_duplicate_story(true);
     // Send the lingering copy now (it was delivered already; replay its bytes).
-    let first = first_write_packet(&mut s);
+    let first = first_write_packet(s.pair.nics[0].config().clone());
     s.pair.inject(0, first);
     s.pair.run();
     assert!(
@@ -642,7 +642,7 @@ fn stale_duplicate_corrupts_a_reused_buffer_without_tombstones() {
     // FIRST re-registers the finished operation and writes old bytes over
     // the host's new data.
     let mut s = stale_duplicate_story(false);
-    let first = first_write_packet(&mut s);
+    let first = first_write_packet(s.pair.nics[0].config().clone());
     s.pair.inject(0, first);
     s.pair.run();
     assert!(
@@ -656,19 +656,6 @@ fn stale_duplicate_corrupts_a_reused_buffer_without_tombstones() {
         1,
         "the resurrected entry never completes"
     );
-}
-
-/// Re-creates the bytes of the first WRITE_FIRST packet h0 sent (the
-/// engine is deterministic, so a fresh pair sends the same bytes).
-fn first_write_packet(s: &mut Setup) -> Vec<u8> {
-    let mut fresh = setup(s.pair.nics[0].config().clone());
-    let mut buf = Vec::new();
-    fresh.write(2048);
-    let t = fresh.pair.nics[0]
-        .poll_transmit(Instant::ZERO, &mut buf)
-        .unwrap();
-    buf.truncate(t.len);
-    buf
 }
 
 // --------------------------------------------------- memory protection
@@ -965,7 +952,7 @@ fn go_back_n_resends_everything_after_the_loss() {
 #[test]
 fn hostile_datagrams_are_counted_by_reason_and_never_panic() {
     let mut s = setup(config());
-    let mut good = first_write_packet(&mut s);
+    let mut good = first_write_packet(s.pair.nics[0].config().clone());
     s.pair.inject(0, vec![]);
     s.pair.inject(0, vec![1; 10]);
     let mut corrupt = good.clone();

@@ -181,3 +181,23 @@ pub fn kind_of(e: &Event) -> Option<WrKind> {
         _ => None,
     }
 }
+
+/// The bytes of the first packet h0 sends for a 2 KiB WRITE with `cfg`
+/// (a WRITE_FIRST; the engine is deterministic, so a fresh pair sends the
+/// same bytes every time).
+pub fn first_write_packet(cfg: NicConfig) -> Vec<u8> {
+    let mut fresh = setup(cfg);
+    let mut buf = Vec::new();
+    fresh.write(2048);
+    let t = fresh.pair.nics[0]
+        .poll_transmit(udrma_nic::Instant::ZERO, &mut buf)
+        .unwrap();
+    buf.truncate(t.len);
+    buf
+}
+
+/// `bytes` with a fresh ICRC (a forgery the integrity check accepts).
+pub fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
+    udrma_proto::Packet::new_unchecked(&mut bytes[..]).fill_icrc();
+    bytes
+}
