@@ -99,3 +99,22 @@ fn a_wrong_version_and_a_wrong_length_are_counted_apart() {
     );
     assert_untouched(&s, "version and length");
 }
+
+#[test]
+fn a_packet_that_changes_its_operations_packet_count_is_refused() {
+    // The FIRST packet of a 2-packet WRITE registers the operation; its
+    // second packet is lost. A forged copy of the FIRST claiming 3 packets
+    // cannot belong to the registered operation.
+    let good = first_packet();
+    let mut s = setup(config());
+    let soon = |s: &Setup| s.pair.now + udrma_nic::Duration::from_micros(5);
+    s.pair.inject(0, good.clone());
+    s.pair.advance_to(soon(&s));
+    assert_eq!(s.pair.nics[1].occupancy().registry.0, 1, "half received");
+    s.pair.inject(0, with_u32(good, 20, 3));
+    s.pair.advance_to(soon(&s));
+    let rx = s.pair.nics[1].stats();
+    assert_eq!(rx.rx_invalid, 1);
+    assert_eq!(rx.nacks_sent.get(&Syndrome::InvalidRequest), Some(&1));
+    assert_eq!(rx.dup_dropped, 0, "not taken for a duplicate");
+}

@@ -237,17 +237,30 @@ fn forged_read_responses_are_invalid_or_stale_and_write_nothing() {
     past[16..20].copy_from_slice(&4u32.to_be_bytes());
     let mut beyond = resp.clone();
     beyond[32..36].copy_from_slice(&4000u32.to_be_bytes());
+    let mut count = resp.clone();
+    count[20..24].copy_from_slice(&5u32.to_be_bytes());
     let mut unknown = resp.clone();
     unknown[12..16].copy_from_slice(&0xdead_beefu32.to_be_bytes());
-    for b in [past, beyond, unknown] {
+    // A WRITE is outstanding too (just sent): a response naming it is no
+    // READ's.
+    let write = s.write_at(8192, 1024);
+    s.pair.flush();
+    let write_msg = s.pair.log.last().unwrap().msg_id;
+    let mut at_write = resp.clone();
+    at_write[12..16].copy_from_slice(&write_msg.to_be_bytes());
+    for b in [past, beyond, count, unknown, at_write] {
         s.pair.inject(1, reseal(b));
     }
+    // The READ's own response, from a host that is not the responder.
+    let now = s.pair.now;
+    s.pair.nics[0].handle_datagram(now, NodeAddr(7), &resp);
     s.pair
         .advance_to(s.pair.now + udrma_nic::Duration::from_micros(2));
     let h0 = s.pair.nics[0].stats();
-    assert_eq!((h0.rx_invalid, h0.stale_read_responses), (2, 1));
+    assert_eq!((h0.rx_invalid, h0.stale_read_responses), (3, 3));
     assert_eq!(s.src_bytes(0, 8192), before, "nothing written");
     // The honest responses get through once the READ is asked again.
     s.pair.run();
     s.assert_ok_once(0, read);
+    s.assert_ok_once(0, write);
 }
