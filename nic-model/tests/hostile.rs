@@ -12,6 +12,13 @@ fn first_packet() -> Vec<u8> {
     first_write_packet(config())
 }
 
+/// The FIRST packet of a 2 KiB SEND, as h0 sends it.
+fn first_send_packet() -> Vec<u8> {
+    first_packet_of(config(), |s| {
+        udrma_nic::WorkRequest::send(udrma_proto::NodeAddr(1), s.src, SRC, 2048)
+    })
+}
+
 fn with_u32(mut bytes: Vec<u8>, at: usize, v: u32) -> Vec<u8> {
     bytes[at..at + 4].copy_from_slice(&v.to_be_bytes());
     reseal(bytes)
@@ -41,28 +48,31 @@ fn assert_untouched(s: &Setup, what: &str) {
 
 #[test]
 fn every_inconsistent_segment_numbering_is_refused_and_counted() {
-    let good = first_packet();
     let max = config().max_packets_per_op();
-    let cases = [
-        ("no packets at all", with_u32(good.clone(), 20, 0)),
-        ("index equal to the count", with_u32(good.clone(), 16, 2)),
-        ("index past the count", with_u32(good.clone(), 16, 9)),
-        (
-            "more packets than an operation may have",
-            with_u32(good.clone(), 20, max as u32 + 1),
-        ),
-    ];
-    for (what, bytes) in cases {
-        let s = deliver(bytes);
-        let rx = s.pair.nics[1].stats();
-        assert_eq!(rx.rx_invalid, 1, "{what}");
-        assert_eq!(
-            rx.nacks_sent.get(&Syndrome::InvalidRequest),
-            Some(&1),
-            "{what}"
-        );
-        assert_untouched(&s, what);
+    for (kind, good) in [("WRITE", first_packet()), ("SEND", first_send_packet())] {
+        let cases = [
+            ("no packets at all", with_u32(good.clone(), 20, 0)),
+            ("index equal to the count", with_u32(good.clone(), 16, 2)),
+            ("index past the count", with_u32(good.clone(), 16, 9)),
+            (
+                "more packets than an operation may have",
+                with_u32(good.clone(), 20, max as u32 + 1),
+            ),
+        ];
+        for (what, bytes) in cases {
+            let what = format!("{kind}: {what}");
+            let s = deliver(bytes);
+            let rx = s.pair.nics[1].stats();
+            assert_eq!(rx.rx_invalid, 1, "{what}");
+            assert_eq!(
+                rx.nacks_sent.get(&Syndrome::InvalidRequest),
+                Some(&1),
+                "{what}"
+            );
+            assert_untouched(&s, &what);
+        }
     }
+    let good = first_packet();
     // The same packet with its own numbers is accepted (the cases above
     // fail for the reason they name).
     let s = deliver(good);

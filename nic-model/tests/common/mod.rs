@@ -186,9 +186,17 @@ pub fn kind_of(e: &Event) -> Option<WrKind> {
 /// (a WRITE_FIRST; the engine is deterministic, so a fresh pair sends the
 /// same bytes every time).
 pub fn first_write_packet(cfg: NicConfig) -> Vec<u8> {
+    first_packet_of(cfg, |s| {
+        WorkRequest::write(NodeAddr(1), s.src, SRC, 2048, s.dst.0, DST)
+    })
+}
+
+/// The bytes of the first packet h0 sends for the request `make` builds.
+pub fn first_packet_of(cfg: NicConfig, make: impl FnOnce(&Setup) -> WorkRequest) -> Vec<u8> {
     let mut fresh = setup(cfg);
+    let wr = make(&fresh);
+    fresh.pair.nics[0].post(fresh.pair.now, wr).unwrap();
     let mut buf = Vec::new();
-    fresh.write(2048);
     let t = fresh.pair.nics[0]
         .poll_transmit(udrma_nic::Instant::ZERO, &mut buf)
         .unwrap();
