@@ -769,3 +769,54 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn vbufs_are_held_back_only_past_the_unexpected_limit_and_return_at_it() {
+    // 1000 B messages against a 4000 B limit. A message's vbuf is held
+    // back when, as it arrives, more than the limit already waits
+    // unexpected: the fifth finds exactly 4000 B waiting and its vbuf is
+    // re-posted; the sixth finds 5000 B and its vbuf is held back.
+    let cfg = MsgConfig {
+        vbufs_per_peer: 8,
+        unexpected_bytes: 4000,
+        ..MsgConfig::default()
+    };
+    let mut mp = MsgPair::same(cfg);
+    for i in 0..5 {
+        mp.send(0, 3, bytes(1000, i));
+    }
+    mp.run();
+    assert_eq!(mp.m[1].unexpected(), (5, 5000));
+    assert_eq!(mp.m[1].stats().reposts_deferred, 0, "at the limit");
+    mp.send(0, 3, bytes(1000, 5));
+    mp.run();
+    assert_eq!(mp.m[1].stats().reposts_deferred, 1, "past the limit");
+    assert_eq!(mp.m[0].remote_credit(NodeAddr(1)), Some(7));
+    // Two receives take the waiting bytes back to the limit exactly: the
+    // held-back vbuf returns and the sender has all 8 credits again.
+    for _ in 0..2 {
+        mp.recv(1, Some(0), Some(3), 1000);
+    }
+    mp.run();
+    assert_eq!(mp.m[1].unexpected(), (4, 4000));
+    assert_eq!(mp.m[0].remote_credit(NodeAddr(1)), Some(8));
+}
+
+#[test]
+fn credits_from_a_host_that_is_no_peer_are_counted_and_ignored() {
+    let mut mp = MsgPair::same(MsgConfig::default());
+    let before = mp.m[0].remote_credit(NodeAddr(1));
+    let now = mp.pair.now;
+    mp.m[0].handle_event(
+        now,
+        &mut mp.pair.nics[0],
+        udrma_nic::Event::Credits {
+            from: NodeAddr(9),
+            cumulative: 5,
+            at: now,
+        },
+    );
+    assert_eq!(mp.m[0].stats().bad_messages, 1);
+    assert_eq!(mp.m[0].remote_credit(NodeAddr(1)), before);
+    assert_eq!(mp.m[0].remote_credit(NodeAddr(9)), None);
+}
