@@ -820,3 +820,40 @@ fn credits_from_a_host_that_is_no_peer_are_counted_and_ignored() {
     assert_eq!(mp.m[0].remote_credit(NodeAddr(1)), before);
     assert_eq!(mp.m[0].remote_credit(NodeAddr(9)), None);
 }
+
+#[test]
+fn noop_repeats_start_afresh_once_the_peer_has_spoken() {
+    // A receiver repeats a NOOP (it is not acknowledged) with backoff, at
+    // most NOOP_REPEATS times while its peer stays silent. When the peer
+    // speaks again the count starts afresh, so the next silence gets its
+    // repeats too (a lost NOOP must not leave the peer without credits).
+    let nic = NicConfig {
+        cost: CostModel {
+            host_copy_ps_per_byte: 2000,
+            ..CostModel::ZERO
+        },
+        ..NicConfig::default()
+    };
+    let msg = MsgConfig {
+        vbufs_per_peer: 4,
+        credit_preserve: 0,
+        credit_notify_threshold: 100,
+        rendezvous: Protocol::R3,
+        ..MsgConfig::default()
+    };
+    let mut mp = MsgPair::new(nic, msg.clone(), msg);
+    let mut exchange = |mp: &mut MsgPair, first: u8| {
+        for i in first..first + 4 {
+            mp.recv(1, Some(0), Some(9), 4096);
+            mp.send(0, 9, bytes(2000, i));
+        }
+        mp.run();
+        mp.m[1].stats().noops
+    };
+    let repeats = u64::from(udrma_host::messaging::NOOP_REPEATS);
+    let first = exchange(&mut mp, 0);
+    assert_eq!(first, repeats, "one NOOP, repeated while h0 is silent");
+    let second = exchange(&mut mp, 4) - first;
+    assert_eq!(second, repeats, "after h0 spoke, the repeats start afresh");
+    assert_eq!(mp.received(1).len(), 8);
+}
