@@ -842,7 +842,7 @@ fn noop_repeats_start_afresh_once_the_peer_has_spoken() {
         ..MsgConfig::default()
     };
     let mut mp = MsgPair::new(nic, msg.clone(), msg);
-    let mut exchange = |mp: &mut MsgPair, first: u8| {
+    let exchange = |mp: &mut MsgPair, first: u8| {
         for i in first..first + 4 {
             mp.recv(1, Some(0), Some(9), 4096);
             mp.send(0, 9, bytes(2000, i));
