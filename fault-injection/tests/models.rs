@@ -618,3 +618,90 @@ fn correlated_duplication_and_reordering_cluster_too() {
         );
     }
 }
+
+#[test]
+fn a_jittered_delay_line_drops_exactly_when_it_is_full() {
+    // netem `delay 50us 40us limit 6`: holds of 10-90 µs release out of
+    // order. A packet is dropped exactly when `limit` packets are still
+    // held at its arrival; a reference count of the releases checks every
+    // verdict.
+    let limit = 6;
+    let mut r = rule(Model::Delay {
+        base: Duration::from_micros(50),
+        jitter: Duration::from_micros(40),
+        dist: Jitter::Uniform,
+        limit: Some(limit),
+    });
+    let mut releases: Vec<Instant> = Vec::new();
+    let (mut dropped, mut delayed) = (0, 0);
+    for i in 0..5000 {
+        let c = ctx(i);
+        let held = releases.iter().filter(|t| **t > c.now).count();
+        match r.judge(&c) {
+            Verdict::Drop => {
+                assert_eq!(held, limit as usize, "packet {i} dropped with room");
+                dropped += 1;
+            }
+            Verdict::Delay(d) => {
+                assert!(held < limit as usize, "packet {i} held past the limit");
+                releases.push(c.now + d);
+                delayed += 1;
+            }
+            v => panic!("packet {i}: {v:?}"),
+        }
+    }
+    assert!(dropped > 1000 && delayed > 300, "{dropped} {delayed}");
+    assert_eq!(
+        (r.counters.matched, r.counters.dropped, r.counters.delayed),
+        (5000, dropped, delayed)
+    );
+}
+
+#[test]
+fn every_fired_verdict_is_counted_once() {
+    let mut dup = rule(Model::Duplicate {
+        p: 1.0,
+        correlation: 0.0,
+        copies: 2,
+    });
+    run(&mut dup, 7);
+    let mut corrupt = rule(Model::Corrupt { p: 1.0, bits: 3 });
+    run(&mut corrupt, 5);
+    let mut delay = rule(Model::Delay {
+        base: Duration::from_micros(1),
+        jitter: Duration::ZERO,
+        dist: Jitter::Uniform,
+        limit: None,
+    });
+    run(&mut delay, 4);
+    let c = |r: &Rule| {
+        let c = &r.counters;
+        (c.matched, c.dropped, c.duplicated, c.delayed, c.corrupted)
+    };
+    assert_eq!(c(&dup), (7, 0, 7, 0, 0));
+    assert_eq!(c(&corrupt), (5, 0, 0, 0, 5));
+    assert_eq!(c(&delay), (4, 0, 0, 4, 0));
+}
+
+#[test]
+fn every_model_limit_is_checked_at_its_edge() {
+    let ok = |m: Model| Rule::new(1, "r", Target::any(), m).is_ok();
+    let dup = |copies| Model::Duplicate {
+        p: 0.5,
+        correlation: 0.0,
+        copies,
+    };
+    assert!(ok(dup(1)) && ok(dup(64)));
+    assert!(!ok(dup(0)) && !ok(dup(65)));
+    let corrupt = |bits| Model::Corrupt { p: 0.5, bits };
+    assert!(ok(corrupt(1)) && ok(corrupt(64)));
+    assert!(!ok(corrupt(0)) && !ok(corrupt(65)));
+    let rate = |bits_per_sec, limit| Model::Rate {
+        bits_per_sec,
+        limit,
+    };
+    assert!(ok(rate(1, 1)));
+    assert!(!ok(rate(0, 1)) && !ok(rate(1, 0)) && !ok(rate(0, 0)));
+    let err = Rule::new(1, "dup", Target::any(), dup(65)).unwrap_err();
+    assert_eq!(err.to_string(), "rule dup: copies must be 1..=64");
+}
