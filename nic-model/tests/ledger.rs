@@ -188,18 +188,28 @@ fn a_read_request_of_exactly_the_largest_operation_is_served_and_one_packet_more
 }
 
 #[test]
-fn a_read_that_exactly_fills_the_transmit_queue_is_served_at_once() {
+fn a_read_that_exactly_fills_the_transmit_queue_is_served_and_one_packet_more_waits() {
     let cfg = NicConfig {
         transmit_queue_capacity: 8,
         ..config()
     };
     let mut s = setup(cfg);
+    let got = capture(&mut s, "READ_REQ");
     let wr = s.read(8 * 1024);
     s.pair.run();
     s.assert_ok_once(0, wr);
     let h1 = s.pair.nics[1].stats();
     assert_eq!(h1.read_requests_served, 1);
     assert_eq!(h1.nacks_out(), 0, "no receiver-not-ready: {h1:?}");
+    // The same request for 9 KiB calls for 9 responses: the queue cannot
+    // take them, so the responder answers receiver-not-ready.
+    let mut nine = got.borrow()[0].clone();
+    nine[44..48].copy_from_slice(&(9u32 * 1024).to_be_bytes());
+    s.pair.inject(0, reseal(nine));
+    s.pair.run();
+    let h1 = s.pair.nics[1].stats();
+    assert_eq!(h1.read_requests_served, 1);
+    assert_eq!(h1.nacks_sent.get(&Syndrome::ReceiverNotReady), Some(&1));
 }
 
 #[test]
