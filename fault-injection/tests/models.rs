@@ -236,6 +236,16 @@ fn rate_shaping_holds_the_rate_and_the_queue_limit_drops() {
         limit: 10,
     });
     let v = run(&mut r, 10_000);
+    // A packet takes 8 µs to serialise and one arrives each µs: the first
+    // goes at once, the k-th waits 7k µs while the queue has room.
+    assert_eq!(v[0], Verdict::Pass);
+    for (k, x) in v.iter().enumerate().take(10).skip(1) {
+        assert_eq!(
+            *x,
+            Verdict::Delay(Duration::from_micros(7 * k as u64)),
+            "packet {k}"
+        );
+    }
     let passed = v.iter().filter(|x| !matches!(x, Verdict::Drop)).count();
     // 10 ms at 1 Gb/s is 1250 packets (+ the 10 in the queue at the end).
     assert!((1250..=1262).contains(&passed), "{passed} passed");
@@ -317,6 +327,15 @@ fn down_and_partition() {
     let mut one = part(false);
     assert_eq!(one.judge(&ctx(0)), Verdict::Drop);
     assert_eq!(one.judge(&back), Verdict::Pass, "one-way partition");
+    // Hosts outside the two sides are not cut off from either.
+    for (src, dst) in [(0, 2), (2, 1), (2, 0), (1, 2)] {
+        let p = PacketCtx {
+            src: NodeAddr(src),
+            dst: NodeAddr(dst),
+            ..ctx(0)
+        };
+        assert_eq!(one.judge(&p), Verdict::Pass, "h{src} to h{dst}");
+    }
     let mut two = part(true);
     assert_eq!(two.judge(&back), Verdict::Drop);
 }
@@ -704,4 +723,47 @@ fn every_model_limit_is_checked_at_its_edge() {
     assert!(!ok(rate(0, 1)) && !ok(rate(1, 0)) && !ok(rate(0, 0)));
     let err = Rule::new(1, "dup", Target::any(), dup(65)).unwrap_err();
     assert_eq!(err.to_string(), "rule dup: copies must be 1..=64");
+}
+
+#[test]
+fn corruption_reaches_every_part_of_the_packet() {
+    let mut r = rule(Model::Corrupt { p: 1.0, bits: 1 });
+    let len = 1000;
+    let mut hit = vec![false; 10];
+    for _ in 0..2000 {
+        let mut bytes = vec![0u8; len];
+        r.corrupt(&mut bytes, 1);
+        let at = bytes.iter().position(|b| *b != 0).unwrap();
+        hit[at * 10 / len] = true;
+    }
+    assert!(hit.iter().all(|h| *h), "every tenth of the packet: {hit:?}");
+    // Through the set, with the stream of the rule that said `Corrupt`.
+    let mut set = RuleSet::new();
+    assert!(set.is_empty());
+    set.push(rule(Model::Corrupt { p: 1.0, bits: 5 }));
+    assert!(!set.is_empty());
+    let mut bytes = vec![0u8; 64];
+    set.corrupt(0, &mut bytes, 5);
+    assert_eq!(bytes.iter().map(|b| b.count_ones()).sum::<u32>(), 5);
+}
+
+#[test]
+fn an_unknown_name_is_answered_with_the_nearest_known_one_if_near() {
+    use udrma_faults::rule::closest;
+    let names = ["h0-e0", "h1-e0", "e0-a1", "s0-s1"];
+    // One edit from exactly one name.
+    assert_eq!(closest("h1-e9", &names).as_deref(), Some("h1-e0"));
+    // An insertion, a deletion and a substitution each count one.
+    assert_eq!(closest("h0-e00", &names).as_deref(), Some("h0-e0"));
+    assert_eq!(closest("s0s1", &names).as_deref(), Some("s0-s1"));
+    assert_eq!(closest("e0-b1", &names).as_deref(), Some("e0-a1"));
+    // The nearest wins over one two edits away.
+    assert_eq!(
+        closest("h1-a0", &["h0-b0", "h1-b0"]).as_deref(),
+        Some("h1-b0")
+    );
+    // Up to half the name's length (at least 3) in edits, no further.
+    assert_eq!(closest("abcdef", &["abcxyz"]).as_deref(), Some("abcxyz"));
+    assert_eq!(closest("abcdef", &["abwxyz"]), None);
+    assert_eq!(closest("zzzz", &names), None);
 }
