@@ -167,3 +167,25 @@ fn a_self_describing_packet_whose_numbers_cannot_add_up_is_invalid() {
     assert_eq!(rx.nacks_sent.get(&Syndrome::InvalidRequest), Some(&1));
     assert_eq!(s.pair.nics[1].occupancy().registry.1, 0);
 }
+
+#[test]
+fn a_short_last_packet_that_arrives_first_names_the_range_right() {
+    // 2.5 KiB ending exactly at the end of h1's region: packets of 1 KiB,
+    // 1 KiB and 512 B. The first two are lost, so the short last packet
+    // registers the operation: its range starts 2 KiB before it, not two
+    // of its own lengths before it. The WRITE fits and must land.
+    let mut s = setup(self_describing());
+    let at = LEN as u64 - 2560;
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if r.seg_index < 2 && w.n < 2 => Verdict::Drop,
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write_at(at, 2560);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    assert_eq!(
+        s.dst_bytes(at as usize, 2560),
+        s.src_bytes(at as usize, 2560)
+    );
+    assert_eq!(s.pair.nics[1].stats().nacks_out(), 0);
+}
