@@ -566,3 +566,65 @@ fn go_back_n_timeouts_on_a_busy_link_keep_the_sender_awake() {
     assert_eq!(completions(&w, 0, id), vec![true]);
     assert!(landed(&w, &keys, 0, 1, 64 * 1024));
 }
+
+#[test]
+fn fault_counters_and_copies_are_exact() {
+    // A 16-packet WRITE across a pair: every WRITE packet is delayed 2 µs
+    // by one rule, and every ACK is copied once by another.
+    let set = rules(
+        3,
+        vec![
+            (
+                "slow-writes",
+                Target::any().opcodes(&[udrma_proto::Opcode::Write]),
+                Model::Delay {
+                    base: Duration::from_micros(2),
+                    jitter: Duration::ZERO,
+                    dist: udrma_faults::Jitter::Uniform,
+                    limit: None,
+                },
+            ),
+            (
+                "double-acks",
+                Target::any().opcodes(&[udrma_proto::Opcode::Ack]),
+                Model::Duplicate {
+                    p: 1.0,
+                    correlation: 0.0,
+                    copies: 1,
+                },
+            ),
+        ],
+    );
+    let (mut w, keys) = world(
+        Topology::pair(LinkParams::default()),
+        FabricConfig::default(),
+        set,
+        1 << 20,
+    );
+    w.watch(NodeAddr(1), NodeAddr(0));
+    let wr = write(&mut w, &keys, 0, 1, 64 * 1024);
+    assert!(w.run());
+    assert_eq!(completions(&w, 0, wr), vec![true]);
+    assert!(landed(&w, &keys, 0, 1, 64 * 1024));
+    let st = w.stats();
+    let j = w.journeys();
+    let ack = u8::from(udrma_proto::Opcode::Ack);
+    let acks = j
+        .iter()
+        .filter(|x| x.opcode == ack && x.copy_of.is_none())
+        .count() as u64;
+    assert_eq!(acks, 16, "one ACK per packet");
+    assert_eq!(st.delayed, 16, "each WRITE packet once");
+    assert_eq!(st.duplicated, acks, "one copy of each ACK");
+    // Every copy is a packet of its own: a new serial, naming its original.
+    let copies: Vec<_> = j.iter().filter(|x| x.copy_of.is_some()).collect();
+    assert_eq!(copies.len() as u64, acks);
+    let mut serials: Vec<u64> = j.iter().map(|x| x.serial).collect();
+    serials.sort_unstable();
+    serials.dedup();
+    assert_eq!(serials.len(), j.len(), "serials are unique");
+    for c in copies {
+        let of = c.copy_of.unwrap();
+        assert!(of != c.serial && j.iter().any(|x| x.serial == of));
+    }
+}

@@ -766,4 +766,12 @@ fn an_unknown_name_is_answered_with_the_nearest_known_one_if_near() {
     assert_eq!(closest("abcdef", &["abcxyz"]).as_deref(), Some("abcxyz"));
     assert_eq!(closest("abcdef", &["abwxyz"]), None);
     assert_eq!(closest("zzzz", &names), None);
+    // Insertions and deletions count too.
+    assert_eq!(closest("abcdef", &["abcdefwxyz"]), None);
+    assert_eq!(
+        closest("abcdef", &["abcdefwxy"]).as_deref(),
+        Some("abcdefwxy")
+    );
+    assert_eq!(closest("abcdefgh", &["abc"]), None);
+    assert_eq!(closest("abcdefgh", &["abcd"]).as_deref(), Some("abcd"));
 }
