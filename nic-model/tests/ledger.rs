@@ -274,3 +274,32 @@ fn forged_read_responses_are_invalid_or_stale_and_write_nothing() {
     s.assert_ok_once(0, read);
     s.assert_ok_once(0, write);
 }
+
+#[test]
+fn a_failing_request_leaves_the_ones_waiting_for_the_ring_alone() {
+    // A descriptor ring of 2: the third and fourth requests wait in the
+    // host's overflow ring. The first fails (bad key); the others must
+    // still run, each completing once.
+    let mut s = setup(NicConfig {
+        descriptor_ring: 2,
+        ring_low_water: 1,
+        ..config()
+    });
+    let bad = s.pair.nics[0]
+        .post(
+            s.pair.now,
+            WorkRequest::write(NodeAddr(1), s.src, SRC, 1024, 0xdead, DST),
+        )
+        .unwrap();
+    let good: Vec<_> = (1..4).map(|i| s.write_at(i * 8192, 1024)).collect();
+    assert!(s.pair.nics[0].stats().ring_overflows >= 2);
+    s.pair.run();
+    assert_eq!(
+        s.completions(0, bad),
+        vec![Err(udrma_nic::WcError::Remote(Syndrome::BadRkey))]
+    );
+    for wr in good {
+        s.assert_ok_once(0, wr);
+    }
+    assert!(s.pair.nics[0].is_idle());
+}
