@@ -19,6 +19,9 @@ struct MsgPair {
     pair: Pair,
     m: [Messenger; 2],
     out: Vec<(usize, MsgEvent)>,
+    /// Check the credit invariants after every event (off only where a
+    /// test forges traffic behind a messenger's back on purpose).
+    checks: bool,
 }
 
 impl MsgPair {
@@ -30,6 +33,7 @@ impl MsgPair {
             m: [m0, m1],
             out: Vec::new(),
             pair: Pair::new(NicConfig::default()),
+            checks: true,
         };
         let now = pair.now;
         mp.m[0]
@@ -76,7 +80,7 @@ impl MsgPair {
             while let Some(e) = self.m[i].poll_event() {
                 self.out.push((i, e));
             }
-            if let Err(e) = self.m[i].check() {
+            if let (true, Err(e)) = (self.checks, self.m[i].check()) {
                 panic!("invariant broken at host {i}, {}: {e}", self.pair.now);
             }
         }
@@ -868,4 +872,109 @@ fn noop_repeats_start_afresh_once_the_peer_has_spoken() {
     let second = exchange(&mut mp, 4) - first;
     assert_eq!(second, repeats, "after h0 spoke, the repeats start afresh");
     assert_eq!(mp.received(1).len(), 8);
+}
+
+/// A chunk as a messenger puts it in a vbuf: kind, index, sequence number,
+/// tag, total length, then `data`.
+fn chunk(kind: u8, index: u16, seq: u32, tag: u32, total: u32, data: &[u8]) -> Vec<u8> {
+    let mut b = vec![kind, 0];
+    b.extend_from_slice(&index.to_be_bytes());
+    b.extend_from_slice(&seq.to_be_bytes());
+    b.extend_from_slice(&tag.to_be_bytes());
+    b.extend_from_slice(&total.to_be_bytes());
+    b.extend_from_slice(data);
+    b
+}
+
+/// h0's NIC SENDs `bytes` into one of h1's vbufs for h0, behind h0's
+/// messenger's back (so h0's credit view is off afterwards: checks off).
+fn forge(mp: &mut MsgPair, bytes: &[u8]) {
+    mp.checks = false;
+    let base = 0x7000_0000 + 0x10_0000 * mp.pair.log.len() as u64;
+    let nic = &mut mp.pair.nics[0];
+    let key = nic.register(base, bytes.len().max(1), udrma_nic::Access::ALL);
+    nic.memory_mut().region_mut(key).unwrap().bytes[..bytes.len()].copy_from_slice(bytes);
+    let now = mp.pair.now;
+    let wr =
+        udrma_nic::WorkRequest::send(NodeAddr(1), key, base, bytes.len() as u64).endpoints(2, 1);
+    mp.pair.nics[0].post(now, wr).unwrap();
+    mp.run();
+}
+
+#[test]
+fn forged_chunks_are_counted_one_reason_at_a_time_and_deliver_nothing() {
+    use udrma_host::messaging::{CHUNK_EAGER, CHUNK_R3};
+    let d = MsgConfig::default();
+    let cap = (d.vbuf_size as usize - udrma_host::messaging::CHUNK_HEADER) as u32;
+    // Eager messages of up to two chunks.
+    let cfg = MsgConfig {
+        vbufs_per_peer: 2,
+        credit_preserve: 1,
+        rendezvous_threshold: 2 * u64::from(cap),
+        ..d
+    };
+    let mut mp = MsgPair::same(cfg);
+    // Message 0 arrives honestly, so sequence 0 is behind h1 from now on.
+    mp.recv(1, Some(0), Some(5), 64);
+    mp.send(0, 5, bytes(10, 1));
+    mp.run();
+    let two = vec![7u8; 2 * cap as usize];
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("shorter than a chunk header", vec![CHUNK_EAGER; 9]),
+        (
+            "data shorter than its total says",
+            chunk(CHUNK_EAGER, 0, 1, 5, 100, &[1; 50]),
+        ),
+        (
+            "an index past the message's chunks",
+            chunk(CHUNK_EAGER, 1, 1, 5, cap, &[]),
+        ),
+        (
+            "eager larger than the eager limit",
+            chunk(CHUNK_EAGER, 0, 1, 5, 2 * cap + 1, &two[..cap as usize]),
+        ),
+        (
+            "a sequence number already delivered",
+            chunk(CHUNK_EAGER, 0, 0, 5, 4, &[1; 4]),
+        ),
+        (
+            "an R3 chunk for no receive",
+            chunk(CHUNK_R3, 0, 1, 5, 4, &[1; 4]),
+        ),
+        ("an unknown kind", chunk(9, 0, 1, 5, 4, &[1; 4])),
+    ];
+    let mut bad = mp.m[1].stats().bad_messages;
+    assert_eq!(bad, 0);
+    for (what, c) in cases {
+        forge(&mut mp, &c);
+        bad += 1;
+        assert_eq!(mp.m[1].stats().bad_messages, bad, "{what}");
+    }
+    // Two halves of one two-chunk eager message (sequence 1), the first
+    // twice and then with another tag: the copy and the changed tag are
+    // refused.
+    let half = |tag| chunk(CHUNK_EAGER, 0, 1, tag, 2 * cap, &two[..cap as usize]);
+    forge(&mut mp, &half(5));
+    assert_eq!(mp.m[1].stats().bad_messages, bad, "the first half is fine");
+    forge(&mut mp, &half(5));
+    forge(&mut mp, &half(6));
+    bad += 2;
+    assert_eq!(
+        mp.m[1].stats().bad_messages,
+        bad,
+        "a copy and a changed tag"
+    );
+    // With two vbufs a peer can have at most two messages half-assembled:
+    // a third is refused.
+    forge(
+        &mut mp,
+        &chunk(CHUNK_EAGER, 0, 2, 5, 2 * cap, &two[..cap as usize]),
+    );
+    assert_eq!(mp.m[1].stats().bad_messages, bad, "two assembling");
+    forge(
+        &mut mp,
+        &chunk(CHUNK_EAGER, 0, 3, 5, 2 * cap, &two[..cap as usize]),
+    );
+    assert_eq!(mp.m[1].stats().bad_messages, bad + 1, "a third");
+    assert_eq!(mp.received(1).len(), 1, "only the honest message");
 }
