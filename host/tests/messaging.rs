@@ -329,6 +329,7 @@ fn a_failed_registration_makes_rget_and_rput_fall_back_to_r3() {
         assert_eq!(mp.received(1), vec![(r, 2, data, Ok(()))], "{p:?}");
         assert_eq!(mp.sent(0)[0].1, MsgProtocol::R3, "{p:?}");
         assert_eq!(mp.m[1].stats().fallback_registration, 1);
+        assert_eq!(mp.m[1].stats().fallbacks, 1);
         let st = mp.m[0].stats();
         assert_eq!((st.r3, st.rget, st.rput), (1, 0, 0));
     }
@@ -389,7 +390,22 @@ fn a_message_longer_than_its_receive_is_truncated_and_said_so() {
         assert!(small.2 == bytes(10, 1));
         // The sender's sends succeed all the same.
         assert!(mp.sent(0).iter().all(|s| s.2.is_ok()));
+        assert_eq!(mp.m[1].stats().recvs_done, 2);
     }
+}
+
+#[test]
+fn a_message_that_exactly_fills_its_receive_keeps_rput() {
+    // RPUT cannot offer a buffer shorter than the message, so a message
+    // longer than its receive goes R3; one of exactly the receive's size
+    // fits and stays RPUT.
+    let mut mp = MsgPair::same(with_rendezvous(Protocol::Rput));
+    let data = bytes(30_000, 4);
+    let r = mp.recv(1, None, None, 30_000);
+    mp.send(0, 0, data.clone());
+    mp.run();
+    assert_eq!(mp.received(1), vec![(r, 0, data, Ok(()))]);
+    assert_eq!(mp.sent(0)[0].1, MsgProtocol::Rput);
 }
 
 #[test]
@@ -977,4 +993,86 @@ fn forged_chunks_are_counted_one_reason_at_a_time_and_deliver_nothing() {
     );
     assert_eq!(mp.m[1].stats().bad_messages, bad + 1, "a third");
     assert_eq!(mp.received(1).len(), 1, "only the honest message");
+}
+
+/// h0's NIC sends control `c` to h1's messenger, behind h0's messenger.
+fn forge_control(mp: &mut MsgPair, c: udrma_nic::Control) {
+    let now = mp.pair.now;
+    mp.pair.nics[0]
+        .post(
+            now,
+            udrma_nic::WorkRequest::control(NodeAddr(1), c).endpoints(1, 1),
+        )
+        .unwrap();
+    mp.run();
+}
+
+#[test]
+fn forged_controls_are_counted_one_reason_at_a_time() {
+    use udrma_nic::Control;
+    use udrma_proto::Rendezvous;
+    let rdv = |protocol, length, seq| Rendezvous {
+        protocol,
+        tag: 3,
+        length,
+        addr: 0,
+        rkey: 0,
+        seq,
+    };
+    let mut mp = MsgPair::same(with_rendezvous(Protocol::Rput));
+    // h1 has a rendezvous send waiting for h0's CTS (message 0 of h1),
+    // and h0 none of its own.
+    let waiting = mp.send(1, 3, bytes(70_000, 1));
+    mp.run();
+    let mut bad = 0;
+    let cases: Vec<(&str, Control)> = vec![
+        (
+            "an RTS of an unknown protocol",
+            Control::Rts(rdv(Protocol::from(0x7f), 10, 0)),
+        ),
+        (
+            "an RTS longer than 4 GiB",
+            Control::Rts(rdv(Protocol::R3, 1 << 32, 0)),
+        ),
+        (
+            "a CTS of the wrong protocol",
+            Control::Cts(rdv(Protocol::Rget, 70_000, 0)),
+        ),
+        (
+            "a FIN (RGET) for a send that is RPUT",
+            Control::Fin {
+                protocol: Protocol::Rget,
+                tag: 3,
+                seq: 0,
+            },
+        ),
+        (
+            "a FIN (RPUT) for no receive",
+            Control::Fin {
+                protocol: Protocol::Rput,
+                tag: 3,
+                seq: 0,
+            },
+        ),
+        (
+            "a FIN of R3, which has none",
+            Control::Fin {
+                protocol: Protocol::R3,
+                tag: 3,
+                seq: 0,
+            },
+        ),
+    ];
+    for (what, c) in cases {
+        forge_control(&mut mp, c);
+        bad += 1;
+        assert_eq!(mp.m[1].stats().bad_messages, bad, "{what}");
+    }
+    // The honest exchange still completes, once.
+    mp.recv(0, Some(1), Some(3), 1 << 20);
+    mp.run();
+    assert_eq!(mp.received(0).len(), 1);
+    assert_eq!(mp.received(0)[0].2, bytes(70_000, 1));
+    assert!(mp.sent(1).iter().any(|s| s.0 == waiting && s.2.is_ok()));
+    assert_eq!(mp.m[1].stats().bad_messages, bad);
 }
