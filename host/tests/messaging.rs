@@ -26,7 +26,11 @@ struct MsgPair {
 
 impl MsgPair {
     fn new(nic: NicConfig, a: MsgConfig, b: MsgConfig) -> MsgPair {
-        let mut pair = Pair::new(nic);
+        MsgPair::with_nics(nic.clone(), nic, a, b)
+    }
+
+    fn with_nics(na: NicConfig, nb: NicConfig, a: MsgConfig, b: MsgConfig) -> MsgPair {
+        let mut pair = Pair::with_configs(na, nb);
         let m0 = Messenger::new(a, &pair.nics[0]).unwrap();
         let m1 = Messenger::new(b, &pair.nics[1]).unwrap();
         let mut mp = MsgPair {
@@ -1075,4 +1079,127 @@ fn forged_controls_are_counted_one_reason_at_a_time() {
     assert_eq!(mp.received(0)[0].2, bytes(70_000, 1));
     assert!(mp.sent(1).iter().any(|s| s.0 == waiting && s.2.is_ok()));
     assert_eq!(mp.m[1].stats().bad_messages, bad);
+}
+
+#[test]
+fn a_receive_whose_read_cannot_be_posted_fails_once_with_the_reason() {
+    // h1's NIC holds one request at a time, and h1 has a SEND of its own
+    // outstanding (the wire loses it for now), so the RDMA READ an RGET
+    // receive must post is refused: the receive completes once, with the
+    // reason.
+    let msg = MsgConfig {
+        rendezvous: Protocol::Rget,
+        ..MsgConfig::default()
+    };
+    let small = NicConfig {
+        command_queue_capacity: 1,
+        ..NicConfig::default()
+    };
+    let mut mp = MsgPair::with_nics(NicConfig::default(), small, msg.clone(), msg);
+    mp.pair.set_filter(|w| {
+        if w.from == NodeAddr(1) && w.repr.is_some_and(|r| r.kind_name().starts_with("SEND")) {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver
+        }
+    });
+    mp.send(1, 1, bytes(100, 8));
+    let r = mp.recv(1, Some(0), Some(2), 1 << 20);
+    mp.send(0, 2, bytes(20_000, 9));
+    mp.run_until(Instant::ZERO + Duration::from_micros(300));
+    let got = mp.received(1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, r);
+    assert!(
+        matches!(&got[0].3, Err(MsgError::Refused(why)) if why.contains("queue full")),
+        "{:?}",
+        got[0].3
+    );
+    assert_eq!(mp.m[1].stats().failed, 1);
+}
+
+#[test]
+fn forged_envelopes_out_of_window_twice_or_from_strangers_are_counted() {
+    use udrma_nic::Control;
+    use udrma_proto::Rendezvous;
+    let rts = |seq, length| {
+        Control::Rts(Rendezvous {
+            protocol: Protocol::R3,
+            tag: 3,
+            length,
+            addr: 0,
+            rkey: 0,
+            seq,
+        })
+    };
+    let mut mp = MsgPair::same(with_rendezvous(Protocol::R3));
+    // Far ahead of anything h0 could have sent.
+    forge_control(&mut mp, rts(100_000, 10));
+    assert_eq!(mp.m[1].stats().out_of_window, 1);
+    // Message 5 twice while 0-4 are missing: the copy is refused.
+    forge_control(&mut mp, rts(5, 10));
+    assert_eq!(mp.m[1].stats().bad_messages, 0);
+    forge_control(&mut mp, rts(5, 10));
+    assert_eq!(mp.m[1].stats().bad_messages, 1);
+    // Exactly 4 GiB - 1 is a length an envelope may carry.
+    forge_control(&mut mp, rts(6, u64::from(u32::MAX)));
+    assert_eq!(mp.m[1].stats().bad_messages, 1);
+    // A control from a host that is no peer.
+    let now = mp.pair.now;
+    mp.m[1].handle_event(
+        now,
+        &mut mp.pair.nics[1],
+        udrma_nic::Event::Control {
+            from: NodeAddr(9),
+            src_ep: 10,
+            dst_ep: 2,
+            control: rts(0, 10),
+            at: now,
+        },
+    );
+    assert_eq!(mp.m[1].stats().bad_messages, 2);
+}
+
+#[test]
+fn forged_r3_chunks_for_a_receive_in_progress_are_refused() {
+    use udrma_host::messaging::CHUNK_R3;
+    // h0's R3 message 0 (two chunks) is matched at h1, but its chunks are
+    // lost on the wire for now, so h1's receive waits for them.
+    let mut mp = MsgPair::same(with_rendezvous(Protocol::R3));
+    // (still losing h0's SENDs, the message ids of those lost)
+    let lost: std::rc::Rc<std::cell::RefCell<(bool, Vec<u32>)>> = Default::default();
+    let l = lost.clone();
+    mp.pair.set_filter(move |w| {
+        let Some(r) = w.repr else {
+            return Verdict::Deliver;
+        };
+        let mut l = l.borrow_mut();
+        let send = w.from == NodeAddr(0) && r.kind_name().starts_with("SEND");
+        if send && l.0 {
+            l.1.push(r.msg_id);
+        }
+        if send && l.1.contains(&r.msg_id) {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver
+        }
+    });
+    lost.borrow_mut().0 = true;
+    let total = 10_000u32;
+    mp.recv(1, Some(0), Some(3), 1 << 20);
+    mp.send(0, 3, bytes(total as usize, 2));
+    mp.run_until(Instant::ZERO + Duration::from_micros(50));
+    // From now on only the real chunks (and their retransmissions) are
+    // lost; the forged SENDs get through.
+    lost.borrow_mut().0 = false;
+    assert!(!lost.borrow().1.is_empty(), "the real chunks were sent");
+    let cap = MsgConfig::default().vbuf_size as usize - udrma_host::messaging::CHUNK_HEADER;
+    let before = mp.m[1].stats().bad_messages;
+    // The wrong length; then a good first chunk, and a copy of it.
+    forge(&mut mp, &chunk(CHUNK_R3, 0, 0, 3, total - 1, &[0; 8]));
+    assert_eq!(mp.m[1].stats().bad_messages, before + 1, "wrong length");
+    forge(&mut mp, &chunk(CHUNK_R3, 0, 0, 3, total, &vec![0; cap]));
+    assert_eq!(mp.m[1].stats().bad_messages, before + 1, "a good chunk");
+    forge(&mut mp, &chunk(CHUNK_R3, 0, 0, 3, total, &vec![0; cap]));
+    assert_eq!(mp.m[1].stats().bad_messages, before + 2, "a copy");
 }
