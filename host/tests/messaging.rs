@@ -970,31 +970,38 @@ fn forged_chunks_are_counted_one_reason_at_a_time_and_deliver_nothing() {
         bad += 1;
         assert_eq!(mp.m[1].stats().bad_messages, bad, "{what}");
     }
-    // Two halves of one two-chunk eager message (sequence 1), the first
-    // twice and then with another tag: the copy and the changed tag are
-    // refused.
-    let half = |tag| chunk(CHUNK_EAGER, 0, 1, tag, 2 * cap, &two[..cap as usize]);
-    forge(&mut mp, &half(5));
+    // Two halves of one two-chunk eager message (sequence 1): the first
+    // half twice (the copy is refused), then the second half claiming
+    // another tag (refused).
+    let half = |index: u16, seq, tag, total| {
+        let at = usize::from(index) * cap as usize;
+        chunk(
+            CHUNK_EAGER,
+            index,
+            seq,
+            tag,
+            total,
+            &two[at..at + cap as usize],
+        )
+    };
+    forge(&mut mp, &half(0, 1, 5, 2 * cap));
     assert_eq!(mp.m[1].stats().bad_messages, bad, "the first half is fine");
-    forge(&mut mp, &half(5));
-    forge(&mut mp, &half(6));
-    bad += 2;
-    assert_eq!(
-        mp.m[1].stats().bad_messages,
-        bad,
-        "a copy and a changed tag"
-    );
+    forge(&mut mp, &half(0, 1, 5, 2 * cap));
+    bad += 1;
+    assert_eq!(mp.m[1].stats().bad_messages, bad, "a copy");
+    forge(&mut mp, &half(1, 1, 6, 2 * cap));
+    bad += 1;
+    assert_eq!(mp.m[1].stats().bad_messages, bad, "a changed tag");
+    // Sequence 2: its second half first, then a first half claiming a
+    // length one byte shorter (its own length still fits): refused.
+    forge(&mut mp, &half(1, 2, 5, 2 * cap));
+    assert_eq!(mp.m[1].stats().bad_messages, bad, "two assembling");
+    forge(&mut mp, &half(0, 2, 5, 2 * cap - 1));
+    bad += 1;
+    assert_eq!(mp.m[1].stats().bad_messages, bad, "a changed length");
     // With two vbufs a peer can have at most two messages half-assembled:
     // a third is refused.
-    forge(
-        &mut mp,
-        &chunk(CHUNK_EAGER, 0, 2, 5, 2 * cap, &two[..cap as usize]),
-    );
-    assert_eq!(mp.m[1].stats().bad_messages, bad, "two assembling");
-    forge(
-        &mut mp,
-        &chunk(CHUNK_EAGER, 0, 3, 5, 2 * cap, &two[..cap as usize]),
-    );
+    forge(&mut mp, &half(0, 3, 5, 2 * cap));
     assert_eq!(mp.m[1].stats().bad_messages, bad + 1, "a third");
     assert_eq!(mp.received(1).len(), 1, "only the honest message");
 }
@@ -1196,10 +1203,84 @@ fn forged_r3_chunks_for_a_receive_in_progress_are_refused() {
     let cap = MsgConfig::default().vbuf_size as usize - udrma_host::messaging::CHUNK_HEADER;
     let before = mp.m[1].stats().bad_messages;
     // The wrong length; then a good first chunk, and a copy of it.
-    forge(&mut mp, &chunk(CHUNK_R3, 0, 0, 3, total - 1, &[0; 8]));
+    forge(&mut mp, &chunk(CHUNK_R3, 0, 0, 3, total - 1, &vec![0; cap]));
     assert_eq!(mp.m[1].stats().bad_messages, before + 1, "wrong length");
     forge(&mut mp, &chunk(CHUNK_R3, 0, 0, 3, total, &vec![0; cap]));
     assert_eq!(mp.m[1].stats().bad_messages, before + 1, "a good chunk");
     forge(&mut mp, &chunk(CHUNK_R3, 0, 0, 3, total, &vec![0; cap]));
     assert_eq!(mp.m[1].stats().bad_messages, before + 2, "a copy");
+    // A FIN (RPUT) for this receive, which is R3.
+    forge_control(
+        &mut mp,
+        udrma_nic::Control::Fin {
+            protocol: Protocol::Rput,
+            tag: 3,
+            seq: 0,
+        },
+    );
+    assert_eq!(
+        mp.m[1].stats().bad_messages,
+        before + 3,
+        "FIN (RPUT) for R3"
+    );
+}
+
+#[test]
+fn a_cts_or_fin_that_does_not_fit_the_sends_state_is_refused() {
+    use udrma_nic::Control;
+    use udrma_proto::Rendezvous;
+    let cts = |protocol, seq| {
+        Control::Cts(Rendezvous {
+            protocol,
+            tag: 3,
+            length: 70_000,
+            addr: 0x1000,
+            rkey: 1,
+            seq,
+        })
+    };
+    // An RGET send of h1's waits for h0 to read it: a CTS offering RPUT
+    // does not fit it.
+    let mut mp = MsgPair::same(with_rendezvous(Protocol::Rget));
+    mp.send(1, 3, bytes(70_000, 1));
+    mp.run();
+    forge_control(&mut mp, cts(Protocol::Rput, 0));
+    assert_eq!(mp.m[1].stats().bad_messages, 1, "RPUT offered to RGET");
+    // A FIN (RGET) for a send h1 never made.
+    forge_control(
+        &mut mp,
+        Control::Fin {
+            protocol: Protocol::Rget,
+            tag: 3,
+            seq: 999,
+        },
+    );
+    assert_eq!(mp.m[1].stats().bad_messages, 2, "FIN for no send");
+    mp.recv(0, Some(1), Some(3), 1 << 20);
+    mp.run();
+    assert_eq!(mp.received(0).len(), 1);
+
+    // An R3 send of h1's past its CTS (sending chunks, which the wire
+    // loses for now): a second CTS does not fit it.
+    let mut mp = MsgPair::same(with_rendezvous(Protocol::R3));
+    mp.pair.set_filter(|w| {
+        if w.from == NodeAddr(1) && w.repr.is_some_and(|r| r.kind_name().starts_with("SEND")) {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver
+        }
+    });
+    mp.recv(0, Some(1), Some(3), 1 << 20);
+    mp.send(1, 3, bytes(70_000, 2));
+    mp.run_until(Instant::ZERO + Duration::from_micros(30));
+    let before = mp.m[1].stats().bad_messages;
+    let now = mp.pair.now;
+    mp.pair.nics[0]
+        .post(
+            now,
+            udrma_nic::WorkRequest::control(NodeAddr(1), cts(Protocol::R3, 0)).endpoints(1, 1),
+        )
+        .unwrap();
+    mp.run_until(mp.pair.now + Duration::from_micros(5));
+    assert_eq!(mp.m[1].stats().bad_messages, before + 1, "a second CTS");
 }
