@@ -440,11 +440,11 @@ fn low_credits_turn_eager_into_rendezvous_and_the_backlog_drains() {
     assert_eq!(mp.m[0].remote_credit(NodeAddr(1)), Some(4));
 }
 
-/// Host copies make the receiver re-post its vbufs after the ACKs that
-/// could have carried them left: a one-way stream then needs NOOPs, and
-/// a lost NOOP must not starve the sender.
-#[test]
-fn a_receiver_that_never_sends_keeps_the_sender_alive_with_noops() {
+/// Two messengers whose credits need NOOPs: host copies make a receiver
+/// re-post its vbufs after the ACKs that could have carried them left,
+/// NOOPs are not sent early (threshold 100), and whatever does not go
+/// eagerly goes R3, so every byte needs credits.
+fn noop_pair() -> MsgPair {
     let nic = NicConfig {
         cost: CostModel {
             host_copy_ps_per_byte: 2000,
@@ -452,7 +452,6 @@ fn a_receiver_that_never_sends_keeps_the_sender_alive_with_noops() {
         },
         ..NicConfig::default()
     };
-    // R3 for whatever does not go eagerly: every byte needs credits.
     let msg = MsgConfig {
         vbufs_per_peer: 4,
         credit_preserve: 0,
@@ -460,7 +459,14 @@ fn a_receiver_that_never_sends_keeps_the_sender_alive_with_noops() {
         rendezvous: Protocol::R3,
         ..MsgConfig::default()
     };
-    let mut mp = MsgPair::new(nic, msg.clone(), msg);
+    MsgPair::new(nic, msg.clone(), msg)
+}
+
+/// A one-way stream needs NOOPs, and a lost NOOP must not starve the
+/// sender.
+#[test]
+fn a_receiver_that_never_sends_keeps_the_sender_alive_with_noops() {
+    let mut mp = noop_pair();
     let mut lost = 0;
     mp.pair.set_filter(move |w| match w.repr {
         Some(r) if r.kind_name() == "CREDIT" && lost < 3 => {
@@ -863,21 +869,7 @@ fn noop_repeats_start_afresh_once_the_peer_has_spoken() {
     // most NOOP_REPEATS times while its peer stays silent. When the peer
     // speaks again the count starts afresh, so the next silence gets its
     // repeats too (a lost NOOP must not leave the peer without credits).
-    let nic = NicConfig {
-        cost: CostModel {
-            host_copy_ps_per_byte: 2000,
-            ..CostModel::ZERO
-        },
-        ..NicConfig::default()
-    };
-    let msg = MsgConfig {
-        vbufs_per_peer: 4,
-        credit_preserve: 0,
-        credit_notify_threshold: 100,
-        rendezvous: Protocol::R3,
-        ..MsgConfig::default()
-    };
-    let mut mp = MsgPair::new(nic, msg.clone(), msg);
+    let mut mp = noop_pair();
     let exchange = |mp: &mut MsgPair, first: u8| {
         for i in first..first + 4 {
             mp.recv(1, Some(0), Some(9), 4096);
@@ -892,6 +884,18 @@ fn noop_repeats_start_afresh_once_the_peer_has_spoken() {
     let second = exchange(&mut mp, 4) - first;
     assert_eq!(second, repeats, "after h0 spoke, the repeats start afresh");
     assert_eq!(mp.received(1).len(), 8);
+}
+
+/// A wire that loses every SEND host `h` sends (its chunks), and nothing
+/// else.
+fn lose_sends_from(h: u32) -> impl FnMut(&Wire<'_>) -> Verdict {
+    move |w| {
+        if w.from == NodeAddr(h) && w.repr.is_some_and(|r| r.kind_name().starts_with("SEND")) {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver
+        }
+    }
 }
 
 /// A chunk as a messenger puts it in a vbuf: kind, index, sequence number,
@@ -1103,13 +1107,7 @@ fn a_receive_whose_read_cannot_be_posted_fails_once_with_the_reason() {
         ..NicConfig::default()
     };
     let mut mp = MsgPair::with_nics(NicConfig::default(), small, msg.clone(), msg);
-    mp.pair.set_filter(|w| {
-        if w.from == NodeAddr(1) && w.repr.is_some_and(|r| r.kind_name().starts_with("SEND")) {
-            Verdict::Drop
-        } else {
-            Verdict::Deliver
-        }
-    });
+    mp.pair.set_filter(lose_sends_from(1));
     mp.send(1, 1, bytes(100, 8));
     let r = mp.recv(1, Some(0), Some(2), 1 << 20);
     mp.send(0, 2, bytes(20_000, 9));
@@ -1263,13 +1261,7 @@ fn a_cts_or_fin_that_does_not_fit_the_sends_state_is_refused() {
     // An R3 send of h1's past its CTS (sending chunks, which the wire
     // loses for now): a second CTS does not fit it.
     let mut mp = MsgPair::same(with_rendezvous(Protocol::R3));
-    mp.pair.set_filter(|w| {
-        if w.from == NodeAddr(1) && w.repr.is_some_and(|r| r.kind_name().starts_with("SEND")) {
-            Verdict::Drop
-        } else {
-            Verdict::Deliver
-        }
-    });
+    mp.pair.set_filter(lose_sends_from(1));
     mp.recv(0, Some(1), Some(3), 1 << 20);
     mp.send(1, 3, bytes(70_000, 2));
     mp.run_until(Instant::ZERO + Duration::from_micros(30));
