@@ -281,14 +281,18 @@ pub enum FaultError {
         what: String,
     },
     /// A link name the topology lacks.
-    #[error("rule {rule}: unknown link {link:?}{}", .suggestion.as_ref().map(|s| format!(" (did you mean {s:?}?)")).unwrap_or_default())]
+    #[error("rule {rule}: unknown link {link:?}{}", link_hint(.suggestion, .known, *.total))]
     UnknownLink {
         /// Rule name.
         rule: String,
         /// The name given.
         link: String,
-        /// The closest existing name.
+        /// The closest existing name, if one is close.
         suggestion: Option<String>,
+        /// The topology's first few link names (shown when none is close).
+        known: Vec<String>,
+        /// How many links the topology has.
+        total: usize,
     },
 }
 
@@ -688,6 +692,8 @@ impl RuleSet {
                             rule: rule.name.clone(),
                             link: name.clone(),
                             suggestion: closest(name, all_names),
+                            known: all_names.iter().take(6).map(|n| n.to_string()).collect(),
+                            total: all_names.len(),
                         })
                     }
                 }
@@ -713,6 +719,23 @@ impl RuleSet {
     pub fn corrupt(&mut self, i: usize, bytes: &mut [u8], bits: u32) {
         if let Some(rule) = self.rules.get_mut(i) {
             rule.corrupt(bytes, bits);
+        }
+    }
+}
+
+/// The tail of an unknown-link message: the close name, or else the
+/// names there are.
+fn link_hint(suggestion: &Option<String>, known: &[String], total: usize) -> String {
+    match suggestion {
+        Some(s) => format!(" (did you mean {s:?}?)"),
+        None if known.is_empty() => "; the topology has no links".to_string(),
+        None => {
+            let more = if total > known.len() {
+                format!(", ... ({total} in all)")
+            } else {
+                String::new()
+            };
+            format!("; its links are {}{more}", known.join(", "))
         }
     }
 }

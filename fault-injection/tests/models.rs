@@ -533,6 +533,16 @@ fn bad_rules_are_refused_with_the_reason() {
         err.to_string(),
         r#"rule flap: unknown link "h0-eO" (did you mean "h0-e0"?)"#
     );
+    // Nothing close: the message lists the links there are.
+    let mut set = RuleSet::new();
+    set.push(Rule::new(1, "cut", Target::any().links(&["nope"]), Model::Down).unwrap());
+    let names: Vec<String> = (0..8).map(|i| format!("h{i}-e{}", i / 2)).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let err = set.resolve(|_| None, &names).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        r#"rule cut: unknown link "nope"; its links are h0-e0, h1-e0, h2-e1, h3-e1, h4-e2, h5-e2, ... (8 in all)"#
+    );
 }
 
 #[test]
