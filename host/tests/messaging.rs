@@ -600,6 +600,16 @@ fn an_older_credit_count_arriving_late_is_ignored() {
     assert_eq!(mp.received(0), vec![(r, 1, bytes(64, 5), Ok(()))]);
 }
 
+/// 8 vbufs, and at most 4000 B of unexpected messages before the
+/// receiver holds vbufs back.
+fn slow_reader() -> MsgConfig {
+    MsgConfig {
+        vbufs_per_peer: 8,
+        unexpected_bytes: 4000,
+        ..MsgConfig::default()
+    }
+}
+
 #[test]
 fn an_application_that_falls_behind_holds_back_vbufs_then_catches_up() {
     // h1 posts no receive while 20 messages of 1000 B arrive: past 4000
@@ -608,12 +618,7 @@ fn an_application_that_falls_behind_holds_back_vbufs_then_catches_up() {
     // receive matches). Once the application posts its receives, the
     // held-back vbufs are re-posted, every message arrives in order, and
     // no credit ever passed the vbuf count.
-    let cfg = MsgConfig {
-        vbufs_per_peer: 8,
-        unexpected_bytes: 4000,
-        ..MsgConfig::default()
-    };
-    let mut mp = MsgPair::same(cfg);
+    let mut mp = MsgPair::same(slow_reader());
     let sends: Vec<_> = (0..20).map(|i| mp.send(0, 3, bytes(1000, i))).collect();
     mp.run();
     let held = mp.m[1].stats().reposts_deferred;
@@ -818,12 +823,7 @@ fn vbufs_are_held_back_only_past_the_unexpected_limit_and_return_at_it() {
     // back when, as it arrives, more than the limit already waits
     // unexpected: the fifth finds exactly 4000 B waiting and its vbuf is
     // re-posted; the sixth finds 5000 B and its vbuf is held back.
-    let cfg = MsgConfig {
-        vbufs_per_peer: 8,
-        unexpected_bytes: 4000,
-        ..MsgConfig::default()
-    };
-    let mut mp = MsgPair::same(cfg);
+    let mut mp = MsgPair::same(slow_reader());
     for i in 0..5 {
         mp.send(0, 3, bytes(1000, i));
     }
