@@ -13,6 +13,8 @@
 //! runs in.
 //!
 //! - [`app`]: the [`App`] trait, closures as apps ([`app::from_fn`]).
+//! - [`datatype`]: MPI derived datatypes, flattened to block lists, with
+//!   packing and unpacking (non-contiguous data in host software).
 //! - [`messaging`]: the MVICH-like messaging layer (credits, eager, R3,
 //!   RGET, RPUT, tag matching in MPI order).
 //! - [`via`]: VIA endpoints (VIs with send and receive queues, shared
@@ -25,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod datatype;
 pub mod messaging;
 pub mod via;
 pub mod workload;
