@@ -512,6 +512,11 @@ impl Endpoint {
                 }
             }
         };
+        if self.nic.uses_layouts() {
+            // Real time applies here; the call keeps the translation cache
+            // and its counters as in the simulator.
+            self.nic.receive_work(node, bytes);
+        }
         self.nic.handle_datagram(now, node, bytes);
     }
 

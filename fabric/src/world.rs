@@ -157,6 +157,9 @@ struct Pkt {
     bytes: Vec<u8>,
     /// Zero bytes of payload left out of `bytes` (phantom payloads).
     elided: u32,
+    /// Extra NIC time the sending host's DMA needs for this packet
+    /// (gathers, indirect-key translation), in picoseconds, saturating.
+    nic_work_ps: u32,
     /// The header fields faults and the trace look at, read once while
     /// the bytes are hot in cache (and again after a corruption).
     head: Head,
@@ -1041,6 +1044,7 @@ impl World {
                 head: Head::of(&buf),
                 bytes: buf,
                 elided: 0,
+                nic_work_ps: u32::try_from(t.nic_work.as_ps()).unwrap_or(u32::MAX),
             };
             if self.phantom_payload {
                 if let Some(big) = pkt.elide_zero_payload() {
@@ -1113,6 +1117,7 @@ impl World {
                         src_port: pkt.src_port,
                         bytes: pkt.bytes.clone(),
                         elided: pkt.elided,
+                        nic_work_ps: pkt.nic_work_ps,
                         head: pkt.head,
                     };
                     if self.watch.is_some() {
@@ -1186,7 +1191,9 @@ impl World {
         }
         // A host's own NIC works on the packet before it can leave.
         let nic_cost = match hot.host {
-            Some(_) if !self.cost.is_zero() => self.cost.packet(len as usize),
+            Some(_) if !self.cost.is_zero() => {
+                self.cost.packet(len as usize) + Duration::from_ps(u64::from(pkt.nic_work_ps))
+            }
             _ => Duration::ZERO,
         };
         let start = st.free_at.max(now + nic_cost);
@@ -1275,8 +1282,15 @@ impl World {
         let node: NodeId = hot.peer;
         match hot.peer_host {
             Some(h) if !self.cost.is_zero() => {
-                // The receive side processes packets one at a time.
-                let cost = self.cost.packet(pkt.len() as usize);
+                // The receive side processes packets one at a time; placing
+                // a payload in many blocks takes longer.
+                let nic = &mut self.hosts[h as usize].nic;
+                let work = if nic.uses_layouts() {
+                    nic.receive_work(pkt.src, pkt.datagram(&mut self.rebuild))
+                } else {
+                    Duration::ZERO
+                };
+                let cost = self.cost.packet(pkt.len() as usize) + work;
                 let done = self.hosts[h as usize].rx_unit.take(self.now, cost);
                 self.schedule(done, EvKind::Deliver(h, pkt));
             }

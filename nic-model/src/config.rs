@@ -88,6 +88,11 @@ pub struct NicConfig {
     pub max_rnr_retries: u32,
     /// Posted receive buffers per endpoint.
     pub recv_queue_capacity: usize,
+    /// Most scatter-gather entries one work request (or posted receive)
+    /// may carry; 30 on the ConnectX-5 of the non-contiguous study.
+    pub max_sge: usize,
+    /// Geometry of the indirect keys' translation cache.
+    pub translation: crate::translation::TranslationConfig,
     /// Control packets (ACK, NACK, notices) and READ responses queued for
     /// transmission; beyond it new ones are dropped and counted.
     pub transmit_queue_capacity: usize,
@@ -140,6 +145,8 @@ impl Default for NicConfig {
             rnr_delay: Duration::from_micros(50),
             max_rnr_retries: 1000,
             recv_queue_capacity: 256,
+            max_sge: 30,
+            translation: crate::translation::TranslationConfig::default(),
             transmit_queue_capacity: 65_536,
             read_window: u64::MAX,
             epoch: 1,
@@ -220,6 +227,7 @@ impl NicConfig {
             ("command_queue_capacity", self.command_queue_capacity),
             ("registry_capacity", self.registry_capacity),
             ("recv_queue_capacity", self.recv_queue_capacity),
+            ("max_sge", self.max_sge),
             ("transmit_queue_capacity", self.transmit_queue_capacity),
             ("descriptor_ring", self.descriptor_ring),
         ] {

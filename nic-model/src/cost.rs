@@ -12,7 +12,10 @@
 //! | `descriptor_fetch`, `per_sge` | the engine | once per request, by the NIC's fetch unit, one at a time |
 //! | `interrupt` | the engine | once per refill of the NIC descriptor ring from the host overflow ring |
 //! | `nic_per_packet`, `dma_setup`, `dma_per_byte` | the fabric | per packet sent and per packet received |
-//! | `host_copy_per_byte` | the messaging layer | per byte copied into or out of a vbuf |
+//! | `host_copy_per_byte` | the messaging layer, packing | per byte copied into or out of a vbuf or a pack buffer |
+//! | `host_copy_per_block` | packing | per block packed or unpacked |
+//! | `translate_hit`, `translate_miss` | the engine | per translation-table line an indirect key's access needs ([`crate::translation`]) |
+//! | `dma_setup` per extra piece | the engine | per further block a packet's bytes touch (gather lists, indirect keys) |
 //!
 //! The zero model ([`CostModel::ZERO`], profile `ideal`) changes nothing:
 //! every request is fetched the instant it is posted. The UDP bridge always
@@ -39,6 +42,12 @@ pub struct CostModel {
     pub host_copy_ps_per_byte: u64,
     /// One interrupt taken by the host.
     pub interrupt: Duration,
+    /// Host time per block packed or unpacked (loop and address work).
+    pub host_copy_per_block: Duration,
+    /// A translation-table line found in the NIC's cache.
+    pub translate_hit: Duration,
+    /// A translation-table line read from host memory.
+    pub translate_miss: Duration,
 }
 
 impl CostModel {
@@ -52,6 +61,9 @@ impl CostModel {
         nic_per_packet: Duration::ZERO,
         host_copy_ps_per_byte: 0,
         interrupt: Duration::ZERO,
+        host_copy_per_block: Duration::ZERO,
+        translate_hit: Duration::ZERO,
+        translate_miss: Duration::ZERO,
     };
 
     /// Whether every cost is zero.
@@ -67,14 +79,38 @@ impl CostModel {
             + Duration::from_ps(self.dma_ps_per_byte.saturating_mul(len as u64))
     }
 
-    /// NIC time to fetch one descriptor (with its one gather entry).
+    /// NIC time to fetch one descriptor with its one gather entry.
     pub fn fetch(&self) -> Duration {
-        self.descriptor_fetch + self.per_sge
+        self.fetch_sges(1)
+    }
+
+    /// NIC time to fetch one descriptor with `sges` gather entries.
+    pub fn fetch_sges(&self, sges: usize) -> Duration {
+        self.descriptor_fetch + Duration::from_ps(self.per_sge.as_ps().saturating_mul(sges as u64))
+    }
+
+    /// Extra NIC time for a packet whose bytes touch `pieces` separate
+    /// blocks (one DMA setup each beyond the first) and whose translation
+    /// needed `hits` cached and `misses` fetched table lines.
+    pub fn scatter_gather(&self, pieces: usize, hits: u64, misses: u64) -> Duration {
+        let setups = (pieces as u64).saturating_sub(1);
+        Duration::from_ps(
+            self.dma_setup
+                .as_ps()
+                .saturating_mul(setups)
+                .saturating_add(self.translate_hit.as_ps().saturating_mul(hits))
+                .saturating_add(self.translate_miss.as_ps().saturating_mul(misses)),
+        )
     }
 
     /// Host time to copy `len` bytes.
     pub fn copy(&self, len: u64) -> Duration {
         Duration::from_ps(self.host_copy_ps_per_byte.saturating_mul(len))
+    }
+
+    /// Host time to pack or unpack `len` bytes in `blocks` blocks.
+    pub fn pack(&self, len: u64, blocks: u64) -> Duration {
+        self.copy(len) + Duration::from_ps(self.host_copy_per_block.as_ps().saturating_mul(blocks))
     }
 }
 

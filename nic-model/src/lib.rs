@@ -61,13 +61,16 @@ pub mod optable;
 pub mod pair;
 pub mod registry;
 pub mod rtt;
+pub mod sgl;
 pub mod stats;
+pub mod translation;
 pub mod wr;
 
 pub use config::{AckMode, ConfigError, NicConfig, RegistrationMode, RetransmitMode};
 pub use cost::CostModel;
 pub use memory::{Access, MemoryTable, MrKey};
 pub use nic::{Nic, Transmit};
+pub use sgl::{Sge, Sgl};
 pub use stats::{Occupancy, Stats};
 pub use udrma_proto::time::{self, Duration, Instant};
 pub use wr::{Control, Event, PostError, WcError, WorkRequest, WrId, WrKind};

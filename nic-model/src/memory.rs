@@ -3,10 +3,20 @@
 //! A region has a base address, a length, access rights and a key (used as
 //! both lkey and rkey). Every remote access is checked against it; a check
 //! that fails writes nothing and names the NACK syndrome to send.
+//!
+//! An *indirect key* ([`MemoryTable::register_indirect`]) names a range of
+//! its own that maps, in order, onto blocks of other regions (like an mlx5
+//! user-mode memory registration): a peer WRITEs or READs one contiguous
+//! range and the bytes land in, or come from, many places. Sender and
+//! receiver may use different layouts. Creating one checks every block
+//! against its region's rights once; every access checks again that the
+//! blocks' regions still exist.
 
 use std::collections::BTreeMap;
 
 use udrma_proto::Syndrome;
+
+use crate::sgl::Sgl;
 
 /// Access rights of a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -83,10 +93,25 @@ pub enum Use {
     RemoteRead,
 }
 
+/// An indirect key: `[base, base + blocks.len())` mapped onto `blocks`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndirectKey {
+    /// First address of the key's own range.
+    pub base: u64,
+    /// Rights granted through the key.
+    pub access: Access,
+    /// The blocks, in range order.
+    pub blocks: Sgl,
+}
+
+/// Most blocks one indirect key may map (the modelled NIC's UMR limit).
+pub const MAX_INDIRECT_BLOCKS: usize = 65_536;
+
 /// The registered regions of one host.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryTable {
     regions: BTreeMap<MrKey, Region>,
+    indirect: BTreeMap<MrKey, IndirectKey>,
     next_key: u32,
 }
 
@@ -95,6 +120,7 @@ impl MemoryTable {
     pub fn new() -> MemoryTable {
         MemoryTable {
             regions: BTreeMap::new(),
+            indirect: BTreeMap::new(),
             next_key: 0x100,
         }
     }
@@ -125,15 +151,102 @@ impl MemoryTable {
     }
 
     fn insert(&mut self, region: Region) -> MrKey {
-        let key = MrKey(self.next_key);
-        self.next_key = self.next_key.wrapping_add(1).max(0x100);
+        let key = self.fresh_key();
         self.regions.insert(key, region);
         key
     }
 
+    fn fresh_key(&mut self) -> MrKey {
+        loop {
+            let key = MrKey(self.next_key);
+            self.next_key = self.next_key.wrapping_add(1).max(0x100);
+            if !self.regions.contains_key(&key) && !self.indirect.contains_key(&key) {
+                return key;
+            }
+        }
+    }
+
+    /// Creates an indirect key whose range `[base, base + blocks.len())`
+    /// maps onto `blocks` in order, granting `access`. Every block must lie
+    /// in a registered (direct) region that grants at least `access`:
+    /// otherwise the syndrome a peer would have got names what is wrong
+    /// (`BadRkey` for a missing region, `RemoteAccess` for rights,
+    /// `OutOfBounds` for a block that leaves its region or a range that
+    /// overflows), and no key is made.
+    pub fn register_indirect(
+        &mut self,
+        base: u64,
+        blocks: Sgl,
+        access: Access,
+    ) -> Result<MrKey, Syndrome> {
+        if blocks.entries().len() > MAX_INDIRECT_BLOCKS || base.checked_add(blocks.len()).is_none()
+        {
+            return Err(Syndrome::OutOfBounds);
+        }
+        for b in blocks.entries() {
+            let region = self.regions.get(&b.key).ok_or(Syndrome::BadRkey)?;
+            let a = region.access;
+            if (access.local_write && !a.local_write)
+                || (access.remote_write && !a.remote_write)
+                || (access.remote_read && !a.remote_read)
+            {
+                return Err(Syndrome::RemoteAccess);
+            }
+            region.span(b.addr, b.len).ok_or(Syndrome::OutOfBounds)?;
+        }
+        let key = self.fresh_key();
+        self.indirect.insert(
+            key,
+            IndirectKey {
+                base,
+                access,
+                blocks,
+            },
+        );
+        Ok(key)
+    }
+
+    /// Whether any indirect key exists.
+    pub fn has_indirect(&self) -> bool {
+        !self.indirect.is_empty()
+    }
+
+    /// The indirect key `key`, if it is one.
+    pub fn indirect(&self, key: MrKey) -> Option<&IndirectKey> {
+        self.indirect.get(&key)
+    }
+
     /// Removes a region; later accesses with its key fail with BAD_RKEY.
+    /// Indirect keys over it fail the same way from then on.
     pub fn deregister(&mut self, key: MrKey) -> Option<Region> {
         self.regions.remove(&key)
+    }
+
+    /// Destroys an indirect key (its blocks' regions stay).
+    pub fn deregister_indirect(&mut self, key: MrKey) -> Option<IndirectKey> {
+        self.indirect.remove(&key)
+    }
+
+    /// For an access `[addr, addr + len)` through an indirect key: the
+    /// first and last entries of its table it touches (what the NIC must
+    /// translate). `None` for a direct key or an empty or invalid range.
+    pub fn indirect_entries(&self, key: MrKey, addr: u64, len: u64) -> Option<(usize, usize)> {
+        let ind = self.indirect.get(&key)?;
+        let off = addr.checked_sub(ind.base)?;
+        let mut it = ind.blocks.pieces(off, len);
+        let first = it.next()?.entry;
+        Some((first, it.last().map_or(first, |p| p.entry)))
+    }
+
+    /// How many separate blocks `[addr, addr + len)` under `key` covers (1
+    /// for a direct key): the DMA pieces the NIC must set up.
+    pub fn pieces(&self, key: MrKey, addr: u64, len: u64) -> usize {
+        match self.indirect.get(&key) {
+            Some(ind) => addr
+                .checked_sub(ind.base)
+                .map_or(1, |off| ind.blocks.pieces(off, len).count().max(1)),
+            None => 1,
+        }
     }
 
     /// The region under `key`.
@@ -153,23 +266,116 @@ impl MemoryTable {
 
     /// Checks that `[addr, addr+len)` under `key` may be used as `u`.
     pub fn check(&self, key: MrKey, addr: u64, len: u64, u: Use) -> Result<(), Syndrome> {
+        if let Some(ind) = self.indirect.get(&key) {
+            if !allowed(ind.access, u) {
+                return Err(Syndrome::RemoteAccess);
+            }
+            let off = addr
+                .checked_sub(ind.base)
+                .filter(|o| o.checked_add(len).is_some_and(|e| e <= ind.blocks.len()))
+                .ok_or(Syndrome::OutOfBounds)?;
+            for p in ind.blocks.pieces(off, len) {
+                self.check(p.sge.key, p.sge.addr, p.sge.len, u)?;
+            }
+            return Ok(());
+        }
         let region = self.regions.get(&key).ok_or(Syndrome::BadRkey)?;
-        let allowed = match u {
-            Use::LocalRead => true,
-            Use::LocalWrite => region.access.local_write,
-            Use::RemoteWrite => region.access.remote_write,
-            Use::RemoteRead => region.access.remote_read,
-        };
-        if !allowed {
+        if !allowed(region.access, u) {
             return Err(Syndrome::RemoteAccess);
         }
         region.span(addr, len).ok_or(Syndrome::OutOfBounds)?;
         Ok(())
     }
 
-    /// Reads `len` bytes at `addr` after checking them for `u`.
+    /// The bytes `[addr, addr + len)` under `key`, checked for `u`: a slice
+    /// of the region when they are contiguous in memory, else gathered
+    /// into `scratch` (an indirect key's range that crosses blocks).
+    pub fn load<'a>(
+        &'a self,
+        key: MrKey,
+        addr: u64,
+        len: u64,
+        u: Use,
+        scratch: &'a mut Vec<u8>,
+    ) -> Result<&'a [u8], Syndrome> {
+        let Some(ind) = self.indirect.get(&key) else {
+            return self.read(key, addr, len, u);
+        };
+        self.check(key, addr, len, u)?;
+        let off = addr - ind.base;
+        let mut pieces = ind.blocks.pieces(off, len);
+        match (pieces.next(), pieces.next()) {
+            (Some(p), None) => self.read(p.sge.key, p.sge.addr, p.sge.len, u),
+            _ => {
+                self.gather(&ind.blocks, off, len, u, scratch)?;
+                Ok(scratch)
+            }
+        }
+    }
+
+    /// Replaces `out` with bytes `[offset, offset + len)` of the run `sgl`
+    /// describes, each block checked for `u`. Returns how many blocks the
+    /// range touched.
+    pub fn gather(
+        &self,
+        sgl: &Sgl,
+        offset: u64,
+        len: u64,
+        u: Use,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, Syndrome> {
+        if offset.checked_add(len).is_none_or(|e| e > sgl.len()) {
+            return Err(Syndrome::OutOfBounds);
+        }
+        out.clear();
+        let mut n = 0;
+        for p in sgl.pieces(offset, len) {
+            out.extend_from_slice(self.read(p.sge.key, p.sge.addr, p.sge.len, u)?);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Writes `data` at `[offset, ..)` of the run `sgl` describes, after
+    /// checking every block it touches for `u` (on failure nothing is
+    /// written). Returns how many blocks it touched.
+    pub fn scatter(
+        &mut self,
+        sgl: &Sgl,
+        offset: u64,
+        data: &[u8],
+        u: Use,
+    ) -> Result<usize, Syndrome> {
+        let len = data.len() as u64;
+        if offset.checked_add(len).is_none_or(|e| e > sgl.len()) {
+            return Err(Syndrome::OutOfBounds);
+        }
+        for p in sgl.pieces(offset, len) {
+            self.check(p.sge.key, p.sge.addr, p.sge.len, u)?;
+        }
+        let mut n = 0;
+        for p in sgl.pieces(offset, len) {
+            let at = p.at as usize;
+            self.write(p.sge.key, p.sge.addr, &data[at..at + p.sge.len as usize], u)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Reads `len` bytes at `addr` after checking them for `u`. Under an
+    /// indirect key the range must lie in one block (bytes of several
+    /// blocks are not contiguous: use [`MemoryTable::load`]); otherwise
+    /// `InvalidRequest`.
     pub fn read(&self, key: MrKey, addr: u64, len: u64, u: Use) -> Result<&[u8], Syndrome> {
         self.check(key, addr, len, u)?;
+        if let Some(ind) = self.indirect.get(&key) {
+            let mut pieces = ind.blocks.pieces(addr - ind.base, len);
+            return match (pieces.next(), pieces.next()) {
+                (Some(p), None) => self.read(p.sge.key, p.sge.addr, p.sge.len, u),
+                (None, _) => Ok(&[]),
+                _ => Err(Syndrome::InvalidRequest),
+            };
+        }
         let region = &self.regions[&key];
         let span = region.span(addr, len).ok_or(Syndrome::OutOfBounds)?;
         if region.phantom {
@@ -182,6 +388,10 @@ impl MemoryTable {
     /// on failure nothing is written.
     pub fn write(&mut self, key: MrKey, addr: u64, data: &[u8], u: Use) -> Result<(), Syndrome> {
         self.check(key, addr, data.len() as u64, u)?;
+        if let Some(ind) = self.indirect.get(&key) {
+            let (blocks, off) = (ind.blocks.clone(), addr - ind.base);
+            return self.scatter(&blocks, off, data, u).map(|_| ());
+        }
         let region = self.regions.get_mut(&key).ok_or(Syndrome::BadRkey)?;
         let span = region
             .span(addr, data.len() as u64)
@@ -193,9 +403,105 @@ impl MemoryTable {
     }
 }
 
+fn allowed(a: Access, u: Use) -> bool {
+    match u {
+        Use::LocalRead => true,
+        Use::LocalWrite => a.local_write,
+        Use::RemoteWrite => a.remote_write,
+        Use::RemoteRead => a.remote_read,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sgl::Sge;
+
+    #[test]
+    fn an_indirect_key_maps_one_range_onto_blocks() {
+        let mut m = MemoryTable::new();
+        let a = m.register(0x1000, 16, Access::ALL);
+        let b = m.register(0x2000, 16, Access::ALL);
+        let sge = |key, addr, len| Sge { key, addr, len };
+        // Asymmetric on purpose: 4 bytes of b, then 8 of a, then 2 of b.
+        let blocks = Sgl::new(vec![
+            sge(b, 0x200c, 4),
+            sge(a, 0x1004, 8),
+            sge(b, 0x2000, 2),
+        ])
+        .unwrap();
+        let k = m.register_indirect(0x9000, blocks, Access::ALL).unwrap();
+        m.write(k, 0x9002, b"ABCDEFGH", Use::RemoteWrite).unwrap();
+        assert_eq!(&m.region(b).unwrap().bytes[12..16], b"\0\0AB");
+        assert_eq!(&m.region(a).unwrap().bytes[4..10], b"CDEFGH");
+        let mut scratch = Vec::new();
+        assert_eq!(
+            m.load(k, 0x9002, 8, Use::RemoteRead, &mut scratch).unwrap(),
+            b"ABCDEFGH"
+        );
+        assert_eq!(
+            m.read(k, 0x9004, 4, Use::RemoteRead).unwrap(),
+            b"CDEF",
+            "one block"
+        );
+        assert_eq!(
+            m.read(k, 0x9002, 4, Use::RemoteRead),
+            Err(Syndrome::InvalidRequest)
+        );
+        assert_eq!(m.indirect_entries(k, 0x9002, 8), Some((0, 1)));
+        assert_eq!(m.pieces(k, 0x9000, 14), 3);
+        // Past the key's range, and through a region that went away.
+        assert_eq!(
+            m.write(k, 0x900d, b"xy", Use::RemoteWrite),
+            Err(Syndrome::OutOfBounds)
+        );
+        m.deregister(a);
+        assert_eq!(
+            m.write(k, 0x9000, b"x", Use::RemoteWrite),
+            Ok(()),
+            "block 0 is in b"
+        );
+        assert_eq!(
+            m.write(k, 0x9003, b"xy", Use::RemoteWrite),
+            Err(Syndrome::BadRkey)
+        );
+        assert_eq!(m.region(b).unwrap().bytes[15], b'B', "nothing written");
+    }
+
+    #[test]
+    fn an_indirect_key_grants_no_more_than_its_blocks() {
+        let mut m = MemoryTable::new();
+        let local = m.register(0x1000, 16, Access::LOCAL);
+        let one = |addr, len| {
+            Sgl::new(vec![Sge {
+                key: local,
+                addr,
+                len,
+            }])
+            .unwrap()
+        };
+        assert_eq!(
+            m.register_indirect(0, one(0x1000, 4), Access::ALL),
+            Err(Syndrome::RemoteAccess)
+        );
+        assert_eq!(
+            m.register_indirect(0, one(0x100e, 4), Access::LOCAL),
+            Err(Syndrome::OutOfBounds)
+        );
+        assert_eq!(
+            m.register_indirect(u64::MAX, one(0x1000, 4), Access::LOCAL),
+            Err(Syndrome::OutOfBounds)
+        );
+        let k = m
+            .register_indirect(0, one(0x1000, 4), Access::LOCAL)
+            .unwrap();
+        assert_eq!(
+            m.check(k, 0, 4, Use::RemoteWrite),
+            Err(Syndrome::RemoteAccess)
+        );
+        assert!(m.deregister_indirect(k).is_some());
+        assert_eq!(m.check(k, 0, 4, Use::LocalWrite), Err(Syndrome::BadRkey));
+    }
 
     #[test]
     fn checks_name_the_syndrome_and_write_nothing() {

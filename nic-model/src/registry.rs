@@ -33,14 +33,11 @@ pub enum Target {
         /// Lowest target address seen.
         lo: u64,
     },
-    /// A SEND consuming one posted receive buffer.
+    /// A SEND consuming one posted receive buffer (the engine keeps where
+    /// the buffer is, under `recv`).
     Send {
         /// The receive request it fills.
         recv: WrId,
-        /// Buffer region.
-        mr: MrKey,
-        /// Buffer address.
-        addr: u64,
         /// Buffer length.
         cap: u64,
     },
@@ -112,6 +109,11 @@ impl ReceiveRegistry {
     }
 
     /// The entry for `key`.
+    pub fn get(&self, key: &OpKey) -> Option<&Entry> {
+        self.entries.get(key)
+    }
+
+    /// The entry for `key`, mutably.
     pub fn get_mut(&mut self, key: &OpKey) -> Option<&mut Entry> {
         self.entries.get_mut(key)
     }

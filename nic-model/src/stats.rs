@@ -111,6 +111,16 @@ pub struct Stats {
     /// Peers whose epochs went untracked because [`crate::nic::MAX_PEERS`]
     /// were already tracked.
     pub epoch_peers_overflow: u64,
+    /// Indirect-key translation lines found in the NIC's cache.
+    pub translation_hits: u64,
+    /// Indirect-key translation lines read from host memory.
+    pub translation_misses: u64,
+    /// Blocks touched by packets whose bytes span several blocks (each one
+    /// DMA setup).
+    pub dma_pieces: u64,
+    /// Most scatter-gather entries any accepted request or receive carried
+    /// (never above `NicConfig::max_sge`).
+    pub max_sges_posted: u64,
 }
 
 impl Stats {

@@ -6,6 +6,7 @@ use thiserror::Error;
 use udrma_proto::{NodeAddr, Syndrome};
 
 use crate::memory::MrKey;
+use crate::sgl::Sgl;
 use udrma_proto::time::Instant;
 
 /// Names a posted request; unique per NIC, increasing.
@@ -55,8 +56,8 @@ pub enum Control {
 }
 
 /// A request for the NIC: move `len` bytes between local memory
-/// (`local`, `local_addr`) and the peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// (`local`, `local_addr`, or the scatter-gather list `sgl`) and the peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkRequest {
     /// What to do.
     pub kind: WrKind,
@@ -80,6 +81,10 @@ pub struct WorkRequest {
     pub immediate: u32,
     /// The control message of a `Control` request.
     pub control: Option<Control>,
+    /// Local bytes as a scatter-gather list instead of (`local`,
+    /// `local_addr`): a WRITE or SEND gathers from it, a READ scatters into
+    /// it, without host copies. At most `NicConfig::max_sge` entries.
+    pub sgl: Option<Sgl>,
 }
 
 impl WorkRequest {
@@ -96,6 +101,7 @@ impl WorkRequest {
             remote_addr: 0,
             immediate: 0,
             control: None,
+            sgl: None,
         }
     }
 
@@ -164,6 +170,17 @@ impl WorkRequest {
         WorkRequest::new(WrKind::Send, dst, local, local_addr, len)
     }
 
+    /// The same request with its local bytes in the scatter-gather list
+    /// `sgl` (its length becomes the list's).
+    #[must_use]
+    pub fn gather(mut self, sgl: Sgl) -> WorkRequest {
+        self.local = MrKey(0);
+        self.local_addr = 0;
+        self.len = sgl.len();
+        self.sgl = Some(sgl);
+        self
+    }
+
     /// The same request between other endpoints.
     #[must_use]
     pub fn endpoints(mut self, src_ep: u16, dst_ep: u16) -> WorkRequest {
@@ -193,6 +210,14 @@ pub enum PostError {
     /// Posting a receive through `post` (use `post_recv`).
     #[error("receive buffers are posted with post_recv")]
     NotARequest,
+    /// A scatter-gather list longer than the NIC takes in one request.
+    #[error("{sges} scatter-gather entries exceed the NIC's max_sge of {max}")]
+    TooManySges {
+        /// Entries given.
+        sges: usize,
+        /// The limit.
+        max: usize,
+    },
 }
 
 /// Why a request completed in error.

@@ -92,5 +92,8 @@ pub fn cost_model(sc: &Scenario) -> Result<CostModel, ScenarioError> {
         host_copy_ps_per_byte: ps_per_byte(o.host_copy_bandwidth.or(base.host_copy_bandwidth))
             .unwrap_or(0),
         interrupt: t(o.interrupt, base.interrupt),
+        host_copy_per_block: t(o.host_copy_per_block, base.host_copy_per_block),
+        translate_hit: t(o.translate_hit, base.translate_hit),
+        translate_miss: t(o.translate_miss, base.translate_miss),
     })
 }

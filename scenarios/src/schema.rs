@@ -74,6 +74,12 @@ pub struct CostSpec {
     pub host_copy_bandwidth: Option<Rate>,
     /// One interrupt.
     pub interrupt: Option<Time>,
+    /// Host time per block packed or unpacked.
+    pub host_copy_per_block: Option<Time>,
+    /// An indirect-key translation line found in the NIC's cache.
+    pub translate_hit: Option<Time>,
+    /// An indirect-key translation line read from host memory.
+    pub translate_miss: Option<Time>,
 }
 
 /// `[messaging]`: absent keys keep the layer's defaults.

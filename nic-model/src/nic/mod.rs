@@ -36,9 +36,12 @@ use crate::optable::{OpNumber, OpTable};
 use crate::registry::{Entry, EscapeChannel, Escaped, OpKey, ReceiveRegistry, Target, Tombstones};
 use crate::rtt::RttEstimator;
 use crate::stats::{Occupancy, Stats};
+use crate::translation::TranslationCache;
 use crate::wr::{Control, Event, PostError, WcError, WorkRequest, WrId, WrKind};
+use local::Local;
 use udrma_proto::time::Instant;
 
+mod local;
 mod peers;
 mod post;
 mod receive;
@@ -54,6 +57,10 @@ pub struct Transmit {
     pub len: usize,
     /// UDP source port suggested for the datagram.
     pub src_port: u16,
+    /// NIC time this packet's DMA takes beyond the per-packet cost of the
+    /// cost model: a setup per extra block it gathers and the translation
+    /// of indirect-key table lines. Zero for a contiguous buffer.
+    pub nic_work: udrma_proto::time::Duration,
 }
 
 /// Everything in the one ordered deadline structure. Each owner remembers
@@ -141,11 +148,10 @@ struct Inflight {
 }
 
 /// A posted receive buffer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct RecvBuf {
     wr: WrId,
-    mr: MrKey,
-    addr: u64,
+    at: Local,
     len: u64,
 }
 
@@ -216,6 +222,8 @@ pub struct Nic {
     escape: EscapeChannel,
     tombstones: Tombstones,
     recv_queues: BTreeMap<u16, VecDeque<RecvBuf>>,
+    /// Receive buffers a SEND in the registry is filling.
+    bound: BTreeMap<WrId, RecvBuf>,
     sacks: BTreeMap<OpKey, PendingSack>,
     replies: VecDeque<Reply>,
     replies_peak: usize,
@@ -241,6 +249,13 @@ pub struct Nic {
     refill_pending: bool,
     /// The NIC's descriptor fetch unit.
     fetch_unit: Serial,
+    /// The indirect keys' translation cache.
+    translation: TranslationCache,
+    /// Whether a scatter-gather list was ever posted (so receive work is
+    /// worth computing).
+    lists_posted: bool,
+    /// Gather buffer for packets whose bytes span blocks.
+    scratch: Vec<u8>,
 }
 
 /// Most peers whose credit advertisements are tracked; beyond, new peers'
@@ -304,6 +319,7 @@ impl Nic {
             escape: EscapeChannel::new(cfg.escape_capacity, cfg.escape_bytes),
             tombstones: Tombstones::new(cfg.tombstone_capacity, cfg.tombstones),
             recv_queues: BTreeMap::new(),
+            bound: BTreeMap::new(),
             sacks: BTreeMap::new(),
             replies: VecDeque::new(),
             replies_peak: 0,
@@ -320,6 +336,9 @@ impl Nic {
             overflow: VecDeque::new(),
             refill_pending: false,
             fetch_unit: Serial::default(),
+            translation: TranslationCache::new(cfg.translation),
+            lists_posted: false,
+            scratch: Vec::new(),
             cfg,
         })
     }

@@ -13,7 +13,11 @@ impl Nic {
     /// overflow ring when the ring is full. With a nonzero cost model it
     /// joins the command queue only after the doorbell and the NIC's
     /// descriptor fetch (one at a time); [`Nic::poll_timeout`] says when.
-    pub fn post(&mut self, now: Instant, wr: WorkRequest) -> Result<WrId, PostError> {
+    ///
+    /// A request with a scatter-gather list ([`WorkRequest::gather`]) may
+    /// carry at most `max_sge` entries, each checked like a buffer; its
+    /// descriptor takes `per_sge` longer to fetch for every entry.
+    pub fn post(&mut self, now: Instant, mut wr: WorkRequest) -> Result<WrId, PostError> {
         let local_use = match wr.kind {
             WrKind::Write | WrKind::WriteNotify | WrKind::Send => Some(Use::LocalRead),
             WrKind::Read => Some(Use::LocalWrite),
@@ -23,9 +27,13 @@ impl Nic {
         if self.requests.len() >= self.cfg.command_queue_capacity {
             return Err(PostError::QueueFull(self.requests.len()));
         }
+        if let Some(sgl) = &wr.sgl {
+            self.check_list_len(sgl.entries().len())?;
+            wr.len = sgl.len();
+        }
         if let Some(u) = local_use {
-            self.memory
-                .check(wr.local, wr.local_addr, wr.len, u)
+            local::local_of(&wr)
+                .check(&self.memory, wr.len, u)
                 .map_err(PostError::LocalAccess)?;
         }
         if wr.kind == WrKind::Send && wr.len > self.cfg.max_op_bytes() {
@@ -46,6 +54,9 @@ impl Nic {
             },
         );
         self.requests_peak = self.requests_peak.max(self.requests.len());
+        if let Some(sgl) = self.requests.get(&id).and_then(|r| r.req.sgl.as_ref()) {
+            self.note_list(sgl.entries().len());
+        }
         if self.ring_used < self.cfg.descriptor_ring {
             let rung = now + self.cfg.cost.doorbell;
             self.enter_ring(rung, id);
@@ -69,7 +80,12 @@ impl Nic {
             self.command_queue.push_back(id);
             return;
         }
-        let fetched = self.fetch_unit.take(at, self.cfg.cost.fetch());
+        let sges = self
+            .requests
+            .get(&id)
+            .and_then(|r| r.req.sgl.as_ref())
+            .map_or(1, |l| l.entries().len().max(1));
+        let fetched = self.fetch_unit.take(at, self.cfg.cost.fetch_sges(sges));
         self.timers.insert((fetched, Timer::Fetch(id)));
     }
 
@@ -114,8 +130,43 @@ impl Nic {
         addr: u64,
         len: u64,
     ) -> Result<WrId, PostError> {
-        self.memory
-            .check(mr, addr, len, Use::LocalWrite)
+        self.post_recv_at(ep, Local::Region { key: mr, addr }, len)
+    }
+
+    /// Posts a receive buffer made of the scatter list `sgl` (at most
+    /// `max_sge` entries) on endpoint `ep`: a SEND's bytes fill its entries
+    /// in order, without a host copy.
+    pub fn post_recv_sgl(
+        &mut self,
+        _now: Instant,
+        ep: u16,
+        sgl: crate::sgl::Sgl,
+    ) -> Result<WrId, PostError> {
+        self.check_list_len(sgl.entries().len())?;
+        let len = sgl.len();
+        let n = sgl.entries().len();
+        let wr = self.post_recv_at(ep, Local::List(sgl), len)?;
+        self.note_list(n);
+        Ok(wr)
+    }
+
+    fn check_list_len(&self, sges: usize) -> Result<(), PostError> {
+        if sges > self.cfg.max_sge {
+            return Err(PostError::TooManySges {
+                sges,
+                max: self.cfg.max_sge,
+            });
+        }
+        Ok(())
+    }
+
+    fn note_list(&mut self, sges: usize) {
+        self.lists_posted = true;
+        self.stats.max_sges_posted = self.stats.max_sges_posted.max(sges as u64);
+    }
+
+    fn post_recv_at(&mut self, ep: u16, at: Local, len: u64) -> Result<WrId, PostError> {
+        at.check(&self.memory, len, Use::LocalWrite)
             .map_err(PostError::LocalAccess)?;
         let queue_len = self.recv_queues.get(&ep).map_or(0, VecDeque::len);
         if queue_len >= self.cfg.recv_queue_capacity {
@@ -125,7 +176,7 @@ impl Nic {
         self.recv_queues
             .entry(ep)
             .or_default()
-            .push_back(RecvBuf { wr, mr, addr, len });
+            .push_back(RecvBuf { wr, at, len });
         self.stats.posted += 1;
         Ok(wr)
     }

@@ -180,32 +180,30 @@ impl Nic {
                 )
             }
             Body::Send { total_len, .. } => {
-                let Some(buf) = self
+                let Some(cap) = self
                     .recv_queues
                     .get(&r.dst_ep)
                     .and_then(|q| q.front())
-                    .copied()
+                    .map(|b| b.len)
                 else {
                     self.stats.no_receive_buffer += 1;
                     self.nack(key.from, r, Syndrome::ReceiverNotReady, 0);
                     return false;
                 };
-                if u64::from(total_len) > buf.len {
+                if u64::from(total_len) > cap {
                     self.nack(key.from, r, Syndrome::OutOfBounds, total_len);
                     return false;
                 }
-                if let Some(q) = self.recv_queues.get_mut(&r.dst_ep) {
-                    q.pop_front();
-                }
-                (
-                    Target::Send {
-                        recv: buf.wr,
-                        mr: buf.mr,
-                        addr: buf.addr,
-                        cap: buf.len,
-                    },
-                    u64::from(total_len),
-                )
+                let Some(buf) = self
+                    .recv_queues
+                    .get_mut(&r.dst_ep)
+                    .and_then(|q| q.pop_front())
+                else {
+                    return false;
+                };
+                let recv = buf.wr;
+                self.bound.insert(recv, buf);
+                (Target::Send { recv, cap }, u64::from(total_len))
             }
             _ => return false,
         };
@@ -251,13 +249,13 @@ impl Nic {
                 .memory
                 .write(rkey, remote_addr, data, Use::RemoteWrite)
                 .map(|_| (remote_addr, data.len())),
-            (Target::Send { mr, addr, cap, .. }, Body::Send { offset, data, .. }) => {
-                if u64::from(offset) + data.len() as u64 > cap {
-                    Err(Syndrome::OutOfBounds)
-                } else {
-                    self.memory
-                        .write(mr, addr + u64::from(offset), data, Use::LocalWrite)
-                        .map(|_| (addr, data.len()))
+            (Target::Send { recv, cap }, Body::Send { offset, data, .. }) => {
+                match self.bound.get(&recv) {
+                    Some(buf) if u64::from(offset) + data.len() as u64 <= cap => buf
+                        .at
+                        .store(&mut self.memory, u64::from(offset), data, Use::LocalWrite)
+                        .map(|_| (0, data.len())),
+                    _ => Err(Syndrome::OutOfBounds),
                 }
             }
             _ => Err(Syndrome::InvalidRequest),
@@ -318,6 +316,7 @@ impl Nic {
                 at: now,
             }),
             Target::Send { recv, .. } => {
+                self.bound.remove(&recv);
                 self.stats.completed += 1;
                 self.events.push_back(Event::Completed {
                     wr: recv,
@@ -350,22 +349,13 @@ impl Nic {
             return;
         };
         self.timers.remove(&(entry.deadline, Timer::Registry(key)));
-        if let Target::Send {
-            recv,
-            mr,
-            addr,
-            cap,
-        } = entry.target
-        {
-            self.recv_queues
-                .entry(entry.dst_ep)
-                .or_default()
-                .push_front(RecvBuf {
-                    wr: recv,
-                    mr,
-                    addr,
-                    len: cap,
-                });
+        if let Target::Send { recv, .. } = entry.target {
+            if let Some(buf) = self.bound.remove(&recv) {
+                self.recv_queues
+                    .entry(entry.dst_ep)
+                    .or_default()
+                    .push_front(buf);
+            }
         }
     }
 
@@ -468,11 +458,11 @@ impl Nic {
             return;
         }
         let (wr, op_offset) = (op.wr, op.offset);
-        let Some(req) = self.requests.get(&wr).map(|q| q.req) else {
+        let Some(at) = self.requests.get(&wr).map(|q| local::local_of(&q.req)) else {
             return;
         };
-        let at = req.local_addr + op_offset + u64::from(offset);
-        if let Err(s) = self.memory.write(req.local, at, data, Use::LocalWrite) {
+        let offset = op_offset + u64::from(offset);
+        if let Err(s) = at.store(&mut self.memory, offset, data, Use::LocalWrite) {
             self.fail_request(now, wr, WcError::LocalAccess(s));
             return;
         }

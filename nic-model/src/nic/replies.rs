@@ -239,6 +239,7 @@ impl Nic {
     pub(super) fn build_reply(&mut self, reply: &Reply, buf: &mut Vec<u8>) -> Option<Transmit> {
         let mtu = u64::from(self.cfg.mtu_payload);
         let mut flags = Flags::empty();
+        let mut shape = None;
         let body = match reply.body {
             ReplyBody::Ack => Body::Ack,
             ReplyBody::Sack { base, bitmap } => Body::SelectiveAck { base, bitmap },
@@ -269,9 +270,21 @@ impl Nic {
             } => {
                 let offset = u64::from(reply.seg_index) * mtu;
                 let len = u64::from(total_len).saturating_sub(offset).min(mtu);
+                shape = Some(local::key_shape(
+                    &self.memory,
+                    MrKey(rkey),
+                    addr + offset,
+                    len,
+                ));
                 let data = self
                     .memory
-                    .read(MrKey(rkey), addr + offset, len, Use::RemoteRead)
+                    .load(
+                        MrKey(rkey),
+                        addr + offset,
+                        len,
+                        Use::RemoteRead,
+                        &mut self.scratch,
+                    )
                     .ok()?;
                 flags.set(Flags::FIRST, reply.seg_index == 0);
                 flags.set(Flags::LAST, reply.seg_index + 1 == reply.seg_count);
@@ -300,10 +313,12 @@ impl Nic {
             body,
         };
         repr.emit_vec(buf).ok()?;
+        let nic_work = shape.map_or(udrma_proto::time::Duration::ZERO, |s| self.dma_work(s));
         Some(Transmit {
             dst: reply.to,
             len: buf.len(),
             src_port: self.cfg.src_port,
+            nic_work,
         })
     }
 }

@@ -103,8 +103,8 @@ impl Nic {
             r.cut_done = true;
             self.command_queue.pop_front();
         }
-        let req = r.req;
-        let (kind, seg_count, read_mask) = match req.kind {
+        let (req_kind, req_dst) = (r.req.kind, r.req.dst);
+        let (kind, seg_count, read_mask) = match req_kind {
             WrKind::Read => (
                 OpKind::ReadRequest,
                 1,
@@ -125,7 +125,7 @@ impl Nic {
         self.start_op(Op {
             wr,
             kind,
-            dst: req.dst,
+            dst: req_dst,
             offset,
             len: size,
             seg_count,
@@ -166,14 +166,20 @@ impl Nic {
         flags.set(Flags::RETRANSMIT, retransmit);
         let seg_offset = u64::from(seg) * mtu;
         let seg_len = op.len.saturating_sub(seg_offset).min(mtu);
-        let local_addr = r.req.local_addr + op.offset + seg_offset;
         let describe = seg == 0 || self.cfg.registration == RegistrationMode::SelfDescribing;
+        let mut shape = None;
         let data: &[u8] = match op.kind {
             OpKind::Write | OpKind::Send => {
-                match self
-                    .memory
-                    .read(r.req.local, local_addr, seg_len, Use::LocalRead)
-                {
+                let at = op.offset + seg_offset;
+                shape = Some(local::request_shape(&self.memory, &r.req, at, seg_len));
+                match local::request_bytes(
+                    &self.memory,
+                    &r.req,
+                    at,
+                    seg_len,
+                    Use::LocalRead,
+                    &mut self.scratch,
+                ) {
                     Ok(d) => d,
                     Err(s) => {
                         let wr = op.wr;
@@ -235,6 +241,7 @@ impl Nic {
             body,
         };
         repr.emit_vec(buf).ok()?;
+        let nic_work = shape.map_or(udrma_proto::time::Duration::ZERO, |s| self.dma_work(s));
         let rto = self.rtt_to(dst).backoff(inf.retries);
         let deadline = now + rto;
         if let Some(e) = self.op_table.get_mut(opn) {
@@ -252,6 +259,7 @@ impl Nic {
             dst,
             len: buf.len(),
             src_port: self.cfg.src_port,
+            nic_work,
         })
     }
 

@@ -1,0 +1,357 @@
+//! Non-contiguous transfers as protocol stories: gather lists on WRITE and
+//! SEND, scatter lists on receives and READs, indirect keys over many
+//! blocks with different layouts on each side, all byte-exact over a wire
+//! that loses, duplicates and reorders, and never past `max_sge`.
+
+mod common;
+
+use common::*;
+use udrma_nic::pair::{Pair, Verdict};
+use udrma_nic::{
+    Access, CostModel, Duration, Event, MrKey, Nic, NicConfig, PostError, Sge, Sgl, WcError,
+    WorkRequest,
+};
+use udrma_proto::{NodeAddr, Opcode, Syndrome};
+
+fn list(key: MrKey, blocks: &[(u64, u64)]) -> Sgl {
+    Sgl::new(
+        blocks
+            .iter()
+            .map(|&(addr, len)| Sge { key, addr, len })
+            .collect(),
+    )
+    .unwrap()
+}
+
+/// The bytes of `blocks` (absolute addresses) of a region, concatenated.
+fn bytes_of(nic: &Nic, key: MrKey, blocks: &[(u64, u64)]) -> Vec<u8> {
+    let r = nic.memory().region(key).unwrap();
+    blocks
+        .iter()
+        .flat_map(|&(a, l)| r.bytes[(a - r.base) as usize..(a - r.base + l) as usize].to_vec())
+        .collect()
+}
+
+/// Asserts every byte of the region outside `blocks` still equals `before`.
+fn untouched_outside(nic: &Nic, key: MrKey, blocks: &[(u64, u64)], before: &[u8]) {
+    let r = nic.memory().region(key).unwrap();
+    for (i, (now, was)) in r.bytes.iter().zip(before).enumerate() {
+        let a = r.base + i as u64;
+        if blocks.iter().all(|&(s, l)| a < s || a >= s + l) {
+            assert_eq!(now, was, "byte at {a:#x}, between blocks, changed");
+        }
+    }
+}
+
+/// Delays the 2nd data packet, drops the 3rd, duplicates the 4th.
+fn rough_wire(s: &mut Setup) {
+    let mut seen = 0;
+    s.pair.set_filter(move |w| {
+        let data = w.repr.is_some_and(|r| {
+            matches!(
+                r.opcode(),
+                Opcode::Write | Opcode::Send | Opcode::ReadResponse
+            )
+        });
+        if !data {
+            return Verdict::Deliver;
+        }
+        seen += 1;
+        match seen {
+            2 => Verdict::Delay(Duration::from_micros(30)),
+            3 => Verdict::Drop,
+            4 => Verdict::Duplicate(2),
+            _ => Verdict::Deliver,
+        }
+    });
+}
+
+/// Asserts the rough wire really dropped and duplicated something.
+fn was_rough(s: &Setup) {
+    let v: Vec<_> = s.pair.log.iter().map(|l| l.verdict).collect();
+    assert!(v.contains(&Verdict::Drop), "nothing dropped");
+    assert!(
+        v.iter().any(|x| matches!(x, Verdict::Duplicate(_))),
+        "nothing duplicated"
+    );
+}
+
+#[test]
+fn a_gathered_write_lands_contiguously_across_packet_boundaries() {
+    let mut s = setup(config());
+    rough_wire(&mut s);
+    // Three blocks of odd sizes: packets (1024 B) straddle them.
+    let blocks = [(SRC + 5000, 700), (SRC + 100, 1500), (SRC + 9000, 333)];
+    let wr = WorkRequest::write(NodeAddr(1), MrKey(0), 0, 0, s.dst.0, DST + 64)
+        .gather(list(s.src, &blocks));
+    assert_eq!(wr.len, 2533);
+    let before = s.dst_bytes(0, 8192);
+    let id = s.pair.nics[0].post(s.pair.now, wr).unwrap();
+    s.pair.run();
+    was_rough(&s);
+    s.assert_ok_once(0, id);
+    let want = bytes_of(&s.pair.nics[0], s.src, &blocks);
+    assert_eq!(s.dst_bytes(64, 2533), want);
+    assert_eq!(s.dst_bytes(0, 64), before[..64]);
+    assert_eq!(s.dst_bytes(2597, 100), before[2597..2697]);
+    // Packets that spanned blocks were counted, piece by piece.
+    assert!(s.pair.nics[0].stats().dma_pieces >= 4);
+    assert_eq!(s.pair.nics[0].stats().max_sges_posted, 3);
+}
+
+#[test]
+fn more_entries_than_max_sge_are_refused_at_post() {
+    let mut s = setup(NicConfig {
+        max_sge: 4,
+        ..config()
+    });
+    let blocks: Vec<(u64, u64)> = (0..5).map(|i| (SRC + i * 64, 8)).collect();
+    let wr =
+        WorkRequest::write(NodeAddr(1), MrKey(0), 0, 0, s.dst.0, DST).gather(list(s.src, &blocks));
+    assert_eq!(
+        s.pair.nics[0].post(s.pair.now, wr.clone()),
+        Err(PostError::TooManySges { sges: 5, max: 4 })
+    );
+    assert_eq!(
+        s.pair.nics[1].post_recv_sgl(s.pair.now, 0, list(s.dst, &blocks)),
+        Err(PostError::TooManySges { sges: 5, max: 4 })
+    );
+    let four = WorkRequest::write(NodeAddr(1), MrKey(0), 0, 0, s.dst.0, DST)
+        .gather(list(s.src, &blocks[..4]));
+    s.pair.nics[0].post(s.pair.now, four).unwrap();
+    assert_eq!(s.pair.nics[0].stats().max_sges_posted, 4);
+    assert_eq!(s.pair.nics[0].stats().posted, 1);
+    // An entry outside its region is refused like a bad buffer.
+    let bad = WorkRequest::write(NodeAddr(1), MrKey(0), 0, 0, s.dst.0, DST)
+        .gather(list(s.src, &[(SRC, 8), (SRC + LEN as u64 - 4, 8)]));
+    assert_eq!(
+        s.pair.nics[0].post(s.pair.now, bad),
+        Err(PostError::LocalAccess(Syndrome::OutOfBounds))
+    );
+}
+
+#[test]
+fn a_send_scatters_into_a_receive_list_of_the_same_lengths() {
+    let mut s = setup(config());
+    rough_wire(&mut s);
+    // The study's rule for SEND/RECV lists: the same block lengths on both
+    // sides, at different places.
+    let lens = [256u64, 1000, 64, 2048, 300];
+    let send: Vec<(u64, u64)> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (SRC + 4096 * i as u64, l))
+        .collect();
+    let recv: Vec<(u64, u64)> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (DST + 40_000 - 5000 * i as u64, l))
+        .collect();
+    let before = s.dst_bytes(0, 64 * 1024);
+    let rid = s.pair.nics[1]
+        .post_recv_sgl(s.pair.now, 0, list(s.dst, &recv))
+        .unwrap();
+    let wr = WorkRequest::send(NodeAddr(1), MrKey(0), 0, 0).gather(list(s.src, &send));
+    let id = s.pair.nics[0].post(s.pair.now, wr).unwrap();
+    s.pair.run();
+    was_rough(&s);
+    s.assert_ok_once(0, id);
+    s.assert_ok_once(1, rid);
+    assert_eq!(
+        bytes_of(&s.pair.nics[1], s.dst, &recv),
+        bytes_of(&s.pair.nics[0], s.src, &send)
+    );
+    untouched_outside(&s.pair.nics[1], s.dst, &recv, &before);
+}
+
+#[test]
+fn a_write_through_an_indirect_key_with_a_different_layout_on_each_side() {
+    let mut s = setup(config());
+    rough_wire(&mut s);
+    // Sender: 4 blocks; receiver: 7 blocks of other sizes, out of address
+    // order; both 3050 bytes.
+    let send = [
+        (SRC + 100, 100),
+        (SRC + 3000, 2000),
+        (SRC + 800, 50),
+        (SRC + 9000, 900),
+    ];
+    let recv = [
+        (DST + 9000, 500),
+        (DST + 100, 10),
+        (DST + 4000, 1200),
+        (DST + 20_000, 1),
+        (DST + 300, 639),
+        (DST + 7000, 600),
+        (DST + 50_000, 100),
+    ];
+    let ikey = s.pair.nics[1]
+        .memory_mut()
+        .register_indirect(0x7000_0000, list(s.dst, &recv), Access::ALL)
+        .unwrap();
+    let before = s.dst_bytes(0, 64 * 1024);
+    let wr = WorkRequest::write(NodeAddr(1), MrKey(0), 0, 0, ikey.0, 0x7000_0000)
+        .gather(list(s.src, &send));
+    let id = s.pair.nics[0].post(s.pair.now, wr).unwrap();
+    s.pair.run();
+    was_rough(&s);
+    s.assert_ok_once(0, id);
+    assert_eq!(
+        bytes_of(&s.pair.nics[1], s.dst, &recv),
+        bytes_of(&s.pair.nics[0], s.src, &send)
+    );
+    untouched_outside(&s.pair.nics[1], s.dst, &recv, &before);
+    let st = s.pair.nics[1].stats();
+    assert!(st.translation_misses > 0, "the receiver translated: {st:?}");
+}
+
+#[test]
+fn a_read_from_an_indirect_key_scatters_into_a_local_list() {
+    let mut s = setup(config());
+    rough_wire(&mut s);
+    let remote = [(DST + 5000, 1500), (DST + 100, 1500), (DST + 30_000, 7)];
+    let local = [(SRC + 20_000, 7), (SRC + 1000, 2000), (SRC + 60_000, 1000)];
+    let ikey = s.pair.nics[1]
+        .memory_mut()
+        .register_indirect(0x10, list(s.dst, &remote), Access::ALL)
+        .unwrap();
+    let before = s.src_bytes(0, 64 * 1024);
+    let wr =
+        WorkRequest::read(NodeAddr(1), MrKey(0), 0, 0, ikey.0, 0x10).gather(list(s.src, &local));
+    let id = s.pair.nics[0].post(s.pair.now, wr).unwrap();
+    s.pair.run();
+    was_rough(&s);
+    s.assert_ok_once(0, id);
+    assert_eq!(
+        bytes_of(&s.pair.nics[0], s.src, &local),
+        bytes_of(&s.pair.nics[1], s.dst, &remote)
+    );
+    untouched_outside(&s.pair.nics[0], s.src, &local, &before);
+}
+
+#[test]
+fn an_indirect_key_whose_region_is_gone_is_refused_and_writes_nothing() {
+    let mut s = setup(config());
+    let spare = s.pair.nics[1].register(0x900_0000, 4096, Access::ALL);
+    let recv = [(DST + 100, 1000), (0x900_0000, 1000)];
+    let blocks = Sgl::new(vec![
+        Sge {
+            key: s.dst,
+            addr: recv[0].0,
+            len: 1000,
+        },
+        Sge {
+            key: spare,
+            addr: recv[1].0,
+            len: 1000,
+        },
+    ])
+    .unwrap();
+    let ikey = s.pair.nics[1]
+        .memory_mut()
+        .register_indirect(0, blocks, Access::ALL)
+        .unwrap();
+    s.pair.nics[1].memory_mut().deregister(spare);
+    let before = s.dst_bytes(0, 4096);
+    let wr = WorkRequest::write(NodeAddr(1), s.src, SRC, 2000, ikey.0, 0);
+    let id = s.pair.nics[0].post(s.pair.now, wr).unwrap();
+    s.pair.run();
+    assert_eq!(
+        s.completions(0, id),
+        vec![Err(WcError::Remote(Syndrome::BadRkey))]
+    );
+    assert_eq!(
+        s.dst_bytes(0, 4096),
+        before,
+        "the whole range is refused up front"
+    );
+}
+
+#[test]
+fn gathering_costs_a_setup_per_extra_block_and_a_longer_descriptor_fetch() {
+    let cost = CostModel {
+        descriptor_fetch: Duration::from_nanos(400),
+        per_sge: Duration::from_nanos(10),
+        dma_setup: Duration::from_nanos(50),
+        ..CostModel::ZERO
+    };
+    let mut nic = Nic::new(NodeAddr(0), NicConfig { cost, ..config() }).unwrap();
+    let k = nic.register(SRC, 65_536, Access::ALL);
+    let blocks: Vec<(u64, u64)> = (0..20).map(|i| (SRC + 1000 * i, 100)).collect();
+    let t0 = udrma_nic::Instant::ZERO;
+    nic.post(
+        t0,
+        WorkRequest::write(NodeAddr(1), MrKey(0), 0, 0, 7, 0).gather(list(k, &blocks)),
+    )
+    .unwrap();
+    // The descriptor with 20 entries is fetched 400 + 20 × 10 ns later.
+    assert_eq!(nic.poll_timeout(), Some(t0 + Duration::from_nanos(600)));
+    nic.handle_timeout(t0 + Duration::from_nanos(600));
+    let mut buf = Vec::new();
+    // 2000 bytes in 1024-byte packets: bytes 0..1024 touch blocks 0 to 10.
+    let first = nic.poll_transmit(t0, &mut buf).unwrap();
+    assert_eq!(first.nic_work, Duration::from_nanos(10 * 50), "11 pieces");
+    // Bytes 1024..2000: the rest of block 10 and blocks 11 to 19.
+    let second = nic.poll_transmit(t0, &mut buf).unwrap();
+    assert_eq!(second.nic_work, Duration::from_nanos(9 * 50), "10 pieces");
+    // A contiguous buffer costs nothing extra.
+    nic.post(t0, WorkRequest::write(NodeAddr(1), k, SRC, 100, 7, 0))
+        .unwrap();
+    nic.handle_timeout(t0 + Duration::from_micros(5));
+    let plain = nic.poll_transmit(t0, &mut buf).unwrap();
+    assert_eq!(plain.nic_work, Duration::ZERO);
+}
+
+#[test]
+fn the_receiver_pays_for_translation_misses_then_hits_on_a_repeat() {
+    let cost = CostModel {
+        translate_hit: Duration::from_nanos(5),
+        translate_miss: Duration::from_nanos(500),
+        ..CostModel::ZERO
+    };
+    let cfg = NicConfig { cost, ..config() };
+    let mut pair = Pair::new(cfg);
+    let src = pair.nics[0].register(SRC, 65_536, Access::ALL);
+    let dst = pair.nics[1].register(DST, 65_536, Access::ALL);
+    // 32 blocks of 32 bytes: one 1024-byte packet, 8 table lines.
+    let blocks: Vec<Sge> = (0..32)
+        .map(|i| Sge {
+            key: dst,
+            addr: DST + 64 * i,
+            len: 32,
+        })
+        .collect();
+    let ikey = pair.nics[1]
+        .memory_mut()
+        .register_indirect(0, Sgl::new(blocks).unwrap(), Access::ALL)
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut work = Vec::new();
+    for _ in 0..2 {
+        let t = pair.now;
+        pair.nics[0]
+            .post(
+                t,
+                WorkRequest::write(NodeAddr(1), src, SRC, 1024, ikey.0, 0),
+            )
+            .unwrap();
+        // (The descriptor fetch costs nothing here, but is still a step.)
+        pair.nics[0].handle_timeout(t);
+        let tx = pair.nics[0].poll_transmit(t, &mut buf).unwrap();
+        work.push(pair.nics[1].receive_work(NodeAddr(0), &buf[..tx.len]));
+        pair.nics[1].handle_datagram(t, NodeAddr(0), &buf[..tx.len]);
+        pair.run();
+    }
+    // 31 extra DMA setups cost nothing here (dma_setup is zero).
+    assert_eq!(
+        work[0],
+        Duration::from_nanos(8 * 500),
+        "cold: 8 lines fetched"
+    );
+    assert_eq!(work[1], Duration::from_nanos(8 * 5), "warm: 8 lines cached");
+    let st = pair.nics[1].stats();
+    assert_eq!((st.translation_misses, st.translation_hits), (8, 8));
+    assert!(pair
+        .events_of(1)
+        .any(|e| matches!(e, Event::WriteReceived { len: 1024, .. })));
+}
