@@ -15,6 +15,8 @@
 //! - [`app`]: the [`App`] trait, closures as apps ([`app::from_fn`]).
 //! - [`datatype`]: MPI derived datatypes, flattened to block lists, with
 //!   packing and unpacking (non-contiguous data in host software).
+//! - [`noncontig`]: moving non-contiguous data by packing, scatter-gather
+//!   lists or indirect keys, and estimating which is fastest.
 //! - [`messaging`]: the MVICH-like messaging layer (credits, eager, R3,
 //!   RGET, RPUT, tag matching in MPI order).
 //! - [`via`]: VIA endpoints (VIs with send and receive queues, shared
@@ -29,6 +31,7 @@
 pub mod app;
 pub mod datatype;
 pub mod messaging;
+pub mod noncontig;
 pub mod via;
 pub mod workload;
 

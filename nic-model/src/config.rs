@@ -235,6 +235,23 @@ impl NicConfig {
                 return bad(field, 0, "must be at least 1");
             }
         }
+        let t = self.translation;
+        for (field, value) in [
+            ("translation_sets", t.sets),
+            ("translation_ways", t.ways),
+            ("translation_entries_per_line", t.entries_per_line),
+        ] {
+            if value == 0 {
+                return bad(field, 0, "must be at least 1");
+            }
+        }
+        if u64::from(t.sets) * u64::from(t.ways) > 1 << 20 {
+            return bad(
+                "translation_sets",
+                u64::from(t.sets) * u64::from(t.ways),
+                "the translation cache may hold at most 2^20 lines (sets × ways)",
+            );
+        }
         if self.tombstones && self.tombstone_capacity == 0 {
             return bad(
                 "tombstone_capacity",

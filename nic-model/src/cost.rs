@@ -14,6 +14,7 @@
 //! | `nic_per_packet`, `dma_setup`, `dma_per_byte` | the fabric | per packet sent and per packet received |
 //! | `host_copy_per_byte` | the messaging layer, packing | per byte copied into or out of a vbuf or a pack buffer |
 //! | `host_copy_per_block` | packing | per block packed or unpacked |
+//! | `key_create` | host software (non-contiguous workloads) | per indirect key created |
 //! | `translate_hit`, `translate_miss` | the engine | per translation-table line an indirect key's access needs ([`crate::translation`]) |
 //! | `dma_setup` per extra piece | the engine | per further block a packet's bytes touch (gather lists, indirect keys) |
 //!
@@ -48,6 +49,9 @@ pub struct CostModel {
     pub translate_hit: Duration,
     /// A translation-table line read from host memory.
     pub translate_miss: Duration,
+    /// Host and NIC time to create one indirect key (charged by the host
+    /// software that creates it).
+    pub key_create: Duration,
 }
 
 impl CostModel {
@@ -64,6 +68,7 @@ impl CostModel {
         host_copy_per_block: Duration::ZERO,
         translate_hit: Duration::ZERO,
         translate_miss: Duration::ZERO,
+        key_create: Duration::ZERO,
     };
 
     /// Whether every cost is zero.

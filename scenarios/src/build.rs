@@ -113,6 +113,14 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         if let Some(m) = p.mtu_payload {
             d.mtu_payload = m.0 as u32;
         }
+        d.max_sge = p.nic.max_sge.unwrap_or(d.max_sge);
+        let t = &mut d.translation;
+        t.sets = p.nic.translation_sets.unwrap_or(t.sets);
+        t.ways = p.nic.translation_ways.unwrap_or(t.ways);
+        t.entries_per_line = p
+            .nic
+            .translation_entries_per_line
+            .unwrap_or(t.entries_per_line);
     }
     d.cost = crate::profile::cost_model(sc)?;
     if let Some(r) = n.descriptor_ring {
@@ -181,6 +189,14 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         recv_queue_capacity: n.recv_queue.unwrap_or(d.recv_queue_capacity),
         transmit_queue_capacity: n.transmit_queue.unwrap_or(d.transmit_queue_capacity),
         read_window: n.read_window.map_or(d.read_window, |s| s.0),
+        max_sge: n.max_sge.unwrap_or(d.max_sge),
+        translation: udrma_nic::translation::TranslationConfig {
+            sets: n.translation_sets.unwrap_or(d.translation.sets),
+            ways: n.translation_ways.unwrap_or(d.translation.ways),
+            entries_per_line: n
+                .translation_entries_per_line
+                .unwrap_or(d.translation.entries_per_line),
+        },
         ..d
     };
     cfg.validate().map_err(|e| {

@@ -3,7 +3,7 @@
 //! validation pass and the report refer to them by these names.
 
 /// Every check a run can make, in report order.
-pub const CHECKS: [&str; 10] = [
+pub const CHECKS: [&str; 11] = [
     "all-complete",
     "all-succeeded",
     "exactly-once",
@@ -12,6 +12,7 @@ pub const CHECKS: [&str; 10] = [
     "credits",
     "no-out-of-bounds",
     "no-write-after-completion",
+    "max-sge",
     "bounded-state",
     "liveness",
 ];

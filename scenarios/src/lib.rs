@@ -10,11 +10,12 @@
 //!   (check names);
 //! - the build: [`profile`] (hardware profiles, cost model, messaging
 //!   configuration), [`build`] (topology, NICs, fault rules, pauses),
+//!   [`ncplan`] (the non-contiguous workload's layouts and method),
 //!   [`validate`] (the one validation pass);
 //! - the run: [`backend`] (the seam between what the hosts do and where
 //!   the packets go: the simulated world or real sockets), [`report`],
 //!   [`leftover`] (what a run left undone), [`svg`], [`ladder`], [`rdma`]
-//!   and [`messaging`] (plan the workloads, install one app per host from
+//!   [`messaging`] and [`noncontig`] (plan the workloads, install one app per host from
 //!   `udrma_host::workload`, check what the apps recorded), [`run`] (the
 //!   entry: build the backend, hand it to a runner).
 
@@ -28,6 +29,8 @@ pub mod edit;
 pub mod ladder;
 pub mod leftover;
 pub mod messaging;
+pub mod ncplan;
+pub mod noncontig;
 pub mod profile;
 pub mod rdma;
 pub mod report;

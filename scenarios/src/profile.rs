@@ -37,6 +37,23 @@ pub struct Profile {
     pub cost: CostSpec,
     /// Largest payload per packet.
     pub mtu_payload: Option<crate::units::Size>,
+    /// NIC limits.
+    #[serde(default)]
+    pub nic: ProfileNic,
+}
+
+/// A profile's NIC limits (`[nic]` in a profile file).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileNic {
+    /// Most scatter-gather entries per work request.
+    pub max_sge: Option<usize>,
+    /// Translation cache sets.
+    pub translation_sets: Option<u32>,
+    /// Translation cache lines per set.
+    pub translation_ways: Option<u32>,
+    /// Translation table entries per cache line.
+    pub translation_entries_per_line: Option<u32>,
 }
 
 /// A profile's link defaults.
@@ -95,5 +112,6 @@ pub fn cost_model(sc: &Scenario) -> Result<CostModel, ScenarioError> {
         host_copy_per_block: t(o.host_copy_per_block, base.host_copy_per_block),
         translate_hit: t(o.translate_hit, base.translate_hit),
         translate_miss: t(o.translate_miss, base.translate_miss),
+        key_create: t(o.key_create, base.key_create),
     })
 }

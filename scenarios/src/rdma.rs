@@ -314,6 +314,9 @@ fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<RdmaPlan, ScenarioError> {
             p.add(wi, kind, poster, peer, size, when, start)
         };
         match w.kind {
+            WorkloadKind::Noncontig => {
+                return Err(sc.error_at("noncontig", format!("{who}: runs alone")))
+            }
             WorkloadKind::Single | WorkloadKind::Many => {
                 let (s, d) = (host(&w.src, &who)?, host(&w.dst, &who)?);
                 let count = if w.kind == WorkloadKind::Single {

@@ -110,6 +110,9 @@ pub struct Report {
     /// scenarios only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub messaging: Option<MessagingReport>,
+    /// The non-contiguous ping-pong's figures (noncontig scenarios only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noncontig: Option<NoncontigReport>,
     /// The ladder diagram, when one was asked for.
     #[serde(skip)]
     pub ladder_svg: Option<String>,
@@ -188,6 +191,24 @@ impl Report {
             "protocol    retransmits {}  dup-dropped {}  nacks {}  escape {}/{}/{}/{} (buffered/drained/expired/overflow)",
             self.retransmits, self.dup_dropped, self.nacks, e.buffered, e.drained, e.expired, e.overflow
         );
+        if let Some(n) = &self.noncontig {
+            let _ = writeln!(
+                s,
+                "noncontig   {} {} ({} requested), {} layout, {}/{} blocks, {} B: one-way p50 {:.3} us, {:.1} MB/s",
+                n.method, n.form, n.requested, n.layout, n.blocks[0], n.blocks[1], n.bytes,
+                n.latency_p50_us, n.bandwidth_mbs
+            );
+            let est: Vec<String> = n
+                .estimates_us
+                .iter()
+                .map(|(m, t)| format!("{m} {t:.3}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "            per transfer: {} work requests, {} B copied; keys created {}; translation {} hit / {} fetched; estimates (us) {}",
+                n.work_requests, n.bytes_copied, n.keys_created, n.translation[0], n.translation[1], est.join(", ")
+            );
+        }
         if let Some(m) = &self.messaging {
             let _ = writeln!(
                 s,
@@ -323,6 +344,7 @@ pub(crate) fn build(
         checks,
         notes,
         messaging: None,
+        noncontig: None,
         ladder_svg: None,
     }
 }
@@ -379,4 +401,37 @@ pub struct MessagingReport {
     pub fallbacks: u64,
     /// Per-size results.
     pub sizes: Vec<SizeRow>,
+}
+
+/// What the report says about a noncontig run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct NoncontigReport {
+    /// Method asked for.
+    pub requested: String,
+    /// Method used (what `auto` chose).
+    pub method: String,
+    /// `messaging` or `rdma`.
+    pub form: String,
+    /// Layout name.
+    pub layout: String,
+    /// Blocks on the sender's side, and on the receiver's.
+    pub blocks: [usize; 2],
+    /// Bytes per transfer.
+    pub bytes: u64,
+    /// One-way latency: median and mean of the timed round trips, µs.
+    pub latency_p50_us: f64,
+    /// Mean one-way latency, µs.
+    pub latency_mean_us: f64,
+    /// Bytes per one-way latency, MB/s.
+    pub bandwidth_mbs: f64,
+    /// Work requests posted per transfer.
+    pub work_requests: f64,
+    /// Bytes copied by host CPUs per transfer (both sides).
+    pub bytes_copied: f64,
+    /// Indirect keys created, both hosts, whole run.
+    pub keys_created: u64,
+    /// Translation lines found and fetched, both hosts.
+    pub translation: [u64; 2],
+    /// The cost estimate of each method, µs (latency excluded).
+    pub estimates_us: BTreeMap<String, f64>,
 }

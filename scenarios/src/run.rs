@@ -16,7 +16,7 @@ use crate::backend::{Backend, Udp};
 use crate::build;
 use crate::ladder::Ladder;
 use crate::report::Report;
-use crate::schema::TopologyKind;
+use crate::schema::{TopologyKind, WorkloadKind};
 use crate::units::Time;
 use crate::{Scenario, ScenarioError};
 
@@ -95,6 +95,14 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     if let Some((a, b)) = ladder_hosts {
         world.watch(a, b);
     }
+    if sc
+        .file
+        .workloads
+        .iter()
+        .any(|w| w.kind == WorkloadKind::Noncontig)
+    {
+        return crate::noncontig::run(sc, seed, Box::new(world));
+    }
     if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
         let mut report = crate::messaging::run(sc, seed, Box::new(world))?;
         if let Some((a, b)) = ladder_hosts {
@@ -128,7 +136,14 @@ fn run_udp(sc: &Scenario, seed: u64, opts: &RunOptions) -> Result<Report, Scenar
         .map_err(|e| sc.error_at("topology", format!("udp backend: {e}")))?;
     let sc = real_time_limit(sc);
     let backend: Box<dyn Backend> = Box::new(Udp::new(cluster));
-    if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
+    if sc
+        .file
+        .workloads
+        .iter()
+        .any(|w| w.kind == WorkloadKind::Noncontig)
+    {
+        crate::noncontig::run(&sc, seed, backend)
+    } else if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
         crate::messaging::run(&sc, seed, backend)
     } else {
         crate::rdma::run(&sc, seed, backend, None)

@@ -80,6 +80,8 @@ pub struct CostSpec {
     pub translate_hit: Option<Time>,
     /// An indirect-key translation line read from host memory.
     pub translate_miss: Option<Time>,
+    /// Creating one indirect key.
+    pub key_create: Option<Time>,
 }
 
 /// `[messaging]`: absent keys keep the layer's defaults.
@@ -233,6 +235,14 @@ pub struct NicSpec {
     pub descriptor_ring: Option<usize>,
     /// Ring refill low-water mark.
     pub ring_low_water: Option<usize>,
+    /// Most scatter-gather entries per work request.
+    pub max_sge: Option<usize>,
+    /// Translation cache: sets.
+    pub translation_sets: Option<u32>,
+    /// Translation cache: lines per set.
+    pub translation_ways: Option<u32>,
+    /// Translation table entries per cache line.
+    pub translation_entries_per_line: Option<u32>,
 }
 
 /// Workload kinds.
@@ -266,6 +276,9 @@ pub enum WorkloadKind {
     MsgBw,
     /// Messaging bidirectional bandwidth per size (osu_bibw).
     MsgBibw,
+    /// A non-contiguous ping-pong between `src` and `dst` (pack,
+    /// scatter-gather lists or indirect keys).
+    Noncontig,
     /// `count` messages with the bimodal cluster size mix.
     MsgMixed,
 }
@@ -338,6 +351,28 @@ pub struct WorkloadSpec {
     /// Untimed iterations before the timed ones, per size (`msg-*`,
     /// default 2).
     pub warmup: Option<u32>,
+    /// Non-contiguous: `pack`, `sgl`, `indirect` or `auto`.
+    pub method: Option<String>,
+    /// Non-contiguous: `messaging` (SEND/RECV, default) or `rdma` (WRITE).
+    pub form: Option<String>,
+    /// Non-contiguous: `vector` (default), `transpose`, `halo`, `face-x`,
+    /// `face-y` or `face-z`.
+    pub layout: Option<String>,
+    /// Non-contiguous: bytes per block (`vector`, `transpose`).
+    pub block: Option<Size>,
+    /// Non-contiguous: blocks (`vector`), or the side of the matrix, grid
+    /// or cube.
+    pub blocks: Option<u64>,
+    /// Non-contiguous: bytes between block starts (`vector`; default twice
+    /// the block).
+    pub stride: Option<Size>,
+    /// Non-contiguous: the receiver's layout, `same` (default) or
+    /// `contiguous`.
+    pub peer_layout: Option<String>,
+    /// Non-contiguous: halo width in points (`halo`, default 1).
+    pub halo: Option<u64>,
+    /// Non-contiguous: keep indirect keys between transfers (default true).
+    pub key_cache: Option<bool>,
 }
 
 fn one_u32() -> u32 {

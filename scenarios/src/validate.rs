@@ -26,8 +26,9 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         })?;
     pauses(sc, n)?;
     validate_messaging(sc)?;
+    crate::ncplan::validate(sc)?;
     for (i, w) in sc.file.workloads.iter().enumerate() {
-        if w.kind.is_messaging() {
+        if w.kind.is_messaging() || w.kind == WorkloadKind::Noncontig {
             continue;
         }
         let who = format!("workload {i} ({:?})", w.kind).to_lowercase();
@@ -80,6 +81,8 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
             continue;
         }
         let ops = match w.kind {
+            // Bounded in noncontig::validate.
+            WorkloadKind::Noncontig => 0,
             WorkloadKind::Single => 1,
             WorkloadKind::Many | WorkloadKind::Window | WorkloadKind::RandomPairs => count,
             WorkloadKind::Pingpong => 2 * count,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The floors, bottom first (as the crate docs list them).
-const FLOORS: [&str; 16] = [
+const FLOORS: [&str; 18] = [
     "units",
     "schema",
     "edit",
@@ -15,6 +15,7 @@ const FLOORS: [&str; 16] = [
     "checks",
     "profile",
     "build",
+    "ncplan",
     "validate",
     "backend",
     "report",
@@ -23,6 +24,7 @@ const FLOORS: [&str; 16] = [
     "ladder",
     "rdma",
     "messaging",
+    "noncontig",
     "run",
 ];
 

@@ -10,12 +10,15 @@
 //!
 //! - [`rdma`]: RDMA WRITE, READ and SEND workloads (timed, windowed,
 //!   ping-pong, buffer reuse).
+//! - [`noncontig`]: the non-contiguous ping-pong (pack, scatter-gather
+//!   lists or indirect keys).
 //! - [`msg`]: the OSU-shaped messaging workloads over the
 //!   [`messaging`](crate::messaging) layer.
 //!
 //! [`App`]: crate::App
 
 pub mod msg;
+pub mod noncontig;
 pub mod rdma;
 
 /// The byte at offset `i` of a region that starts with pattern `seed`.

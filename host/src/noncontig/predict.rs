@@ -1,0 +1,235 @@
+//! What each method should cost, from the cost model alone: the estimate
+//! [`Method::Auto`](super::Method::Auto) chooses by.
+//!
+//! The estimate follows the simulator's own accounting, without running
+//! it: a transfer takes the host's copies (pack), the posting of its work
+//! requests (a doorbell each, a descriptor fetch that grows per entry), and
+//! its packets, each taking the longest of the link's serialisation, the
+//! sending NIC's work and the receiving NIC's work (the three overlap from
+//! packet to packet). A packet's NIC work is the per-packet cost plus a DMA
+//! setup per extra block it touches and, through an indirect key, its
+//! translation-table lines: cached if the key's lines fit the cache, else
+//! fetched. The one-way latency of the path is the same for every method
+//! and left out, so estimates compare methods; they are not latencies.
+
+use udrma_nic::translation::TranslationConfig;
+use udrma_nic::CostModel;
+use udrma_proto::Duration;
+
+use super::{cut, CutError, Method};
+use crate::datatype::Layout;
+
+/// The transfer and the machine, as the estimate needs them.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape<'a> {
+    /// Sender's layout.
+    pub src: &'a Layout,
+    /// Receiver's layout.
+    pub dst: &'a Layout,
+    /// RDMA WRITE (one contiguous receiving range per request) rather than
+    /// SEND/RECV (lists on both sides).
+    pub rdma: bool,
+    /// Entries per work request.
+    pub max_sge: usize,
+    /// Payload bytes per packet.
+    pub mtu: u64,
+    /// The cost model.
+    pub cost: &'a CostModel,
+    /// The translation cache.
+    pub translation: TranslationConfig,
+    /// Link serialisation time per byte, in picoseconds.
+    pub link_ps_per_byte: u64,
+    /// Whether indirect keys are kept between transfers (created once).
+    pub key_cache: bool,
+}
+
+/// One method's estimate for one transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Estimate {
+    /// The method.
+    pub method: Method,
+    /// Estimated time, path latency excluded.
+    pub time: Duration,
+    /// Work requests posted.
+    pub work_requests: u64,
+    /// Bytes copied by host CPUs (both sides).
+    pub bytes_copied: u64,
+    /// Indirect keys created per transfer (0 with the key cache).
+    pub keys_created: u64,
+}
+
+/// Estimates `method` for `shape`; [`Method::Auto`] gives the cheapest
+/// concrete method's estimate (ties go to the earlier of pack, sgl,
+/// indirect).
+pub fn predict(shape: &Shape<'_>, method: Method) -> Result<Estimate, CutError> {
+    if method == Method::Auto {
+        let mut best: Option<Estimate> = None;
+        for m in Method::CONCRETE {
+            let e = predict(shape, m)?;
+            if best.is_none_or(|b| e.time < b.time) {
+                best = Some(e);
+            }
+        }
+        return Ok(best.expect("three methods"));
+    }
+    let c = shape.cost;
+    let bytes = shape.src.size();
+    let (sb, db) = (
+        shape.src.blocks().len() as u64,
+        shape.dst.blocks().len() as u64,
+    );
+    let mtu = shape.mtu.max(1);
+    let packets = bytes.div_ceil(mtu).max(1);
+    let post = |entries: usize| c.doorbell + c.fetch_sges(entries);
+    // Per-packet work on one side, with `pieces` blocks spread over the
+    // packets and `lines` translation lines (hit or missed).
+    let nic = |pieces: u64, hit: u64, miss: u64| {
+        let extra = pieces.saturating_sub(packets);
+        let per = c.packet(mtu.min(bytes) as usize).as_ps();
+        per * packets
+            + c.dma_setup.as_ps() * extra
+            + c.translate_hit.as_ps() * hit
+            + c.translate_miss.as_ps() * miss
+    };
+    let wire = shape.link_ps_per_byte * bytes;
+    let stream = |tx: u64, rx: u64| Duration::from_ps(wire.max(tx).max(rx));
+    let est = match method {
+        Method::Pack => {
+            let copy = c.pack(bytes, sb) + c.pack(bytes, db);
+            Estimate {
+                method,
+                time: copy + post(1) + stream(nic(packets, 0, 0), nic(packets, 0, 0)),
+                work_requests: 1,
+                bytes_copied: 2 * bytes,
+                keys_created: 0,
+            }
+        }
+        Method::Sgl => {
+            let max_dst = if shape.rdma { 1 } else { shape.max_sge };
+            let chunks = cut(shape.src, shape.dst, shape.max_sge, max_dst)?;
+            let posting: Duration = chunks
+                .iter()
+                .map(|ch| post(ch.src.len()))
+                .fold(Duration::ZERO, |a, b| a + b);
+            let (sp, dp) = chunks.iter().fold((0, 0), |(s, d), ch| {
+                (s + ch.src.len() as u64, d + ch.dst.len() as u64)
+            });
+            Estimate {
+                method,
+                time: posting + stream(nic(sp + packets, 0, 0), nic(dp + packets, 0, 0)),
+                work_requests: chunks.len() as u64,
+                bytes_copied: 0,
+                keys_created: 0,
+            }
+        }
+        Method::Indirect | Method::Auto => {
+            let t = shape.translation;
+            let per_line = u64::from(t.entries_per_line.max(1));
+            let capacity = u64::from(t.sets.max(1)) * u64::from(t.ways.max(1));
+            let lines = |blocks: u64| {
+                let l = blocks.div_ceil(per_line);
+                // A key whose lines fit is all hits once warm; beyond, the
+                // share that cannot stay misses.
+                let miss = if shape.key_cache {
+                    l.saturating_sub(capacity * 3 / 4)
+                } else {
+                    l
+                };
+                (l - miss, miss)
+            };
+            let (sh, sm) = lines(sb);
+            let (dh, dm) = lines(db);
+            let create = if shape.key_cache {
+                Duration::ZERO
+            } else {
+                c.key_create + c.key_create
+            };
+            Estimate {
+                method: Method::Indirect,
+                time: create
+                    + post(1)
+                    + stream(nic(sb + packets, sh, sm), nic(db + packets, dh, dm)),
+                work_requests: 1,
+                bytes_copied: 0,
+                keys_created: if shape.key_cache { 0 } else { 2 },
+            }
+        }
+    };
+    Ok(est)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datatype::Datatype;
+
+    fn vector(count: u64, block: u64) -> Layout {
+        Datatype::hvector(count, block, 2 * block as i64, &Datatype::byte())
+            .unwrap()
+            .commit()
+            .unwrap()
+    }
+
+    fn shape<'a>(l: &'a Layout, cost: &'a CostModel) -> Shape<'a> {
+        Shape {
+            src: l,
+            dst: l,
+            rdma: false,
+            max_sge: 30,
+            mtu: 4096,
+            cost,
+            translation: TranslationConfig::default(),
+            link_ps_per_byte: 80,
+            key_cache: true,
+        }
+    }
+
+    fn costs() -> CostModel {
+        CostModel {
+            doorbell: Duration::from_nanos(100),
+            descriptor_fetch: Duration::from_nanos(400),
+            per_sge: Duration::from_nanos(30),
+            dma_setup: Duration::from_nanos(60),
+            host_copy_ps_per_byte: 100,
+            host_copy_per_block: Duration::from_nanos(5),
+            translate_hit: Duration::from_nanos(20),
+            translate_miss: Duration::from_nanos(400),
+            ..CostModel::ZERO
+        }
+    }
+
+    #[test]
+    fn copies_win_small_blocks_and_zero_copy_wins_large_ones() {
+        let c = costs();
+        let small = vector(64, 32);
+        let large = vector(64, 16384);
+        assert_eq!(
+            predict(&shape(&small, &c), Method::Auto).unwrap().method,
+            Method::Pack
+        );
+        assert_ne!(
+            predict(&shape(&large, &c), Method::Auto).unwrap().method,
+            Method::Pack
+        );
+        let s = predict(&shape(&large, &c), Method::Sgl).unwrap();
+        assert_eq!((s.work_requests, s.bytes_copied), (3, 0));
+        let p = predict(&shape(&large, &c), Method::Pack).unwrap();
+        assert_eq!(p.bytes_copied, 2 * 64 * 16384);
+    }
+
+    #[test]
+    fn the_indirect_key_loses_its_lead_as_blocks_grow_in_number() {
+        let c = costs();
+        let gap = |n| {
+            let l = vector(n, 1024);
+            let s = predict(&shape(&l, &c), Method::Sgl).unwrap().time.as_ps() as f64;
+            let i = predict(&shape(&l, &c), Method::Indirect)
+                .unwrap()
+                .time
+                .as_ps() as f64;
+            i / s
+        };
+        assert!(gap(16) < 1.0, "few blocks: the key wins ({})", gap(16));
+        assert!(gap(4096) > gap(16), "{} vs {}", gap(4096), gap(16));
+    }
+}

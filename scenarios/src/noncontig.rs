@@ -1,0 +1,160 @@
+//! The run of a non-contiguous ping-pong (planned by [`crate::ncplan`]):
+//! one app per host, then the checks: all-complete, all-succeeded,
+//! memory-equal (every block byte-exact, nothing between blocks touched),
+//! max-sge, bounded-state, liveness.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use udrma_host::workload::noncontig::{check_received, NcApp};
+use udrma_proto::{Instant, NodeAddr};
+
+use crate::backend::Backend;
+use crate::ncplan::plan;
+use crate::report::{self, NoncontigReport, Report};
+use crate::{Scenario, ScenarioError};
+
+/// Runs the noncontig ping-pong on `world` and checks it.
+pub(crate) fn run(
+    sc: &Scenario,
+    seed: u64,
+    mut world: Box<dyn Backend>,
+) -> Result<Report, ScenarioError> {
+    let n = world.n_hosts();
+    let planned = plan(sc, n)?;
+    let plan = Arc::new(planned.plan.clone());
+    for h in [plan.a, plan.b] {
+        if world.is_local(h) {
+            world
+                .set_app(h, Box::new(NcApp::new(h, plan.clone())))
+                .map_err(|e| sc.error_at("workload", e))?;
+        }
+    }
+    world.start().map_err(|e| ScenarioError {
+        file: sc.path.clone(),
+        at: None,
+        message: format!("{}{e}", crate::rdma::NETWORK),
+    })?;
+    let limit = Instant::ZERO + sc.file.time_limit.0;
+    let ending = world.run(limit);
+    world
+        .finish()
+        .map_err(|e| sc.error_at("outputs", format!("writing outputs: {e}")))?;
+    let mut notes = Vec::new();
+    let mut checks: BTreeMap<String, bool> = BTreeMap::new();
+    let (mut wrs, mut copied, mut keys, mut errors) = (0u64, 0u64, 0u64, 0usize);
+    let mut one_way: Vec<u64> = Vec::new();
+    let mut all_done = true;
+    let mut memory_equal = true;
+    let mut max_sge_ok = true;
+    let mut translation = [0u64; 2];
+    let hosts: Vec<NodeAddr> = [plan.a, plan.b]
+        .into_iter()
+        .filter(|h| world.is_local(*h))
+        .collect();
+    for &h in &hosts {
+        let Some(app) = world
+            .app(h)
+            .and_then(udrma_host::app::downcast_ref::<NcApp>)
+        else {
+            continue;
+        };
+        let r = app.record();
+        all_done &= udrma_host::App::is_done(app);
+        wrs += r.work_requests;
+        copied += r.bytes_copied;
+        keys += r.keys_created;
+        errors += r.errors.len();
+        notes.extend(r.errors.iter().take(5).map(|e| format!("{h}: {e}")));
+        one_way.extend(&r.one_way_ps);
+        if let Err(e) = check_received(&plan, h, world.nic(h).memory()) {
+            memory_equal = false;
+            notes.push(e);
+        }
+        let st = world.nic(h).stats();
+        translation[0] += st.translation_hits;
+        translation[1] += st.translation_misses;
+        if st.max_sges_posted > plan.max_sge as u64 {
+            max_sge_ok = false;
+            notes.push(format!(
+                "{h}: a request carried {} scatter-gather entries, over max_sge = {}",
+                st.max_sges_posted, plan.max_sge
+            ));
+        }
+    }
+    checks.insert("all-complete".into(), all_done);
+    if !sc.file.checks.expect_failures {
+        checks.insert("all-succeeded".into(), all_done && errors == 0);
+    }
+    checks.insert("memory-equal".into(), memory_equal);
+    checks.insert("max-sge".into(), max_sge_ok);
+    let mut bounded = true;
+    for &h in &hosts {
+        if let Some(what) = world.nic(h).occupancy().violation() {
+            bounded = false;
+            notes.push(format!("{h}: {what} passed its limit"));
+        }
+    }
+    checks.insert("bounded-state".into(), bounded);
+    let idle = world.is_idle();
+    checks.insert("liveness".into(), idle && all_done);
+    if !idle || !all_done {
+        notes.push(crate::leftover::note(world.as_ref(), limit, ending, |_| {
+            None
+        }));
+    }
+    for skip in &sc.file.checks.skip {
+        checks.remove(skip);
+    }
+    let transfers = 2 * u64::from(plan.count + plan.warmup);
+    let mut rep = report::build(sc, seed, world.as_ref(), &[], wrs, checks, notes);
+    one_way.sort_unstable();
+    let p50 = one_way
+        .get(one_way.len().saturating_sub(1) / 2)
+        .copied()
+        .unwrap_or(0);
+    let mean = if one_way.is_empty() {
+        0.0
+    } else {
+        one_way.iter().sum::<u64>() as f64 / one_way.len() as f64
+    };
+    let bytes = plan.layouts[0].size();
+    let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+    rep.completion_ns = report::Latency {
+        p50: p50 / 1000,
+        p99: one_way
+            .get((one_way.len() * 99).div_ceil(100).saturating_sub(1))
+            .copied()
+            .unwrap_or(0)
+            / 1000,
+        max: one_way.last().copied().unwrap_or(0) / 1000,
+    };
+    rep.noncontig = Some(NoncontigReport {
+        requested: planned.requested.name().into(),
+        method: plan.method.name().into(),
+        form: if plan.rdma { "rdma" } else { "messaging" }.into(),
+        layout: planned.layout.clone(),
+        blocks: [
+            plan.layouts[0].blocks().len(),
+            plan.layouts[1].blocks().len(),
+        ],
+        bytes,
+        latency_p50_us: r3(p50 as f64 / 1e6),
+        latency_mean_us: r3(mean / 1e6),
+        bandwidth_mbs: if p50 > 0 {
+            r3(bytes as f64 / (p50 as f64 / 1e6))
+        } else {
+            0.0
+        },
+        work_requests: r3(wrs as f64 / transfers as f64),
+        bytes_copied: r3(copied as f64 / transfers as f64),
+        keys_created: keys,
+        translation,
+        estimates_us: planned
+            .estimates
+            .iter()
+            .map(|(m, t)| (m.name().to_string(), r3(*t)))
+            .collect(),
+    });
+    Ok(rep)
+}
