@@ -512,7 +512,7 @@ impl Endpoint {
                 }
             }
         };
-        if self.nic.uses_layouts() {
+        if self.nic.needs_dma_work() {
             // Real time applies here; the call keeps the translation cache
             // and its counters as in the simulator.
             self.nic.receive_work(node, bytes);

@@ -1285,7 +1285,7 @@ impl World {
                 // The receive side processes packets one at a time; placing
                 // a payload in many blocks takes longer.
                 let nic = &mut self.hosts[h as usize].nic;
-                let work = if nic.uses_layouts() {
+                let work = if nic.needs_dma_work() {
                     nic.receive_work(pkt.src, pkt.datagram(&mut self.rebuild))
                 } else {
                     Duration::ZERO

@@ -240,6 +240,8 @@ impl NicConfig {
             ("translation_sets", t.sets),
             ("translation_ways", t.ways),
             ("translation_entries_per_line", t.entries_per_line),
+            ("translation_page_size", t.page_size),
+            ("translation_pages_per_line", t.pages_per_line),
         ] {
             if value == 0 {
                 return bad(field, 0, "must be at least 1");

@@ -15,6 +15,7 @@
 //! | `host_copy_per_byte` | the messaging layer, packing | per byte copied into or out of a vbuf or a pack buffer |
 //! | `host_copy_per_block` | packing | per block packed or unpacked |
 //! | `key_create` | host software (non-contiguous workloads) | per indirect key created |
+//! | `recv_fetch` | the engine ([`crate::Nic::receive_work`]) | when a SEND's first packet takes a receive buffer |
 //! | `translate_hit`, `translate_miss` | the engine | per translation-table line an indirect key's access needs ([`crate::translation`]) |
 //! | `dma_setup` per extra piece | the engine | per further block a packet's bytes touch (gather lists, indirect keys) |
 //!
@@ -52,6 +53,9 @@ pub struct CostModel {
     /// Host and NIC time to create one indirect key (charged by the host
     /// software that creates it).
     pub key_create: Duration,
+    /// NIC time to fetch a receive descriptor when a SEND arrives for it
+    /// (plus `per_sge` for each of its entries).
+    pub recv_fetch: Duration,
 }
 
 impl CostModel {
@@ -69,6 +73,7 @@ impl CostModel {
         translate_hit: Duration::ZERO,
         translate_miss: Duration::ZERO,
         key_create: Duration::ZERO,
+        recv_fetch: Duration::ZERO,
     };
 
     /// Whether every cost is zero.
@@ -106,6 +111,12 @@ impl CostModel {
                 .saturating_add(self.translate_hit.as_ps().saturating_mul(hits))
                 .saturating_add(self.translate_miss.as_ps().saturating_mul(misses)),
         )
+    }
+
+    /// Whether translation-table lookups cost anything (only then are
+    /// page tables walked for every packet).
+    pub fn prices_translation(&self) -> bool {
+        self.translate_hit > Duration::ZERO || self.translate_miss > Duration::ZERO
     }
 
     /// Host time to copy `len` bytes.

@@ -249,7 +249,7 @@ impl Pair {
             // No costs here, but the translation cache and its counters
             // see every packet, as in the other backends.
             let nic = &mut self.nics[f.to];
-            if nic.uses_layouts() {
+            if nic.needs_dma_work() {
                 nic.receive_work(f.from, &f.bytes);
             }
             nic.handle_datagram(self.now, f.from, &f.bytes);

@@ -26,21 +26,28 @@ use crate::memory::MrKey;
 /// Geometry of the translation cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TranslationConfig {
-    /// Second-level entries per line.
+    /// Indirect-key entries per line.
     pub entries_per_line: u32,
     /// Sets.
     pub sets: u32,
     /// Lines per set.
     pub ways: u32,
+    /// Bytes per page of the page tables.
+    pub page_size: u32,
+    /// Page-table entries per line.
+    pub pages_per_line: u32,
 }
 
 impl Default for TranslationConfig {
-    /// 4 entries a line, 16 sets of 4 ways: 64 lines, 256 entries.
+    /// 4 key entries (16 B each) or 8 page entries (8 B each) to a 64-byte
+    /// line, 4 KiB pages, 16 sets of 4 ways: 64 lines.
     fn default() -> TranslationConfig {
         TranslationConfig {
             entries_per_line: 4,
             sets: 16,
             ways: 4,
+            page_size: 4096,
+            pages_per_line: 8,
         }
     }
 }
@@ -53,6 +60,17 @@ pub struct Lookups {
     /// Lines read from host memory.
     pub misses: u64,
 }
+
+impl Lookups {
+    /// Adds another translation's lookups.
+    pub fn add(&mut self, o: Lookups) {
+        self.hits += o.hits;
+        self.misses += o.misses;
+    }
+}
+
+/// Tags of page-table lines carry this bit (key-entry lines do not).
+const PAGE_LINE: u64 = 1 << 39;
 
 /// The cache itself: for each set, its lines' tags with their last use.
 #[derive(Debug, Clone)]
@@ -69,6 +87,8 @@ impl TranslationCache {
             entries_per_line: cfg.entries_per_line.max(1),
             sets: cfg.sets.max(1),
             ways: cfg.ways.max(1),
+            page_size: cfg.page_size.max(1),
+            pages_per_line: cfg.pages_per_line.max(1),
         };
         TranslationCache {
             cfg,
@@ -83,7 +103,23 @@ impl TranslationCache {
         let per = self.cfg.entries_per_line as usize;
         let mut l = Lookups::default();
         for line in first / per..=last / per {
-            if self.touch(key, line as u64) {
+            if self.touch(key, line as u64 & (PAGE_LINE - 1)) {
+                l.hits += 1;
+            } else {
+                l.misses += 1;
+            }
+        }
+        l
+    }
+
+    /// Looks up the page-table lines for bytes `first ..= last` of the
+    /// region under `key` (a direct key: the second level of an indirect
+    /// key's translation, and all of a direct key's).
+    pub fn translate_pages(&mut self, key: MrKey, first: u64, last: u64) -> Lookups {
+        let per = u64::from(self.cfg.page_size) * u64::from(self.cfg.pages_per_line);
+        let mut l = Lookups::default();
+        for line in first / per..=last / per {
+            if self.touch(key, PAGE_LINE | (line & (PAGE_LINE - 1))) {
                 l.hits += 1;
             } else {
                 l.misses += 1;
@@ -101,7 +137,7 @@ impl TranslationCache {
 
     fn touch(&mut self, key: MrKey, line: u64) -> bool {
         self.clock += 1;
-        let tag = (u64::from(key.0) << 40) | (line & ((1 << 40) - 1));
+        let tag = (u64::from(key.0) << 40) | line;
         // Spread consecutive lines over the sets (multiplicative hash).
         let h = tag.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
         let set = &mut self.sets[(h % u64::from(self.cfg.sets)) as usize];

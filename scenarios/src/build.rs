@@ -196,6 +196,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
             entries_per_line: n
                 .translation_entries_per_line
                 .unwrap_or(d.translation.entries_per_line),
+            ..d.translation
         },
         ..d
     };

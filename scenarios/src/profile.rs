@@ -113,5 +113,6 @@ pub fn cost_model(sc: &Scenario) -> Result<CostModel, ScenarioError> {
         translate_hit: t(o.translate_hit, base.translate_hit),
         translate_miss: t(o.translate_miss, base.translate_miss),
         key_create: t(o.key_create, base.key_create),
+        recv_fetch: t(o.recv_fetch, base.recv_fetch),
     })
 }

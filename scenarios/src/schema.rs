@@ -82,6 +82,8 @@ pub struct CostSpec {
     pub translate_miss: Option<Time>,
     /// Creating one indirect key.
     pub key_create: Option<Time>,
+    /// Fetching a receive descriptor when a SEND arrives.
+    pub recv_fetch: Option<Time>,
 }
 
 /// `[messaging]`: absent keys keep the layer's defaults.

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::sgl::Sgl;
+use crate::translation::{Lookups, TranslationCache};
 use udrma_proto::time::Duration;
 
 /// Local bytes of a posted receive buffer.
@@ -16,37 +17,29 @@ pub(super) enum Local {
     List(Sgl),
 }
 
-/// What touching a range takes: the blocks it covers and, through an
-/// indirect key, the range of table entries to translate.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Shape {
-    pieces: usize,
-    indirect: Option<(MrKey, usize, usize)>,
-}
-
-impl Shape {
-    fn of_key(memory: &MemoryTable, key: MrKey, addr: u64, len: u64) -> Shape {
-        Shape {
-            pieces: memory.pieces(key, addr, len),
-            indirect: memory
-                .indirect_entries(key, addr, len)
-                .map(|(a, b)| (key, a, b)),
-        }
-    }
-
-    fn of_list(sgl: &Sgl, offset: u64, len: u64) -> Shape {
-        Shape {
-            pieces: sgl.pieces(offset, len).count().max(1),
-            indirect: None,
-        }
-    }
+/// A range a packet's DMA touches: under a key (direct or indirect), or
+/// in a scatter-gather list.
+#[derive(Debug, Clone)]
+pub(super) enum Touch {
+    /// `[addr, addr + len)` under `key`.
+    Key { key: MrKey, addr: u64, len: u64 },
+    /// `[offset, offset + len)` of the list.
+    List { sgl: Sgl, offset: u64, len: u64 },
 }
 
 impl Local {
-    pub(super) fn shape(&self, memory: &MemoryTable, offset: u64, len: u64) -> Shape {
+    pub(super) fn touch(&self, offset: u64, len: u64) -> Touch {
         match self {
-            Local::Region { key, addr } => Shape::of_key(memory, *key, addr + offset, len),
-            Local::List(sgl) => Shape::of_list(sgl, offset, len),
+            Local::Region { key, addr } => Touch::Key {
+                key: *key,
+                addr: addr + offset,
+                len,
+            },
+            Local::List(sgl) => Touch::List {
+                sgl: sgl.clone(),
+                offset,
+                len,
+            },
         }
     }
 
@@ -108,63 +101,104 @@ pub(super) fn request_bytes<'a>(
     }
 }
 
-/// The shape of `[offset, offset + len)` of a request's local buffer.
-pub(super) fn request_shape(
-    memory: &MemoryTable,
-    req: &WorkRequest,
-    offset: u64,
-    len: u64,
-) -> Shape {
-    match &req.sgl {
-        Some(sgl) => Shape::of_list(sgl, offset, len),
-        None => Shape::of_key(memory, req.local, req.local_addr + offset, len),
-    }
-}
-
-/// The shape of `[addr, addr + len)` under `key`.
-pub(super) fn key_shape(memory: &MemoryTable, key: MrKey, addr: u64, len: u64) -> Shape {
-    Shape::of_key(memory, key, addr, len)
+/// What `[offset, offset + len)` of a request's local buffer touches.
+pub(super) fn request_touch(req: &WorkRequest, offset: u64, len: u64) -> Touch {
+    local_of(req).touch(offset, len)
 }
 
 impl Nic {
+    /// Whether packets' DMA work must be worked out at all: a list or an
+    /// indirect key is in use, or the cost model prices translation or
+    /// receive descriptors. When not, [`Nic::receive_work`] is zero and a
+    /// backend may skip it (the common case costs nothing).
+    pub fn needs_dma_work(&self) -> bool {
+        let c = &self.cfg.cost;
+        self.uses_layouts() || c.prices_translation() || c.recv_fetch > Duration::ZERO
+    }
+
+    /// Whether any scatter-gather list or indirect key could be touched.
+    pub fn uses_layouts(&self) -> bool {
+        self.lists_posted || self.memory.has_indirect()
+    }
+
     /// The NIC time a packet's DMA takes beyond the fabric's per-packet
-    /// cost: a setup per extra block and the translation of indirect-key
-    /// table lines (which also warms or churns the translation cache).
-    pub(super) fn dma_work(&mut self, shape: Shape) -> Duration {
-        let (mut hits, mut misses) = (0, 0);
-        if let Some((key, first, last)) = shape.indirect {
-            let l = self.translation.translate(key, first, last);
-            self.stats.translation_hits += l.hits;
-            self.stats.translation_misses += l.misses;
-            hits = l.hits;
-            misses = l.misses;
+    /// cost: a setup per extra block, the indirect key's table lines (its
+    /// first level) and, when the cost model prices translation, the page
+    /// table lines of every block touched (its second level, and the one
+    /// direct keys use too). Lookups warm or churn the translation cache.
+    pub(super) fn dma_work(&mut self, t: Touch) -> Duration {
+        let priced = self.cfg.cost.prices_translation();
+        let mut pieces = 0usize;
+        let mut l = Lookups::default();
+        let tc = &mut self.translation;
+        let mut pages = |tc: &mut TranslationCache, key: MrKey, addr: u64, len: u64| {
+            if priced && len > 0 {
+                l.add(tc.translate_pages(key, addr, addr + (len - 1)));
+            }
+        };
+        match t {
+            Touch::Key { key, addr, len } => match self.memory.indirect(key) {
+                Some(ind) => {
+                    let mut span: Option<(usize, usize)> = None;
+                    for p in addr
+                        .checked_sub(ind.base)
+                        .into_iter()
+                        .flat_map(|off| ind.blocks.pieces(off, len))
+                    {
+                        pieces += 1;
+                        span = Some(span.map_or((p.entry, p.entry), |(f, _)| (f, p.entry)));
+                        pages(tc, p.sge.key, p.sge.addr, p.sge.len);
+                    }
+                    if let Some((first, last)) = span {
+                        l.add(tc.translate(key, first, last));
+                    }
+                }
+                None => {
+                    pieces = 1;
+                    pages(tc, key, addr, len);
+                }
+            },
+            Touch::List { sgl, offset, len } => {
+                for p in sgl.pieces(offset, len) {
+                    pieces += 1;
+                    pages(tc, p.sge.key, p.sge.addr, p.sge.len);
+                }
+            }
         }
-        if shape.pieces > 1 {
-            self.stats.dma_pieces += shape.pieces as u64;
+        self.stats.translation_hits += l.hits;
+        self.stats.translation_misses += l.misses;
+        if pieces > 1 {
+            self.stats.dma_pieces += pieces as u64;
         }
-        self.cfg.cost.scatter_gather(shape.pieces, hits, misses)
+        self.cfg.cost.scatter_gather(pieces, l.hits, l.misses)
     }
 
     /// The NIC's receive side looks at a datagram before it is handled
-    /// (address translation and DMA setup run ahead of the protocol): the
-    /// extra time its payload's placement takes. A backend with a cost
-    /// model adds it to the packet's receive processing; anything that is
-    /// not a well-formed WRITE, SEND or READ response costs nothing extra.
-    /// Returns zero when no scatter list or indirect key is in use.
+    /// (address translation, DMA setup and fetching a SEND's receive
+    /// descriptor run ahead of the protocol): the extra time placing its
+    /// payload takes. A backend with a cost model adds it to the packet's
+    /// receive processing; anything that is not a well-formed WRITE, SEND
+    /// or READ response costs nothing extra. Zero unless
+    /// [`Nic::needs_dma_work`].
     pub fn receive_work(&mut self, from: NodeAddr, bytes: &[u8]) -> Duration {
-        if !self.uses_layouts() {
+        if !self.needs_dma_work() {
             return Duration::ZERO;
         }
         let Ok(r) = Repr::parse_bytes(bytes) else {
             return Duration::ZERO;
         };
-        let shape = match r.body {
+        let mut fetch = Duration::ZERO;
+        let touch = match r.body {
             Body::Write {
                 remote_addr,
                 rkey,
                 data,
                 ..
-            } => key_shape(&self.memory, MrKey(rkey), remote_addr, data.len() as u64),
+            } => Some(Touch::Key {
+                key: MrKey(rkey),
+                addr: remote_addr,
+                len: data.len() as u64,
+            }),
             Body::Send { offset, data, .. } => {
                 let key = OpKey {
                     from,
@@ -173,38 +207,33 @@ impl Nic {
                 };
                 let buf = match self.registry.get(&key).map(|e| e.target) {
                     Some(Target::Send { recv, .. }) => self.bound.get(&recv),
-                    _ => self.recv_queues.get(&r.dst_ep).and_then(|q| q.front()),
-                };
-                match buf {
-                    Some(b) => {
-                        b.at.shape(&self.memory, u64::from(offset), data.len() as u64)
+                    _ => {
+                        // This packet will take the head receive buffer:
+                        // the NIC fetches its descriptor first.
+                        let head = self.recv_queues.get(&r.dst_ep).and_then(|q| q.front());
+                        if let Some(b) = head {
+                            let sges = match &b.at {
+                                Local::List(l) => l.entries().len(),
+                                Local::Region { .. } => 1,
+                            };
+                            let c = &self.cfg.cost;
+                            fetch = c.recv_fetch
+                                + Duration::from_ps(c.per_sge.as_ps().saturating_mul(sges as u64));
+                        }
+                        head
                     }
-                    None => Shape::default(),
-                }
+                };
+                buf.map(|b| b.at.touch(u64::from(offset), data.len() as u64))
             }
-            Body::ReadResponse { offset, data, .. } => {
-                match self
-                    .ops
-                    .get(&r.msg_id)
-                    .and_then(|op| self.requests.get(&op.wr).map(|q| (op.offset, q)))
-                {
-                    Some((op_offset, q)) => request_shape(
-                        &self.memory,
-                        &q.req,
-                        op_offset + u64::from(offset),
-                        data.len() as u64,
-                    ),
-                    None => Shape::default(),
-                }
-            }
-            _ => Shape::default(),
+            Body::ReadResponse { offset, data, .. } => self
+                .ops
+                .get(&r.msg_id)
+                .and_then(|op| self.requests.get(&op.wr).map(|q| (op.offset, q)))
+                .map(|(op_offset, q)| {
+                    request_touch(&q.req, op_offset + u64::from(offset), data.len() as u64)
+                }),
+            _ => None,
         };
-        self.dma_work(shape)
-    }
-
-    /// Whether any scatter-gather list or indirect key could be touched: when
-    /// not, [`Nic::receive_work`] is always zero and a backend may skip it.
-    pub fn uses_layouts(&self) -> bool {
-        self.lists_posted || self.memory.has_indirect()
+        fetch + touch.map_or(Duration::ZERO, |t| self.dma_work(t))
     }
 }

@@ -239,7 +239,7 @@ impl Nic {
     pub(super) fn build_reply(&mut self, reply: &Reply, buf: &mut Vec<u8>) -> Option<Transmit> {
         let mtu = u64::from(self.cfg.mtu_payload);
         let mut flags = Flags::empty();
-        let mut shape = None;
+        let mut touch = None;
         let body = match reply.body {
             ReplyBody::Ack => Body::Ack,
             ReplyBody::Sack { base, bitmap } => Body::SelectiveAck { base, bitmap },
@@ -270,12 +270,13 @@ impl Nic {
             } => {
                 let offset = u64::from(reply.seg_index) * mtu;
                 let len = u64::from(total_len).saturating_sub(offset).min(mtu);
-                shape = Some(local::key_shape(
-                    &self.memory,
-                    MrKey(rkey),
-                    addr + offset,
-                    len,
-                ));
+                if self.needs_dma_work() {
+                    touch = Some(local::Touch::Key {
+                        key: MrKey(rkey),
+                        addr: addr + offset,
+                        len,
+                    });
+                }
                 let data = self
                     .memory
                     .load(
@@ -313,7 +314,7 @@ impl Nic {
             body,
         };
         repr.emit_vec(buf).ok()?;
-        let nic_work = shape.map_or(udrma_proto::time::Duration::ZERO, |s| self.dma_work(s));
+        let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
         Some(Transmit {
             dst: reply.to,
             len: buf.len(),

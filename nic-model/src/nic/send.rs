@@ -167,11 +167,13 @@ impl Nic {
         let seg_offset = u64::from(seg) * mtu;
         let seg_len = op.len.saturating_sub(seg_offset).min(mtu);
         let describe = seg == 0 || self.cfg.registration == RegistrationMode::SelfDescribing;
-        let mut shape = None;
+        let mut touch = None;
         let data: &[u8] = match op.kind {
             OpKind::Write | OpKind::Send => {
                 let at = op.offset + seg_offset;
-                shape = Some(local::request_shape(&self.memory, &r.req, at, seg_len));
+                if self.needs_dma_work() {
+                    touch = Some(local::request_touch(&r.req, at, seg_len));
+                }
                 match local::request_bytes(
                     &self.memory,
                     &r.req,
@@ -241,7 +243,7 @@ impl Nic {
             body,
         };
         repr.emit_vec(buf).ok()?;
-        let nic_work = shape.map_or(udrma_proto::time::Duration::ZERO, |s| self.dma_work(s));
+        let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
         let rto = self.rtt_to(dst).backoff(inf.retries);
         let deadline = now + rto;
         if let Some(e) = self.op_table.get_mut(opn) {
