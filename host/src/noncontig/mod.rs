@@ -101,14 +101,16 @@ pub enum CutError {
 }
 
 /// Cuts the transfer from `src` to `dst` into chunks with at most
-/// `max_src` sender pieces and `max_dst` receiver pieces each, greedily
-/// (as few chunks as this order allows). With `max_dst = 1` every chunk's
-/// receiving side is contiguous, as one RDMA WRITE needs.
+/// `max_src` sender pieces, `max_dst` receiver pieces and `max_len` bytes
+/// each, greedily (as few chunks as this order allows). With `max_dst = 1`
+/// every chunk's receiving side is contiguous, as one RDMA WRITE needs;
+/// `max_len` is the longest SEND the engine takes.
 pub fn cut(
     src: &Layout,
     dst: &Layout,
     max_src: usize,
     max_dst: usize,
+    max_len: u64,
 ) -> Result<Vec<Chunk>, CutError> {
     if src.size() != dst.size() {
         return Err(CutError::SizeMismatch {
@@ -116,7 +118,7 @@ pub fn cut(
             dst: dst.size(),
         });
     }
-    if max_src == 0 || max_dst == 0 {
+    if max_src == 0 || max_dst == 0 || max_len == 0 {
         return Err(CutError::NoEntries);
     }
     let (sb, db) = (src.blocks(), dst.blocks());
@@ -128,7 +130,11 @@ pub fn cut(
     let mut at = 0u64;
     while i < sb.len() && j < db.len() {
         let (s, d) = (sb[i], db[j]);
-        let n = (s.len - si).min(d.len - dj);
+        if cur.as_ref().is_some_and(|c| c.len == max_len) {
+            chunks.extend(cur.take());
+        }
+        let room = max_len - cur.as_ref().map_or(0, |c| c.len);
+        let n = (s.len - si).min(d.len - dj).min(room);
         let sp = Block {
             offset: s.offset + si as i64,
             len: n,
@@ -202,7 +208,18 @@ mod tests {
     #[test]
     fn symmetric_blocks_cut_every_max_sge() {
         let l = vector(70, 256, 1024);
-        let c = cut(&l, &l, 30, 30).unwrap();
+        // No chunk longer than 1000 bytes: blocks split across chunks.
+        let c = cut(&l, &l, 30, 30, 1000).unwrap();
+        assert!(c.iter().all(|c| c.len <= 1000));
+        assert_eq!(c.len(), (70 * 256usize).div_ceil(1000));
+        assert_eq!(
+            c[1].src[0],
+            Block {
+                offset: 3 * 1024 + 232,
+                len: 24
+            }
+        );
+        let c = cut(&l, &l, 30, 30, u64::MAX).unwrap();
         assert_eq!(
             c.iter().map(|c| c.src.len()).collect::<Vec<_>>(),
             [30, 30, 10]
@@ -216,11 +233,11 @@ mod tests {
         // Columns of 8 bytes into a contiguous row: one WRITE gathers 30.
         let col = vector(64, 8, 800);
         let row = Layout::contiguous(512);
-        let c = cut(&col, &row, 30, 1).unwrap();
+        let c = cut(&col, &row, 30, 1, u64::MAX).unwrap();
         assert_eq!(c.len(), 3);
         assert!(c.iter().all(|c| c.dst.len() == 1));
         // A row into columns: every block of the receiver is its own WRITE.
-        let c = cut(&row, &col, 30, 1).unwrap();
+        let c = cut(&row, &col, 30, 1, u64::MAX).unwrap();
         assert_eq!(c.len(), 64);
     }
 
@@ -228,13 +245,13 @@ mod tests {
     fn asymmetric_blocks_split_where_either_side_breaks() {
         let a = vector(3, 100, 200); // 300 bytes in 100s
         let b = vector(2, 150, 1000); // 300 bytes in 150s
-        let c = cut(&a, &b, 2, 2).unwrap();
+        let c = cut(&a, &b, 2, 2, u64::MAX).unwrap();
         // Pieces: a0 | a1 split 50/50 over b0,b1 | a2.
         let lens: Vec<(usize, usize)> = c.iter().map(|c| (c.src.len(), c.dst.len())).collect();
         assert_eq!(lens, [(2, 2), (1, 1)]);
         assert_eq!(c[0].len, 200);
         assert_eq!(
-            cut(&a, &vector(2, 100, 300), 2, 2),
+            cut(&a, &vector(2, 100, 300), 2, 2, 64),
             Err(CutError::SizeMismatch { src: 300, dst: 200 })
         );
     }

@@ -31,6 +31,9 @@ pub struct Shape<'a> {
     pub rdma: bool,
     /// Entries per work request.
     pub max_sge: usize,
+    /// Longest SEND the engine takes (SEND/RECV transfers longer than
+    /// this go as several).
+    pub max_send: u64,
     /// Payload bytes per packet.
     pub mtu: u64,
     /// The cost model.
@@ -81,6 +84,20 @@ pub fn predict(shape: &Shape<'_>, method: Method) -> Result<Estimate, CutError> 
     let mtu = shape.mtu.max(1);
     let packets = bytes.div_ceil(mtu).max(1);
     let post = |entries: usize| c.doorbell + c.fetch_sges(entries);
+    // Contiguous SEND/RECV transfers go in pieces of at most `max_send`.
+    let sends = if shape.rdma {
+        1
+    } else {
+        bytes.div_ceil(shape.max_send.max(1)).max(1)
+    };
+    let recv = |entries: u64| {
+        if shape.rdma {
+            Duration::ZERO
+        } else {
+            c.recv_fetch + Duration::from_ps(c.per_sge.as_ps().saturating_mul(entries))
+        }
+    };
+    let times = |d: Duration, n: u64| Duration::from_ps(d.as_ps().saturating_mul(n));
     // Per-packet work on one side, with `pieces` blocks spread over the
     // packets and `lines` translation lines (hit or missed).
     let nic = |pieces: u64, hit: u64, miss: u64| {
@@ -98,18 +115,21 @@ pub fn predict(shape: &Shape<'_>, method: Method) -> Result<Estimate, CutError> 
             let copy = c.pack(bytes, sb) + c.pack(bytes, db);
             Estimate {
                 method,
-                time: copy + post(1) + stream(nic(packets, 0, 0), nic(packets, 0, 0)),
-                work_requests: 1,
+                time: copy
+                    + times(post(1) + recv(1), sends)
+                    + stream(nic(packets, 0, 0), nic(packets, 0, 0)),
+                work_requests: sends,
                 bytes_copied: 2 * bytes,
                 keys_created: 0,
             }
         }
         Method::Sgl => {
             let max_dst = if shape.rdma { 1 } else { shape.max_sge };
-            let chunks = cut(shape.src, shape.dst, shape.max_sge, max_dst)?;
+            let max_len = if shape.rdma { u64::MAX } else { shape.max_send };
+            let chunks = cut(shape.src, shape.dst, shape.max_sge, max_dst, max_len)?;
             let posting: Duration = chunks
                 .iter()
-                .map(|ch| post(ch.src.len()))
+                .map(|ch| post(ch.src.len()) + recv(ch.dst.len() as u64))
                 .fold(Duration::ZERO, |a, b| a + b);
             let (sp, dp) = chunks.iter().fold((0, 0), |(s, d), ch| {
                 (s + ch.src.len() as u64, d + ch.dst.len() as u64)
@@ -147,9 +167,9 @@ pub fn predict(shape: &Shape<'_>, method: Method) -> Result<Estimate, CutError> 
             Estimate {
                 method: Method::Indirect,
                 time: create
-                    + post(1)
+                    + times(post(1) + recv(1), sends)
                     + stream(nic(sb + packets, sh, sm), nic(db + packets, dh, dm)),
-                work_requests: 1,
+                work_requests: sends,
                 bytes_copied: 0,
                 keys_created: if shape.key_cache { 0 } else { 2 },
             }
@@ -176,6 +196,7 @@ mod tests {
             dst: l,
             rdma: false,
             max_sge: 30,
+            max_send: 1 << 18,
             mtu: 4096,
             cost,
             translation: TranslationConfig::default(),

@@ -79,6 +79,9 @@ pub struct NcPlan {
     pub key_cache: bool,
     /// Entries per work request.
     pub max_sge: usize,
+    /// Longest SEND the engine takes: SEND/RECV transfers go in pieces of
+    /// at most this.
+    pub max_send: u64,
     /// When `a` starts.
     pub start: Instant,
 }
@@ -189,9 +192,13 @@ impl NcApp {
         let (i, peer) = plan.side(me).unwrap_or((0, me));
         let mine = plan.layouts[i].clone();
         let theirs = plan.layouts[1 - i].clone();
-        let max_dst = if plan.rdma { 1 } else { plan.max_sge };
+        let (max_dst, max_len) = if plan.rdma {
+            (1, u64::MAX)
+        } else {
+            (plan.max_sge, plan.max_send.max(1))
+        };
         let cut_or_none =
-            |s: &Layout, d: &Layout| cut(s, d, plan.max_sge, max_dst).unwrap_or_default();
+            |s: &Layout, d: &Layout| cut(s, d, plan.max_sge, max_dst, max_len).unwrap_or_default();
         let out = cut_or_none(&mine, &theirs);
         let inc = cut_or_none(&theirs, &mine);
         NcApp {
@@ -283,11 +290,10 @@ impl NcApp {
         if self.plan.rdma {
             return;
         }
-        let size = self.size();
         let k = self.keys;
-        let r = match self.plan.method {
-            Method::Pack => nic.post_recv(now, 1, k.pack_recv, PACK_RECV_BASE, size),
-            Method::Indirect => nic.post_recv(now, 1, k.ikey_recv, IKEY_RECV_BASE, size),
+        let (key, base) = match self.plan.method {
+            Method::Pack => (k.pack_recv, PACK_RECV_BASE),
+            Method::Indirect => (k.ikey_recv, IKEY_RECV_BASE),
             _ => {
                 let (origin, _) = NcPlan::matrix(&self.mine, RECV_BASE);
                 for (i, ch) in self.inc.iter().enumerate() {
@@ -301,9 +307,42 @@ impl NcApp {
                 return;
             }
         };
-        if let Err(e) = r {
-            self.rec.errors.push(format!("receive refused: {e}"));
+        for (i, (off, len)) in self.spans().into_iter().enumerate() {
+            if let Err(e) = nic.post_recv(now, (i + 1) as u16, key, base + off, len) {
+                self.rec.errors.push(format!("receive {i} refused: {e}"));
+            }
         }
+    }
+
+    /// A contiguous SEND/RECV transfer's pieces: `(offset, length)`, each
+    /// at most the longest SEND.
+    fn spans(&self) -> Vec<(u64, u64)> {
+        let (size, max) = (self.size(), self.plan.max_send.max(1));
+        if size == 0 {
+            return vec![(0, 0)];
+        }
+        (0..size.div_ceil(max))
+            .map(|i| (i * max, max.min(size - i * max)))
+            .collect()
+    }
+
+    /// Receives one transfer completes with (SEND/RECV).
+    fn receives_per_transfer(&self) -> u64 {
+        match self.plan.method {
+            Method::Sgl => self.inc.len() as u64,
+            _ => self.spans().len() as u64,
+        }
+    }
+
+    /// SENDs of `[base, base + size)` under `key`, one per span.
+    fn sends(&self, key: MrKey, base: u64) -> Vec<WorkRequest> {
+        self.spans()
+            .into_iter()
+            .enumerate()
+            .map(|(i, (off, len))| {
+                WorkRequest::send(self.peer, key, base + off, len).endpoints(0, (i + 1) as u16)
+            })
+            .collect()
     }
 
     /// Starts preparing a send: host work first (packing, a new key).
@@ -346,36 +385,36 @@ impl NcApp {
                     (e, _) => self.rec.errors.push(format!("packing failed: {e:?}")),
                 }
                 self.rec.bytes_copied += size;
-                wrs.push(if self.plan.rdma {
-                    WorkRequest::write(
+                if self.plan.rdma {
+                    wrs.push(WorkRequest::write(
                         peer,
                         k.pack_send,
                         PACK_SEND_BASE,
                         size,
                         k.pack_recv.0,
                         PACK_RECV_BASE,
-                    )
+                    ));
                 } else {
-                    WorkRequest::send(peer, k.pack_send, PACK_SEND_BASE, size).endpoints(0, 1)
-                });
+                    wrs.extend(self.sends(k.pack_send, PACK_SEND_BASE));
+                }
             }
             Method::Indirect => {
                 if !self.plan.key_cache {
                     self.make_send_key(nic);
                 }
                 let k = self.keys;
-                wrs.push(if self.plan.rdma {
-                    WorkRequest::write(
+                if self.plan.rdma {
+                    wrs.push(WorkRequest::write(
                         peer,
                         k.ikey_send,
                         IKEY_SEND_BASE,
                         size,
                         k.ikey_recv.0,
                         IKEY_RECV_BASE,
-                    )
+                    ));
                 } else {
-                    WorkRequest::send(peer, k.ikey_send, IKEY_SEND_BASE, size).endpoints(0, 1)
-                });
+                    wrs.extend(self.sends(k.ikey_send, IKEY_SEND_BASE));
+                }
             }
             _ => {
                 let (origin, _) = NcPlan::matrix(&self.mine, SEND_BASE);
@@ -519,11 +558,7 @@ impl App for NcApp {
                 }
                 if kind == WrKind::Recv && result.is_ok() && !self.plan.rdma {
                     self.arrived += 1;
-                    let want = match self.plan.method {
-                        Method::Sgl => self.inc.len() as u64,
-                        _ => 1,
-                    };
-                    if self.arrived == want {
+                    if self.arrived == self.receives_per_transfer() {
                         self.arrived(now, nic);
                     }
                 }

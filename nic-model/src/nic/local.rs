@@ -208,10 +208,10 @@ impl Nic {
                 let buf = match self.registry.get(&key).map(|e| e.target) {
                     Some(Target::Send { recv, .. }) => self.bound.get(&recv),
                     _ => {
-                        // This packet will take the head receive buffer:
-                        // the NIC fetches its descriptor first.
+                        // The SEND's first packet takes the head receive
+                        // buffer: the NIC fetches its descriptor first.
                         let head = self.recv_queues.get(&r.dst_ep).and_then(|q| q.front());
-                        if let Some(b) = head {
+                        if let Some(b) = head.filter(|_| r.flags.contains(Flags::FIRST)) {
                             let sges = match &b.at {
                                 Local::List(l) => l.entries().len(),
                                 Local::Region { .. } => 1,

@@ -1,0 +1,180 @@
+//! Non-contiguous ping-pongs end to end: every method and form byte-exact
+//! over a fabric that loses, duplicates and reorders; asymmetric layouts;
+//! what `auto` picks; bad input named by its key.
+
+use proptest::prelude::*;
+use udrma_scenarios::validate::validate;
+use udrma_scenarios::{run, RunOptions, Scenario};
+
+fn scenario(body: &str) -> Scenario {
+    let text = format!(
+        "name = \"nc\"\nprofile = \"connectx5-roce\"\ntime_limit = \"50ms\"\n\
+         [topology]\nkind = \"pair\"\n[nic]\nrto_initial = \"200us\"\n{body}"
+    );
+    Scenario::parse("nc.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn workload(method: &str, form: &str, layout: &str) -> String {
+    format!(
+        "[[workload]]\nkind = \"noncontig\"\nsrc = \"h0\"\ndst = \"h1\"\nmethod = \"{method}\"\n\
+         form = \"{form}\"\ncount = 4\nwarmup = 1\n{layout}\n"
+    )
+}
+
+const ROUGH: &str = "[[fault]]\nmodel = \"loss\"\np = 0.03\n\
+                     [[fault]]\nmodel = \"duplicate\"\np = 0.03\n\
+                     [[fault]]\nmodel = \"reorder\"\np = 0.05\ngap = 3\ndelay = \"5us\"\n";
+
+fn passes(sc: &Scenario) -> udrma_scenarios::Report {
+    let r = run(sc, RunOptions::default()).unwrap();
+    assert!(r.passed(), "{:?}\n{}", r.notes, r.table());
+    r
+}
+
+#[test]
+fn every_method_and_form_is_byte_exact_over_a_rough_fabric() {
+    let layout = "block = \"300B\"\nblocks = 70\nstride = \"1000B\"";
+    for method in ["pack", "sgl", "indirect"] {
+        for form in ["messaging", "rdma"] {
+            let sc = scenario(&format!("{}{ROUGH}", workload(method, form, layout)));
+            let r = passes(&sc);
+            let nc = r.noncontig.as_ref().unwrap();
+            assert_eq!(nc.method, method);
+            assert!(r.retransmits > 0, "{method}/{form}: the faults bit");
+            // What each method costs, in the units the study counts.
+            match method {
+                "pack" => assert_eq!(nc.bytes_copied, 2.0 * 21_000.0),
+                "sgl" => assert!(nc.work_requests >= 3.0, "{nc:?}"),
+                _ => assert_eq!(nc.work_requests, 1.0),
+            }
+        }
+    }
+}
+
+#[test]
+fn asymmetric_layouts_land_byte_exact() {
+    for layout in [
+        "layout = \"transpose\"\nblock = \"8B\"\nblocks = 90",
+        "block = \"1KiB\"\nblocks = 40\npeer_layout = \"contiguous\"",
+        "layout = \"face-z\"\nblocks = 12",
+        "layout = \"halo\"\nhalo = 3\nblocks = 40",
+    ] {
+        for method in ["pack", "sgl", "indirect"] {
+            for form in ["messaging", "rdma"] {
+                passes(&scenario(&workload(method, form, layout)));
+            }
+        }
+    }
+}
+
+#[test]
+fn auto_copies_small_blocks_and_moves_large_ones_without_copies() {
+    let pick = |layout: &str| {
+        let r = passes(&scenario(&workload("auto", "messaging", layout)));
+        r.noncontig.unwrap().method
+    };
+    assert_eq!(pick("block = \"32B\"\nblocks = 64"), "pack");
+    assert_ne!(pick("block = \"16KiB\"\nblocks = 64"), "pack");
+}
+
+#[test]
+fn the_indirect_key_pays_for_a_fresh_key_without_the_cache() {
+    let layout = "block = \"1KiB\"\nblocks = 32";
+    let cached = passes(&scenario(&workload("indirect", "rdma", layout)));
+    let fresh = passes(&scenario(&format!(
+        "{}key_cache = false\n",
+        workload("indirect", "rdma", layout)
+    )));
+    let (c, f) = (cached.noncontig.unwrap(), fresh.noncontig.unwrap());
+    assert!(f.keys_created > c.keys_created, "{f:?}");
+    assert!(f.latency_p50_us > c.latency_p50_us, "{f:?} vs {c:?}");
+}
+
+#[test]
+fn bad_noncontig_input_is_named_by_its_key() {
+    let bad = |body: &str, needle: &str| {
+        let text = format!("name = \"x\"\n[topology]\nkind = \"pair\"\n{body}");
+        let e = Scenario::parse("x.toml", &text)
+            .and_then(|sc| validate(&sc).map(|_| sc))
+            .map(|_| ())
+            .expect_err(body);
+        assert!(e.to_string().contains(needle), "{e} (wanted {needle:?})");
+    };
+    let w = |extra: &str| {
+        format!("[[workload]]\nkind = \"noncontig\"\nsrc = \"h0\"\ndst = \"h1\"\n{extra}\n")
+    };
+    bad(
+        &w("method = \"zip\"\nblock = \"1KiB\"\nblocks = 4"),
+        "unknown method \"zip\"",
+    );
+    bad(&w("block = \"1KiB\"\nblocks = 0"), "`blocks = 0`");
+    bad(&w("block = \"1KiB\""), "needs `blocks`");
+    bad(&w("blocks = 4"), "needs `block`");
+    bad(
+        &w("layout = \"spiral\"\nblocks = 4"),
+        "unknown layout \"spiral\"",
+    );
+    bad(
+        &w("block = \"1KiB\"\nblocks = 4\nstride = \"10B\""),
+        "blocks would overlap",
+    );
+    bad(&w("layout = \"halo\"\nhalo = 9\nblocks = 4"), "`halo = 9`");
+    bad(
+        &w("block = \"1KiB\"\nblocks = 4\nform = \"udp\""),
+        "unknown form",
+    );
+    bad(
+        &w("block = \"1KiB\"\nblocks = 4\npeer_layout = \"twisted\""),
+        "unknown peer_layout",
+    );
+    bad(
+        &w("block = \"16MiB\"\nblocks = 8"),
+        "at most 67108864 are allowed",
+    );
+    bad(
+        "[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"1KiB\"\nmethod = \"sgl\"\n",
+        "applies to `kind = \"noncontig\"` workloads only",
+    );
+    bad(
+        &format!(
+            "{}[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"1KiB\"\n",
+            w("block = \"1KiB\"\nblocks = 4")
+        ),
+        "runs alone",
+    );
+    bad("[nic]\nmax_sge = 0\n", "max_sge");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24),
+        ..ProptestConfig::default()
+    })]
+
+    /// Random layouts, methods, forms, seeds and faults: every check holds.
+    #[test]
+    fn random_transfers_are_byte_exact(
+        block in 1u64..3000,
+        blocks in 1u64..100,
+        gap in 0u64..2000,
+        method in prop::sample::select(vec!["pack", "sgl", "indirect", "auto"]),
+        form in prop::sample::select(vec!["messaging", "rdma"]),
+        contiguous_peer in any::<bool>(),
+        rough in any::<bool>(),
+        seed in 1u64..1000,
+    ) {
+        let layout = format!(
+            "block = \"{block}B\"\nblocks = {blocks}\nstride = \"{}B\"\npeer_layout = \"{}\"",
+            block + gap,
+            if contiguous_peer { "contiguous" } else { "same" }
+        );
+        let body = format!("seed = {seed}\n{}{}", workload(method, form, &layout), if rough { ROUGH } else { "" });
+        // `seed` must come before the tables.
+        let text = format!(
+            "name = \"nc\"\nprofile = \"connectx5-roce\"\ntime_limit = \"50ms\"\n{body}\n[topology]\nkind = \"pair\"\n"
+        );
+        let sc = Scenario::parse("nc.toml", &text).unwrap();
+        let r = run(&sc, RunOptions::default()).unwrap();
+        prop_assert!(r.passed(), "{:?}\n{}", r.notes, r.table());
+    }
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Fits the connectx5-roce profile's costs to the non-contiguous study's
+one-way latencies (docs/noncontig.md, "Calibration").
+
+Runs `udrma run --json` on a generated scenario for each of the table's 64
+points (4 methods x 4 block sizes x 4 block counts) and minimises the mean
+squared log ratio (ours / published) by coordinate search over the costs,
+multiplying one at a time by a shrinking factor. Prints the best costs as a
+[cost] table and the ratio of every point.
+
+    cargo build --release && python3 scripts/fit-noncontig.py [ROUNDS]
+"""
+import json, math, os, subprocess, sys, tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+UDRMA = os.path.join(os.path.dirname(__file__), "..", "target", "release", "udrma")
+# The study's table: (block, method) -> latency at 16, 32, 64, 128 blocks.
+PUBLISHED = {
+    (256, "sgrs"): [6.30, 7.97, 11.38, 17.42],
+    (256, "copy"): [6.37, 7.94, 11.46, 17.35],
+    (256, "umr_sr"): [6.43, 8.40, 14.38, 34.87],
+    (256, "umr_w"): [4.21, 6.04, 11.85, 32.29],
+    (1024, "sgrs"): [8.18, 11.19, 16.41, 26.23],
+    (1024, "copy"): [11.01, 16.20, 27.73, 57.84],
+    (1024, "umr_sr"): [7.94, 10.42, 15.80, 30.70],
+    (1024, "umr_w"): [5.45, 8.14, 13.56, 27.11],
+    (4096, "sgrs"): [15.62, 27.48, 46.09, 85.54],
+    (4096, "copy"): [24.07, 46.46, 95.85, 195.58],
+    (4096, "umr_sr"): [15.54, 27.66, 48.70, 97.30],
+    (4096, "umr_w"): [13.11, 23.69, 45.45, 93.05],
+    (16384, "sgrs"): [46.85, 85.30, 164.14, 322.39],
+    (16384, "copy"): [94.59, 195.92, 380.18, 758.42],
+    (16384, "umr_sr"): [48.39, 88.70, 170.68, 363.48],
+    (16384, "umr_w"): [43.54, 83.88, 165.10, 359.62],
+}
+METHODS = {"sgrs": ("sgl", "messaging"), "copy": ("pack", "messaging"),
+           "umr_sr": ("indirect", "messaging"), "umr_w": ("indirect", "rdma")}
+COUNTS = [16, 32, 64, 128]
+
+# Starting costs: name -> (value, unit). Times in ns, rates in Gbps.
+START = {
+    "doorbell": 100, "descriptor_fetch": 500, "recv_fetch": 2000, "per_sge": 10,
+    "dma_setup": 30, "nic_per_packet": 200, "translate_hit": 10,
+    "translate_miss": 300, "host_copy_per_block": 5,
+    "dma_bandwidth": 52, "host_copy_bandwidth": 80,
+}
+NIC = {"translation_sets": 64, "translation_ways": 8}
+
+
+def scenario(costs, block, count, method, form):
+    lines = ['name = "fit"', 'profile = "connectx5-roce"', "[topology]", 'kind = "pair"',
+             # ConnectX-5's hardware ACK timeout is milliseconds, not the
+             # engine's 100 us default (which retransmits behind a slow DMA).
+             "[nic]", 'rto_initial = "2ms"', 'rto_min = "1ms"', "[cost]"]
+    for k, v in costs.items():
+        unit = "Gbps" if k.endswith("bandwidth") else "ns"
+        lines.append(f'{k} = "{v:.4g}{unit}"')
+    lines += ["[[workload]]", 'kind = "noncontig"', 'src = "h0"', 'dst = "h1"',
+              f'method = "{method}"', f'form = "{form}"', f'block = "{block}B"',
+              f"blocks = {count}", "count = 3", "warmup = 1"]
+    return "\n".join(lines) + "\n"
+
+
+def run_point(args):
+    costs, block, count, method, form = args
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write(scenario(costs, block, count, method, form))
+        path = f.name
+    try:
+        out = subprocess.run([UDRMA, "run", path, "--json"], capture_output=True, text=True)
+        rep = json.loads(out.stdout)
+        return rep["noncontig"]["latency_p50_us"]
+    finally:
+        os.unlink(path)
+
+
+def evaluate(costs, pool):
+    jobs, keys = [], []
+    for (block, m), lat in PUBLISHED.items():
+        method, form = METHODS[m]
+        for i, c in enumerate(COUNTS):
+            jobs.append((costs, block, c, method, form))
+            keys.append((block, m, c, lat[i]))
+    ours = list(pool.map(run_point, jobs))
+    err = sum(math.log(o / k[3]) ** 2 for o, k in zip(ours, keys)) / len(keys)
+    return err, list(zip(keys, ours))
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    costs = dict(START)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        best, _ = evaluate(costs, pool)
+        step = 2.0
+        for r in range(rounds):
+            for k in list(costs):
+                for f in (step, 1 / step):
+                    trial = dict(costs)
+                    trial[k] = costs[k] * f
+                    e, _ = evaluate(trial, pool)
+                    if e < best:
+                        best, costs = e, trial
+                        print(f"round {r} {k} -> {costs[k]:.4g}: rms log ratio {math.sqrt(best):.3f}", file=sys.stderr)
+            step = math.sqrt(step)
+        _, points = evaluate(costs, pool)
+    print("[cost]")
+    for k, v in costs.items():
+        unit = "Gbps" if k.endswith("bandwidth") else "ns"
+        print(f'{k} = "{v:.4g}{unit}"')
+    print(f"# rms log ratio {math.sqrt(best):.3f}")
+    for (block, m, c, pub), o in points:
+        print(f"{block:>6} {m:<7} {c:>4} published {pub:>8.2f} ours {o:>8.2f} ratio {o / pub:.2f}")
+
+
+if __name__ == "__main__":
+    main()
