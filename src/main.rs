@@ -17,6 +17,7 @@ use udrma_fabric::TraceFormat;
 use udrma_scenarios::{RunOptions, Scenario, ScenarioError};
 
 mod bridge_cmd;
+mod reproduce;
 mod sweep;
 
 /// udrma: a deterministic testbed for reliable, connectionless RDMA over UDP.
@@ -127,6 +128,20 @@ enum Command {
         /// Where to write the minimal scenario.
         #[arg(short, long)]
         output: PathBuf,
+    },
+    /// Rerun the published results udrma models (MyVIA, MVICH, the
+    /// receive-registry patent, the non-contiguous study) from the shipped
+    /// scenario files and print ours beside each published figure with the
+    /// ratio. Exit 0 when every trend holds within its stated tolerance, 1
+    /// otherwise.
+    Reproduce {
+        /// Also write the results as Markdown (docs/reproduce.md is made
+        /// this way).
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+        /// Also write the plots (SVG) into this directory (docs/img).
+        #[arg(long)]
+        plots: Option<PathBuf>,
     },
     /// Re-run one case and print its trace hash.
     Replay {
@@ -277,6 +292,15 @@ fn main() -> ExitCode {
         } => sweep::sweep(&file, &sets, seeds, csv.as_deref(), plot.as_deref()),
         Command::Shrink { file, seed, output } => sweep::shrink(&file, seed, &output),
         Command::Replay { file, seed } => replay(&file, seed),
+        Command::Reproduce { markdown, plots } => {
+            reproduce::main(markdown.as_deref(), plots.as_deref()).map(|ok| {
+                if ok {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            })
+        }
         Command::Bench {
             what: Bench::Sim { k, seed },
         } => bench_sim(k, seed),

@@ -99,17 +99,27 @@ impl CostModel {
         self.descriptor_fetch + Duration::from_ps(self.per_sge.as_ps().saturating_mul(sges as u64))
     }
 
-    /// Extra NIC time for a packet whose bytes touch `pieces` separate
-    /// blocks (one DMA setup each beyond the first) and whose translation
-    /// needed `hits` cached and `misses` fetched table lines.
-    pub fn scatter_gather(&self, pieces: usize, hits: u64, misses: u64) -> Duration {
+    /// Extra NIC time, beyond [`CostModel::packet`], for a packet of `len`
+    /// bytes that touch `pieces` separate blocks (one DMA setup each beyond
+    /// the first) and whose translation needed `hits` cached and `misses`
+    /// fetched table lines. Cached lookups run on the NIC ahead of the data,
+    /// block by block, so they overlap the DMA: only the part longer than
+    /// the packet's DMA (setups and bytes) shows. A fetched line is a PCIe
+    /// read on the same link as the data's reads, so it adds in full.
+    pub fn scatter_gather(&self, len: usize, pieces: usize, hits: u64, misses: u64) -> Duration {
         let setups = (pieces as u64).saturating_sub(1);
+        let extra_setups = self.dma_setup.as_ps().saturating_mul(setups);
+        let dma = self
+            .dma_setup
+            .as_ps()
+            .saturating_add(extra_setups)
+            .saturating_add(self.dma_ps_per_byte.saturating_mul(len as u64));
+        let hit = self.translate_hit.as_ps().saturating_mul(hits);
+        let miss = self.translate_miss.as_ps().saturating_mul(misses);
         Duration::from_ps(
-            self.dma_setup
-                .as_ps()
-                .saturating_mul(setups)
-                .saturating_add(self.translate_hit.as_ps().saturating_mul(hits))
-                .saturating_add(self.translate_miss.as_ps().saturating_mul(misses)),
+            extra_setups
+                .saturating_add(hit.saturating_sub(dma))
+                .saturating_add(miss),
         )
     }
 

@@ -506,3 +506,160 @@ mod tests {
         assert_eq!(fmt_bytes(1536.0), "1.5 KiB");
     }
 }
+
+/// One line of a [`lines_plot`].
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// (x, y) points, sorted by x.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A point marked on a [`lines_plot`] (a crossover), with its label.
+#[derive(Debug, Clone)]
+pub struct Spot {
+    /// Where.
+    pub x: f64,
+    /// Where.
+    pub y: f64,
+    /// What it says.
+    pub label: String,
+}
+
+/// Several lines over one pair of axes (both logarithmic: x by log2, y by
+/// log10), with a legend and marked points.
+pub fn lines_plot(
+    title: &str,
+    x_axis: &XAxis,
+    y_label: &str,
+    series: &[Series],
+    spots: &[Spot],
+) -> String {
+    const COLORS: [&str; 6] = [
+        "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+    ];
+    let (w, h, left, right, top, bottom) = (820.0, 420.0, 80.0, 210.0, 50.0, 60.0);
+    let all: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+        .collect();
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="24" text-anchor="middle" font-size="15" font-weight="bold">{}</text>"#,
+        (w - right + left) / 2.0,
+        esc(title)
+    );
+    if all.is_empty() {
+        s.push_str("</svg>\n");
+        return s;
+    }
+    let fold = |f: fn(&(f64, f64)) -> f64| {
+        all.iter()
+            .map(f)
+            .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)))
+    };
+    let (x0, x1) = fold(|p| p.0.log2());
+    let (ylo, yhi) = fold(|p| p.1);
+    let (x0, x1) = if x0 >= x1 {
+        (x0 - 1.0, x1 + 1.0)
+    } else {
+        (x0, x1)
+    };
+    let (y0, y1) = (
+        ylo.log10().floor(),
+        yhi.log10().ceil().max(ylo.log10().floor() + 1.0),
+    );
+    let (pw, ph) = (w - left - right, h - top - bottom);
+    let sx = |x: f64| left + (x.log2() - x0) / (x1 - x0) * pw;
+    let sy = |y: f64| top + ph - (y.log10() - y0) / (y1 - y0) * ph;
+    let _ = write!(
+        s,
+        r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>"##
+    );
+    for t in log_ticks(10f64.powf(y0), 10f64.powf(y1)) {
+        let y = sy(t);
+        let _ = write!(
+            s,
+            r##"<line x1="{left}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            left + pw,
+            left - 6.0,
+            y + 4.0,
+            fmt_num(t)
+        );
+    }
+    let mut xs: Vec<f64> = all.iter().map(|p| p.0).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    for x in xs {
+        let px = sx(x);
+        let text = if x_axis.bytes {
+            fmt_bytes(x)
+        } else {
+            fmt_num(x)
+        };
+        let _ = write!(
+            s,
+            r##"<line x1="{px:.1}" y1="{top}" x2="{px:.1}" y2="{}" stroke="#eee"/><text x="{px:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            top + ph,
+            top + ph + 16.0,
+            esc(&text)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text><text x="18" y="{}" text-anchor="middle" transform="rotate(-90 18 {})">{}</text>"#,
+        left + pw / 2.0,
+        h - 16.0,
+        esc(&x_axis.label),
+        top + ph / 2.0,
+        top + ph / 2.0,
+        esc(y_label)
+    );
+    for (i, se) in series.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        let pts: Vec<String> = se
+            .points
+            .iter()
+            .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+            .map(|(x, y)| format!("{:.1},{:.1}", sx(*x), sy(*y)))
+            .collect();
+        let _ = write!(
+            s,
+            r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
+            pts.join(" ")
+        );
+        for p in &pts {
+            let (px, py) = p.split_once(',').unwrap_or(("0", "0"));
+            let _ = write!(s, r#"<circle cx="{px}" cy="{py}" r="3" fill="{c}"/>"#);
+        }
+        let ly = top + 10.0 + i as f64 * 18.0;
+        let lx = left + pw + 12.0;
+        let _ = write!(
+            s,
+            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{c}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
+            lx + 20.0,
+            lx + 26.0,
+            ly + 4.0,
+            esc(&se.name)
+        );
+    }
+    let mut labelled: Vec<f64> = Vec::new();
+    for m in spots.iter().filter(|m| m.x > 0.0 && m.y > 0.0) {
+        let (px, py) = (sx(m.x), sy(m.y));
+        // Labels of crossovers at the same x stack instead of overlapping.
+        let above = labelled.iter().filter(|x| (**x - px).abs() < 1.0).count() as f64;
+        labelled.push(px);
+        let _ = write!(
+            s,
+            r##"<circle cx="{px:.1}" cy="{py:.1}" r="7" fill="none" stroke="#000" stroke-width="1.5"/><text x="{:.1}" y="{:.1}" font-size="11">{}</text>"##,
+            px + 9.0,
+            py - 9.0 - 14.0 * above,
+            esc(&m.label)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}

@@ -103,9 +103,13 @@ pub fn predict(shape: &Shape<'_>, method: Method) -> Result<Estimate, CutError> 
     let nic = |pieces: u64, hit: u64, miss: u64| {
         let extra = pieces.saturating_sub(packets);
         let per = c.packet(mtu.min(bytes) as usize).as_ps();
+        // Translation overlaps the DMA of setups and bytes (see
+        // CostModel::scatter_gather).
+        let dma = c.dma_setup.as_ps() * pieces.max(1) + c.dma_ps_per_byte * bytes;
+        let hits = c.translate_hit.as_ps() * hit;
         per * packets
             + c.dma_setup.as_ps() * extra
-            + c.translate_hit.as_ps() * hit
+            + hits.saturating_sub(dma)
             + c.translate_miss.as_ps() * miss
     };
     let wire = shape.link_ps_per_byte * bytes;
@@ -233,7 +237,17 @@ mod tests {
             Method::Pack
         );
         let s = predict(&shape(&large, &c), Method::Sgl).unwrap();
-        assert_eq!((s.work_requests, s.bytes_copied), (3, 0));
+        // 1 MiB in SENDs of at most 256 KiB: 4 requests of 16 entries.
+        assert_eq!((s.work_requests, s.bytes_copied), (4, 0));
+        let w = predict(
+            &Shape {
+                rdma: true,
+                ..shape(&large, &c)
+            },
+            Method::Sgl,
+        )
+        .unwrap();
+        assert_eq!(w.work_requests, 64, "a WRITE per receiving block");
         let p = predict(&shape(&large, &c), Method::Pack).unwrap();
         assert_eq!(p.bytes_copied, 2 * 64 * 16384);
     }

@@ -122,12 +122,19 @@ impl Nic {
     }
 
     /// The NIC time a packet's DMA takes beyond the fabric's per-packet
-    /// cost: a setup per extra block, the indirect key's table lines (its
-    /// first level) and, when the cost model prices translation, the page
-    /// table lines of every block touched (its second level, and the one
-    /// direct keys use too). Lookups warm or churn the translation cache.
+    /// cost: a setup per extra block, and the part of translation the DMA
+    /// does not hide ([`CostModel::scatter_gather`]): the indirect key's
+    /// table lines (its first level) and, when the cost model prices
+    /// translation, the page-table lines of every block touched (its second
+    /// level, and the one direct keys use too). Lookups warm or churn the
+    /// translation cache.
+    ///
+    /// [`CostModel::scatter_gather`]: crate::CostModel::scatter_gather
     pub(super) fn dma_work(&mut self, t: Touch) -> Duration {
         let priced = self.cfg.cost.prices_translation();
+        let len = match &t {
+            Touch::Key { len, .. } | Touch::List { len, .. } => *len,
+        };
         let mut pieces = 0usize;
         let mut l = Lookups::default();
         let tc = &mut self.translation;
@@ -170,7 +177,9 @@ impl Nic {
         if pieces > 1 {
             self.stats.dma_pieces += pieces as u64;
         }
-        self.cfg.cost.scatter_gather(pieces, l.hits, l.misses)
+        self.cfg
+            .cost
+            .scatter_gather(len as usize, pieces, l.hits, l.misses)
     }
 
     /// The NIC's receive side looks at a datagram before it is handled
