@@ -302,20 +302,12 @@ impl MemoryTable {
             return self.read(key, addr, len, u);
         };
         self.check(key, addr, len, u)?;
-        let off = addr - ind.base;
-        let mut pieces = ind.blocks.pieces(off, len);
-        match (pieces.next(), pieces.next()) {
-            (Some(p), None) => self.read(p.sge.key, p.sge.addr, p.sge.len, u),
-            _ => {
-                self.gather(&ind.blocks, off, len, u, scratch)?;
-                Ok(scratch)
-            }
-        }
+        self.gather(&ind.blocks, addr - ind.base, len, u, scratch)?;
+        Ok(scratch)
     }
 
     /// Replaces `out` with bytes `[offset, offset + len)` of the run `sgl`
-    /// describes, each block checked for `u`. Returns how many blocks the
-    /// range touched.
+    /// describes, each block checked for `u`.
     pub fn gather(
         &self,
         sgl: &Sgl,
@@ -323,29 +315,21 @@ impl MemoryTable {
         len: u64,
         u: Use,
         out: &mut Vec<u8>,
-    ) -> Result<usize, Syndrome> {
+    ) -> Result<(), Syndrome> {
         if offset.checked_add(len).is_none_or(|e| e > sgl.len()) {
             return Err(Syndrome::OutOfBounds);
         }
         out.clear();
-        let mut n = 0;
         for p in sgl.pieces(offset, len) {
             out.extend_from_slice(self.read(p.sge.key, p.sge.addr, p.sge.len, u)?);
-            n += 1;
         }
-        Ok(n)
+        Ok(())
     }
 
     /// Writes `data` at `[offset, ..)` of the run `sgl` describes, after
     /// checking every block it touches for `u` (on failure nothing is
-    /// written). Returns how many blocks it touched.
-    pub fn scatter(
-        &mut self,
-        sgl: &Sgl,
-        offset: u64,
-        data: &[u8],
-        u: Use,
-    ) -> Result<usize, Syndrome> {
+    /// written).
+    pub fn scatter(&mut self, sgl: &Sgl, offset: u64, data: &[u8], u: Use) -> Result<(), Syndrome> {
         let len = data.len() as u64;
         if offset.checked_add(len).is_none_or(|e| e > sgl.len()) {
             return Err(Syndrome::OutOfBounds);
@@ -353,13 +337,11 @@ impl MemoryTable {
         for p in sgl.pieces(offset, len) {
             self.check(p.sge.key, p.sge.addr, p.sge.len, u)?;
         }
-        let mut n = 0;
         for p in sgl.pieces(offset, len) {
             let at = p.at as usize;
             self.write(p.sge.key, p.sge.addr, &data[at..at + p.sge.len as usize], u)?;
-            n += 1;
         }
-        Ok(n)
+        Ok(())
     }
 
     /// Reads `len` bytes at `addr` after checking them for `u`. Under an
@@ -390,7 +372,7 @@ impl MemoryTable {
         self.check(key, addr, data.len() as u64, u)?;
         if let Some(ind) = self.indirect.get(&key) {
             let (blocks, off) = (ind.blocks.clone(), addr - ind.base);
-            return self.scatter(&blocks, off, data, u).map(|_| ());
+            return self.scatter(&blocks, off, data, u);
         }
         let region = self.regions.get_mut(&key).ok_or(Syndrome::BadRkey)?;
         let span = region
@@ -466,6 +448,74 @@ mod tests {
             Err(Syndrome::BadRkey)
         );
         assert_eq!(m.region(b).unwrap().bytes[15], b'B', "nothing written");
+    }
+
+    #[test]
+    fn each_right_an_indirect_key_asks_for_must_be_granted_by_every_block() {
+        let mut m = MemoryTable::new();
+        let only = |w, r| Access {
+            local_write: true,
+            remote_write: w,
+            remote_read: r,
+        };
+        let write_only = m.register(0x1000, 16, only(true, false));
+        let read_only = m.register(0x2000, 16, only(false, true));
+        let no_local = m.register(
+            0x3000,
+            16,
+            Access {
+                local_write: false,
+                ..Access::ALL
+            },
+        );
+        let one = |key, addr| Sgl::new(vec![Sge { key, addr, len: 4 }]).unwrap();
+        assert!(!m.has_indirect());
+        assert_eq!(
+            m.register_indirect(0, one(write_only, 0x1000), only(false, true)),
+            Err(Syndrome::RemoteAccess)
+        );
+        assert_eq!(
+            m.register_indirect(0, one(read_only, 0x2000), only(true, false)),
+            Err(Syndrome::RemoteAccess)
+        );
+        assert_eq!(
+            m.register_indirect(0, one(no_local, 0x3000), Access::LOCAL),
+            Err(Syndrome::RemoteAccess)
+        );
+        assert!(!m.has_indirect(), "nothing made");
+        let w = m
+            .register_indirect(0, one(write_only, 0x1000), only(true, false))
+            .unwrap();
+        assert!(m.has_indirect());
+        assert_eq!(m.indirect(w).map(|k| k.base), Some(0));
+        assert_eq!(m.indirect(write_only), None, "a direct key is not indirect");
+        // A zero-length read through the key is fine and empty.
+        assert_eq!(m.read(w, 0, 0, Use::RemoteWrite), Ok(&[][..]));
+    }
+
+    #[test]
+    fn an_indirect_key_maps_at_most_the_nics_limit_of_blocks() {
+        let mut m = MemoryTable::new();
+        let r = m.register(0, MAX_INDIRECT_BLOCKS + 1, Access::ALL);
+        let blocks = |n: usize| {
+            Sgl::new(
+                (0..n as u64)
+                    .map(|i| Sge {
+                        key: r,
+                        addr: i,
+                        len: 1,
+                    })
+                    .collect(),
+            )
+            .unwrap()
+        };
+        assert!(m
+            .register_indirect(0, blocks(MAX_INDIRECT_BLOCKS), Access::ALL)
+            .is_ok());
+        assert_eq!(
+            m.register_indirect(0, blocks(MAX_INDIRECT_BLOCKS + 1), Access::ALL),
+            Err(Syndrome::OutOfBounds)
+        );
     }
 
     #[test]

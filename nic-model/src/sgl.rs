@@ -81,9 +81,7 @@ impl Sgl {
     /// The parts of entries that `[offset, offset + len)` of the run
     /// touches, in order. Empty if the range is empty or leaves the run.
     pub fn pieces(&self, offset: u64, len: u64) -> impl Iterator<Item = Piece> + '_ {
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= self.len() && len > 0);
+        let end = offset.checked_add(len).filter(|&e| e <= self.len());
         // The entry holding `offset`: the last start at or before it
         // (zero-length entries are skipped by the walk below).
         let first = self
@@ -148,5 +146,8 @@ mod tests {
         assert_eq!(l.pieces(3, 0).count(), 0);
         assert_eq!(l.pieces(u64::MAX, 2).count(), 0);
         assert!(Sgl::new(vec![sge(0, u64::MAX), sge(0, 1)]).is_none());
+        assert!(!l.is_empty());
+        assert!(Sgl::new(vec![sge(5, 0)]).unwrap().is_empty());
+        assert!(Sgl::new(Vec::new()).unwrap().is_empty());
     }
 }

@@ -187,6 +187,50 @@ mod tests {
     }
 
     #[test]
+    fn entries_share_lines_four_to_a_line() {
+        let mut c = TranslationCache::new(TranslationConfig::default());
+        // Entries 4..=7 are one line; 8 starts the next.
+        assert_eq!(c.translate(MrKey(1), 4, 7), Lookups { hits: 0, misses: 1 });
+        assert_eq!(c.translate(MrKey(1), 5, 6), Lookups { hits: 1, misses: 0 });
+        assert_eq!(c.translate(MrKey(1), 7, 8), Lookups { hits: 1, misses: 1 });
+        assert_eq!(c.translate(MrKey(1), 0, 3).misses, 1);
+        // Page-table lines are another table: same numbers, other lines.
+        let per = 4096 * 8;
+        assert_eq!(c.translate_pages(MrKey(1), per, 2 * per - 1).misses, 1);
+        assert_eq!(c.translate_pages(MrKey(1), per + 5, per + 9).hits, 1);
+        assert_eq!(
+            c.translate_pages(MrKey(1), 0, per).misses,
+            1,
+            "line 0 new, line 1 hit"
+        );
+    }
+
+    #[test]
+    fn a_set_holds_exactly_its_ways_least_recently_used_out() {
+        let mut c = TranslationCache::new(TranslationConfig {
+            sets: 1,
+            ways: 2,
+            entries_per_line: 1,
+            ..TranslationConfig::default()
+        });
+        let k = MrKey(3);
+        // Three lines round-robin through two ways: LRU misses every time.
+        for _ in 0..3 {
+            for e in 0..3 {
+                assert_eq!(c.translate(k, e, e).misses, 1);
+            }
+        }
+        // Two lines fit.
+        c.translate(k, 0, 1);
+        assert_eq!(c.translate(k, 0, 1).hits, 2);
+        // Touching 0 makes 1 the least recent: 2 evicts 1, not 0.
+        c.translate(k, 0, 0);
+        c.translate(k, 2, 2);
+        assert_eq!(c.translate(k, 0, 0).hits, 1);
+        assert_eq!(c.translate(k, 1, 1).misses, 1);
+    }
+
+    #[test]
     fn invalidation_forgets_only_that_key() {
         let mut c = TranslationCache::new(TranslationConfig::default());
         c.translate(MrKey(1), 0, 3);

@@ -361,3 +361,102 @@ fn the_receiver_pays_for_translation_misses_then_hits_on_a_repeat() {
         .events_of(1)
         .any(|e| matches!(e, Event::WriteReceived { len: 1024, .. })));
 }
+
+/// Datagrams `from` sends now, in order.
+fn drain(nic: &mut Nic, now: udrma_nic::Instant) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    while let Some(t) = nic.poll_transmit(now, &mut buf) {
+        out.push(buf[..t.len].to_vec());
+    }
+    out
+}
+
+#[test]
+fn a_sends_first_packet_fetches_the_receive_list_and_each_packet_pays_its_blocks() {
+    let cost = CostModel {
+        dma_setup: Duration::from_nanos(50),
+        per_sge: Duration::from_nanos(10),
+        recv_fetch: Duration::from_nanos(1000),
+        ..CostModel::ZERO
+    };
+    let mut a = Nic::new(NodeAddr(0), NicConfig { cost, ..config() }).unwrap();
+    let mut b = Nic::new(NodeAddr(1), NicConfig { cost, ..config() }).unwrap();
+    assert!(!b.uses_layouts());
+    assert!(b.needs_dma_work(), "recv_fetch is priced");
+    let src = a.register(SRC, 4096, Access::ALL);
+    let dst = b.register(DST, 65_536, Access::ALL);
+    let t = udrma_nic::Instant::ZERO;
+    b.post_recv_sgl(
+        t,
+        0,
+        list(dst, &[(DST, 500), (DST + 4000, 700), (DST + 9000, 800)]),
+    )
+    .unwrap();
+    assert!(b.uses_layouts());
+    a.post(t, WorkRequest::send(NodeAddr(1), src, SRC, 2000))
+        .unwrap();
+    // (The descriptor takes per_sge to fetch.)
+    let t = t + Duration::from_micros(1);
+    a.handle_timeout(t);
+    let pkts = drain(&mut a, t);
+    assert_eq!(pkts.len(), 2);
+    // Packet 0 (FIRST): the descriptor with 3 entries, then bytes 0..1024
+    // over entries 0 and 1 (one extra setup).
+    assert_eq!(
+        b.receive_work(NodeAddr(0), &pkts[0]),
+        Duration::from_nanos(1000 + 3 * 10 + 50)
+    );
+    b.handle_datagram(t, NodeAddr(0), &pkts[0]);
+    // Packet 1 fills the buffer bound to its SEND: bytes 1024..2000 over
+    // the rest of entry 1 and entry 2, no fetch.
+    assert_eq!(
+        b.receive_work(NodeAddr(0), &pkts[1]),
+        Duration::from_nanos(50)
+    );
+    b.handle_datagram(t, NodeAddr(0), &pkts[1]);
+    assert!(b
+        .poll_event()
+        .is_some_and(|e| matches!(e, Event::Completed { len: 2000, .. })));
+    // Not data: nothing to place.
+    assert_eq!(b.receive_work(NodeAddr(0), &[1, 2, 3]), Duration::ZERO);
+}
+
+#[test]
+fn a_read_response_pays_for_the_blocks_of_the_local_list_it_lands_in() {
+    let cost = CostModel {
+        dma_setup: Duration::from_nanos(50),
+        ..CostModel::ZERO
+    };
+    let mut a = Nic::new(NodeAddr(0), NicConfig { cost, ..config() }).unwrap();
+    let mut b = Nic::new(NodeAddr(1), NicConfig { cost, ..config() }).unwrap();
+    let src = a.register(SRC, 65_536, Access::ALL);
+    let dst = b.register(DST, 65_536, Access::ALL);
+    let t = udrma_nic::Instant::ZERO;
+    // One 1024-byte entry, then nine small ones.
+    let mut blocks = vec![(SRC, 1024)];
+    blocks.extend((0..8).map(|i| (SRC + 2000 + 200 * i, 100)));
+    blocks.push((SRC + 5000, 176));
+    let wr = WorkRequest::read(NodeAddr(1), MrKey(0), 0, 0, dst.0, DST).gather(list(src, &blocks));
+    assert_eq!(wr.len, 2000);
+    a.post(t, wr).unwrap();
+    let t = t + Duration::from_micros(1);
+    a.handle_timeout(t);
+    let req = drain(&mut a, t);
+    b.handle_datagram(t, NodeAddr(0), &req[0]);
+    let resp = drain(&mut b, t);
+    assert_eq!(resp.len(), 2);
+    // Response 0 lands in the first entry alone; response 1 in nine.
+    assert_eq!(a.receive_work(NodeAddr(1), &resp[0]), Duration::ZERO);
+    assert_eq!(
+        a.receive_work(NodeAddr(1), &resp[1]),
+        Duration::from_nanos(8 * 50)
+    );
+    for r in &resp {
+        a.handle_datagram(t, NodeAddr(1), r);
+    }
+    assert_eq!(
+        bytes_of(&a, src, &blocks),
+        b.memory().region(dst).unwrap().bytes[..2000].to_vec()
+    );
+}

@@ -53,7 +53,7 @@ impl Local {
     ) -> Result<(), Syndrome> {
         match self {
             Local::Region { key, addr } => memory.write(*key, addr + offset, data, u),
-            Local::List(sgl) => memory.scatter(sgl, offset, data, u).map(|_| ()),
+            Local::List(sgl) => memory.scatter(sgl, offset, data, u),
         }
     }
 
