@@ -89,11 +89,6 @@ impl CostModel {
             + Duration::from_ps(self.dma_ps_per_byte.saturating_mul(len as u64))
     }
 
-    /// NIC time to fetch one descriptor with its one gather entry.
-    pub fn fetch(&self) -> Duration {
-        self.fetch_sges(1)
-    }
-
     /// NIC time to fetch one descriptor with `sges` gather entries.
     pub fn fetch_sges(&self, sges: usize) -> Duration {
         self.descriptor_fetch + Duration::from_ps(self.per_sge.as_ps().saturating_mul(sges as u64))
@@ -187,6 +182,55 @@ mod tests {
         // Offered after it went idle: starts at once.
         let late = t0 + Duration::from_micros(10);
         assert_eq!(u.take(late, Duration::ZERO), late);
+        assert_eq!(u.free_at(), late);
+    }
+
+    #[test]
+    fn host_copies_descriptors_and_translation_are_priced_per_unit() {
+        let c = CostModel {
+            host_copy_ps_per_byte: 100,
+            host_copy_per_block: Duration::from_nanos(5),
+            descriptor_fetch: Duration::from_nanos(400),
+            per_sge: Duration::from_nanos(10),
+            ..CostModel::ZERO
+        };
+        assert_eq!(c.copy(1000), Duration::from_nanos(100));
+        assert_eq!(c.pack(1000, 4), Duration::from_nanos(120));
+        assert_eq!(c.fetch_sges(30), Duration::from_nanos(700));
+        assert!(!c.prices_translation());
+        for (hit, miss) in [(1, 0), (0, 1)] {
+            let t = CostModel {
+                translate_hit: Duration::from_nanos(hit),
+                translate_miss: Duration::from_nanos(miss),
+                ..c
+            };
+            assert!(t.prices_translation(), "hit {hit} miss {miss}");
+        }
+    }
+
+    #[test]
+    fn cached_lookups_hide_behind_the_dma_and_fetched_lines_do_not() {
+        let c = CostModel {
+            dma_setup: Duration::from_nanos(50),
+            dma_ps_per_byte: 100,
+            translate_hit: Duration::from_nanos(20),
+            translate_miss: Duration::from_nanos(300),
+            ..CostModel::ZERO
+        };
+        // 1000 bytes in 3 blocks: DMA 3 × 50 + 100 = 250 ns.
+        assert_eq!(c.scatter_gather(1000, 3, 0, 0), Duration::from_nanos(100));
+        assert_eq!(
+            c.scatter_gather(1000, 3, 12, 0),
+            Duration::from_nanos(100),
+            "240 ns hidden"
+        );
+        assert_eq!(
+            c.scatter_gather(1000, 3, 15, 0),
+            Duration::from_nanos(150),
+            "300 - 250 shows"
+        );
+        assert_eq!(c.scatter_gather(1000, 3, 0, 2), Duration::from_nanos(700));
+        assert_eq!(c.scatter_gather(0, 1, 0, 0), Duration::ZERO);
     }
 
     #[test]

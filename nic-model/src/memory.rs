@@ -227,28 +227,6 @@ impl MemoryTable {
         self.indirect.remove(&key)
     }
 
-    /// For an access `[addr, addr + len)` through an indirect key: the
-    /// first and last entries of its table it touches (what the NIC must
-    /// translate). `None` for a direct key or an empty or invalid range.
-    pub fn indirect_entries(&self, key: MrKey, addr: u64, len: u64) -> Option<(usize, usize)> {
-        let ind = self.indirect.get(&key)?;
-        let off = addr.checked_sub(ind.base)?;
-        let mut it = ind.blocks.pieces(off, len);
-        let first = it.next()?.entry;
-        Some((first, it.last().map_or(first, |p| p.entry)))
-    }
-
-    /// How many separate blocks `[addr, addr + len)` under `key` covers (1
-    /// for a direct key): the DMA pieces the NIC must set up.
-    pub fn pieces(&self, key: MrKey, addr: u64, len: u64) -> usize {
-        match self.indirect.get(&key) {
-            Some(ind) => addr
-                .checked_sub(ind.base)
-                .map_or(1, |off| ind.blocks.pieces(off, len).count().max(1)),
-            None => 1,
-        }
-    }
-
     /// The region under `key`.
     pub fn region(&self, key: MrKey) -> Option<&Region> {
         self.regions.get(&key)
@@ -430,8 +408,6 @@ mod tests {
             m.read(k, 0x9002, 4, Use::RemoteRead),
             Err(Syndrome::InvalidRequest)
         );
-        assert_eq!(m.indirect_entries(k, 0x9002, 8), Some((0, 1)));
-        assert_eq!(m.pieces(k, 0x9000, 14), 3);
         // Past the key's range, and through a region that went away.
         assert_eq!(
             m.write(k, 0x900d, b"xy", Use::RemoteWrite),

@@ -194,6 +194,10 @@ mod tests {
         assert_eq!(c.translate(MrKey(1), 5, 6), Lookups { hits: 1, misses: 0 });
         assert_eq!(c.translate(MrKey(1), 7, 8), Lookups { hits: 1, misses: 1 });
         assert_eq!(c.translate(MrKey(1), 0, 3).misses, 1);
+        // Distinct page lines are distinct, however far apart.
+        let per0 = 4096 * 8;
+        assert_eq!(c.translate_pages(MrKey(9), 2 * per0, 2 * per0).misses, 1);
+        assert_eq!(c.translate_pages(MrKey(9), 4 * per0, 4 * per0).misses, 1);
         // Page-table lines are another table: same numbers, other lines.
         let per = 4096 * 8;
         assert_eq!(c.translate_pages(MrKey(1), per, 2 * per - 1).misses, 1);

@@ -460,3 +460,107 @@ fn a_read_response_pays_for_the_blocks_of_the_local_list_it_lands_in() {
         b.memory().region(dst).unwrap().bytes[..2000].to_vec()
     );
 }
+
+#[test]
+fn a_send_into_a_receive_under_an_indirect_key_pays_for_the_blocks_at_its_offset() {
+    let cost = CostModel {
+        dma_setup: Duration::from_nanos(50),
+        ..CostModel::ZERO
+    };
+    let mut a = Nic::new(NodeAddr(0), NicConfig { cost, ..config() }).unwrap();
+    let mut b = Nic::new(NodeAddr(1), NicConfig { cost, ..config() }).unwrap();
+    assert!(
+        !a.needs_dma_work(),
+        "a plain NIC with no list, key or priced lookup"
+    );
+    let src = a.register(SRC, 4096, Access::ALL);
+    let dst = b.register(DST, 65_536, Access::ALL);
+    // 1024 bytes in one block, then four of 256 B.
+    let mut blocks = vec![Sge {
+        key: dst,
+        addr: DST,
+        len: 1024,
+    }];
+    blocks.extend((0..4).map(|i| Sge {
+        key: dst,
+        addr: DST + 4096 + 512 * i,
+        len: 256,
+    }));
+    let ikey = b
+        .memory_mut()
+        .register_indirect(0x7_0000, Sgl::new(blocks).unwrap(), Access::ALL)
+        .unwrap();
+    assert!(b.uses_layouts() && b.needs_dma_work());
+    let t = udrma_nic::Instant::ZERO;
+    b.post_recv(t, 0, ikey, 0x7_0000, 2048).unwrap();
+    a.post(t, WorkRequest::send(NodeAddr(1), src, SRC, 2048))
+        .unwrap();
+    let t = t + Duration::from_micros(1);
+    a.handle_timeout(t);
+    let pkts = drain(&mut a, t);
+    // Packet 0 fills the big block alone; packet 1 (offset 1024) the four.
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), Duration::ZERO);
+    b.handle_datagram(t, NodeAddr(0), &pkts[0]);
+    assert_eq!(
+        b.receive_work(NodeAddr(0), &pkts[1]),
+        Duration::from_nanos(3 * 50)
+    );
+    // Only packets of several blocks count their pieces.
+    assert_eq!(b.stats().dma_pieces, 4);
+    // Translation is not priced here, so no page lines are walked; the
+    // key's own entry lines are (4 to a line): line 0 for packet 0, lines
+    // 0 and 1 for packet 1.
+    assert_eq!(b.stats().translation_hits + b.stats().translation_misses, 3);
+}
+
+#[test]
+fn page_lines_are_walked_only_when_priced_and_never_for_an_empty_packet() {
+    let priced = CostModel {
+        translate_hit: Duration::from_nanos(5),
+        translate_miss: Duration::from_nanos(500),
+        ..CostModel::ZERO
+    };
+    let mut a = Nic::new(
+        NodeAddr(0),
+        NicConfig {
+            cost: priced,
+            ..config()
+        },
+    )
+    .unwrap();
+    // A 1024-byte WRITE ending exactly at a page-table line boundary
+    // (32 KiB of pages to a line) touches one line.
+    let base = 0x10_0000;
+    let src = a.register(base, 65_536, Access::ALL);
+    let t = udrma_nic::Instant::ZERO;
+    a.post(
+        t,
+        WorkRequest::write(NodeAddr(1), src, base + 32_768 - 1024, 1024, 7, 0),
+    )
+    .unwrap();
+    let t = t + Duration::from_micros(1);
+    a.handle_timeout(t);
+    let mut buf = Vec::new();
+    let tx = a.poll_transmit(t, &mut buf).unwrap();
+    assert_eq!(tx.nic_work, Duration::from_nanos(500), "one line fetched");
+    assert_eq!(a.stats().translation_misses, 1);
+    // A zero-length WRITE has no bytes to translate (and does not panic).
+    a.post(t, WorkRequest::write(NodeAddr(1), src, base, 0, 7, 0))
+        .unwrap();
+    let t = t + Duration::from_micros(1);
+    a.handle_timeout(t);
+    let tx = a.poll_transmit(t, &mut buf).unwrap();
+    assert_eq!(tx.nic_work, Duration::ZERO);
+    // Unpriced, a list walks no page lines at all.
+    let mut b = Nic::new(NodeAddr(0), config()).unwrap();
+    let k = b.register(base, 65_536, Access::ALL);
+    b.post(
+        t,
+        WorkRequest::write(NodeAddr(1), MrKey(0), 0, 0, 7, 0)
+            .gather(list(k, &[(base, 100), (base + 50_000, 100)])),
+    )
+    .unwrap();
+    b.poll_transmit(t, &mut buf).unwrap();
+    assert_eq!(b.stats().translation_hits + b.stats().translation_misses, 0);
+    assert_eq!(b.stats().dma_pieces, 2);
+}

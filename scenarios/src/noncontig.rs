@@ -43,6 +43,7 @@ pub(crate) fn run(
     let mut notes = Vec::new();
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
     let (mut wrs, mut copied, mut keys, mut errors) = (0u64, 0u64, 0u64, 0usize);
+    let mut completed = 0u64;
     let mut one_way: Vec<u64> = Vec::new();
     let mut all_done = true;
     let mut memory_equal = true;
@@ -62,6 +63,7 @@ pub(crate) fn run(
         let r = app.record();
         all_done &= udrma_host::App::is_done(app);
         wrs += r.work_requests;
+        completed += r.completed;
         copied += r.bytes_copied;
         keys += r.keys_created;
         errors += r.errors.len();
@@ -129,6 +131,17 @@ pub(crate) fn run(
             / 1000,
         max: one_way.last().copied().unwrap_or(0) / 1000,
     };
+    rep.ops = report::Ops {
+        posted: wrs,
+        completed,
+        failed: errors as u64,
+    };
+    let bandwidth_mbs = if p50 > 0 {
+        r3(bytes as f64 / (p50 as f64 / 1e6))
+    } else {
+        0.0
+    };
+    rep.goodput_gbps = r3(bandwidth_mbs * 8.0 / 1000.0);
     rep.noncontig = Some(NoncontigReport {
         requested: planned.requested.name().into(),
         method: plan.method.name().into(),
@@ -141,11 +154,7 @@ pub(crate) fn run(
         bytes,
         latency_p50_us: r3(p50 as f64 / 1e6),
         latency_mean_us: r3(mean / 1e6),
-        bandwidth_mbs: if p50 > 0 {
-            r3(bytes as f64 / (p50 as f64 / 1e6))
-        } else {
-            0.0
-        },
+        bandwidth_mbs,
         work_requests: r3(wrs as f64 / transfers as f64),
         bytes_copied: r3(copied as f64 / transfers as f64),
         keys_created: keys,

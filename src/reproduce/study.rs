@@ -164,7 +164,7 @@ pub fn noncontig() -> anyhow::Result<Section> {
         "\nRoot-mean-square of the log ratios over the 64 points: {rms:.3} (a typical error of \
          {:.0} %). The profile's costs were fitted to these points by \
          `scripts/fit-noncontig.py`, so this is how well the model can fit them, not a \
-         prediction; the rows below are the trends that must come out of the mechanism.",
+         prediction; the trend rows above are what must come out of the mechanism.",
         (rms.exp() - 1.0) * 100.0
     );
 

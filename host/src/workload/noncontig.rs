@@ -115,6 +115,8 @@ pub struct NcRecord {
     pub one_way_ps: Vec<u64>,
     /// Work requests this host posted.
     pub work_requests: u64,
+    /// Of those, completed successfully.
+    pub completed: u64,
     /// Bytes this host's CPU copied (packing and unpacking).
     pub bytes_copied: u64,
     /// Indirect keys this host created.
@@ -553,8 +555,10 @@ impl App for NcApp {
     fn handle_event(&mut self, now: Instant, nic: &mut Nic, event: Event) {
         match event {
             Event::Completed { kind, result, .. } => {
-                if let Err(e) = result {
-                    self.rec.errors.push(format!("{kind:?} failed: {e}"));
+                match result {
+                    Err(e) => self.rec.errors.push(format!("{kind:?} failed: {e}")),
+                    Ok(()) if kind != WrKind::Recv => self.rec.completed += 1,
+                    Ok(()) => {}
                 }
                 if kind == WrKind::Recv && result.is_ok() && !self.plan.rdma {
                     self.arrived += 1;
