@@ -87,16 +87,7 @@ pub(crate) fn run(
                 .map_err(|e| sc.error_at("workload", e))?;
         }
     }
-    world.start().map_err(|e| ScenarioError {
-        file: sc.path.clone(),
-        at: None,
-        message: format!("{}{e}", crate::rdma::NETWORK),
-    })?;
-    let limit = Instant::ZERO + sc.file.time_limit.0;
-    let ending = world.run(limit);
-    world
-        .finish()
-        .map_err(|e| sc.error_at("outputs", format!("writing outputs: {e}")))?;
+    let (limit, ending) = crate::rdma::start_and_run(sc, world.as_mut())?;
     Ok(check(sc, seed, &*world, &workloads, limit, ending))
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use udrma_host::workload::noncontig::{check_received, NcApp};
-use udrma_proto::{Instant, NodeAddr};
+use udrma_proto::NodeAddr;
 
 use crate::backend::Backend;
 use crate::ncplan::plan;
@@ -30,16 +30,7 @@ pub(crate) fn run(
                 .map_err(|e| sc.error_at("workload", e))?;
         }
     }
-    world.start().map_err(|e| ScenarioError {
-        file: sc.path.clone(),
-        at: None,
-        message: format!("{}{e}", crate::rdma::NETWORK),
-    })?;
-    let limit = Instant::ZERO + sc.file.time_limit.0;
-    let ending = world.run(limit);
-    world
-        .finish()
-        .map_err(|e| sc.error_at("outputs", format!("writing outputs: {e}")))?;
+    let (limit, ending) = crate::rdma::start_and_run(sc, world.as_mut())?;
     let mut notes = Vec::new();
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
     let (mut wrs, mut copied, mut keys, mut errors) = (0u64, 0u64, 0u64, 0usize);

@@ -44,6 +44,26 @@ enum Expect {
 /// peer that never answered), not from the scenario.
 pub(crate) const NETWORK: &str = "network: ";
 
+/// Starts the backend (apps installed), runs it to the scenario's time
+/// limit and finishes its outputs: the part every runner shares. Returns
+/// the limit and how the run ended.
+pub(crate) fn start_and_run(
+    sc: &Scenario,
+    world: &mut dyn Backend,
+) -> Result<(Instant, crate::backend::Ending), ScenarioError> {
+    world.start().map_err(|e| ScenarioError {
+        file: sc.path.clone(),
+        at: None,
+        message: format!("{NETWORK}{e}"),
+    })?;
+    let limit = Instant::ZERO + sc.file.time_limit.0;
+    let ending = world.run(limit);
+    world
+        .finish()
+        .map_err(|e| sc.error_at("outputs", format!("writing outputs: {e}")))?;
+    Ok((limit, ending))
+}
+
 /// Runs the RDMA workloads of `sc` on its built `world`: plans every
 /// operation, posts them at their times (or when the closed-loop
 /// workloads allow), watches the completions, checks the invariants at
@@ -66,16 +86,7 @@ pub(crate) fn run(
             .set_app(NodeAddr(h as u32), Box::new(app))
             .map_err(|e| sc.error_at("workload", e))?;
     }
-    world.start().map_err(|e| ScenarioError {
-        file: sc.path.clone(),
-        at: None,
-        message: format!("{NETWORK}{e}"),
-    })?;
-    let limit = Instant::ZERO + sc.file.time_limit.0;
-    let ending = world.run(limit);
-    world
-        .finish()
-        .map_err(|e| sc.error_at("outputs", format!("writing outputs: {e}")))?;
+    let (limit, ending) = start_and_run(sc, world.as_mut())?;
 
     // ---- gather what the apps saw
     let apps: Vec<Option<&RdmaApp>> = (0..n)

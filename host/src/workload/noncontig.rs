@@ -336,6 +336,27 @@ impl NcApp {
         }
     }
 
+    /// A transfer between two contiguous ranges (a pack buffer, or an
+    /// indirect key's range): one WRITE, or one SEND per span.
+    fn contiguous(
+        &self,
+        (key, base): (MrKey, u64),
+        (rkey, rbase): (MrKey, u64),
+    ) -> Vec<WorkRequest> {
+        if self.plan.rdma {
+            vec![WorkRequest::write(
+                self.peer,
+                key,
+                base,
+                self.size(),
+                rkey.0,
+                rbase,
+            )]
+        } else {
+            self.sends(key, base)
+        }
+    }
+
     /// SENDs of `[base, base + size)` under `key`, one per span.
     fn sends(&self, key: MrKey, base: u64) -> Vec<WorkRequest> {
         self.spans()
@@ -387,36 +408,14 @@ impl NcApp {
                     (e, _) => self.rec.errors.push(format!("packing failed: {e:?}")),
                 }
                 self.rec.bytes_copied += size;
-                if self.plan.rdma {
-                    wrs.push(WorkRequest::write(
-                        peer,
-                        k.pack_send,
-                        PACK_SEND_BASE,
-                        size,
-                        k.pack_recv.0,
-                        PACK_RECV_BASE,
-                    ));
-                } else {
-                    wrs.extend(self.sends(k.pack_send, PACK_SEND_BASE));
-                }
+                wrs = self.contiguous((k.pack_send, PACK_SEND_BASE), (k.pack_recv, PACK_RECV_BASE));
             }
             Method::Indirect => {
                 if !self.plan.key_cache {
                     self.make_send_key(nic);
                 }
                 let k = self.keys;
-                if self.plan.rdma {
-                    wrs.push(WorkRequest::write(
-                        peer,
-                        k.ikey_send,
-                        IKEY_SEND_BASE,
-                        size,
-                        k.ikey_recv.0,
-                        IKEY_RECV_BASE,
-                    ));
-                } else {
-                    wrs.extend(self.sends(k.ikey_send, IKEY_SEND_BASE));
-                }
+                wrs = self.contiguous((k.ikey_send, IKEY_SEND_BASE), (k.ikey_recv, IKEY_RECV_BASE));
             }
             _ => {
                 let (origin, _) = NcPlan::matrix(&self.mine, SEND_BASE);
