@@ -46,6 +46,16 @@ const FIELDS: &[&str] = &[
     "udrma.hello.max_payload",
     "udrma.hello.nonce",
     "udrma.hello.region_len",
+    "udrma.reduce.op",
+    "udrma.reduce.type",
+    "udrma.reduce.count",
+    "udrma.reduce.branch",
+    "udrma.reduce.fan_in",
+    "udrma.reduce.tree",
+    "udrma.reduce.level",
+    "udrma.reduce.first",
+    "udrma.reduce.loc",
+    "udrma.reduce.acked",
     "udrma.icrc",
     "udrma.icrc_ok",
     "_ws.col.Info",
@@ -166,6 +176,35 @@ fn expected(frame: &SampleFrame) -> BTreeMap<&'static str, u64> {
                 ("udrma.addr", h.region_addr),
                 ("udrma.hello.region_len", h.region_len),
                 ("udrma.rkey", h.rkey.into()),
+            ]);
+        }
+        Body::Reduce { hdr, data } | Body::ReduceBcast { hdr, data } => {
+            m.extend([
+                ("udrma.reduce.op", u8::from(hdr.op).into()),
+                ("udrma.reduce.type", u8::from(hdr.ty).into()),
+                ("udrma.reduce.count", hdr.count.into()),
+                ("udrma.reduce.branch", hdr.branch.into()),
+                ("udrma.reduce.fan_in", hdr.fan_in.into()),
+                ("udrma.reduce.tree", hdr.tree.into()),
+                ("udrma.reduce.level", hdr.level.into()),
+                ("udrma.reduce.first", hdr.first.into()),
+            ]);
+            if hdr.op.has_locations() {
+                // The first location follows the values.
+                let at = usize::from(hdr.count) * hdr.ty.width().unwrap();
+                let loc = u32::from_be_bytes(data[at..at + 4].try_into().unwrap());
+                m.insert("udrma.reduce.loc", loc.into());
+            }
+        }
+        Body::ReduceAck {
+            acked,
+            branch,
+            tree,
+        } => {
+            m.extend([
+                ("udrma.reduce.acked", u8::from(acked).into()),
+                ("udrma.reduce.branch", branch.into()),
+                ("udrma.reduce.tree", tree.into()),
             ]);
         }
     }

@@ -116,6 +116,13 @@ pub struct NicConfig {
     /// overflow ring holds requests, the host takes an interrupt and refills
     /// the ring.
     pub ring_low_water: usize,
+    /// Most bytes of reduce data one descriptor (and one REDUCE packet)
+    /// carries: 48 on the Tianhe NIC. Longer vectors take more chunks.
+    pub reduce_data_limit: usize,
+    /// Reduce chunks (one per collective, chunk and endpoint) the NIC
+    /// tracks at once, posted or created by arrivals; arrivals beyond it
+    /// are dropped unacknowledged (their senders retry).
+    pub reduce_chunks: usize,
     /// Simulated costs of host and NIC work (all zero by default).
     pub cost: crate::cost::CostModel,
 }
@@ -153,6 +160,8 @@ impl Default for NicConfig {
             src_port: 49_152,
             descriptor_ring: 1024,
             ring_low_water: 256,
+            reduce_data_limit: 48,
+            reduce_chunks: 1024,
             cost: crate::cost::CostModel::ZERO,
         }
     }
@@ -230,6 +239,7 @@ impl NicConfig {
             ("max_sge", self.max_sge),
             ("transmit_queue_capacity", self.transmit_queue_capacity),
             ("descriptor_ring", self.descriptor_ring),
+            ("reduce_chunks", self.reduce_chunks),
         ] {
             if value == 0 {
                 return bad(field, 0, "must be at least 1");
@@ -266,6 +276,13 @@ impl NicConfig {
                 "ring_low_water",
                 self.ring_low_water as u64,
                 "must be below descriptor_ring",
+            );
+        }
+        if self.reduce_data_limit < 12 || self.reduce_data_limit > self.mtu_payload as usize {
+            return bad(
+                "reduce_data_limit",
+                self.reduce_data_limit as u64,
+                "must be 12 bytes (one 64-bit element and its location) up to mtu_payload",
             );
         }
         if self.rto_min.0 == 0 || self.rto_min > self.rto_max {

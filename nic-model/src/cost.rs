@@ -18,6 +18,7 @@
 //! | `recv_fetch` | the engine ([`crate::Nic::receive_work`]) | when a SEND's first packet takes a receive buffer |
 //! | `translate_hit`, `translate_miss` | the engine | per translation-table line an indirect key's access needs ([`crate::translation`]) |
 //! | `dma_setup` per extra piece | the engine | per further block a packet's bytes touch (gather lists, indirect keys) |
+//! | `reduce_trigger`, `alu_per_operand` | the engine ([`crate::reduce`]) | per triggered descriptor that fires, and per operand its ALU folds |
 //!
 //! The zero model ([`CostModel::ZERO`], profile `ideal`) changes nothing:
 //! every request is fetched the instant it is posted. The UDP bridge always
@@ -56,6 +57,11 @@ pub struct CostModel {
     /// NIC time to fetch a receive descriptor when a SEND arrives for it
     /// (plus `per_sge` for each of its entries).
     pub recv_fetch: Duration,
+    /// NIC time from a reduce counter reaching its threshold to the
+    /// triggered descriptor's packet leaving (and per broadcast forwarded).
+    pub reduce_trigger: Duration,
+    /// NIC ALU time per operand folded into a reduce chunk.
+    pub alu_per_operand: Duration,
 }
 
 impl CostModel {
@@ -74,6 +80,8 @@ impl CostModel {
         translate_miss: Duration::ZERO,
         key_create: Duration::ZERO,
         recv_fetch: Duration::ZERO,
+        reduce_trigger: Duration::ZERO,
+        alu_per_operand: Duration::ZERO,
     };
 
     /// Whether every cost is zero.

@@ -59,6 +59,7 @@ pub mod memory;
 pub mod nic;
 pub mod optable;
 pub mod pair;
+pub mod reduce;
 pub mod registry;
 pub mod rtt;
 pub mod sgl;

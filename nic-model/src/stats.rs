@@ -121,6 +121,32 @@ pub struct Stats {
     /// Most scatter-gather entries any accepted request or receive carried
     /// (never above `NicConfig::max_sge`).
     pub max_sges_posted: u64,
+    /// REDUCE and REDUCE_BCAST packets sent the first time.
+    pub reduce_sent: u64,
+    /// REDUCE and REDUCE_BCAST packets sent again after a timeout.
+    pub reduce_retransmits: u64,
+    /// Triggered descriptors fired (an up descriptor whose counter reached
+    /// its threshold, or a broadcast).
+    pub reduce_fired: u64,
+    /// Children's operands counted (each at most once per chunk).
+    pub reduce_counted: u64,
+    /// Operands the ALU folded in.
+    pub alu_operands: u64,
+    /// Duplicate reduce packets (re-acknowledged, never combined).
+    pub reduce_duplicates: u64,
+    /// Malformed or inconsistent reduce packets dropped.
+    pub reduce_invalid: u64,
+    /// Reduce packets dropped because `reduce_chunks` were all in use
+    /// (unacknowledged: the sender retries).
+    pub reduce_refused: u64,
+    /// Chunks created by arrivals and never posted here, forgotten.
+    pub reduce_expired: u64,
+    /// REDUCE_ACKs that matched a reduce packet awaiting one.
+    pub reduce_acks: u64,
+    /// REDUCE_ACKs for nothing awaiting one (late or forged).
+    pub reduce_stale_acks: u64,
+    /// Result chunks written to host memory.
+    pub reduce_results: u64,
 }
 
 impl Stats {
@@ -154,6 +180,8 @@ pub struct Occupancy {
     pub requests: (usize, usize, usize),
     /// Descriptor ring slots in use (now, peak, limit).
     pub descriptor_ring: (usize, usize, usize),
+    /// Reduce chunks tracked (now, peak, limit).
+    pub reduce_chunks: (usize, usize, usize),
 }
 
 impl Occupancy {
@@ -168,6 +196,7 @@ impl Occupancy {
             ("transmit queue", self.transmit_queue),
             ("requests", self.requests),
             ("descriptor ring", self.descriptor_ring),
+            ("reduce chunks", self.reduce_chunks),
         ];
         all.into_iter()
             .find(|(_, (now, peak, limit))| now > limit || peak > limit)

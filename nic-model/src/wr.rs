@@ -34,6 +34,9 @@ pub enum WrKind {
     Recv,
     /// A messaging control message (RTS, CTS or FIN), delivered reliably.
     Control,
+    /// A collective's descriptor ([`crate::reduce::ReducePost`]): completes
+    /// when this node's part is done (see `docs/collectives.md`).
+    Reduce,
 }
 
 /// A control message of the messaging layer, carried by one reliable
@@ -210,6 +213,9 @@ pub enum PostError {
     /// Posting a receive through `post` (use `post_recv`).
     #[error("receive buffers are posted with post_recv")]
     NotARequest,
+    /// A reduce descriptor that cannot work, and why.
+    #[error("reduce descriptor refused: {0}")]
+    BadReduce(&'static str),
     /// A scatter-gather list longer than the NIC takes in one request.
     #[error("{sges} scatter-gather entries exceed the NIC's max_sge of {max}")]
     TooManySges {

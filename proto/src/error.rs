@@ -50,6 +50,19 @@ pub enum Error {
         /// Payload length from the header.
         payload_len: u16,
     },
+    /// A REDUCE or REDUCE_BCAST payload does not hold exactly `count`
+    /// elements of its type (and their locations, for MINLOC/MAXLOC).
+    #[error(
+        "bad length: REDUCE with {count} elements needs a {expected}-byte payload, has {actual}"
+    )]
+    BadReduceLength {
+        /// Element count from the extension header.
+        count: u8,
+        /// Payload bytes the count, type and operation imply.
+        expected: usize,
+        /// Payload bytes present.
+        actual: usize,
+    },
     /// An opcode this implementation does not know; the header is still
     /// readable through [`crate::Packet`].
     #[error("unknown opcode {0:#04x}")]

@@ -51,9 +51,9 @@ pub mod time;
 pub use addr::NodeAddr;
 pub use error::{EmitError, Error};
 pub use flags::Flags;
-pub use opcode::{Opcode, Position, Protocol, Syndrome};
+pub use opcode::{Opcode, Position, Protocol, ReduceOp, ReduceType, Syndrome};
 pub use packet::{Packet, HEADER_LEN, ICRC_LEN, VERSION};
-pub use repr::{Body, Detail, Hello, Rendezvous, Repr};
+pub use repr::{Body, Detail, Hello, ReduceHeader, Rendezvous, Repr};
 pub use time::{Duration, Instant};
 
 /// The UDP port udrma uses unless configured otherwise (destination port of

@@ -7,8 +7,8 @@ use crate::flags::Flags;
 enum_with_unknown! {
     /// What a packet is (byte 1 of the common header).
     ///
-    /// Codes `0x30..=0x3f` are reserved for the NIC-offloaded reduction
-    /// (REDUCE) kinds; until they exist they parse as `Unknown`.
+    /// Codes `0x30..=0x3f` belong to the NIC-offloaded reduction (REDUCE)
+    /// kinds; `0x33..=0x3f` are still free and parse as `Unknown`.
     pub enum Opcode(u8) {
         /// RDMA WRITE data; FIRST/LAST flags give its place in the operation.
         Write = 0x01,
@@ -43,12 +43,19 @@ enum_with_unknown! {
         /// HELLO: a peer introduces itself and announces a memory region
         /// (address, length, rkey); the answer is a HELLO with the reply bit.
         Hello = 0x24,
+        /// Reduce data going up a reduction tree: a child's combined
+        /// operand for one chunk of one collective.
+        Reduce = 0x30,
+        /// The result of a reduction going down the tree (broadcast).
+        ReduceBcast = 0x31,
+        /// Acknowledges one REDUCE or REDUCE_BCAST packet.
+        ReduceAck = 0x32,
     }
 }
 
 impl Opcode {
     /// Every known opcode, in code order.
-    pub const ALL: [Opcode; 14] = [
+    pub const ALL: [Opcode; 17] = [
         Opcode::Write,
         Opcode::ReadRequest,
         Opcode::ReadResponse,
@@ -63,6 +70,9 @@ impl Opcode {
         Opcode::Cts,
         Opcode::Fin,
         Opcode::Hello,
+        Opcode::Reduce,
+        Opcode::ReduceBcast,
+        Opcode::ReduceAck,
     ];
 
     /// Length of this opcode's extension header (the fixed fields between
@@ -76,6 +86,8 @@ impl Opcode {
             Opcode::Nack | Opcode::Completion => Some(8),
             Opcode::Fin => Some(12),
             Opcode::Rts | Opcode::Cts | Opcode::Hello => Some(32),
+            Opcode::Reduce | Opcode::ReduceBcast => Some(16),
+            Opcode::ReduceAck => Some(8),
             Opcode::Unknown(_) => None,
         }
     }
@@ -84,7 +96,12 @@ impl Opcode {
     pub const fn carries_data(self) -> bool {
         matches!(
             self,
-            Opcode::Write | Opcode::ReadResponse | Opcode::Send | Opcode::Unknown(_)
+            Opcode::Write
+                | Opcode::ReadResponse
+                | Opcode::Send
+                | Opcode::Reduce
+                | Opcode::ReduceBcast
+                | Opcode::Unknown(_)
         )
     }
 
@@ -105,6 +122,9 @@ impl Opcode {
             Opcode::Cts => "CTS",
             Opcode::Fin => "FIN",
             Opcode::Hello => "HELLO",
+            Opcode::Reduce => "REDUCE",
+            Opcode::ReduceBcast => "REDUCE_BCAST",
+            Opcode::ReduceAck => "REDUCE_ACK",
             Opcode::Unknown(_) => "UNKNOWN",
         }
     }
@@ -117,6 +137,7 @@ impl Opcode {
     pub fn kind_name(self, flags: Flags) -> String {
         match self {
             Opcode::Unknown(_) => self.to_string(),
+            Opcode::Reduce | Opcode::ReduceBcast => self.name().to_string(),
             op if op.carries_data() => {
                 format!("{}_{}", op.name(), Position::from_flags(flags).name())
             }
@@ -248,6 +269,176 @@ impl fmt::Display for Protocol {
     }
 }
 
+enum_with_unknown! {
+    /// The ALU operation of a REDUCE packet (byte 0 of its extension).
+    pub enum ReduceOp(u8) {
+        /// Sum (floats: IEEE 754 addition; integers wrap).
+        Sum = 0x01,
+        /// Minimum.
+        Min = 0x02,
+        /// Maximum.
+        Max = 0x03,
+        /// Minimum with the location (rank) that holds it.
+        MinLoc = 0x04,
+        /// Maximum with the location (rank) that holds it.
+        MaxLoc = 0x05,
+        /// Logical AND (nonzero is true; the result is 0 or 1).
+        Land = 0x06,
+        /// Logical OR.
+        Lor = 0x07,
+        /// Logical exclusive OR.
+        Lxor = 0x08,
+        /// Bitwise AND.
+        Band = 0x09,
+        /// Bitwise OR.
+        Bor = 0x0a,
+        /// Bitwise exclusive OR.
+        Bxor = 0x0b,
+    }
+}
+
+impl ReduceOp {
+    /// Every known operation, in code order.
+    pub const ALL: [ReduceOp; 11] = [
+        ReduceOp::Sum,
+        ReduceOp::Min,
+        ReduceOp::Max,
+        ReduceOp::MinLoc,
+        ReduceOp::MaxLoc,
+        ReduceOp::Land,
+        ReduceOp::Lor,
+        ReduceOp::Lxor,
+        ReduceOp::Band,
+        ReduceOp::Bor,
+        ReduceOp::Bxor,
+    ];
+
+    /// Whether packets of this operation carry a 32-bit location per
+    /// element after the values.
+    pub const fn has_locations(self) -> bool {
+        matches!(self, ReduceOp::MinLoc | ReduceOp::MaxLoc)
+    }
+
+    /// Whether the operation is defined on `ty` (logical and bitwise
+    /// operations are for integers only).
+    pub const fn applies_to(self, ty: ReduceType) -> bool {
+        match self {
+            ReduceOp::Unknown(_) => false,
+            ReduceOp::Sum | ReduceOp::Min | ReduceOp::Max | ReduceOp::MinLoc | ReduceOp::MaxLoc => {
+                ty.width().is_some()
+            }
+            _ => ty.is_integer(),
+        }
+    }
+
+    /// Lower-case name as scenario files and decoders write it (`sum`,
+    /// `minloc`, `bxor`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::MinLoc => "minloc",
+            ReduceOp::MaxLoc => "maxloc",
+            ReduceOp::Land => "land",
+            ReduceOp::Lor => "lor",
+            ReduceOp::Lxor => "lxor",
+            ReduceOp::Band => "band",
+            ReduceOp::Bor => "bor",
+            ReduceOp::Bxor => "bxor",
+            ReduceOp::Unknown(_) => "unknown",
+        }
+    }
+
+    /// The operation called `name` (see [`ReduceOp::name`]).
+    pub fn from_name(name: &str) -> Option<ReduceOp> {
+        ReduceOp::ALL.into_iter().find(|o| o.name() == name)
+    }
+}
+
+impl fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReduceOp::Unknown(code) => write!(f, "UNKNOWN({code:#04x})"),
+            known => f.write_str(known.name()),
+        }
+    }
+}
+
+enum_with_unknown! {
+    /// The element type of a REDUCE packet (byte 1 of its extension).
+    pub enum ReduceType(u8) {
+        /// IEEE 754 binary32.
+        F32 = 0x01,
+        /// IEEE 754 binary64.
+        F64 = 0x02,
+        /// Two's-complement signed 32-bit integer.
+        I32 = 0x03,
+        /// Two's-complement signed 64-bit integer.
+        I64 = 0x04,
+        /// Unsigned 32-bit integer.
+        U32 = 0x05,
+        /// Unsigned 64-bit integer.
+        U64 = 0x06,
+    }
+}
+
+impl ReduceType {
+    /// Every known type, in code order.
+    pub const ALL: [ReduceType; 6] = [
+        ReduceType::F32,
+        ReduceType::F64,
+        ReduceType::I32,
+        ReduceType::I64,
+        ReduceType::U32,
+        ReduceType::U64,
+    ];
+
+    /// Bytes per element on the wire; `None` for unknown types.
+    pub const fn width(self) -> Option<usize> {
+        match self {
+            ReduceType::F32 | ReduceType::I32 | ReduceType::U32 => Some(4),
+            ReduceType::F64 | ReduceType::I64 | ReduceType::U64 => Some(8),
+            ReduceType::Unknown(_) => None,
+        }
+    }
+
+    /// Whether it is an integer type.
+    pub const fn is_integer(self) -> bool {
+        matches!(
+            self,
+            ReduceType::I32 | ReduceType::I64 | ReduceType::U32 | ReduceType::U64
+        )
+    }
+
+    /// Lower-case name (`f64`, `u32`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceType::F32 => "f32",
+            ReduceType::F64 => "f64",
+            ReduceType::I32 => "i32",
+            ReduceType::I64 => "i64",
+            ReduceType::U32 => "u32",
+            ReduceType::U64 => "u64",
+            ReduceType::Unknown(_) => "unknown",
+        }
+    }
+
+    /// The type called `name` (see [`ReduceType::name`]).
+    pub fn from_name(name: &str) -> Option<ReduceType> {
+        ReduceType::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl fmt::Display for ReduceType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReduceType::Unknown(code) => write!(f, "UNKNOWN({code:#04x})"),
+            known => f.write_str(known.name()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,13 +449,24 @@ mod tests {
             assert_eq!(Opcode::from(u8::from(op)), op);
             assert!(op.ext_len().is_some());
         }
-        assert_eq!(Opcode::from(0x30), Opcode::Unknown(0x30));
+        assert_eq!(Opcode::from(0x33), Opcode::Unknown(0x33));
         assert_eq!(u8::from(Opcode::Unknown(0x7f)), 0x7f);
         assert_eq!(Opcode::Unknown(0x7f).to_string(), "UNKNOWN(0x7f)");
         for s in Syndrome::ALL {
             assert_eq!(Syndrome::from(u8::from(s)), s);
         }
         assert_eq!(Protocol::from(9), Protocol::Unknown(9));
+        for o in ReduceOp::ALL {
+            assert_eq!(ReduceOp::from(u8::from(o)), o);
+            assert_eq!(ReduceOp::from_name(o.name()), Some(o));
+        }
+        for t in ReduceType::ALL {
+            assert_eq!(ReduceType::from(u8::from(t)), t);
+            assert_eq!(ReduceType::from_name(t.name()), Some(t));
+        }
+        assert!(!ReduceOp::Band.applies_to(ReduceType::F64));
+        assert!(ReduceOp::MaxLoc.applies_to(ReduceType::F32));
+        assert!(!ReduceOp::Sum.applies_to(ReduceType::Unknown(9)));
     }
 
     #[test]

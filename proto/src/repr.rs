@@ -5,7 +5,7 @@ use core::fmt;
 
 use crate::error::{EmitError, Error};
 use crate::flags::Flags;
-use crate::opcode::{Opcode, Protocol, Syndrome};
+use crate::opcode::{Opcode, Protocol, ReduceOp, ReduceType, Syndrome};
 use crate::packet::{Packet, HEADER_LEN, ICRC_LEN, VERSION};
 
 /// Byte ranges inside each opcode's extension header (offsets from the end
@@ -111,6 +111,37 @@ pub mod ext {
         /// Remote key of the announced region (0 with no region).
         pub const RKEY: Field = 24..28;
     }
+    /// REDUCE and REDUCE_BCAST (16 B).
+    pub mod reduce {
+        use super::Field;
+        /// ALU operation code.
+        pub const OP: usize = 0;
+        /// Element type code.
+        pub const TYPE: usize = 1;
+        /// Elements in this packet.
+        pub const COUNT: usize = 2;
+        /// REDUCE: the sender's index among its parent's children;
+        /// REDUCE_BCAST: the receiving child's index.
+        pub const BRANCH: usize = 3;
+        /// Children of the parent (the parent checks it against its own).
+        pub const FAN_IN: Field = 4..6;
+        /// Reduction tree id.
+        pub const TREE: Field = 6..8;
+        /// The sender's height in the tree (0 = leaf).
+        pub const LEVEL: usize = 8;
+        /// Index of the first element this packet carries.
+        pub const FIRST: Field = 12..16;
+    }
+    /// REDUCE_ACK (8 B).
+    pub mod reduce_ack {
+        use super::Field;
+        /// Opcode of the packet acknowledged (REDUCE or REDUCE_BCAST).
+        pub const ACKED: usize = 0;
+        /// Branch field of the packet acknowledged.
+        pub const BRANCH: usize = 1;
+        /// Tree id of the packet acknowledged.
+        pub const TREE: Field = 2..4;
+    }
     /// FIN (12 B).
     pub mod fin {
         use super::Field;
@@ -156,6 +187,41 @@ pub struct Hello {
     pub region_len: u64,
     /// Remote key of the announced region (0 with no region).
     pub rkey: u32,
+}
+
+/// The fixed fields of a REDUCE or REDUCE_BCAST packet. The header's
+/// `msg_id` carries the collective's sequence number on its tree,
+/// `seg_index`/`seg_count` the chunk (one descriptor's worth of data) and
+/// the number of chunks.
+#[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+pub struct ReduceHeader {
+    /// ALU operation.
+    pub op: ReduceOp,
+    /// Element type.
+    pub ty: ReduceType,
+    /// Elements in this packet.
+    pub count: u8,
+    /// REDUCE: the sender's index among its parent's children;
+    /// REDUCE_BCAST: the receiving child's index.
+    pub branch: u8,
+    /// Children of the parent.
+    pub fan_in: u16,
+    /// Reduction tree id.
+    pub tree: u16,
+    /// The sender's height in the tree (0 = leaf).
+    pub level: u8,
+    /// Index of the first element carried.
+    pub first: u32,
+}
+
+impl ReduceHeader {
+    /// Payload bytes `count` elements take: the values, then a 32-bit
+    /// location per element for MINLOC/MAXLOC. `None` for an unknown type.
+    pub fn payload_len(&self) -> Option<usize> {
+        let w = self.ty.width()?;
+        let loc = if self.op.has_locations() { 4 } else { 0 };
+        Some(usize::from(self.count) * (w + loc))
+    }
 }
 
 /// The opcode-specific part of a packet.
@@ -248,6 +314,31 @@ pub enum Body<'a> {
     },
     /// HELLO: introduction and region announcement.
     Hello(Hello),
+    /// Reduce data going up a tree.
+    Reduce {
+        /// Fixed fields.
+        hdr: ReduceHeader,
+        /// `count` big-endian values, then (MINLOC/MAXLOC) `count`
+        /// big-endian 32-bit locations.
+        data: &'a [u8],
+    },
+    /// A reduction's result going down a tree.
+    ReduceBcast {
+        /// Fixed fields.
+        hdr: ReduceHeader,
+        /// As for [`Body::Reduce`].
+        data: &'a [u8],
+    },
+    /// Acknowledges one REDUCE or REDUCE_BCAST (named by the header's
+    /// `msg_id` and `seg_index` and these fields).
+    ReduceAck {
+        /// Opcode of the packet acknowledged.
+        acked: Opcode,
+        /// Its branch field.
+        branch: u8,
+        /// Its tree id.
+        tree: u16,
+    },
 }
 
 impl<'a> Body<'a> {
@@ -268,6 +359,9 @@ impl<'a> Body<'a> {
             Body::Cts(_) => Opcode::Cts,
             Body::Fin { .. } => Opcode::Fin,
             Body::Hello(_) => Opcode::Hello,
+            Body::Reduce { .. } => Opcode::Reduce,
+            Body::ReduceBcast { .. } => Opcode::ReduceBcast,
+            Body::ReduceAck { .. } => Opcode::ReduceAck,
         }
     }
 
@@ -276,7 +370,9 @@ impl<'a> Body<'a> {
         match self {
             Body::Write { data, .. }
             | Body::ReadResponse { data, .. }
-            | Body::Send { data, .. } => data,
+            | Body::Send { data, .. }
+            | Body::Reduce { data, .. }
+            | Body::ReduceBcast { data, .. } => data,
             _ => &[],
         }
     }
@@ -347,11 +443,38 @@ fn emit_rendezvous(e: &mut [u8], r: &Rendezvous) {
     e[f::SEQ].copy_from_slice(&r.seq.to_be_bytes());
 }
 
+fn parse_reduce(e: &[u8]) -> ReduceHeader {
+    use ext::reduce as f;
+    ReduceHeader {
+        op: ReduceOp::from(e[f::OP]),
+        ty: ReduceType::from(e[f::TYPE]),
+        count: e[f::COUNT],
+        branch: e[f::BRANCH],
+        fan_in: be16(e, f::FAN_IN),
+        tree: be16(e, f::TREE),
+        level: e[f::LEVEL],
+        first: be32(e, f::FIRST),
+    }
+}
+
+fn emit_reduce(e: &mut [u8], h: &ReduceHeader) {
+    use ext::reduce as f;
+    e[f::OP] = h.op.into();
+    e[f::TYPE] = h.ty.into();
+    e[f::COUNT] = h.count;
+    e[f::BRANCH] = h.branch;
+    e[f::FAN_IN].copy_from_slice(&h.fan_in.to_be_bytes());
+    e[f::TREE].copy_from_slice(&h.tree.to_be_bytes());
+    e[f::LEVEL] = h.level;
+    e[f::FIRST].copy_from_slice(&h.first.to_be_bytes());
+}
+
 impl<'a> Repr<'a> {
     /// Parses a packet view. The view is checked again (cheap next to the
     /// ICRC it recomputes), so an unchecked view is safe to pass. Fails for
-    /// everything [`Packet::check`] rejects, for unknown opcodes, and for a
-    /// payload on a kind that carries none.
+    /// everything [`Packet::check`] rejects, for unknown opcodes, for a
+    /// payload on a kind that carries none, and for a REDUCE payload that
+    /// does not hold exactly `count` elements of a known type.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&'a T>) -> Result<Repr<'a>, Error> {
         packet.check()?;
         let opcode = packet.opcode();
@@ -421,6 +544,28 @@ impl<'a> Repr<'a> {
                 region_len: be64(e, ext::hello::REGION_LEN),
                 rkey: be32(e, ext::hello::RKEY),
             }),
+            Opcode::Reduce | Opcode::ReduceBcast => {
+                let hdr = parse_reduce(e);
+                if let Some(expected) = hdr.payload_len() {
+                    if expected != data.len() {
+                        return Err(Error::BadReduceLength {
+                            count: hdr.count,
+                            expected,
+                            actual: data.len(),
+                        });
+                    }
+                }
+                if opcode == Opcode::Reduce {
+                    Body::Reduce { hdr, data }
+                } else {
+                    Body::ReduceBcast { hdr, data }
+                }
+            }
+            Opcode::ReduceAck => Body::ReduceAck {
+                acked: Opcode::from(e[ext::reduce_ack::ACKED]),
+                branch: e[ext::reduce_ack::BRANCH],
+                tree: be16(e, ext::reduce_ack::TREE),
+            },
             Opcode::Unknown(code) => return Err(Error::UnknownOpcode(code)),
         };
         Ok(Repr {
@@ -550,6 +695,16 @@ impl<'a> Repr<'a> {
                 e[ext::hello::REGION_LEN].copy_from_slice(&h.region_len.to_be_bytes());
                 e[ext::hello::RKEY].copy_from_slice(&h.rkey.to_be_bytes());
             }
+            Body::Reduce { hdr, .. } | Body::ReduceBcast { hdr, .. } => emit_reduce(e, hdr),
+            Body::ReduceAck {
+                acked,
+                branch,
+                tree,
+            } => {
+                e[ext::reduce_ack::ACKED] = (*acked).into();
+                e[ext::reduce_ack::BRANCH] = *branch;
+                e[ext::reduce_ack::TREE].copy_from_slice(&tree.to_be_bytes());
+            }
         }
         p.fill_icrc();
         Ok(need)
@@ -627,8 +782,65 @@ impl fmt::Display for Detail<'_, '_> {
                 h.region_len,
                 h.rkey
             ),
+            Body::Reduce { hdr, data } | Body::ReduceBcast { hdr, data } => {
+                write!(
+                    f,
+                    "tree={} {} {} n={} first={} branch={}/{} level={}",
+                    hdr.tree,
+                    hdr.op,
+                    hdr.ty,
+                    hdr.count,
+                    hdr.first,
+                    hdr.branch,
+                    hdr.fan_in,
+                    hdr.level
+                )?;
+                write_reduce_values(f, hdr, data)
+            }
+            Body::ReduceAck {
+                acked,
+                branch,
+                tree,
+            } => write!(f, "acks={} tree={tree} branch={branch}", acked.name()),
         }
     }
+}
+
+/// ` vals=[..]` (and ` locs=[..]`) of a REDUCE payload whose type is known.
+fn write_reduce_values(f: &mut fmt::Formatter<'_>, hdr: &ReduceHeader, data: &[u8]) -> fmt::Result {
+    let Some(w) = hdr.ty.width() else {
+        return Ok(());
+    };
+    let n = usize::from(hdr.count);
+    if hdr.payload_len() != Some(data.len()) {
+        return Ok(());
+    }
+    f.write_str(" vals=[")?;
+    for (i, c) in data[..n * w].chunks_exact(w).enumerate() {
+        let bits = c.iter().fold(0u64, |a, b| a << 8 | u64::from(*b));
+        if i > 0 {
+            f.write_str(",")?;
+        }
+        match hdr.ty {
+            ReduceType::F32 => write!(f, "{}", f32::from_bits(bits as u32))?,
+            ReduceType::F64 => write!(f, "{}", f64::from_bits(bits))?,
+            ReduceType::I32 => write!(f, "{}", bits as u32 as i32)?,
+            ReduceType::I64 => write!(f, "{}", bits as i64)?,
+            _ => write!(f, "{bits}")?,
+        }
+    }
+    f.write_str("]")?;
+    if hdr.op.has_locations() {
+        f.write_str(" locs=[")?;
+        for (i, c) in data[n * w..].chunks_exact(4).enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{}", u32::from_be_bytes([c[0], c[1], c[2], c[3]]))?;
+        }
+        f.write_str("]")?;
+    }
+    Ok(())
 }
 
 impl Repr<'_> {

@@ -7,10 +7,10 @@ use std::io::Write;
 use crate::addr::NodeAddr;
 use crate::encap::{encapsulate, UdpEndpoint};
 use crate::flags::Flags;
-use crate::opcode::{Opcode, Protocol, Syndrome};
+use crate::opcode::{Opcode, Protocol, ReduceOp, ReduceType, Syndrome};
 use crate::packet::ICRC_LEN;
 use crate::pcap::{CaptureError, PcapSink};
-use crate::repr::{Body, Rendezvous, Repr};
+use crate::repr::{Body, ReduceHeader, Rendezvous, Repr};
 use crate::DEFAULT_UDP_PORT;
 
 /// UDP source port of every sample frame.
@@ -19,6 +19,17 @@ pub const SAMPLE_SRC_PORT: u16 = 49_152;
 pub const SAMPLE_SPACING_NS: u64 = 1_000;
 
 const DATA: &[u8] = b"udrma: RDMA over UDP, one packet at a time.";
+
+/// Six big-endian doubles: 1.5, 2.5, -3.0, 0.25, 1000.0, 42.0 (48 B, one
+/// descriptor's worth).
+const REDUCE_F64: &[u8] = &[
+    0x3f, 0xf8, 0, 0, 0, 0, 0, 0, 0x40, 0x04, 0, 0, 0, 0, 0, 0, 0xc0, 0x08, 0, 0, 0, 0, 0, 0, 0x3f,
+    0xd0, 0, 0, 0, 0, 0, 0, 0x40, 0x8f, 0x40, 0, 0, 0, 0, 0, 0x40, 0x45, 0, 0, 0, 0, 0, 0,
+];
+/// Two i32 values (-7, 12), then their locations (3, 9).
+const REDUCE_MAXLOC: &[u8] = &[
+    0xff, 0xff, 0xff, 0xf9, 0, 0, 0, 0x0c, 0, 0, 0, 3, 0, 0, 0, 9,
+];
 
 fn header(flags: Flags, seg_index: u32, seg_count: u32, body: Body<'static>) -> Repr<'static> {
     Repr {
@@ -190,6 +201,58 @@ pub fn every_kind() -> Vec<Repr<'static>> {
             }),
         ),
     ]);
+    let reduce = |op, ty, count, first| ReduceHeader {
+        op,
+        ty,
+        count,
+        branch: 2,
+        fan_in: 3,
+        tree: 1,
+        level: 0,
+        first,
+    };
+    v.extend([
+        header(
+            Flags::empty(),
+            0,
+            2,
+            Body::Reduce {
+                hdr: reduce(ReduceOp::Sum, ReduceType::F64, 6, 0),
+                data: REDUCE_F64,
+            },
+        ),
+        header(
+            Flags::empty(),
+            1,
+            2,
+            Body::Reduce {
+                hdr: reduce(ReduceOp::MaxLoc, ReduceType::I32, 2, 6),
+                data: REDUCE_MAXLOC,
+            },
+        ),
+        header(
+            Flags::empty(),
+            0,
+            2,
+            Body::ReduceBcast {
+                hdr: ReduceHeader {
+                    level: 1,
+                    ..reduce(ReduceOp::Sum, ReduceType::F64, 6, 0)
+                },
+                data: REDUCE_F64,
+            },
+        ),
+        header(
+            Flags::empty(),
+            0,
+            2,
+            Body::ReduceAck {
+                acked: Opcode::Reduce,
+                branch: 2,
+                tree: 1,
+            },
+        ),
+    ]);
     // Distinct op numbers (slot = position, generation 1) so a decoder that
     // reads the wrong packet's field is caught.
     for (slot, r) in v.iter_mut().enumerate() {
@@ -207,7 +270,9 @@ pub fn direction(repr: &Repr<'_>) -> (NodeAddr, NodeAddr) {
         | Opcode::SelectiveAck
         | Opcode::Nack
         | Opcode::Completion
-        | Opcode::Cts => (NodeAddr(1), NodeAddr(0)),
+        | Opcode::Cts
+        | Opcode::ReduceBcast
+        | Opcode::ReduceAck => (NodeAddr(1), NodeAddr(0)),
         _ => (NodeAddr(0), NodeAddr(1)),
     }
 }

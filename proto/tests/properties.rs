@@ -3,7 +3,10 @@
 
 use proptest::prelude::*;
 use udrma_proto::encap::{decapsulate, encapsulate, UdpEndpoint};
-use udrma_proto::{Body, Flags, Hello, NodeAddr, Packet, Protocol, Rendezvous, Repr, Syndrome};
+use udrma_proto::{
+    Body, Flags, Hello, NodeAddr, Packet, Protocol, ReduceHeader, ReduceOp, ReduceType, Rendezvous,
+    Repr, Syndrome,
+};
 
 /// Everything a `Repr` holds, owned, so proptest can generate and shrink it.
 #[derive(Debug, Clone)]
@@ -29,7 +32,7 @@ impl Owned {
             rkey: self.c,
             seq: self.b.rotate_left(9),
         };
-        let body = match self.kind % 14 {
+        let body = match self.kind % 17 {
             0 => Body::Write {
                 remote_addr: self.a,
                 rkey: self.b,
@@ -80,6 +83,38 @@ impl Owned {
                 region_len: self.a.rotate_left(13),
                 rkey: self.b,
             }),
+            13 | 14 => {
+                // A well-formed REDUCE: as many whole elements as the data holds.
+                let op = ReduceOp::from(self.d % 12);
+                let ty = ReduceType::from(self.d / 12 % 7);
+                let per = ty.width().unwrap_or(1) + if op.has_locations() { 4 } else { 0 };
+                let count = (self.data.len() / per).min(255);
+                let data = if ty.width().is_some() {
+                    &self.data[..count * per]
+                } else {
+                    &self.data
+                };
+                let hdr = ReduceHeader {
+                    op,
+                    ty,
+                    count: count as u8,
+                    branch: self.d,
+                    fan_in: self.b as u16,
+                    tree: (self.b >> 16) as u16,
+                    level: self.d.rotate_left(3),
+                    first: self.c,
+                };
+                if self.kind % 17 == 13 {
+                    Body::Reduce { hdr, data }
+                } else {
+                    Body::ReduceBcast { hdr, data }
+                }
+            }
+            15 => Body::ReduceAck {
+                acked: udrma_proto::Opcode::from(self.d),
+                branch: self.d.rotate_left(1),
+                tree: self.b as u16,
+            },
             _ => Body::Fin {
                 protocol: Protocol::from(self.d),
                 tag: self.b,

@@ -4,7 +4,8 @@
 //! parse (bytes → Repr) and emit (Repr → bytes).
 
 use udrma_proto::{
-    Body, Error, Flags, Hello, Opcode, Packet, Protocol, Rendezvous, Repr, Syndrome,
+    Body, Error, Flags, Hello, Opcode, Packet, Protocol, ReduceHeader, ReduceOp, ReduceType,
+    Rendezvous, Repr, Syndrome,
 };
 
 // WRITE_FIRST: 56 bytes
@@ -140,6 +141,37 @@ const HELLO: [u8; 68] = [
     0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x00, 0x00,
     // ICRC
     0x5c, 0x26, 0x1d, 0x28,
+];
+
+// REDUCE: 68 bytes (sum of f64 x2, chunk 1 of 2)
+const REDUCE: [u8; 68] = [
+    // header
+    0x01, 0x30, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x2a,
+    // extension + payload
+    0x01, 0x02, 0x02, 0x01, 0x00, 0x04, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x06,
+    0x3f, 0xf8, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    // ICRC
+    0x4a, 0x56, 0xab, 0x7b,
+];
+// REDUCE_BCAST: 60 bytes (maxloc of u32 x1 with its location)
+const REDUCE_BCAST: [u8; 60] = [
+    // header
+    0x01, 0x31, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x2a,
+    // extension + payload
+    0x05, 0x05, 0x01, 0x03, 0x00, 0x04, 0x00, 0x09, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0xde, 0xad, 0xbe, 0xef, 0x00, 0x00, 0x00, 0x05, // ICRC
+    0xdd, 0xf2, 0x3a, 0x48,
+];
+// REDUCE_ACK: 44 bytes (acknowledges the REDUCE above)
+const REDUCE_ACK: [u8; 44] = [
+    // header
+    0x01, 0x32, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a,
+    // extension + payload
+    0x30, 0x01, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, // ICRC
+    0x86, 0xba, 0xc3, 0xcd,
 ];
 
 fn repr(
@@ -359,6 +391,67 @@ fn table() -> Vec<(&'static str, &'static [u8], Repr<'static>)> {
                 }),
             ),
         ),
+        (
+            "REDUCE",
+            &REDUCE,
+            repr(
+                Flags::empty(),
+                1,
+                2,
+                0,
+                Body::Reduce {
+                    hdr: ReduceHeader {
+                        op: ReduceOp::Sum,
+                        ty: ReduceType::F64,
+                        count: 2,
+                        branch: 1,
+                        fan_in: 4,
+                        tree: 0x0102,
+                        level: 0,
+                        first: 6,
+                    },
+                    data: &REDUCE[48..64],
+                },
+            ),
+        ),
+        (
+            "REDUCE_BCAST",
+            &REDUCE_BCAST,
+            repr(
+                Flags::empty(),
+                0,
+                1,
+                0,
+                Body::ReduceBcast {
+                    hdr: ReduceHeader {
+                        op: ReduceOp::MaxLoc,
+                        ty: ReduceType::U32,
+                        count: 1,
+                        branch: 3,
+                        fan_in: 4,
+                        tree: 9,
+                        level: 2,
+                        first: 0,
+                    },
+                    data: &[0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 5],
+                },
+            ),
+        ),
+        (
+            "REDUCE_ACK",
+            &REDUCE_ACK,
+            repr(
+                Flags::empty(),
+                1,
+                2,
+                0,
+                Body::ReduceAck {
+                    acked: Opcode::Reduce,
+                    branch: 1,
+                    tree: 0x0102,
+                },
+            ),
+        ),
     ]
 }
 
@@ -437,10 +530,10 @@ fn test_construct() {
 
 #[test]
 fn unknown_opcode_keeps_its_value_and_header() {
-    // An opcode from the reserved REDUCE range with 8 bytes between header
+    // A free opcode from the REDUCE range with 8 bytes between header
     // and a 2-byte payload: the view reads it, Repr refuses it by name.
     let mut bytes = WRITE_FIRST[..32].to_vec();
-    bytes[1] = 0x30;
+    bytes[1] = 0x3f;
     bytes[26..28].copy_from_slice(&2u16.to_be_bytes());
     bytes.extend_from_slice(&[0; 8]);
     bytes.extend_from_slice(&[9, 9]);
@@ -448,11 +541,11 @@ fn unknown_opcode_keeps_its_value_and_header() {
     let mut p = Packet::new_unchecked(&mut bytes[..]);
     p.fill_icrc();
     let p = Packet::new_checked(&bytes[..]).unwrap();
-    assert_eq!(p.opcode(), Opcode::Unknown(0x30));
+    assert_eq!(p.opcode(), Opcode::Unknown(0x3f));
     assert_eq!(p.msg_id(), 7);
     assert_eq!(p.ext().len(), 8);
     assert_eq!(p.payload(), &[9, 9]);
-    assert_eq!(Repr::parse_bytes(&bytes), Err(Error::UnknownOpcode(0x30)));
+    assert_eq!(Repr::parse_bytes(&bytes), Err(Error::UnknownOpcode(0x3f)));
 }
 
 /// Re-seals `bytes` after an edit so only the edit is judged.
@@ -503,6 +596,19 @@ fn each_error_names_its_reason() {
         Err(Error::UnexpectedPayload {
             opcode: 0x10,
             payload_len: 4
+        })
+    );
+
+    // A REDUCE whose payload is one byte short of its two doubles.
+    let mut short = REDUCE[..63].to_vec();
+    short[27] = 15;
+    short.extend_from_slice(&[0; 4]);
+    assert_eq!(
+        Repr::parse_bytes(&reseal(short)),
+        Err(Error::BadReduceLength {
+            count: 2,
+            expected: 16,
+            actual: 15
         })
     );
 

@@ -118,5 +118,7 @@ pub fn cost_model(sc: &Scenario) -> Result<CostModel, ScenarioError> {
         translate_miss: t(o.translate_miss, base.translate_miss),
         key_create: t(o.key_create, base.key_create),
         recv_fetch: t(o.recv_fetch, base.recv_fetch),
+        reduce_trigger: t(o.reduce_trigger, base.reduce_trigger),
+        alu_per_operand: t(o.alu_per_operand, base.alu_per_operand),
     })
 }

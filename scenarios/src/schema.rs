@@ -84,6 +84,10 @@ pub struct CostSpec {
     pub key_create: Option<Time>,
     /// Fetching a receive descriptor when a SEND arrives.
     pub recv_fetch: Option<Time>,
+    /// A reduce descriptor fires (counter at threshold to packet out).
+    pub reduce_trigger: Option<Time>,
+    /// The NIC ALU folds one operand into a reduce chunk.
+    pub alu_per_operand: Option<Time>,
 }
 
 /// `[messaging]`: absent keys keep the layer's defaults.

@@ -20,13 +20,14 @@ local opcodes = {
     [0x01] = "WRITE", [0x02] = "READ_REQ", [0x03] = "READ_RESP", [0x04] = "SEND",
     [0x10] = "ACK", [0x11] = "SACK", [0x12] = "NACK", [0x13] = "COMPLETION",
     [0x14] = "DATA_ARRIVED", [0x20] = "CREDIT", [0x21] = "RTS", [0x22] = "CTS",
-    [0x23] = "FIN", [0x24] = "HELLO",
+    [0x23] = "FIN", [0x24] = "HELLO", [0x30] = "REDUCE", [0x31] = "REDUCE_BCAST",
+    [0x32] = "REDUCE_ACK",
 }
 -- Length of each opcode's extension header (between header and payload).
 local ext_len = {
     [0x01] = 16, [0x02] = 16, [0x03] = 8, [0x04] = 8, [0x10] = 0, [0x11] = 12,
     [0x12] = 8, [0x13] = 8, [0x14] = 16, [0x20] = 0, [0x21] = 32, [0x22] = 32,
-    [0x23] = 12, [0x24] = 32,
+    [0x23] = 12, [0x24] = 32, [0x30] = 16, [0x31] = 16, [0x32] = 8,
 }
 local data_kinds = { [0x01] = true, [0x03] = true, [0x04] = true }
 local syndromes = {
@@ -34,6 +35,12 @@ local syndromes = {
     [5] = "INVALID_REQUEST", [6] = "UNKNOWN_OPCODE",
 }
 local protocols = { [1] = "R3", [2] = "RGET", [3] = "RPUT" }
+local reduce_ops = {
+    [1] = "sum", [2] = "min", [3] = "max", [4] = "minloc", [5] = "maxloc", [6] = "land",
+    [7] = "lor", [8] = "lxor", [9] = "band", [10] = "bor", [11] = "bxor",
+}
+local reduce_types = { [1] = "f32", [2] = "f64", [3] = "i32", [4] = "i64", [5] = "u32", [6] = "u64" }
+local reduce_width = { [1] = 4, [2] = 8, [3] = 4, [4] = 8, [5] = 4, [6] = 8 }
 
 local F = ProtoField
 local f = {
@@ -78,6 +85,17 @@ local f = {
     hello_mtu = F.uint16("udrma.hello.max_payload", "Max payload", base.DEC),
     hello_nonce = F.uint32("udrma.hello.nonce", "Nonce", base.HEX),
     region_len = F.uint64("udrma.hello.region_len", "Region length", base.DEC),
+    reduce_op = F.uint8("udrma.reduce.op", "ALU operation", base.DEC, reduce_ops),
+    reduce_type = F.uint8("udrma.reduce.type", "Element type", base.DEC, reduce_types),
+    reduce_count = F.uint8("udrma.reduce.count", "Elements", base.DEC),
+    reduce_branch = F.uint8("udrma.reduce.branch", "Branch", base.DEC),
+    reduce_fan_in = F.uint16("udrma.reduce.fan_in", "Fan-in", base.DEC),
+    reduce_tree = F.uint16("udrma.reduce.tree", "Tree", base.DEC),
+    reduce_level = F.uint8("udrma.reduce.level", "Level", base.DEC),
+    reduce_first = F.uint32("udrma.reduce.first", "First element", base.DEC),
+    reduce_value = F.string("udrma.reduce.value", "Value"),
+    reduce_loc = F.uint32("udrma.reduce.loc", "Location", base.DEC),
+    reduce_acked = F.uint8("udrma.reduce.acked", "Acknowledges", base.HEX, opcodes),
     payload = F.bytes("udrma.payload", "Payload"),
     icrc = F.uint32("udrma.icrc", "ICRC", base.HEX),
     icrc_ok = F.bool("udrma.icrc_ok", "ICRC good"),
@@ -142,6 +160,31 @@ local function kind_name(op, flags)
     return name
 end
 
+-- The values (and locations) of a REDUCE payload, one item each.
+local function dissect_reduce_values(tvb, tree, plen)
+    local r = function(o, n) return tvb:range(HEADER_LEN + o, n) end
+    local op, ty, count = r(0, 1):uint(), r(1, 1):uint(), r(2, 1):uint()
+    local w = reduce_width[ty]
+    local locs = op == 4 or op == 5
+    if not w or count * (w + (locs and 4 or 0)) ~= plen then return end
+    local base = HEADER_LEN + 16
+    for i = 0, count - 1 do
+        local v = tvb:range(base + i * w, w)
+        local text
+        if ty == 1 or ty == 2 then text = tostring(v:float())
+        elseif ty == 3 then text = tostring(v:int())
+        elseif ty == 4 then text = tostring(v:int64())
+        elseif ty == 5 then text = tostring(v:uint())
+        else text = tostring(v:uint64()) end
+        tree:add(f.reduce_value, v, text)
+    end
+    if locs then
+        for i = 0, count - 1 do
+            tree:add(f.reduce_loc, tvb:range(base + count * w + i * 4, 4))
+        end
+    end
+end
+
 local function dissect_ext(op, tvb, tree)
     local r = function(o, n) return tvb:range(HEADER_LEN + o, n) end
     if op == 0x01 then
@@ -166,6 +209,12 @@ local function dissect_ext(op, tvb, tree)
     elseif op == 0x24 then
         tree:add(f.hello_reply, r(0, 1)); tree:add(f.hello_mtu, r(2, 2)); tree:add(f.hello_nonce, r(4, 4))
         tree:add(f.addr, r(8, 8)); tree:add(f.region_len, r(16, 8)); tree:add(f.rkey, r(24, 4))
+    elseif op == 0x30 or op == 0x31 then
+        tree:add(f.reduce_op, r(0, 1)); tree:add(f.reduce_type, r(1, 1)); tree:add(f.reduce_count, r(2, 1))
+        tree:add(f.reduce_branch, r(3, 1)); tree:add(f.reduce_fan_in, r(4, 2)); tree:add(f.reduce_tree, r(6, 2))
+        tree:add(f.reduce_level, r(8, 1)); tree:add(f.reduce_first, r(12, 4))
+    elseif op == 0x32 then
+        tree:add(f.reduce_acked, r(0, 1)); tree:add(f.reduce_branch, r(1, 1)); tree:add(f.reduce_tree, r(2, 2))
     end
 end
 
@@ -227,7 +276,8 @@ function udrma.dissector(tvb, pinfo, root)
         tree:add(f.ext, tvb:range(HEADER_LEN, body - plen))
     end
     if length_ok and plen > 0 then
-        tree:add(f.payload, tvb:range(len - ICRC_LEN - plen, plen))
+        local ptree = tree:add(f.payload, tvb:range(len - ICRC_LEN - plen, plen))
+        if op == 0x30 or op == 0x31 then dissect_reduce_values(tvb, ptree, plen) end
     end
 
     local citem = tree:add(f.icrc, tvb:range(len - ICRC_LEN, ICRC_LEN))

@@ -113,7 +113,10 @@ impl Nic {
     /// backend may skip it (the common case costs nothing).
     pub fn needs_dma_work(&self) -> bool {
         let c = &self.cfg.cost;
-        self.uses_layouts() || c.prices_translation() || c.recv_fetch > Duration::ZERO
+        self.uses_layouts()
+            || c.prices_translation()
+            || c.recv_fetch > Duration::ZERO
+            || (self.reduce.used && !c.is_zero())
     }
 
     /// Whether any scatter-gather list or indirect key could be touched.
@@ -196,6 +199,9 @@ impl Nic {
         let Ok(r) = Repr::parse_bytes(bytes) else {
             return Duration::ZERO;
         };
+        if r.opcode() == udrma_proto::Opcode::ReduceBcast {
+            return self.reduce_receive_work(&r);
+        }
         let mut fetch = Duration::ZERO;
         let touch = match r.body {
             Body::Write {

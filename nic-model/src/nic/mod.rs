@@ -41,6 +41,7 @@ use crate::wr::{Control, Event, PostError, WcError, WorkRequest, WrId, WrKind};
 use local::Local;
 use udrma_proto::time::Instant;
 
+mod collective;
 mod local;
 mod peers;
 mod post;
@@ -83,6 +84,10 @@ enum Timer {
     Fetch(WrId),
     /// The host's interrupt handler refills the descriptor ring.
     Refill,
+    /// A reduce packet's retransmit deadline.
+    ReduceRetransmit(crate::reduce::state::OutKey),
+    /// A reduce chunk created by arrivals, never posted here, expires.
+    ReduceExpire(crate::reduce::state::ChunkKey),
 }
 
 #[derive(Debug, Clone)]
@@ -256,6 +261,8 @@ pub struct Nic {
     lists_posted: bool,
     /// Gather buffer for packets whose bytes span blocks.
     scratch: Vec<u8>,
+    /// The reduce unit (counters, triggered descriptors, ALU).
+    reduce: crate::reduce::state::ReduceState,
 }
 
 /// Most peers whose credit advertisements are tracked; beyond, new peers'
@@ -339,6 +346,7 @@ impl Nic {
             translation: TranslationCache::new(cfg.translation),
             lists_posted: false,
             scratch: Vec::new(),
+            reduce: Default::default(),
             cfg,
         })
     }
@@ -424,6 +432,7 @@ impl Nic {
                 c.command_queue_capacity,
             ),
             descriptor_ring: (self.ring_used, self.ring_peak, c.descriptor_ring),
+            reduce_chunks: self.reduce_occupancy(),
         }
     }
 
@@ -435,6 +444,7 @@ impl Nic {
             && self.registry.is_empty()
             && self.escape.is_empty()
             && self.timers.is_empty()
+            && self.reduce.is_idle()
     }
 
     /// The next event for the host (completions, arrivals), oldest first.
@@ -481,6 +491,8 @@ impl Nic {
                     self.refill_pending = false;
                     self.refill(now);
                 }
+                Timer::ReduceRetransmit(key) => self.on_reduce_timeout(now, key),
+                Timer::ReduceExpire(key) => self.on_reduce_expire(key),
             }
         }
     }

@@ -22,7 +22,7 @@ impl Nic {
             WrKind::Write | WrKind::WriteNotify | WrKind::Send => Some(Use::LocalRead),
             WrKind::Read => Some(Use::LocalWrite),
             WrKind::Control if wr.control.is_some() => None,
-            WrKind::Control | WrKind::Recv => return Err(PostError::NotARequest),
+            WrKind::Control | WrKind::Recv | WrKind::Reduce => return Err(PostError::NotARequest),
         };
         if self.requests.len() >= self.cfg.command_queue_capacity {
             return Err(PostError::QueueFull(self.requests.len()));

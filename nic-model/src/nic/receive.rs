@@ -17,9 +17,9 @@ impl Nic {
                     WireError::Truncated { .. } => self.stats.rx_truncated += 1,
                     WireError::BadChecksum { .. } => self.stats.rx_bad_checksum += 1,
                     WireError::BadVersion(_) => self.stats.rx_bad_version += 1,
-                    WireError::BadLength { .. } | WireError::UnexpectedPayload { .. } => {
-                        self.stats.rx_bad_length += 1
-                    }
+                    WireError::BadLength { .. }
+                    | WireError::UnexpectedPayload { .. }
+                    | WireError::BadReduceLength { .. } => self.stats.rx_bad_length += 1,
                     WireError::UnknownOpcode(code) => {
                         self.stats.rx_unknown_opcode += 1;
                         // The ICRC held, so the header can be trusted enough
@@ -80,6 +80,13 @@ impl Nic {
             }
             Body::Credit => self.stats.noops_received += 1,
             Body::Hello(h) => self.on_hello(now, from, &repr, h),
+            Body::Reduce { hdr, data } => self.on_reduce(now, from, &repr, hdr, data, false),
+            Body::ReduceBcast { hdr, data } => self.on_reduce(now, from, &repr, hdr, data, true),
+            Body::ReduceAck {
+                acked,
+                branch,
+                tree,
+            } => self.on_reduce_ack(now, from, &repr, acked, branch, tree),
         }
     }
 

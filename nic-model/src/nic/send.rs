@@ -18,6 +18,9 @@ impl Nic {
                 }
                 continue;
             }
+            if let Some(t) = self.poll_reduce(now, buf) {
+                return Some(t);
+            }
             if let Some(opn) = self.retransmit_queue.pop_front() {
                 if let Some(t) = self.send_packet(now, opn, true, buf) {
                     return Some(t);
