@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod collective;
 pub mod datatype;
 pub mod messaging;
 pub mod noncontig;

@@ -130,8 +130,8 @@ pub fn combine_one(
     let bits = |v: bool| u64::from(v);
     Some(match op {
         ReduceOp::Sum => (sum(ty, a.0, b.0), a.1),
-        ReduceOp::Min => pick(ty, a, b, Ordering::Less, false),
-        ReduceOp::Max => pick(ty, a, b, Ordering::Greater, false),
+        ReduceOp::Min => (pick(ty, a, b, Ordering::Less, false).0, a.1),
+        ReduceOp::Max => (pick(ty, a, b, Ordering::Greater, false).0, a.1),
         ReduceOp::MinLoc => pick(ty, a, b, Ordering::Less, true),
         ReduceOp::MaxLoc => pick(ty, a, b, Ordering::Greater, true),
         ReduceOp::Land => (bits(truth(a.0) && truth(b.0)), a.1),
