@@ -191,6 +191,38 @@ mod tests {
         }
     }
 
+    /// A k-ary n-tree's paths climb to the lowest common level: 2 hops
+    /// under one leaf switch, 4 within a subtree of k² hosts, 6 beyond.
+    #[test]
+    fn kary_ntree_paths_climb_only_as_high_as_needed() {
+        let t = Topology::kary_ntree(4, 3, 50, LinkParams::default()).unwrap();
+        let r = Router::new(&t, Policy::Ecmp);
+        let mut out = Vec::new();
+        for (s, d) in [(0u32, 3u32), (0, 4), (5, 14), (0, 16), (49, 1)] {
+            let mut node = t.hosts[s as usize];
+            let mut hops = 0;
+            while node != t.hosts[d as usize] {
+                r.candidates(&t, node, NodeAddr(d), &mut out);
+                assert!(!out.is_empty(), "h{s} → h{d} stuck at {node}");
+                node = t.ports[out[0] as usize].peer;
+                hops += 1;
+            }
+            let want = if s / 4 == d / 4 {
+                2
+            } else if s / 16 == d / 16 {
+                4
+            } else {
+                6
+            };
+            assert_eq!(hops, want, "h{s} → h{d}");
+        }
+        // Between two leaf switches of one subtree, k equal-cost paths up.
+        let leaf0 = t.n_hosts() as u32;
+        r.candidates(&t, leaf0, NodeAddr(4), &mut out);
+        assert_eq!(out.len(), 4);
+        assert!(Topology::kary_ntree(4, 2, 17, LinkParams::default()).is_err());
+    }
+
     #[test]
     fn generic_tables_route_a_dumbbell_and_offer_equal_costs() {
         let t = Topology::dumbbell(2, LinkParams::default(), LinkParams::default());

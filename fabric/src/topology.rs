@@ -272,6 +272,60 @@ impl Topology {
         Ok(t)
     }
 
+    /// The k-ary n-tree (Petrini and Vanneschi's fat tree, as the Tianhe
+    /// and Quadrics networks build it): `n` levels of `k^(n-1)` switches
+    /// of `2k` ports, `k` hosts on each leaf switch, and `hosts` hosts
+    /// (at most `k^n`) on the first leaf switches. Leaf switch `s` serves
+    /// hosts `s·k … s·k + k − 1`; switch `s` of level `l` links up to the
+    /// `k` switches of level `l + 1` whose index differs from `s` only in
+    /// base-`k` digit `l`. Switches are named `l{level}s{index}`.
+    pub fn kary_ntree(k: u32, n: u32, hosts: u32, params: LinkParams) -> Result<Topology, String> {
+        if k < 2 {
+            return Err(format!("k-ary n-tree k = {k}: k must be at least 2"));
+        }
+        if n < 1 {
+            return Err("k-ary n-tree n = 0: it needs at least one level".into());
+        }
+        let cap = u64::from(k).checked_pow(n).filter(|c| *c <= 1 << 20);
+        let Some(cap) = cap else {
+            return Err(format!("k-ary n-tree {k}^{n} hosts: at most 2^20"));
+        };
+        if u64::from(hosts) > cap || hosts < 1 {
+            return Err(format!(
+                "k-ary n-tree with k = {k}, n = {n} holds 1..={cap} hosts, not {hosts}"
+            ));
+        }
+        let per_level = k.pow(n - 1);
+        let mut t = Topology::empty(Shape::Generic);
+        for _ in 0..hosts {
+            t.host();
+        }
+        let switches: Vec<Vec<NodeId>> = (0..n)
+            .map(|l| {
+                (0..per_level)
+                    .map(|s| t.switch(format!("l{l}s{s}")))
+                    .collect()
+            })
+            .collect();
+        for h in 0..hosts {
+            t.link(t.hosts[h as usize], switches[0][(h / k) as usize], params);
+        }
+        for l in 0..n.saturating_sub(1) {
+            let digit = k.pow(l);
+            for s in 0..per_level {
+                let base = s - (s / digit % k) * digit;
+                for j in 0..k {
+                    t.link(
+                        switches[l as usize][s as usize],
+                        switches[l as usize + 1][(base + j * digit) as usize],
+                        params,
+                    );
+                }
+            }
+        }
+        Ok(t)
+    }
+
     /// The link named `name`.
     pub fn link_by_name(&self, name: &str) -> Option<LinkId> {
         self.names.get(name).copied()

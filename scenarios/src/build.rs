@@ -39,6 +39,7 @@ pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
         TopologyKind::Star => u64::from(t.hosts.unwrap_or(0)),
         TopologyKind::Dumbbell => 2 * u64::from(t.hosts.unwrap_or(0)),
         TopologyKind::FatTree => u64::from(t.k.unwrap_or(0)).pow(3) / 4,
+        TopologyKind::KaryNtree => u64::from(t.hosts.unwrap_or(0)),
     };
     if hosts > MAX_HOSTS {
         return Err(sc.error_at_key(
@@ -69,6 +70,26 @@ pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
             let k = t.k.ok_or_else(|| need("fat-tree"))?;
             Topology::fat_tree(k, params).map_err(|m| sc.error_at_key("k", m))?
         }
+        TopologyKind::KaryNtree => {
+            let k = t
+                .k
+                .ok_or_else(|| sc.error_at("kind", "topology kind kary-ntree needs `k`".into()))?;
+            let hosts = t.hosts.ok_or_else(|| need("kary-ntree"))?;
+            let levels = match t.levels {
+                Some(l) => l,
+                None => kary_levels(k, hosts),
+            };
+            Topology::kary_ntree(k, levels, hosts, params).map_err(|m| {
+                sc.error_at_key(
+                    if t.levels.is_some() {
+                        "levels"
+                    } else {
+                        "hosts"
+                    },
+                    m,
+                )
+            })?
+        }
     };
     if topo.n_hosts() < 2 {
         return Err(sc.error_at(
@@ -80,6 +101,17 @@ pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
         ));
     }
     Ok(topo)
+}
+
+/// The fewest levels of a k-ary n-tree that hold `hosts` hosts.
+pub fn kary_levels(k: u32, hosts: u32) -> u32 {
+    let mut n = 1;
+    let mut cap = u64::from(k.max(2));
+    while cap < u64::from(hosts) {
+        cap *= u64::from(k.max(2));
+        n += 1;
+    }
+    n
 }
 
 fn mode<T: Copy>(

@@ -3,7 +3,7 @@
 //! validation pass and the report refer to them by these names.
 
 /// Every check a run can make, in report order.
-pub const CHECKS: [&str; 11] = [
+pub const CHECKS: [&str; 12] = [
     "all-complete",
     "all-succeeded",
     "exactly-once",
@@ -13,6 +13,7 @@ pub const CHECKS: [&str; 11] = [
     "no-out-of-bounds",
     "no-write-after-completion",
     "max-sge",
+    "result-equal",
     "bounded-state",
     "liveness",
 ];

@@ -11,11 +11,12 @@
 //! - the build: [`profile`] (hardware profiles, cost model, messaging
 //!   configuration), [`build`] (topology, NICs, fault rules, pauses),
 //!   [`ncplan`] (the non-contiguous workload's layouts and method),
+//!   [`collplan`] (the collective study's trees and iterations),
 //!   [`validate`] (the one validation pass);
 //! - the run: [`backend`] (the seam between what the hosts do and where
 //!   the packets go: the simulated world or real sockets), [`report`],
 //!   [`leftover`] (what a run left undone), [`svg`], [`ladder`], [`rdma`]
-//!   [`messaging`] and [`noncontig`] (plan the workloads, install one app per host from
+//!   [`messaging`], [`noncontig`] and [`collective`] (plan the workloads, install one app per host from
 //!   `udrma_host::workload`, check what the apps recorded), [`run`] (the
 //!   entry: build the backend, hand it to a runner).
 
@@ -25,6 +26,8 @@
 pub mod backend;
 pub mod build;
 pub mod checks;
+pub mod collective;
+pub mod collplan;
 pub mod edit;
 pub mod ladder;
 pub mod leftover;

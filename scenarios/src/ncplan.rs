@@ -74,7 +74,9 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         .count();
     for (i, w) in sc.file.workloads.iter().enumerate() {
         if w.kind != WorkloadKind::Noncontig {
-            if let Some(k) = set_keys(w).first() {
+            // A collective names its method (nic, host or both) too.
+            let own = |k: &&&str| !(w.kind == WorkloadKind::Collective && **k == "method");
+            if let Some(k) = set_keys(w).iter().find(own) {
                 return Err(sc.error_at_key(
                     k,
                     format!("workload {i}: `{k}` applies to `kind = \"noncontig\"` workloads only"),

@@ -11,13 +11,14 @@ use crate::units::{Rate, Time};
 use crate::{Scenario, ScenarioError};
 
 /// The shipped profiles, by name.
-pub const PROFILES: [(&str, &str); 4] = [
+pub const PROFILES: [(&str, &str); 5] = [
     ("ideal", include_str!("../profiles/ideal.toml")),
     (
         "myrinet-lanai9",
         include_str!("../profiles/myrinet-lanai9.toml"),
     ),
     ("roce-100g", include_str!("../profiles/roce-100g.toml")),
+    ("tianhe-nic", include_str!("../profiles/tianhe-nic.toml")),
     (
         "connectx5-roce",
         include_str!("../profiles/connectx5-roce.toml"),

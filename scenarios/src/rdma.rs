@@ -328,6 +328,9 @@ fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<RdmaPlan, ScenarioError> {
             WorkloadKind::Noncontig => {
                 return Err(sc.error_at("noncontig", format!("{who}: runs alone")))
             }
+            WorkloadKind::Collective => {
+                return Err(sc.error_at("collective", format!("{who}: runs alone")))
+            }
             WorkloadKind::Single | WorkloadKind::Many => {
                 let (s, d) = (host(&w.src, &who)?, host(&w.dst, &who)?);
                 let count = if w.kind == WorkloadKind::Single {

@@ -94,9 +94,9 @@ pub struct Report {
     /// Bytes of successful operations over the time from the first post
     /// to the last completion.
     pub goodput_gbps: f64,
-    /// Retransmissions (all hosts).
+    /// Retransmissions (all hosts; reduce packets included).
     pub retransmits: u64,
-    /// Duplicates dropped by registry masks.
+    /// Duplicates dropped by registry masks (and by reduce branch slots).
     pub dup_dropped: u64,
     /// Escape channel.
     pub escape: Escape,
@@ -113,6 +113,9 @@ pub struct Report {
     /// The non-contiguous ping-pong's figures (noncontig scenarios only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub noncontig: Option<NoncontigReport>,
+    /// The collective study's figures (collective scenarios only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective: Option<CollectiveReport>,
     /// The ladder diagram, when one was asked for.
     #[serde(skip)]
     pub ladder_svg: Option<String>,
@@ -208,6 +211,36 @@ impl Report {
                 "            per transfer: {} work requests, {} B copied; keys created {}; translation {} hit / {} fetched; estimates (us) {}",
                 n.work_requests, n.bytes_copied, n.keys_created, n.translation[0], n.translation[1], est.join(", ")
             );
+        }
+        if let Some(c) = &self.collective {
+            let _ = writeln!(
+                s,
+                "collective  {} {} of {} x {} ({} B) over {} nodes: NIC tree radix {} (root fan-in {}, depth {}), host tree binomial (depth {}), {} iterations",
+                c.collective, c.op, c.elements, c.datatype, c.bytes, c.nodes,
+                c.radix, c.fan_in, c.depth, c.host_depth, c.iterations
+            );
+            for (name, side) in [("nic", &c.nic), ("host", &c.host)] {
+                if let Some(x) = side {
+                    let _ = writeln!(
+                        s,
+                        "  {name:<5} all nodes done p50 {:.3} us (min {:.3}, max {:.3});  per node p50 {:.3} p99 {:.3} us;  packets {}  retransmits {}{}",
+                        x.completion_us.p50, x.completion_us.min, x.completion_us.max,
+                        x.per_node_us.p50, x.per_node_us.p99, x.packets, x.retransmits,
+                        if name == "nic" {
+                            format!("  descriptors fired {}  duplicates dropped {}", x.descriptors_fired, x.duplicates)
+                        } else {
+                            String::new()
+                        }
+                    );
+                }
+            }
+            if c.speedup > 0.0 {
+                let _ = writeln!(
+                    s,
+                    "  speedup of the NIC offload over host software: {:.2}x",
+                    c.speedup
+                );
+            }
         }
         if let Some(m) = &self.messaging {
             let _ = writeln!(
@@ -332,8 +365,8 @@ pub(crate) fn build(
             max: lat.last().copied().unwrap_or(0),
         },
         goodput_gbps: (goodput * 1000.0).round() / 1000.0,
-        retransmits: sum(|s| s.retransmits),
-        dup_dropped: sum(|s| s.dup_dropped),
+        retransmits: sum(|s| s.retransmits + s.reduce_retransmits),
+        dup_dropped: sum(|s| s.dup_dropped + s.reduce_duplicates),
         escape: Escape {
             buffered: sum(|s| s.escape_buffered),
             drained: sum(|s| s.escape_drained),
@@ -345,6 +378,7 @@ pub(crate) fn build(
         notes,
         messaging: None,
         noncontig: None,
+        collective: None,
         ladder_svg: None,
     }
 }
@@ -401,6 +435,75 @@ pub struct MessagingReport {
     pub fallbacks: u64,
     /// Per-size results.
     pub sizes: Vec<SizeRow>,
+}
+
+/// Minimum, median, 99th percentile, maximum and mean, µs.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Default)]
+pub struct Spread {
+    /// Smallest.
+    pub min: f64,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// One version of a collective (NIC offload or host software).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CollectiveSide {
+    /// Per iteration: from the common start until every node holds the
+    /// result (for a reduce: the root).
+    pub completion_us: Spread,
+    /// Per node and iteration: from the common start until that node
+    /// holds the result.
+    pub per_node_us: Spread,
+    /// Iterations with at least one result holder finished.
+    pub completed_iterations: u32,
+    /// Triggered descriptors that fired (NIC only).
+    pub descriptors_fired: u64,
+    /// Reduce packets (NIC) or data packets (host) sent the first time.
+    pub packets: u64,
+    /// Of those, sent again after a timeout.
+    pub retransmits: u64,
+    /// Duplicate reduce packets dropped (NIC only).
+    pub duplicates: u64,
+}
+
+/// What the report says about a collective study.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CollectiveReport {
+    /// `allreduce`, `reduce` or `broadcast`.
+    pub collective: String,
+    /// ALU operation.
+    pub op: String,
+    /// Element type.
+    pub datatype: String,
+    /// Bytes of data per node (locations included).
+    pub bytes: u64,
+    /// Elements per node.
+    pub elements: u32,
+    /// Nodes taking part.
+    pub nodes: u32,
+    /// Radix of the NIC's k-nomial tree.
+    pub radix: u32,
+    /// Children of the NIC tree's root.
+    pub fan_in: u32,
+    /// Height of the NIC tree.
+    pub depth: u8,
+    /// Height of the host baseline's binomial tree.
+    pub host_depth: u8,
+    /// Iterations.
+    pub iterations: u32,
+    /// The NIC offload, when it ran.
+    pub nic: Option<CollectiveSide>,
+    /// The host baseline, when it ran.
+    pub host: Option<CollectiveSide>,
+    /// Host median over NIC median (0 when either did not run).
+    pub speedup: f64,
 }
 
 /// What the report says about a noncontig run.

@@ -61,18 +61,8 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     if opts.backend == BackendKind::Udp {
         return run_udp(sc, seed, &opts);
     }
-    let topo = build::topology(sc)?;
-    let n = topo.n_hosts();
-    let cfg = build::fabric_config(sc, seed)?;
-    let rules = build::rules(sc, seed, n)?;
-    let pauses = build::pauses(sc, n)?;
-    let mut world =
-        World::new(topo, cfg, rules).map_err(|e| sc.error_at("fault", e.to_string()))?;
-    for p in pauses {
-        world
-            .pause(p)
-            .map_err(|e| sc.error_at("pause", e.to_string()))?;
-    }
+    let mut world = sim_world(sc, seed)?;
+    let n = world.n_hosts();
     if let Some((sink, links)) = opts.pcap.take() {
         let r = if links.is_empty() {
             world.tap_all(sink)
@@ -103,6 +93,15 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     {
         return crate::noncontig::run(sc, seed, Box::new(world));
     }
+    if sc
+        .file
+        .workloads
+        .iter()
+        .any(|w| w.kind == WorkloadKind::Collective)
+    {
+        let rebuild = || sim_world(sc, seed).map(|w| Box::new(w) as Box<dyn Backend>);
+        return crate::collective::run(sc, seed, Box::new(world), &rebuild);
+    }
     if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
         let mut report = crate::messaging::run(sc, seed, Box::new(world))?;
         if let Some((a, b)) = ladder_hosts {
@@ -119,6 +118,23 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     crate::rdma::run(sc, seed, Box::new(world), ladder)
 }
 
+/// The simulated fabric of `sc`: topology, NICs, fault rules, pauses.
+fn sim_world(sc: &Scenario, seed: u64) -> Result<World, ScenarioError> {
+    let topo = build::topology(sc)?;
+    let n = topo.n_hosts();
+    let cfg = build::fabric_config(sc, seed)?;
+    let rules = build::rules(sc, seed, n)?;
+    let pauses = build::pauses(sc, n)?;
+    let mut world =
+        World::new(topo, cfg, rules).map_err(|e| sc.error_at("fault", e.to_string()))?;
+    for p in pauses {
+        world
+            .pause(p)
+            .map_err(|e| sc.error_at("pause", e.to_string()))?;
+    }
+    Ok(world)
+}
+
 /// The scenario over real sockets: one loopback endpoint per host, the
 /// fault rules on each host's egress, timers no finer than the runtime's
 /// millisecond clock, and a time limit of at least
@@ -132,10 +148,21 @@ fn run_udp(sc: &Scenario, seed: u64, opts: &RunOptions) -> Result<Report, Scenar
         nic: real_time_floors(build::nic_config(sc)?),
         ..BridgeConfig::default()
     };
-    let cluster = Cluster::loopback(n, &cfg, |h| plans[h.0 as usize].clone())
-        .map_err(|e| sc.error_at("topology", format!("udp backend: {e}")))?;
+    let loopback = || {
+        Cluster::loopback(n, &cfg, |h| plans[h.0 as usize].clone())
+            .map(|c| Box::new(Udp::new(c)) as Box<dyn Backend>)
+            .map_err(|e| sc.error_at("topology", format!("udp backend: {e}")))
+    };
+    let backend = loopback()?;
     let sc = real_time_limit(sc);
-    let backend: Box<dyn Backend> = Box::new(Udp::new(cluster));
+    if sc
+        .file
+        .workloads
+        .iter()
+        .any(|w| w.kind == WorkloadKind::Collective)
+    {
+        return crate::collective::run(&sc, seed, backend, &loopback);
+    }
     if sc
         .file
         .workloads
@@ -190,6 +217,7 @@ fn refuse_simulated_only(sc: &Scenario, opts: &RunOptions) -> Result<(), Scenari
         other => {
             let name = match other {
                 TopologyKind::Dumbbell => "dumbbell",
+                TopologyKind::KaryNtree => "kary-ntree",
                 _ => "fat-tree",
             };
             Err(ScenarioError {

@@ -136,6 +136,8 @@ pub enum TopologyKind {
     Dumbbell,
     /// 3-tier k-ary fat tree.
     FatTree,
+    /// k-ary n-tree (`k`, `hosts`, optional `levels`).
+    KaryNtree,
 }
 
 /// Routing policies.
@@ -159,8 +161,10 @@ pub struct TopologySpec {
     pub kind: TopologyKind,
     /// Hosts (star) or hosts per side (dumbbell).
     pub hosts: Option<u32>,
-    /// Fat-tree arity (even).
+    /// Fat-tree arity (even), or a k-ary n-tree's k.
     pub k: Option<u32>,
+    /// A k-ary n-tree's levels (default: the fewest that hold `hosts`).
+    pub levels: Option<u32>,
     /// Link rate (default 100Gbps).
     pub bandwidth: Option<Rate>,
     /// Link latency (default 1us).
@@ -287,6 +291,9 @@ pub enum WorkloadKind {
     Noncontig,
     /// `count` messages with the bimodal cluster size mix.
     MsgMixed,
+    /// A collective (allreduce, reduce or broadcast) over every host,
+    /// offloaded to the NICs, done by host software, or both.
+    Collective,
 }
 
 impl WorkloadKind {
@@ -379,6 +386,21 @@ pub struct WorkloadSpec {
     pub halo: Option<u64>,
     /// Non-contiguous: keep indirect keys between transfers (default true).
     pub key_cache: Option<bool>,
+    /// Collective: `allreduce` (default), `reduce` or `broadcast`.
+    pub collective: Option<String>,
+    /// Collective: the ALU operation (`sum` default, `min`, `max`,
+    /// `minloc`, `maxloc`, `land`, `lor`, `lxor`, `band`, `bor`, `bxor`).
+    pub reduce_op: Option<String>,
+    /// Collective: element type (`f64` default, `f32`, `i32`, `i64`, `u32`,
+    /// `u64`).
+    pub datatype: Option<String>,
+    /// Collective: radix of the NIC's k-nomial tree (default: follows the
+    /// topology).
+    pub fan_in: Option<u32>,
+    /// Collective: time between the common starts of iterations.
+    pub interval: Option<Time>,
+    /// Collective: hosts taking part, `h0` up (default: all).
+    pub nodes: Option<u32>,
 }
 
 fn one_u32() -> u32 {

@@ -27,8 +27,12 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
     pauses(sc, n)?;
     validate_messaging(sc)?;
     crate::ncplan::validate(sc)?;
+    crate::collplan::validate(sc)?;
     for (i, w) in sc.file.workloads.iter().enumerate() {
-        if w.kind.is_messaging() || w.kind == WorkloadKind::Noncontig {
+        if w.kind.is_messaging()
+            || w.kind == WorkloadKind::Noncontig
+            || w.kind == WorkloadKind::Collective
+        {
             continue;
         }
         let who = format!("workload {i} ({:?})", w.kind).to_lowercase();
@@ -81,8 +85,8 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
             continue;
         }
         let ops = match w.kind {
-            // Bounded in noncontig::validate.
-            WorkloadKind::Noncontig => 0,
+            // Bounded in noncontig::validate and collective::plan.
+            WorkloadKind::Noncontig | WorkloadKind::Collective => 0,
             WorkloadKind::Single => 1,
             WorkloadKind::Many | WorkloadKind::Window | WorkloadKind::RandomPairs => count,
             WorkloadKind::Pingpong => 2 * count,

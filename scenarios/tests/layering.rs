@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The floors, bottom first (as the crate docs list them).
-const FLOORS: [&str; 18] = [
+const FLOORS: [&str; 20] = [
     "units",
     "schema",
     "edit",
@@ -16,6 +16,7 @@ const FLOORS: [&str; 18] = [
     "profile",
     "build",
     "ncplan",
+    "collplan",
     "validate",
     "backend",
     "report",
@@ -25,6 +26,7 @@ const FLOORS: [&str; 18] = [
     "rdma",
     "messaging",
     "noncontig",
+    "collective",
     "run",
 ];
 

@@ -15,6 +15,7 @@ use udrma_scenarios::edit::{render, set, value};
 use udrma_scenarios::{run, Report, RunOptions, Scenario};
 
 mod classic;
+mod collectives;
 mod study;
 
 /// One comparison.
@@ -99,6 +100,7 @@ pub fn reproduce() -> anyhow::Result<Vec<Section>> {
         classic::mvich()?,
         classic::segmentation()?,
         study::noncontig()?,
+        collectives::tianhe()?,
     ])
 }
 

@@ -46,6 +46,8 @@ pub struct CollectivePlan {
     pub count: u32,
     /// Nodes taking part: hosts `0..nodes`.
     pub nodes: u32,
+    /// Radix of the offload's k-nomial tree.
+    pub radix: u32,
     /// The offload's tree.
     pub tree: Tree,
     /// The host baseline's tree (binomial).

@@ -184,7 +184,9 @@ impl Nic {
                 let _ = alu::combine(post.op, post.ty, &mut acc, x);
             }
             self.stats.alu_operands += fan_in as u64;
-            let mut work = c.reduce_trigger + c.alu_per_operand.saturating_mul(fan_in as u64);
+            // The ALU took each operand as it arrived; what it has not
+            // finished yet delays the packet.
+            let mut work = c.reduce_trigger + st.alu_free.saturating_since(now);
             if fan_in == 0 {
                 // A leaf fires at once: the host's doorbell and the NIC's
                 // descriptor fetch are still on the path.
@@ -453,6 +455,7 @@ impl Nic {
             } else {
                 *slot = Some(operand);
                 st.counter += 1;
+                st.alu_free = st.alu_free.max(now) + self.cfg.cost.alu_per_operand;
                 self.stats.reduce_counted += 1;
             }
         }

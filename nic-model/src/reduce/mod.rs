@@ -13,7 +13,10 @@
 //! 2. When the counter reaches the descriptor's threshold (the number of
 //!    children) the descriptor fires: the ALU folds the node's own operand
 //!    and then its children's, in branch order, and the NIC sends the
-//!    result to the parent, or, at the root, keeps it.
+//!    result to the parent, or, at the root, keeps it. For timing the ALU
+//!    works on each operand as it arrives (`alu_per_operand` each, one at
+//!    a time), as the hardware does; only the fold's order is fixed, so
+//!    that float results never depend on arrival order.
 //! 3. The root's result fires the broadcast descriptor: REDUCE_BCAST to
 //!    each child, which writes it to host memory and forwards it to its own
 //!    children.

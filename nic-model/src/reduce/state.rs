@@ -54,6 +54,9 @@ pub(crate) struct ChunkState {
     pub slots: Vec<Option<Operand>>,
     /// The counter: distinct children's operands held.
     pub counter: u32,
+    /// When the ALU is done with the operands counted so far (it combines
+    /// each as it arrives, one at a time).
+    pub alu_free: Instant,
     /// The up descriptor has fired.
     pub fired: bool,
     /// The result, once known here.
