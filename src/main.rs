@@ -114,7 +114,7 @@ enum Command {
         #[arg(long)]
         csv: Option<PathBuf>,
         /// Plot goodput, p99 completion and retransmits against the first
-        /// setting (SVG).
+        /// setting (SVG); for a collective study, host and NIC completion.
         #[arg(long)]
         plot: Option<PathBuf>,
     },

@@ -319,7 +319,14 @@ pub fn sweep(
             }
         }
     }
-    if let Some(path) = plot {
+    let collective = reports.iter().all(|r| r.collective.is_some());
+    if collective {
+        let svg = collective_lines(&first.0, &first.1, &xs, &jobs, &cases, &reports);
+        if let Some(path) = plot {
+            std::fs::write(path, svg)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    } else if let Some(path) = plot {
         let mut order: Vec<usize> = (0..xs.len()).collect();
         order.sort_by(|a, b| xs[*a].total_cmp(&xs[*b]));
         let sorted =
@@ -372,6 +379,73 @@ pub fn sweep(
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Collective sweeps: a table of the host and NIC completion times (mean
+/// over seeds of each run's median) per value of the first setting, and
+/// the plot: one line for each, against that setting.
+fn collective_lines(
+    name: &str,
+    values: &[String],
+    xs: &[f64],
+    jobs: &[(usize, u64)],
+    cases: &[(Vec<(String, String)>, String)],
+    reports: &[Report],
+) -> String {
+    use udrma_scenarios::svg::{lines_plot, Series};
+    let mut host = Vec::new();
+    let mut nic = Vec::new();
+    println!(
+        "{:<24} {:>14} {:>14} {:>9}",
+        name, "host us", "nic us", "speedup"
+    );
+    for (vi, v) in values.iter().enumerate() {
+        let cs: Vec<&udrma_scenarios::report::CollectiveReport> = jobs
+            .iter()
+            .zip(reports)
+            .filter(|((c, _), _)| cases[*c].0[0].1 == *v)
+            .filter_map(|(_, r)| r.collective.as_ref())
+            .collect();
+        let mean = |f: &dyn Fn(&udrma_scenarios::report::CollectiveReport) -> Option<f64>| {
+            let got: Vec<f64> = cs.iter().filter_map(|c| f(c)).collect();
+            (!got.is_empty()).then(|| got.iter().sum::<f64>() / got.len() as f64)
+        };
+        let h = mean(&|c| c.host.as_ref().map(|s| s.completion_us.p50));
+        let n = mean(&|c| c.nic.as_ref().map(|s| s.completion_us.p50));
+        let speedup = match (h, n) {
+            (Some(h), Some(n)) if n > 0.0 => format!("{:.2}", h / n),
+            _ => "-".into(),
+        };
+        let show = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.3}"));
+        println!("{:<24} {:>14} {:>14} {:>9}", v, show(h), show(n), speedup);
+        if let Some(h) = h {
+            host.push((xs[vi], h));
+        }
+        if let Some(n) = n {
+            nic.push((xs[vi], n));
+        }
+    }
+    let mut series = Vec::new();
+    for (label, mut points) in [("host software", host), ("NIC offload", nic)] {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if !points.is_empty() {
+            series.push(Series {
+                name: label.into(),
+                points,
+            });
+        }
+    }
+    lines_plot(
+        "Collective completion (median over iterations, mean over seeds)",
+        &XAxis {
+            label: name.into(),
+            log2: xs.iter().all(|x| *x > 0.0),
+            bytes: name.ends_with("size"),
+        },
+        "completion (µs)",
+        &series,
+        &[],
+    )
 }
 
 /// Candidate simplifications of `doc`, smallest steps last.

@@ -310,6 +310,8 @@ fn collect(
     // Per iteration: the latest finish among result holders.
     let mut last: Vec<Option<Duration>> = vec![None; plan.iterations as usize];
     let mut per_node: Vec<u64> = Vec::new();
+    let mut holders_done = vec![0u32; plan.iterations as usize];
+    let holders = (0..plan.nodes).filter(|n| plan.gets_result(*n)).count() as u32;
     for h in (0..plan.nodes).map(NodeAddr) {
         if !world.is_local(h) {
             outcomes.push(Vec::new());
@@ -330,6 +332,7 @@ fn collect(
                 if plan.gets_result(h.0) {
                     let slot = &mut last[o.iter as usize];
                     *slot = Some(slot.map_or(d, |x: Duration| x.max(d)));
+                    holders_done[o.iter as usize] += 1;
                     per_node.push(d.as_ps());
                 }
             }
@@ -339,6 +342,12 @@ fn collect(
         if let Some(what) = world.nic(h).occupancy().violation() {
             bounded = false;
             notes.push(format!("{h}: {what} passed its limit"));
+        }
+    }
+    // An iteration counts once every result holder has finished it.
+    for (slot, done) in last.iter_mut().zip(&holders_done) {
+        if *done < holders {
+            *slot = None;
         }
     }
     let mut whole: Vec<u64> = last.iter().flatten().map(|d| d.as_ps()).collect();
@@ -366,6 +375,7 @@ fn collect(
             completion_us: stats(&whole),
             per_node_us: stats(&per_node),
             completed_iterations: whole.len() as u32,
+            per_iteration_us: last.iter().map(|d| d.map(|d| us(d.as_ps()))).collect(),
             descriptors_fired: 0,
             packets: 0,
             retransmits: 0,
@@ -375,5 +385,70 @@ fn collect(
         idle: world.is_idle(),
         bounded,
         notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use udrma_host::collective::{Tree, RESULT_BASE};
+    use udrma_nic::reduce::{alu, CollectiveKind};
+    use udrma_proto::{ReduceOp, ReduceType};
+
+    /// What every node would hold after a correct run, then one flipped
+    /// bit: `result-equal` must catch it.
+    #[test]
+    fn result_equal_fails_on_a_single_flipped_bit() {
+        let plan = CollectivePlan {
+            kind: CollectiveKind::Allreduce,
+            op: ReduceOp::Sum,
+            ty: ReduceType::F64,
+            count: 3,
+            nodes: 5,
+            radix: 2,
+            tree: Tree::knomial(5, 2),
+            host_tree: Tree::knomial(5, 2),
+            iterations: 2,
+            start: Instant::ZERO,
+            interval: Duration::from_micros(10),
+            seed: 9,
+            ep: 1,
+            tree_id: 1,
+        };
+        let mut mem = vec![0u8; plan.result_region() as usize];
+        for iter in 0..plan.iterations {
+            let bytes = alu::to_host_bytes(plan.op, plan.ty, &plan.reference(&plan.tree, iter));
+            let at = (plan.result_addr(iter) - RESULT_BASE) as usize;
+            mem[at..at + bytes.len()].copy_from_slice(&bytes);
+        }
+        let outcomes = (0..plan.iterations)
+            .map(|iter| Outcome {
+                iter,
+                done: Ok(Instant::ZERO),
+            })
+            .collect::<Vec<_>>();
+        let mut ran = Ran {
+            outcomes: vec![outcomes; 5],
+            results: vec![Some(mem); 5],
+            side: CollectiveSide {
+                completion_us: report::Spread::default(),
+                per_node_us: report::Spread::default(),
+                completed_iterations: 2,
+                per_iteration_us: Vec::new(),
+                descriptors_fired: 0,
+                packets: 0,
+                retransmits: 0,
+                duplicates: 0,
+            },
+            all_done: true,
+            idle: true,
+            bounded: true,
+            notes: Vec::new(),
+        };
+        check_results(&plan, &ran, false).unwrap();
+        let at = (plan.result_addr(1) - RESULT_BASE) as usize + 8;
+        ran.results[3].as_mut().unwrap()[at] ^= 1;
+        let e = check_results(&plan, &ran, false).unwrap_err();
+        assert!(e.starts_with("h3 iteration 1: element 1"), "{e}");
     }
 }

@@ -461,8 +461,11 @@ pub struct CollectiveSide {
     /// Per node and iteration: from the common start until that node
     /// holds the result.
     pub per_node_us: Spread,
-    /// Iterations with at least one result holder finished.
+    /// Iterations every result holder finished.
     pub completed_iterations: u32,
+    /// Each iteration's completion (every result holder done), µs, in
+    /// iteration order; `null` where one did not finish.
+    pub per_iteration_us: Vec<Option<f64>>,
     /// Triggered descriptors that fired (NIC only).
     pub descriptors_fired: u64,
     /// Reduce packets (NIC) or data packets (host) sent the first time.
