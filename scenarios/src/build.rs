@@ -146,6 +146,9 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
             d.mtu_payload = m.0 as u32;
         }
         d.max_sge = p.nic.max_sge.unwrap_or(d.max_sge);
+        if let Some(l) = p.nic.reduce_data_limit {
+            d.reduce_data_limit = usize::try_from(l.0).unwrap_or(usize::MAX);
+        }
         let t = &mut d.translation;
         t.sets = p.nic.translation_sets.unwrap_or(t.sets);
         t.ways = p.nic.translation_ways.unwrap_or(t.ways);
@@ -222,6 +225,10 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         transmit_queue_capacity: n.transmit_queue.unwrap_or(d.transmit_queue_capacity),
         read_window: n.read_window.map_or(d.read_window, |s| s.0),
         max_sge: n.max_sge.unwrap_or(d.max_sge),
+        reduce_data_limit: n.reduce_data_limit.map_or(d.reduce_data_limit, |l| {
+            usize::try_from(l.0).unwrap_or(usize::MAX)
+        }),
+        reduce_chunks: n.reduce_chunks.unwrap_or(d.reduce_chunks),
         translation: udrma_nic::translation::TranslationConfig {
             sets: n.translation_sets.unwrap_or(d.translation.sets),
             ways: n.translation_ways.unwrap_or(d.translation.ways),

@@ -59,6 +59,8 @@ pub struct ProfileNic {
     pub translation_ways: Option<u32>,
     /// Translation table entries per cache line.
     pub translation_entries_per_line: Option<u32>,
+    /// Bytes of reduce data one descriptor carries.
+    pub reduce_data_limit: Option<crate::units::Size>,
 }
 
 /// A profile's link defaults.

@@ -253,6 +253,10 @@ pub struct NicSpec {
     pub translation_ways: Option<u32>,
     /// Translation table entries per cache line.
     pub translation_entries_per_line: Option<u32>,
+    /// Bytes of reduce data one descriptor (and REDUCE packet) carries.
+    pub reduce_data_limit: Option<Size>,
+    /// Reduce chunks a NIC tracks at once.
+    pub reduce_chunks: Option<usize>,
 }
 
 /// Workload kinds.
