@@ -99,7 +99,10 @@ impl Mesh {
                 for _ in 0..copies {
                     let j = self.faults.jitter.as_ps();
                     let extra = if j == 0 { 0 } else { self.rng.next_u64() % j };
-                    let at = self.now + LATENCY + Duration::from_ps(extra);
+                    // The sender's NIC work and the receiver's go on the
+                    // packet's time (a fabric charges them the same way).
+                    let rx = self.nics[t.dst.0 as usize].receive_work(NodeAddr(i as u32), &buf);
+                    let at = self.now + LATENCY + t.nic_work + rx + Duration::from_ps(extra);
                     self.n += 1;
                     self.wire
                         .insert((at, self.n), (t.dst.0 as usize, i, buf.clone()));
@@ -210,18 +213,34 @@ impl Run {
     }
 
     fn post_all(&self, mesh: &mut Mesh, seed: u64) -> Vec<MrKey> {
+        let keys: Vec<MrKey> = (0..mesh.nics.len())
+            .map(|i| mesh.nics[i].register(RESULT_AT, 4096, Access::ALL))
+            .collect();
+        for (i, key) in keys.iter().enumerate() {
+            self.post_one(mesh, i, seed, 1, *key);
+        }
+        keys
+    }
+
+    /// Node `i`'s descriptor for collective `seq`.
+    fn post_one(
+        &self,
+        mesh: &mut Mesh,
+        i: usize,
+        seed: u64,
+        seq: u32,
+        key: MrKey,
+    ) -> udrma_nic::WrId {
         let n = mesh.nics.len();
         let (parent, children) = knomial(n, self.k);
-        let mut keys = Vec::new();
-        for (i, kids) in children.iter().enumerate() {
-            let key = mesh.nics[i].register(RESULT_AT, 4096, Access::ALL);
-            keys.push(key);
+        {
+            let kids = &children[i];
             let carries = self.kind != CollectiveKind::Broadcast || i == 0;
             let post = ReducePost {
                 kind: self.kind,
                 ep: 7,
                 tree: 3,
-                seq: 1,
+                seq,
                 op: self.op,
                 ty: self.ty,
                 count: self.count,
@@ -237,12 +256,11 @@ impl Run {
                 }),
                 children: kids.iter().map(|c| NodeAddr(*c as u32)).collect(),
                 level: 0,
-                result: Some((key, RESULT_AT)),
+                result: Some((key, RESULT_AT + u64::from(seq - 1) * 1024)),
             };
             let now = mesh.now;
-            mesh.nics[i].post_reduce(now, post).unwrap();
+            mesh.nics[i].post_reduce(now, post).unwrap()
         }
-        keys
     }
 
     fn check(&self, mesh: &Mesh, keys: &[MrKey], seed: u64) -> Result<(), String> {
@@ -419,6 +437,17 @@ fn a_node_that_never_posts_fails_its_children_after_their_retries() {
     let done = mesh.completions(1);
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].0, Err(WcError::RetryExceeded));
+    // Every retry went out, then one more timeout gave up.
+    let st = mesh.nics[1].stats();
+    assert_eq!(st.reduce_sent, 1);
+    assert_eq!(st.reduce_retransmits, u64::from(cfg().max_retries));
+    assert_eq!(st.timeouts, u64::from(cfg().max_retries) + 1);
+    assert_eq!(st.retries_exhausted, 1);
+    assert_eq!(st.failed, 1);
+    assert!(
+        !mesh.nics[0].is_idle(),
+        "the root still waits for its child"
+    );
     assert!(mesh.nics[0].stats().reduce_refused > 0);
     assert!(
         mesh.nics[1].is_idle(),
@@ -477,6 +506,81 @@ fn bad_descriptors_are_refused_by_reason() {
         ..good.clone()
     })
     .contains("result buffer"));
+    let bcast_leaf = ReducePost {
+        kind: CollectiveKind::Broadcast,
+        parent: Some(Parent {
+            addr: NodeAddr(1),
+            branch: 0,
+            fan_in: 1,
+        }),
+        children: Vec::new(),
+        ..good.clone()
+    };
+    assert!(refuse(bcast_leaf.clone()).contains("give no operand"));
+    let mut quiet_leaf = bcast_leaf.clone();
+    quiet_leaf.operand = Operand::default();
+    let mut ok = Nic::new(NodeAddr(0), cfg()).unwrap();
+    ok.register(RESULT_AT, 16, Access::ALL);
+    ok.post_reduce(Instant::ZERO, quiet_leaf).unwrap();
+    assert!(refuse(ReducePost {
+        parent: Some(Parent {
+            addr: NodeAddr(1),
+            branch: 2,
+            fan_in: 2
+        }),
+        ..good.clone()
+    })
+    .contains("below the parent's fan-in"));
+    assert!(refuse(ReducePost {
+        children: (1..=256).map(NodeAddr).collect(),
+        ..good.clone()
+    })
+    .contains("255 children"));
+    // MINLOC results take 12 B an element: 24 B for two, not 16.
+    let minloc = ReducePost {
+        op: ReduceOp::MinLoc,
+        operand: Operand {
+            values: vec![0, 0],
+            locs: vec![0, 0],
+        },
+        ..good.clone()
+    };
+    assert!(refuse(minloc.clone()).contains("result buffer"));
+    let mut wide = Nic::new(NodeAddr(0), cfg()).unwrap();
+    let k24 = wide.register(RESULT_AT, 24, Access::ALL);
+    wide.post_reduce(
+        Instant::ZERO,
+        ReducePost {
+            result: Some((k24, RESULT_AT)),
+            ..minloc
+        },
+    )
+    .unwrap();
+    // A vector that needs more chunks than the NIC tracks.
+    let mut small = Nic::new(
+        NodeAddr(0),
+        NicConfig {
+            reduce_chunks: 2,
+            ..cfg()
+        },
+    )
+    .unwrap();
+    let big = small.register(RESULT_AT, 4096, Access::ALL);
+    let vector = |count: u32| ReducePost {
+        count,
+        operand: Operand {
+            values: vec![0; count as usize],
+            locs: Vec::new(),
+        },
+        result: Some((big, RESULT_AT)),
+        ..good.clone()
+    };
+    assert!(small
+        .post_reduce(Instant::ZERO, vector(13))
+        .unwrap_err()
+        .to_string()
+        .contains("more chunks"));
+    small.post_reduce(Instant::ZERO, vector(12)).unwrap();
     nic.post_reduce(Instant::ZERO, good.clone()).unwrap();
     assert!(nic
         .post_reduce(Instant::ZERO, good)
@@ -543,6 +647,237 @@ fn hostile_reduce_packets_change_nothing() {
     assert_eq!(nic.stats().reduce_stale_acks, 1);
     assert!(nic.is_idle());
     assert!(nic.poll_transmit(Instant::ZERO, &mut Vec::new()).is_none());
+}
+
+fn quiet() -> Faults {
+    Faults {
+        loss: 0.0,
+        dup: 0.0,
+        jitter: Duration::ZERO,
+    }
+}
+
+fn total(mesh: &Mesh, f: fn(&udrma_nic::Stats) -> u64) -> u64 {
+    mesh.nics.iter().map(|n| f(n.stats())).sum()
+}
+
+#[test]
+fn the_ledger_of_an_allreduce_in_two_chunks_adds_up() {
+    // 4 nodes, binomial: 0 <- 1, 0 <- 2 <- 3. Seven doubles: two chunks
+    // of 6 and 1 (48 B a descriptor).
+    let run = Run {
+        kind: CollectiveKind::Allreduce,
+        op: ReduceOp::Sum,
+        ty: ReduceType::F64,
+        count: 7,
+        k: 2,
+    };
+    let mut mesh = Mesh::new(4, cfg(), quiet(), 1);
+    let keys = run.post_all(&mut mesh, 4);
+    assert_eq!(mesh.nics[0].reduce_occupancy(), (2, 2, 1024));
+    assert!(!mesh.nics[0].is_idle(), "the root waits for its children");
+    mesh.run(Instant::ZERO + Duration::from_millis(10));
+    run.check(&mesh, &keys, 4).unwrap();
+    assert_eq!(total(&mesh, |s| s.posted), 4);
+    assert_eq!(total(&mesh, |s| s.completed), 4);
+    assert_eq!(total(&mesh, |s| s.failed), 0);
+    // 3 edges x 2 chunks, each way.
+    assert_eq!(total(&mesh, |s| s.reduce_sent), 12);
+    assert_eq!(total(&mesh, |s| s.reduce_acks), 12);
+    assert_eq!(total(&mesh, |s| s.control_sent), 12);
+    assert_eq!(total(&mesh, |s| s.rtt_samples), 12);
+    assert_eq!(total(&mesh, |s| s.reduce_counted), 6);
+    assert_eq!(total(&mesh, |s| s.alu_operands), 6);
+    // Up: every node, every chunk; broadcasts: nodes 0 and 2, every chunk.
+    assert_eq!(total(&mesh, |s| s.reduce_fired), 8 + 4);
+    assert_eq!(total(&mesh, |s| s.reduce_results), 8);
+    for f in [
+        |s: &udrma_nic::Stats| s.reduce_retransmits,
+        |s: &udrma_nic::Stats| s.timeouts,
+        |s: &udrma_nic::Stats| s.reduce_duplicates,
+        |s: &udrma_nic::Stats| s.reduce_invalid,
+        |s: &udrma_nic::Stats| s.reduce_stale_acks,
+        |s: &udrma_nic::Stats| s.reduce_expired,
+    ] {
+        assert_eq!(total(&mesh, f), 0);
+    }
+    for (i, nic) in mesh.nics.iter().enumerate() {
+        let done: Vec<u64> = mesh.events[i]
+            .iter()
+            .filter_map(|e| match e {
+                Event::Completed { len, .. } => Some(*len),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(done, [56], "node {i}: the result's bytes");
+        assert_eq!(nic.reduce_occupancy().0, 0);
+        assert!(nic.occupancy().violation().is_none());
+    }
+}
+
+#[test]
+fn two_collectives_on_one_tree_run_side_by_side() {
+    let run = Run {
+        kind: CollectiveKind::Allreduce,
+        op: ReduceOp::Max,
+        ty: ReduceType::I64,
+        count: 3,
+        k: 3,
+    };
+    let mut mesh = Mesh::new(7, cfg(), quiet(), 1);
+    let keys: Vec<MrKey> = (0..7)
+        .map(|i| mesh.nics[i].register(RESULT_AT, 4096, Access::ALL))
+        .collect();
+    for (i, key) in keys.iter().enumerate() {
+        let a = run.post_one(&mut mesh, i, 11, 1, *key);
+        let b = run.post_one(&mut mesh, i, 22, 2, *key);
+        assert_ne!(a, b);
+    }
+    mesh.run(Instant::ZERO + Duration::from_millis(10));
+    for (seq, seed) in [(1u64, 11u64), (2, 22)] {
+        let want = alu::to_host_bytes(run.op, run.ty, &run.reference(7, seed));
+        for (i, key) in keys.iter().enumerate() {
+            let bytes = &mesh.nics[i].memory().region(*key).unwrap().bytes;
+            let at = ((seq - 1) * 1024) as usize;
+            assert_eq!(&bytes[at..at + want.len()], &want[..], "node {i} seq {seq}");
+        }
+    }
+    for (i, nic) in mesh.nics.iter().enumerate() {
+        assert_eq!(nic.stats().posted, 2, "node {i}");
+        assert_eq!(nic.stats().completed, 2, "node {i}");
+        assert!(nic.is_idle());
+    }
+}
+
+#[test]
+fn operands_that_arrive_before_the_parent_posts_wait_for_it() {
+    let run = Run {
+        kind: CollectiveKind::Allreduce,
+        op: ReduceOp::Sum,
+        ty: ReduceType::F64,
+        count: 5,
+        k: 2,
+    };
+    // 0 <- 1, 0 <- 2 <- 3: node 2 posts 20 us after its child's operand
+    // arrived, node 0 too.
+    let mut mesh = Mesh::new(4, cfg(), quiet(), 1);
+    let keys: Vec<MrKey> = (0..4)
+        .map(|i| mesh.nics[i].register(RESULT_AT, 4096, Access::ALL))
+        .collect();
+    run.post_one(&mut mesh, 1, 5, 1, keys[1]);
+    run.post_one(&mut mesh, 3, 5, 1, keys[3]);
+    mesh.run(Instant::ZERO + Duration::from_micros(20));
+    assert_eq!(mesh.nics[2].reduce_occupancy().0, 1, "held for the host");
+    assert!(!mesh.nics[2].is_idle());
+    run.post_one(&mut mesh, 2, 5, 1, keys[2]);
+    run.post_one(&mut mesh, 0, 5, 1, keys[0]);
+    mesh.run(Instant::ZERO + Duration::from_millis(10));
+    run.check(&mesh, &keys, 5).unwrap();
+    assert_eq!(total(&mesh, |s| s.reduce_invalid), 0);
+}
+
+#[test]
+fn a_broadcast_that_reaches_a_node_before_its_host_posts_is_kept() {
+    let run = Run {
+        kind: CollectiveKind::Broadcast,
+        op: ReduceOp::Sum,
+        ty: ReduceType::U32,
+        count: 4,
+        k: 2,
+    };
+    let mut mesh = Mesh::new(4, cfg(), quiet(), 1);
+    let keys: Vec<MrKey> = (0..4)
+        .map(|i| mesh.nics[i].register(RESULT_AT, 4096, Access::ALL))
+        .collect();
+    for i in [0, 1, 3] {
+        run.post_one(&mut mesh, i, 6, 1, keys[i]);
+    }
+    mesh.run(Instant::ZERO + Duration::from_micros(20));
+    run.post_one(&mut mesh, 2, 6, 1, keys[2]);
+    mesh.run(Instant::ZERO + Duration::from_millis(10));
+    run.check(&mesh, &keys, 6).unwrap();
+}
+
+#[test]
+fn an_operand_that_disagrees_with_the_parents_descriptor_is_dropped() {
+    let run = Run {
+        kind: CollectiveKind::Reduce,
+        op: ReduceOp::Sum,
+        ty: ReduceType::F64,
+        count: 2,
+        k: 2,
+    };
+    let mut mesh = Mesh::new(2, cfg(), quiet(), 1);
+    let keys: Vec<MrKey> = (0..2)
+        .map(|i| mesh.nics[i].register(RESULT_AT, 4096, Access::ALL))
+        .collect();
+    run.post_one(&mut mesh, 1, 7, 1, keys[1]);
+    mesh.run(Instant::ZERO + Duration::from_micros(20));
+    // The root's host asks for three elements, not two.
+    let other = Run { count: 3, ..run };
+    other.post_one(&mut mesh, 0, 7, 1, keys[0]);
+    mesh.run(Instant::ZERO + Duration::from_millis(10));
+    assert_eq!(mesh.nics[0].stats().reduce_invalid, 1);
+    assert!(
+        mesh.completions(0).is_empty(),
+        "it never had the operand it asked for"
+    );
+}
+
+#[test]
+fn a_chunk_no_host_claims_is_forgotten_after_the_registry_timeout() {
+    let run = Run {
+        kind: CollectiveKind::Reduce,
+        op: ReduceOp::Sum,
+        ty: ReduceType::I32,
+        count: 1,
+        k: 2,
+    };
+    let mut mesh = Mesh::new(2, cfg(), quiet(), 1);
+    let key = mesh.nics[1].register(RESULT_AT, 64, Access::ALL);
+    run.post_one(&mut mesh, 1, 1, 1, key);
+    mesh.run(Instant::ZERO + Duration::from_millis(50));
+    // The child's operand was acknowledged, so its part is done.
+    assert_eq!(mesh.completions(1).len(), 1);
+    assert_eq!(mesh.nics[0].reduce_occupancy(), (1, 1, 1024));
+    mesh.run(Instant::ZERO + Duration::from_millis(150));
+    assert_eq!(mesh.nics[0].stats().reduce_expired, 1);
+    assert_eq!(mesh.nics[0].reduce_occupancy().0, 0);
+    assert!(mesh.nics[0].is_idle());
+}
+
+#[test]
+fn the_cost_model_times_triggers_the_alu_and_the_result_dma() {
+    // A star of 3: 0 <- 1, 0 <- 2. Leaves fire at once: doorbell 1 +
+    // fetch 2 + trigger 3 = 6 us, then 1 us of wire: both arrive at 7.
+    // The ALU takes them one after the other (5 us each): done at 17, so
+    // the root's broadcast leaves 3 + 10 us after 7, to child 0 after one
+    // more trigger (16 us of NIC work) and to child 1 after two (19 us).
+    // Each child's NIC writes the result to host memory: 7 us.
+    let cost = udrma_nic::CostModel {
+        doorbell: Duration::from_micros(1),
+        descriptor_fetch: Duration::from_micros(2),
+        reduce_trigger: Duration::from_micros(3),
+        alu_per_operand: Duration::from_micros(5),
+        dma_setup: Duration::from_micros(7),
+        ..udrma_nic::CostModel::ZERO
+    };
+    let run = Run {
+        kind: CollectiveKind::Allreduce,
+        op: ReduceOp::Sum,
+        ty: ReduceType::F64,
+        count: 6,
+        k: 3,
+    };
+    let mut mesh = Mesh::new(3, NicConfig { cost, ..cfg() }, quiet(), 1);
+    let keys = run.post_all(&mut mesh, 8);
+    mesh.run(Instant::ZERO + Duration::from_millis(10));
+    run.check(&mesh, &keys, 8).unwrap();
+    let at = |i: usize| mesh.completions(i)[0].1;
+    let us = |x: u64| Instant::ZERO + Duration::from_micros(x);
+    assert_eq!(at(0), us(7));
+    assert_eq!(at(1), us(7 + 1 + 16 + 7));
+    assert_eq!(at(2), us(7 + 1 + 19 + 7));
 }
 
 fn op_and_type() -> impl Strategy<Value = (ReduceOp, ReduceType)> {

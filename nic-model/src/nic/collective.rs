@@ -162,6 +162,7 @@ impl Nic {
         let fan_in = post.children.len();
         let c = self.cfg.cost;
         let mut sends: Vec<(OutKey, ReduceHeader, Operand, Duration)> = Vec::new();
+        let mut root_work = Duration::ZERO;
         let st = self.reduce.chunks.get_mut(&key).expect("looked up above");
         let hdr = |branch: u8, fan_in: usize, level: u8| ReduceHeader {
             op: post.op,
@@ -202,7 +203,11 @@ impl Nic {
                     let h = hdr(parent.branch, usize::from(parent.fan_in), post.level);
                     sends.push((to, h, acc, work));
                 }
-                None => st.result = Some(acc),
+                None => {
+                    // The root's broadcast leaves once the ALU is done.
+                    root_work = work;
+                    st.result = Some(acc);
+                }
             }
         }
         if !st.delivered {
@@ -244,7 +249,7 @@ impl Nic {
                             down: true,
                             key,
                         };
-                        let work = c.reduce_trigger.saturating_mul(i as u64 + 1);
+                        let work = root_work + c.reduce_trigger.saturating_mul(i as u64 + 1);
                         sends.push((to, hdr(i as u8, fan_in, post.level), result.clone(), work));
                     }
                 }

@@ -377,6 +377,13 @@ mod tests {
             Err(AluError::Shape { a: 2, b: 1 })
         );
         assert!(combine(MinLoc, F64, &mut a, &f64s(&[1.0, 2.0])).is_err());
+        // Locations on one side only.
+        let mut with_locs = Operand {
+            values: vec![1.0f64.to_bits()],
+            locs: vec![3],
+        };
+        assert!(combine(MinLoc, F64, &mut with_locs, &f64s(&[2.0])).is_err());
+        assert!(f64s(&[]).is_empty() && !f64s(&[1.0]).is_empty());
         assert_eq!(
             combine(Bor, F32, &mut a, &f64s(&[1.0, 2.0])),
             Err(AluError::NotApplicable { op: Bor, ty: F32 })
