@@ -142,6 +142,14 @@ impl Mesh {
         }
     }
 
+    /// A 4 KiB result region on every NIC.
+    fn regions(&mut self) -> Vec<MrKey> {
+        self.nics
+            .iter_mut()
+            .map(|n| n.register(RESULT_AT, 4096, Access::ALL))
+            .collect()
+    }
+
     fn completions(&self, i: usize) -> Vec<(Result<(), WcError>, Instant)> {
         self.events[i]
             .iter()
@@ -213,9 +221,7 @@ impl Run {
     }
 
     fn post_all(&self, mesh: &mut Mesh, seed: u64) -> Vec<MrKey> {
-        let keys: Vec<MrKey> = (0..mesh.nics.len())
-            .map(|i| mesh.nics[i].register(RESULT_AT, 4096, Access::ALL))
-            .collect();
+        let keys = mesh.regions();
         for (i, key) in keys.iter().enumerate() {
             self.post_one(mesh, i, seed, 1, *key);
         }
@@ -725,9 +731,7 @@ fn two_collectives_on_one_tree_run_side_by_side() {
         k: 3,
     };
     let mut mesh = Mesh::new(7, cfg(), quiet(), 1);
-    let keys: Vec<MrKey> = (0..7)
-        .map(|i| mesh.nics[i].register(RESULT_AT, 4096, Access::ALL))
-        .collect();
+    let keys = mesh.regions();
     for (i, key) in keys.iter().enumerate() {
         let a = run.post_one(&mut mesh, i, 11, 1, *key);
         let b = run.post_one(&mut mesh, i, 22, 2, *key);
@@ -761,9 +765,7 @@ fn operands_that_arrive_before_the_parent_posts_wait_for_it() {
     // 0 <- 1, 0 <- 2 <- 3: node 2 posts 20 us after its child's operand
     // arrived, node 0 too.
     let mut mesh = Mesh::new(4, cfg(), quiet(), 1);
-    let keys: Vec<MrKey> = (0..4)
-        .map(|i| mesh.nics[i].register(RESULT_AT, 4096, Access::ALL))
-        .collect();
+    let keys = mesh.regions();
     run.post_one(&mut mesh, 1, 5, 1, keys[1]);
     run.post_one(&mut mesh, 3, 5, 1, keys[3]);
     mesh.run(Instant::ZERO + Duration::from_micros(20));
@@ -786,9 +788,7 @@ fn a_broadcast_that_reaches_a_node_before_its_host_posts_is_kept() {
         k: 2,
     };
     let mut mesh = Mesh::new(4, cfg(), quiet(), 1);
-    let keys: Vec<MrKey> = (0..4)
-        .map(|i| mesh.nics[i].register(RESULT_AT, 4096, Access::ALL))
-        .collect();
+    let keys = mesh.regions();
     for i in [0, 1, 3] {
         run.post_one(&mut mesh, i, 6, 1, keys[i]);
     }
@@ -808,9 +808,7 @@ fn an_operand_that_disagrees_with_the_parents_descriptor_is_dropped() {
         k: 2,
     };
     let mut mesh = Mesh::new(2, cfg(), quiet(), 1);
-    let keys: Vec<MrKey> = (0..2)
-        .map(|i| mesh.nics[i].register(RESULT_AT, 4096, Access::ALL))
-        .collect();
+    let keys = mesh.regions();
     run.post_one(&mut mesh, 1, 7, 1, keys[1]);
     mesh.run(Instant::ZERO + Duration::from_micros(20));
     // The root's host asks for three elements, not two.
