@@ -289,10 +289,22 @@ pub fn sweep(
             .1
             .iter()
             .all(|v| v.parse::<f64>().is_err() && parse_size(v).is_ok());
+    // Values that are neither numbers nor sizes (`nic.cc=none,nscc`) sit
+    // at 0, 1, 2, ... under their names.
+    let names = if first
+        .1
+        .iter()
+        .any(|v| v.parse::<f64>().is_err() && parse_size(v).is_err())
+    {
+        first.1.clone()
+    } else {
+        Vec::new()
+    };
     let x_axis = XAxis {
         label: first.0.clone(),
         log2: messaging && xs.iter().all(|x| *x > 0.0),
         bytes,
+        names,
     };
     let (lat, bw) = (&mut Vec::new(), &mut Vec::new());
     if messaging {
@@ -441,6 +453,7 @@ fn collective_lines(
             label: name.into(),
             log2: xs.iter().all(|x| *x > 0.0),
             bytes: name.ends_with("size"),
+            names: Vec::new(),
         },
         "completion (µs)",
         &series,

@@ -22,6 +22,8 @@ type FaultCase = (usize, f64, f64, u64, u64, usize, u32);
 #[derive(Debug, Clone)]
 struct Case {
     topology: usize,
+    /// (routing and controller, registry, escape, tombstones,
+    /// registration, ack and retransmit modes).
     nic: (usize, usize, usize, usize, usize, usize),
     messaging: bool,
     /// (kind, op, a, b, size, count)
@@ -83,13 +85,17 @@ impl Case {
         // default 1024, one 1 MB message through the dumbbell's bottleneck
         // overflows its queue and go-back-N never recovers (finding 5).
         let mut s = format!(
-            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\n\n[nic]\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\nretransmit = \"{}\"\nmax_retries = 40\nrto_max = \"2ms\"\n",
+            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\n\n[nic]\ncc = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\nretransmit = \"{}\"\nmax_retries = 40\nrto_max = \"2ms\"\n",
             self.seed,
             TOPOLOGIES[self.topology],
             ROUTING[routing % ROUTING.len()],
             // Queue limits of 256 KiB to 1 MiB per port (a smaller queue
             // than 4 OP tables' worth collapses: finding 5).
             256 << (self.seed % 3),
+            // ECN marks above a quarter of the queue, heard by every
+            // controller (none ignores them).
+            64 << (self.seed % 3),
+            ["none", "nscc", "dcqcn"][(routing / ROUTING.len()) % 3],
             registry,
             escape,
             // Enough tombstones for these workloads (the engine's default
@@ -291,7 +297,7 @@ fn case() -> impl Strategy<Value = Case> {
     (
         0usize..4,
         (
-            0usize..3,
+            0usize..9,
             0usize..16,
             0usize..16,
             0usize..64,

@@ -28,4 +28,4 @@ pub mod world;
 pub use routing::{Policy, Router};
 pub use topology::{LinkParams, Topology};
 pub use trace::{DropReason, Trace, TraceEvent, TraceFormat};
-pub use world::{FabricConfig, FabricError, FabricStats, HostEvent, Journey, World};
+pub use world::{FabricConfig, FabricError, FabricStats, HostEvent, Journey, World, WIRE_OVERHEAD};

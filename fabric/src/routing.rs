@@ -134,6 +134,7 @@ impl Router {
         &self,
         candidates: &[PortId],
         flow: (NodeAddr, NodeAddr, u16),
+        switch: NodeId,
         rng: &mut ChaCha8Rng,
     ) -> PortId {
         if candidates.len() == 1 {
@@ -142,9 +143,15 @@ impl Router {
         match self.policy {
             Policy::ShortestPath => candidates[0],
             Policy::Ecmp => {
+                // Salted by the switch, as real switches seed their hash:
+                // with one hash everywhere, a fat tree's aggregation
+                // switch would pick the same index as the edge switch
+                // below it and only k/2 of the (k/2)² core switches would
+                // carry traffic (hash polarization).
                 let h = mix(u64::from(flow.0 .0) << 40
                     ^ u64::from(flow.1 .0) << 16
-                    ^ u64::from(flow.2));
+                    ^ u64::from(flow.2)
+                    ^ u64::from(switch).wrapping_mul(0x9E37_79B9_7F4A_7C15));
                 candidates[(h % candidates.len() as u64) as usize]
             }
             Policy::Spray => candidates[below(rng, candidates.len() as u64) as usize],
@@ -221,6 +228,33 @@ mod tests {
         r.candidates(&t, leaf0, NodeAddr(4), &mut out);
         assert_eq!(out.len(), 4);
         assert!(Topology::kary_ntree(4, 2, 17, LinkParams::default()).is_err());
+    }
+
+    /// ECMP spreads inter-pod flows over every core switch of a k=8 fat
+    /// tree. With one unsalted hash at every switch, the aggregation
+    /// switch picked the same index as the edge switch below it and only 4
+    /// of the 16 cores carried anything (hash polarization).
+    #[test]
+    fn ecmp_uses_every_core_switch() {
+        let t = Topology::fat_tree(8, LinkParams::default()).unwrap();
+        let r = Router::new(&t, Policy::Ecmp);
+        let mut rng = udrma_faults::rng::stream(1, "test");
+        let mut out = Vec::new();
+        let mut cores = std::collections::BTreeSet::new();
+        for s in 0..128u32 {
+            // To a host four pods across (16 hosts per pod).
+            let d = NodeAddr((s + 64) % 128);
+            let mut node = t.hosts[s as usize];
+            while node != t.hosts[d.0 as usize] {
+                r.candidates(&t, node, d, &mut out);
+                let port = r.choose(&out, (NodeAddr(s), d, 49_152), node, &mut rng);
+                node = t.ports[port as usize].peer;
+                if t.nodes[node as usize].name.starts_with('c') {
+                    cores.insert(node);
+                }
+            }
+        }
+        assert_eq!(cores.len(), 16, "cores used: {cores:?}");
     }
 
     #[test]

@@ -160,6 +160,8 @@ struct Pkt {
     /// Extra NIC time the sending host's DMA needs for this packet
     /// (gathers, indirect-key translation), in picoseconds, saturating.
     nic_work_ps: u32,
+    /// A queue above its ECN threshold marked it Congestion Experienced.
+    ce: bool,
     /// The header fields faults and the trace look at, read once while
     /// the bytes are hot in cache (and again after a corruption).
     head: Head,
@@ -1045,6 +1047,7 @@ impl World {
                 bytes: buf,
                 elided: 0,
                 nic_work_ps: u32::try_from(t.nic_work.as_ps()).unwrap_or(u32::MAX),
+                ce: false,
             };
             if self.phantom_payload {
                 if let Some(big) = pkt.elide_zero_payload() {
@@ -1118,6 +1121,7 @@ impl World {
                         bytes: pkt.bytes.clone(),
                         elided: pkt.elided,
                         nic_work_ps: pkt.nic_work_ps,
+                        ce: pkt.ce,
                         head: pkt.head,
                     };
                     if self.watch.is_some() {
@@ -1169,7 +1173,7 @@ impl World {
         }
     }
 
-    fn enqueue(&mut self, port: PortId, pkt: Pkt) {
+    fn enqueue(&mut self, port: PortId, mut pkt: Pkt) {
         let now = self.now;
         let hot = self.ports[port as usize].hot;
         let len = pkt.len();
@@ -1188,6 +1192,7 @@ impl World {
         }
         if hot.ecn_threshold.is_some_and(|th| st.queued_bytes > th) {
             self.stats.ecn_marked += 1;
+            pkt.ce = true;
         }
         // A host's own NIC works on the packet before it can leave.
         let nic_cost = match hot.host {
@@ -1309,7 +1314,7 @@ impl World {
                     .expect("switch has a stream");
                 let out = self
                     .router
-                    .choose(&cands, (pkt.src, pkt.dst, pkt.src_port), rng);
+                    .choose(&cands, (pkt.src, pkt.dst, pkt.src_port), node, rng);
                 self.scratch = cands;
                 self.egress(out, pkt);
             }
@@ -1346,9 +1351,17 @@ impl World {
         }
         let now = self.now;
         let mut rebuild = std::mem::take(&mut self.rebuild);
-        self.hosts[h as usize]
-            .nic
-            .handle_datagram(now, pkt.src, pkt.datagram(&mut rebuild));
+        let meta = if pkt.ce {
+            udrma_nic::RxMeta::CE
+        } else {
+            udrma_nic::RxMeta::default()
+        };
+        self.hosts[h as usize].nic.handle_datagram_meta(
+            now,
+            pkt.src,
+            meta,
+            pkt.datagram(&mut rebuild),
+        );
         self.rebuild = rebuild;
         self.recycle(pkt.bytes);
     }

@@ -125,6 +125,8 @@ pub struct NicConfig {
     pub reduce_chunks: usize,
     /// Simulated costs of host and NIC work (all zero by default).
     pub cost: crate::cost::CostModel,
+    /// Congestion control: the algorithm and what it knows of the network.
+    pub cc: crate::cc::CcConfig,
 }
 
 impl Default for NicConfig {
@@ -163,6 +165,7 @@ impl Default for NicConfig {
             reduce_data_limit: 48,
             reduce_chunks: 1024,
             cost: crate::cost::CostModel::ZERO,
+            cc: crate::cc::CcConfig::default(),
         }
     }
 }

@@ -52,6 +52,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cc;
 pub mod config;
 pub mod cost;
 pub mod mask;
@@ -67,10 +68,11 @@ pub mod stats;
 pub mod translation;
 pub mod wr;
 
+pub use cc::{CcAlgorithm, CcConfig, CongestionControl};
 pub use config::{AckMode, ConfigError, NicConfig, RegistrationMode, RetransmitMode};
 pub use cost::CostModel;
 pub use memory::{Access, MemoryTable, MrKey};
-pub use nic::{Nic, Transmit};
+pub use nic::{Ecn, Nic, RxMeta, Transmit};
 pub use sgl::{Sge, Sgl};
 pub use stats::{Occupancy, Stats};
 pub use udrma_proto::time::{self, Duration, Instant};

@@ -24,6 +24,9 @@ pub enum Verdict {
     Duplicate(u32),
     /// Arrives this much later than the latency alone would make it.
     Delay(Duration),
+    /// Arrives this much later, marked Congestion Experienced (as a queue
+    /// above its ECN threshold would deliver it).
+    MarkCe(Duration),
     /// Arrives with one byte changed: byte `at % len` is XORed with `xor`
     /// (damage the integrity check must catch).
     Corrupt {
@@ -75,6 +78,7 @@ struct Flight {
     to: usize,
     from: NodeAddr,
     bytes: Vec<u8>,
+    ce: bool,
 }
 
 /// Two NICs (`h0` = `nics[0]`, `h1` = `nics[1]`) and the wire between them.
@@ -190,7 +194,7 @@ impl Pair {
             Verdict::Drop => return,
             Verdict::Deliver => (1, Duration::ZERO),
             Verdict::Duplicate(k) => (1 + k, Duration::ZERO),
-            Verdict::Delay(d) => (1, d),
+            Verdict::Delay(d) | Verdict::MarkCe(d) => (1, d),
             Verdict::Corrupt { at, xor } => {
                 if !bytes.is_empty() {
                     let i = usize::from(at) % bytes.len();
@@ -208,6 +212,7 @@ impl Pair {
                     to,
                     from: src,
                     bytes: bytes.clone(),
+                    ce: matches!(verdict, Verdict::MarkCe(_)),
                 },
             );
             self.seq += 1;
@@ -252,7 +257,12 @@ impl Pair {
             if nic.needs_dma_work() {
                 nic.receive_work(f.from, &f.bytes);
             }
-            nic.handle_datagram(self.now, f.from, &f.bytes);
+            let meta = if f.ce {
+                crate::RxMeta::CE
+            } else {
+                crate::RxMeta::default()
+            };
+            nic.handle_datagram_meta(self.now, f.from, meta, &f.bytes);
         }
         for nic in &mut self.nics {
             if nic.poll_timeout().is_some_and(|t| t <= self.now) {

@@ -15,6 +15,11 @@ pub struct Stats {
     pub completed: u64,
     /// Requests completed in error.
     pub failed: u64,
+    /// Datagrams that arrived Congestion Experienced (ECN).
+    pub rx_ce: u64,
+    /// Acknowledged packets whose receiver echoed a CE mark (ECE), READ
+    /// responses that arrived marked included.
+    pub ecn_echoes: u64,
     /// Data packets (WRITE, SEND, READ request) sent the first time.
     pub data_sent: u64,
     /// Data packets sent again.

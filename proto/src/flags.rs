@@ -26,9 +26,15 @@ impl Flags {
     pub const CREDITS_VALID: Flags = Flags(1 << 5);
     /// The receiver should raise an event on arrival (solicited event).
     pub const SOLICITED: Flags = Flags(1 << 6);
+    /// ECN echo, on an acknowledgement (ACK, SACK, READ response): the data
+    /// packets it acknowledges arrived with Congestion Experienced in their
+    /// IP header. A coalesced SACK never mixes marked and unmarked packets,
+    /// so a sender can count exactly the fraction of its bytes that were
+    /// marked (a receiver splits its bitmap in two when it must).
+    pub const ECE: Flags = Flags(1 << 7);
 
     /// Every named flag with its short name, in bit order.
-    pub const NAMED: [(Flags, &'static str); 7] = [
+    pub const NAMED: [(Flags, &'static str); 8] = [
         (Flags::ACK_REQ, "ACK_REQ"),
         (Flags::FIRST, "FIRST"),
         (Flags::LAST, "LAST"),
@@ -36,6 +42,7 @@ impl Flags {
         (Flags::RETRANSMIT, "RETX"),
         (Flags::CREDITS_VALID, "CREDITS"),
         (Flags::SOLICITED, "SOLICITED"),
+        (Flags::ECE, "ECE"),
     ];
 
     /// No flag set.

@@ -54,6 +54,14 @@ const ACK: [u8; 36] = [
     // ICRC
     0xde, 0xb0, 0xd9, 0xe6,
 ];
+// ACK with ECN echo (flags 0x0080): 36 bytes
+const ACK_ECE: [u8; 36] = [
+    // header
+    0x01, 0x10, 0x00, 0x80, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a,
+    // ICRC
+    0x33, 0xd2, 0xa4, 0x48,
+];
 // SACK: 48 bytes
 const SACK: [u8; 48] = [
     // header
@@ -260,6 +268,11 @@ fn table() -> Vec<(&'static str, &'static [u8], Repr<'static>)> {
             ),
         ),
         ("ACK", &ACK, repr(Flags::empty(), 2, 4, 0, Body::Ack)),
+        (
+            "ACK (with ECN echo)",
+            &ACK_ECE,
+            repr(Flags::ECE, 2, 4, 0, Body::Ack),
+        ),
         (
             "SACK",
             &SACK,

@@ -34,6 +34,9 @@ pub struct Traffic {
     pub reordered: u64,
     /// Corrupted by faults.
     pub corrupted: u64,
+    /// Marked Congestion Experienced by a queue above its ECN threshold
+    /// (the simulator; over sockets, the marks the engines read).
+    pub ecn_marked: u64,
     /// Events processed (the simulator only).
     pub events: u64,
     /// Link crossings (the simulator only).
@@ -147,6 +150,7 @@ impl Backend for World {
             duplicated: s.duplicated,
             reordered: s.reordered,
             corrupted: s.corrupted,
+            ecn_marked: s.ecn_marked,
             events: s.events,
             packet_hops: s.packet_hops,
         }
@@ -270,6 +274,7 @@ impl Backend for Udp {
             t.dropped += f.dropped;
             t.duplicated += f.duplicated;
             t.corrupted += f.corrupted;
+            t.ecn_marked += self.cluster.endpoint(h).nic().stats().rx_ce;
         }
         t
     }

@@ -229,6 +229,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
             usize::try_from(l.0).unwrap_or(usize::MAX)
         }),
         reduce_chunks: n.reduce_chunks.unwrap_or(d.reduce_chunks),
+        cc: cc_config(sc, &d)?,
         translation: udrma_nic::translation::TranslationConfig {
             sets: n.translation_sets.unwrap_or(d.translation.sets),
             ways: n.translation_ways.unwrap_or(d.translation.ways),
@@ -244,6 +245,64 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         sc.error_at_key(field, format!("nic: {e}"))
     })?;
     Ok(cfg)
+}
+
+/// The congestion controller and what it is told about the network: the
+/// host's line rate and the unloaded round trip across the topology's
+/// longest path (a full-size packet out, an ACK back), unless the file
+/// gives `cc_base_rtt`.
+fn cc_config(sc: &Scenario, d: &NicConfig) -> Result<udrma_nic::CcConfig, ScenarioError> {
+    let n = &sc.file.nic;
+    let algorithm = match &n.cc {
+        None => d.cc.algorithm,
+        Some(name) => udrma_nic::CcAlgorithm::parse(name).ok_or_else(|| {
+            let known: Vec<&str> = udrma_nic::CcAlgorithm::ALL
+                .iter()
+                .map(|a| a.name())
+                .collect();
+            sc.error_at_key(
+                "cc",
+                format!(
+                    "nic.cc = {name:?}: unknown controller; known: {}",
+                    known.join(", ")
+                ),
+            )
+        })?,
+    };
+    let topo = topology(sc)?;
+    let link = topo.links.first().map(|l| l.params);
+    let (rate, latency, mtu) = link
+        .map_or((100_000_000_000, Duration::from_micros(1), 9216), |p| {
+            (p.bandwidth_bps, p.latency, u64::from(p.mtu))
+        });
+    let t = &sc.file.topology;
+    let links: u64 = match t.kind {
+        TopologyKind::Pair => 1,
+        TopologyKind::Star => 2,
+        TopologyKind::Dumbbell => 3,
+        TopologyKind::FatTree => 6,
+        TopologyKind::KaryNtree => {
+            let k = t.k.unwrap_or(2);
+            2 * u64::from(
+                t.levels
+                    .unwrap_or_else(|| kary_levels(k, t.hosts.unwrap_or(1))),
+            )
+        }
+    };
+    let payload = n.mtu_payload.map_or(u64::from(d.mtu_payload), |s| s.0);
+    let mtu_bytes = (payload + 64).min(mtu);
+    let wire = |bytes: u64| udrma_nic::cc::serialization(bytes + udrma_fabric::WIRE_OVERHEAD, rate);
+    let one_way = |bytes| (latency + wire(bytes)).saturating_mul(links);
+    let base_rtt = n
+        .cc_base_rtt
+        .map_or(one_way(mtu_bytes) + one_way(40), |x| x.0);
+    Ok(udrma_nic::CcConfig {
+        algorithm,
+        line_rate_bps: rate,
+        base_rtt,
+        target_delay: n.cc_target_delay.map_or(Duration::ZERO, |x| x.0),
+        mtu_bytes,
+    })
 }
 
 /// The fabric configuration for `seed`.

@@ -26,6 +26,13 @@ pub struct Packets {
     pub reordered: u64,
     /// Corrupted by faults.
     pub corrupted: u64,
+    /// Marked Congestion Experienced on the way.
+    pub ecn_marked: u64,
+}
+
+/// The scenario's congestion controller, by name.
+fn sc_cc(sc: &Scenario) -> String {
+    sc.file.nic.cc.clone().unwrap_or_else(|| "none".to_string())
 }
 
 /// Operation counters.
@@ -94,6 +101,10 @@ pub struct Report {
     /// Bytes of successful operations over the time from the first post
     /// to the last completion.
     pub goodput_gbps: f64,
+    /// The congestion controller (`none`, `nscc`, `dcqcn`).
+    pub cc: String,
+    /// Acknowledged packets whose receiver echoed a CE mark.
+    pub ecn_echoes: u64,
     /// Retransmissions (all hosts; reduce packets included).
     pub retransmits: u64,
     /// Duplicates dropped by registry masks (and by reduce branch slots).
@@ -188,6 +199,13 @@ impl Report {
             c.max as f64 / 1e3,
             self.goodput_gbps
         );
+        if self.cc != "none" || p.ecn_marked > 0 {
+            let _ = writeln!(
+                s,
+                "congestion  cc {}  ecn-marked {}  echoed {}",
+                self.cc, p.ecn_marked, self.ecn_echoes
+            );
+        }
         let e = &self.escape;
         let _ = writeln!(
             s,
@@ -353,7 +371,10 @@ pub(crate) fn build(
             duplicated: fs.duplicated,
             reordered: fs.reordered,
             corrupted: fs.corrupted,
+            ecn_marked: fs.ecn_marked,
         },
+        cc: sc_cc(sc),
+        ecn_echoes: sum(|s| s.ecn_echoes),
         ops: Ops {
             posted,
             completed: ops.iter().filter(|o| o.ok == Some(true)).count() as u64,

@@ -257,6 +257,14 @@ pub struct NicSpec {
     pub reduce_data_limit: Option<Size>,
     /// Reduce chunks a NIC tracks at once.
     pub reduce_chunks: Option<usize>,
+    /// Congestion control: "none" (default), "nscc" or "dcqcn".
+    pub cc: Option<String>,
+    /// The unloaded round trip controllers start from (default: worked
+    /// out from the topology's longest path).
+    pub cc_base_rtt: Option<crate::units::Time>,
+    /// Queueing delay a delay-based controller aims for (default: half the
+    /// base RTT).
+    pub cc_target_delay: Option<crate::units::Time>,
 }
 
 /// Workload kinds.

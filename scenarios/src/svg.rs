@@ -30,6 +30,9 @@ pub struct XAxis {
     pub log2: bool,
     /// Label ticks as byte sizes (`8 KiB`) instead of numbers.
     pub bytes: bool,
+    /// Names of categorical values (`none`, `nscc`): point `i` sits at
+    /// x = i and its tick shows `names[i]`.
+    pub names: Vec<String>,
 }
 
 /// `8 KiB`, `1 MiB`, `1.5 KiB`, `512 B`.
@@ -105,7 +108,10 @@ pub fn sweep_plot(title: &str, x_axis: &XAxis, panels: &[Panel]) -> String {
     let x_label = x_axis.label.as_str();
     let xpos = |x: f64| if x_axis.log2 && x > 0.0 { x.log2() } else { x };
     let xtext = |x: f64| {
-        if x_axis.bytes {
+        let i = x as usize;
+        if !x_axis.names.is_empty() && i as f64 == x && i < x_axis.names.len() {
+            x_axis.names[i].clone()
+        } else if x_axis.bytes {
             fmt_bytes(x)
         } else {
             fmt_num(x)
@@ -486,6 +492,7 @@ mod tests {
                 label: "message size".into(),
                 log2: true,
                 bytes: true,
+                names: Vec::new(),
             },
             &[Panel {
                 title: "latency (us)".into(),

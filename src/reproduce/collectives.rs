@@ -249,6 +249,7 @@ pub fn tianhe() -> anyhow::Result<Section> {
                 label: "nodes".into(),
                 log2: true,
                 bytes: false,
+                names: Vec::new(),
             },
             "completion (µs)",
             &series,

@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use udrma_proto::{Body, Error as WireError, Flags, NodeAddr, Packet, Repr, Syndrome};
 
+use crate::cc::{AckSample, CongestionControl, LossCause};
 use crate::config::{AckMode, NicConfig, RegistrationMode, RetransmitMode};
 use crate::cost::Serial;
 use crate::mask::Mask;
@@ -42,6 +43,7 @@ use local::Local;
 use udrma_proto::time::Instant;
 
 mod collective;
+mod flow;
 mod local;
 mod peers;
 mod post;
@@ -62,6 +64,45 @@ pub struct Transmit {
     /// cost model: a setup per extra block it gathers and the translation
     /// of indirect-key table lines. Zero for a contiguous buffer.
     pub nic_work: udrma_proto::time::Duration,
+}
+
+/// What the network says about a received datagram besides its bytes (as
+/// quinn-proto's receive call takes an ECN codepoint with each datagram).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxMeta {
+    /// The IP header's ECN field as it arrived.
+    pub ecn: Ecn,
+}
+
+impl RxMeta {
+    /// Metadata of a datagram that arrived Congestion Experienced.
+    pub const CE: RxMeta = RxMeta { ecn: Ecn::Ce };
+}
+
+/// The two ECN bits of the IP header (RFC 3168).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Ecn {
+    /// Not ECN-capable transport (or unknown: a socket that cannot read it).
+    #[default]
+    NotEct,
+    /// ECN-capable, codepoint ECT(0).
+    Ect0,
+    /// ECN-capable, codepoint ECT(1).
+    Ect1,
+    /// Congestion Experienced: a queue on the path marked it.
+    Ce,
+}
+
+impl Ecn {
+    /// From the two bits (`0b11` is CE).
+    pub fn from_bits(bits: u8) -> Ecn {
+        match bits & 3 {
+            0 => Ecn::NotEct,
+            1 => Ecn::Ect1,
+            2 => Ecn::Ect0,
+            _ => Ecn::Ce,
+        }
+    }
 }
 
 /// Everything in the one ordered deadline structure. Each owner remembers
@@ -88,6 +129,8 @@ enum Timer {
     ReduceRetransmit(crate::reduce::state::OutKey),
     /// A reduce chunk created by arrivals, never posted here, expires.
     ReduceExpire(crate::reduce::state::ChunkKey),
+    /// A paced flow may send again (wakes the driver; nothing else).
+    Pace,
 }
 
 #[derive(Debug, Clone)]
@@ -148,6 +191,9 @@ struct Inflight {
     /// Times the receiver said it was not ready (counted apart).
     rnr_retries: u32,
     retransmitted: bool,
+    /// Bytes the packet counts in flight toward its peer (the datagram; a
+    /// READ request counts the response bytes it asks for).
+    bytes: u32,
     /// `None` while waiting in the retransmit queue.
     deadline: Option<Instant>,
 }
@@ -162,10 +208,14 @@ struct RecvBuf {
 
 #[derive(Debug, Clone, Copy)]
 enum ReplyBody {
-    Ack,
+    /// `ece`: the acknowledged packet arrived CE-marked.
+    Ack {
+        ece: bool,
+    },
     Sack {
         base: u32,
         bitmap: u64,
+        ece: bool,
     },
     Nack {
         syndrome: Syndrome,
@@ -204,6 +254,8 @@ struct PendingSack {
     src_ep: u16,
     seg_count: u32,
     indices: BTreeSet<u32>,
+    /// Those of `indices` that arrived CE-marked.
+    marked: BTreeSet<u32>,
     deadline: Instant,
 }
 
@@ -263,6 +315,16 @@ pub struct Nic {
     scratch: Vec<u8>,
     /// The reduce unit (counters, triggered descriptors, ALU).
     reduce: crate::reduce::state::ReduceState,
+    /// Congestion state toward each peer this NIC sends to.
+    flows: BTreeMap<NodeAddr, flow::Flow>,
+    /// Builds a controller for a new peer, when the host supplied one.
+    factory: flow::Factory,
+    /// The pacing wake-up armed, if any.
+    pace_at: Option<Instant>,
+    /// The peer the send gate served last (peers take turns).
+    rr_last: Option<NodeAddr>,
+    /// Whether the datagram being handled arrived CE-marked.
+    rx_ce: bool,
 }
 
 /// Most peers whose credit advertisements are tracked; beyond, new peers'
@@ -347,6 +409,11 @@ impl Nic {
             lists_posted: false,
             scratch: Vec::new(),
             reduce: Default::default(),
+            flows: BTreeMap::new(),
+            factory: flow::Factory::default(),
+            pace_at: None,
+            rr_last: None,
+            rx_ce: false,
             cfg,
         })
     }
@@ -493,6 +560,7 @@ impl Nic {
                 }
                 Timer::ReduceRetransmit(key) => self.on_reduce_timeout(now, key),
                 Timer::ReduceExpire(key) => self.on_reduce_expire(key),
+                Timer::Pace => self.pace_at = None,
             }
         }
     }

@@ -156,7 +156,8 @@ impl Nic {
                 at: now,
             });
         }
-        self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack));
+        let ece = self.rx_ce;
+        self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack { ece }));
     }
 
     /// Compares a packet's epoch with the newest `from` has shown. An older

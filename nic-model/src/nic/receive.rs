@@ -9,6 +9,29 @@ impl Nic {
     /// panic: they are counted by reason in [`Stats`] and dropped, or
     /// NACKed where the protocol says so.
     pub fn handle_datagram(&mut self, now: Instant, from: NodeAddr, bytes: &[u8]) {
+        self.handle_datagram_meta(now, from, RxMeta::default(), bytes);
+    }
+
+    /// [`Nic::handle_datagram`] with what the network said about the
+    /// datagram: a Congestion Experienced mark is echoed to the sender on
+    /// the acknowledgement (the ECE flag) and, for READ responses, heard by
+    /// this NIC's own controller toward `from`.
+    pub fn handle_datagram_meta(
+        &mut self,
+        now: Instant,
+        from: NodeAddr,
+        meta: RxMeta,
+        bytes: &[u8],
+    ) {
+        self.rx_ce = meta.ecn == Ecn::Ce;
+        if self.rx_ce {
+            self.stats.rx_ce += 1;
+        }
+        self.receive(now, from, bytes);
+        self.rx_ce = false;
+    }
+
+    fn receive(&mut self, now: Instant, from: NodeAddr, bytes: &[u8]) {
         self.stats.rx_datagrams += 1;
         let repr = match Repr::parse_bytes(bytes) {
             Ok(r) => r,
@@ -480,8 +503,16 @@ impl Nic {
             return;
         };
         mask.set(r.seg_index);
-        if mask.is_full() {
-            self.ack_packet(now, opn, false);
+        let full = mask.is_full();
+        let ack = AckSample {
+            bytes: data.len() as u64,
+            rtt: None,
+            ce: self.rx_ce,
+            inflight: self.inflight_bytes(from),
+        };
+        self.flow_acked(now, from, ack);
+        if full {
+            self.ack_packet(now, opn, false, false);
             return;
         }
         // Progress: the READ request's deadline restarts.

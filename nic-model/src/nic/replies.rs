@@ -41,7 +41,8 @@ impl Nic {
     pub(super) fn ack(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>) {
         match self.cfg.ack_mode {
             AckMode::PerPacket => {
-                self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack));
+                let ece = self.rx_ce;
+                self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack { ece }));
             }
             AckMode::Selective { delay } => {
                 let key = OpKey {
@@ -53,9 +54,13 @@ impl Nic {
                     src_ep: r.dst_ep,
                     seg_count: r.seg_count,
                     indices: BTreeSet::new(),
+                    marked: BTreeSet::new(),
                     deadline: now + delay,
                 });
                 pending.indices.insert(r.seg_index);
+                if self.rx_ce {
+                    pending.marked.insert(r.seg_index);
+                }
                 let deadline = pending.deadline;
                 let fresh = pending.indices.len() == 1;
                 if self.sacks.len() > self.cfg.registry_capacity {
@@ -73,11 +78,14 @@ impl Nic {
             return;
         };
         self.timers.remove(&(p.deadline, Timer::Sack(key)));
-        let mut words: BTreeMap<u32, u64> = BTreeMap::new();
+        // Marked and unmarked packets go in separate SACKs (the ECE flag
+        // speaks for every packet of its bitmap).
+        let mut words: BTreeMap<(u32, bool), u64> = BTreeMap::new();
         for i in p.indices {
-            *words.entry(i / 64 * 64).or_default() |= 1u64 << (i % 64);
+            let ece = p.marked.contains(&i);
+            *words.entry((i / 64 * 64, ece)).or_default() |= 1u64 << (i % 64);
         }
-        for (base, bitmap) in words {
+        for ((base, ece), bitmap) in words {
             self.push_reply(Reply {
                 to: key.from,
                 src_ep: p.src_ep,
@@ -86,7 +94,7 @@ impl Nic {
                 msg_id: key.msg_id,
                 seg_index: base,
                 seg_count: p.seg_count,
-                body: ReplyBody::Sack { base, bitmap },
+                body: ReplyBody::Sack { base, bitmap, ece },
             });
         }
     }
@@ -102,7 +110,7 @@ impl Nic {
 
     pub(super) fn on_ack(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>) {
         match self.match_op(from, r) {
-            Some(opn) => self.ack_packet(now, opn, true),
+            Some(opn) => self.ack_packet(now, opn, true, r.flags.contains(Flags::ECE)),
             None => self.stats.stale_acks += 1,
         }
     }
@@ -127,8 +135,9 @@ impl Nic {
                 _ => None,
             })
             .collect();
+        let ce = r.flags.contains(Flags::ECE);
         for opn in acked {
-            self.ack_packet(now, opn, true);
+            self.ack_packet(now, opn, true, ce);
         }
     }
 
@@ -204,7 +213,7 @@ impl Nic {
             })
             .collect();
         for opn in outstanding {
-            self.ack_packet(now, opn, false);
+            self.ack_packet(now, opn, false, false);
         }
     }
 
@@ -231,7 +240,8 @@ impl Nic {
                 at: now,
             });
         }
-        self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack));
+        let ece = self.rx_ce;
+        self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack { ece }));
     }
 
     /// Emits a reply; READ responses read memory now (a region deregistered
@@ -241,8 +251,14 @@ impl Nic {
         let mut flags = Flags::empty();
         let mut touch = None;
         let body = match reply.body {
-            ReplyBody::Ack => Body::Ack,
-            ReplyBody::Sack { base, bitmap } => Body::SelectiveAck { base, bitmap },
+            ReplyBody::Ack { ece } => {
+                flags.set(Flags::ECE, ece);
+                Body::Ack
+            }
+            ReplyBody::Sack { base, bitmap, ece } => {
+                flags.set(Flags::ECE, ece);
+                Body::SelectiveAck { base, bitmap }
+            }
             ReplyBody::Nack { syndrome, detail } => Body::Nack { syndrome, detail },
             ReplyBody::Credit => Body::Credit,
             ReplyBody::Hello { reply, nonce } => {

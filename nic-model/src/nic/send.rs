@@ -30,22 +30,37 @@ impl Nic {
             if self.op_table.is_full() {
                 return None;
             }
-            let Some(&msg_id) = self.sendable.front() else {
-                if !self.cut_next_op() {
-                    return None;
+            if self.cc_active() {
+                // A controlled sender serves its flows in turn, so keep
+                // up to the gate's scan depth of operations cut.
+                while self.may_cut_more() && !self.command_queue.is_empty() {
+                    if !self.cut_next_op() {
+                        break;
+                    }
                 }
-                continue;
+            }
+            let Some(idx) = self.pick_sendable(now) else {
+                // Nothing sendable, or every sendable operation's peer is
+                // held back by its controller: cut another (its peer's
+                // gate may be open), up to the gate's scan depth.
+                if (self.sendable.is_empty() || self.may_cut_more()) && self.cut_next_op() {
+                    continue;
+                }
+                return None;
             };
+            let msg_id = self.sendable[idx];
             let Some(op) = self.ops.get_mut(&msg_id) else {
-                self.sendable.pop_front();
+                self.sendable.remove(idx);
                 continue;
             };
             if op.next_unsent >= op.seg_count {
-                self.sendable.pop_front();
+                self.sendable.remove(idx);
                 continue;
             }
             let seg = op.next_unsent;
             op.next_unsent += 1;
+            let dst = op.dst;
+            self.rr_last = Some(dst);
             let inflight = Inflight {
                 msg_id,
                 seg,
@@ -53,6 +68,7 @@ impl Nic {
                 retries: 0,
                 rnr_retries: 0,
                 retransmitted: false,
+                bytes: 0,
                 deadline: None,
             };
             let opn = self.op_table.insert(inflight).expect("checked not full");
@@ -228,6 +244,7 @@ impl Nic {
             },
         };
         let dst = op.dst;
+        let read_len = (op.kind == OpKind::ReadRequest).then_some(op.len);
         let credits = self.advertised.get(&dst).copied();
         if let Some(c) = credits {
             self.credits_carried.insert(dst, c);
@@ -249,10 +266,20 @@ impl Nic {
         let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
         let rto = self.rtt_to(dst).backoff(inf.retries);
         let deadline = now + rto;
+        let counted = match read_len {
+            Some(len) => len.min(u64::from(u32::MAX)) as u32,
+            None => buf.len() as u32,
+        };
         if let Some(e) = self.op_table.get_mut(opn) {
             e.sent_at = now;
             e.deadline = Some(deadline);
             e.retransmitted |= retransmit;
+            if !retransmit {
+                e.bytes = counted;
+            }
+        }
+        if !retransmit {
+            self.flow_sent(now, dst, u64::from(counted));
         }
         self.timers.insert((deadline, Timer::Retransmit(opn)));
         if retransmit {
@@ -282,6 +309,10 @@ impl Nic {
         };
         inf.deadline = None;
         self.stats.timeouts += 1;
+        let (msg_id, bytes) = (inf.msg_id, inf.bytes);
+        if let Some(dst) = self.ops.get(&msg_id).map(|op| op.dst) {
+            self.flow_lost(now, dst, bytes, LossCause::Timeout);
+        }
         if !self.count_retry(now, opn) {
             return;
         }
@@ -363,7 +394,7 @@ impl Nic {
     /// An outstanding packet is acknowledged: free its slot, feed the RTT
     /// estimator (not for retransmitted packets: Karn's rule), and finish
     /// its operation when it was the last.
-    pub(super) fn ack_packet(&mut self, now: Instant, opn: OpNumber, sample: bool) {
+    pub(super) fn ack_packet(&mut self, now: Instant, opn: OpNumber, sample: bool, ce: bool) {
         let Some(inf) = self.op_table.remove(opn) else {
             return;
         };
@@ -377,16 +408,33 @@ impl Nic {
             return;
         };
         let dst = op.dst;
+        let kind = op.kind;
         op.pkts[inf.seg as usize] = PktState::Acked;
         op.acked += 1;
         let done = op.acked == op.seg_count;
+        let mut rtt = None;
         if sample && !inf.retransmitted {
             let c = &self.cfg;
+            let r = now - inf.sent_at;
             self.rtt
                 .entry(dst)
                 .or_insert_with(|| RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max))
-                .on_sample(now - inf.sent_at);
+                .on_sample(r);
             self.stats.rtt_samples += 1;
+            rtt = Some(r);
+        }
+        self.flow_released(dst, inf.bytes);
+        if kind != OpKind::ReadRequest {
+            // (A READ's controller hears each response as it arrives.)
+            let bytes = u64::from(inf.bytes);
+            let inflight = self.inflight_bytes(dst);
+            let ack = AckSample {
+                bytes,
+                rtt,
+                ce,
+                inflight,
+            };
+            self.flow_acked(now, dst, ack);
         }
         if done {
             self.op_done(now, inf.msg_id);
@@ -466,6 +514,7 @@ impl Nic {
                 for p in op.pkts {
                     if let PktState::InFlight(opn) = p {
                         if let Some(inf) = self.op_table.remove(opn) {
+                            self.flow_released(op.dst, inf.bytes);
                             if let Some(d) = inf.deadline {
                                 self.timers.remove(&(d, Timer::Retransmit(opn)));
                                 self.timers.remove(&(d, Timer::RnrRetry(opn)));

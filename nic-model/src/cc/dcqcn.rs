@@ -1,0 +1,186 @@
+//! `Dcqcn`: an ECN-driven rate controller, after DCQCN (Zhu et al.,
+//! SIGCOMM 2015), the congestion control of RoCEv2 NICs.
+//!
+//! The sender keeps a current rate `rc`, a target rate `rt` and an
+//! estimate `alpha` of how congested the path is. An ECN echo (RoCE's
+//! congestion notification packet; here the ECE flag on an ACK or SACK)
+//! cuts the rate, at most once per `CUT_PERIOD`: `rt = rc`,
+//! `rc *= 1 - alpha/2`, and alpha moves toward 1. Every `UPDATE_PERIOD`
+//! without an echo, alpha decays toward 0 and the rate recovers: five
+//! steps of fast recovery (`rc = (rc + rt)/2`), then additive increase
+//! (`rt += RAI`) and, after five more, hyper increase. Packets are paced at
+//! `rc`; there is no window.
+//!
+//! Where ours differs from the paper: the echo arrives on the ACK rather
+//! than as a separate notification packet, time-driven steps are applied
+//! lazily when the controller is next called (the result is the same as a
+//! timer's), and a timeout halves the rate (RoCE NICs leave loss to
+//! go-back-N and PFC).
+
+use udrma_proto::time::{Duration, Instant};
+
+use super::{serialization, AckSample, CcConfig, CongestionControl, LossCause};
+
+/// Alpha's gain (the paper's g = 1/256).
+const G: f64 = 1.0 / 256.0;
+/// Least time between two rate cuts (the paper's 50 µs).
+const CUT_PERIOD: Duration = Duration::from_micros(50);
+/// Period of alpha decay and rate increase (the paper's 55 µs timer).
+const UPDATE_PERIOD: Duration = Duration::from_micros(55);
+/// Fast-recovery steps before additive increase.
+const FAST_STEPS: u32 = 5;
+
+/// DCQCN-like state toward one peer.
+#[derive(Debug, Clone)]
+pub struct Dcqcn {
+    line: f64,
+    rc: f64,
+    rt: f64,
+    alpha: f64,
+    /// Additive increase per step, bits/s (line rate / 200).
+    rai: f64,
+    min_rate: f64,
+    last_cut: Option<Instant>,
+    /// Next time-driven update, once a cut started recovery.
+    next_update: Option<Instant>,
+    echo_since_update: bool,
+    steps: u32,
+    next_send: Option<Instant>,
+}
+
+impl Dcqcn {
+    /// A controller for a network described by `cfg`.
+    pub fn new(cfg: &CcConfig) -> Dcqcn {
+        let line = cfg.line_rate_bps as f64;
+        Dcqcn {
+            line,
+            rc: line,
+            rt: line,
+            alpha: 1.0,
+            rai: line / 200.0,
+            min_rate: line / 1000.0,
+            last_cut: None,
+            next_update: None,
+            echo_since_update: false,
+            steps: 0,
+            next_send: None,
+        }
+    }
+
+    /// The current sending rate, bits/s.
+    pub fn rate_bps(&self) -> u64 {
+        self.rc as u64
+    }
+
+    /// Applies every periodic update due by `now`.
+    fn advance(&mut self, now: Instant) {
+        while let Some(at) = self.next_update.filter(|t| *t <= now) {
+            if self.echo_since_update {
+                self.alpha = (1.0 - G) * self.alpha + G;
+            } else {
+                self.alpha *= 1.0 - G;
+            }
+            self.echo_since_update = false;
+            self.steps += 1;
+            if self.steps > FAST_STEPS {
+                let hyper = if self.steps > 2 * FAST_STEPS {
+                    10.0
+                } else {
+                    1.0
+                };
+                self.rt = (self.rt + hyper * self.rai).min(self.line);
+            }
+            self.rc = ((self.rc + self.rt) / 2.0).min(self.line);
+            self.next_update = if self.rc >= self.line {
+                None
+            } else {
+                Some(at + UPDATE_PERIOD)
+            };
+        }
+    }
+
+    fn cut(&mut self, now: Instant, factor: f64) {
+        if self.last_cut.is_some_and(|t| now < t + CUT_PERIOD) {
+            return;
+        }
+        self.last_cut = Some(now);
+        self.rt = self.rc;
+        self.rc = (self.rc * factor).max(self.min_rate);
+        self.steps = 0;
+        self.next_update = Some(now + UPDATE_PERIOD);
+    }
+}
+
+impl CongestionControl for Dcqcn {
+    fn on_send(&mut self, now: Instant, bytes: u64) {
+        self.advance(now);
+        self.next_send = Some(now + serialization(bytes, self.rc as u64));
+    }
+
+    fn on_ack(&mut self, now: Instant, ack: AckSample) {
+        self.advance(now);
+        if ack.ce {
+            self.echo_since_update = true;
+            self.alpha = (1.0 - G) * self.alpha + G;
+            self.cut(now, 1.0 - self.alpha / 2.0);
+        }
+    }
+
+    fn on_loss(&mut self, now: Instant, _bytes: u64, _cause: LossCause) {
+        self.advance(now);
+        self.cut(now, 0.5);
+    }
+
+    fn window(&self) -> u64 {
+        u64::MAX
+    }
+
+    fn next_send_time(&self) -> Option<Instant> {
+        self.next_send
+    }
+
+    fn name(&self) -> &'static str {
+        "dcqcn"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ce() -> AckSample {
+        AckSample {
+            bytes: 4160,
+            rtt: None,
+            ce: true,
+            inflight: 0,
+        }
+    }
+
+    #[test]
+    fn an_echo_cuts_by_half_alpha_once_per_period_then_recovers() {
+        let mut c = Dcqcn::new(&CcConfig::default());
+        let t = Instant::ZERO + Duration::from_micros(1);
+        c.on_ack(t, ce());
+        // alpha starts at 1: the first cut halves the rate.
+        assert_eq!(c.rate_bps(), 50_000_000_000);
+        c.on_ack(t + Duration::from_micros(10), ce());
+        assert_eq!(c.rate_bps(), 50_000_000_000, "within the cut period");
+        // One update period later, fast recovery halves the gap to rt.
+        c.on_send(t + Duration::from_micros(55), 64);
+        assert_eq!(c.rate_bps(), 75_000_000_000);
+        // Long after, the rate is back at the line.
+        c.on_send(t + Duration::from_millis(10), 64);
+        assert_eq!(c.rate_bps(), 100_000_000_000);
+    }
+
+    #[test]
+    fn paces_at_the_current_rate() {
+        let mut c = Dcqcn::new(&CcConfig::default());
+        let t = Instant::ZERO;
+        c.on_ack(t, ce());
+        c.on_send(t, 5000);
+        // 5000 B at 50 Gb/s: 800 ns.
+        assert_eq!(c.next_send_time(), Some(t + Duration::from_nanos(800)));
+    }
+}

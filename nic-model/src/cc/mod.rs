@@ -1,0 +1,194 @@
+//! Congestion control: the seam between the send gate and a controller.
+//!
+//! The engine keeps one controller per peer it sends to. The controller
+//! sees every acknowledgement (bytes, an RTT sample when Karn's rule
+//! allows one, whether the receiver echoed a Congestion Experienced mark),
+//! every loss signal (a retransmit timeout, a NACK) and every first
+//! transmission, and answers two questions the send gate asks before a new
+//! data packet leaves: how many bytes may be in flight toward the peer
+//! ([`CongestionControl::window`]) and when the next packet may go
+//! ([`CongestionControl::next_send_time`], for pacing). Retransmissions are
+//! not gated: their bytes are already counted in flight.
+//!
+//! Three controllers ship: [`Unlimited`] (`cc = "none"`, the OP table is
+//! the only window, as before congestion control existed), [`Nscc`] (a
+//! sender window driven by delay and ECN, after Ultra Ethernet's NSCC) and
+//! [`Dcqcn`] (an ECN-driven rate controller, the RoCE baseline). A
+//! researcher adds another by implementing the trait and handing the engine
+//! a factory ([`crate::Nic::set_controller_factory`]); the crate's
+//! `custom_cc` example does it in a few dozen lines.
+//!
+//! Controllers read no clock: `now` comes with every call, so a run stays
+//! deterministic.
+
+use core::fmt::Debug;
+
+use udrma_proto::time::{Duration, Instant};
+
+mod dcqcn;
+mod nscc;
+
+pub use dcqcn::Dcqcn;
+pub use nscc::Nscc;
+
+/// One acknowledged data packet, as the controller sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckSample {
+    /// Bytes the packet carried on the wire (header and payload).
+    pub bytes: u64,
+    /// Its round trip, when it was sent once (Karn's rule) and acknowledged
+    /// by an ACK or SACK (a completion notice gives none).
+    pub rtt: Option<Duration>,
+    /// The receiver echoed a Congestion Experienced mark for it.
+    pub ce: bool,
+    /// Bytes still in flight toward the peer once this one is counted
+    /// off (a window far above it is not what limits the flow).
+    pub inflight: u64,
+}
+
+/// Why the engine thinks a packet was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossCause {
+    /// Its retransmit timer expired.
+    Timeout,
+    /// The receiver NACKed it as out of sequence or trimmed.
+    Nack,
+}
+
+/// A congestion controller for the packets one NIC sends to one peer.
+///
+/// Every method gets the current time; none may read a clock. The engine
+/// calls [`on_send`](Self::on_send) for each first transmission,
+/// [`on_ack`](Self::on_ack) for each acknowledged packet and
+/// [`on_loss`](Self::on_loss) for each loss signal, and asks
+/// [`window`](Self::window) and [`next_send_time`](Self::next_send_time)
+/// before each new packet. A packet always goes when nothing is in flight
+/// toward the peer, so a window below one packet cannot stall a flow.
+pub trait CongestionControl: Debug + Send {
+    /// A new data packet of `bytes` left at `now`.
+    fn on_send(&mut self, now: Instant, bytes: u64);
+    /// A packet was acknowledged.
+    fn on_ack(&mut self, now: Instant, ack: AckSample);
+    /// A packet of `bytes` is thought lost.
+    fn on_loss(&mut self, now: Instant, bytes: u64, cause: LossCause);
+    /// Bytes that may be in flight toward the peer (`u64::MAX`: no limit).
+    fn window(&self) -> u64;
+    /// Earliest time the next new packet may leave (pacing); `None` when
+    /// the controller does not pace.
+    fn next_send_time(&self) -> Option<Instant>;
+    /// A short name for reports (`"nscc"`).
+    fn name(&self) -> &'static str;
+}
+
+/// Which controller the engine builds for each peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum CcAlgorithm {
+    /// No controller: the OP table is the only window.
+    #[default]
+    None,
+    /// [`Nscc`]: sender window from delay and ECN, paced.
+    Nscc,
+    /// [`Dcqcn`]: ECN-driven rate control.
+    Dcqcn,
+}
+
+impl CcAlgorithm {
+    /// Every algorithm, in the order reports list them.
+    pub const ALL: [CcAlgorithm; 3] = [CcAlgorithm::None, CcAlgorithm::Nscc, CcAlgorithm::Dcqcn];
+
+    /// The name scenario files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            CcAlgorithm::None => "none",
+            CcAlgorithm::Nscc => "nscc",
+            CcAlgorithm::Dcqcn => "dcqcn",
+        }
+    }
+
+    /// The algorithm named `s`, if any.
+    pub fn parse(s: &str) -> Option<CcAlgorithm> {
+        CcAlgorithm::ALL.into_iter().find(|a| a.name() == s)
+    }
+}
+
+/// What the network looks like to a controller, and which one to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CcConfig {
+    /// The controller.
+    pub algorithm: CcAlgorithm,
+    /// The host's line rate in bits per second.
+    pub line_rate_bps: u64,
+    /// The unloaded round trip to a far peer (the controllers also learn
+    /// the smallest RTT they see, per peer).
+    pub base_rtt: Duration,
+    /// Queueing delay a delay-based controller aims for (zero: half of
+    /// `base_rtt`, see [`CcConfig::target`]).
+    pub target_delay: Duration,
+    /// Largest packet on the wire, bytes (the smallest window).
+    pub mtu_bytes: u64,
+}
+
+impl Default for CcConfig {
+    fn default() -> Self {
+        CcConfig {
+            algorithm: CcAlgorithm::None,
+            line_rate_bps: 100_000_000_000,
+            base_rtt: Duration::from_micros(12),
+            target_delay: Duration::ZERO,
+            mtu_bytes: 4096 + 64,
+        }
+    }
+}
+
+impl CcConfig {
+    /// The bandwidth-delay product in bytes.
+    pub fn bdp(&self) -> u64 {
+        let bits =
+            u128::from(self.line_rate_bps) * u128::from(self.base_rtt.as_ps()) / 1_000_000_000_000;
+        ((bits / 8) as u64).max(self.mtu_bytes)
+    }
+
+    /// The queueing delay target: `target_delay`, or half the base RTT
+    /// when that is zero.
+    pub fn target(&self) -> Duration {
+        if self.target_delay.0 > 0 {
+            self.target_delay
+        } else {
+            Duration(self.base_rtt.0 / 2)
+        }
+    }
+
+    /// A fresh controller of the configured algorithm.
+    pub fn build(&self) -> Box<dyn CongestionControl> {
+        match self.algorithm {
+            CcAlgorithm::None => Box::new(Unlimited),
+            CcAlgorithm::Nscc => Box::new(Nscc::new(self)),
+            CcAlgorithm::Dcqcn => Box::new(Dcqcn::new(self)),
+        }
+    }
+}
+
+/// No congestion control: an unlimited window, no pacing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unlimited;
+
+impl CongestionControl for Unlimited {
+    fn on_send(&mut self, _: Instant, _: u64) {}
+    fn on_ack(&mut self, _: Instant, _: AckSample) {}
+    fn on_loss(&mut self, _: Instant, _: u64, _: LossCause) {}
+    fn window(&self) -> u64 {
+        u64::MAX
+    }
+    fn next_send_time(&self) -> Option<Instant> {
+        None
+    }
+    fn name(&self) -> &'static str {
+        "none"
+    }
+}
+
+/// The time `bytes` take at `rate_bps`.
+pub fn serialization(bytes: u64, rate_bps: u64) -> Duration {
+    let rate = u128::from(rate_bps.max(1));
+    Duration((u128::from(bytes) * 8 * 1_000_000_000_000 / rate) as u64)
+}

@@ -1,0 +1,234 @@
+//! `Nscc`: a sender window driven by queueing delay and ECN, after Ultra
+//! Ethernet's sender-based controller (NSCC).
+//!
+//! Each acknowledgement carries two signals: the queueing delay (its RTT
+//! minus the smallest RTT seen toward the peer) against a target, and the
+//! receiver's ECN echo. The four combinations act as UET's NSCC does:
+//!
+//! | delay vs target | ECN | action |
+//! |---|---|---|
+//! | below | no | proportional increase: the further below, the faster |
+//! | above | no | fair increase: one packet per window acknowledged |
+//! | above | yes | multiplicative decrease, by how far above, once per RTT |
+//! | below | yes | nothing (a transient queue somewhere) |
+//!
+//! A loss signal (timeout or NACK) halves the window, at most once per
+//! base RTT. The window starts at one bandwidth-delay product and is
+//! capped at 1.5 of it; packets are paced at window / smoothed RTT, so a
+//! window below one BDP spreads its packets instead of bursting.
+//!
+//! Where ours differs from UET's: no "quick adapt" to the bytes acked in
+//! the last RTT (a halving instead), and the fair increase is one packet
+//! per window rather than a tuned constant.
+
+use udrma_proto::time::{Duration, Instant};
+
+use super::{serialization, AckSample, CcConfig, CongestionControl, LossCause};
+
+/// Gain of the multiplicative decrease (fraction of the excess delay).
+const MD_GAIN: f64 = 0.8;
+/// Deepest single decrease.
+const MD_FLOOR: f64 = 0.5;
+/// Gain of the proportional increase (bytes of window per byte acked, at
+/// zero delay).
+const PI_GAIN: f64 = 0.5;
+
+/// NSCC-like state toward one peer.
+#[derive(Debug, Clone)]
+pub struct Nscc {
+    cwnd: f64,
+    max_cwnd: f64,
+    min_cwnd: f64,
+    mtu: f64,
+    base_rtt: Duration,
+    target: Duration,
+    srtt: Duration,
+    line_rate_bps: u64,
+    last_decrease: Option<Instant>,
+    next_send: Option<Instant>,
+}
+
+impl Nscc {
+    /// A controller for a network described by `cfg`.
+    pub fn new(cfg: &CcConfig) -> Nscc {
+        let bdp = cfg.bdp() as f64;
+        Nscc {
+            cwnd: bdp,
+            max_cwnd: bdp * 1.5,
+            min_cwnd: cfg.mtu_bytes as f64,
+            mtu: cfg.mtu_bytes as f64,
+            base_rtt: cfg.base_rtt,
+            target: cfg.target(),
+            srtt: cfg.base_rtt,
+            line_rate_bps: cfg.line_rate_bps,
+            last_decrease: None,
+            next_send: None,
+        }
+    }
+
+    /// The window in bytes.
+    pub fn cwnd(&self) -> u64 {
+        self.cwnd as u64
+    }
+
+    /// Cuts the window to `factor` of what limits the flow: the window,
+    /// or the bytes really in flight when they are fewer (a window far
+    /// above the flight is no limit, and cutting it would take many RTTs
+    /// to bite).
+    fn decrease(&mut self, now: Instant, factor: f64, inflight: u64) {
+        if self
+            .last_decrease
+            .is_some_and(|t| now < t + self.base_rtt.max(self.srtt))
+        {
+            return;
+        }
+        self.last_decrease = Some(now);
+        let base = self.cwnd.min(inflight.max(self.mtu as u64) as f64);
+        self.cwnd = (base * factor.max(MD_FLOOR)).max(self.min_cwnd);
+    }
+}
+
+impl CongestionControl for Nscc {
+    fn on_send(&mut self, now: Instant, bytes: u64) {
+        // Pace at cwnd per smoothed RTT, never faster than the line.
+        let rate = (self.cwnd * 8.0 * 1e12 / self.srtt.as_ps().max(1) as f64) as u64;
+        let gap = serialization(bytes, rate.clamp(1, self.line_rate_bps));
+        self.next_send = Some(now + gap);
+    }
+
+    fn on_ack(&mut self, now: Instant, ack: AckSample) {
+        let target = self.target.0.max(1) as f64;
+        // Without an RTT sample (a READ response, a completion notice) a
+        // CE mark stands for a queue at twice the target, and no mark for
+        // an empty one.
+        let delay = match ack.rtt {
+            Some(rtt) => {
+                if rtt < self.base_rtt {
+                    self.base_rtt = rtt;
+                }
+                self.srtt = Duration((7 * self.srtt.0 + rtt.0) / 8);
+                rtt.0.saturating_sub(self.base_rtt.0) as f64
+            }
+            None if ack.ce => 2.0 * target,
+            None => 0.0,
+        };
+        let bytes = ack.bytes as f64;
+        // Grow only a window the flow is using (RFC 7661's idea): one far
+        // above the flight would otherwise grow without meaning anything.
+        let limited = (ack.inflight + ack.bytes) as f64 * 2.0 >= self.cwnd;
+        match (delay > target, ack.ce) {
+            (false, false) if limited => {
+                self.cwnd += PI_GAIN * bytes * (target - delay) / target;
+            }
+            (true, false) if limited => {
+                self.cwnd += self.mtu * bytes / self.cwnd;
+            }
+            (true, true) => {
+                let excess = (delay - target) / delay;
+                self.decrease(now, 1.0 - MD_GAIN * excess, ack.inflight + ack.bytes);
+            }
+            _ => {}
+        }
+        self.cwnd = self.cwnd.clamp(self.min_cwnd, self.max_cwnd);
+    }
+
+    fn on_loss(&mut self, now: Instant, _bytes: u64, _cause: LossCause) {
+        self.decrease(now, 0.5, u64::MAX);
+    }
+
+    fn window(&self) -> u64 {
+        self.cwnd as u64
+    }
+
+    fn next_send_time(&self) -> Option<Instant> {
+        self.next_send
+    }
+
+    fn name(&self) -> &'static str {
+        "nscc"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> CcConfig {
+        CcConfig {
+            algorithm: super::super::CcAlgorithm::Nscc,
+            line_rate_bps: 100_000_000_000,
+            base_rtt: Duration::from_micros(10),
+            target_delay: Duration::from_micros(5),
+            mtu_bytes: 4160,
+        }
+    }
+
+    fn ack(rtt_us: u64, ce: bool) -> AckSample {
+        AckSample {
+            bytes: 4160,
+            rtt: Some(Duration::from_micros(rtt_us)),
+            ce,
+            inflight: 1 << 30,
+        }
+    }
+
+    #[test]
+    fn starts_at_one_bdp_and_grows_only_to_its_cap() {
+        let mut c = Nscc::new(&cfg());
+        assert_eq!(c.window(), 125_000);
+        let t = Instant::ZERO;
+        for _ in 0..1000 {
+            c.on_ack(t, ack(10, false));
+        }
+        assert_eq!(c.window(), 187_500);
+    }
+
+    #[test]
+    fn high_delay_with_ecn_cuts_once_per_rtt() {
+        let mut c = Nscc::new(&cfg());
+        let t = Instant::ZERO + Duration::from_micros(100);
+        // 20 µs RTT: 10 µs of queue against a 5 µs target: cut by
+        // 0.8 × 5/10.
+        c.on_ack(t, ack(20, true));
+        let once = c.window();
+        assert_eq!(once, 75_000);
+        c.on_ack(t + Duration::from_micros(1), ack(30, true));
+        assert_eq!(c.window(), once, "a second cut within the RTT");
+        c.on_ack(t + Duration::from_micros(40), ack(30, true));
+        assert!(c.window() < once);
+    }
+
+    #[test]
+    fn low_delay_with_ecn_holds_and_high_delay_without_grows_slowly() {
+        let mut c = Nscc::new(&cfg());
+        let t = Instant::ZERO;
+        c.on_ack(t, ack(12, true));
+        assert_eq!(c.window(), 125_000);
+        c.on_ack(t, ack(30, false));
+        assert_eq!(c.window(), 125_000 + 4160 * 4160 / 125_000);
+    }
+
+    #[test]
+    fn loss_halves_and_never_goes_below_one_packet() {
+        let mut c = Nscc::new(&cfg());
+        let mut t = Instant::ZERO;
+        for _ in 0..20 {
+            c.on_loss(t, 4160, LossCause::Timeout);
+            t += Duration::from_micros(50);
+        }
+        assert_eq!(c.window(), 4160);
+    }
+
+    #[test]
+    fn paces_at_window_per_rtt() {
+        let mut c = Nscc::new(&cfg());
+        let mut t = Instant::ZERO;
+        for _ in 0..10 {
+            c.on_loss(t, 4160, LossCause::Timeout);
+            t += Duration::from_micros(50);
+        }
+        // cwnd is one packet: one packet per 10 µs RTT.
+        c.on_send(t, 4160);
+        assert_eq!(c.next_send_time(), Some(t + Duration::from_micros(10)));
+    }
+}

@@ -1,0 +1,185 @@
+//! The send gate: congestion state per peer, the bytes in flight toward
+//! it, and what the controller hears (sends, acknowledgements, losses).
+
+use super::*;
+
+/// Builds a controller for a peer (see [`Nic::set_controller_factory`]).
+pub type ControllerFactory = dyn Fn(NodeAddr) -> Box<dyn CongestionControl> + Send;
+
+/// The host's controller factory, if it gave one (else the configured
+/// algorithm is built).
+#[derive(Default)]
+pub(super) struct Factory(pub Option<Box<ControllerFactory>>);
+
+impl core::fmt::Debug for Factory {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "custom"
+        } else {
+            "configured"
+        })
+    }
+}
+
+/// Congestion state toward one peer.
+#[derive(Debug)]
+pub(super) struct Flow {
+    pub cc: Box<dyn CongestionControl>,
+    /// Bytes of packets in the OP table toward this peer.
+    pub inflight: u64,
+}
+
+/// Most sendable operations the gate looks past a blocked head for.
+const GATE_SCAN: usize = 128;
+
+/// Why the gate kept a packet back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Gate {
+    Open,
+    /// The window is full: an acknowledgement will open it.
+    Window,
+    /// Pacing: not before this time.
+    Pace(Instant),
+}
+
+impl Nic {
+    /// Uses `factory` instead of the configured algorithm for every peer
+    /// this NIC starts talking to from now on (flows that exist keep their
+    /// controller). The crate's `custom_cc` example shows one.
+    pub fn set_controller_factory(
+        &mut self,
+        factory: impl Fn(NodeAddr) -> Box<dyn CongestionControl> + Send + 'static,
+    ) {
+        self.factory = Factory(Some(Box::new(factory)));
+    }
+
+    /// The window toward `peer` in bytes, once a packet went there
+    /// (`u64::MAX` when the controller sets none).
+    pub fn cc_window(&self, peer: NodeAddr) -> Option<u64> {
+        self.flows.get(&peer).map(|f| f.cc.window())
+    }
+
+    /// Bytes in flight toward `peer`.
+    pub fn inflight_bytes(&self, peer: NodeAddr) -> u64 {
+        self.flows.get(&peer).map_or(0, |f| f.inflight)
+    }
+
+    pub(super) fn flow(&mut self, peer: NodeAddr) -> &mut Flow {
+        let (factory, cfg) = (&self.factory, &self.cfg.cc);
+        self.flows.entry(peer).or_insert_with(|| Flow {
+            cc: match &factory.0 {
+                Some(f) => f(peer),
+                None => cfg.build(),
+            },
+            inflight: 0,
+        })
+    }
+
+    /// Whether a new packet of `bytes` may go to `peer` now.
+    pub(super) fn gate(&self, now: Instant, peer: NodeAddr, bytes: u64) -> Gate {
+        let Some(f) = self.flows.get(&peer) else {
+            return Gate::Open;
+        };
+        if f.inflight > 0 && f.inflight.saturating_add(bytes) > f.cc.window() {
+            return Gate::Window;
+        }
+        match f.cc.next_send_time() {
+            Some(t) if t > now => Gate::Pace(t),
+            _ => Gate::Open,
+        }
+    }
+
+    /// The sendable operation to take a packet from; else arms the
+    /// earliest pacing wake-up. Without a controller: the oldest (FIFO).
+    /// With one: peers take turns in address order after the one served
+    /// last, each peer's operations oldest first (so a peer's segments do
+    /// not interleave and flood its receive registry), among the first
+    /// [`GATE_SCAN`] sendable operations whose peer's gate is open.
+    pub(super) fn pick_sendable(&mut self, now: Instant) -> Option<usize> {
+        if !self.cc_active() {
+            return (!self.sendable.is_empty()).then_some(0);
+        }
+        let mut wake: Option<Instant> = None;
+        let mtu = u64::from(self.cfg.mtu_payload);
+        let last = self.rr_last;
+        // Peers after the last one served come first, then the rest.
+        let turn = |dst: NodeAddr| (last.is_some_and(|l| dst <= l), dst);
+        let mut best: Option<((bool, NodeAddr), usize)> = None;
+        for (i, msg_id) in self.sendable.iter().take(GATE_SCAN).enumerate() {
+            let Some(op) = self.ops.get(msg_id) else {
+                return Some(i);
+            };
+            if op.next_unsent >= op.seg_count {
+                return Some(i);
+            }
+            let bytes = match op.kind {
+                OpKind::ReadRequest => op.len,
+                _ => op
+                    .len
+                    .saturating_sub(u64::from(op.next_unsent) * mtu)
+                    .min(mtu),
+            };
+            match self.gate(now, op.dst, bytes) {
+                Gate::Open => {
+                    let key = turn(op.dst);
+                    if best.is_none_or(|(k, _)| key < k) {
+                        best = Some((key, i));
+                    }
+                }
+                Gate::Window => {}
+                Gate::Pace(t) => wake = Some(wake.map_or(t, |w| w.min(t))),
+            }
+        }
+        if let Some((_, i)) = best {
+            return Some(i);
+        }
+        if let Some(t) = wake {
+            if self.pace_at.is_none_or(|p| p > t) {
+                if let Some(p) = self.pace_at.take() {
+                    self.timers.remove(&(p, Timer::Pace));
+                }
+                self.pace_at = Some(t);
+                self.timers.insert((t, Timer::Pace));
+            }
+        }
+        None
+    }
+
+    /// Whether a controller (configured or custom) gates the send path;
+    /// without one the engine sends in FIFO order, as before congestion
+    /// control existed.
+    pub(super) fn cc_active(&self) -> bool {
+        self.factory.0.is_some() || self.cfg.cc.algorithm != crate::cc::CcAlgorithm::None
+    }
+
+    /// Whether more operations should be cut while the gate holds every
+    /// sendable one back (another peer's may be open).
+    pub(super) fn may_cut_more(&self) -> bool {
+        self.sendable.len() < GATE_SCAN
+    }
+
+    /// A new packet of `bytes` left for `peer`.
+    pub(super) fn flow_sent(&mut self, now: Instant, peer: NodeAddr, bytes: u64) {
+        let f = self.flow(peer);
+        f.inflight += bytes;
+        f.cc.on_send(now, bytes);
+    }
+
+    /// A packet left the OP table (acknowledged or given up).
+    pub(super) fn flow_released(&mut self, peer: NodeAddr, bytes: u32) {
+        if let Some(f) = self.flows.get_mut(&peer) {
+            f.inflight = f.inflight.saturating_sub(u64::from(bytes));
+        }
+    }
+
+    pub(super) fn flow_acked(&mut self, now: Instant, peer: NodeAddr, ack: AckSample) {
+        if ack.ce {
+            self.stats.ecn_echoes += 1;
+        }
+        self.flow(peer).cc.on_ack(now, ack);
+    }
+
+    pub(super) fn flow_lost(&mut self, now: Instant, peer: NodeAddr, bytes: u32, cause: LossCause) {
+        self.flow(peer).cc.on_loss(now, u64::from(bytes), cause);
+    }
+}

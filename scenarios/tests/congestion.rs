@@ -1,0 +1,84 @@
+//! Congestion control end to end: ECN marks reach the engines and come
+//! back to the senders, each controller tames an all-to-all that drops
+//! without one, and a controller name that does not exist is located.
+
+use udrma_scenarios::{run, Report, RunOptions, Scenario};
+
+/// An all-to-all on a k=4 fat tree (16 hosts, 64 KiB per pair) through
+/// 128 KiB queues that mark above 32 KiB.
+fn all_to_all(cc: &str) -> String {
+    format!(
+        r#"
+name = "a2a-k4-{cc}"
+seed = 1
+time_limit = "100ms"
+
+[topology]
+kind = "fat-tree"
+k = 4
+routing = "ecmp"
+phantom = true
+queue = "128KiB"
+ecn_threshold = "32KiB"
+
+[nic]
+max_retries = 16
+cc = "{cc}"
+
+[[workload]]
+kind = "all-to-all"
+size = "64KiB"
+"#
+    )
+}
+
+fn report(text: &str) -> Report {
+    let sc = Scenario::parse("test.toml", text).unwrap_or_else(|e| panic!("{e}"));
+    run(&sc, RunOptions::default()).unwrap()
+}
+
+#[test]
+fn marks_reach_the_receivers_and_come_back_to_the_senders() {
+    let r = report(&all_to_all("none"));
+    assert!(r.passed(), "{:?}", r.notes);
+    assert_eq!(r.cc, "none");
+    // Marked packets are counted where a queue marks them; the receivers
+    // echo every marked data packet they acknowledge.
+    assert!(r.packets.ecn_marked > 1000, "{:?}", r.packets);
+    assert!(r.ecn_echoes > 1000, "{}", r.ecn_echoes);
+    assert!(r.ecn_echoes <= r.packets.ecn_marked);
+}
+
+#[test]
+fn each_controller_tames_an_all_to_all_that_drops_without_one() {
+    let none = report(&all_to_all("none"));
+    assert!(none.packets.dropped > 1000, "{:?}", none.packets);
+    for cc in ["nscc", "dcqcn"] {
+        let r = report(&all_to_all(cc));
+        assert!(r.passed(), "{cc}: {:?}", r.notes);
+        assert_eq!(r.cc, cc);
+        assert!(
+            r.packets.dropped * 20 < none.packets.dropped,
+            "{cc}: {} drops against {} without a controller",
+            r.packets.dropped,
+            none.packets.dropped
+        );
+        assert!(
+            r.completion_ns.max * 2 < none.completion_ns.max,
+            "{cc}: done at {} ns against {} ns",
+            r.completion_ns.max,
+            none.completion_ns.max
+        );
+    }
+}
+
+#[test]
+fn an_unknown_controller_is_named_with_its_line() {
+    let text = all_to_all("bbr");
+    let e = Scenario::parse("test.toml", &text).unwrap_err().to_string();
+    assert!(e.contains("test.toml:16"), "{e}");
+    assert!(
+        e.contains(r#"nic.cc = "bbr": unknown controller; known: none, nscc, dcqcn"#),
+        "{e}"
+    );
+}
