@@ -28,6 +28,10 @@ pub struct LinkParams {
     pub queue_bytes: u64,
     /// Queue depth in bytes above which packets are ECN-marked (counted).
     pub ecn_threshold: Option<u64>,
+    /// A switch port of this link trims instead of dropping: a packet that
+    /// does not fit its full queue loses its payload and its header goes
+    /// ahead of the queue (NDP/UET packet trimming). Host ports never trim.
+    pub trim: bool,
 }
 
 impl Default for LinkParams {
@@ -39,6 +43,7 @@ impl Default for LinkParams {
             mtu: 9216,
             queue_bytes: 1 << 20,
             ecn_threshold: None,
+            trim: false,
         }
     }
 }

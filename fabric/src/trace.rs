@@ -22,6 +22,9 @@ pub enum DropReason {
     NoRoute,
     /// A paused host's hold buffer was full.
     PausedOverflow,
+    /// A trimming switch cut the payload off on a full queue (the header
+    /// went on; not counted among drops).
+    Trimmed,
 }
 
 /// One thing that happened. Times are picoseconds; links, hosts and
@@ -370,6 +373,7 @@ mod tests {
             Just(DropReason::Mtu),
             Just(DropReason::NoRoute),
             Just(DropReason::PausedOverflow),
+            Just(DropReason::Trimmed),
         ];
         prop_oneof![
             (

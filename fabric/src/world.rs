@@ -129,6 +129,9 @@ pub struct FabricStats {
     pub corrupted: u64,
     /// Packets ECN-marked at a queue above its threshold.
     pub ecn_marked: u64,
+    /// Packets whose payload a trimming switch cut off on a full queue
+    /// (not counted in `dropped`: their headers went on).
+    pub trimmed: u64,
     /// Deepest egress queue seen, in bytes.
     pub max_queue_bytes: u64,
     /// Most events pending at once (bounded by ports + hosts + delayed
@@ -162,6 +165,8 @@ struct Pkt {
     nic_work_ps: u32,
     /// A queue above its ECN threshold marked it Congestion Experienced.
     ce: bool,
+    /// A trimming switch cut its payload off (only the header is left).
+    trimmed: bool,
     /// The header fields faults and the trace look at, read once while
     /// the bytes are hot in cache (and again after a corruption).
     head: Head,
@@ -262,6 +267,8 @@ enum EvKind {
     Post(u32, Box<WorkRequest>),
     /// The host NIC's receive side has processed a packet (cost model).
     Deliver(u32, Pkt),
+    /// A trimmed header reaches the far end of a port, ahead of the queue.
+    ArriveTrimmed(PortId, Pkt),
 }
 
 /// What a hop needs to know about a port and its link, copied next to the
@@ -279,6 +286,8 @@ struct PortHot {
     mtu: u32,
     queue_bytes: u64,
     ecn_threshold: Option<u64>,
+    /// A switch port that trims on a full queue.
+    trim: bool,
     bandwidth_bps: u64,
     /// Picoseconds per bit when that is a whole number (every rate that
     /// divides 1 Tb/s), else 0 and serialization divides.
@@ -488,6 +497,7 @@ impl World {
                         mtu: params.mtu,
                         queue_bytes: params.queue_bytes,
                         ecn_threshold: params.ecn_threshold,
+                        trim: params.trim && topo.host_addr(p.node).is_none(),
                         bandwidth_bps: bw,
                         ps_per_bit: if PS_PER_S % bw == 0 { PS_PER_S / bw } else { 0 },
                         latency: params.latency,
@@ -909,6 +919,7 @@ impl World {
                 self.arrive(port, pkt);
             }
             EvKind::Enqueue(port, pkt) => self.enqueue(port, pkt),
+            EvKind::ArriveTrimmed(port, pkt) => self.arrive(port, pkt),
             EvKind::Deliver(h, pkt) => self.arrive_at_host(h, pkt),
             EvKind::Timer(h) => {
                 let host = &mut self.hosts[h as usize];
@@ -1048,6 +1059,7 @@ impl World {
                 elided: 0,
                 nic_work_ps: u32::try_from(t.nic_work.as_ps()).unwrap_or(u32::MAX),
                 ce: false,
+                trimmed: false,
             };
             if self.phantom_payload {
                 if let Some(big) = pkt.elide_zero_payload() {
@@ -1122,6 +1134,7 @@ impl World {
                         elided: pkt.elided,
                         nic_work_ps: pkt.nic_work_ps,
                         ce: pkt.ce,
+                        trimmed: pkt.trimmed,
                         head: pkt.head,
                     };
                     if self.watch.is_some() {
@@ -1186,8 +1199,17 @@ impl World {
             let (_, l) = st.waiting.pop_front().expect("checked");
             st.queued_bytes -= u64::from(l);
         }
+        if hot.trim && pkt.trimmed {
+            // Headers go ahead of the queue at every trimming hop.
+            self.trim(port, pkt);
+            return;
+        }
         if st.queued_bytes + len > hot.queue_bytes {
-            self.drop_pkt(hot.link, pkt, DropReason::QueueFull);
+            if hot.trim {
+                self.trim(port, pkt);
+            } else {
+                self.drop_pkt(hot.link, pkt, DropReason::QueueFull);
+            }
             return;
         }
         if hot.ecn_threshold.is_some_and(|th| st.queued_bytes > th) {
@@ -1245,6 +1267,35 @@ impl World {
         if st.flight.len() == 1 {
             self.schedule(arrive_at, EvKind::Arrive(port));
         }
+    }
+
+    /// A full trimming port: the payload is cut off and the header goes
+    /// ahead of the queue, as a priority queue would send it (its few
+    /// bytes are not charged to the port). A header trimmed once is not
+    /// trimmed again: later full queues forward it the same way.
+    fn trim(&mut self, port: PortId, mut pkt: Pkt) {
+        let hot = self.ports[port as usize].hot;
+        if !pkt.trimmed {
+            pkt.trimmed = true;
+            pkt.bytes.truncate(HEADER_LEN);
+            pkt.elided = 0;
+            self.stats.trimmed += 1;
+            self.trace.record(&TraceEvent::Drop {
+                t: self.now.as_ps(),
+                link: hot.link,
+                pkt: pkt.serial,
+                reason: DropReason::Trimmed,
+            });
+        }
+        let bits = (pkt.len() + WIRE_OVERHEAD) * 8;
+        let ser = Duration(
+            (u128::from(bits) * u128::from(PS_PER_S) / u128::from(hot.bandwidth_bps)) as u64,
+        );
+        if hot.tapped {
+            self.capture(self.now, &pkt);
+        }
+        let at = self.now + ser + hot.latency;
+        self.schedule(at, EvKind::ArriveTrimmed(port, pkt));
     }
 
     /// Encapsulates a packet that starts crossing a tapped link at `t`;
@@ -1351,10 +1402,13 @@ impl World {
         }
         let now = self.now;
         let mut rebuild = std::mem::take(&mut self.rebuild);
-        let meta = if pkt.ce {
-            udrma_nic::RxMeta::CE
-        } else {
-            udrma_nic::RxMeta::default()
+        let meta = udrma_nic::RxMeta {
+            ecn: if pkt.ce {
+                udrma_nic::Ecn::Ce
+            } else {
+                udrma_nic::Ecn::NotEct
+            },
+            trimmed: pkt.trimmed,
         };
         self.hosts[h as usize].nic.handle_datagram_meta(
             now,

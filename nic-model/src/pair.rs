@@ -27,6 +27,9 @@ pub enum Verdict {
     /// Arrives this much later, marked Congestion Experienced (as a queue
     /// above its ECN threshold would deliver it).
     MarkCe(Duration),
+    /// Arrives as a trimming switch forwards a packet it had no room for:
+    /// the header only, flagged trimmed.
+    Trim,
     /// Arrives with one byte changed: byte `at % len` is XORed with `xor`
     /// (damage the integrity check must catch).
     Corrupt {
@@ -79,6 +82,7 @@ struct Flight {
     from: NodeAddr,
     bytes: Vec<u8>,
     ce: bool,
+    trimmed: bool,
 }
 
 /// Two NICs (`h0` = `nics[0]`, `h1` = `nics[1]`) and the wire between them.
@@ -195,6 +199,10 @@ impl Pair {
             Verdict::Deliver => (1, Duration::ZERO),
             Verdict::Duplicate(k) => (1 + k, Duration::ZERO),
             Verdict::Delay(d) | Verdict::MarkCe(d) => (1, d),
+            Verdict::Trim => {
+                bytes.truncate(udrma_proto::HEADER_LEN);
+                (1, Duration::ZERO)
+            }
             Verdict::Corrupt { at, xor } => {
                 if !bytes.is_empty() {
                     let i = usize::from(at) % bytes.len();
@@ -213,6 +221,7 @@ impl Pair {
                     from: src,
                     bytes: bytes.clone(),
                     ce: matches!(verdict, Verdict::MarkCe(_)),
+                    trimmed: verdict == Verdict::Trim,
                 },
             );
             self.seq += 1;
@@ -257,10 +266,13 @@ impl Pair {
             if nic.needs_dma_work() {
                 nic.receive_work(f.from, &f.bytes);
             }
-            let meta = if f.ce {
-                crate::RxMeta::CE
-            } else {
-                crate::RxMeta::default()
+            let meta = crate::RxMeta {
+                ecn: if f.ce {
+                    crate::Ecn::Ce
+                } else {
+                    crate::Ecn::NotEct
+                },
+                trimmed: f.trimmed,
             };
             nic.handle_datagram_meta(self.now, f.from, meta, &f.bytes);
         }

@@ -17,6 +17,9 @@ pub struct Stats {
     pub failed: u64,
     /// Datagrams that arrived Congestion Experienced (ECN).
     pub rx_ce: u64,
+    /// Trimmed headers received (payload cut by a switch); WRITE and SEND
+    /// ones are NACKed `TRIMMED`.
+    pub rx_trimmed: u64,
     /// Acknowledged packets whose receiver echoed a CE mark (ECE), READ
     /// responses that arrived marked included.
     pub ecn_echoes: u64,

@@ -284,3 +284,77 @@ fn one_peers_segments_go_in_order_and_peers_take_turns() {
     assert_eq!(msgs.len(), 64);
     assert!(msgs.windows(2).all(|w| w[0] <= w[1]), "{msgs:?}");
 }
+
+#[test]
+fn a_trimmed_packet_is_nacked_at_once_and_sent_again_without_a_timeout() {
+    let mut p = write_pair(small(), 4000);
+    let heard = with_fixed(&mut p, u64::MAX, Duration::ZERO);
+    let mut trimmed = false;
+    p.set_filter(move |w| match w.repr {
+        Some(r) if !trimmed && r.opcode() == Opcode::Write && r.seg_index == 1 => {
+            trimmed = true;
+            Verdict::Trim
+        }
+        _ => Verdict::Deliver,
+    });
+    p.run();
+    assert!(completed_ok(&p));
+    let rx = p.nics[1].stats();
+    assert_eq!(rx.rx_trimmed, 1);
+    assert_eq!(rx.nacks_sent.get(&udrma_proto::Syndrome::Trimmed), Some(&1));
+    let tx = p.nics[0].stats();
+    assert_eq!(
+        (tx.retransmits, tx.timeouts, tx.retries_exhausted),
+        (1, 0, 0)
+    );
+    // Sent at 0, trimmed header at 1 µs, NACK back at 2 µs: resent then,
+    // long before the 100 µs RTO.
+    let resent = p
+        .log
+        .iter()
+        .filter(|l| l.kind.starts_with("WRITE") && l.seg_index == 1)
+        .map(|l| l.at.as_ps() / 1_000_000)
+        .collect::<Vec<_>>();
+    assert_eq!(resent, [0, 2]);
+    assert_eq!(heard.lock().unwrap().losses, [LossCause::Nack]);
+    // The budget spent is the busy one, not the loss one.
+    assert_eq!(
+        p.nics[0]
+            .stats()
+            .nacks_received
+            .get(&udrma_proto::Syndrome::Trimmed),
+        Some(&1)
+    );
+}
+
+#[test]
+fn a_trimmed_header_changes_nothing_and_answers_only_the_current_life() {
+    let mut p = write_pair(small(), 2000);
+    p.run();
+    assert!(completed_ok(&p));
+    let before = p.nics[1].occupancy();
+    // A trimmed header claiming another epoch of h0: dropped, counted,
+    // no NACK. A header shorter than a header: truncated.
+    let mut fake = udrma_proto::samples::every_kind()
+        .into_iter()
+        .find(|r| r.opcode() == Opcode::Write)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    fake[28..32].copy_from_slice(&77u32.to_be_bytes());
+    let meta = udrma_nic::RxMeta {
+        trimmed: true,
+        ..Default::default()
+    };
+    let now = p.now;
+    p.nics[1].handle_datagram_meta(now, NodeAddr(0), meta, &fake[..udrma_proto::HEADER_LEN]);
+    p.nics[1].handle_datagram_meta(now, NodeAddr(0), meta, &fake[..10]);
+    let rx = p.nics[1].stats();
+    assert_eq!(rx.rx_trimmed, 2);
+    assert_eq!(rx.stale_epoch, 1);
+    assert_eq!(rx.rx_truncated, 1);
+    assert_eq!(rx.nacks_sent.get(&udrma_proto::Syndrome::Trimmed), None);
+    let mut buf = Vec::new();
+    assert!(p.nics[1].poll_transmit(now, &mut buf).is_none());
+    assert_eq!(p.nics[1].occupancy(), before);
+}

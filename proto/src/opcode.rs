@@ -216,18 +216,22 @@ enum_with_unknown! {
         InvalidRequest = 0x05,
         /// The receiver does not know the packet's opcode.
         UnknownOpcode = 0x06,
+        /// A switch trimmed the packet's payload on a full queue and
+        /// forwarded its header: send it again now (NDP/UET trimming).
+        Trimmed = 0x07,
     }
 }
 
 impl Syndrome {
     /// Every known syndrome, in code order.
-    pub const ALL: [Syndrome; 6] = [
+    pub const ALL: [Syndrome; 7] = [
         Syndrome::RemoteAccess,
         Syndrome::OutOfBounds,
         Syndrome::BadRkey,
         Syndrome::ReceiverNotReady,
         Syndrome::InvalidRequest,
         Syndrome::UnknownOpcode,
+        Syndrome::Trimmed,
     ];
 }
 
@@ -240,6 +244,7 @@ impl fmt::Display for Syndrome {
             Syndrome::ReceiverNotReady => "RNR",
             Syndrome::InvalidRequest => "INVALID_REQUEST",
             Syndrome::UnknownOpcode => "UNKNOWN_OPCODE",
+            Syndrome::Trimmed => "TRIMMED",
             Syndrome::Unknown(code) => return write!(f, "UNKNOWN({code:#04x})"),
         };
         f.write_str(name)

@@ -37,6 +37,8 @@ pub struct Traffic {
     /// Marked Congestion Experienced by a queue above its ECN threshold
     /// (the simulator; over sockets, the marks the engines read).
     pub ecn_marked: u64,
+    /// Payloads cut off by trimming switches (the simulator).
+    pub trimmed: u64,
     /// Events processed (the simulator only).
     pub events: u64,
     /// Link crossings (the simulator only).
@@ -151,6 +153,7 @@ impl Backend for World {
             reordered: s.reordered,
             corrupted: s.corrupted,
             ecn_marked: s.ecn_marked,
+            trimmed: s.trimmed,
             events: s.events,
             packet_hops: s.packet_hops,
         }

@@ -33,6 +33,7 @@ pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
         mtu: t.mtu.unwrap_or(d.mtu),
         queue_bytes: t.queue.map_or(d.queue_bytes, |q| q.0),
         ecn_threshold: t.ecn_threshold.map(|e| e.0),
+        trim: t.trim,
     };
     let hosts = match t.kind {
         TopologyKind::Pair => 2u64,

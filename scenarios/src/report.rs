@@ -28,6 +28,9 @@ pub struct Packets {
     pub corrupted: u64,
     /// Marked Congestion Experienced on the way.
     pub ecn_marked: u64,
+    /// Payloads cut off by trimming switches (their headers went on and
+    /// were NACKed; not counted in `dropped`).
+    pub trimmed: u64,
 }
 
 /// The scenario's congestion controller, by name.
@@ -199,11 +202,11 @@ impl Report {
             c.max as f64 / 1e3,
             self.goodput_gbps
         );
-        if self.cc != "none" || p.ecn_marked > 0 {
+        if self.cc != "none" || p.ecn_marked > 0 || p.trimmed > 0 {
             let _ = writeln!(
                 s,
-                "congestion  cc {}  ecn-marked {}  echoed {}",
-                self.cc, p.ecn_marked, self.ecn_echoes
+                "congestion  cc {}  ecn-marked {}  echoed {}  trimmed {}",
+                self.cc, p.ecn_marked, self.ecn_echoes, p.trimmed
             );
         }
         let e = &self.escape;
@@ -372,6 +375,7 @@ pub(crate) fn build(
             reordered: fs.reordered,
             corrupted: fs.corrupted,
             ecn_marked: fs.ecn_marked,
+            trimmed: fs.trimmed,
         },
         cc: sc_cc(sc),
         ecn_echoes: sum(|s| s.ecn_echoes),

@@ -175,6 +175,10 @@ pub struct TopologySpec {
     pub queue: Option<Size>,
     /// ECN marking threshold.
     pub ecn_threshold: Option<Size>,
+    /// Switch ports trim packets on a full queue instead of dropping them
+    /// (NDP/UET packet trimming).
+    #[serde(default)]
+    pub trim: bool,
     /// Dumbbell bottleneck rate (default: `bandwidth`).
     pub bottleneck: Option<Rate>,
     /// Routing policy (default ecmp).

@@ -82,3 +82,51 @@ fn an_unknown_controller_is_named_with_its_line() {
         "{e}"
     );
 }
+
+/// A 15-to-1 incast of 256 KiB each through 64 KiB queues (the shipped
+/// `incast.toml`), with or without trimming switches.
+fn incast(cc: &str, trim: bool) -> String {
+    format!(
+        r#"
+name = "incast-{cc}"
+seed = 1
+
+[topology]
+kind = "star"
+hosts = 16
+queue = "64KiB"
+ecn_threshold = "32KiB"
+trim = {trim}
+
+[nic]
+max_retries = 16
+cc = "{cc}"
+
+[[workload]]
+kind = "incast"
+dst = "h0"
+size = "256KiB"
+"#
+    )
+}
+
+#[test]
+fn trimming_switches_turn_every_tail_drop_into_a_nack() {
+    for cc in ["none", "nscc", "dcqcn"] {
+        let dropping = report(&incast(cc, false));
+        let trimming = report(&incast(cc, true));
+        assert!(trimming.passed(), "{cc}: {:?}", trimming.notes);
+        assert!(dropping.packets.dropped > 0, "{cc}");
+        // Not one packet lost without its receiver hearing of it, and each
+        // trimmed payload was sent again once: no timeouts needed.
+        assert_eq!(trimming.packets.dropped, 0, "{cc}");
+        assert!(trimming.packets.trimmed > 0, "{cc}");
+        assert_eq!(trimming.retransmits, trimming.packets.trimmed, "{cc}");
+        assert!(
+            trimming.completion_ns.max < dropping.completion_ns.max,
+            "{cc}: {} ns trimming against {} ns dropping",
+            trimming.completion_ns.max,
+            dropping.completion_ns.max
+        );
+    }
+}

@@ -72,11 +72,18 @@ pub struct Transmit {
 pub struct RxMeta {
     /// The IP header's ECN field as it arrived.
     pub ecn: Ecn,
+    /// A switch cut the payload off on a full queue and forwarded the
+    /// header (NDP/UET trimming; real switches say so in the DSCP field).
+    /// Only the first [`udrma_proto::HEADER_LEN`] bytes are meaningful.
+    pub trimmed: bool,
 }
 
 impl RxMeta {
     /// Metadata of a datagram that arrived Congestion Experienced.
-    pub const CE: RxMeta = RxMeta { ecn: Ecn::Ce };
+    pub const CE: RxMeta = RxMeta {
+        ecn: Ecn::Ce,
+        trimmed: false,
+    };
 }
 
 /// The two ECN bits of the IP header (RFC 3168).

@@ -27,8 +27,57 @@ impl Nic {
         if self.rx_ce {
             self.stats.rx_ce += 1;
         }
-        self.receive(now, from, bytes);
+        if meta.trimmed {
+            self.on_trimmed(from, bytes);
+        } else {
+            self.receive(now, from, bytes);
+        }
         self.rx_ce = false;
+    }
+
+    /// A header whose payload a switch cut off. Its ICRC went with the
+    /// payload, so nothing in it is trusted beyond naming the packet back
+    /// to its claimed sender: no state changes here (not even a first
+    /// sighting of the peer's epoch), and no NACK for a packet of another
+    /// life than the one the peer last showed (dropped and counted). The
+    /// sender retransmits at once.
+    fn on_trimmed(&mut self, from: NodeAddr, bytes: &[u8]) {
+        self.stats.rx_datagrams += 1;
+        self.stats.rx_trimmed += 1;
+        if bytes.len() < udrma_proto::HEADER_LEN {
+            self.stats.rx_truncated += 1;
+            return;
+        }
+        let p = Packet::new_unchecked(bytes);
+        if p.version() != udrma_proto::VERSION {
+            self.stats.rx_bad_version += 1;
+            return;
+        }
+        if self.peer_epochs.get(&from).is_some_and(|e| *e != p.epoch()) {
+            self.stats.stale_epoch += 1;
+            return;
+        }
+        match p.opcode() {
+            udrma_proto::Opcode::Write | udrma_proto::Opcode::Send => {
+                *self.stats.nacks_sent.entry(Syndrome::Trimmed).or_default() += 1;
+                self.push_reply(Reply {
+                    to: from,
+                    src_ep: p.dst_ep(),
+                    dst_ep: p.src_ep(),
+                    op_num: p.op_num(),
+                    msg_id: p.msg_id(),
+                    seg_index: p.seg_index(),
+                    seg_count: p.seg_count(),
+                    body: ReplyBody::Nack {
+                        syndrome: Syndrome::Trimmed,
+                        detail: 0,
+                    },
+                });
+            }
+            // A READ response, a reduce packet or a control packet: its
+            // sender's timer recovers it.
+            _ => {}
+        }
     }
 
     fn receive(&mut self, now: Instant, from: NodeAddr, bytes: &[u8]) {

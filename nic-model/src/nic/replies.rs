@@ -153,6 +153,26 @@ impl Nic {
             return;
         };
         *self.stats.nacks_received.entry(syndrome).or_default() += 1;
+        if syndrome == Syndrome::Trimmed {
+            // Lost to a full queue, and known at once: send it again now
+            // (once; a copy already waiting is not queued twice). A trim
+            // is congestion, not a lossy path: it spends the busy budget
+            // (max_rnr_retries), as receiver-not-ready does, not the loss
+            // budget, and does not back off the RTO.
+            let Some(inf) = self.op_table.get(opn).copied() else {
+                return;
+            };
+            if inf.deadline.is_none() {
+                return;
+            }
+            if let Some(dst) = self.ops.get(&inf.msg_id).map(|op| op.dst) {
+                self.flow_lost(now, dst, inf.bytes, LossCause::Nack);
+            }
+            if self.count_rnr_retry(now, opn) {
+                self.queue_retransmit(opn);
+            }
+            return;
+        }
         if syndrome == Syndrome::ReceiverNotReady {
             // Not fatal: send again, after rnr_delay (at once if zero). A
             // packet already waiting to go again is not queued twice.
