@@ -66,6 +66,16 @@ impl Mask {
         w < self.words.len() && self.words[w] & (1u64 << (index % 64)) != 0
     }
 
+    /// The first and the last packet not yet received (`None` when all
+    /// are): a retried READ asks for this span only.
+    pub fn missing_span(&self) -> Option<(u32, u32)> {
+        let first = self.words.iter().position(|w| *w != u64::MAX)?;
+        let last = self.words.iter().rposition(|w| *w != u64::MAX)?;
+        let lo = first as u32 * 64 + self.words[first].trailing_ones();
+        let hi = last as u32 * 64 + 63 - self.words[last].leading_ones();
+        Some((lo, hi))
+    }
+
     /// Every bit set: the operation is complete.
     pub fn is_full(&self) -> bool {
         self.words.iter().all(|w| *w == u64::MAX)
@@ -80,6 +90,21 @@ impl Mask {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_missing_span_runs_from_the_first_hole_to_the_last() {
+        let mut m = Mask::new(130);
+        assert_eq!(m.missing_span(), Some((0, 129)));
+        for i in (0..130).filter(|i| ![3, 70, 100].contains(i)) {
+            m.set(i);
+        }
+        assert_eq!(m.missing_span(), Some((3, 100)));
+        m.set(3);
+        m.set(100);
+        assert_eq!(m.missing_span(), Some((70, 70)));
+        m.set(70);
+        assert_eq!(m.missing_span(), None);
+    }
 
     /// The patent's worked example, on the low 32 bits of our first word:
     /// a 4 KB operation in 512 B packets expects 8 packets; after the FIRST

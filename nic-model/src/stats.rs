@@ -108,6 +108,9 @@ pub struct Stats {
     pub credit_peers_overflow: u64,
     /// READ requests answered with data (retransmitted requests included).
     pub read_requests_served: u64,
+    /// Of those, retries that asked only for the responses still missing
+    /// (flag PARTIAL).
+    pub read_requests_partial: u64,
     /// HELLOs sent (asks and replies).
     pub hellos_sent: u64,
     /// HELLOs received (asks and replies).

@@ -358,3 +358,101 @@ fn a_trimmed_header_changes_nothing_and_answers_only_the_current_life() {
     assert!(p.nics[1].poll_transmit(now, &mut buf).is_none());
     assert_eq!(p.nics[1].occupancy(), before);
 }
+
+/// A pair with an 8,000-byte READ posted by h0 from h1 (eight responses
+/// of 1,000 bytes).
+fn read_pair() -> Pair {
+    let mut p = Pair::new(small());
+    let local = p.nics[0].register(0x1000, 1 << 16, Access::ALL);
+    let remote = p.nics[1].register(0x9000, 1 << 16, Access::ALL);
+    p.nics[1]
+        .memory_mut()
+        .region_mut(remote)
+        .unwrap()
+        .bytes
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = i as u8);
+    p.nics[0]
+        .post(
+            p.now,
+            WorkRequest::read(NodeAddr(1), local, 0x1000, 8000, remote.0, 0x9000),
+        )
+        .unwrap();
+    p
+}
+
+#[test]
+fn a_retried_read_asks_only_for_the_span_still_missing() {
+    let mut p = read_pair();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let mut lost = 0;
+    p.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode() == Opcode::ReadRequest => {
+            seen.lock()
+                .unwrap()
+                .push((r.flags.contains(Flags::PARTIAL), r.seg_index, r.seg_count));
+            Verdict::Deliver
+        }
+        // The first copies of responses 2 and 5 are lost.
+        Some(r)
+            if r.opcode() == Opcode::ReadResponse && [2, 5].contains(&r.seg_index) && lost < 2 =>
+        {
+            lost += 1;
+            Verdict::Drop
+        }
+        _ => Verdict::Deliver,
+    });
+    p.run();
+    assert!(completed_ok(&p));
+    assert_eq!(
+        requests.lock().unwrap().clone(),
+        [(false, 0, 1), (true, 2, 4)],
+        "the retry names responses 2..=5"
+    );
+    let responses = p
+        .log
+        .iter()
+        .filter(|l| l.kind.starts_with("READ_RESP"))
+        .count();
+    assert_eq!(responses, 8 + 4);
+    assert_eq!(p.nics[1].stats().read_requests_partial, 1);
+    let got = &p.nics[0].memory().regions().next().unwrap().1.bytes[..8000];
+    assert!(got.iter().enumerate().all(|(i, b)| *b == i as u8));
+}
+
+#[test]
+fn a_partial_read_beyond_the_range_is_refused() {
+    let mut p = read_pair();
+    p.set_filter(|w| match w.repr {
+        Some(r) if r.opcode() == Opcode::ReadRequest => Verdict::Drop,
+        _ => Verdict::Deliver,
+    });
+    p.flush();
+    // Forge h0's READ with PARTIAL naming segments 6..10 of 8.
+    let mut req = udrma_proto::samples::every_kind()
+        .into_iter()
+        .find(|r| r.opcode() == Opcode::ReadRequest)
+        .unwrap();
+    req.flags |= Flags::PARTIAL;
+    req.seg_index = 6;
+    req.seg_count = 4;
+    req.epoch = 1;
+    let key = p.nics[1].memory().regions().next().unwrap().0;
+    req.body = udrma_proto::Body::ReadRequest {
+        remote_addr: 0x9000,
+        rkey: key.0,
+        length: 8000,
+    };
+    let now = p.now;
+    p.nics[1].handle_datagram(now, NodeAddr(0), &req.to_vec().unwrap());
+    assert_eq!(p.nics[1].stats().rx_invalid, 1);
+    assert_eq!(
+        p.nics[1]
+            .stats()
+            .nacks_sent
+            .get(&udrma_proto::Syndrome::InvalidRequest),
+        Some(&1)
+    );
+}

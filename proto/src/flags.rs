@@ -32,9 +32,13 @@ impl Flags {
     /// so a sender can count exactly the fraction of its bytes that were
     /// marked (a receiver splits its bitmap in two when it must).
     pub const ECE: Flags = Flags(1 << 7);
+    /// On a READ request: only the response segments `seg_index ..
+    /// seg_index + seg_count` are wanted (a retry after some arrived);
+    /// without it, the whole range. Other kinds send it as zero.
+    pub const PARTIAL: Flags = Flags(1 << 8);
 
     /// Every named flag with its short name, in bit order.
-    pub const NAMED: [(Flags, &'static str); 8] = [
+    pub const NAMED: [(Flags, &'static str); 9] = [
         (Flags::ACK_REQ, "ACK_REQ"),
         (Flags::FIRST, "FIRST"),
         (Flags::LAST, "LAST"),
@@ -43,6 +47,7 @@ impl Flags {
         (Flags::CREDITS_VALID, "CREDITS"),
         (Flags::SOLICITED, "SOLICITED"),
         (Flags::ECE, "ECE"),
+        (Flags::PARTIAL, "PARTIAL"),
     ];
 
     /// No flag set.

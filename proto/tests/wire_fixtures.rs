@@ -28,6 +28,17 @@ const READ_REQ: [u8; 52] = [
     // ICRC
     0xd7, 0xe8, 0x17, 0x42,
 ];
+// READ_REQ retry asking for responses 2..=5 only (flags 0x0107 with PARTIAL,
+// seg_index 2, seg_count 4): 52 bytes
+const READ_REQ_PARTIAL: [u8; 52] = [
+    // header
+    0x01, 0x02, 0x01, 0x07, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a,
+    // extension
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x22, 0x00, 0x00, 0x10, 0x00,
+    // ICRC
+    0x30, 0x18, 0xe4, 0x6c,
+];
 // READ_RESP_MIDDLE: 46 bytes
 const READ_RESP_MIDDLE: [u8; 46] = [
     // header
@@ -229,6 +240,21 @@ fn table() -> Vec<(&'static str, &'static [u8], Repr<'static>)> {
                 only | Flags::ACK_REQ,
                 0,
                 1,
+                0,
+                Body::ReadRequest {
+                    remote_addr: 0x20_0000,
+                    rkey: 0x22,
+                    length: 4096,
+                },
+            ),
+        ),
+        (
+            "READ_REQ (a partial retry)",
+            &READ_REQ_PARTIAL,
+            repr(
+                only | Flags::ACK_REQ | Flags::PARTIAL,
+                2,
+                4,
                 0,
                 Body::ReadRequest {
                     remote_addr: 0x20_0000,

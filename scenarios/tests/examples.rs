@@ -24,9 +24,10 @@ fn examples() -> Vec<(String, String)> {
 
 /// The large shapes take seconds in release and minutes in debug: they
 /// run here only in release builds (CI runs them through the CLI).
-const LARGE: [&str; 6] = [
+const LARGE: [&str; 7] = [
     "all-to-all-k8.toml",
     "all-to-all-k8-nscc.toml",
+    "rget-bottleneck.toml",
     "bench-perm-k8.toml",
     "bench-perm-k16.toml",
     "osu-bw.toml",

@@ -55,6 +55,7 @@ local f = {
     flag_credits = F.bool("udrma.flags.credits_valid", "Credits valid", 16, nil, 0x0020),
     flag_solicited = F.bool("udrma.flags.solicited", "Solicited", 16, nil, 0x0040),
     flag_ece = F.bool("udrma.flags.ece", "ECN echo (acknowledged data was CE-marked)", 16, nil, 0x0080),
+    flag_partial = F.bool("udrma.flags.partial", "Partial (a READ retry asks for a span)", 16, nil, 0x0100),
     src_ep = F.uint16("udrma.src_ep", "Source endpoint", base.DEC),
     dst_ep = F.uint16("udrma.dst_ep", "Destination endpoint", base.DEC),
     op_num = F.uint32("udrma.op_num", "OP number", base.HEX),
@@ -250,6 +251,7 @@ function udrma.dissector(tvb, pinfo, root)
     ftree:add(f.flag_credits, tvb:range(2, 2))
     ftree:add(f.flag_solicited, tvb:range(2, 2))
     ftree:add(f.flag_ece, tvb:range(2, 2))
+    ftree:add(f.flag_partial, tvb:range(2, 2))
     tree:add(f.src_ep, tvb:range(4, 2))
     tree:add(f.dst_ep, tvb:range(6, 2))
     local optree = tree:add(f.op_num, tvb:range(8, 4))

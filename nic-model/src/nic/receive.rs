@@ -482,12 +482,27 @@ impl Nic {
             self.nack(from, r, s, rkey);
             return;
         }
-        if self.replies.len() + count as usize > self.cfg.transmit_queue_capacity {
+        // A retry may ask for a span only.
+        let wanted = if r.flags.contains(Flags::PARTIAL) {
+            let end = u64::from(r.seg_index) + u64::from(r.seg_count);
+            if r.seg_count == 0 || end > u64::from(count) {
+                self.stats.rx_invalid += 1;
+                self.nack(from, r, Syndrome::InvalidRequest, r.seg_index);
+                return;
+            }
+            r.seg_index..end as u32
+        } else {
+            0..count
+        };
+        if self.replies.len() + wanted.len() > self.cfg.transmit_queue_capacity {
             self.nack(from, r, Syndrome::ReceiverNotReady, 0);
             return;
         }
         self.stats.read_requests_served += 1;
-        for seg_index in 0..count {
+        if r.flags.contains(Flags::PARTIAL) {
+            self.stats.read_requests_partial += 1;
+        }
+        for seg_index in wanted {
             self.push_reply(Reply {
                 to: from,
                 src_ep: r.dst_ep,
@@ -564,9 +579,12 @@ impl Nic {
             self.ack_packet(now, opn, false, false);
             return;
         }
-        // Progress: the READ request's deadline restarts.
+        // Progress: the READ request's deadline restarts, and its retries
+        // start over (the path works; what is missing is a short queue's
+        // overflow, asked for again by span).
         let rto = self.rtt_to(from);
         if let Some(inf) = self.op_table.get_mut(opn) {
+            inf.retries = 0;
             if let Some(d) = inf.deadline {
                 let new = now + rto.backoff(inf.retries);
                 inf.deadline = Some(new);

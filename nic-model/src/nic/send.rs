@@ -245,6 +245,20 @@ impl Nic {
         };
         let dst = op.dst;
         let read_len = (op.kind == OpKind::ReadRequest).then_some(op.len);
+        // A retried READ whose responses arrived in part asks only for the
+        // span still missing: re-asking for all of it could overflow a
+        // short queue the same way every time.
+        let (mut seg_index, mut seg_count) = (seg, op.seg_count);
+        if let Some(mask) = op
+            .read_mask
+            .as_ref()
+            .filter(|m| retransmit && m.missing() < m.count())
+        {
+            if let Some((lo, hi)) = mask.missing_span() {
+                flags |= Flags::PARTIAL;
+                (seg_index, seg_count) = (lo, hi - lo + 1);
+            }
+        }
         let credits = self.advertised.get(&dst).copied();
         if let Some(c) = credits {
             self.credits_carried.insert(dst, c);
@@ -256,8 +270,8 @@ impl Nic {
             dst_ep: r.req.dst_ep,
             op_num: opn.0,
             msg_id: inf.msg_id,
-            seg_index: seg,
-            seg_count: op.seg_count,
+            seg_index,
+            seg_count,
             credits: credits.unwrap_or(0),
             epoch: self.cfg.epoch,
             body,
