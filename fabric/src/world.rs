@@ -1409,6 +1409,7 @@ impl World {
                 udrma_nic::Ecn::NotEct
             },
             trimmed: pkt.trimmed,
+            src_port: pkt.src_port,
         };
         self.hosts[h as usize].nic.handle_datagram_meta(
             now,

@@ -39,6 +39,22 @@ pub enum RetransmitMode {
     GoBackN,
 }
 
+/// How the sender spreads one peer's packets over the fabric's paths. The
+/// path of a packet is chosen by switches hashing its UDP source port (its
+/// entropy, as RoCEv2 and Ultra Ethernet use it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Multipath {
+    /// One source port: one path per peer (per-flow ECMP).
+    Single,
+    /// Every packet takes the next of `entropies` source ports in turn
+    /// (oblivious spraying).
+    Spray,
+    /// REPS-like recycling: an entropy whose packet came back acknowledged
+    /// without an ECN echo is used again; one that saw a mark, a trim or a
+    /// loss is abandoned, and fresh ones are taken in turn.
+    Reps,
+}
+
 /// Every configurable parameter of one NIC.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NicConfig {
@@ -127,6 +143,11 @@ pub struct NicConfig {
     pub cost: crate::cost::CostModel,
     /// Congestion control: the algorithm and what it knows of the network.
     pub cc: crate::cc::CcConfig,
+    /// How packets are spread over paths (their source port).
+    pub multipath: Multipath,
+    /// Distinct source ports (entropies) `Spray` and `Reps` use, from
+    /// `src_port` up.
+    pub entropies: u16,
 }
 
 impl Default for NicConfig {
@@ -166,6 +187,8 @@ impl Default for NicConfig {
             reduce_chunks: 1024,
             cost: crate::cost::CostModel::ZERO,
             cc: crate::cc::CcConfig::default(),
+            multipath: Multipath::Single,
+            entropies: 256,
         }
     }
 }
@@ -230,6 +253,13 @@ impl NicConfig {
                 "segment_threshold",
                 self.segment_threshold,
                 "an operation may have at most 2^20 packets (segment_threshold and segment_size over mtu_payload)",
+            );
+        }
+        if self.entropies == 0 || u32::from(self.src_port) + u32::from(self.entropies) > 65_536 {
+            return bad(
+                "entropies",
+                self.entropies.into(),
+                "must be at least 1, and src_port + entropies must stay within the 16-bit port range",
             );
         }
         if self.op_table_capacity == 0 {

@@ -69,7 +69,7 @@ pub mod translation;
 pub mod wr;
 
 pub use cc::{CcAlgorithm, CcConfig, CongestionControl};
-pub use config::{AckMode, ConfigError, NicConfig, RegistrationMode, RetransmitMode};
+pub use config::{AckMode, ConfigError, Multipath, NicConfig, RegistrationMode, RetransmitMode};
 pub use cost::CostModel;
 pub use memory::{Access, MemoryTable, MrKey};
 pub use nic::{Ecn, Nic, RxMeta, Transmit};

@@ -70,6 +70,8 @@ pub struct Logged {
     pub msg_id: u32,
     /// Segment index.
     pub seg_index: u32,
+    /// The UDP source port the NIC chose (its entropy).
+    pub src_port: u16,
     /// What the filter decided.
     pub verdict: Verdict,
 }
@@ -83,6 +85,7 @@ struct Flight {
     bytes: Vec<u8>,
     ce: bool,
     trimmed: bool,
+    src_port: u16,
 }
 
 /// Two NICs (`h0` = `nics[0]`, `h1` = `nics[1]`) and the wire between them.
@@ -161,7 +164,7 @@ impl Pair {
             while let Some(t) = self.nics[i].poll_transmit(self.now, &mut self.buf) {
                 let bytes = self.buf[..t.len].to_vec();
                 let to = if t.dst == NodeAddr(0) { 0 } else { 1 };
-                self.put_on_wire(i, to, bytes);
+                self.put_on_wire_from(i, to, bytes, t.src_port);
             }
             while let Some(e) = self.nics[i].poll_event() {
                 self.events.push((i, e));
@@ -170,6 +173,11 @@ impl Pair {
     }
 
     fn put_on_wire(&mut self, from: usize, to: usize, bytes: Vec<u8>) {
+        let port = self.nics[from].config().src_port;
+        self.put_on_wire_from(from, to, bytes, port);
+    }
+
+    fn put_on_wire_from(&mut self, from: usize, to: usize, bytes: Vec<u8>, src_port: u16) {
         let n = self.sent;
         self.sent += 1;
         let repr = Repr::parse_bytes(&bytes).ok();
@@ -191,6 +199,7 @@ impl Pair {
             kind: repr.map_or_else(|| "?".to_string(), |r| r.kind_name()),
             msg_id: repr.map_or(0, |r| r.msg_id),
             seg_index: repr.map_or(0, |r| r.seg_index),
+            src_port,
             verdict,
         });
         let mut bytes = bytes;
@@ -222,6 +231,7 @@ impl Pair {
                     bytes: bytes.clone(),
                     ce: matches!(verdict, Verdict::MarkCe(_)),
                     trimmed: verdict == Verdict::Trim,
+                    src_port,
                 },
             );
             self.seq += 1;
@@ -273,6 +283,7 @@ impl Pair {
                     crate::Ecn::NotEct
                 },
                 trimmed: f.trimmed,
+                src_port: f.src_port,
             };
             nic.handle_datagram_meta(self.now, f.from, meta, &f.bytes);
         }

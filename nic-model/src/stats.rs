@@ -17,6 +17,11 @@ pub struct Stats {
     pub failed: u64,
     /// Datagrams that arrived Congestion Experienced (ECN).
     pub rx_ce: u64,
+    /// Packets sent with an entropy recycled from a clean acknowledgement
+    /// (REPS).
+    pub entropies_reused: u64,
+    /// Entropies dropped from reuse after an ECN echo, a trim or a loss.
+    pub entropies_abandoned: u64,
     /// Trimmed headers received (payload cut by a switch); WRITE and SEND
     /// ones are NACKed `TRIMMED`.
     pub rx_trimmed: u64,

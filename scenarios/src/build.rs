@@ -231,6 +231,18 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         }),
         reduce_chunks: n.reduce_chunks.unwrap_or(d.reduce_chunks),
         cc: cc_config(sc, &d)?,
+        multipath: mode(
+            sc,
+            "multipath",
+            &n.multipath,
+            &[
+                ("single", udrma_nic::Multipath::Single),
+                ("spray", udrma_nic::Multipath::Spray),
+                ("reps", udrma_nic::Multipath::Reps),
+            ],
+            d.multipath,
+        )?,
+        entropies: n.entropies.unwrap_or(d.entropies),
         translation: udrma_nic::translation::TranslationConfig {
             sets: n.translation_sets.unwrap_or(d.translation.sets),
             ways: n.translation_ways.unwrap_or(d.translation.ways),

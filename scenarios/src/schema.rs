@@ -269,6 +269,10 @@ pub struct NicSpec {
     /// Queueing delay a delay-based controller aims for (default: half the
     /// base RTT).
     pub cc_target_delay: Option<crate::units::Time>,
+    /// Path spreading: "single" (default), "spray" or "reps".
+    pub multipath: Option<String>,
+    /// Source ports (entropies) spray and reps use.
+    pub entropies: Option<u16>,
 }
 
 /// Workload kinds.

@@ -24,10 +24,12 @@ fn examples() -> Vec<(String, String)> {
 
 /// The large shapes take seconds in release and minutes in debug: they
 /// run here only in release builds (CI runs them through the CLI).
-const LARGE: [&str; 7] = [
+const LARGE: [&str; 9] = [
     "all-to-all-k8.toml",
     "all-to-all-k8-nscc.toml",
     "rget-bottleneck.toml",
+    "perm-k8-reps.toml",
+    "perm-k8-linkdown.toml",
     "bench-perm-k8.toml",
     "bench-perm-k16.toml",
     "osu-bw.toml",

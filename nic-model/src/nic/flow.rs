@@ -27,6 +27,13 @@ pub(super) struct Flow {
     pub cc: Box<dyn CongestionControl>,
     /// Bytes of packets in the OP table toward this peer.
     pub inflight: u64,
+    /// Entropies whose packets came back clean, to use again (REPS).
+    pub recycled: VecDeque<u16>,
+    /// The next fresh entropy.
+    pub next_entropy: u16,
+    /// Entropies abandoned since the fresh ones last came round: skipped
+    /// when fresh ones are taken (one bit each).
+    pub bad: Vec<u64>,
 }
 
 /// Most sendable operations the gate looks past a blocked head for.
@@ -72,7 +79,64 @@ impl Nic {
                 None => cfg.build(),
             },
             inflight: 0,
+            recycled: VecDeque::new(),
+            next_entropy: 0,
+            bad: Vec::new(),
         })
+    }
+
+    /// The entropy (source port offset) for the next packet to `peer`.
+    pub(super) fn pick_entropy(&mut self, peer: NodeAddr) -> u16 {
+        let (mode, n) = (self.cfg.multipath, self.cfg.entropies.max(1));
+        if mode == Multipath::Single {
+            return 0;
+        }
+        let f = self.flow(peer);
+        if mode == Multipath::Reps {
+            if let Some(e) = f.recycled.pop_front() {
+                self.stats.entropies_reused += 1;
+                return e;
+            }
+        }
+        // Fresh ones in turn, skipping those abandoned in this round;
+        // each time the turn comes round, every path is tried again (a
+        // link that came back is found again).
+        for _ in 0..n {
+            let e = f.next_entropy % n;
+            f.next_entropy = (e + 1) % n;
+            if f.next_entropy == 0 {
+                f.bad.clear();
+            }
+            let (w, b) = (usize::from(e) / 64, e % 64);
+            if f.bad.get(w).is_none_or(|word| word & (1 << b) == 0) {
+                return e;
+            }
+        }
+        f.bad.clear();
+        f.next_entropy % n
+    }
+
+    /// What came back about a packet sent with `entropy`: a clean
+    /// acknowledgement puts the entropy up for reuse (REPS); a mark, a
+    /// trim or a loss leaves it abandoned.
+    pub(super) fn entropy_feedback(&mut self, peer: NodeAddr, entropy: u16, clean: bool) {
+        if self.cfg.multipath != Multipath::Reps {
+            return;
+        }
+        let cap = usize::from(self.cfg.entropies);
+        let f = self.flow(peer);
+        if !clean {
+            let (w, b) = (usize::from(entropy) / 64, entropy % 64);
+            if f.bad.len() <= w {
+                f.bad.resize(w + 1, 0);
+            }
+            f.bad[w] |= 1 << b;
+            self.stats.entropies_abandoned += 1;
+            return;
+        }
+        if f.recycled.len() < cap {
+            f.recycled.push_back(entropy);
+        }
     }
 
     /// Whether a new packet of `bytes` may go to `peer` now.

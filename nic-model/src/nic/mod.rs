@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use udrma_proto::{Body, Error as WireError, Flags, NodeAddr, Packet, Repr, Syndrome};
 
 use crate::cc::{AckSample, CongestionControl, LossCause};
-use crate::config::{AckMode, NicConfig, RegistrationMode, RetransmitMode};
+use crate::config::{AckMode, Multipath, NicConfig, RegistrationMode, RetransmitMode};
 use crate::cost::Serial;
 use crate::mask::Mask;
 use crate::memory::{Access, MemoryTable, MrKey, Use};
@@ -76,6 +76,9 @@ pub struct RxMeta {
     /// header (NDP/UET trimming; real switches say so in the DSCP field).
     /// Only the first [`udrma_proto::HEADER_LEN`] bytes are meaningful.
     pub trimmed: bool,
+    /// The datagram's UDP source port, when the caller knows it (0 if
+    /// not): its entropy. With multipath on, replies leave from it.
+    pub src_port: u16,
 }
 
 impl RxMeta {
@@ -83,6 +86,7 @@ impl RxMeta {
     pub const CE: RxMeta = RxMeta {
         ecn: Ecn::Ce,
         trimmed: false,
+        src_port: 0,
     };
 }
 
@@ -201,6 +205,8 @@ struct Inflight {
     /// Bytes the packet counts in flight toward its peer (the datagram; a
     /// READ request counts the response bytes it asks for).
     bytes: u32,
+    /// The entropy (source port offset) its last copy went with.
+    entropy: u16,
     /// `None` while waiting in the retransmit queue.
     deadline: Option<Instant>,
 }
@@ -246,6 +252,10 @@ enum ReplyBody {
 /// A packet the receive side owes a peer (built at transmit time).
 #[derive(Debug, Clone, Copy)]
 struct Reply {
+    /// UDP source port to send it from (0: the NIC's own): with
+    /// multipath on, a reply leaves from the port (entropy) the packet it
+    /// answers came from, so its path changes with the data's.
+    port: u16,
     to: NodeAddr,
     src_ep: u16,
     dst_ep: u16,
@@ -332,6 +342,8 @@ pub struct Nic {
     rr_last: Option<NodeAddr>,
     /// Whether the datagram being handled arrived CE-marked.
     rx_ce: bool,
+    /// The UDP source port of the datagram being handled (0: unknown).
+    rx_port: u16,
 }
 
 /// Most peers whose credit advertisements are tracked; beyond, new peers'
@@ -421,6 +433,7 @@ impl Nic {
             pace_at: None,
             rr_last: None,
             rx_ce: false,
+            rx_port: 0,
             cfg,
         })
     }

@@ -25,6 +25,7 @@ impl Nic {
     /// acknowledged: the next advertisement repairs a lost one.
     pub fn send_noop(&mut self, peer: NodeAddr, src_ep: u16, dst_ep: u16) {
         if self.push_reply(Reply {
+            port: 0,
             to: peer,
             src_ep,
             dst_ep,
@@ -52,6 +53,7 @@ impl Nic {
     /// asker repeats its HELLO until it hears the reply.
     pub fn hello(&mut self, peer: NodeAddr, nonce: u32) {
         if self.push_reply(Reply {
+            port: 0,
             to: peer,
             src_ep: 0,
             dst_ep: 0,

@@ -24,6 +24,7 @@ impl Nic {
         bytes: &[u8],
     ) {
         self.rx_ce = meta.ecn == Ecn::Ce;
+        self.rx_port = meta.src_port;
         if self.rx_ce {
             self.stats.rx_ce += 1;
         }
@@ -33,6 +34,7 @@ impl Nic {
             self.receive(now, from, bytes);
         }
         self.rx_ce = false;
+        self.rx_port = 0;
     }
 
     /// A header whose payload a switch cut off. Its ICRC went with the
@@ -61,6 +63,7 @@ impl Nic {
             udrma_proto::Opcode::Write | udrma_proto::Opcode::Send => {
                 *self.stats.nacks_sent.entry(Syndrome::Trimmed).or_default() += 1;
                 self.push_reply(Reply {
+                    port: 0,
                     to: from,
                     src_ep: p.dst_ep(),
                     dst_ep: p.src_ep(),
@@ -98,6 +101,7 @@ impl Nic {
                         // to tell the sender.
                         let p = Packet::new_unchecked(bytes);
                         self.push_reply(Reply {
+                            port: 0,
                             to: from,
                             src_ep: p.dst_ep(),
                             dst_ep: p.src_ep(),
@@ -408,6 +412,7 @@ impl Nic {
         }
         self.flush_sack(key);
         self.push_reply(Reply {
+            port: 0,
             to: key.from,
             src_ep: entry.dst_ep,
             dst_ep: key.src_ep,
@@ -504,6 +509,7 @@ impl Nic {
         }
         for seg_index in wanted {
             self.push_reply(Reply {
+                port: 0,
                 to: from,
                 src_ep: r.dst_ep,
                 dst_ep: r.src_ep,

@@ -7,6 +7,7 @@ use super::*;
 impl Nic {
     pub(super) fn header_reply(from: NodeAddr, r: &Repr<'_>, body: ReplyBody) -> Reply {
         Reply {
+            port: 0,
             to: from,
             src_ep: r.dst_ep,
             dst_ep: r.src_ep,
@@ -18,7 +19,10 @@ impl Nic {
         }
     }
 
-    pub(super) fn push_reply(&mut self, reply: Reply) -> bool {
+    pub(super) fn push_reply(&mut self, mut reply: Reply) -> bool {
+        if self.cfg.multipath != Multipath::Single {
+            reply.port = self.rx_port;
+        }
         if self.replies.len() >= self.cfg.transmit_queue_capacity {
             self.stats.tx_queue_overflow += 1;
             return false;
@@ -87,6 +91,7 @@ impl Nic {
         }
         for ((base, ece), bitmap) in words {
             self.push_reply(Reply {
+                port: 0,
                 to: key.from,
                 src_ep: p.src_ep,
                 dst_ep: key.src_ep,
@@ -167,6 +172,7 @@ impl Nic {
             }
             if let Some(dst) = self.ops.get(&inf.msg_id).map(|op| op.dst) {
                 self.flow_lost(now, dst, inf.bytes, LossCause::Nack);
+                self.entropy_feedback(dst, inf.entropy, false);
             }
             if self.count_rnr_retry(now, opn) {
                 self.queue_retransmit(opn);
@@ -354,7 +360,11 @@ impl Nic {
         Some(Transmit {
             dst: reply.to,
             len: buf.len(),
-            src_port: self.cfg.src_port,
+            src_port: if reply.port != 0 {
+                reply.port
+            } else {
+                self.cfg.src_port
+            },
             nic_work,
         })
     }

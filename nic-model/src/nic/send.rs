@@ -69,6 +69,7 @@ impl Nic {
                 rnr_retries: 0,
                 retransmitted: false,
                 bytes: 0,
+                entropy: 0,
                 deadline: None,
             };
             let opn = self.op_table.insert(inflight).expect("checked not full");
@@ -280,6 +281,7 @@ impl Nic {
         let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
         let rto = self.rtt_to(dst).backoff(inf.retries);
         let deadline = now + rto;
+        let entropy = self.pick_entropy(dst);
         let counted = match read_len {
             Some(len) => len.min(u64::from(u32::MAX)) as u32,
             None => buf.len() as u32,
@@ -288,6 +290,7 @@ impl Nic {
             e.sent_at = now;
             e.deadline = Some(deadline);
             e.retransmitted |= retransmit;
+            e.entropy = entropy;
             if !retransmit {
                 e.bytes = counted;
             }
@@ -304,7 +307,7 @@ impl Nic {
         Some(Transmit {
             dst,
             len: buf.len(),
-            src_port: self.cfg.src_port,
+            src_port: self.cfg.src_port.wrapping_add(entropy),
             nic_work,
         })
     }
@@ -323,9 +326,10 @@ impl Nic {
         };
         inf.deadline = None;
         self.stats.timeouts += 1;
-        let (msg_id, bytes) = (inf.msg_id, inf.bytes);
+        let (msg_id, bytes, entropy) = (inf.msg_id, inf.bytes, inf.entropy);
         if let Some(dst) = self.ops.get(&msg_id).map(|op| op.dst) {
             self.flow_lost(now, dst, bytes, LossCause::Timeout);
+            self.entropy_feedback(dst, entropy, false);
         }
         if !self.count_retry(now, opn) {
             return;
@@ -438,6 +442,9 @@ impl Nic {
             rtt = Some(r);
         }
         self.flow_released(dst, inf.bytes);
+        if sample {
+            self.entropy_feedback(dst, inf.entropy, !ce);
+        }
         if kind != OpKind::ReadRequest {
             // (A READ's controller hears each response as it arrives.)
             let bytes = u64::from(inf.bytes);
