@@ -188,6 +188,11 @@ impl Nic {
                     let key = turn(op.dst);
                     if best.is_none_or(|(k, _)| key < k) {
                         best = Some((key, i));
+                        // No peer comes between the last one served and
+                        // its successor: nothing further can win.
+                        if last.is_some_and(|l| op.dst.0 == l.0.wrapping_add(1)) {
+                            break;
+                        }
                     }
                 }
                 Gate::Window => {}

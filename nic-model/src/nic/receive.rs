@@ -61,21 +61,7 @@ impl Nic {
         }
         match p.opcode() {
             udrma_proto::Opcode::Write | udrma_proto::Opcode::Send => {
-                *self.stats.nacks_sent.entry(Syndrome::Trimmed).or_default() += 1;
-                self.push_reply(Reply {
-                    port: 0,
-                    to: from,
-                    src_ep: p.dst_ep(),
-                    dst_ep: p.src_ep(),
-                    op_num: p.op_num(),
-                    msg_id: p.msg_id(),
-                    seg_index: p.seg_index(),
-                    seg_count: p.seg_count(),
-                    body: ReplyBody::Nack {
-                        syndrome: Syndrome::Trimmed,
-                        detail: 0,
-                    },
-                });
+                self.nack_header(from, &p, Syndrome::Trimmed, 0);
             }
             // A READ response, a reduce packet or a control packet: its
             // sender's timer recovers it.
@@ -100,25 +86,7 @@ impl Nic {
                         // The ICRC held, so the header can be trusted enough
                         // to tell the sender.
                         let p = Packet::new_unchecked(bytes);
-                        self.push_reply(Reply {
-                            port: 0,
-                            to: from,
-                            src_ep: p.dst_ep(),
-                            dst_ep: p.src_ep(),
-                            op_num: p.op_num(),
-                            msg_id: p.msg_id(),
-                            seg_index: p.seg_index(),
-                            seg_count: p.seg_count(),
-                            body: ReplyBody::Nack {
-                                syndrome: Syndrome::UnknownOpcode,
-                                detail: u32::from(code),
-                            },
-                        });
-                        *self
-                            .stats
-                            .nacks_sent
-                            .entry(Syndrome::UnknownOpcode)
-                            .or_default() += 1;
+                        self.nack_header(from, &p, Syndrome::UnknownOpcode, u32::from(code));
                     }
                 }
                 return;

@@ -41,6 +41,29 @@ impl Nic {
         ));
     }
 
+    /// NACKs a packet known only by its header (one that did not parse, or
+    /// whose payload a switch trimmed).
+    pub(super) fn nack_header(
+        &mut self,
+        from: NodeAddr,
+        p: &Packet<&[u8]>,
+        syndrome: Syndrome,
+        detail: u32,
+    ) {
+        *self.stats.nacks_sent.entry(syndrome).or_default() += 1;
+        self.push_reply(Reply {
+            port: 0,
+            to: from,
+            src_ep: p.dst_ep(),
+            dst_ep: p.src_ep(),
+            op_num: p.op_num(),
+            msg_id: p.msg_id(),
+            seg_index: p.seg_index(),
+            seg_count: p.seg_count(),
+            body: ReplyBody::Nack { syndrome, detail },
+        });
+    }
+
     /// Acknowledges a data packet: at once, or coalesced into a SACK.
     pub(super) fn ack(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>) {
         match self.cfg.ack_mode {
