@@ -1403,11 +1403,7 @@ impl World {
         let now = self.now;
         let mut rebuild = std::mem::take(&mut self.rebuild);
         let meta = udrma_nic::RxMeta {
-            ecn: if pkt.ce {
-                udrma_nic::Ecn::Ce
-            } else {
-                udrma_nic::Ecn::NotEct
-            },
+            ecn: udrma_nic::Ecn::marked(pkt.ce),
             trimmed: pkt.trimmed,
             src_port: pkt.src_port,
         };

@@ -277,11 +277,7 @@ impl Pair {
                 nic.receive_work(f.from, &f.bytes);
             }
             let meta = crate::RxMeta {
-                ecn: if f.ce {
-                    crate::Ecn::Ce
-                } else {
-                    crate::Ecn::NotEct
-                },
+                ecn: crate::Ecn::marked(f.ce),
                 trimmed: f.trimmed,
                 src_port: f.src_port,
             };

@@ -81,15 +81,6 @@ pub struct RxMeta {
     pub src_port: u16,
 }
 
-impl RxMeta {
-    /// Metadata of a datagram that arrived Congestion Experienced.
-    pub const CE: RxMeta = RxMeta {
-        ecn: Ecn::Ce,
-        trimmed: false,
-        src_port: 0,
-    };
-}
-
 /// The two ECN bits of the IP header (RFC 3168).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Ecn {
@@ -105,13 +96,13 @@ pub enum Ecn {
 }
 
 impl Ecn {
-    /// From the two bits (`0b11` is CE).
-    pub fn from_bits(bits: u8) -> Ecn {
-        match bits & 3 {
-            0 => Ecn::NotEct,
-            1 => Ecn::Ect1,
-            2 => Ecn::Ect0,
-            _ => Ecn::Ce,
+    /// What a simulated wire delivers: CE if a queue marked the packet,
+    /// else nothing known.
+    pub fn marked(ce: bool) -> Ecn {
+        if ce {
+            Ecn::Ce
+        } else {
+            Ecn::NotEct
         }
     }
 }
