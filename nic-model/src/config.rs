@@ -88,6 +88,12 @@ pub struct NicConfig {
     pub ack_mode: AckMode,
     /// Retransmission mode.
     pub retransmit: RetransmitMode,
+    /// Declare a packet lost, and send it again at once, when a packet of
+    /// its operation sent more than a reordering window after it is
+    /// acknowledged first (RACK-style: the window is a quarter of the
+    /// smoothed RTT plus the selective-ACK delay). The retransmit timer
+    /// stays as the last resort. `false`: only timers and NACKs.
+    pub fast_retransmit: bool,
     /// RTO before the first RTT sample.
     pub rto_initial: Duration,
     /// RTO lower clamp.
@@ -168,6 +174,7 @@ impl Default for NicConfig {
             registration: RegistrationMode::FirstOnly,
             ack_mode: AckMode::PerPacket,
             retransmit: RetransmitMode::Selective,
+            fast_retransmit: true,
             rto_initial: Duration::from_micros(100),
             rto_min: Duration::from_micros(20),
             rto_max: Duration::from_millis(50),

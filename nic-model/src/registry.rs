@@ -58,6 +58,9 @@ pub struct Entry {
     pub received: u64,
     /// When the entry expires unless another packet arrives.
     pub deadline: Instant,
+    /// Go-back-N: the expected segment a `SEQUENCE_ERROR` NACK was last
+    /// sent for (one NACK per gap, as RoCE sends one NAK).
+    pub nak_sent: Option<u32>,
 }
 
 /// The receive registry: operations being received, at most `capacity`.
@@ -402,6 +405,7 @@ mod tests {
             total_len: 1,
             received: 0,
             deadline: Instant(0),
+            nak_sent: None,
         }
     }
 

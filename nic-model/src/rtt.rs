@@ -1,5 +1,8 @@
 //! `RttEstimator`: the adaptive retransmission timeout of RFC 6298
-//! (srtt + 4·rttvar, clamped), with exponential backoff per packet.
+//! (srtt + 4·rttvar, clamped), with exponential backoff per packet. As in
+//! Linux, the variance term is never less than the RTO floor: a simulated
+//! path's RTT barely varies, and an RTO of one bare srtt fires on every
+//! ACK that a SACK delay or a queue holds back a little.
 
 use udrma_proto::time::Duration;
 
@@ -45,12 +48,12 @@ impl RttEstimator {
         self.srtt
     }
 
-    /// srtt + 4·rttvar clamped to `[min, max]` (the initial RTO before any
-    /// sample).
+    /// srtt + max(4·rttvar, min), clamped to `[min, max]` (the initial
+    /// RTO before any sample).
     pub fn rto(&self) -> Duration {
         let raw = match self.srtt {
             None => self.initial,
-            Some(srtt) => srtt + self.rttvar.saturating_mul(4),
+            Some(srtt) => srtt + self.rttvar.saturating_mul(4).max(self.min),
         };
         Duration(raw.0.clamp(self.min.0, self.max.0))
     }
@@ -80,8 +83,13 @@ mod tests {
         assert_eq!(e.rto(), us(25));
         assert_eq!(e.backoff(1), us(50));
         assert_eq!(e.backoff(10), us(1000), "capped at max");
+        for _ in 0..40 {
+            e.on_sample(us(10));
+        }
+        // rttvar → 0: the floor stands in for it.
+        assert_eq!(e.rto(), us(15), "srtt + min when the RTT never varies");
         let mut tiny = RttEstimator::new(us(100), us(5), us(1000));
         tiny.on_sample(Duration::from_nanos(1));
-        assert_eq!(tiny.rto(), us(5), "clamped at min");
+        assert_eq!(tiny.rto(), us(5) + Duration::from_nanos(1));
     }
 }

@@ -34,6 +34,15 @@ pub struct Stats {
     pub retransmits: u64,
     /// Retransmit timer expiries.
     pub timeouts: u64,
+    /// Go-back-N receiver: data packets discarded for arriving ahead of
+    /// the next one expected of their operation.
+    pub out_of_sequence: u64,
+    /// Packets sent again because a packet of their operation sent after
+    /// them was acknowledged first (`fast_retransmit`), before any timer.
+    pub fast_retransmits: u64,
+    /// Of them, found unneeded: acknowledged too soon after they left to
+    /// be the new copy's acknowledgement (the reordering window widens).
+    pub spurious_fast_retransmits: u64,
     /// Requests failed after `max_retries`.
     pub retries_exhausted: u64,
     /// Control packets sent (ACK, SACK, NACK, notices, READ responses).

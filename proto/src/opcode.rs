@@ -219,12 +219,16 @@ enum_with_unknown! {
         /// A switch trimmed the packet's payload on a full queue and
         /// forwarded its header: send it again now (NDP/UET trimming).
         Trimmed = 0x07,
+        /// Go-back-N: the packet is ahead of the next one the receiver
+        /// expects of its operation and was discarded; `detail` names the
+        /// expected segment (RoCE's NAK sequence error).
+        SequenceError = 0x08,
     }
 }
 
 impl Syndrome {
     /// Every known syndrome, in code order.
-    pub const ALL: [Syndrome; 7] = [
+    pub const ALL: [Syndrome; 8] = [
         Syndrome::RemoteAccess,
         Syndrome::OutOfBounds,
         Syndrome::BadRkey,
@@ -232,6 +236,7 @@ impl Syndrome {
         Syndrome::InvalidRequest,
         Syndrome::UnknownOpcode,
         Syndrome::Trimmed,
+        Syndrome::SequenceError,
     ];
 }
 
@@ -245,6 +250,7 @@ impl fmt::Display for Syndrome {
             Syndrome::InvalidRequest => "INVALID_REQUEST",
             Syndrome::UnknownOpcode => "UNKNOWN_OPCODE",
             Syndrome::Trimmed => "TRIMMED",
+            Syndrome::SequenceError => "SEQUENCE_ERROR",
             Syndrome::Unknown(code) => return write!(f, "UNKNOWN({code:#04x})"),
         };
         f.write_str(name)

@@ -110,6 +110,10 @@ pub struct Report {
     pub ecn_echoes: u64,
     /// Retransmissions (all hosts; reduce packets included).
     pub retransmits: u64,
+    /// Of them, sent because a later packet was acknowledged first.
+    pub fast_retransmits: u64,
+    /// Retransmit timer expiries (all hosts; reduce packets included).
+    pub timeouts: u64,
     /// Duplicates dropped by registry masks (and by reduce branch slots).
     pub dup_dropped: u64,
     /// Escape channel.
@@ -212,8 +216,8 @@ impl Report {
         let e = &self.escape;
         let _ = writeln!(
             s,
-            "protocol    retransmits {}  dup-dropped {}  nacks {}  escape {}/{}/{}/{} (buffered/drained/expired/overflow)",
-            self.retransmits, self.dup_dropped, self.nacks, e.buffered, e.drained, e.expired, e.overflow
+            "protocol    retransmits {} (fast {})  timeouts {}  dup-dropped {}  nacks {}  escape {}/{}/{}/{} (buffered/drained/expired/overflow)",
+            self.retransmits, self.fast_retransmits, self.timeouts, self.dup_dropped, self.nacks, e.buffered, e.drained, e.expired, e.overflow
         );
         if let Some(n) = &self.noncontig {
             let _ = writeln!(
@@ -391,6 +395,8 @@ pub(crate) fn build(
         },
         goodput_gbps: (goodput * 1000.0).round() / 1000.0,
         retransmits: sum(|s| s.retransmits + s.reduce_retransmits),
+        fast_retransmits: sum(|s| s.fast_retransmits),
+        timeouts: sum(|s| s.timeouts),
         dup_dropped: sum(|s| s.dup_dropped + s.reduce_duplicates),
         escape: Escape {
             buffered: sum(|s| s.escape_buffered),

@@ -226,6 +226,8 @@ pub struct NicSpec {
     pub sack_delay: Option<Time>,
     /// `selective` or `go-back-n`.
     pub retransmit: Option<String>,
+    /// Selective-ACK loss detection before the timer (default on).
+    pub fast_retransmit: Option<bool>,
     /// Initial RTO.
     pub rto_initial: Option<Time>,
     /// RTO floor.

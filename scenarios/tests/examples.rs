@@ -24,7 +24,7 @@ fn examples() -> Vec<(String, String)> {
 
 /// The large shapes take seconds in release and minutes in debug: they
 /// run here only in release builds (CI runs them through the CLI).
-const LARGE: [&str; 9] = [
+const LARGE: [&str; 10] = [
     "all-to-all-k8.toml",
     "all-to-all-k8-nscc.toml",
     "rget-bottleneck.toml",
@@ -34,6 +34,7 @@ const LARGE: [&str; 9] = [
     "bench-perm-k16.toml",
     "osu-bw.toml",
     "osu-latency.toml",
+    "rnr-backpressure.toml",
 ];
 
 /// Runs one example and checks the outcome its `# expect:` line states.

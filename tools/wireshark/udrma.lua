@@ -33,6 +33,7 @@ local data_kinds = { [0x01] = true, [0x03] = true, [0x04] = true }
 local syndromes = {
     [1] = "REMOTE_ACCESS", [2] = "OUT_OF_BOUNDS", [3] = "BAD_RKEY", [4] = "RNR",
     [5] = "INVALID_REQUEST", [6] = "UNKNOWN_OPCODE", [7] = "TRIMMED",
+    [8] = "SEQUENCE_ERROR",
 }
 local protocols = { [1] = "R3", [2] = "RGET", [3] = "RPUT" }
 local reduce_ops = {

@@ -53,6 +53,9 @@ pub enum LossCause {
     Timeout,
     /// The receiver NACKed it as out of sequence or trimmed.
     Nack,
+    /// A packet sent well after it was acknowledged first (selective-ACK
+    /// loss detection, before any timer).
+    Overtaken,
 }
 
 /// A congestion controller for the packets one NIC sends to one peer.

@@ -34,6 +34,10 @@ pub(super) struct Flow {
     /// Entropies abandoned since the fresh ones last came round: skipped
     /// when fresh ones are taken (one bit each).
     pub bad: Vec<u64>,
+    /// How far out of order acknowledgements from this peer have come
+    /// (in send time): loss detection waits this much longer than the SACK
+    /// delay (see `detect_overtaken`).
+    pub reorder: udrma_proto::time::Duration,
 }
 
 /// Most sendable operations the gate looks past a blocked head for.
@@ -82,6 +86,7 @@ impl Nic {
             recycled: VecDeque::new(),
             next_entropy: 0,
             bad: Vec::new(),
+            reorder: udrma_proto::time::Duration::ZERO,
         })
     }
 
@@ -160,7 +165,8 @@ impl Nic {
     /// not interleave and flood its receive registry), among the first
     /// [`GATE_SCAN`] sendable operations whose peer's gate is open.
     pub(super) fn pick_sendable(&mut self, now: Instant) -> Option<usize> {
-        if !self.cc_active() {
+        self.rnr_hold.retain(|_, t| *t > now);
+        if !self.gated() {
             return (!self.sendable.is_empty()).then_some(0);
         }
         let mut wake: Option<Instant> = None;
@@ -183,7 +189,15 @@ impl Nic {
                     .saturating_sub(u64::from(op.next_unsent) * mtu)
                     .min(mtu),
             };
-            match self.gate(now, op.dst, bytes) {
+            // A peer that said "not ready" gets no new operation for a
+            // while; ones it has begun to take go on (holding them back
+            // would keep its registry full of half-received ones).
+            let held = self.rnr_hold.get(&op.dst).filter(|t| **t > now);
+            let gate = match held {
+                Some(&t) if op.next_unsent == 0 => Gate::Pace(t),
+                _ => self.gate(now, op.dst, bytes),
+            };
+            match gate {
                 Gate::Open => {
                     let key = turn(op.dst);
                     if best.is_none_or(|(k, _)| key < k) {
@@ -219,6 +233,25 @@ impl Nic {
     /// control existed.
     pub(super) fn cc_active(&self) -> bool {
         self.factory.0.is_some() || self.cfg.cc.algorithm != crate::cc::CcAlgorithm::None
+    }
+
+    /// Whether the gate decides what goes next: a controller is on, or a
+    /// peer holds new packets back (receiver not ready).
+    pub(super) fn gated(&self) -> bool {
+        self.cc_active() || !self.rnr_hold.is_empty()
+    }
+
+    /// A peer said it is not ready: no new operation starts toward it for
+    /// `delay`.
+    pub(super) fn hold_peer(
+        &mut self,
+        now: Instant,
+        peer: NodeAddr,
+        delay: udrma_proto::time::Duration,
+    ) {
+        let until = now + delay;
+        let t = self.rnr_hold.entry(peer).or_insert(until);
+        *t = (*t).max(until);
     }
 
     /// Whether more operations should be cut while the gate holds every

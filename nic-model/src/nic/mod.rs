@@ -181,6 +181,10 @@ struct Op {
     last_segment: bool,
     /// READ: which response packets have arrived.
     read_mask: Option<Mask>,
+    /// When the latest-sent packet acknowledged so far left (first copies
+    /// only): packets sent well before it and still unacknowledged are
+    /// lost.
+    acked_sent: Option<Instant>,
 }
 
 /// An OP table entry: one outstanding packet.
@@ -193,6 +197,8 @@ struct Inflight {
     /// Times the receiver said it was not ready (counted apart).
     rnr_retries: u32,
     retransmitted: bool,
+    /// Its latest copy went because a later packet was acknowledged first.
+    fast: bool,
     /// Bytes the packet counts in flight toward its peer (the datagram; a
     /// READ request counts the response bytes it asks for).
     bytes: u32,
@@ -331,6 +337,10 @@ pub struct Nic {
     pace_at: Option<Instant>,
     /// The peer the send gate served last (peers take turns).
     rr_last: Option<NodeAddr>,
+    /// Peers that said "receiver not ready": no new packet goes to them
+    /// before the time given (back-pressure, as an RNR NAK stops a queue
+    /// pair for its RNR timer). Entries leave once they pass.
+    rnr_hold: BTreeMap<NodeAddr, Instant>,
     /// Whether the datagram being handled arrived CE-marked.
     rx_ce: bool,
     /// The UDP source port of the datagram being handled (0: unknown).
@@ -423,6 +433,7 @@ impl Nic {
             factory: flow::Factory::default(),
             pace_at: None,
             rr_last: None,
+            rnr_hold: BTreeMap::new(),
             rx_ce: false,
             rx_port: 0,
             cfg,
@@ -554,8 +565,9 @@ impl Nic {
                     }
                 }
                 Timer::Escape(id) => {
-                    if self.escape.remove(id).is_some() {
+                    if let Some(e) = self.escape.remove(id) {
                         self.stats.escape_expired += 1;
+                        self.escape_expired(e);
                     }
                 }
                 Timer::Registry(key) => self.expire_registry(key),

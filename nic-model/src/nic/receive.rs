@@ -110,7 +110,7 @@ impl Nic {
             }
             Body::Ack => self.on_ack(now, from, &repr),
             Body::SelectiveAck { base, bitmap } => self.on_sack(now, from, &repr, base, bitmap),
-            Body::Nack { syndrome, .. } => self.on_nack(now, from, &repr, syndrome),
+            Body::Nack { syndrome, detail } => self.on_nack(now, from, &repr, syndrome, detail),
             Body::Completion { .. } => self.on_completion_notice(now, from, &repr),
             Body::DataArrived {
                 addr,
@@ -170,6 +170,16 @@ impl Nic {
             if self.register_op(now, key, r) {
                 self.apply(now, key, r);
                 self.drain_escape(now, key);
+            }
+            return;
+        }
+        if self.cfg.retransmit == RetransmitMode::GoBackN {
+            // Go-back-N keeps nothing out of sequence: the first packet is
+            // missing. The packet right after it says so (once); later
+            // ones are discarded quietly.
+            self.stats.out_of_sequence += 1;
+            if r.seg_index == 1 {
+                self.nack(from, r, Syndrome::SequenceError, 0);
             }
             return;
         }
@@ -268,6 +278,7 @@ impl Nic {
                 total_len,
                 received: 0,
                 deadline,
+                nak_sent: None,
             },
         );
         self.timers.insert((deadline, Timer::Registry(key)));
@@ -288,6 +299,22 @@ impl Nic {
             self.stats.dup_dropped += 1;
             self.ack(now, key.from, r);
             return;
+        }
+        if self.cfg.retransmit == RetransmitMode::GoBackN {
+            // RoCE's receiver: only the next packet in sequence is taken;
+            // one ahead of it is discarded and the gap NACKed once.
+            let expected = entry
+                .mask
+                .missing_span()
+                .map_or(entry.mask.count(), |(lo, _)| lo);
+            if r.seg_index != expected {
+                self.stats.out_of_sequence += 1;
+                if entry.nak_sent != Some(expected) {
+                    entry.nak_sent = Some(expected);
+                    self.nack(key.from, r, Syndrome::SequenceError, expected);
+                }
+                return;
+            }
         }
         let target = entry.target;
         let result = match (target, r.body) {
@@ -431,6 +458,17 @@ impl Nic {
                     self.on_data(now, key.from, &r, &e.datagram);
                 }
             }
+        }
+    }
+
+    /// An escaped packet's operation never registered in time (its first
+    /// packet is lost, or was refused for a full registry): the packet
+    /// itself arrived intact, so its sender hears "not ready" and sends it
+    /// again on the busy budget, rather than losing it silently to a
+    /// timeout that spends the loss budget.
+    pub(super) fn escape_expired(&mut self, e: Escaped) {
+        if let Ok(r) = Repr::parse_bytes(&e.datagram) {
+            self.nack(e.key.from, &r, Syndrome::ReceiverNotReady, 0);
         }
     }
 

@@ -106,11 +106,34 @@ impl Nic {
         };
         self.timers.remove(&(p.deadline, Timer::Sack(key)));
         // Marked and unmarked packets go in separate SACKs (the ECE flag
-        // speaks for every packet of its bitmap).
+        // speaks for every packet of its bitmap). A marked SACK names its
+        // fresh marked packets, by aligned word; an unmarked one covers
+        // the 64 packets ending at its highest fresh packet and names every
+        // packet there the registry holds (except fresh marked ones), so a
+        // lost SACK costs no retransmission once a later one gets through.
         let mut words: BTreeMap<(u32, bool), u64> = BTreeMap::new();
-        for i in p.indices {
-            let ece = p.marked.contains(&i);
-            *words.entry((i / 64 * 64, ece)).or_default() |= 1u64 << (i % 64);
+        for &i in &p.marked {
+            *words.entry((i / 64 * 64, true)).or_default() |= 1u64 << (i % 64);
+        }
+        let held = self.registry.get(&key).map(|e| &e.mask);
+        let mut fresh: Vec<u32> = p
+            .indices
+            .iter()
+            .copied()
+            .filter(|i| !p.marked.contains(i))
+            .collect();
+        while let Some(&hi) = fresh.last() {
+            let base = hi.saturating_sub(63);
+            let mut bitmap = 0u64;
+            for b in 0..=(hi - base) {
+                let i = base + b;
+                let repeat = held.is_some_and(|m| m.is_set(i)) && !p.marked.contains(&i);
+                if repeat || fresh.binary_search(&i).is_ok() {
+                    bitmap |= 1u64 << b;
+                }
+            }
+            fresh.retain(|i| *i < base);
+            words.insert((base, false), bitmap);
         }
         for ((base, ece), bitmap) in words {
             self.push_reply(Reply {
@@ -175,6 +198,7 @@ impl Nic {
         from: NodeAddr,
         r: &Repr<'_>,
         syndrome: Syndrome,
+        detail: u32,
     ) {
         let Some(opn) = self.match_op(from, r) else {
             self.stats.stale_acks += 1;
@@ -202,32 +226,30 @@ impl Nic {
             }
             return;
         }
+        if syndrome == Syndrome::SequenceError {
+            self.on_sequence_error(now, opn, detail);
+            return;
+        }
         if syndrome == Syndrome::ReceiverNotReady {
-            // Not fatal: send again, after rnr_delay (at once if zero). A
-            // packet already waiting to go again is not queued twice.
-            if self
-                .op_table
-                .get(opn)
-                .is_some_and(|inf| inf.deadline.is_none())
-            {
+            // Back-pressure, not loss: send again after rnr_delay (at once
+            // if zero), and nothing new to this peer meanwhile. A packet
+            // already waiting to go again (queued, or on its RNR timer: a
+            // NACK for an older copy) is not counted or queued twice.
+            let waiting = self.op_table.get(opn).is_none_or(|inf| {
+                inf.deadline
+                    .is_none_or(|d| self.timers.contains(&(d, Timer::RnrRetry(opn))))
+            });
+            if waiting {
                 return;
             }
             if !self.count_rnr_retry(now, opn) {
                 return;
             }
             let delay = self.cfg.rnr_delay;
-            let Some(inf) = self.op_table.get_mut(opn) else {
-                return;
-            };
-            if let Some(d) = inf.deadline.take() {
-                self.timers.remove(&(d, Timer::Retransmit(opn)));
+            if delay.0 > 0 {
+                self.hold_peer(now, from, delay);
             }
-            if delay.0 == 0 {
-                self.retransmit_queue.push_back(opn);
-            } else {
-                inf.deadline = Some(now + delay);
-                self.timers.insert((now + delay, Timer::RnrRetry(opn)));
-            }
+            self.rnr_wait(now, opn);
             return;
         }
         let wr = self
@@ -238,6 +260,53 @@ impl Nic {
         if let Some(wr) = wr {
             self.fail_request(now, wr, WcError::Remote(syndrome));
         }
+    }
+
+    /// `opn` goes again after `rnr_delay` (at once if zero).
+    pub(super) fn rnr_wait(&mut self, now: Instant, opn: OpNumber) {
+        let delay = self.cfg.rnr_delay;
+        let Some(inf) = self.op_table.get_mut(opn) else {
+            return;
+        };
+        if let Some(d) = inf.deadline.take() {
+            self.timers.remove(&(d, Timer::Retransmit(opn)));
+        }
+        if delay.0 == 0 {
+            self.retransmit_queue.push_back(opn);
+        } else {
+            inf.deadline = Some(now + delay);
+            self.timers.insert((now + delay, Timer::RnrRetry(opn)));
+        }
+    }
+
+    /// Go-back-N: the receiver discarded `opn` for being ahead of segment
+    /// `expected` of its operation. That segment and every later one out
+    /// go again now, unless its latest copy left after `opn`'s (a go-back
+    /// already under way) or it waits to go already. It is a loss: the
+    /// controller hears it and it spends a retry.
+    fn on_sequence_error(&mut self, now: Instant, opn: OpNumber, expected: u32) {
+        let Some(nacked) = self.op_table.get(opn).copied() else {
+            return;
+        };
+        let Some(op) = self.ops.get(&nacked.msg_id) else {
+            return;
+        };
+        let dst = op.dst;
+        let Some(PktState::InFlight(first)) = op.pkts.get(expected as usize).copied() else {
+            return;
+        };
+        let Some(inf) = self.op_table.get(first).copied() else {
+            return;
+        };
+        if inf.deadline.is_none() || inf.sent_at > nacked.sent_at {
+            return;
+        }
+        self.flow_lost(now, dst, inf.bytes, LossCause::Nack);
+        if !self.count_retry(now, first) {
+            return;
+        }
+        self.queue_retransmit(first);
+        self.go_back_after(first);
     }
 
     /// The receiver's registry completed the operation: everything still

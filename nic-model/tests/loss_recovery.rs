@@ -1,0 +1,225 @@
+//! Loss recovery stories over virtual time: a packet overtaken by a later
+//! one is sent again before any timer, a lost selective ACK is repaired by
+//! the next one, a go-back-N receiver discards what arrives out of
+//! sequence and says so once, and a receiver that is not ready costs the
+//! sender time, never its loss budget.
+
+mod common;
+
+use common::*;
+use udrma_nic::pair::Verdict;
+use udrma_nic::{AckMode, Duration, NicConfig, RetransmitMode};
+use udrma_proto::{NodeAddr, Opcode, Syndrome};
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+/// The segments h0 sent more than once, in the order the copies left.
+fn resent_segments(s: &Setup) -> Vec<u32> {
+    let data: Vec<_> = s
+        .pair
+        .log
+        .iter()
+        .filter(|l| l.from == NodeAddr(0) && l.kind.starts_with("WRITE"))
+        .collect();
+    data.iter()
+        .enumerate()
+        .filter(|(i, l)| data[..*i].iter().any(|e| e.seg_index == l.seg_index))
+        .map(|(_, l)| l.seg_index)
+        .collect()
+}
+
+/// A 4-packet WRITE through an OP table of 2 (so packets leave one round
+/// trip apart) whose packet 1 is lost once.
+fn second_packet_lost_once(fast: bool) -> Setup {
+    let mut s = setup(NicConfig {
+        op_table_capacity: 2,
+        fast_retransmit: fast,
+        ..config()
+    });
+    let mut seen = 0;
+    s.pair.set_filter(move |w| {
+        seen += u32::from(is_data(w));
+        if is_data(w) && seen == 2 {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver
+        }
+    });
+    let wr = s.write(4096);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s.assert_written(4096);
+    s
+}
+
+#[test]
+fn a_packet_overtaken_by_a_later_one_goes_again_before_its_timer() {
+    // Packet 0 is acknowledged, packet 2 leaves a round trip later and is
+    // acknowledged too: packet 1, sent well before it, is lost. It goes
+    // again then, not when its 100 µs timer fires.
+    let s = second_packet_lost_once(true);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.fast_retransmits, h0.timeouts), (1, 0));
+    assert_eq!(resent_segments(&s), vec![1]);
+    let fast_done = s.pair.now;
+    assert!(fast_done.0 < us(50).0, "done at {fast_done:?}");
+
+    // Without loss detection the timer is all there is.
+    let s = second_packet_lost_once(false);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.fast_retransmits, h0.timeouts), (0, 1));
+    assert!(s.pair.now.0 > us(100).0, "done at {:?}", s.pair.now);
+}
+
+#[test]
+fn packets_that_left_together_are_not_judged_by_the_order_of_their_acks() {
+    // All four packets leave at once; packet 1's ACK is held 3 µs, so the
+    // ACKs of 2 and 3 come back first. None of them left after packet 1,
+    // so nothing is declared lost.
+    let mut s = setup(config());
+    s.pair
+        .set_filter(|w| match (opcode(w), w.repr.map(|r| r.seg_index)) {
+            (Some(Opcode::Ack), Some(1)) => Verdict::Delay(us(3)),
+            _ => Verdict::Deliver,
+        });
+    let wr = s.write(4096);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.retransmits, h0.fast_retransmits), (0, 0));
+}
+
+#[test]
+fn a_lost_sack_is_repaired_by_the_next_one() {
+    // Selective ACKs, 8 packets: 0–3 arrive together and their SACK is
+    // lost; 4–5 arrive 10 µs later and their SACK names 0–5 (everything
+    // the registry holds in the 64 packets ending at 5); 6–7 are held past
+    // every timer. Packets 0–3 are never sent again.
+    let mut s = setup(NicConfig {
+        ack_mode: AckMode::Selective { delay: us(2) },
+        ..config()
+    });
+    let mut sacks = 0;
+    s.pair.set_filter(move |w| {
+        let Some(r) = w.repr else {
+            return Verdict::Deliver;
+        };
+        if opcode(w) == Some(Opcode::SelectiveAck) {
+            sacks += 1;
+            return if sacks == 1 {
+                Verdict::Drop
+            } else {
+                Verdict::Deliver
+            };
+        }
+        match (is_data(w), r.seg_index) {
+            (true, 4 | 5) => Verdict::Delay(us(10)),
+            (true, 6 | 7) => Verdict::Delay(us(1000)),
+            _ => Verdict::Deliver,
+        }
+    });
+    let wr = s.write(8192);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s.assert_written(8192);
+    let resent = resent_segments(&s);
+    assert!(
+        resent.iter().all(|seg| *seg >= 6),
+        "only the held packets may go again: {resent:?}"
+    );
+}
+
+/// A 4-packet WRITE whose packet 1 is lost once, per-packet ACKs.
+fn second_packet_lost(mode: RetransmitMode) -> Setup {
+    let mut s = setup(NicConfig {
+        retransmit: mode,
+        ..config()
+    });
+    let mut seen = 0;
+    s.pair.set_filter(move |w| {
+        if is_data(w) {
+            seen += 1;
+            if seen == 2 {
+                return Verdict::Drop;
+            }
+        }
+        Verdict::Deliver
+    });
+    let wr = s.write(4096);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s.assert_written(4096);
+    s
+}
+
+#[test]
+fn a_go_back_n_receiver_discards_what_is_out_of_sequence_and_nacks_once() {
+    // RoCE's receiver: packets 2 and 3 arrive after the gap and are thrown
+    // away; the first of them draws one SEQUENCE_ERROR naming packet 1,
+    // and the sender sends 1, 2 and 3 again at once.
+    let s = second_packet_lost(RetransmitMode::GoBackN);
+    let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
+    assert_eq!(h1.out_of_sequence, 2);
+    assert_eq!(h1.nacks_sent.get(&Syndrome::SequenceError), Some(&1));
+    assert_eq!(h0.nacks_received.get(&Syndrome::SequenceError), Some(&1));
+    assert_eq!(resent_segments(&s), vec![1, 2, 3]);
+    assert_eq!(h0.timeouts, 0);
+
+    // Selective: the receiver keeps 2 and 3; only 1 goes again.
+    let s = second_packet_lost(RetransmitMode::Selective);
+    let h1 = s.pair.nics[1].stats();
+    assert_eq!(h1.out_of_sequence, 0);
+    assert_eq!(resent_segments(&s), vec![1]);
+}
+
+#[test]
+fn a_refused_operation_waits_without_spending_the_loss_budget() {
+    // A registry of one, held by WRITE A whose last packet is delayed
+    // 20 µs. WRITE B's first packet is refused (not ready); its second is
+    // parked in the escape channel, and its timer fires while the first
+    // waits out the refusal. With no loss retries at all B still
+    // completes: the wait is spent on the busy budget.
+    let mut s = setup(NicConfig {
+        registry_capacity: 1,
+        max_retries: 0,
+        rto_initial: us(30),
+        ..config()
+    });
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if is_data(w) && r.msg_id == 1 && r.seg_index == 1 => Verdict::Delay(us(20)),
+        _ => Verdict::Deliver,
+    });
+    let a = s.write(2048);
+    let b = s.write_at(4096, 2048);
+    s.pair.run();
+    s.assert_ok_once(0, a);
+    s.assert_ok_once(0, b);
+    let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
+    assert!(h1.registry_full >= 1, "B was refused");
+    assert!(h0.timeouts >= 1, "B's parked packet timed out");
+    assert_eq!(h0.retries_exhausted, 0);
+}
+
+#[test]
+fn an_escaped_packet_that_expires_draws_a_refusal() {
+    // The first packet is lost, so the second waits in the escape channel
+    // for an operation that never registers; when it expires its sender
+    // hears "not ready" instead of nothing.
+    let mut s = setup(NicConfig {
+        escape_timeout: us(5),
+        ..config()
+    });
+    s.pair.set_filter(first_matching(is_data, Verdict::Drop, 1));
+    let wr = s.write(2048);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
+    assert!(h1.escape_expired >= 1);
+    assert!(
+        h1.nacks_sent.get(&Syndrome::ReceiverNotReady) >= Some(&1),
+        "the expired packet is refused"
+    );
+    assert_eq!(h0.retries_exhausted, 0);
+}
