@@ -21,7 +21,8 @@
 //! ring, receive buffers), `send` (cutting, OP table, retransmits,
 //! requester completions), `receive` (datagram checks, receive registry,
 //! escape channel, tombstones, READ service), `replies` (ACKs, SACK
-//! coalescing, NACKs, completion notices, both ways) and `peers` (credits,
+//! coalescing, NACKs, completion notices, both ways), `loss` (timeouts,
+//! fast retransmission, go-back-N, receiver-not-ready waits) and `peers` (credits,
 //! NOOPs, HELLO, control messages, boot epochs).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -45,6 +46,7 @@ use udrma_proto::time::Instant;
 mod collective;
 mod flow;
 mod local;
+mod loss;
 mod peers;
 mod post;
 mod receive;

@@ -262,53 +262,6 @@ impl Nic {
         }
     }
 
-    /// `opn` goes again after `rnr_delay` (at once if zero).
-    pub(super) fn rnr_wait(&mut self, now: Instant, opn: OpNumber) {
-        let delay = self.cfg.rnr_delay;
-        let Some(inf) = self.op_table.get_mut(opn) else {
-            return;
-        };
-        if let Some(d) = inf.deadline.take() {
-            self.timers.remove(&(d, Timer::Retransmit(opn)));
-        }
-        if delay.0 == 0 {
-            self.retransmit_queue.push_back(opn);
-        } else {
-            inf.deadline = Some(now + delay);
-            self.timers.insert((now + delay, Timer::RnrRetry(opn)));
-        }
-    }
-
-    /// Go-back-N: the receiver discarded `opn` for being ahead of segment
-    /// `expected` of its operation. That segment and every later one out
-    /// go again now, unless its latest copy left after `opn`'s (a go-back
-    /// already under way) or it waits to go already. It is a loss: the
-    /// controller hears it and it spends a retry.
-    fn on_sequence_error(&mut self, now: Instant, opn: OpNumber, expected: u32) {
-        let Some(nacked) = self.op_table.get(opn).copied() else {
-            return;
-        };
-        let Some(op) = self.ops.get(&nacked.msg_id) else {
-            return;
-        };
-        let dst = op.dst;
-        let Some(PktState::InFlight(first)) = op.pkts.get(expected as usize).copied() else {
-            return;
-        };
-        let Some(inf) = self.op_table.get(first).copied() else {
-            return;
-        };
-        if inf.deadline.is_none() || inf.sent_at > nacked.sent_at {
-            return;
-        }
-        self.flow_lost(now, dst, inf.bytes, LossCause::Nack);
-        if !self.count_retry(now, first) {
-            return;
-        }
-        self.queue_retransmit(first);
-        self.go_back_after(first);
-    }
-
     /// The receiver's registry completed the operation: everything still
     /// outstanding of it is acknowledged at once (no RTT sample).
     pub(super) fn on_completion_notice(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>) {

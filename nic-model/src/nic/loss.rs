@@ -1,0 +1,260 @@
+//! Loss recovery on the sender: what a timeout, an overtaking
+//! acknowledgement, a go-back-N sequence error or a receiver-not-ready
+//! refusal sends again, and which budget each spends.
+
+use super::*;
+
+impl Nic {
+    pub(super) fn on_retransmit_timeout(&mut self, now: Instant, opn: OpNumber) {
+        let Some(inf) = self.op_table.get_mut(opn) else {
+            return;
+        };
+        inf.deadline = None;
+        self.stats.timeouts += 1;
+        let (msg_id, bytes, entropy) = (inf.msg_id, inf.bytes, inf.entropy);
+        if self.first_refused(msg_id, opn) {
+            // The receiver refused the operation's first packet (not
+            // ready): this one is parked in its escape channel or refused
+            // too, not lost. It goes again after `rnr_delay`, on the busy
+            // budget.
+            if self.count_rnr_retry(now, opn) {
+                self.rnr_wait(now, opn);
+            }
+            return;
+        }
+        if let Some(dst) = self.ops.get(&msg_id).map(|op| op.dst) {
+            self.flow_lost(now, dst, bytes, LossCause::Timeout);
+            self.entropy_feedback(dst, entropy, false);
+        }
+        if !self.count_retry(now, opn) {
+            return;
+        }
+        self.queue_retransmit(opn);
+        if self.cfg.retransmit == RetransmitMode::GoBackN {
+            self.go_back_after(opn);
+        }
+    }
+
+    /// Whether `msg_id`'s first packet, other than `opn`, is still out and
+    /// was NACKed receiver-not-ready: the receiver has not registered the
+    /// operation, so its other packets wait rather than get lost.
+    pub(super) fn first_refused(&self, msg_id: u32, opn: OpNumber) -> bool {
+        let Some(PktState::InFlight(first)) = self.ops.get(&msg_id).and_then(|op| op.pkts.first())
+        else {
+            return false;
+        };
+        *first != opn && self.op_table.get(*first).is_some_and(|e| e.rnr_retries > 0)
+    }
+
+    /// Go-back-N: every packet of `opn`'s operation after it that is out
+    /// (not already waiting to go again) is sent again, in order, after it.
+    pub(super) fn go_back_after(&mut self, opn: OpNumber) {
+        let Some(inf) = self.op_table.get(opn).copied() else {
+            return;
+        };
+        let later: Vec<OpNumber> = self
+            .ops
+            .get(&inf.msg_id)
+            .map(|op| {
+                op.pkts[inf.seg as usize + 1..]
+                    .iter()
+                    .filter_map(|p| match p {
+                        PktState::InFlight(o) => Some(*o),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for o in later {
+            if let Some(e) = self.op_table.get_mut(o) {
+                if let Some(d) = e.deadline.take() {
+                    self.timers.remove(&(d, Timer::Retransmit(o)));
+                    self.retransmit_queue.push_back(o);
+                }
+            }
+        }
+    }
+
+    /// Counts one retry of `opn`; fails its request and returns `false`
+    /// when `max_retries` is exhausted.
+    pub(super) fn count_retry(&mut self, now: Instant, opn: OpNumber) -> bool {
+        self.count(now, opn, false)
+    }
+
+    /// Counts one receiver-not-ready retry of `opn` (apart from loss
+    /// retries, as InfiniBand's RNR retry count is: a busy receiver is not
+    /// a lossy path, and does not back off the RTO); fails its request
+    /// when `max_rnr_retries` is exhausted.
+    pub(super) fn count_rnr_retry(&mut self, now: Instant, opn: OpNumber) -> bool {
+        self.count(now, opn, true)
+    }
+
+    pub(super) fn count(&mut self, now: Instant, opn: OpNumber, rnr: bool) -> bool {
+        let Some(inf) = self.op_table.get_mut(opn) else {
+            return false;
+        };
+        let (n, max) = if rnr {
+            inf.rnr_retries += 1;
+            (inf.rnr_retries, self.cfg.max_rnr_retries)
+        } else {
+            inf.retries += 1;
+            (inf.retries, self.cfg.max_retries)
+        };
+        if n <= max {
+            return true;
+        }
+        let msg_id = inf.msg_id;
+        if let Some(wr) = self.ops.get(&msg_id).map(|op| op.wr) {
+            self.stats.retries_exhausted += 1;
+            self.fail_request(now, wr, WcError::RetryExceeded);
+        }
+        false
+    }
+
+    pub(super) fn queue_retransmit(&mut self, opn: OpNumber) {
+        if let Some(inf) = self.op_table.get_mut(opn) {
+            inf.fast = false;
+            if let Some(d) = inf.deadline.take() {
+                self.timers.remove(&(d, Timer::Retransmit(opn)));
+                self.timers.remove(&(d, Timer::RnrRetry(opn)));
+            }
+            self.retransmit_queue.push_back(opn);
+        }
+    }
+
+    /// Selective-ACK loss detection (after RACK, RFC 8985): packet `seg`
+    /// of `msg_id`, first sent at `sent_at`, came back; every packet of the
+    /// operation below it that left more than a reordering window before
+    /// it and is still unacknowledged is taken as lost and sent again now.
+    ///
+    /// The window is this NIC's own SACK coalescing delay (packets that
+    /// arrive together may be split between a marked and an unmarked
+    /// SACK) plus the farthest reordering seen toward the peer: how long
+    /// before the latest-sent packet acknowledged a packet acknowledged
+    /// after it had left, and doubled after each spurious fast retransmit
+    /// (`check_spurious`), as RACK widens its window on a DSACK. With one
+    /// path and no reordering fault the window stays at the SACK delay.
+    /// A copy waiting to go again (or waiting out a receiver-not-ready) is
+    /// skipped, and a retransmitted copy counts from when it left, so each
+    /// copy is declared lost at most once; the retry budget is left to
+    /// the timer.
+    pub(super) fn detect_overtaken(
+        &mut self,
+        now: Instant,
+        dst: NodeAddr,
+        msg_id: u32,
+        seg: u32,
+        sent_at: Instant,
+    ) {
+        let coalesce = match self.cfg.ack_mode {
+            AckMode::Selective { delay } => delay,
+            AckMode::PerPacket => udrma_proto::time::Duration::ZERO,
+        };
+        let Some(op) = self.ops.get_mut(&msg_id) else {
+            return;
+        };
+        let latest = op.acked_sent.unwrap_or(sent_at);
+        op.acked_sent = Some(latest.max(sent_at));
+        let f = self.flow(dst);
+        if sent_at + coalesce < latest {
+            f.reorder = f.reorder.max(latest - sent_at);
+        }
+        let window = coalesce + f.reorder;
+        let Some(op) = self.ops.get(&msg_id) else {
+            return;
+        };
+        let lost: Vec<OpNumber> = op.pkts[..seg as usize]
+            .iter()
+            .filter_map(|p| match p {
+                PktState::InFlight(o) => Some(*o),
+                _ => None,
+            })
+            .filter(|o| {
+                self.op_table.get(*o).is_some_and(|e| {
+                    e.deadline.is_some_and(|d| {
+                        // (Not one waiting out a receiver-not-ready.)
+                        !self.timers.contains(&(d, Timer::RnrRetry(*o)))
+                    }) && e.sent_at + window < sent_at
+                })
+            })
+            .collect();
+        for opn in lost {
+            let Some(inf) = self.op_table.get(opn).copied() else {
+                continue;
+            };
+            self.stats.fast_retransmits += 1;
+            self.flow_lost(now, dst, inf.bytes, LossCause::Overtaken);
+            self.entropy_feedback(dst, inf.entropy, false);
+            self.queue_retransmit(opn);
+            if let Some(e) = self.op_table.get_mut(opn) {
+                e.fast = true;
+            }
+        }
+    }
+
+    /// A packet sent again by `detect_overtaken` (the copy left at
+    /// `resent_at`) is acknowledged sooner than half a smoothed RTT after:
+    /// the acknowledgement is the first copy's, which was late, not lost.
+    /// The reordering window toward the peer doubles (to at least a
+    /// quarter RTT and at most the RTO, beyond which the timer is sooner).
+    pub(super) fn check_spurious(&mut self, now: Instant, dst: NodeAddr, resent_at: Instant) {
+        let Some(srtt) = self.rtt_to(dst).srtt() else {
+            return;
+        };
+        if now - resent_at >= udrma_proto::time::Duration(srtt.0 / 2) {
+            return;
+        }
+        self.stats.spurious_fast_retransmits += 1;
+        let rto = self.rtt_to(dst).rto();
+        let f = self.flow(dst);
+        let wider = f.reorder.0.saturating_mul(2).max(srtt.0 / 4).min(rto.0);
+        f.reorder = f.reorder.max(udrma_proto::time::Duration(wider));
+    }
+
+    /// `opn` goes again after `rnr_delay` (at once if zero).
+    pub(super) fn rnr_wait(&mut self, now: Instant, opn: OpNumber) {
+        let delay = self.cfg.rnr_delay;
+        let Some(inf) = self.op_table.get_mut(opn) else {
+            return;
+        };
+        if let Some(d) = inf.deadline.take() {
+            self.timers.remove(&(d, Timer::Retransmit(opn)));
+        }
+        if delay.0 == 0 {
+            self.retransmit_queue.push_back(opn);
+        } else {
+            inf.deadline = Some(now + delay);
+            self.timers.insert((now + delay, Timer::RnrRetry(opn)));
+        }
+    }
+
+    /// Go-back-N: the receiver discarded `opn` for being ahead of segment
+    /// `expected` of its operation. That segment and every later one out
+    /// go again now, unless its latest copy left after `opn`'s (a go-back
+    /// already under way) or it waits to go already. It is a loss: the
+    /// controller hears it and it spends a retry.
+    pub(super) fn on_sequence_error(&mut self, now: Instant, opn: OpNumber, expected: u32) {
+        let Some(nacked) = self.op_table.get(opn).copied() else {
+            return;
+        };
+        let Some(op) = self.ops.get(&nacked.msg_id) else {
+            return;
+        };
+        let dst = op.dst;
+        let Some(PktState::InFlight(first)) = op.pkts.get(expected as usize).copied() else {
+            return;
+        };
+        let Some(inf) = self.op_table.get(first).copied() else {
+            return;
+        };
+        if inf.deadline.is_none() || inf.sent_at > nacked.sent_at {
+            return;
+        }
+        self.flow_lost(now, dst, inf.bytes, LossCause::Nack);
+        if !self.count_retry(now, first) {
+            return;
+        }
+        self.queue_retransmit(first);
+        self.go_back_after(first);
+    }
+}
