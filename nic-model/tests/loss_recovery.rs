@@ -9,49 +9,40 @@ mod common;
 use common::*;
 use udrma_nic::pair::Verdict;
 use udrma_nic::{AckMode, Duration, NicConfig, RetransmitMode};
-use udrma_proto::{NodeAddr, Opcode, Syndrome};
+use udrma_proto::{Opcode, Syndrome};
 
 fn us(n: u64) -> Duration {
     Duration::from_micros(n)
 }
 
-/// The segments h0 sent more than once, in the order the copies left.
-fn resent_segments(s: &Setup) -> Vec<u32> {
-    let data: Vec<_> = s
-        .pair
-        .log
-        .iter()
-        .filter(|l| l.from == NodeAddr(0) && l.kind.starts_with("WRITE"))
-        .collect();
-    data.iter()
-        .enumerate()
-        .filter(|(i, l)| data[..*i].iter().any(|e| e.seg_index == l.seg_index))
-        .map(|(_, l)| l.seg_index)
-        .collect()
-}
-
-/// A 4-packet WRITE through an OP table of 2 (so packets leave one round
-/// trip apart) whose packet 1 is lost once.
-fn second_packet_lost_once(fast: bool) -> Setup {
-    let mut s = setup(NicConfig {
-        op_table_capacity: 2,
-        fast_retransmit: fast,
-        ..config()
-    });
-    let mut seen = 0;
-    s.pair.set_filter(move |w| {
-        seen += u32::from(is_data(w));
-        if is_data(w) && seen == 2 {
-            Verdict::Drop
-        } else {
-            Verdict::Deliver
-        }
-    });
+/// A 4-packet WRITE under `cfg` whose packet 1 is lost once.
+fn second_packet_lost_under(cfg: NicConfig) -> Setup {
+    let mut s = setup(cfg);
+    s.pair.set_filter(first_matching(
+        {
+            let mut seen = 0;
+            move |w| {
+                seen += u32::from(is_data(w));
+                is_data(w) && seen == 2
+            }
+        },
+        Verdict::Drop,
+        1,
+    ));
     let wr = s.write(4096);
     s.pair.run();
     s.assert_ok_once(0, wr);
     s.assert_written(4096);
     s
+}
+
+/// Through an OP table of 2, so packets leave one round trip apart.
+fn second_packet_lost_once(fast: bool) -> Setup {
+    second_packet_lost_under(NicConfig {
+        op_table_capacity: 2,
+        fast_retransmit: fast,
+        ..config()
+    })
 }
 
 #[test]
@@ -131,27 +122,12 @@ fn a_lost_sack_is_repaired_by_the_next_one() {
     );
 }
 
-/// A 4-packet WRITE whose packet 1 is lost once, per-packet ACKs.
+/// Per-packet ACKs, every packet out at once.
 fn second_packet_lost(mode: RetransmitMode) -> Setup {
-    let mut s = setup(NicConfig {
+    second_packet_lost_under(NicConfig {
         retransmit: mode,
         ..config()
-    });
-    let mut seen = 0;
-    s.pair.set_filter(move |w| {
-        if is_data(w) {
-            seen += 1;
-            if seen == 2 {
-                return Verdict::Drop;
-            }
-        }
-        Verdict::Deliver
-    });
-    let wr = s.write(4096);
-    s.pair.run();
-    s.assert_ok_once(0, wr);
-    s.assert_written(4096);
-    s
+    })
 }
 
 #[test]

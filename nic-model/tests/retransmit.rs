@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use udrma_nic::pair::Verdict;
 use udrma_nic::{Duration, NicConfig, RetransmitMode};
-use udrma_proto::{NodeAddr, Opcode};
+use udrma_proto::Opcode;
 
 #[test]
 fn a_retransmitted_packet_gives_no_rtt_sample() {
@@ -61,12 +61,7 @@ fn resent_when_the_first_timer_fires(mode: RetransmitMode) -> Vec<u32> {
     s.pair.run();
     s.assert_ok_once(0, wr);
     s.assert_written(4096);
-    let data: Vec<_> = s
-        .pair
-        .log
-        .iter()
-        .filter(|l| l.from == NodeAddr(0) && l.kind.starts_with("WRITE"))
-        .collect();
+    let data = writes_sent(&s);
     // The first copy sent twice is packet 2's retransmission.
     let first_again = data
         .iter()

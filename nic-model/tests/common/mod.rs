@@ -209,3 +209,23 @@ pub fn reseal(mut bytes: Vec<u8>) -> Vec<u8> {
     udrma_proto::Packet::new_unchecked(&mut bytes[..]).fill_icrc();
     bytes
 }
+
+/// The segments h0's WRITE packets carried a second (or later) time, in
+/// the order the copies left.
+pub fn resent_segments(s: &Setup) -> Vec<u32> {
+    let data = writes_sent(s);
+    data.iter()
+        .enumerate()
+        .filter(|(i, l)| data[..*i].iter().any(|e| e.seg_index == l.seg_index))
+        .map(|(_, l)| l.seg_index)
+        .collect()
+}
+
+/// Every WRITE packet h0 put on the wire, in order.
+pub fn writes_sent(s: &Setup) -> Vec<&udrma_nic::pair::Logged> {
+    s.pair
+        .log
+        .iter()
+        .filter(|l| l.from == NodeAddr(0) && l.kind.starts_with("WRITE"))
+        .collect()
+}
