@@ -199,3 +199,32 @@ fn an_escaped_packet_that_expires_draws_a_refusal() {
     );
     assert_eq!(h0.retries_exhausted, 0);
 }
+
+#[test]
+fn a_late_packet_resent_for_nothing_widens_the_window_until_it_is_left_alone() {
+    // A 2 µs round trip, an OP table of 2, and the first copy of every
+    // WRITE's packet 1 held 2.5 µs: packet 2 (sent a round trip later) is
+    // acknowledged first, so packet 1 goes again; its first copy's ACK
+    // comes 0.5 µs after the resend, too soon to answer it: that
+    // retransmission was for nothing. Each one doubles the reordering
+    // window (0.5, 1, 2 µs); once it spans the round trip between the two
+    // packets, packet 1 is left to arrive.
+    let mut s = setup(NicConfig {
+        op_table_capacity: 2,
+        ..config()
+    });
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if is_data(w) && r.seg_index == 1 => Verdict::Delay(Duration::from_nanos(2_500)),
+        _ => Verdict::Deliver,
+    });
+    let mut per_write = Vec::new();
+    for _ in 0..4 {
+        let before = s.pair.nics[0].stats().fast_retransmits;
+        let wr = s.write(4096);
+        s.pair.run();
+        s.assert_ok_once(0, wr);
+        per_write.push(s.pair.nics[0].stats().fast_retransmits - before);
+    }
+    assert_eq!(per_write, vec![1, 1, 1, 0]);
+    assert_eq!(s.pair.nics[0].stats().spurious_fast_retransmits, 3);
+}
