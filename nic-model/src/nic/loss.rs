@@ -66,11 +66,9 @@ impl Nic {
             })
             .unwrap_or_default();
         for o in later {
-            if let Some(e) = self.op_table.get_mut(o) {
-                if let Some(d) = e.deadline.take() {
-                    self.timers.remove(&(d, Timer::Retransmit(o)));
-                    self.retransmit_queue.push_back(o);
-                }
+            // (One already queued has no deadline: not queued twice.)
+            if self.op_table.get(o).is_some_and(|e| e.deadline.is_some()) {
+                self.queue_retransmit(o);
             }
         }
     }
