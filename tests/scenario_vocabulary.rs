@@ -97,7 +97,7 @@ impl Case {
             64 << (self.seed % 3),
             // Trimming switches in half the cases.
             (self.seed >> 8) % 2 == 1,
-            ["none", "nscc", "dcqcn"][(routing / ROUTING.len()) % 3],
+            ["none", "nscc", "dcqcn", "rccc"][(routing / ROUTING.len()) % 4],
             ["single", "spray", "reps"][((self.seed >> 9) % 3) as usize],
             registry,
             escape,
@@ -300,7 +300,7 @@ fn case() -> impl Strategy<Value = Case> {
     (
         0usize..4,
         (
-            0usize..9,
+            0usize..12,
             0usize..16,
             0usize..16,
             0usize..64,

@@ -46,6 +46,9 @@ const FIELDS: &[&str] = &[
     "udrma.hello.max_payload",
     "udrma.hello.nonce",
     "udrma.hello.region_len",
+    "udrma.demand.wanted",
+    "udrma.demand.free",
+    "udrma.grant.granted",
     "udrma.reduce.op",
     "udrma.reduce.type",
     "udrma.reduce.count",
@@ -177,6 +180,12 @@ fn expected(frame: &SampleFrame) -> BTreeMap<&'static str, u64> {
                 ("udrma.hello.region_len", h.region_len),
                 ("udrma.rkey", h.rkey.into()),
             ]);
+        }
+        Body::Demand { wanted, free } => {
+            m.extend([("udrma.demand.wanted", wanted), ("udrma.demand.free", free)]);
+        }
+        Body::Grant { granted } => {
+            m.insert("udrma.grant.granted", granted);
         }
         Body::Reduce { hdr, data } | Body::ReduceBcast { hdr, data } => {
             m.extend([

@@ -28,6 +28,14 @@ pub struct Stats {
     /// Acknowledged packets whose receiver echoed a CE mark (ECE), READ
     /// responses that arrived marked included.
     pub ecn_echoes: u64,
+    /// Receiver credit: DEMAND packets sent (a flow ran out of credit).
+    pub demands_sent: u64,
+    /// DEMAND packets received.
+    pub demands_received: u64,
+    /// GRANT packets sent (the receiver's pacer, and answers to DEMANDs).
+    pub grants_sent: u64,
+    /// GRANT packets received.
+    pub grants_received: u64,
     /// Data packets (WRITE, SEND, READ request) sent the first time.
     pub data_sent: u64,
     /// Data packets sent again.

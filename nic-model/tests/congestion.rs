@@ -208,6 +208,7 @@ fn nscc(base_rtt: Duration) -> NicConfig {
             base_rtt,
             target_delay: us(2),
             mtu_bytes: 1100,
+            unscheduled: 0,
         },
         ..small()
     }

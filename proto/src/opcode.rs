@@ -43,6 +43,11 @@ enum_with_unknown! {
         /// HELLO: a peer introduces itself and announces a memory region
         /// (address, length, rkey); the answer is a HELLO with the reply bit.
         Hello = 0x24,
+        /// DEMAND: a sender under a receiver-credit controller tells the
+        /// receiver how many bytes it wants to send (cumulative).
+        Demand = 0x25,
+        /// GRANT: a receiver gives a sender credit to send (cumulative).
+        Grant = 0x26,
         /// Reduce data going up a reduction tree: a child's combined
         /// operand for one chunk of one collective.
         Reduce = 0x30,
@@ -55,7 +60,7 @@ enum_with_unknown! {
 
 impl Opcode {
     /// Every known opcode, in code order.
-    pub const ALL: [Opcode; 17] = [
+    pub const ALL: [Opcode; 19] = [
         Opcode::Write,
         Opcode::ReadRequest,
         Opcode::ReadResponse,
@@ -70,6 +75,8 @@ impl Opcode {
         Opcode::Cts,
         Opcode::Fin,
         Opcode::Hello,
+        Opcode::Demand,
+        Opcode::Grant,
         Opcode::Reduce,
         Opcode::ReduceBcast,
         Opcode::ReduceAck,
@@ -83,7 +90,8 @@ impl Opcode {
             Opcode::ReadResponse | Opcode::Send => Some(8),
             Opcode::Ack | Opcode::Credit => Some(0),
             Opcode::SelectiveAck => Some(12),
-            Opcode::Nack | Opcode::Completion => Some(8),
+            Opcode::Nack | Opcode::Completion | Opcode::Grant => Some(8),
+            Opcode::Demand => Some(16),
             Opcode::Fin => Some(12),
             Opcode::Rts | Opcode::Cts | Opcode::Hello => Some(32),
             Opcode::Reduce | Opcode::ReduceBcast => Some(16),
@@ -122,6 +130,8 @@ impl Opcode {
             Opcode::Cts => "CTS",
             Opcode::Fin => "FIN",
             Opcode::Hello => "HELLO",
+            Opcode::Demand => "DEMAND",
+            Opcode::Grant => "GRANT",
             Opcode::Reduce => "REDUCE",
             Opcode::ReduceBcast => "REDUCE_BCAST",
             Opcode::ReduceAck => "REDUCE_ACK",

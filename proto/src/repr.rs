@@ -142,6 +142,23 @@ pub mod ext {
         /// Tree id of the packet acknowledged.
         pub const TREE: Field = 2..4;
     }
+    /// DEMAND (16 B).
+    pub mod demand {
+        use super::Field;
+        /// Bytes the sender has wanted to send to this receiver since they
+        /// met (cumulative).
+        pub const WANTED: Field = 0..8;
+        /// Of those, bytes it sent unscheduled, without a grant
+        /// (cumulative).
+        pub const FREE: Field = 8..16;
+    }
+    /// GRANT (8 B).
+    pub mod grant {
+        use super::Field;
+        /// Bytes the receiver has granted this sender since they met
+        /// (cumulative).
+        pub const GRANTED: Field = 0..8;
+    }
     /// FIN (12 B).
     pub mod fin {
         use super::Field;
@@ -314,6 +331,18 @@ pub enum Body<'a> {
     },
     /// HELLO: introduction and region announcement.
     Hello(Hello),
+    /// DEMAND: what a sender under a receiver-credit controller wants.
+    Demand {
+        /// Bytes it has wanted to send to this receiver (cumulative).
+        wanted: u64,
+        /// Of those, bytes sent unscheduled (cumulative).
+        free: u64,
+    },
+    /// GRANT: credit a receiver gives a sender.
+    Grant {
+        /// Bytes granted to this sender (cumulative).
+        granted: u64,
+    },
     /// Reduce data going up a tree.
     Reduce {
         /// Fixed fields.
@@ -359,6 +388,8 @@ impl<'a> Body<'a> {
             Body::Cts(_) => Opcode::Cts,
             Body::Fin { .. } => Opcode::Fin,
             Body::Hello(_) => Opcode::Hello,
+            Body::Demand { .. } => Opcode::Demand,
+            Body::Grant { .. } => Opcode::Grant,
             Body::Reduce { .. } => Opcode::Reduce,
             Body::ReduceBcast { .. } => Opcode::ReduceBcast,
             Body::ReduceAck { .. } => Opcode::ReduceAck,
@@ -561,6 +592,13 @@ impl<'a> Repr<'a> {
                     Body::ReduceBcast { hdr, data }
                 }
             }
+            Opcode::Demand => Body::Demand {
+                wanted: be64(e, ext::demand::WANTED),
+                free: be64(e, ext::demand::FREE),
+            },
+            Opcode::Grant => Body::Grant {
+                granted: be64(e, ext::grant::GRANTED),
+            },
             Opcode::ReduceAck => Body::ReduceAck {
                 acked: Opcode::from(e[ext::reduce_ack::ACKED]),
                 branch: e[ext::reduce_ack::BRANCH],
@@ -696,6 +734,13 @@ impl<'a> Repr<'a> {
                 e[ext::hello::RKEY].copy_from_slice(&h.rkey.to_be_bytes());
             }
             Body::Reduce { hdr, .. } | Body::ReduceBcast { hdr, .. } => emit_reduce(e, hdr),
+            Body::Demand { wanted, free } => {
+                e[ext::demand::WANTED].copy_from_slice(&wanted.to_be_bytes());
+                e[ext::demand::FREE].copy_from_slice(&free.to_be_bytes());
+            }
+            Body::Grant { granted } => {
+                e[ext::grant::GRANTED].copy_from_slice(&granted.to_be_bytes());
+            }
             Body::ReduceAck {
                 acked,
                 branch,
@@ -772,6 +817,8 @@ impl fmt::Display for Detail<'_, '_> {
                 r.protocol, r.tag, r.seq, r.length, r.addr, r.rkey
             ),
             Body::Fin { protocol, tag, seq } => write!(f, "proto={protocol} tag={tag} seq={seq}"),
+            Body::Demand { wanted, free } => write!(f, "wanted={wanted} free={free}"),
+            Body::Grant { granted } => write!(f, "granted={granted}"),
             Body::Hello(h) => write!(
                 f,
                 "{} nonce={:#x} mtu={} region={:#x}+{} rkey={:#x}",

@@ -200,6 +200,16 @@ pub fn every_kind() -> Vec<Repr<'static>> {
                 rkey: 0x55,
             }),
         ),
+        header(
+            Flags::empty(),
+            0,
+            1,
+            Body::Demand {
+                wanted: 1 << 20,
+                free: 2 * 4214,
+            },
+        ),
+        header(Flags::empty(), 0, 1, Body::Grant { granted: 3 * 4214 }),
     ]);
     let reduce = |op, ty, count, first| ReduceHeader {
         op,
@@ -271,6 +281,7 @@ pub fn direction(repr: &Repr<'_>) -> (NodeAddr, NodeAddr) {
         | Opcode::Nack
         | Opcode::Completion
         | Opcode::Cts
+        | Opcode::Grant
         | Opcode::ReduceBcast
         | Opcode::ReduceAck => (NodeAddr(1), NodeAddr(0)),
         _ => (NodeAddr(0), NodeAddr(1)),

@@ -32,7 +32,7 @@ impl Owned {
             rkey: self.c,
             seq: self.b.rotate_left(9),
         };
-        let body = match self.kind % 17 {
+        let body = match self.kind % 19 {
             0 => Body::Write {
                 remote_addr: self.a,
                 rkey: self.b,
@@ -104,7 +104,7 @@ impl Owned {
                     level: self.d.rotate_left(3),
                     first: self.c,
                 };
-                if self.kind % 17 == 13 {
+                if self.kind % 19 == 13 {
                     Body::Reduce { hdr, data }
                 } else {
                     Body::ReduceBcast { hdr, data }
@@ -115,6 +115,11 @@ impl Owned {
                 branch: self.d.rotate_left(1),
                 tree: self.b as u16,
             },
+            16 => Body::Demand {
+                wanted: self.a,
+                free: self.a.rotate_left(17),
+            },
+            17 => Body::Grant { granted: self.a },
             _ => Body::Fin {
                 protocol: Protocol::from(self.d),
                 tag: self.b,

@@ -104,7 +104,7 @@ pub struct Report {
     /// Bytes of successful operations over the time from the first post
     /// to the last completion.
     pub goodput_gbps: f64,
-    /// The congestion controller (`none`, `nscc`, `dcqcn`).
+    /// The congestion controller (`none`, `nscc`, `dcqcn`, `rccc`).
     pub cc: String,
     /// Acknowledged packets whose receiver echoed a CE mark.
     pub ecn_echoes: u64,

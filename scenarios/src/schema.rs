@@ -263,7 +263,7 @@ pub struct NicSpec {
     pub reduce_data_limit: Option<Size>,
     /// Reduce chunks a NIC tracks at once.
     pub reduce_chunks: Option<usize>,
-    /// Congestion control: "none" (default), "nscc" or "dcqcn".
+    /// Congestion control: "none" (default), "nscc", "dcqcn" or "rccc".
     pub cc: Option<String>,
     /// The unloaded round trip controllers start from (default: worked
     /// out from the topology's longest path).
@@ -271,6 +271,9 @@ pub struct NicSpec {
     /// Queueing delay a delay-based controller aims for (default: half the
     /// base RTT).
     pub cc_target_delay: Option<crate::units::Time>,
+    /// Bytes a receiver-credit (`rccc`) sender sends before any grant
+    /// (default: an eighth of the bandwidth-delay product).
+    pub cc_unscheduled: Option<Size>,
     /// Path spreading: "single" (default), "spray" or "reps".
     pub multipath: Option<String>,
     /// Source ports (entropies) spray and reps use.

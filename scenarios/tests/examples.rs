@@ -24,9 +24,10 @@ fn examples() -> Vec<(String, String)> {
 
 /// The large shapes take seconds in release and minutes in debug: they
 /// run here only in release builds (CI runs them through the CLI).
-const LARGE: [&str; 10] = [
+const LARGE: [&str; 11] = [
     "all-to-all-k8.toml",
     "all-to-all-k8-nscc.toml",
+    "all-to-all-k8-rccc.toml",
     "rget-bottleneck.toml",
     "perm-k8-reps.toml",
     "perm-k8-linkdown.toml",

@@ -20,14 +20,14 @@ local opcodes = {
     [0x01] = "WRITE", [0x02] = "READ_REQ", [0x03] = "READ_RESP", [0x04] = "SEND",
     [0x10] = "ACK", [0x11] = "SACK", [0x12] = "NACK", [0x13] = "COMPLETION",
     [0x14] = "DATA_ARRIVED", [0x20] = "CREDIT", [0x21] = "RTS", [0x22] = "CTS",
-    [0x23] = "FIN", [0x24] = "HELLO", [0x30] = "REDUCE", [0x31] = "REDUCE_BCAST",
-    [0x32] = "REDUCE_ACK",
+    [0x23] = "FIN", [0x24] = "HELLO", [0x25] = "DEMAND", [0x26] = "GRANT",
+    [0x30] = "REDUCE", [0x31] = "REDUCE_BCAST", [0x32] = "REDUCE_ACK",
 }
 -- Length of each opcode's extension header (between header and payload).
 local ext_len = {
     [0x01] = 16, [0x02] = 16, [0x03] = 8, [0x04] = 8, [0x10] = 0, [0x11] = 12,
     [0x12] = 8, [0x13] = 8, [0x14] = 16, [0x20] = 0, [0x21] = 32, [0x22] = 32,
-    [0x23] = 12, [0x24] = 32, [0x30] = 16, [0x31] = 16, [0x32] = 8,
+    [0x23] = 12, [0x24] = 32, [0x25] = 16, [0x26] = 8, [0x30] = 16, [0x31] = 16, [0x32] = 8,
 }
 local data_kinds = { [0x01] = true, [0x03] = true, [0x04] = true }
 local syndromes = {
@@ -88,6 +88,9 @@ local f = {
     hello_mtu = F.uint16("udrma.hello.max_payload", "Max payload", base.DEC),
     hello_nonce = F.uint32("udrma.hello.nonce", "Nonce", base.HEX),
     region_len = F.uint64("udrma.hello.region_len", "Region length", base.DEC),
+    wanted = F.uint64("udrma.demand.wanted", "Wanted (cumulative bytes)", base.DEC),
+    free = F.uint64("udrma.demand.free", "Sent unscheduled (cumulative bytes)", base.DEC),
+    granted = F.uint64("udrma.grant.granted", "Granted (cumulative bytes)", base.DEC),
     reduce_op = F.uint8("udrma.reduce.op", "ALU operation", base.DEC, reduce_ops),
     reduce_type = F.uint8("udrma.reduce.type", "Element type", base.DEC, reduce_types),
     reduce_count = F.uint8("udrma.reduce.count", "Elements", base.DEC),
@@ -212,6 +215,10 @@ local function dissect_ext(op, tvb, tree)
     elseif op == 0x24 then
         tree:add(f.hello_reply, r(0, 1)); tree:add(f.hello_mtu, r(2, 2)); tree:add(f.hello_nonce, r(4, 4))
         tree:add(f.addr, r(8, 8)); tree:add(f.region_len, r(16, 8)); tree:add(f.rkey, r(24, 4))
+    elseif op == 0x25 then
+        tree:add(f.wanted, r(0, 8)); tree:add(f.free, r(8, 8))
+    elseif op == 0x26 then
+        tree:add(f.granted, r(0, 8))
     elseif op == 0x30 or op == 0x31 then
         tree:add(f.reduce_op, r(0, 1)); tree:add(f.reduce_type, r(1, 1)); tree:add(f.reduce_count, r(2, 1))
         tree:add(f.reduce_branch, r(3, 1)); tree:add(f.reduce_fan_in, r(4, 2)); tree:add(f.reduce_tree, r(6, 2))

@@ -10,10 +10,12 @@
 //! ([`CongestionControl::next_send_time`], for pacing). Retransmissions are
 //! not gated: their bytes are already counted in flight.
 //!
-//! Three controllers ship: [`Unlimited`] (`cc = "none"`, the OP table is
+//! Four controllers ship: [`Unlimited`] (`cc = "none"`, the OP table is
 //! the only window, as before congestion control existed), [`Nscc`] (a
-//! sender window driven by delay and ECN, after Ultra Ethernet's NSCC) and
-//! [`Dcqcn`] (an ECN-driven rate controller, the RoCE baseline). A
+//! sender window driven by delay and ECN, after Ultra Ethernet's NSCC),
+//! [`Dcqcn`] (an ECN-driven rate controller, the RoCE baseline) and
+//! [`Rccc`] (receivers grant credit, after Ultra Ethernet's RCCC; the
+//! receiver half is the engine's grant scheduler). A
 //! researcher adds another by implementing the trait and handing the engine
 //! a factory ([`crate::Nic::set_controller_factory`]); the crate's
 //! `custom_cc` example does it in a few dozen lines.
@@ -27,9 +29,11 @@ use udrma_proto::time::{Duration, Instant};
 
 mod dcqcn;
 mod nscc;
+mod rccc;
 
 pub use dcqcn::Dcqcn;
 pub use nscc::Nscc;
+pub use rccc::Rccc;
 
 /// One acknowledged data packet, as the controller sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +85,29 @@ pub trait CongestionControl: Debug + Send {
     fn next_send_time(&self) -> Option<Instant>;
     /// A short name for reports (`"nscc"`).
     fn name(&self) -> &'static str;
+
+    /// A receiver-credit controller's answer to "may a new packet go?":
+    /// the bytes it may still send before the receiver grants more
+    /// (checked even with nothing in flight). `None`, the default: not
+    /// credit-based.
+    fn credit(&self) -> Option<u64> {
+        None
+    }
+    /// The receiver has granted `granted` bytes in all (cumulative; a
+    /// GRANT may repeat or arrive after a larger one).
+    fn on_grant(&mut self, _now: Instant, _granted: u64) {}
+    /// The flow is out of credit with `backlog` new bytes waiting: the
+    /// `(wanted, free)` of a DEMAND to send the receiver (cumulative bytes
+    /// wanted, and of them bytes sent unscheduled), or `None` when the
+    /// receiver already knows.
+    fn demand(&mut self, _now: Instant, _backlog: u64) -> Option<(u64, u64)> {
+        None
+    }
+    /// When a blocked flow should ask again if no grant came (the engine
+    /// wakes then).
+    fn demand_due(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// Which controller the engine builds for each peer.
@@ -93,11 +120,18 @@ pub enum CcAlgorithm {
     Nscc,
     /// [`Dcqcn`]: ECN-driven rate control.
     Dcqcn,
+    /// [`Rccc`]: receivers grant credit; a first window goes unscheduled.
+    Rccc,
 }
 
 impl CcAlgorithm {
     /// Every algorithm, in the order reports list them.
-    pub const ALL: [CcAlgorithm; 3] = [CcAlgorithm::None, CcAlgorithm::Nscc, CcAlgorithm::Dcqcn];
+    pub const ALL: [CcAlgorithm; 4] = [
+        CcAlgorithm::None,
+        CcAlgorithm::Nscc,
+        CcAlgorithm::Dcqcn,
+        CcAlgorithm::Rccc,
+    ];
 
     /// The name scenario files use.
     pub fn name(self) -> &'static str {
@@ -105,6 +139,7 @@ impl CcAlgorithm {
             CcAlgorithm::None => "none",
             CcAlgorithm::Nscc => "nscc",
             CcAlgorithm::Dcqcn => "dcqcn",
+            CcAlgorithm::Rccc => "rccc",
         }
     }
 
@@ -129,6 +164,10 @@ pub struct CcConfig {
     pub target_delay: Duration,
     /// Largest packet on the wire, bytes (the smallest window).
     pub mtu_bytes: u64,
+    /// Bytes a receiver-credit sender may send before any grant (zero: an
+    /// eighth of the bandwidth-delay product, see
+    /// [`CcConfig::unscheduled_bytes`]).
+    pub unscheduled: u64,
 }
 
 impl Default for CcConfig {
@@ -139,6 +178,7 @@ impl Default for CcConfig {
             base_rtt: Duration::from_micros(12),
             target_delay: Duration::ZERO,
             mtu_bytes: 4096 + 64,
+            unscheduled: 0,
         }
     }
 }
@@ -161,12 +201,24 @@ impl CcConfig {
         }
     }
 
+    /// The unscheduled window of a receiver-credit sender: `unscheduled`,
+    /// or an eighth of the bandwidth-delay product (at least one packet)
+    /// when that is zero.
+    pub fn unscheduled_bytes(&self) -> u64 {
+        if self.unscheduled > 0 {
+            self.unscheduled
+        } else {
+            (self.bdp() / 8).max(self.mtu_bytes)
+        }
+    }
+
     /// A fresh controller of the configured algorithm.
     pub fn build(&self) -> Box<dyn CongestionControl> {
         match self.algorithm {
             CcAlgorithm::None => Box::new(Unlimited),
             CcAlgorithm::Nscc => Box::new(Nscc::new(self)),
             CcAlgorithm::Dcqcn => Box::new(Dcqcn::new(self)),
+            CcAlgorithm::Rccc => Box::new(Rccc::new(self)),
         }
     }
 }

@@ -160,6 +160,7 @@ mod tests {
             base_rtt: Duration::from_micros(10),
             target_delay: Duration::from_micros(5),
             mtu_bytes: 4160,
+            unscheduled: 0,
         }
     }
 

@@ -51,6 +51,8 @@ pub(super) enum Gate {
     Window,
     /// Pacing: not before this time.
     Pace(Instant),
+    /// Out of receiver credit: a GRANT will open it.
+    Credit,
 }
 
 impl Nic {
@@ -149,6 +151,9 @@ impl Nic {
         let Some(f) = self.flows.get(&peer) else {
             return Gate::Open;
         };
+        if f.cc.credit().is_some_and(|c| c < bytes) {
+            return Gate::Credit;
+        }
         if f.inflight > 0 && f.inflight.saturating_add(bytes) > f.cc.window() {
             return Gate::Window;
         }
@@ -175,6 +180,8 @@ impl Nic {
         // Peers after the last one served come first, then the rest.
         let turn = |dst: NodeAddr| (last.is_some_and(|l| dst <= l), dst);
         let mut best: Option<((bool, NodeAddr), usize)> = None;
+        // Peers out of receiver credit, with the new bytes seen waiting.
+        let mut starved: BTreeMap<NodeAddr, u64> = BTreeMap::new();
         for (i, msg_id) in self.sendable.iter().take(GATE_SCAN).enumerate() {
             let Some(op) = self.ops.get(msg_id) else {
                 return Some(i);
@@ -211,6 +218,12 @@ impl Nic {
                 }
                 Gate::Window => {}
                 Gate::Pace(t) => wake = Some(wake.map_or(t, |w| w.min(t))),
+                Gate::Credit => *starved.entry(op.dst).or_default() += self.unsent_bytes(op),
+            }
+        }
+        for (peer, backlog) in starved {
+            if let Some(t) = self.ask_credit(now, peer, backlog) {
+                wake = Some(wake.map_or(t, |w| w.min(t)));
             }
         }
         if let Some((_, i)) = best {
@@ -226,6 +239,18 @@ impl Nic {
             }
         }
         None
+    }
+
+    /// New bytes an operation has still to send, as they will count in
+    /// flight (a READ request: the response bytes it asks for).
+    fn unsent_bytes(&self, op: &Op) -> u64 {
+        if op.kind == OpKind::ReadRequest {
+            return if op.next_unsent == 0 { op.len } else { 0 };
+        }
+        let mtu = u64::from(self.cfg.mtu_payload);
+        let left = u64::from(op.seg_count.saturating_sub(op.next_unsent));
+        let header = (udrma_proto::HEADER_LEN + 16 + udrma_proto::ICRC_LEN) as u64;
+        op.len.saturating_sub(u64::from(op.next_unsent) * mtu) + left * header
     }
 
     /// Whether a controller (configured or custom) gates the send path;

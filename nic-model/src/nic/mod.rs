@@ -45,6 +45,7 @@ use udrma_proto::time::Instant;
 
 mod collective;
 mod flow;
+mod grants;
 mod local;
 mod loss;
 mod peers;
@@ -135,6 +136,8 @@ enum Timer {
     ReduceExpire(crate::reduce::state::ChunkKey),
     /// A paced flow may send again (wakes the driver; nothing else).
     Pace,
+    /// The receiver-credit pacer may grant again.
+    Grant,
 }
 
 #[derive(Debug, Clone)]
@@ -246,6 +249,13 @@ enum ReplyBody {
         reply: bool,
         nonce: u32,
     },
+    Demand {
+        wanted: u64,
+        free: u64,
+    },
+    Grant {
+        granted: u64,
+    },
 }
 
 /// A packet the receive side owes a peer (built at transmit time).
@@ -343,6 +353,8 @@ pub struct Nic {
     /// before the time given (back-pressure, as an RNR NAK stops a queue
     /// pair for its RNR timer). Entries leave once they pass.
     rnr_hold: BTreeMap<NodeAddr, Instant>,
+    /// Receiver credit: the grant scheduler for senders that ask.
+    grants: grants::Grants,
     /// Whether the datagram being handled arrived CE-marked.
     rx_ce: bool,
     /// The UDP source port of the datagram being handled (0: unknown).
@@ -436,6 +448,7 @@ impl Nic {
             pace_at: None,
             rr_last: None,
             rnr_hold: BTreeMap::new(),
+            grants: grants::Grants::default(),
             rx_ce: false,
             rx_port: 0,
             cfg,
@@ -586,6 +599,7 @@ impl Nic {
                 Timer::ReduceRetransmit(key) => self.on_reduce_timeout(now, key),
                 Timer::ReduceExpire(key) => self.on_reduce_expire(key),
                 Timer::Pace => self.pace_at = None,
+                Timer::Grant => self.grant_tick(now),
             }
         }
     }

@@ -99,7 +99,10 @@ impl Nic {
             self.note_credits(now, from, repr.credits);
         }
         match repr.body {
-            Body::Write { .. } | Body::Send { .. } => self.on_data(now, from, &repr, bytes),
+            Body::Write { .. } | Body::Send { .. } => {
+                self.credit_arrived(from, bytes.len());
+                self.on_data(now, from, &repr, bytes)
+            }
             Body::ReadRequest {
                 remote_addr,
                 rkey,
@@ -123,6 +126,8 @@ impl Nic {
                 self.on_control(now, from, &repr, Control::Fin { protocol, tag, seq })
             }
             Body::Credit => self.stats.noops_received += 1,
+            Body::Demand { wanted, free } => self.on_demand(now, from, wanted, free),
+            Body::Grant { granted } => self.on_grant(now, from, granted),
             Body::Hello(h) => self.on_hello(now, from, &repr, h),
             Body::Reduce { hdr, data } => self.on_reduce(now, from, &repr, hdr, data, false),
             Body::ReduceBcast { hdr, data } => self.on_reduce(now, from, &repr, hdr, data, true),

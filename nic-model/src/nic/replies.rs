@@ -332,6 +332,8 @@ impl Nic {
             }
             ReplyBody::Nack { syndrome, detail } => Body::Nack { syndrome, detail },
             ReplyBody::Credit => Body::Credit,
+            ReplyBody::Demand { wanted, free } => Body::Demand { wanted, free },
+            ReplyBody::Grant { granted } => Body::Grant { granted },
             ReplyBody::Hello { reply, nonce } => {
                 let (region_addr, region_len, rkey) = self
                     .announced

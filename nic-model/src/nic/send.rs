@@ -47,6 +47,10 @@ impl Nic {
                 if (self.sendable.is_empty() || self.may_cut_more()) && self.cut_next_op() {
                     continue;
                 }
+                if !self.replies.is_empty() {
+                    // The gate asked a receiver for credit (a DEMAND).
+                    continue;
+                }
                 return None;
             };
             let msg_id = self.sendable[idx];
