@@ -44,8 +44,8 @@ pub struct Common {
     /// 68 bytes of udrma header and ICRC).
     #[arg(long, default_value_t = 1400)]
     mtu: u32,
-    /// Data packets in flight at once (the engine's OP table; it has no
-    /// congestion control, so match it to the path's queue).
+    /// Data packets in flight at once (the engine's OP table; without
+    /// `--cc` it is the only window, so match it to the path's queue).
     #[arg(long, default_value_t = 256)]
     inflight: u16,
     /// READ response bytes asked for and not yet received.
@@ -54,6 +54,19 @@ pub struct Common {
     /// HELLO asks before a peer is declared unreachable.
     #[arg(long, default_value_t = 8)]
     hello_tries: u32,
+    /// Congestion controller: none, nscc, dcqcn or rccc (as `[nic] cc`).
+    #[arg(long, default_value = "none")]
+    cc: String,
+    /// The path's bottleneck rate, told to the controller (`1Gbps`).
+    #[arg(long, default_value = "10Gbps", value_parser = rate)]
+    cc_rate: u64,
+    /// The path's unloaded round trip, told to the controller.
+    #[arg(long, default_value = "1ms", value_parser = duration)]
+    cc_rtt: std::time::Duration,
+    /// Send datagrams not ECN-capable (by default they carry ECT(0), so an
+    /// ECN-marking queue marks them instead of dropping them).
+    #[arg(long)]
+    no_ecn: bool,
 }
 
 impl Common {
@@ -74,12 +87,39 @@ impl Common {
         cfg.nic.mtu_payload = self.mtu;
         cfg.nic.op_table_capacity = self.inflight;
         cfg.nic.read_window = self.read_window;
+        cfg.ecn = !self.no_ecn;
+        let algorithm = udrma_nic::CcAlgorithm::parse(&self.cc).ok_or_else(|| {
+            let known: Vec<&str> = udrma_nic::CcAlgorithm::ALL
+                .iter()
+                .map(|a| a.name())
+                .collect();
+            BridgeError::BadInput(format!(
+                "--cc {:?}: unknown controller; known: {}",
+                self.cc,
+                known.join(", ")
+            ))
+        })?;
+        cfg.nic.cc = udrma_nic::CcConfig {
+            algorithm,
+            line_rate_bps: self.cc_rate,
+            base_rtt: udrma_nic::Duration::from_nanos(
+                self.cc_rtt.as_nanos().min(u128::from(u64::MAX)) as u64,
+            ),
+            target_delay: udrma_nic::Duration::ZERO,
+            mtu_bytes: u64::from(self.mtu) + 68,
+            unscheduled: 0,
+            pace_slack: udrma_nic::Duration::from_millis(2),
+        };
         Ok(cfg)
     }
 }
 
 fn size(s: &str) -> Result<u64, String> {
     parse_size(s)
+}
+
+fn rate(s: &str) -> Result<u64, String> {
+    udrma_scenarios::units::parse_rate(s)
 }
 
 /// `HOST:PORT`, where HOST is an address or a name the system resolves

@@ -12,10 +12,10 @@ use std::collections::VecDeque;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 
-use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
+use quinn_udp::{EcnCodepoint, RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
-use udrma_nic::{Event, Nic, NicConfig, PostError, WorkRequest, WrId};
+use udrma_nic::{Ecn, Event, Nic, NicConfig, PostError, RxMeta, WorkRequest, WrId};
 use udrma_proto::{Body, NodeAddr, Repr};
 
 use udrma_host::App;
@@ -45,6 +45,11 @@ pub struct BridgeConfig {
     pub hello_interval: std::time::Duration,
     /// Socket send and receive buffer sizes requested from the kernel.
     pub socket_buffer: usize,
+    /// Send every datagram ECN-capable (ECT(0) in the IP header), so an
+    /// ECN-marking queue on the path (`fq_codel`, `red ecn`) marks it
+    /// Congestion Experienced instead of dropping it. Marks that arrive
+    /// reach the engine either way.
+    pub ecn: bool,
 }
 
 impl Default for BridgeConfig {
@@ -56,6 +61,7 @@ impl Default for BridgeConfig {
             hello_tries: 8,
             hello_interval: std::time::Duration::from_millis(100),
             socket_buffer: 8 << 20,
+            ecn: true,
         }
     }
 }
@@ -82,7 +88,7 @@ impl BridgeConfig {
                 delay: Duration::from_micros(200),
             },
             rto_initial: Duration::from_millis(20),
-            rto_min: Duration::from_millis(2),
+            rto_min: Duration::from_millis(5),
             rto_max: Duration::from_millis(500),
             max_retries: 16,
             rnr_delay: Duration::from_millis(1),
@@ -119,6 +125,8 @@ pub struct BridgeStats {
     pub tx_errors: u64,
     /// Socket receive errors (other than would-block).
     pub rx_errors: u64,
+    /// Datagrams that arrived marked Congestion Experienced.
+    pub rx_ce: u64,
 }
 
 /// One engine on one socket.
@@ -473,7 +481,7 @@ impl Endpoint {
                     let end = (off + stride).min(meta.len);
                     // A range, not a slice: the engine call borrows self.
                     let range = start + off..start + end;
-                    self.on_datagram(now, meta.addr, range);
+                    self.on_datagram(now, meta.addr, meta.ecn, range);
                     off = end;
                 }
             }
@@ -485,10 +493,20 @@ impl Endpoint {
         &mut self,
         now: udrma_nic::Instant,
         from: SocketAddr,
+        ecn: Option<EcnCodepoint>,
         range: core::ops::Range<usize>,
     ) {
         let bytes = &self.rx_buf[range];
         self.stats.rx_datagrams += 1;
+        let ecn = match ecn {
+            None => Ecn::NotEct,
+            Some(EcnCodepoint::Ect0) => Ecn::Ect0,
+            Some(EcnCodepoint::Ect1) => Ecn::Ect1,
+            Some(EcnCodepoint::Ce) => {
+                self.stats.rx_ce += 1;
+                Ecn::Ce
+            }
+        };
         self.stats.rx_bytes += bytes.len() as u64;
         let from = canonical(from);
         let node = match self.peers.node(from) {
@@ -517,7 +535,13 @@ impl Endpoint {
             // and its counters as in the simulator.
             self.nic.receive_work(node, bytes);
         }
-        self.nic.handle_datagram(now, node, bytes);
+        // One socket, one source port: no per-packet entropy here.
+        let meta = RxMeta {
+            ecn,
+            trimmed: false,
+            src_port: 0,
+        };
+        self.nic.handle_datagram_meta(now, node, meta, bytes);
     }
 
     /// Moves engine events to the endpoint's queue (recording HELLOs in the
@@ -629,7 +653,7 @@ impl Endpoint {
             }
             let transmit = Transmit {
                 destination: to,
-                ecn: None,
+                ecn: self.cfg.ecn.then_some(EcnCodepoint::Ect0),
                 contents: &batch,
                 segment_size: (n > 1).then_some(first_len),
                 src_ip: None,

@@ -209,6 +209,7 @@ fn nscc(base_rtt: Duration) -> NicConfig {
             target_delay: us(2),
             mtu_bytes: 1100,
             unscheduled: 0,
+            pace_slack: Duration::ZERO,
         },
         ..small()
     }
@@ -216,7 +217,8 @@ fn nscc(base_rtt: Duration) -> NicConfig {
 
 #[test]
 fn nscc_cuts_its_window_when_marks_come_with_queueing_delay() {
-    // 10 Gb/s × 20 µs: a 25 kB window to start.
+    // 10 Gb/s × 20 µs: a 25 kB BDP, and a window at its cap, 37.5 kB, to
+    // start.
     let mut p = write_pair(nscc(us(20)), 200_000);
     p.set_filter(|w| match w.repr {
         // Every data packet waits 30 µs in a marked queue.
@@ -224,7 +226,7 @@ fn nscc_cuts_its_window_when_marks_come_with_queueing_delay() {
         _ => Verdict::Deliver,
     });
     p.advance_to(Instant::ZERO + us(10));
-    assert_eq!(p.nics[0].cc_window(NodeAddr(1)), Some(25_000));
+    assert_eq!(p.nics[0].cc_window(NodeAddr(1)), Some(37_500));
     p.run();
     assert!(completed_ok(&p));
     let w = p.nics[0].cc_window(NodeAddr(1)).unwrap();
@@ -242,7 +244,7 @@ fn nscc_leaves_its_window_alone_for_marks_without_delay() {
     assert!(completed_ok(&p));
     // The 2 µs round trip is below the 20 µs base: a mark with no queue
     // behind it is a transient elsewhere, and changes nothing.
-    assert_eq!(p.nics[0].cc_window(NodeAddr(1)), Some(25_000));
+    assert_eq!(p.nics[0].cc_window(NodeAddr(1)), Some(37_500));
 }
 
 #[test]

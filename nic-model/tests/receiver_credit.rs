@@ -27,6 +27,7 @@ fn rccc() -> NicConfig {
             target_delay: Duration::ZERO,
             mtu_bytes: 1100,
             unscheduled: 4000,
+            pace_slack: Duration::ZERO,
         },
         ..NicConfig::default()
     }

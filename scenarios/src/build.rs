@@ -317,6 +317,7 @@ fn cc_config(sc: &Scenario, d: &NicConfig) -> Result<udrma_nic::CcConfig, Scenar
         target_delay: n.cc_target_delay.map_or(Duration::ZERO, |x| x.0),
         mtu_bytes,
         unscheduled: n.cc_unscheduled.map_or(0, |s| s.0),
+        pace_slack: Duration::ZERO,
     })
 }
 

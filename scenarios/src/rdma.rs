@@ -407,6 +407,20 @@ fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<RdmaPlan, ScenarioError> {
                     add(NodeAddr(a), NodeAddr(b), When::At(start));
                 }
             }
+            WorkloadKind::Permutation if !w.pairs.is_empty() => {
+                let pairs = w
+                    .pairs
+                    .iter()
+                    .map(|[a, b]| {
+                        Ok((host(&Some(a.clone()), &who)?, host(&Some(b.clone()), &who)?))
+                    })
+                    .collect::<Result<Vec<_>, ScenarioError>>()?;
+                for _ in 0..w.count {
+                    for (a, b) in &pairs {
+                        add(*a, *b, When::At(start));
+                    }
+                }
+            }
             WorkloadKind::Permutation => {
                 let perm = derangement(n as u32, seed ^ wi as u64);
                 for _ in 0..w.count {

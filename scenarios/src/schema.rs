@@ -268,8 +268,8 @@ pub struct NicSpec {
     /// The unloaded round trip controllers start from (default: worked
     /// out from the topology's longest path).
     pub cc_base_rtt: Option<crate::units::Time>,
-    /// Queueing delay a delay-based controller aims for (default: half the
-    /// base RTT).
+    /// Queueing delay a delay-based controller aims for (default: one base
+    /// RTT).
     pub cc_target_delay: Option<crate::units::Time>,
     /// Bytes a receiver-credit (`rccc`) sender sends before any grant
     /// (default: an eighth of the bandwidth-delay product).
@@ -375,6 +375,11 @@ pub struct WorkloadSpec {
     /// Sources of an incast.
     #[serde(default)]
     pub srcs: Vec<String>,
+    /// A permutation's flows given explicitly, `[["h3", "h7"], ...]`
+    /// (source, destination), instead of one drawn from the seed: a job
+    /// copied from another simulator's connection matrix.
+    #[serde(default)]
+    pub pairs: Vec<[String; 2]>,
     /// Bytes per operation.
     pub size: Option<Size>,
     /// How many (operations, round trips or rounds).

@@ -39,6 +39,21 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         for h in w.src.iter().chain(w.dst.iter()).chain(w.srcs.iter()) {
             host(sc, h, n, &who)?;
         }
+        if !w.pairs.is_empty() && w.kind != WorkloadKind::Permutation {
+            return Err(sc.error_at_key(
+                "pairs",
+                format!("{who}: `pairs` belongs to a permutation workload"),
+            ));
+        }
+        for (k, [a, b]) in w.pairs.iter().enumerate() {
+            let (x, y) = (host(sc, a, n, &who)?, host(sc, b, n, &who)?);
+            if x == y {
+                return Err(sc.error_at_key(
+                    "pairs",
+                    format!("{who}: pairs[{k}] sends from {a} to itself"),
+                ));
+            }
+        }
         let needs_pair = matches!(
             w.kind,
             WorkloadKind::Single
@@ -99,6 +114,7 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
                         w.srcs.len() as u128
                     }
             }
+            WorkloadKind::Permutation if !w.pairs.is_empty() => count * w.pairs.len() as u128,
             WorkloadKind::Permutation => count * n,
             WorkloadKind::Reuse => 0,
             // Bounded in validate_messaging.

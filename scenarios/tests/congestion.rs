@@ -145,3 +145,48 @@ fn receiver_credit_runs_the_incast_near_line_rate_without_a_loss() {
     // 15 × 256 KiB into one 100 Gb/s port: at least 90 % of the line.
     assert!(r.goodput_gbps >= 90.0, "{} Gb/s", r.goodput_gbps);
 }
+
+/// A permutation given by its pairs, on a 4-host star.
+fn pairs(list: &str) -> String {
+    format!(
+        r#"
+name = "pairs"
+seed = 1
+
+[topology]
+kind = "star"
+hosts = 4
+
+[[workload]]
+kind = "permutation"
+size = "8KiB"
+pairs = {list}
+"#
+    )
+}
+
+#[test]
+fn a_permutation_given_by_pairs_runs_exactly_those_flows() {
+    let r = report(&pairs(r#"[["h0", "h3"], ["h3", "h1"]]"#));
+    assert!(r.passed(), "{:?}", r.notes);
+    assert_eq!(r.ops.posted, 2);
+    assert_eq!(r.ops.completed, 2);
+}
+
+#[test]
+fn bad_pairs_are_named_with_the_workload() {
+    for (list, want) in [
+        (r#"[["h0", "h9"]]"#, "h9"),
+        (
+            r#"[["h0", "h1"], ["h2", "h2"]]"#,
+            "pairs[1] sends from h2 to itself",
+        ),
+    ] {
+        let e = Scenario::parse("test.toml", &pairs(list))
+            .and_then(|sc| run(&sc, RunOptions::default()).map(|_| ()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{e}");
+        assert!(e.contains("workload 0"), "{e}");
+    }
+}

@@ -36,6 +36,14 @@ pub struct TransferReport {
     pub nacks: std::collections::BTreeMap<String, u64>,
     /// Duplicate packets the receiver dropped here.
     pub dup_dropped: u64,
+    /// The congestion controller (`none`, `nscc`, ...).
+    pub cc: &'static str,
+    /// Datagrams that arrived here marked Congestion Experienced (READ
+    /// responses, on a verified put).
+    pub rx_ce: u64,
+    /// Acknowledgements whose receiver echoed a CE mark (ECE): marks the
+    /// peer saw on this side's data.
+    pub ecn_echoes: u64,
     /// What the egress fault rules did.
     pub faults: crate::EgressStats,
 }
@@ -226,6 +234,9 @@ fn report(
             .map(|(k, v)| (k.to_string(), *v))
             .collect(),
         dup_dropped: ep.nic().stats().dup_dropped,
+        cc: ep.nic().config().cc.algorithm.name(),
+        rx_ce: ep.stats().rx_ce,
+        ecn_echoes: ep.nic().stats().ecn_echoes,
         faults: ep.fault_stats(),
     }
 }

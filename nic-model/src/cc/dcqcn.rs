@@ -19,7 +19,7 @@
 
 use udrma_proto::time::{Duration, Instant};
 
-use super::{serialization, AckSample, CcConfig, CongestionControl, LossCause};
+use super::{pace_from, serialization, AckSample, CcConfig, CongestionControl, LossCause};
 
 /// Alpha's gain (the paper's g = 1/256).
 const G: f64 = 1.0 / 256.0;
@@ -46,6 +46,7 @@ pub struct Dcqcn {
     echo_since_update: bool,
     steps: u32,
     next_send: Option<Instant>,
+    pace_slack: Duration,
 }
 
 impl Dcqcn {
@@ -64,6 +65,7 @@ impl Dcqcn {
             echo_since_update: false,
             steps: 0,
             next_send: None,
+            pace_slack: cfg.pace_slack,
         }
     }
 
@@ -114,7 +116,8 @@ impl Dcqcn {
 impl CongestionControl for Dcqcn {
     fn on_send(&mut self, now: Instant, bytes: u64) {
         self.advance(now);
-        self.next_send = Some(now + serialization(bytes, self.rc as u64));
+        let from = pace_from(self.next_send, now, self.pace_slack);
+        self.next_send = Some(from + serialization(bytes, self.rc as u64));
     }
 
     fn on_ack(&mut self, now: Instant, ack: AckSample) {

@@ -159,7 +159,7 @@ pub struct CcConfig {
     /// The unloaded round trip to a far peer (the controllers also learn
     /// the smallest RTT they see, per peer).
     pub base_rtt: Duration,
-    /// Queueing delay a delay-based controller aims for (zero: half of
+    /// Queueing delay a delay-based controller aims for (zero: one
     /// `base_rtt`, see [`CcConfig::target`]).
     pub target_delay: Duration,
     /// Largest packet on the wire, bytes (the smallest window).
@@ -168,6 +168,12 @@ pub struct CcConfig {
     /// eighth of the bandwidth-delay product, see
     /// [`CcConfig::unscheduled_bytes`]).
     pub unscheduled: u64,
+    /// How far behind its schedule a pacer may catch up at once (zero in
+    /// the simulator, whose timers fire on time; over real sockets a
+    /// timer fires up to a millisecond late, and a pacer that restarts
+    /// its schedule from the late wake-up sends at a fraction of its
+    /// rate). See [`pace_from`].
+    pub pace_slack: Duration,
 }
 
 impl Default for CcConfig {
@@ -179,6 +185,7 @@ impl Default for CcConfig {
             target_delay: Duration::ZERO,
             mtu_bytes: 4096 + 64,
             unscheduled: 0,
+            pace_slack: Duration::ZERO,
         }
     }
 }
@@ -191,13 +198,13 @@ impl CcConfig {
         ((bits / 8) as u64).max(self.mtu_bytes)
     }
 
-    /// The queueing delay target: `target_delay`, or half the base RTT
-    /// when that is zero.
+    /// The queueing delay target: `target_delay`, or one base RTT when
+    /// that is zero (UET's reference NSCC aims for the network's RTT).
     pub fn target(&self) -> Duration {
         if self.target_delay.0 > 0 {
             self.target_delay
         } else {
-            Duration(self.base_rtt.0 / 2)
+            self.base_rtt
         }
     }
 
@@ -240,6 +247,15 @@ impl CongestionControl for Unlimited {
     fn name(&self) -> &'static str {
         "none"
     }
+}
+
+/// Where a pacer's next gap starts when a packet leaves at `now`: its own
+/// schedule (`scheduled`, the previous packet's earliest time) when that
+/// is at most `slack` behind, so packets owed while a late timer slept
+/// go at once; else `now` minus `slack`.
+pub fn pace_from(scheduled: Option<Instant>, now: Instant, slack: Duration) -> Instant {
+    let floor = Instant(now.0.saturating_sub(slack.0));
+    scheduled.map_or(now, |t| t.max(floor)).min(now)
 }
 
 /// The time `bytes` take at `rate_bps`.

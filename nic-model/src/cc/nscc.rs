@@ -13,9 +13,12 @@
 //! | below | yes | nothing (a transient queue somewhere) |
 //!
 //! A loss signal (timeout or NACK) halves the window, at most once per
-//! base RTT. The window starts at one bandwidth-delay product and is
-//! capped at 1.5 of it; packets are paced at window / smoothed RTT, so a
-//! window below one BDP spreads its packets instead of bursting.
+//! base RTT; a packet found lost because a later one overtook it does
+//! not (on sprayed paths that is reordering far more often than a queue,
+//! and a queue shows in the delay and the marks). The window starts at
+//! its cap, 1.5 bandwidth-delay products, as UET's does; packets are
+//! paced at window / smoothed RTT, so a window below one BDP spreads its
+//! packets instead of bursting.
 //!
 //! Where ours differs from UET's: no "quick adapt" to the bytes acked in
 //! the last RTT (a halving instead), and the fair increase is one packet
@@ -23,7 +26,7 @@
 
 use udrma_proto::time::{Duration, Instant};
 
-use super::{serialization, AckSample, CcConfig, CongestionControl, LossCause};
+use super::{pace_from, serialization, AckSample, CcConfig, CongestionControl, LossCause};
 
 /// Gain of the multiplicative decrease (fraction of the excess delay).
 const MD_GAIN: f64 = 0.8;
@@ -46,6 +49,7 @@ pub struct Nscc {
     line_rate_bps: u64,
     last_decrease: Option<Instant>,
     next_send: Option<Instant>,
+    pace_slack: Duration,
 }
 
 impl Nscc {
@@ -53,7 +57,7 @@ impl Nscc {
     pub fn new(cfg: &CcConfig) -> Nscc {
         let bdp = cfg.bdp() as f64;
         Nscc {
-            cwnd: bdp,
+            cwnd: bdp * 1.5,
             max_cwnd: bdp * 1.5,
             min_cwnd: cfg.mtu_bytes as f64,
             mtu: cfg.mtu_bytes as f64,
@@ -63,6 +67,7 @@ impl Nscc {
             line_rate_bps: cfg.line_rate_bps,
             last_decrease: None,
             next_send: None,
+            pace_slack: cfg.pace_slack,
         }
     }
 
@@ -93,7 +98,7 @@ impl CongestionControl for Nscc {
         // Pace at cwnd per smoothed RTT, never faster than the line.
         let rate = (self.cwnd * 8.0 * 1e12 / self.srtt.as_ps().max(1) as f64) as u64;
         let gap = serialization(bytes, rate.clamp(1, self.line_rate_bps));
-        self.next_send = Some(now + gap);
+        self.next_send = Some(pace_from(self.next_send, now, self.pace_slack) + gap);
     }
 
     fn on_ack(&mut self, now: Instant, ack: AckSample) {
@@ -132,7 +137,10 @@ impl CongestionControl for Nscc {
         self.cwnd = self.cwnd.clamp(self.min_cwnd, self.max_cwnd);
     }
 
-    fn on_loss(&mut self, now: Instant, _bytes: u64, _cause: LossCause) {
+    fn on_loss(&mut self, now: Instant, _bytes: u64, cause: LossCause) {
+        if cause == LossCause::Overtaken {
+            return;
+        }
         self.decrease(now, 0.5, u64::MAX);
     }
 
@@ -161,6 +169,7 @@ mod tests {
             target_delay: Duration::from_micros(5),
             mtu_bytes: 4160,
             unscheduled: 0,
+            pace_slack: Duration::ZERO,
         }
     }
 
@@ -174,10 +183,12 @@ mod tests {
     }
 
     #[test]
-    fn starts_at_one_bdp_and_grows_only_to_its_cap() {
+    fn starts_at_its_cap_and_grows_back_only_to_it() {
         let mut c = Nscc::new(&cfg());
-        assert_eq!(c.window(), 125_000);
+        assert_eq!(c.window(), 187_500);
         let t = Instant::ZERO;
+        c.on_loss(t, 4160, LossCause::Timeout);
+        assert_eq!(c.window(), 93_750);
         for _ in 0..1000 {
             c.on_ack(t, ack(10, false));
         }
@@ -192,7 +203,7 @@ mod tests {
         // 0.8 × 5/10.
         c.on_ack(t, ack(20, true));
         let once = c.window();
-        assert_eq!(once, 75_000);
+        assert_eq!(once, 112_500);
         c.on_ack(t + Duration::from_micros(1), ack(30, true));
         assert_eq!(c.window(), once, "a second cut within the RTT");
         c.on_ack(t + Duration::from_micros(40), ack(30, true));
@@ -203,10 +214,20 @@ mod tests {
     fn low_delay_with_ecn_holds_and_high_delay_without_grows_slowly() {
         let mut c = Nscc::new(&cfg());
         let t = Instant::ZERO;
+        c.on_loss(t, 4160, LossCause::Timeout);
         c.on_ack(t, ack(12, true));
-        assert_eq!(c.window(), 125_000);
+        assert_eq!(c.window(), 93_750);
         c.on_ack(t, ack(30, false));
-        assert_eq!(c.window(), 125_000 + 4160 * 4160 / 125_000);
+        assert_eq!(c.window(), 93_750 + 4160 * 4160 / 93_750);
+    }
+
+    #[test]
+    fn a_packet_overtaken_on_another_path_is_not_congestion() {
+        let mut c = Nscc::new(&cfg());
+        c.on_loss(Instant::ZERO, 4160, LossCause::Overtaken);
+        assert_eq!(c.window(), 187_500);
+        c.on_loss(Instant::ZERO, 4160, LossCause::Nack);
+        assert_eq!(c.window(), 93_750);
     }
 
     #[test]

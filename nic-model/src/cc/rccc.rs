@@ -127,6 +127,7 @@ mod tests {
     fn cfg() -> CcConfig {
         CcConfig {
             unscheduled: 8192,
+            pace_slack: Duration::ZERO,
             ..CcConfig::default()
         }
     }

@@ -79,6 +79,7 @@ impl Nic {
 
     pub(super) fn flow(&mut self, peer: NodeAddr) -> &mut Flow {
         let (factory, cfg) = (&self.factory, &self.cfg.cc);
+        let multipath = self.cfg.multipath;
         self.flows.entry(peer).or_insert_with(|| Flow {
             cc: match &factory.0 {
                 Some(f) => f(peer),
@@ -88,7 +89,13 @@ impl Nic {
             recycled: VecDeque::new(),
             next_entropy: 0,
             bad: Vec::new(),
-            reorder: udrma_proto::time::Duration::ZERO,
+            // Sprayed packets take paths of different delay: start the
+            // reordering window at a quarter of the base RTT.
+            reorder: if multipath == Multipath::Single {
+                udrma_proto::time::Duration::ZERO
+            } else {
+                udrma_proto::time::Duration(cfg.base_rtt.0 / 2)
+            },
         })
     }
 

@@ -155,7 +155,8 @@ impl Nic {
         self.grants.last = Some(peer);
         self.send_grant(peer, granted);
         let t = self.grant_time(step);
-        self.grants.next = self.grants.next.max(now) + t;
+        let from = crate::cc::pace_from(Some(self.grants.next), now, self.cfg.cc.pace_slack);
+        self.grants.next = from + t;
         self.arm_grants(now);
     }
 
