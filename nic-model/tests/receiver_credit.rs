@@ -6,9 +6,12 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+mod common;
+
+use common::{setup, Setup};
 use udrma_nic::cc::{CcAlgorithm, CcConfig};
 use udrma_nic::pair::{Pair, Verdict};
-use udrma_nic::{Access, Duration, Event, Instant, NicConfig, WorkRequest};
+use udrma_nic::{Duration, Instant, NicConfig, WrId};
 use udrma_proto::{NodeAddr, Opcode};
 
 fn us(n: u64) -> Duration {
@@ -34,22 +37,16 @@ fn rccc() -> NicConfig {
 }
 
 /// A pair with a WRITE of `len` bytes posted from h0 to h1.
-fn write_pair(len: u64) -> Pair {
-    let mut p = Pair::new(rccc());
-    let src = p.nics[0].register(0x1000, 1 << 20, Access::ALL);
-    let dst = p.nics[1].register(0x9000_0000, 1 << 20, Access::ALL);
-    p.nics[0]
-        .post(
-            p.now,
-            WorkRequest::write(NodeAddr(1), src, 0x1000, len, dst.0, 0x9000_0000),
-        )
-        .unwrap();
-    p
+fn write_pair(len: u64) -> (Setup, WrId) {
+    let mut s = setup(rccc());
+    let wr = s.write(len);
+    (s, wr)
 }
 
-fn completed(p: &Pair) -> bool {
-    p.events_of(0)
-        .any(|e| matches!(e, Event::Completed { result: Ok(()), .. }))
+/// The WRITE completed once and every byte landed.
+fn done(s: &Setup, wr: WrId, len: usize) {
+    s.assert_ok_once(0, wr);
+    assert_eq!(s.dst_bytes(0, len), s.src_bytes(0, len));
 }
 
 /// Send times of h0's WRITE packets that reached the wire.
@@ -67,11 +64,11 @@ fn first(p: &Pair, kind: &str) -> Option<Instant> {
 
 #[test]
 fn the_unscheduled_window_goes_at_once_and_the_rest_waits_for_grants() {
-    let mut p = write_pair(40_000);
+    let (mut s, wr) = write_pair(40_000);
+    let p = &mut s.pair;
     p.run();
-    assert!(completed(&p));
-    let grant = first(&p, "GRANT").expect("h1 granted credit");
-    let sent = writes(&p);
+    let grant = first(p, "GRANT").expect("h1 granted credit");
+    let sent = writes(p);
     assert_eq!(sent.len(), 40);
     // Three packets fit the 4,000 unscheduled bytes; the fourth waits.
     let before = sent.iter().filter(|t| **t < grant).count();
@@ -90,20 +87,23 @@ fn the_unscheduled_window_goes_at_once_and_the_rest_waits_for_grants() {
     );
     assert_eq!(p.nics[1].grant_backlog(), 0);
     assert_eq!(s0.retransmits, 0);
+    done(&s, wr, 40_000);
 }
 
 #[test]
 fn a_message_within_the_unscheduled_window_never_asks() {
-    let mut p = write_pair(3000);
+    let (mut s, wr) = write_pair(3000);
+    let p = &mut s.pair;
     p.run();
-    assert!(completed(&p));
     assert_eq!(p.nics[0].stats().demands_sent, 0);
-    assert_eq!(first(&p, "GRANT"), None);
+    assert_eq!(first(p, "GRANT"), None);
+    done(&s, wr, 3000);
 }
 
 #[test]
 fn a_lost_demand_is_asked_again_after_the_repair_interval() {
-    let mut p = write_pair(20_000);
+    let (mut s, wr) = write_pair(20_000);
+    let p = &mut s.pair;
     let dropped = Rc::new(Cell::new(false));
     let d = dropped.clone();
     p.set_filter(move |w| match w.repr {
@@ -115,7 +115,6 @@ fn a_lost_demand_is_asked_again_after_the_repair_interval() {
     });
     p.run();
     assert!(dropped.get());
-    assert!(completed(&p));
     assert_eq!(p.nics[0].stats().demands_sent, 2);
     // Asked again four base RTTs (80 µs) after the first DEMAND.
     let asks: Vec<Instant> = p
@@ -127,11 +126,13 @@ fn a_lost_demand_is_asked_again_after_the_repair_interval() {
     assert_eq!(asks.len(), 2);
     assert_eq!(asks[1], asks[0] + us(80), "{asks:?}");
     assert_eq!(p.nics[0].stats().retransmits, 0);
+    done(&s, wr, 20_000);
 }
 
 #[test]
 fn lost_grants_are_repaired_by_the_answer_to_the_next_demand() {
-    let mut p = write_pair(20_000);
+    let (mut s, wr) = write_pair(20_000);
+    let p = &mut s.pair;
     // Every GRANT the pacer sends is lost; only the one answering the
     // second DEMAND arrives.
     let demands = Rc::new(Cell::new(0));
@@ -145,10 +146,10 @@ fn lost_grants_are_repaired_by_the_answer_to_the_next_demand() {
         _ => Verdict::Deliver,
     });
     p.run();
-    assert!(completed(&p));
     let s0 = p.nics[0].stats();
     assert_eq!(s0.demands_sent, 2);
     // That one GRANT carried everything granted so far.
     assert_eq!(s0.grants_received, 1);
-    assert_eq!(writes(&p).len(), 20);
+    assert_eq!(writes(p).len(), 20);
+    done(&s, wr, 20_000);
 }

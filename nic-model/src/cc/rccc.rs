@@ -132,6 +132,16 @@ mod tests {
         }
     }
 
+    /// The acknowledgement that leaves nothing in flight.
+    fn drained() -> AckSample {
+        AckSample {
+            bytes: 4096,
+            rtt: None,
+            ce: false,
+            inflight: 0,
+        }
+    }
+
     fn at(us: u64) -> Instant {
         Instant::ZERO + Duration::from_micros(us)
     }
@@ -173,15 +183,7 @@ mod tests {
         c.on_grant(at(10), 4096);
         c.on_send(at(10), 4096);
         // Everything asked for is sent and acknowledged.
-        c.on_ack(
-            at(20),
-            AckSample {
-                bytes: 4096,
-                rtt: None,
-                ce: false,
-                inflight: 0,
-            },
-        );
+        c.on_ack(at(20), drained());
         assert_eq!(c.credit(), Some(0));
         c.on_send(at(30), 1000);
         assert_eq!(c.credit(), Some(8192 - 1000));
@@ -196,15 +198,7 @@ mod tests {
         c.on_send(at(10), 4096);
         // Still 4 KiB wanted beyond what was sent: no top-up even when
         // nothing is in flight.
-        c.on_ack(
-            at(20),
-            AckSample {
-                bytes: 4096,
-                rtt: None,
-                ce: false,
-                inflight: 0,
-            },
-        );
+        c.on_ack(at(20), drained());
         c.on_grant(at(21), 8192);
         c.on_send(at(22), 4096);
         assert_eq!(c.credit(), Some(0));
