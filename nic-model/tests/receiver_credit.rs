@@ -73,13 +73,20 @@ fn the_unscheduled_window_goes_at_once_and_the_rest_waits_for_grants() {
     // Three packets fit the 4,000 unscheduled bytes; the fourth waits.
     let before = sent.iter().filter(|t| **t < grant).count();
     assert_eq!(before, 3, "{sent:?}");
-    // One DEMAND said everything at once; h1 paced its grants: a packet's
-    // worth (1,100 B) each 0.907 µs at 97 % of 10 Gb/s. The 37 packets
-    // beyond the window are 38,924 bytes on the wire, 36 grants: the last
-    // one goes 31.7 µs after the first.
+    // The three were already in when the DEMAND came: h1 charges its line
+    // only for the unscheduled bytes still to come (the 844 of the window
+    // left unsent), not for all 4,000.
+    let demand = first(p, "DEMAND").unwrap();
+    assert!(grant < demand + us(1) + us(2), "{demand:?} {grant:?}");
+    // One DEMAND said everything at once: 40 packets of 1,052 bytes on
+    // the wire wanted, 4,000 of them free, so h1 grants 38,080 bytes, a
+    // packet's worth (1,100 B) each 0.907 µs at 97 % of 10 Gb/s: 35
+    // GRANTs, the last 30.8 µs after the first, and the last WRITE after
+    // it.
     let s0 = p.nics[0].stats();
     assert_eq!(s0.demands_sent, 1);
-    assert!(s0.grants_received >= 34, "{s0:?}");
+    assert_eq!(s0.grants_received, 35, "{s0:?}");
+    assert_eq!(p.nics[1].stats().grants_sent, 35);
     let last = *sent.last().unwrap();
     assert!(
         last >= grant + us(31),
@@ -151,5 +158,29 @@ fn lost_grants_are_repaired_by_the_answer_to_the_next_demand() {
     // That one GRANT carried everything granted so far.
     assert_eq!(s0.grants_received, 1);
     assert_eq!(writes(p).len(), 20);
+    done(&s, wr, 20_000);
+}
+
+#[test]
+fn unscheduled_bytes_still_on_their_way_hold_the_first_grant_back() {
+    let (mut s, wr) = write_pair(20_000);
+    let p = &mut s.pair;
+    // The WRITEs take 20 µs longer than the DEMAND sent after them: when
+    // it arrives, the 4,000 unscheduled bytes are still coming, and they
+    // will take 3.3 µs of h1's line at 97 % of 10 Gb/s.
+    p.set_filter(|w| match w.repr {
+        Some(r) if r.opcode() == Opcode::Write => Verdict::Delay(us(20)),
+        _ => Verdict::Deliver,
+    });
+    p.run();
+    let demand = first(p, "DEMAND").unwrap();
+    let grant = first(p, "GRANT").unwrap();
+    // The DEMAND lands 1 µs after it left; the first grant waits for the
+    // unscheduled bytes' share of the line.
+    assert!(
+        grant >= demand + us(1) + Duration::from_nanos(3_290),
+        "{demand:?} {grant:?}"
+    );
+    assert_eq!(p.nics[1].stats().demands_received, 1);
     done(&s, wr, 20_000);
 }

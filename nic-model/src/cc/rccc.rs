@@ -57,11 +57,6 @@ impl Rccc {
             repair: Duration((cfg.base_rtt.0 * 4).max(Duration::from_micros(50).0)),
         }
     }
-
-    /// Bytes granted so far.
-    pub fn granted(&self) -> u64 {
-        self.granted
-    }
 }
 
 impl CongestionControl for Rccc {
@@ -157,6 +152,8 @@ mod tests {
         assert_eq!(c.demand(at(1), 40960), Some((49152, 8192)));
         // Asked already, nothing new: no second DEMAND.
         assert_eq!(c.demand(at(2), 40960), None);
+        // More waiting: a new DEMAND at once.
+        assert_eq!(c.demand(at(3), 45056), Some((53248, 8192)));
         c.on_grant(at(10), 4096);
         assert_eq!(c.credit(), Some(4096));
         // A GRANT that arrives late and says less changes nothing.
@@ -187,6 +184,43 @@ mod tests {
         assert_eq!(c.credit(), Some(0));
         c.on_send(at(30), 1000);
         assert_eq!(c.credit(), Some(8192 - 1000));
+    }
+
+    #[test]
+    fn a_grant_that_says_nothing_new_is_not_progress() {
+        let mut c = Rccc::new(&cfg());
+        c.on_send(at(0), 8192);
+        assert!(c.demand(at(0), 4096).is_some());
+        c.on_grant(at(10), 4096);
+        // The same grant again (the answer to a repeated DEMAND, say) does
+        // not put off the next ask.
+        c.on_grant(at(40), 4096);
+        c.on_send(at(40), 4096);
+        assert_eq!(c.demand_due(), Some(at(60)));
+        assert!(c.demand(at(60), 4096).is_some());
+    }
+
+    #[test]
+    fn an_idle_flow_with_credit_left_is_topped_up_to_the_window_only() {
+        let mut c = Rccc::new(&cfg());
+        c.on_send(at(0), 8192);
+        c.demand(at(0), 4096);
+        // Granted 8 KiB for 4 KiB wanted: 4 KiB left over when idle.
+        c.on_grant(at(10), 8192);
+        c.on_send(at(10), 4096);
+        c.on_ack(at(20), drained());
+        assert_eq!(c.credit(), Some(4096));
+        c.on_send(at(30), 1000);
+        assert_eq!(c.credit(), Some(8192 - 1000));
+    }
+
+    #[test]
+    fn no_window_no_pacing_and_its_name() {
+        let c = Rccc::new(&cfg());
+        assert_eq!(c.window(), u64::MAX);
+        assert_eq!(c.next_send_time(), None);
+        assert_eq!(c.name(), "rccc");
+        assert_eq!(c.demand_due(), None);
     }
 
     #[test]
