@@ -66,6 +66,9 @@ fn first(p: &Pair, kind: &str) -> Option<Instant> {
 fn the_unscheduled_window_goes_at_once_and_the_rest_waits_for_grants() {
     let (mut s, wr) = write_pair(40_000);
     let p = &mut s.pair;
+    // 5 µs in, h1 has heard the DEMAND and is granting.
+    p.run_until(Instant::ZERO + us(5));
+    assert!(p.nics[1].grant_backlog() > 30_000);
     p.run();
     let grant = first(p, "GRANT").expect("h1 granted credit");
     let sent = writes(p);

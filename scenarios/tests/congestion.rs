@@ -144,6 +144,15 @@ fn receiver_credit_runs_the_incast_near_line_rate_without_a_loss() {
     assert_eq!(r.retransmits, 0);
     // 15 × 256 KiB into one 100 Gb/s port: at least 90 % of the line.
     assert!(r.goodput_gbps >= 90.0, "{} Gb/s", r.goodput_gbps);
+    // h0 grants the senders in turn, so they finish together (served one
+    // after another, the first would be done at a fifteenth of the time).
+    let c = &r.completion_ns;
+    assert!(
+        c.p50 * 10 >= c.max * 9,
+        "p50 {} ns, max {} ns",
+        c.p50,
+        c.max
+    );
 }
 
 /// A permutation given by its pairs, on a 4-host star.
