@@ -722,7 +722,7 @@ impl StateMachineTest for NicMachine {
         }
     }
 
-    fn teardown(mut s: Sut, _: Model) {
+    fn teardown(mut s: Sut, m: Model) {
         // Faults stop; the run must drain (liveness) and every request must
         // have completed exactly once.
         s.plan.borrow_mut().clear();
@@ -765,7 +765,16 @@ impl StateMachineTest for NicMachine {
                     "{wr} ({expect:?}) failed with {result:?}"
                 ),
             }
-            if result == Err(WcError::RetryExceeded) && !matches!(expect, Expect::Bad { .. }) {
+            // A receiver with 4 tombstones can forget an operation it
+            // completed while its last ACK and its completion notice were
+            // lost: the sender's copy then finds no registry entry and no
+            // tombstone, and can never be acknowledged (docs/testing.md,
+            // finding 12). Only then may a lightly harmed request run out.
+            let forgot = m.few_tombstones && s.pair.nics[1].stats().tombstone_evictions > 0;
+            if result == Err(WcError::RetryExceeded)
+                && !matches!(expect, Expect::Bad { .. })
+                && !forgot
+            {
                 assert!(
                     s.harm.get() > u64::from(MAX_RETRIES),
                     "{wr} ({expect:?}) ran out of {MAX_RETRIES} retries, but the wire harmed \
