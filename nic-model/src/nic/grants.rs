@@ -186,8 +186,9 @@ impl Nic {
         due
     }
 
-    /// Senders this NIC is granting to, and the bytes they still want
-    /// beyond what it granted (for tests and reports).
+    /// Bytes the senders asking this NIC for credit still want beyond what
+    /// it has granted them, summed over the senders (for tests and
+    /// reports).
     pub fn grant_backlog(&self) -> u64 {
         self.grants.peers.values().map(Grantee::need).sum()
     }
