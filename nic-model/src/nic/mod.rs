@@ -359,6 +359,14 @@ pub struct Nic {
     rx_ce: bool,
     /// The UDP source port of the datagram being handled (0: unknown).
     rx_port: u16,
+    /// Go-back-N: operations not registered yet (first packet missing) whose
+    /// gap was NACKed already, oldest first, at most `escape_capacity` (the
+    /// escape channel they would otherwise use is idle in this mode). As
+    /// RoCE's responder, the gap is NACKed once; later copies are dropped
+    /// quietly until the first packet arrives, so a path that keeps losing
+    /// the first packet costs the sender timeouts that back off, not a NACK
+    /// per round trip that spends its retry budget in microseconds.
+    gap_naks: VecDeque<OpKey>,
 }
 
 /// Most peers whose credit advertisements are tracked; beyond, new peers'
@@ -420,6 +428,7 @@ impl Nic {
             rtt: BTreeMap::new(),
             registry: ReceiveRegistry::new(cfg.registry_capacity),
             escape: EscapeChannel::new(cfg.escape_capacity, cfg.escape_bytes),
+            gap_naks: VecDeque::new(),
             tombstones: Tombstones::new(cfg.tombstone_capacity, cfg.tombstones),
             recv_queues: BTreeMap::new(),
             bound: BTreeMap::new(),

@@ -172,6 +172,9 @@ impl Nic {
         let can_register = r.flags.contains(Flags::FIRST)
             || (self.cfg.registration == RegistrationMode::SelfDescribing && described);
         if can_register {
+            if let Some(i) = self.gap_naks.iter().position(|k| *k == key) {
+                self.gap_naks.remove(i);
+            }
             if self.register_op(now, key, r) {
                 self.apply(now, key, r);
                 self.drain_escape(now, key);
@@ -180,10 +183,15 @@ impl Nic {
         }
         if self.cfg.retransmit == RetransmitMode::GoBackN {
             // Go-back-N keeps nothing out of sequence: the first packet is
-            // missing. The packet right after it says so (once); later
-            // ones are discarded quietly.
+            // missing. The first packet after it to arrive says so, once
+            // per operation; later ones (and later copies) are discarded
+            // quietly until the first packet comes.
             self.stats.out_of_sequence += 1;
-            if r.seg_index == 1 {
+            if !self.gap_naks.contains(&key) {
+                if self.gap_naks.len() >= self.cfg.escape_capacity.max(1) {
+                    self.gap_naks.pop_front();
+                }
+                self.gap_naks.push_back(key);
                 self.nack(from, r, Syndrome::SequenceError, 0);
             }
             return;
