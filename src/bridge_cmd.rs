@@ -67,6 +67,16 @@ pub struct Common {
     /// ECN-marking queue marks them instead of dropping them).
     #[arg(long)]
     no_ecn: bool,
+    /// Send from this many consecutive UDP ports, one per entropy, so a
+    /// router that hashes ports spreads the datagrams over its paths
+    /// (at most 64; 1: one port, no spreading).
+    #[arg(long, default_value_t = 1)]
+    paths: u16,
+    /// How packets take the paths when `--paths` is above 1: `reps`
+    /// (reuse ports whose packets came back clean, abandon ones that saw
+    /// loss or a CE mark) or `spray` (every port in turn).
+    #[arg(long, default_value = "reps")]
+    multipath: String,
 }
 
 impl Common {
@@ -88,6 +98,26 @@ impl Common {
         cfg.nic.op_table_capacity = self.inflight;
         cfg.nic.read_window = self.read_window;
         cfg.ecn = !self.no_ecn;
+        if self.paths == 0 || self.paths > udrma_bridge::sockets::MAX_PATHS {
+            return Err(BridgeError::BadInput(format!(
+                "--paths {}: must be between 1 and {}",
+                self.paths,
+                udrma_bridge::sockets::MAX_PATHS
+            )));
+        }
+        cfg.paths = self.paths;
+        if self.paths > 1 {
+            cfg.nic.multipath = match self.multipath.as_str() {
+                "reps" => udrma_nic::Multipath::Reps,
+                "spray" => udrma_nic::Multipath::Spray,
+                other => {
+                    return Err(BridgeError::BadInput(format!(
+                        "--multipath {other:?}: expected reps or spray"
+                    )))
+                }
+            };
+            cfg.nic.entropies = self.paths;
+        }
         let algorithm = udrma_nic::CcAlgorithm::parse(&self.cc).ok_or_else(|| {
             let known: Vec<&str> = udrma_nic::CcAlgorithm::ALL
                 .iter()

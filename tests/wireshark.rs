@@ -46,6 +46,7 @@ const FIELDS: &[&str] = &[
     "udrma.hello.max_payload",
     "udrma.hello.nonce",
     "udrma.hello.region_len",
+    "udrma.hello.ports",
     "udrma.demand.wanted",
     "udrma.demand.free",
     "udrma.grant.granted",
@@ -179,6 +180,7 @@ fn expected(frame: &SampleFrame) -> BTreeMap<&'static str, u64> {
                 ("udrma.addr", h.region_addr),
                 ("udrma.hello.region_len", h.region_len),
                 ("udrma.rkey", h.rkey.into()),
+                ("udrma.hello.ports", h.ports.into()),
             ]);
         }
         Body::Demand { wanted, free } => {

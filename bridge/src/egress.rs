@@ -149,7 +149,7 @@ pub struct Fate {
 #[derive(Debug)]
 pub struct Egress {
     plan: FaultPlan,
-    held: BTreeMap<(std::time::Instant, u64), (SocketAddr, Vec<u8>)>,
+    held: BTreeMap<(std::time::Instant, u64), (SocketAddr, usize, Vec<u8>)>,
     seq: u64,
     stats: EgressStats,
 }
@@ -226,12 +226,14 @@ impl Egress {
         fate
     }
 
-    /// Holds a datagram until `at`; `false` (and counted) when the hold
-    /// queue is full and the datagram should go now.
+    /// Holds a datagram to `to` (leaving from socket `path`) until `at`;
+    /// gives it back (and counts it) when the hold queue is full and it
+    /// should go now.
     pub fn hold(
         &mut self,
         at: std::time::Instant,
         to: SocketAddr,
+        path: usize,
         bytes: Vec<u8>,
     ) -> Result<(), Vec<u8>> {
         if self.held.len() >= MAX_HELD {
@@ -240,7 +242,7 @@ impl Egress {
         }
         self.stats.delayed += 1;
         self.seq += 1;
-        self.held.insert((at, self.seq), (to, bytes));
+        self.held.insert((at, self.seq), (to, path, bytes));
         Ok(())
     }
 
@@ -250,7 +252,7 @@ impl Egress {
     }
 
     /// The next held datagram due by `now`.
-    pub fn release(&mut self, now: std::time::Instant) -> Option<(SocketAddr, Vec<u8>)> {
+    pub fn release(&mut self, now: std::time::Instant) -> Option<(SocketAddr, usize, Vec<u8>)> {
         let entry = self.held.first_entry()?;
         if entry.key().0 > now {
             return None;

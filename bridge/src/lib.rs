@@ -39,6 +39,7 @@ pub mod cluster;
 pub mod egress;
 pub mod endpoint;
 pub mod peers;
+pub mod sockets;
 pub mod tools;
 
 use std::net::SocketAddr;

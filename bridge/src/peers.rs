@@ -115,6 +115,28 @@ impl Peers {
         true
     }
 
+    /// Knows the `ports` − 1 ports after `node`'s own (on its IP address)
+    /// as `node` too, as its HELLO announced; at most
+    /// [`crate::sockets::MAX_PATHS`] in all. A port already known as
+    /// another peer stays that peer's. Returns how many were added.
+    pub fn alias_ports(&mut self, node: NodeAddr, ports: u16) -> usize {
+        let Some(addr) = self.by_node.get(&node).map(|p| p.addr) else {
+            return 0;
+        };
+        let mut added = 0;
+        for k in 1..ports.min(crate::sockets::MAX_PATHS) {
+            let Some(port) = addr.port().checked_add(k) else {
+                break;
+            };
+            let alias = SocketAddr::new(addr.ip(), port);
+            if let std::collections::btree_map::Entry::Vacant(e) = self.by_addr.entry(alias) {
+                e.insert(node);
+                added += 1;
+            }
+        }
+        added
+    }
+
     /// Peers now.
     pub fn len(&self) -> usize {
         self.by_node.len()
@@ -147,5 +169,30 @@ mod tests {
         assert_eq!(p.admit(c), None);
         assert_eq!(p.len(), 2);
         assert_eq!(p.get(NodeAddr(2)).unwrap().addr, b);
+    }
+
+    #[test]
+    fn a_peers_announced_ports_are_known_as_it_but_never_steal_another() {
+        let mut p = Peers::new(4);
+        let a: SocketAddr = "127.0.0.1:2000".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:2002".parse().unwrap();
+        let na = p.admit(a).unwrap();
+        let nb = p.admit(b).unwrap();
+        // a says it sends from 2000..2004; 2002 is b's and stays b's.
+        assert_eq!(p.alias_ports(na, 4), 2);
+        assert_eq!(p.node("127.0.0.1:2001".parse().unwrap()), Some(na));
+        assert_eq!(p.node(b), Some(nb));
+        assert_eq!(p.node("127.0.0.1:2003".parse().unwrap()), Some(na));
+        assert_eq!(p.node("127.0.0.1:2004".parse().unwrap()), None);
+        // Idempotent, bounded, and a peer it does not know gets none.
+        assert_eq!(p.alias_ports(na, 4), 0);
+        assert_eq!(p.alias_ports(NodeAddr(9), 4), 0);
+        let c: SocketAddr = "127.0.0.2:3000".parse().unwrap();
+        let nc = p.admit(c).unwrap();
+        assert_eq!(
+            p.alias_ports(nc, u16::MAX),
+            usize::from(crate::sockets::MAX_PATHS) - 1
+        );
+        assert_eq!(p.len(), 3, "aliases are not peers");
     }
 }

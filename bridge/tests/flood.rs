@@ -44,6 +44,7 @@ async fn attack(server: SocketAddr, stop: &AtomicBool) -> (u64, u64) {
             region_addr: 0,
             region_len: 0,
             rkey: 0,
+            ports: 0,
         }),
         Flags::empty(),
         0,

@@ -221,3 +221,59 @@ async fn a_client_restarted_on_the_same_port_is_a_new_life_not_a_stale_one() {
     assert_eq!(served.peer_restarts, 1);
     assert_eq!(server.nic().stats().peer_restarts, 1);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_put_over_four_source_ports_uses_them_all_and_the_server_knows_them() {
+    // The client sends from 4 consecutive ports (one per entropy, REPS);
+    // its HELLO says so, and the server takes datagrams from all 4 as the
+    // same peer. Loss on both sides makes REPS abandon and reuse ports.
+    let size = 8u64 << 20;
+    let server_cfg = BridgeConfig {
+        faults: faults(3),
+        ..BridgeConfig::default()
+    };
+    let mut client_cfg = BridgeConfig {
+        faults: faults(4),
+        paths: 4,
+        ..BridgeConfig::default()
+    };
+    client_cfg.nic.multipath = udrma_nic::Multipath::Reps;
+    client_cfg.nic.entropies = 4;
+    let mut server = Endpoint::bind(loopback(), server_cfg).await.unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    let opts = ServeOptions {
+        region: size,
+        ..ServeOptions::default()
+    };
+    let serving = tools::serve(&mut server, opts, &stop, |_| {});
+    let driving = async {
+        let mut client = Endpoint::bind(loopback(), client_cfg).await.unwrap();
+        let ports = client.local_ports();
+        let r = tools::put(&mut client, addr, size, true, 7).await;
+        stop.store(true, Ordering::Relaxed);
+        (r, ports, client.tx_by_path().to_vec())
+    };
+    let (served, report) = tokio::join!(serving, driving);
+    assert_eq!(served.unwrap().peers, 1, "4 ports, one peer");
+    let stats = server.stats();
+    assert_eq!(stats.alias_ports, 3, "{stats:?}");
+    assert_eq!(stats.unknown_peer, 0, "{stats:?}");
+    let memory = served_bytes(&server);
+    let (r, ports, per_path) = report;
+    let r = r.expect("8 MiB put --verify over 4 ports");
+    assert!(r.verified);
+    assert_eq!(r.paths, 4);
+    assert_eq!(ports.len(), 4);
+    assert!(ports.windows(2).all(|w| w[1] == w[0] + 1), "{ports:?}");
+    // Every port carried a fair share of the data.
+    let total: u64 = per_path.iter().sum();
+    assert!(
+        per_path.iter().all(|n| *n * 8 > total),
+        "each of 4 ports carries more than 1/8: {per_path:?}"
+    );
+    assert!(r.entropies_abandoned > 0, "loss abandons ports: {r:?}");
+    let mut expected = vec![0u8; size as usize];
+    tools::pattern(&mut expected, 7);
+    assert!(memory == expected, "the server's region differs");
+}

@@ -154,6 +154,12 @@ pub struct NicConfig {
     /// Distinct source ports (entropies) `Spray` and `Reps` use, from
     /// `src_port` up.
     pub entropies: u16,
+    /// Consecutive UDP source ports this host's datagrams may come from,
+    /// announced in its HELLOs (`Hello::ports`) so that a peer over real
+    /// sockets knows them all as this host. The UDP bridge sets it to its
+    /// number of sockets (`--paths`); 0 (one port) in the simulator, where
+    /// hosts are known by address, not by port.
+    pub hello_ports: u16,
 }
 
 impl Default for NicConfig {
@@ -196,6 +202,7 @@ impl Default for NicConfig {
             cc: crate::cc::CcConfig::default(),
             multipath: Multipath::Single,
             entropies: 256,
+            hello_ports: 0,
         }
     }
 }

@@ -53,6 +53,8 @@ pub struct Wire<'a> {
     pub to: NodeAddr,
     /// Parsed packet (`None` if it does not parse).
     pub repr: Option<Repr<'a>>,
+    /// Its UDP source port (the sender's port plus the entropy).
+    pub src_port: u16,
 }
 
 /// A datagram's fate, as recorded in [`Pair::log`].
@@ -187,6 +189,7 @@ impl Pair {
             from: self.nics[from].addr(),
             to: self.nics[to].addr(),
             repr,
+            src_port,
         };
         let verdict = match self.filter.as_mut() {
             Some(f) => f(&wire),

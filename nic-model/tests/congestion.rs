@@ -510,6 +510,84 @@ fn reps_reuses_entropies_that_came_back_clean_and_abandons_a_marked_one() {
 }
 
 #[test]
+fn a_reps_flow_whose_path_dies_freezes_on_the_paths_that_work() {
+    // Four entropies; every data packet sent with entropy 1, 2 or 3 is
+    // lost (dead links the ECMP hash maps them to). Four packets fly at a
+    // time. A timeout freezes exploration for an RTO: what goes again, and
+    // what goes next with nothing recycled, takes entropy 0, which came
+    // back clean. A packet sent again never lands on a dead path a second
+    // time, so two retries are plenty. (Without freezing, fresh picks come
+    // round to the dead entropies whenever nothing clean waits, and a
+    // resent packet meets a dead path again.)
+    let mut cfg = multipath(udrma_nic::Multipath::Reps, 4);
+    cfg.max_retries = 2;
+    // Found lost by the timer only, as over real sockets where a burst of
+    // one operation's packets leaves at once and none overtakes another.
+    cfg.fast_retransmit = false;
+    let mut p = write_pair(cfg, 40_000);
+    with_fixed(&mut p, 4 * 1100, Duration::ZERO);
+    let good = p.nics[0].config().src_port;
+    p.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode().carries_data() && w.src_port != good => Verdict::Drop,
+        _ => Verdict::Deliver,
+    });
+    p.run();
+    assert!(completed_ok(&p));
+    let s = p.nics[0].stats();
+    assert_eq!(s.retries_exhausted, 0);
+    // Copies by packet, in the order they left: (first-time losses,
+    // losses of a copy sent again).
+    let mut seen = std::collections::BTreeSet::new();
+    let (mut first, mut again) = (0, 0);
+    for l in p.log.iter().filter(|l| l.kind.starts_with("WRITE")) {
+        let fresh = seen.insert((l.msg_id, l.seg_index));
+        if l.verdict == Verdict::Drop {
+            if fresh {
+                first += 1;
+            } else {
+                again += 1;
+            }
+        }
+    }
+    assert!(first >= 1, "the dead entropies were tried");
+    assert_eq!(again, 0, "a packet sent again met the dead path again");
+    assert_eq!(s.timeouts, first, "one timeout per loss: {s:?}");
+}
+
+#[test]
+fn a_selective_ack_of_many_packets_recycles_every_entropy_it_names() {
+    // Two entropies, entropy 1 dead from the start; 16 packets fly at a
+    // time and the receiver acknowledges them in SACKs of up to 16. Each
+    // SACK puts entropy 0 up for reuse once per packet it names, so after
+    // the first window (which explores entropy 1 and loses) new packets
+    // take entropy 0 only. (With room for only one recycled entropy per
+    // entropy, each SACK freed 16 slots but recycled 2; the other 14
+    // packets explored fresh entropies, half of them dead, every round.)
+    let mut cfg = multipath(udrma_nic::Multipath::Reps, 2);
+    cfg.ack_mode = udrma_nic::AckMode::Selective { delay: us(5) };
+    cfg.fast_retransmit = false;
+    let mut p = write_pair(cfg, 128_000);
+    with_fixed(&mut p, 16 * 1100, Duration::ZERO);
+    let good = p.nics[0].config().src_port;
+    p.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode().carries_data() && w.src_port != good => Verdict::Drop,
+        _ => Verdict::Deliver,
+    });
+    p.run();
+    assert!(completed_ok(&p));
+    let lost = p
+        .log
+        .iter()
+        .filter(|l| l.kind.starts_with("WRITE") && l.verdict == Verdict::Drop)
+        .count();
+    assert!(lost >= 1, "entropy 1 was tried");
+    assert!(
+        lost <= 16,
+        "{lost} packets explored the dead entropy after the first window"
+    );
+}
+
+#[test]
 fn replies_leave_from_the_entropy_of_the_packet_they_answer() {
     let mut p = write_pair(multipath(udrma_nic::Multipath::Spray, 4), 4000);
     p.run();

@@ -43,6 +43,10 @@ pub struct Hello {
     pub region_len: u64,
     /// Remote key of the announced region (0 with no region).
     pub rkey: u32,
+    /// How many consecutive UDP source ports, starting at this HELLO's
+    /// own, the sender's datagrams may come from (multipath entropy over
+    /// real sockets; 0 or 1: this port only).
+    pub ports: u16,
 }
 
 /// The fixed fields of a REDUCE or REDUCE_BCAST packet. The header's
@@ -413,6 +417,7 @@ impl<'a> Repr<'a> {
                 region_addr: be64(e, ext::hello::REGION_ADDR),
                 region_len: be64(e, ext::hello::REGION_LEN),
                 rkey: be32(e, ext::hello::RKEY),
+                ports: be16(e, ext::hello::PORTS),
             }),
             Opcode::Reduce | Opcode::ReduceBcast => {
                 let hdr = parse_reduce(e);
@@ -571,6 +576,7 @@ impl<'a> Repr<'a> {
                 e[ext::hello::REGION_ADDR].copy_from_slice(&h.region_addr.to_be_bytes());
                 e[ext::hello::REGION_LEN].copy_from_slice(&h.region_len.to_be_bytes());
                 e[ext::hello::RKEY].copy_from_slice(&h.rkey.to_be_bytes());
+                e[ext::hello::PORTS].copy_from_slice(&h.ports.to_be_bytes());
             }
             Body::Reduce { hdr, .. } | Body::ReduceBcast { hdr, .. } => emit_reduce(e, hdr),
             Body::Demand { wanted, free } => {
@@ -660,13 +666,14 @@ impl fmt::Display for Detail<'_, '_> {
             Body::Grant { granted } => write!(f, "granted={granted}"),
             Body::Hello(h) => write!(
                 f,
-                "{} nonce={:#x} mtu={} region={:#x}+{} rkey={:#x}",
+                "{} nonce={:#x} mtu={} region={:#x}+{} rkey={:#x} ports={}",
                 if h.reply { "reply" } else { "ask" },
                 h.nonce,
                 h.max_payload,
                 h.region_addr,
                 h.region_len,
-                h.rkey
+                h.rkey,
+                h.ports.max(1)
             ),
             Body::Reduce { hdr, data } | Body::ReduceBcast { hdr, data } => {
                 write!(

@@ -198,6 +198,7 @@ pub fn every_kind() -> Vec<Repr<'static>> {
                 region_addr: 0x50_0000,
                 region_len: 1 << 26,
                 rkey: 0x55,
+                ports: 4,
             }),
         ),
         header(

@@ -82,6 +82,7 @@ impl Owned {
                 region_addr: self.a,
                 region_len: self.a.rotate_left(13),
                 rkey: self.b,
+                ports: self.c as u16,
             }),
             13 | 14 => {
                 // A well-formed REDUCE: as many whole elements as the data holds.

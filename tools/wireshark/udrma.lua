@@ -88,6 +88,7 @@ local f = {
     hello_mtu = F.uint16("udrma.hello.max_payload", "Max payload", base.DEC),
     hello_nonce = F.uint32("udrma.hello.nonce", "Nonce", base.HEX),
     region_len = F.uint64("udrma.hello.region_len", "Region length", base.DEC),
+    hello_ports = F.uint16("udrma.hello.ports", "Source ports", base.DEC),
     wanted = F.uint64("udrma.demand.wanted", "Wanted (cumulative bytes)", base.DEC),
     free = F.uint64("udrma.demand.free", "Sent unscheduled (cumulative bytes)", base.DEC),
     granted = F.uint64("udrma.grant.granted", "Granted (cumulative bytes)", base.DEC),
@@ -215,6 +216,7 @@ local function dissect_ext(op, tvb, tree)
     elseif op == 0x24 then
         tree:add(f.hello_reply, r(0, 1)); tree:add(f.hello_mtu, r(2, 2)); tree:add(f.hello_nonce, r(4, 4))
         tree:add(f.addr, r(8, 8)); tree:add(f.region_len, r(16, 8)); tree:add(f.rkey, r(24, 4))
+        tree:add(f.hello_ports, r(28, 2))
     elseif op == 0x25 then
         tree:add(f.wanted, r(0, 8)); tree:add(f.free, r(8, 8))
     elseif op == 0x26 then

@@ -44,6 +44,11 @@ pub struct TransferReport {
     /// Acknowledgements whose receiver echoed a CE mark (ECE): marks the
     /// peer saw on this side's data.
     pub ecn_echoes: u64,
+    /// UDP ports this side sent from (`--paths`).
+    pub paths: u16,
+    /// Times a path (source port) was abandoned after a loss or a CE mark
+    /// on it (REPS).
+    pub entropies_abandoned: u64,
     /// What the egress fault rules did.
     pub faults: crate::EgressStats,
 }
@@ -237,6 +242,8 @@ fn report(
         cc: ep.nic().config().cc.algorithm.name(),
         rx_ce: ep.stats().rx_ce,
         ecn_echoes: ep.nic().stats().ecn_echoes,
+        paths: ep.config().paths,
+        entropies_abandoned: ep.nic().stats().entropies_abandoned,
         faults: ep.fault_stats(),
     }
 }

@@ -34,11 +34,24 @@ pub(super) struct Flow {
     /// Entropies abandoned since the fresh ones last came round: skipped
     /// when fresh ones are taken (one bit each).
     pub bad: Vec<u64>,
+    /// The entropies most recently acknowledged clean, oldest first (at
+    /// most [`GOOD_KEPT`]): what a frozen flow sends on.
+    pub good: VecDeque<u16>,
+    /// REPS's freezing: after a retransmit timeout (a path that loses
+    /// everything says so only this way) the flow explores no fresh
+    /// entropy before this time; with none recycled it cycles through
+    /// `good`. Without it, a flow of few entropies comes round to the dead
+    /// ones every few packets, and a packet sent again can land on a dead
+    /// path time after time until its retries run out.
+    pub frozen_until: Instant,
     /// How far out of order acknowledgements from this peer have come
     /// (in send time): loss detection waits this much longer than the SACK
     /// delay (see `detect_overtaken`).
     pub reorder: udrma_proto::time::Duration,
 }
+
+/// Known-good entropies a flow keeps for freezing.
+const GOOD_KEPT: usize = 8;
 
 /// Most sendable operations the gate looks past a blocked head for.
 const GATE_SCAN: usize = 128;
@@ -89,6 +102,8 @@ impl Nic {
             recycled: VecDeque::new(),
             next_entropy: 0,
             bad: Vec::new(),
+            good: VecDeque::new(),
+            frozen_until: Instant::ZERO,
             // Sprayed packets take paths of different delay: start the
             // reordering window at a quarter of the base RTT.
             reorder: if multipath == Multipath::Single {
@@ -100,7 +115,7 @@ impl Nic {
     }
 
     /// The entropy (source port offset) for the next packet to `peer`.
-    pub(super) fn pick_entropy(&mut self, peer: NodeAddr) -> u16 {
+    pub(super) fn pick_entropy(&mut self, now: Instant, peer: NodeAddr) -> u16 {
         let (mode, n) = (self.cfg.multipath, self.cfg.entropies.max(1));
         if mode == Multipath::Single {
             return 0;
@@ -110,6 +125,13 @@ impl Nic {
             if let Some(e) = f.recycled.pop_front() {
                 self.stats.entropies_reused += 1;
                 return e;
+            }
+            if now < f.frozen_until {
+                if let Some(e) = f.good.pop_front() {
+                    f.good.push_back(e);
+                    self.stats.entropies_reused += 1;
+                    return e;
+                }
             }
         }
         // Fresh ones in turn, skipping those abandoned in this round;
@@ -137,7 +159,11 @@ impl Nic {
         if self.cfg.multipath != Multipath::Reps {
             return;
         }
-        let cap = usize::from(self.cfg.entropies);
+        // One slot per packet the OP table can hold (at least one per
+        // entropy): a selective ACK of many packets recycles every one of
+        // their entropies, not just the first few, so that what follows
+        // it does not explore fresh (possibly dead) paths instead.
+        let cap = usize::from(self.cfg.entropies).max(usize::from(self.cfg.op_table_capacity));
         let f = self.flow(peer);
         if !clean {
             let (w, b) = (usize::from(entropy) / 64, entropy % 64);
@@ -145,12 +171,32 @@ impl Nic {
                 f.bad.resize(w + 1, 0);
             }
             f.bad[w] |= 1 << b;
+            f.good.retain(|e| *e != entropy);
             self.stats.entropies_abandoned += 1;
             return;
         }
         if f.recycled.len() < cap {
             f.recycled.push_back(entropy);
         }
+        if f.good.back() != Some(&entropy) {
+            f.good.retain(|e| *e != entropy);
+            if f.good.len() >= GOOD_KEPT {
+                f.good.pop_front();
+            }
+            f.good.push_back(entropy);
+        }
+    }
+
+    /// A retransmit timeout toward `peer`: freeze its exploration of fresh
+    /// entropies for one RTO (REPS's freezing mode), the time a packet
+    /// sent down a dead path takes to be found lost.
+    pub(super) fn entropy_freeze(&mut self, now: Instant, peer: NodeAddr) {
+        if self.cfg.multipath != Multipath::Reps {
+            return;
+        }
+        let rto = self.rtt_to(peer).rto();
+        let f = self.flow(peer);
+        f.frozen_until = f.frozen_until.max(now + rto);
     }
 
     /// Whether a new packet of `bytes` may go to `peer` now.

@@ -25,6 +25,7 @@ impl Nic {
         if let Some(dst) = self.ops.get(&msg_id).map(|op| op.dst) {
             self.flow_lost(now, dst, bytes, LossCause::Timeout);
             self.entropy_feedback(dst, entropy, false);
+            self.entropy_freeze(now, dst);
         }
         if !self.count_retry(now, opn) {
             return;

@@ -346,6 +346,7 @@ impl Nic {
                     region_addr,
                     region_len,
                     rkey,
+                    ports: self.cfg.hello_ports,
                 })
             }
             ReplyBody::Completion { len } => Body::Completion {

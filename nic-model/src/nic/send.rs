@@ -288,7 +288,7 @@ impl Nic {
         let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
         let rto = self.rtt_to(dst).backoff(inf.retries);
         let deadline = now + rto;
-        let entropy = self.pick_entropy(dst);
+        let entropy = self.pick_entropy(now, dst);
         let counted = match read_len {
             Some(len) => len.min(u64::from(u32::MAX)) as u32,
             None => buf.len() as u32,

@@ -100,6 +100,9 @@ pub mod hello {
     pub const REGION_LEN: Field = 16..24;
     /// Remote key of the announced region (0 with no region).
     pub const RKEY: Field = 24..28;
+    /// How many consecutive UDP source ports, from this HELLO's own, the
+    /// sender's datagrams may come from (0 or 1: this one only).
+    pub const PORTS: Field = 28..30;
 }
 /// REDUCE and REDUCE_BCAST (16 B).
 pub mod reduce {
