@@ -77,6 +77,14 @@ pub struct Common {
     /// loss or a CE mark) or `spray` (every port in turn).
     #[arg(long, default_value = "reps")]
     multipath: String,
+    /// Most peers admitted at once; a stranger's valid HELLO beyond that
+    /// is answered "full".
+    #[arg(long, default_value_t = 256)]
+    max_peers: usize,
+    /// A peer admitted by its HELLO that has been silent this long, with
+    /// no work in flight, is evicted.
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    peer_idle: std::time::Duration,
 }
 
 impl Common {
@@ -89,9 +97,16 @@ impl Common {
             self.fault_seed,
         )
         .map_err(BridgeError::BadInput)?;
+        if self.max_peers == 0 {
+            return Err(BridgeError::BadInput(
+                "--max-peers 0: must admit at least one peer".into(),
+            ));
+        }
         let mut cfg = BridgeConfig {
             faults,
             hello_tries: self.hello_tries,
+            max_peers: self.max_peers,
+            peer_idle: self.peer_idle,
             ..BridgeConfig::default()
         };
         cfg.nic.mtu_payload = self.mtu;
@@ -367,7 +382,7 @@ pub fn bridge(cmd: Bridge) -> anyhow::Result<ExitCode> {
                 .await;
                 finish(r, |(report, s, n)| {
                     say!(
-                        "served {:.1} s: {} peers, {} WRITEs ({} B), {} echoes, {} READs; dropped {} from unknown peers, {} bad datagrams, {} of previous lives",
+                        "served {:.1} s: {} peers, {} WRITEs ({} B), {} echoes, {} READs; dropped {} from unknown peers, {} bad datagrams, {} of previous lives; admission: {} retries sent, {} bad cookies, {} rate-limited, {} refused full, {} evicted",
                         report.seconds,
                         report.peers,
                         report.writes_received,
@@ -376,7 +391,12 @@ pub fn bridge(cmd: Bridge) -> anyhow::Result<ExitCode> {
                         n.read_requests_served,
                         s.unknown_peer + s.peers_full,
                         n.rx_truncated + n.rx_bad_checksum + n.rx_bad_version + n.rx_bad_length,
-                        n.stale_epoch
+                        n.stale_epoch,
+                        s.hello_retries_sent,
+                        s.bad_cookies,
+                        s.hello_rate_limited,
+                        s.refused_full,
+                        s.peers_evicted
                     )
                 })
             }

@@ -47,6 +47,8 @@ const FIELDS: &[&str] = &[
     "udrma.hello.nonce",
     "udrma.hello.region_len",
     "udrma.hello.ports",
+    "udrma.hello.retry",
+    "udrma.hello.full",
     "udrma.demand.wanted",
     "udrma.demand.free",
     "udrma.grant.granted",
@@ -181,6 +183,8 @@ fn expected(frame: &SampleFrame) -> BTreeMap<&'static str, u64> {
                 ("udrma.hello.region_len", h.region_len),
                 ("udrma.rkey", h.rkey.into()),
                 ("udrma.hello.ports", h.ports.into()),
+                ("udrma.hello.retry", u64::from(h.retry)),
+                ("udrma.hello.full", u64::from(h.full)),
             ]);
         }
         Body::Demand { wanted, free } => {

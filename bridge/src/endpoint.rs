@@ -21,6 +21,7 @@ use udrma_proto::{Body, NodeAddr, Repr};
 
 use udrma_host::App;
 
+use crate::admission::Admission;
 use crate::clock::Clock;
 use crate::egress::{Egress, FaultPlan};
 use crate::peers::{Peer, Peers, RemoteRegion};
@@ -58,6 +59,10 @@ pub struct BridgeConfig {
     /// packets (`nic.multipath`, with `nic.entropies` = `paths`). At most
     /// [`crate::sockets::MAX_PATHS`].
     pub paths: u16,
+    /// A peer admitted by its HELLO (not one this host connected to or
+    /// was given) that has been silent this long and holds no work in the
+    /// engine is evicted, and the engine forgets it.
+    pub peer_idle: std::time::Duration,
 }
 
 impl Default for BridgeConfig {
@@ -71,6 +76,7 @@ impl Default for BridgeConfig {
             socket_buffer: 8 << 20,
             ecn: true,
             paths: 1,
+            peer_idle: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -138,6 +144,18 @@ pub struct BridgeStats {
     pub rx_ce: u64,
     /// Further source ports of peers learned from their HELLOs (`ports`).
     pub alias_ports: u64,
+    /// HELLO retries sent to strangers: "echo this cookie" (no state kept).
+    pub hello_retries_sent: u64,
+    /// HELLOs from strangers dropped by the per-source rate limit.
+    pub hello_rate_limited: u64,
+    /// HELLO asks whose cookie did not check out (forged, stale, or
+    /// minted for another address).
+    pub bad_cookies: u64,
+    /// Valid asks refused because the peer table was full (each answered
+    /// "full").
+    pub refused_full: u64,
+    /// Peers evicted after `peer_idle` of silence with no work.
+    pub peers_evicted: u64,
 }
 
 /// One engine on one socket.
@@ -173,6 +191,10 @@ pub struct Endpoint {
     pub(crate) cluster_member: bool,
     /// Whether the app's timeouts are held (see [`Endpoint::hold_app`]).
     app_held: bool,
+    /// Cookies and per-source rates for strangers' HELLOs.
+    admission: Admission,
+    /// When idle peers were last looked for.
+    last_sweep: std::time::Instant,
 }
 
 impl core::fmt::Debug for Endpoint {
@@ -207,6 +229,7 @@ impl Endpoint {
             ))
         })?;
         let socks = bind_paths(addr, cfg.paths, cfg.socket_buffer)?;
+        let admission = Admission::new().map_err(|source| BridgeError::Bind { addr, source })?;
         let local = socks[0]
             .sock
             .local_addr()
@@ -233,6 +256,8 @@ impl Endpoint {
             app_held: false,
             cluster_member: false,
             last_reply: std::collections::BTreeMap::new(),
+            admission,
+            last_sweep: std::time::Instant::now(),
         })
     }
 
@@ -283,6 +308,12 @@ impl Endpoint {
         self.socks[0].state.gro_segments()
     }
 
+    /// Source addresses whose HELLO rate is tracked now (bounded by
+    /// [`crate::admission::RATE_SOURCES`]).
+    pub fn admission_sources(&self) -> usize {
+        self.admission.sources()
+    }
+
     /// Datagrams sent from each of [`Endpoint::local_ports`].
     pub fn tx_by_path(&self) -> &[u64] {
         &self.path_tx
@@ -329,12 +360,23 @@ impl Endpoint {
     /// (at most 1 s). Returns the peer with the region it announced.
     pub async fn connect(&mut self, addr: SocketAddr) -> Result<Peer, BridgeError> {
         let node = self.peers.admit(addr).ok_or(BridgeError::PeersFull)?;
+        if let Some(p) = self.peers.get_mut(node) {
+            p.pinned = true;
+            p.refused_full = false;
+        }
         let mut wait = self.cfg.hello_interval;
         let started = std::time::Instant::now();
-        for _ in 0..self.cfg.hello_tries.max(1) {
+        let mut tries = 0;
+        // A retry (the peer's "echo this cookie") is answered at once and
+        // does not count as a try, at most a few times.
+        let mut retries_left = 4;
+        while tries < self.cfg.hello_tries.max(1) {
+            tries += 1;
             let nonce = self.next_nonce;
             self.next_nonce = self.next_nonce.wrapping_mul(0x9e37_79b9).wrapping_add(1);
-            self.nic.hello(node, nonce);
+            let cookie = self.peers.get(node).and_then(|p| p.cookie);
+            self.nic
+                .hello_with_cookie(node, nonce, cookie.unwrap_or_default());
             let until = std::time::Instant::now() + wait;
             while std::time::Instant::now() < until {
                 self.turn(Some(until)).await?;
@@ -342,8 +384,19 @@ impl Endpoint {
                 if self.last_reply.get(&node) == Some(&nonce) {
                     return Ok(self.peers.get(node).cloned().expect("admitted above"));
                 }
+                let p = self.peers.get(node).expect("admitted above");
+                if p.refused_full {
+                    return Err(BridgeError::ServerFull(addr));
+                }
+                if p.cookie != cookie && retries_left > 0 {
+                    retries_left -= 1;
+                    tries -= 1;
+                    break;
+                }
             }
-            wait = (wait * 2).min(std::time::Duration::from_secs(1));
+            if self.peers.get(node).and_then(|p| p.cookie) == cookie {
+                wait = (wait * 2).min(std::time::Duration::from_secs(1));
+            }
         }
         Err(BridgeError::Unreachable {
             addr,
@@ -389,6 +442,8 @@ impl Endpoint {
                 .and_then(|a| a.poll_timeout())
                 .map(|t| self.clock.to_os(t)),
             self.egress.next_release(),
+            // The idle-peer sweep, once a second while peers are in.
+            (!self.peers.is_empty()).then(|| self.last_sweep + std::time::Duration::from_secs(1)),
         ]
         .into_iter()
         .flatten()
@@ -448,6 +503,11 @@ impl Endpoint {
     pub fn pump(&mut self) {
         self.receive();
         let now = self.clock.now();
+        let os_now = self.clock.to_os(now);
+        if os_now.saturating_duration_since(self.last_sweep) >= std::time::Duration::from_secs(1) {
+            self.last_sweep = os_now;
+            self.evict_idle(now, true);
+        }
         if self.nic.poll_timeout().is_some_and(|t| t <= now) {
             self.nic.handle_timeout(now);
         }
@@ -517,7 +577,7 @@ impl Endpoint {
         ecn: Option<EcnCodepoint>,
         range: core::ops::Range<usize>,
     ) {
-        let bytes = &self.rx_buf[range];
+        let bytes = &self.rx_buf[range.clone()];
         self.stats.rx_datagrams += 1;
         let ecn = match ecn {
             None => Ecn::NotEct,
@@ -530,27 +590,41 @@ impl Endpoint {
         };
         self.stats.rx_bytes += bytes.len() as u64;
         let from = canonical(from);
-        let node = match self.peers.node(from) {
-            Some(n) => n,
-            None => {
-                // Only a well-formed HELLO ask introduces a new address.
-                let ask = matches!(
-                    Repr::parse_bytes(bytes),
-                    Ok(Repr { body: Body::Hello(h), .. }) if !h.reply
-                );
-                if !ask {
-                    self.stats.unknown_peer += 1;
-                    return;
-                }
-                match self.peers.admit(from) {
-                    Some(n) => n,
-                    None => {
-                        self.stats.peers_full += 1;
-                        return;
-                    }
-                }
-            }
+        let known = self.peers.node(from);
+        // HELLOs are parsed here too (the opcode byte says which): a
+        // stranger's ask goes through admission, and a peer's retry or
+        // "full" answers this host's ask, not the engine.
+        let hello = match (known, bytes.get(1)) {
+            (None, _) | (_, Some(0x24)) => match Repr::parse_bytes(bytes) {
+                Ok(Repr {
+                    body: Body::Hello(h),
+                    ..
+                }) => Some(h),
+                _ => None,
+            },
+            _ => None,
         };
+        let node = match known {
+            Some(n) => n,
+            None => match self.admit_stranger(now, from, hello) {
+                Some(n) => n,
+                None => return,
+            },
+        };
+        let os_now = self.clock.to_os(now);
+        let Some(p) = self.peers.get_mut(node) else {
+            return;
+        };
+        p.last_heard = Some(os_now);
+        if let Some(h) = hello.filter(|h| h.reply && (h.retry || h.full)) {
+            if h.full {
+                p.refused_full = true;
+            } else {
+                p.cookie = Some(h.cookie);
+            }
+            return;
+        }
+        let bytes = &self.rx_buf[range];
         if self.nic.needs_dma_work() {
             // Real time applies here; the call keeps the translation cache
             // and its counters as in the simulator.
@@ -573,6 +647,97 @@ impl Endpoint {
             src_port,
         };
         self.nic.handle_datagram_meta(now, node, meta, bytes);
+    }
+
+    /// A datagram from an address not in the peer table: only a HELLO ask
+    /// echoing a valid cookie for that address may create a peer. Any
+    /// other ask is answered with a retry carrying a fresh cookie (nothing
+    /// stored), or with "full" when the cookie checks out but the table has
+    /// no room even after evicting idle peers. Rate-limited per source.
+    fn admit_stranger(
+        &mut self,
+        now: udrma_nic::Instant,
+        from: SocketAddr,
+        hello: Option<udrma_proto::Hello>,
+    ) -> Option<NodeAddr> {
+        let Some(h) = hello.filter(|h| !h.reply) else {
+            self.stats.unknown_peer += 1;
+            return None;
+        };
+        if !self.admission.allow(from, self.clock.to_os(now)) {
+            self.stats.hello_rate_limited += 1;
+            return None;
+        }
+        let now_s = (now.as_ps() / 1_000_000_000_000).min(u64::from(u32::MAX)) as u32;
+        let valid = h.cookie != [0; 16] && self.admission.check(from, &h.cookie, now_s);
+        if !valid {
+            if h.cookie != [0; 16] {
+                self.stats.bad_cookies += 1;
+            }
+            let cookie = self.admission.cookie(from, now_s);
+            self.stateless_hello(from, h.nonce, true, cookie);
+            self.stats.hello_retries_sent += 1;
+            return None;
+        }
+        if self.peers.is_full() {
+            self.evict_idle(now, true);
+        }
+        match self.peers.admit(from) {
+            Some(n) => Some(n),
+            None => {
+                self.stats.peers_full += 1;
+                self.stats.refused_full += 1;
+                self.stateless_hello(from, h.nonce, false, [0; 16]);
+                None
+            }
+        }
+    }
+
+    /// Sends a HELLO reply built here, not by the engine, so that no
+    /// state is kept: a retry carrying `cookie`, or (`retry` false) "full".
+    fn stateless_hello(&mut self, to: SocketAddr, nonce: u32, retry: bool, cookie: [u8; 16]) {
+        let max_payload = self.nic.config().mtu_payload.min(u32::from(u16::MAX)) as u16;
+        let repr = Repr {
+            flags: udrma_proto::Flags::empty(),
+            src_ep: 0,
+            dst_ep: 0,
+            op_num: 0,
+            msg_id: 0,
+            seg_index: 0,
+            seg_count: 0,
+            credits: 0,
+            epoch: self.nic.config().epoch,
+            body: Body::Hello(udrma_proto::Hello {
+                retry,
+                full: !retry,
+                cookie,
+                ..udrma_proto::Hello::new(true, max_payload, nonce)
+            }),
+        };
+        let mut buf = self.pool.pop().unwrap_or_default();
+        if repr.emit_vec(&mut buf).is_ok() {
+            self.pending.push_back((to, 0, buf));
+        }
+    }
+
+    /// Evicts peers admitted by HELLO that have been silent for
+    /// `peer_idle` and hold no work in the engine (all such when `all`,
+    /// else the oldest one), and has the engine forget them.
+    fn evict_idle(&mut self, now: udrma_nic::Instant, all: bool) {
+        let Some(before) = self.clock.to_os(now).checked_sub(self.cfg.peer_idle) else {
+            return;
+        };
+        for node in self.peers.silent_since(before) {
+            if !self.nic.release_peer(node) {
+                continue;
+            }
+            self.peers.remove(node);
+            self.last_reply.remove(&node);
+            self.stats.peers_evicted += 1;
+            if !all {
+                break;
+            }
+        }
     }
 
     /// Moves engine events to the endpoint's queue (recording HELLOs in the

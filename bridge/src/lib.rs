@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod clock;
 pub mod cluster;
 pub mod egress;
@@ -69,6 +70,9 @@ pub enum BridgeError {
     /// The peer table is full.
     #[error("peer table full")]
     PeersFull,
+    /// The peer answered that its peer table is full.
+    #[error("peer {0} is full: it answered that its peer table holds as many peers as it admits (try again when its idle peers have left, or ask its operator to raise --max-peers)")]
+    ServerFull(SocketAddr),
     /// No HELLO reply came back.
     #[error("peer {addr} is unreachable: no answer to {tries} HELLOs over {:.1} s (is `udrma bridge serve` running there, and is UDP allowed through?)", waited.as_secs_f64())]
     Unreachable {

@@ -32,6 +32,15 @@ pub struct Peer {
     pub max_payload: Option<u16>,
     /// Its boot epoch, once it has said HELLO.
     pub epoch: Option<u32>,
+    /// Never evicted: this host connected to it or was told its address
+    /// (a stranger admitted by its HELLO is not).
+    pub pinned: bool,
+    /// When a datagram last came from it (over any of its ports).
+    pub last_heard: Option<std::time::Instant>,
+    /// The admission cookie its HELLO retry gave, to echo in the next ask.
+    pub cookie: Option<[u8; 16]>,
+    /// It answered an ask with "my peer table is full".
+    pub refused_full: bool,
 }
 
 /// The table, bounded by `capacity` peers.
@@ -94,6 +103,10 @@ impl Peers {
                 region: None,
                 max_payload: None,
                 epoch: None,
+                pinned: false,
+                last_heard: None,
+                cookie: None,
+                refused_full: false,
             },
         );
     }
@@ -112,7 +125,36 @@ impl Peers {
         }
         self.next = self.next.max(node.0.saturating_add(1));
         self.record(node, addr);
+        if let Some(p) = self.by_node.get_mut(&node) {
+            p.pinned = true;
+        }
         true
+    }
+
+    /// Whether another peer could be admitted now.
+    pub fn is_full(&self) -> bool {
+        self.by_node.len() >= self.capacity
+    }
+
+    /// Removes `node` and every address known as it; its name is never
+    /// given out again.
+    pub fn remove(&mut self, node: NodeAddr) -> Option<Peer> {
+        let p = self.by_node.remove(&node)?;
+        self.by_addr.retain(|_, n| *n != node);
+        Some(p)
+    }
+
+    /// Peers admitted by HELLO (not pinned) that nothing has been heard
+    /// from since `before` (or ever), oldest first.
+    pub fn silent_since(&self, before: std::time::Instant) -> Vec<NodeAddr> {
+        let mut v: Vec<(Option<std::time::Instant>, NodeAddr)> = self
+            .by_node
+            .values()
+            .filter(|p| !p.pinned && p.last_heard.is_none_or(|t| t < before))
+            .map(|p| (p.last_heard, p.node))
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, n)| n).collect()
     }
 
     /// Knows the `ports` − 1 ports after `node`'s own (on its IP address)

@@ -45,6 +45,9 @@ async fn attack(server: SocketAddr, stop: &AtomicBool) -> (u64, u64) {
             region_len: 0,
             rkey: 0,
             ports: 0,
+            retry: false,
+            full: false,
+            cookie: [0; 16],
         }),
         Flags::empty(),
         0,
@@ -53,16 +56,36 @@ async fn attack(server: SocketAddr, stop: &AtomicBool) -> (u64, u64) {
         epoch,
     );
     insider.send_to(&hello, server).await.unwrap();
-    // The reply tells the insider the rkey.
+    // A stranger's ask draws a retry; the insider echoes its cookie, as
+    // an honest client does, and is admitted. The reply tells it the rkey.
     let mut buf = vec![0u8; 2048];
-    let n = insider.recv(&mut buf).await.unwrap();
-    let Ok(Repr {
-        body: Body::Hello(h),
-        ..
-    }) = Repr::parse_bytes(&buf[..n])
-    else {
-        panic!("no HELLO reply")
+    let mut h = loop {
+        let n = insider.recv(&mut buf).await.unwrap();
+        let Ok(Repr {
+            body: Body::Hello(h),
+            ..
+        }) = Repr::parse_bytes(&buf[..n])
+        else {
+            panic!("no HELLO reply")
+        };
+        if !h.retry {
+            break h;
+        }
+        let again = header(
+            Body::Hello(Hello {
+                cookie: h.cookie,
+                ..Hello::new(false, 1400, 1)
+            }),
+            Flags::empty(),
+            0,
+            0,
+            1,
+            epoch,
+        );
+        insider.send_to(&again, server).await.unwrap();
     };
+    h.retry = false;
+    let h = h;
     let payload = vec![0xeeu8; 1024];
     let (mut from_stranger, mut from_insider) = (0u64, 0u64);
     let mut round = 0u32;
@@ -160,9 +183,18 @@ async fn a_flood_of_random_forged_and_replayed_datagrams_is_dropped_within_bound
     // The stranger never got past the peer table: the engine saw exactly
     // what the table let through.
     assert!(b.unknown_peer > stranger / 2, "{b:?}");
+    // (Asks without a valid cookie were answered by the bridge itself.)
     assert_eq!(
         n.rx_datagrams,
-        b.rx_datagrams - b.unknown_peer - b.peers_full
+        b.rx_datagrams
+            - b.unknown_peer
+            - b.peers_full
+            - b.hello_retries_sent
+            - b.hello_rate_limited
+    );
+    assert_eq!(
+        b.hello_retries_sent, 2,
+        "the insider's first ask and the client's"
     );
     assert_eq!(server.peers().len(), 2, "the insider and the honest client");
     // The insider's garbage was counted by reason.

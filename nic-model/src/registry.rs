@@ -243,6 +243,11 @@ impl EscapeChannel {
             .collect()
     }
 
+    /// Whether any packet from `from` is parked here.
+    pub fn holds_from(&self, from: NodeAddr) -> bool {
+        self.entries.values().any(|e| e.key.from == from)
+    }
+
     /// Removes and returns every packet from `from`, in arrival order.
     pub fn take_from(&mut self, from: NodeAddr) -> Vec<(u64, Escaped)> {
         let ids: Vec<u64> = self
@@ -437,7 +442,10 @@ mod tests {
         e.push(p(1, 20)).unwrap();
         e.push(p(0, 30)).unwrap();
         assert_eq!((e.len(), e.bytes(), e.is_empty()), (3, 60, false));
+        assert!(e.holds_from(NodeAddr(0)) && e.holds_from(NodeAddr(1)));
+        assert!(!e.holds_from(NodeAddr(2)));
         let taken = e.take_from(NodeAddr(0));
+        assert!(!e.holds_from(NodeAddr(0)), "all of peer 0's taken");
         assert_eq!(
             taken
                 .iter()

@@ -240,3 +240,38 @@ fn a_restart_frees_what_the_receiver_held_for_the_previous_life_at_once() {
     assert_eq!(now.tombstones.0, 1, "only the new life's WRITE: {now:?}");
     assert_eq!(s.pair.nics[1].stats().peer_restarts, 1);
 }
+
+#[test]
+fn a_peer_holding_no_work_can_be_forgotten_and_one_holding_work_cannot() {
+    // What a host does before evicting a silent peer (the UDP bridge's
+    // admission): ask the engine whether the peer holds work, and have it
+    // forget the peer's state only if not.
+    let mut s = setup(config());
+    let wr = s.write(4096);
+    // Posted, not yet sent: a request toward h1.
+    assert!(s.pair.nics[0].busy_with(NodeAddr(1)));
+    assert!(!s.pair.nics[0].release_peer(NodeAddr(1)));
+    // h1 has half of the WRITE: an operation it is receiving from h0.
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if is_data(w) && r.seg_index >= 2 => Verdict::Delay(Duration::from_micros(50)),
+        _ => Verdict::Deliver,
+    });
+    s.pair.advance_to(s.pair.now + Duration::from_micros(10));
+    assert!(s.pair.nics[1].busy_with(NodeAddr(0)));
+    assert!(!s.pair.nics[1].release_peer(NodeAddr(0)));
+    assert!(
+        !s.pair.nics[0].busy_with(NodeAddr(2)),
+        "a peer never heard of"
+    );
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    for (i, peer) in [(0, NodeAddr(1)), (1, NodeAddr(0))] {
+        assert!(
+            !s.pair.nics[i].busy_with(peer),
+            "h{i} is done with {peer:?}"
+        );
+        assert!(s.pair.nics[i].peer_epoch(peer).is_some());
+        assert!(s.pair.nics[i].release_peer(peer));
+        assert_eq!(s.pair.nics[i].peer_epoch(peer), None, "forgotten");
+    }
+}

@@ -47,6 +47,32 @@ pub struct Hello {
     /// own, the sender's datagrams may come from (multipath entropy over
     /// real sockets; 0 or 1: this port only).
     pub ports: u16,
+    /// A reply that admits no one yet: the asker must ask again with
+    /// `cookie` echoed (stateless address validation, as QUIC's Retry).
+    pub retry: bool,
+    /// A reply that refuses: the answering host's peer table is full.
+    pub full: bool,
+    /// The admission cookie (all zeros: none): the one to echo in a
+    /// retry, the one echoed in an ask.
+    pub cookie: [u8; 16],
+}
+
+impl Hello {
+    /// An ask or a reply with every optional field empty.
+    pub fn new(reply: bool, max_payload: u16, nonce: u32) -> Hello {
+        Hello {
+            reply,
+            max_payload,
+            nonce,
+            region_addr: 0,
+            region_len: 0,
+            rkey: 0,
+            ports: 0,
+            retry: false,
+            full: false,
+            cookie: [0; 16],
+        }
+    }
 }
 
 /// The fixed fields of a REDUCE or REDUCE_BCAST packet. The header's
@@ -412,6 +438,9 @@ impl<'a> Repr<'a> {
             },
             Opcode::Hello => Body::Hello(Hello {
                 reply: e[ext::hello::PHASE] & 1 == 1,
+                retry: e[ext::hello::PHASE] & ext::hello::RETRY_BIT != 0,
+                full: e[ext::hello::PHASE] & ext::hello::FULL_BIT != 0,
+                cookie: e[ext::hello::COOKIE].try_into().unwrap_or([0; 16]),
                 max_payload: be16(e, ext::hello::MAX_PAYLOAD),
                 nonce: be32(e, ext::hello::NONCE),
                 region_addr: be64(e, ext::hello::REGION_ADDR),
@@ -570,7 +599,10 @@ impl<'a> Repr<'a> {
                 e[ext::fin::SEQ].copy_from_slice(&seq.to_be_bytes());
             }
             Body::Hello(h) => {
-                e[ext::hello::PHASE] = u8::from(h.reply);
+                e[ext::hello::PHASE] = u8::from(h.reply)
+                    | if h.retry { ext::hello::RETRY_BIT } else { 0 }
+                    | if h.full { ext::hello::FULL_BIT } else { 0 };
+                e[ext::hello::COOKIE].copy_from_slice(&h.cookie);
                 e[ext::hello::MAX_PAYLOAD].copy_from_slice(&h.max_payload.to_be_bytes());
                 e[ext::hello::NONCE].copy_from_slice(&h.nonce.to_be_bytes());
                 e[ext::hello::REGION_ADDR].copy_from_slice(&h.region_addr.to_be_bytes());
@@ -666,8 +698,14 @@ impl fmt::Display for Detail<'_, '_> {
             Body::Grant { granted } => write!(f, "granted={granted}"),
             Body::Hello(h) => write!(
                 f,
-                "{} nonce={:#x} mtu={} region={:#x}+{} rkey={:#x} ports={}",
-                if h.reply { "reply" } else { "ask" },
+                "{}{} nonce={:#x} mtu={} region={:#x}+{} rkey={:#x} ports={}",
+                match (h.reply, h.retry, h.full) {
+                    (false, ..) => "ask",
+                    (true, true, _) => "retry",
+                    (true, _, true) => "full",
+                    _ => "reply",
+                },
+                if h.cookie != [0; 16] { " cookie" } else { "" },
                 h.nonce,
                 h.max_payload,
                 h.region_addr,

@@ -199,6 +199,9 @@ pub fn every_kind() -> Vec<Repr<'static>> {
                 region_len: 1 << 26,
                 rkey: 0x55,
                 ports: 4,
+                retry: false,
+                full: false,
+                cookie: [0xc0; 16],
             }),
         ),
         header(

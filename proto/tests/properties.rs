@@ -83,6 +83,9 @@ impl Owned {
                 region_len: self.a.rotate_left(13),
                 rkey: self.b,
                 ports: self.c as u16,
+                retry: self.d & 2 != 0,
+                full: self.d & 4 != 0,
+                cookie: self.a.to_be_bytes().repeat(2).try_into().unwrap(),
             }),
             13 | 14 => {
                 // A well-formed REDUCE: as many whole elements as the data holds.

@@ -27,7 +27,7 @@ local opcodes = {
 local ext_len = {
     [0x01] = 16, [0x02] = 16, [0x03] = 8, [0x04] = 8, [0x10] = 0, [0x11] = 12,
     [0x12] = 8, [0x13] = 8, [0x14] = 16, [0x20] = 0, [0x21] = 32, [0x22] = 32,
-    [0x23] = 12, [0x24] = 32, [0x25] = 16, [0x26] = 8, [0x30] = 16, [0x31] = 16, [0x32] = 8,
+    [0x23] = 12, [0x24] = 48, [0x25] = 16, [0x26] = 8, [0x30] = 16, [0x31] = 16, [0x32] = 8,
 }
 local data_kinds = { [0x01] = true, [0x03] = true, [0x04] = true }
 local syndromes = {
@@ -89,6 +89,9 @@ local f = {
     hello_nonce = F.uint32("udrma.hello.nonce", "Nonce", base.HEX),
     region_len = F.uint64("udrma.hello.region_len", "Region length", base.DEC),
     hello_ports = F.uint16("udrma.hello.ports", "Source ports", base.DEC),
+    hello_retry = F.bool("udrma.hello.retry", "Retry (echo the cookie)", 8, nil, 0x02),
+    hello_full = F.bool("udrma.hello.full", "Peer table full", 8, nil, 0x04),
+    hello_cookie = F.bytes("udrma.hello.cookie", "Cookie"),
     wanted = F.uint64("udrma.demand.wanted", "Wanted (cumulative bytes)", base.DEC),
     free = F.uint64("udrma.demand.free", "Sent unscheduled (cumulative bytes)", base.DEC),
     granted = F.uint64("udrma.grant.granted", "Granted (cumulative bytes)", base.DEC),
@@ -217,6 +220,7 @@ local function dissect_ext(op, tvb, tree)
         tree:add(f.hello_reply, r(0, 1)); tree:add(f.hello_mtu, r(2, 2)); tree:add(f.hello_nonce, r(4, 4))
         tree:add(f.addr, r(8, 8)); tree:add(f.region_len, r(16, 8)); tree:add(f.rkey, r(24, 4))
         tree:add(f.hello_ports, r(28, 2))
+        tree:add(f.hello_retry, r(0, 1)); tree:add(f.hello_full, r(0, 1)); tree:add(f.hello_cookie, r(32, 16))
     elseif op == 0x25 then
         tree:add(f.wanted, r(0, 8)); tree:add(f.free, r(8, 8))
     elseif op == 0x26 then

@@ -42,6 +42,16 @@ pub(super) struct Grants {
     last: Option<NodeAddr>,
 }
 
+impl Grants {
+    /// Forgets `peer` (an evicted peer holding no work).
+    pub(super) fn forget(&mut self, peer: NodeAddr) {
+        self.peers.remove(&peer);
+        if self.last == Some(peer) {
+            self.last = None;
+        }
+    }
+}
+
 /// Grants go at this share of the line rate, in percent.
 const GRANT_RATE_PCT: u64 = 97;
 

@@ -248,6 +248,8 @@ enum ReplyBody {
     Hello {
         reply: bool,
         nonce: u32,
+        /// The admission cookie an ask echoes (zeros: none).
+        cookie: [u8; 16],
     },
     Demand {
         wanted: u64,

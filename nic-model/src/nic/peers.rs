@@ -52,6 +52,12 @@ impl Nic {
     /// [`Event::Hello`]. HELLOs are not acknowledged or retransmitted: the
     /// asker repeats its HELLO until it hears the reply.
     pub fn hello(&mut self, peer: NodeAddr, nonce: u32) {
+        self.hello_with_cookie(peer, nonce, [0; 16]);
+    }
+
+    /// [`Nic::hello`], echoing the admission `cookie` a peer's HELLO retry
+    /// gave (see `udrma_proto::Hello::retry`).
+    pub fn hello_with_cookie(&mut self, peer: NodeAddr, nonce: u32, cookie: [u8; 16]) {
         if self.push_reply(Reply {
             port: 0,
             to: peer,
@@ -64,6 +70,7 @@ impl Nic {
             body: ReplyBody::Hello {
                 reply: false,
                 nonce,
+                cookie,
             },
         }) {
             self.stats.hellos_sent += 1;
@@ -90,6 +97,7 @@ impl Nic {
                 ReplyBody::Hello {
                     reply: true,
                     nonce: hello.nonce,
+                    cookie: [0; 16],
                 },
             ))
         {
@@ -192,6 +200,41 @@ impl Nic {
     /// The boot epoch `peer` last showed, once it has sent a valid packet.
     pub fn peer_epoch(&self, peer: NodeAddr) -> Option<u32> {
         self.peer_epochs.get(&peer).copied()
+    }
+
+    /// Whether this NIC holds any work with `peer`: a request toward it, an
+    /// operation it is receiving from it, an escaped packet, a pending
+    /// acknowledgement or a queued reply. A host that wants to forget an
+    /// idle peer ([`Nic::release_peer`]) asks this first.
+    pub fn busy_with(&self, peer: NodeAddr) -> bool {
+        self.requests
+            .values()
+            .any(|r| r.req.dst == peer && r.req.kind != WrKind::Recv)
+            || !self.registry.keys_from(peer).is_empty()
+            || self.escape.holds_from(peer)
+            || self.sacks.keys().any(|k| k.from == peer)
+            || self.replies.iter().any(|r| r.to == peer)
+    }
+
+    /// Forgets everything kept about `peer` (its RTT, congestion state,
+    /// credits, boot epoch, grants and tombstones), when it holds no work
+    /// ([`Nic::busy_with`]); `false`, and nothing forgotten, otherwise. A
+    /// host that evicts silent peers calls this so that a stream of
+    /// short-lived peers cannot grow the engine's per-peer state.
+    pub fn release_peer(&mut self, peer: NodeAddr) -> bool {
+        if self.busy_with(peer) {
+            return false;
+        }
+        self.rtt.remove(&peer);
+        self.advertised.remove(&peer);
+        self.credits_seen.remove(&peer);
+        self.credits_carried.remove(&peer);
+        self.peer_epochs.remove(&peer);
+        self.flows.remove(&peer);
+        self.rnr_hold.remove(&peer);
+        self.grants.forget(peer);
+        self.tombstones.forget_peer(peer);
+        true
     }
 
     /// `peer` restarted with `epoch`: its half-received operations, escaped

@@ -334,7 +334,11 @@ impl Nic {
             ReplyBody::Credit => Body::Credit,
             ReplyBody::Demand { wanted, free } => Body::Demand { wanted, free },
             ReplyBody::Grant { granted } => Body::Grant { granted },
-            ReplyBody::Hello { reply, nonce } => {
+            ReplyBody::Hello {
+                reply,
+                nonce,
+                cookie,
+            } => {
                 let (region_addr, region_len, rkey) = self
                     .announced
                     .and_then(|k| self.memory.region(k).map(|r| (r.base, r.len, k.0)))
@@ -347,6 +351,9 @@ impl Nic {
                     region_len,
                     rkey,
                     ports: self.cfg.hello_ports,
+                    retry: false,
+                    full: false,
+                    cookie,
                 })
             }
             ReplyBody::Completion { len } => Body::Completion {

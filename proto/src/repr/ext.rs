@@ -85,11 +85,17 @@ pub mod rendezvous {
     /// of one message together).
     pub const SEQ: Field = 28..32;
 }
-/// HELLO (32 B).
+/// HELLO (48 B).
 pub mod hello {
     use super::Field;
-    /// Bit 0: this HELLO answers one (the reply); other bits reserved.
+    /// Bit 0: this HELLO answers one (the reply); bit 1: the answer is
+    /// "echo this cookie first" (retry); bit 2: "my peer table is full";
+    /// other bits reserved.
     pub const PHASE: usize = 0;
+    /// Bit 1 of `PHASE`.
+    pub const RETRY_BIT: u8 = 0x02;
+    /// Bit 2 of `PHASE`.
+    pub const FULL_BIT: u8 = 0x04;
     /// The sender's largest data payload per packet.
     pub const MAX_PAYLOAD: Field = 2..4;
     /// Chosen by the asker, echoed by the reply.
@@ -103,6 +109,9 @@ pub mod hello {
     /// How many consecutive UDP source ports, from this HELLO's own, the
     /// sender's datagrams may come from (0 or 1: this one only).
     pub const PORTS: Field = 28..30;
+    /// The admission cookie: in a retry, the one to echo; in an ask, the
+    /// one echoed (zeros: none).
+    pub const COOKIE: Field = 32..48;
 }
 /// REDUCE and REDUCE_BCAST (16 B).
 pub mod reduce {
