@@ -23,3 +23,19 @@ echo "== latency: udrma perf latency vs a plain UDP pingpong of the same size"
 "$BIN" perf latency --peer 127.0.0.1:$PORT --max-size 1KiB --iterations 20000 --warmup 1000 \
     | awk 'NR <= 2 || $1 == 1 || $1 == 64 || $1 == 1024'
 cargo run --release --quiet -p udrma-bridge --example udp_pingpong -- 1 64 1024
+
+echo "== authenticated mode (--key) vs plain, side by side: put --verify 256MiB, three rounds each, alternating"
+KEYS="$(mktemp)"
+printf '1 %s\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" > "$KEYS"
+APORT=$((PORT + 1))
+"$BIN" bridge serve --bind 127.0.0.1:$APORT --region 256MiB --quiet --key "$KEYS" &
+ASERVER=$!
+trap 'kill $SERVER $ASERVER 2>/dev/null || true; rm -f "$KEYS"' EXIT
+sleep 0.5
+for round in 1 2 3; do
+    "$BIN" bridge put --peer 127.0.0.1:$PORT --size 256MiB --verify | sed "s/^/plain         round $round: /"
+    "$BIN" bridge put --peer 127.0.0.1:$APORT --size 256MiB --verify --key "$KEYS" | sed "s/^/authenticated round $round: /"
+done
+echo "== latency, authenticated"
+"$BIN" perf latency --peer 127.0.0.1:$APORT --max-size 1KiB --iterations 20000 --warmup 1000 --key "$KEYS" \
+    | awk 'NR <= 2 || $1 == 1 || $1 == 64 || $1 == 1024'

@@ -8,15 +8,16 @@
 //! seconds of the endpoint's clock) and the first 12 of an HMAC-SHA256,
 //! under a secret drawn from the OS at start, of that time and the source
 //! address. Only an ask that echoes a cookie minted for its own address in
-//! the last [`COOKIE_LIFETIME_S`] seconds may create a peer. The retry is
+//! the last [`COOKIE_LIFETIME_S`] seconds may create a peer (HMAC and the
+//! secret's generator from `ring`). The retry is
 //! no larger than the ask, so the endpoint amplifies nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
 
 /// How long a cookie stays valid, in seconds.
 pub const COOKIE_LIFETIME_S: u32 = 60;
@@ -41,7 +42,7 @@ struct Bucket {
 
 /// The admission state: a secret, and the rate of recent sources.
 pub struct Admission {
-    secret: [u8; 32],
+    secret: hmac::Key,
     buckets: BTreeMap<SocketAddr, Bucket>,
     /// `buckets` by when each was last heard, oldest first.
     by_age: BTreeSet<(Instant, SocketAddr)>,
@@ -60,22 +61,23 @@ impl Admission {
     /// A fresh secret from the operating system's generator.
     pub fn new() -> std::io::Result<Admission> {
         let mut secret = [0u8; 32];
-        getrandom::fill(&mut secret).map_err(|e| std::io::Error::other(e.to_string()))?;
+        SystemRandom::new()
+            .fill(&mut secret)
+            .map_err(|_| std::io::Error::other("the OS random generator failed"))?;
         Ok(Admission::with_secret(secret))
     }
 
     /// With a given secret (tests).
     pub fn with_secret(secret: [u8; 32]) -> Admission {
         Admission {
-            secret,
+            secret: hmac::Key::new(hmac::HMAC_SHA256, &secret),
             buckets: BTreeMap::new(),
             by_age: BTreeSet::new(),
         }
     }
 
     fn mac(&self, from: SocketAddr, issued: u32) -> [u8; 12] {
-        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.secret)
-            .expect("HMAC takes a key of any length");
+        let mut m = hmac::Context::with_key(&self.secret);
         m.update(b"udrma admission cookie v1");
         m.update(&issued.to_be_bytes());
         match from.ip() {
@@ -83,9 +85,9 @@ impl Admission {
             IpAddr::V6(a) => m.update(&a.octets()),
         }
         m.update(&from.port().to_be_bytes());
-        let tag = m.finalize().into_bytes();
+        let tag = m.sign();
         let mut out = [0u8; 12];
-        out.copy_from_slice(&tag[..12]);
+        out.copy_from_slice(&tag.as_ref()[..12]);
         out
     }
 

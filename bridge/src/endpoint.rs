@@ -25,6 +25,7 @@ use crate::admission::Admission;
 use crate::clock::Clock;
 use crate::egress::{Egress, FaultPlan};
 use crate::peers::{Peer, Peers, RemoteRegion};
+use crate::secure::{KeyRing, SecStats, Secure};
 use crate::sockets::{bind_paths, path_of, PathSocket};
 use crate::BridgeError;
 
@@ -63,6 +64,10 @@ pub struct BridgeConfig {
     /// was given) that has been silent this long and holds no work in the
     /// engine is evicted, and the engine forgets it.
     pub peer_idle: std::time::Duration,
+    /// Authenticated mode: seal every datagram with the ring's send key
+    /// and accept only datagrams sealed with one of its keys (see
+    /// [`crate::secure`]). `None`: plain UDP.
+    pub keys: Option<KeyRing>,
 }
 
 impl Default for BridgeConfig {
@@ -77,6 +82,7 @@ impl Default for BridgeConfig {
             ecn: true,
             paths: 1,
             peer_idle: std::time::Duration::from_secs(60),
+            keys: None,
         }
     }
 }
@@ -193,6 +199,10 @@ pub struct Endpoint {
     app_held: bool,
     /// Cookies and per-source rates for strangers' HELLOs.
     admission: Admission,
+    /// Authenticated mode's keys, sequence numbers and replay windows.
+    secure: Option<Secure>,
+    /// Scratch for an opened datagram.
+    open_buf: Vec<u8>,
     /// When idle peers were last looked for.
     last_sweep: std::time::Instant,
 }
@@ -230,6 +240,12 @@ impl Endpoint {
         })?;
         let socks = bind_paths(addr, cfg.paths, cfg.socket_buffer)?;
         let admission = Admission::new().map_err(|source| BridgeError::Bind { addr, source })?;
+        let secure = match &cfg.keys {
+            Some(ring) => Some(
+                Secure::new(ring.clone()).map_err(|source| BridgeError::Bind { addr, source })?,
+            ),
+            None => None,
+        };
         let local = socks[0]
             .sock
             .local_addr()
@@ -258,6 +274,8 @@ impl Endpoint {
             last_reply: std::collections::BTreeMap::new(),
             admission,
             last_sweep: std::time::Instant::now(),
+            secure,
+            open_buf: Vec::new(),
         })
     }
 
@@ -306,6 +324,22 @@ impl Endpoint {
     /// Whether the kernel coalesces received datagrams (GRO) for this socket.
     pub fn gro_segments(&self) -> usize {
         self.socks[0].state.gro_segments()
+    }
+
+    /// Authenticated mode's counters (`None` in plain mode).
+    pub fn security_stats(&self) -> Option<SecStats> {
+        self.secure.as_ref().map(|s| s.stats())
+    }
+
+    /// Authenticated mode: seal with key `id` from now on (rotation;
+    /// receivers must hold it already).
+    pub fn set_send_key(&mut self, id: u8) -> Result<(), BridgeError> {
+        match self.secure.as_mut() {
+            Some(s) => s.set_send_key(id),
+            None => Err(BridgeError::BadInput(
+                "set_send_key: not in authenticated mode (no --key)".into(),
+            )),
+        }
     }
 
     /// Source addresses whose HELLO rate is tracked now (bounded by
@@ -577,8 +611,35 @@ impl Endpoint {
         ecn: Option<EcnCodepoint>,
         range: core::ops::Range<usize>,
     ) {
-        let bytes = &self.rx_buf[range.clone()];
+        // The buffer leaves `self` for the call (a pointer move), so the
+        // handler can borrow the bytes and `self` at once.
+        let rx = std::mem::take(&mut self.rx_buf);
+        let bytes = &rx[range];
         self.stats.rx_datagrams += 1;
+        self.stats.rx_bytes += bytes.len() as u64;
+        match self.secure.as_mut() {
+            None => self.on_plain(now, from, ecn, bytes),
+            Some(sec) => {
+                // Authenticated mode: nothing unsealed, forged, modified
+                // or replayed goes further (counted in `Secure::stats`).
+                let mut opened = std::mem::take(&mut self.open_buf);
+                if sec.open(bytes, &mut opened) {
+                    self.on_plain(now, from, ecn, &opened);
+                }
+                self.open_buf = opened;
+            }
+        }
+        self.rx_buf = rx;
+    }
+
+    /// A plain packet from `from` (opened first in authenticated mode).
+    fn on_plain(
+        &mut self,
+        now: udrma_nic::Instant,
+        from: SocketAddr,
+        ecn: Option<EcnCodepoint>,
+        bytes: &[u8],
+    ) {
         let ecn = match ecn {
             None => Ecn::NotEct,
             Some(EcnCodepoint::Ect0) => Ecn::Ect0,
@@ -588,7 +649,6 @@ impl Endpoint {
                 Ecn::Ce
             }
         };
-        self.stats.rx_bytes += bytes.len() as u64;
         let from = canonical(from);
         let known = self.peers.node(from);
         // HELLOs are parsed here too (the opcode byte says which): a
@@ -624,7 +684,6 @@ impl Endpoint {
             }
             return;
         }
-        let bytes = &self.rx_buf[range];
         if self.nic.needs_dma_work() {
             // Real time applies here; the call keeps the translation cache
             // and its counters as in the simulator.
@@ -716,6 +775,11 @@ impl Endpoint {
         };
         let mut buf = self.pool.pop().unwrap_or_default();
         if repr.emit_vec(&mut buf).is_ok() {
+            if let Some(sec) = self.secure.as_mut() {
+                let mut sealed = self.pool.pop().unwrap_or_default();
+                sec.seal(&buf, &mut sealed);
+                self.pool.push(std::mem::replace(&mut buf, sealed));
+            }
             self.pending.push_back((to, 0, buf));
         }
     }
@@ -791,6 +855,11 @@ impl Endpoint {
                 self.pool.push(buf);
                 continue;
             };
+            if let Some(sec) = self.secure.as_mut() {
+                let mut sealed = self.pool.pop().unwrap_or_default();
+                sec.seal(&buf, &mut sealed);
+                self.pool.push(std::mem::replace(&mut buf, sealed));
+            }
             let to = peer.addr;
             let path = path_of(t.src_port, self.cfg.nic.src_port, self.socks.len());
             if !self.egress.is_active() {
@@ -825,7 +894,15 @@ impl Endpoint {
     pub async fn flush(&mut self) -> Result<(), BridgeError> {
         self.collect();
         if self.pending.len() > 1 {
-            let is_data = |b: &Vec<u8>| b.get(1).is_some_and(|op| matches!(op, 0x01..=0x04));
+            let is_data = |b: &Vec<u8>| {
+                // (A sealed datagram's opcode follows its security header.)
+                let at = if udrma_proto::secure::is_sealed(b) {
+                    udrma_proto::secure::SEC_HEADER_LEN + 1
+                } else {
+                    1
+                };
+                b.get(at).is_some_and(|op| matches!(op, 0x01..=0x04))
+            };
             // Stable: the order within data and within control is kept,
             // and with several sockets each one's datagrams are grouped,
             // so that they still leave in GSO batches. (Measured on a

@@ -46,6 +46,7 @@ pub mod pcap;
 pub mod repr;
 pub mod rng;
 pub mod samples;
+pub mod secure;
 pub mod time;
 
 pub use addr::NodeAddr;

@@ -49,6 +49,9 @@ pub struct TransferReport {
     /// Times a path (source port) was abandoned after a loss or a CE mark
     /// on it (REPS).
     pub entropies_abandoned: u64,
+    /// Authenticated mode's counters on this side (absent in plain mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security: Option<crate::secure::SecStats>,
     /// What the egress fault rules did.
     pub faults: crate::EgressStats,
 }
@@ -244,6 +247,7 @@ fn report(
         ecn_echoes: ep.nic().stats().ecn_echoes,
         paths: ep.config().paths,
         entropies_abandoned: ep.nic().stats().entropies_abandoned,
+        security: ep.security_stats(),
         faults: ep.fault_stats(),
     }
 }
