@@ -15,7 +15,8 @@
 # finding each other with HELLO, with nftables dropping 10 % of the sends
 # each way (a send is a GSO batch of up to 64 datagrams, so 5 % would often
 # drop none of a run this small) on top of the scenario's own fault rules; both processes must pass their
-# checks. Third, congestion control over the same tbf: NSCC must cut the
+# checks. (Between the two, the first part runs once more in authenticated
+# mode, --key, with a smaller put.) Third, congestion control over the same tbf: NSCC must cut the
 # tbf's drops at least 10x (goodput is printed beside it), and CE marks
 # set by nftables must come back as ECN echoes. Everything is
 # removed on exit, failure included.
@@ -135,6 +136,35 @@ if [ "${TBF_A:-0}" -eq 0 ]; then
     exit 1
 fi
 echo "PASS: $SIZE byte-exact through kernel drops"
+
+# ---- the same in authenticated mode (--key): every datagram sealed, the
+# kernel still dropping 5 % each way and the tbf overflowing.
+kill "$SERVER_PID" 2>/dev/null || true
+wait "$SERVER_PID" 2>/dev/null || true
+AUTH_SIZE="${UDRMA_AUTH_SIZE:-64MiB}"
+printf '7 %s\n' "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" > "$LOG/keys.txt"
+ip netns exec "$NS_B" "$BIN" bridge serve --bind "$ADDR_B:$PORT" --region "$AUTH_SIZE" --quiet $WINDOW --key "$LOG/keys.txt" >"$LOG/serve-auth.out" 2>&1 &
+SERVER_PID=$!
+sleep 0.5
+echo "put --verify $AUTH_SIZE, authenticated (--key), same drops"
+set +e
+ip netns exec "$NS_A" "$BIN" bridge put --peer "$ADDR_B:$PORT" --size "$AUTH_SIZE" --verify --json $WINDOW --key "$LOG/keys.txt" >"$LOG/put-auth.json" 2>"$LOG/put-auth.err"
+RC=$?
+set -e
+if [ "$RC" -ne 0 ] || ! grep -q '"verified": true' "$LOG/put-auth.json"; then
+    cat "$LOG/put-auth.json" "$LOG/put-auth.err"
+    echo "FAIL: authenticated put exited $RC or did not verify"
+    exit 1
+fi
+OPENED=$(sed -n 's/.*"opened": \([0-9]*\).*/\1/p' "$LOG/put-auth.json" | head -1)
+BAD=$(sed -n 's/.*"bad_tag": \([0-9]*\).*/\1/p' "$LOG/put-auth.json" | head -1)
+sed -n 's/.*"\(gbps\|retransmits\)": \([0-9.]*\).*/  \1 \2/p' "$LOG/put-auth.json"
+echo "authenticated: $OPENED datagrams opened by the client, $BAD bad tags"
+if [ "${OPENED:-0}" -eq 0 ]; then
+    echo "FAIL: nothing was opened: the put did not run authenticated"
+    exit 1
+fi
+echo "PASS: $AUTH_SIZE byte-exact, authenticated, through kernel drops"
 
 # ---- scenarios split across the namespaces: h0 in A, h1 in B
 H0_PORT=19000

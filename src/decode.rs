@@ -61,6 +61,20 @@ pub fn decode_capture<R: Read, W: Write>(
     port: u16,
     out: &mut W,
 ) -> Result<DecodeSummary, DecodeError> {
+    decode_capture_with(input, port, None, out)
+}
+
+/// [`decode_capture`], opening sealed datagrams (authenticated mode) with
+/// `keys` when given: their tags are verified and their payloads
+/// decrypted before they are described. Without keys a sealed datagram
+/// shows its security header and its packet headers (which travel in
+/// clear), its tag unchecked.
+pub fn decode_capture_with<R: Read, W: Write>(
+    input: R,
+    port: u16,
+    keys: Option<&udrma_bridge::secure::KeyRing>,
+    out: &mut W,
+) -> Result<DecodeSummary, DecodeError> {
     let source = PcapSource::new(input)?;
     let mut summary = DecodeSummary::default();
     writeln!(out, "{HEADER}")?;
@@ -69,7 +83,7 @@ pub fn decode_capture<R: Read, W: Write>(
         let frame = frame?;
         summary.frames += 1;
         line.clear();
-        let ok = describe_frame(frame.time_ns, &frame.data, port, &mut line);
+        let ok = describe_frame_with(frame.time_ns, &frame.data, port, keys, &mut line);
         if ok {
             summary.ok += 1;
         } else {
@@ -94,6 +108,18 @@ fn time(ns: u64) -> String {
 
 /// Appends the line for one frame to `line`; returns whether it decoded.
 pub fn describe_frame(time_ns: u64, frame: &[u8], port: u16, line: &mut String) -> bool {
+    describe_frame_with(time_ns, frame, port, None, line)
+}
+
+/// [`describe_frame`] with keys for sealed datagrams (see
+/// [`decode_capture_with`]).
+pub fn describe_frame_with(
+    time_ns: u64,
+    frame: &[u8],
+    port: u16,
+    keys: Option<&udrma_bridge::secure::KeyRing>,
+    line: &mut String,
+) -> bool {
     let t = time(time_ns);
     let d = match decapsulate(frame) {
         Ok(d) => d,
@@ -111,7 +137,52 @@ pub fn describe_frame(time_ns: u64, frame: &[u8], port: u16, line: &mut String) 
         );
         return false;
     }
-    match Repr::parse_bytes(d.payload) {
+    let mut opened = Vec::new();
+    let mut payload = d.payload;
+    let mut note = String::new();
+    if udrma_proto::secure::is_sealed(payload) {
+        let Ok(s) = udrma_proto::secure::split(payload) else {
+            let _ = write!(line, "BAD: sealed, but too short for its headers");
+            return false;
+        };
+        let (k, seq) = (s.header.key_id, s.header.seq);
+        match keys {
+            Some(ring) => {
+                // A fresh opener per frame: a capture may hold the same
+                // datagram twice, and decoding is not receiving.
+                let mut sec = udrma_bridge::secure::Secure::with_sender(ring.clone(), [0; 12]);
+                if !sec.open(payload, &mut opened) {
+                    let st = sec.stats();
+                    let why = if st.unknown_key > 0 {
+                        format!("no key {k} in the key file")
+                    } else {
+                        "the tag does not verify (forged, modified, or another key)".into()
+                    };
+                    let _ = write!(line, "BAD: sealed key={k} seq={seq}: {why}");
+                    return false;
+                }
+                payload = &opened;
+                note = format!("  [sealed key={k} seq={seq}, verified]");
+            }
+            None => {
+                let inner = &s.aad[udrma_proto::secure::SEC_HEADER_LEN..];
+                let p = Packet::new_unchecked(inner);
+                let _ = write!(
+                    line,
+                    "{:<15} {:>4}  {:<9}  {:#010x}  {:<26} {:>3}  {:>5}  [sealed key={k} seq={seq}; no --key: tag not checked, payload sealed]",
+                    p.opcode().kind_name(p.flags()),
+                    p.msg_id(),
+                    format!("{}/{}", p.seg_index(), p.seg_count()),
+                    p.op_num(),
+                    p.flags().to_string(),
+                    p.credits(),
+                    p.payload_len(),
+                );
+                return true;
+            }
+        }
+    }
+    match Repr::parse_bytes(payload) {
         Ok(r) => {
             let _ = write!(
                 line,
@@ -126,13 +197,14 @@ pub fn describe_frame(time_ns: u64, frame: &[u8], port: u16, line: &mut String) 
                 r.detail()
             );
             line.truncate(line.trim_end().len());
+            line.push_str(&note);
             true
         }
         Err(e) => {
             // Show what the header claims when there is one: a corrupted
             // packet is still recognisable, even if no field is trusted.
-            if d.payload.len() >= HEADER_LEN && !matches!(e, Error::Truncated { .. }) {
-                let p = Packet::new_unchecked(d.payload);
+            if payload.len() >= HEADER_LEN && !matches!(e, Error::Truncated { .. }) {
+                let p = Packet::new_unchecked(payload);
                 let kind = p.opcode().kind_name(p.flags());
                 let _ = write!(
                     line,
@@ -193,6 +265,58 @@ mod tests {
         line.clear();
         assert!(!describe_frame(0, &frame, 18791, &mut line));
         assert!(line.contains("BAD: not udrma"), "{line}");
+    }
+
+    #[test]
+    fn a_sealed_datagram_shows_its_headers_and_opens_with_the_right_key_only() {
+        use udrma_bridge::secure::{KeyRing, Secure};
+        use udrma_proto::encap::{encapsulate, UdpEndpoint};
+        let key = |hex0: &str| {
+            KeyRing::parse(
+                &format!("4 {hex0}00102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"),
+                "k",
+            )
+            .unwrap()
+        };
+        let (right, wrong) = (key("0"), key("f"));
+        let packet = udrma_proto::samples::every_kind()[0].to_vec().unwrap();
+        let mut sealed = Vec::new();
+        Secure::with_sender(right.clone(), [1; 12]).seal(&packet, &mut sealed);
+        let mut frame = Vec::new();
+        encapsulate(
+            &UdpEndpoint::node(udrma_proto::NodeAddr(0), 9),
+            &UdpEndpoint::node(udrma_proto::NodeAddr(1), udrma_proto::DEFAULT_UDP_PORT),
+            &sealed,
+            &mut frame,
+        )
+        .unwrap();
+        let line = |keys: Option<&KeyRing>| {
+            let mut l = String::new();
+            let ok = describe_frame_with(0, &frame, udrma_proto::DEFAULT_UDP_PORT, keys, &mut l);
+            (ok, l)
+        };
+        let (ok, l) = line(None);
+        assert!(
+            ok && l.contains("WRITE") && l.contains("sealed key=4 seq=1; no --key"),
+            "{l}"
+        );
+        let (ok, l) = line(Some(&right));
+        assert!(
+            ok && l.contains("WRITE") && l.ends_with("[sealed key=4 seq=1, verified]"),
+            "{l}"
+        );
+        let (ok, l) = line(Some(&wrong));
+        assert!(
+            !ok && l.contains("BAD: sealed key=4 seq=1: the tag does not verify"),
+            "{l}"
+        );
+        let other = KeyRing::parse(
+            "5 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+            "k",
+        )
+        .unwrap();
+        let (ok, l) = line(Some(&other));
+        assert!(!ok && l.contains("no key 4 in the key file"), "{l}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::Instant as Wall;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use udrma::decode::{decode_capture, DecodeError};
+use udrma::decode::{decode_capture_with, DecodeError};
 use udrma::proto;
 use udrma_fabric::TraceFormat;
 use udrma_scenarios::{RunOptions, Scenario, ScenarioError};
@@ -165,6 +165,10 @@ enum Command {
         /// UDP port udrma traffic uses.
         #[arg(long, default_value_t = proto::DEFAULT_UDP_PORT)]
         port: u16,
+        /// Key file of the authenticated mode (`udrma bridge --key`):
+        /// sealed datagrams are verified and decrypted, then decoded.
+        #[arg(long)]
+        key: Option<PathBuf>,
     },
     /// The same engine over real UDP sockets: serve a region, put, get.
     Bridge {
@@ -304,7 +308,7 @@ fn main() -> ExitCode {
         Command::Bench {
             what: Bench::Sim { k, seed },
         } => bench_sim(k, seed),
-        Command::Decode { file, port } => decode(&file, port),
+        Command::Decode { file, port, key } => decode(&file, port, key.as_deref()),
         Command::Demo { json } => demo(json),
         Command::Bridge { what } => bridge_cmd::bridge(what),
         Command::Perf { what } => bridge_cmd::perf(what),
@@ -560,7 +564,7 @@ fn bench_sim(k: u32, seed: u64) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn decode(path: &Path, port: u16) -> anyhow::Result<ExitCode> {
+fn decode(path: &Path, port: u16, key: Option<&Path>) -> anyhow::Result<ExitCode> {
     if path.is_dir() {
         return Err(BadInput(format!(
             "{} is a directory, not a capture file",
@@ -571,7 +575,8 @@ fn decode(path: &Path, port: u16) -> anyhow::Result<ExitCode> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    decode_capture(BufReader::new(file), port, &mut out)
+    let keys = key.map(udrma::bridge::secure::KeyRing::load).transpose()?;
+    decode_capture_with(BufReader::new(file), port, keys.as_ref(), &mut out)
         .with_context(|| format!("decoding {}", path.display()))?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)

@@ -339,3 +339,95 @@ fn tshark_decodes_every_field_of_every_kind() {
         frames.len()
     );
 }
+
+#[test]
+fn tshark_shows_a_sealed_datagrams_security_header_and_clear_headers() {
+    use udrma::bridge::secure::{KeyRing, Secure};
+    use udrma::proto::encap::{encapsulate, UdpEndpoint};
+    use udrma::proto::pcap::PcapSink;
+    use udrma::proto::{Flags, NodeAddr, Repr};
+    let Some(tshark) = tshark() else { return };
+    let ring = KeyRing::parse(
+        "9 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+        "keys",
+    )
+    .unwrap();
+    let mut sec = Secure::with_sender(ring, [0x5a; 12]);
+    let packet = Repr {
+        flags: Flags::FIRST,
+        src_ep: 1,
+        dst_ep: 2,
+        op_num: 3,
+        msg_id: 77,
+        seg_index: 0,
+        seg_count: 2,
+        credits: 0,
+        epoch: 5,
+        body: Body::Write {
+            remote_addr: 0x4000,
+            rkey: 0x33,
+            total_len: 2048,
+            data: &[0xab; 1024],
+        },
+    }
+    .to_vec()
+    .unwrap();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let pcap = dir.join("wireshark-sealed.pcap");
+    let mut sink = PcapSink::new(std::fs::File::create(&pcap).unwrap()).unwrap();
+    let (mut sealed, mut frame) = (Vec::new(), Vec::new());
+    for t in 1..=2u64 {
+        sec.seal(&packet, &mut sealed);
+        encapsulate(
+            &UdpEndpoint::node(NodeAddr(0), 50_000),
+            &UdpEndpoint::node(NodeAddr(1), udrma::proto::DEFAULT_UDP_PORT),
+            &sealed,
+            &mut frame,
+        )
+        .unwrap();
+        sink.write_frame(t * 1000, &frame).unwrap();
+    }
+    drop(sink);
+    let lua = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/wireshark/udrma.lua");
+    let out = Command::new(tshark)
+        .arg("-X")
+        .arg(format!("lua_script:{}", lua.display()))
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-T", "fields", "-E", "separator=\t"])
+        .args([
+            "-e",
+            "udrma.sec.key_id",
+            "-e",
+            "udrma.sec.seq",
+            "-e",
+            "udrma.msg_id",
+        ])
+        .args([
+            "-e",
+            "udrma.rkey",
+            "-e",
+            "udrma.sec.sealed_payload",
+            "-e",
+            "_ws.col.Info",
+        ])
+        .output()
+        .expect("running tshark");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !stderr.contains("Lua: Error"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = stdout.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r[0], "9", "{stdout}");
+        assert_eq!(r[1], (i + 1).to_string(), "{stdout}");
+        assert_eq!(r[2], "77", "{stdout}");
+        assert_eq!(number("udrma.rkey", r[3]), 0x33, "{stdout}");
+        assert_eq!(r[4].len(), 2 * 1024, "1 KiB of sealed payload: {stdout}");
+        assert!(!r[4].contains("abababab"), "the payload is not in clear");
+        assert!(r[5].starts_with("SEALED key=9"), "{stdout}");
+    }
+}

@@ -46,6 +46,7 @@ pub fn speed_shape(k: u32, seed: u64) -> Result<World, FabricError> {
             ..NicConfig::default()
         },
         phantom_payload: true,
+        seal_bytes: 0,
     };
     let mut w = World::new(topo, cfg, RuleSet::new())?;
     let mut keys = Vec::with_capacity(n as usize);

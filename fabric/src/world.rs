@@ -63,6 +63,10 @@ pub struct FabricConfig {
     /// NIC, a corruption fault or the pcap tap needs the bytes. Timing,
     /// queueing and MTU use the full length.
     pub phantom_payload: bool,
+    /// Bytes every packet carries on the wire beyond its own: the
+    /// authenticated mode's security header and tag less the ICRC (36), or
+    /// 0. They count in queues and serialization, not in the packet.
+    pub seal_bytes: u64,
 }
 
 impl Default for FabricConfig {
@@ -72,6 +76,7 @@ impl Default for FabricConfig {
             routing: Policy::Ecmp,
             nic: NicConfig::default(),
             phantom_payload: false,
+            seal_bytes: 0,
         }
     }
 }
@@ -416,6 +421,8 @@ pub struct World {
     scratch: Vec<PortId>,
     rebuild: Vec<u8>,
     phantom_payload: bool,
+    /// See [`FabricConfig::seal_bytes`].
+    seal_bytes: u64,
     /// Per-packet NIC costs (from the NIC configuration).
     cost: udrma_nic::CostModel,
     /// Highest packet serial delivered per flow: indexed by destination
@@ -532,6 +539,7 @@ impl World {
             scratch: Vec::new(),
             rebuild: Vec::new(),
             phantom_payload: cfg.phantom_payload,
+            seal_bytes: cfg.seal_bytes,
             cost: cfg.nic.cost,
             flow_max,
             watch: None,
@@ -1189,7 +1197,7 @@ impl World {
     fn enqueue(&mut self, port: PortId, mut pkt: Pkt) {
         let now = self.now;
         let hot = self.ports[port as usize].hot;
-        let len = pkt.len();
+        let len = pkt.len() + self.seal_bytes;
         if len > u64::from(hot.mtu) {
             self.drop_pkt(hot.link, pkt, DropReason::Mtu);
             return;
@@ -1287,7 +1295,7 @@ impl World {
                 reason: DropReason::Trimmed,
             });
         }
-        let bits = (pkt.len() + WIRE_OVERHEAD) * 8;
+        let bits = (pkt.len() + self.seal_bytes + WIRE_OVERHEAD) * 8;
         let ser = Duration(
             (u128::from(bits) * u128::from(PS_PER_S) / u128::from(hot.bandwidth_bps)) as u64,
         );

@@ -19,6 +19,7 @@
 //! | `translate_hit`, `translate_miss` | the engine | per translation-table line an indirect key's access needs ([`crate::translation`]) |
 //! | `dma_setup` per extra piece | the engine | per further block a packet's bytes touch (gather lists, indirect keys) |
 //! | `reduce_trigger`, `alu_per_operand` | the engine ([`crate::reduce`]) | per triggered descriptor that fires, and per operand its ALU folds |
+//! | `aead_per_packet`, `aead_ps_per_byte` | the fabric | per packet sealed (sent) and opened (received), in the authenticated mode |
 //!
 //! The zero model ([`CostModel::ZERO`], profile `ideal`) changes nothing:
 //! every request is fetched the instant it is posted. The UDP bridge always
@@ -62,6 +63,11 @@ pub struct CostModel {
     pub reduce_trigger: Duration,
     /// NIC ALU time per operand folded into a reduce chunk.
     pub alu_per_operand: Duration,
+    /// Sealing or opening one packet in the authenticated mode (fixed
+    /// part; each way).
+    pub aead_per_packet: Duration,
+    /// Sealing or opening per byte, in picoseconds (each way).
+    pub aead_ps_per_byte: u64,
 }
 
 impl CostModel {
@@ -82,6 +88,8 @@ impl CostModel {
         recv_fetch: Duration::ZERO,
         reduce_trigger: Duration::ZERO,
         alu_per_operand: Duration::ZERO,
+        aead_per_packet: Duration::ZERO,
+        aead_ps_per_byte: 0,
     };
 
     /// Whether every cost is zero.
@@ -94,7 +102,10 @@ impl CostModel {
     pub fn packet(&self, len: usize) -> Duration {
         self.nic_per_packet
             + self.dma_setup
-            + Duration::from_ps(self.dma_ps_per_byte.saturating_mul(len as u64))
+            + self.aead_per_packet
+            + Duration::from_ps(
+                (self.dma_ps_per_byte + self.aead_ps_per_byte).saturating_mul(len as u64),
+            )
     }
 
     /// NIC time to fetch one descriptor with `sges` gather entries.

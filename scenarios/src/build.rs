@@ -332,6 +332,16 @@ pub fn fabric_config(sc: &Scenario, seed: u64) -> Result<FabricConfig, ScenarioE
         },
         nic: nic_config(sc)?,
         phantom_payload: sc.file.topology.phantom,
+        seal_bytes: match sc.file.security.mode.as_deref() {
+            None | Some("none") => 0,
+            Some("aead") => udrma_proto::secure::OVERHEAD as u64,
+            Some(other) => {
+                return Err(sc.error_at_key(
+                    "mode",
+                    format!("security.mode = {other:?}: expected \"none\" or \"aead\""),
+                ))
+            }
+        },
     })
 }
 

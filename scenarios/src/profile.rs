@@ -123,5 +123,7 @@ pub fn cost_model(sc: &Scenario) -> Result<CostModel, ScenarioError> {
         recv_fetch: t(o.recv_fetch, base.recv_fetch),
         reduce_trigger: t(o.reduce_trigger, base.reduce_trigger),
         alu_per_operand: t(o.alu_per_operand, base.alu_per_operand),
+        aead_per_packet: t(o.aead_per_packet, base.aead_per_packet),
+        aead_ps_per_byte: ps_per_byte(o.aead_bandwidth.or(base.aead_bandwidth)).unwrap_or(0),
     })
 }

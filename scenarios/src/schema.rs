@@ -48,6 +48,9 @@ pub struct ScenarioFile {
     /// Cost-model overrides (on top of the profile's).
     #[serde(default)]
     pub cost: CostSpec,
+    /// The authenticated mode's cost.
+    #[serde(default)]
+    pub security: SecuritySpec,
     /// The messaging layer's knobs (for `msg-*` workloads).
     #[serde(default)]
     pub messaging: MessagingSpec,
@@ -88,6 +91,21 @@ pub struct CostSpec {
     pub reduce_trigger: Option<Time>,
     /// The NIC ALU folds one operand into a reduce chunk.
     pub alu_per_operand: Option<Time>,
+    /// Sealing or opening one packet, authenticated mode (each way).
+    pub aead_per_packet: Option<Time>,
+    /// Sealing and opening speed, authenticated mode (per-byte cost).
+    pub aead_bandwidth: Option<Rate>,
+}
+
+/// `[security]`: the authenticated mode, as the simulator models it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecuritySpec {
+    /// `"none"` (default) or `"aead"`: every packet carries the 24-byte
+    /// security header and a 16-byte tag in place of its 4-byte ICRC (36
+    /// bytes more on every link), and the NICs spend `[cost]
+    /// aead_per_packet` and `aead_bandwidth` sealing and opening it.
+    pub mode: Option<String>,
 }
 
 /// `[messaging]`: absent keys keep the layer's defaults.

@@ -92,6 +92,11 @@ local f = {
     hello_retry = F.bool("udrma.hello.retry", "Retry (echo the cookie)", 8, nil, 0x02),
     hello_full = F.bool("udrma.hello.full", "Peer table full", 8, nil, 0x04),
     hello_cookie = F.bytes("udrma.hello.cookie", "Cookie"),
+    sec_key_id = F.uint8("udrma.sec.key_id", "Key id", base.DEC),
+    sec_sender = F.bytes("udrma.sec.sender", "Sender"),
+    sec_seq = F.uint64("udrma.sec.seq", "Sequence number", base.DEC),
+    sec_payload = F.bytes("udrma.sec.sealed_payload", "Sealed payload (AES-256-GCM)"),
+    sec_tag = F.bytes("udrma.sec.tag", "Tag"),
     wanted = F.uint64("udrma.demand.wanted", "Wanted (cumulative bytes)", base.DEC),
     free = F.uint64("udrma.demand.free", "Sent unscheduled (cumulative bytes)", base.DEC),
     granted = F.uint64("udrma.grant.granted", "Granted (cumulative bytes)", base.DEC),
@@ -234,8 +239,54 @@ local function dissect_ext(op, tvb, tree)
     end
 end
 
+-- A sealed datagram (authenticated mode, docs/wire-format.md): the
+-- security header, the packet's headers in clear, its payload sealed, the
+-- tag. The tag is shown, not verified: that needs the key and AES-GCM,
+-- which Wireshark's Lua has not (`udrma_bridge::secure` verifies).
+local SEC_HEADER_LEN = 24
+local TAG_LEN = 16
+local function dissect_sealed(tvb, pinfo, tree)
+    local len = tvb:len()
+    local stree = tree:add(udrma, tvb:range(0, SEC_HEADER_LEN), "Security header")
+    stree:add(f.sec_key_id, tvb:range(1, 1))
+    stree:add(f.sec_sender, tvb:range(4, 12))
+    stree:add(f.sec_seq, tvb:range(16, 8))
+    local inner = tvb:range(SEC_HEADER_LEN, len - SEC_HEADER_LEN - TAG_LEN):tvb()
+    local op = inner:range(1, 1):uint()
+    local flags = inner:range(2, 2):uint()
+    local plen = inner:range(26, 2):uint()
+    tree:add(f.version, inner:range(0, 1))
+    tree:add(f.opcode, inner:range(1, 1))
+    tree:add(f.flags, inner:range(2, 2))
+    tree:add(f.op_num, inner:range(8, 4))
+    tree:add(f.msg_id, inner:range(12, 4))
+    tree:add(f.seg_index, inner:range(16, 4))
+    tree:add(f.seg_count, inner:range(20, 4))
+    tree:add(f.payload_len, inner:range(26, 2))
+    tree:add(f.epoch, inner:range(28, 4))
+    local known_ext = ext_len[op]
+    if known_ext and inner:len() == HEADER_LEN + known_ext + plen then
+        dissect_ext(op, inner, tree)
+        if plen > 0 then
+            tree:add(f.sec_payload, inner:range(HEADER_LEN + known_ext, plen))
+        end
+    else
+        tree:add_proto_expert_info(ef_len)
+    end
+    tree:add(f.sec_tag, tvb:range(len - TAG_LEN, TAG_LEN))
+    pinfo.cols.info = string.format("SEALED key=%d seq=%s %s msg=%d seg=%d/%d",
+        tvb:range(1, 1):uint(), tostring(tvb:range(16, 8):uint64()), kind_name(op, flags),
+        inner:range(12, 4):uint(), inner:range(16, 4):uint(), inner:range(20, 4):uint())
+    tree:append_text(", sealed " .. kind_name(op, flags))
+    return len
+end
+
 function udrma.dissector(tvb, pinfo, root)
     local len = tvb:len()
+    if len >= SEC_HEADER_LEN + HEADER_LEN + TAG_LEN and tvb:range(0, 1):uint() == 0x81 then
+        pinfo.cols.protocol = "UDRMA"
+        return dissect_sealed(tvb, pinfo, root:add(udrma, tvb:range(0, len)))
+    end
     pinfo.cols.protocol = "UDRMA"
     local tree = root:add(udrma, tvb:range(0, len))
     if len < HEADER_LEN + ICRC_LEN then
