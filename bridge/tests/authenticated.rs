@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use udrma_bridge::secure::KeyRing;
-use udrma_bridge::tools::{self, ServeOptions, SERVE_BASE};
+use udrma_bridge::tools::{self, ServeOptions};
 use udrma_bridge::{BridgeConfig, Endpoint};
 
 const KEYS: &str = "\
@@ -139,13 +139,7 @@ async fn replayed_modified_and_forged_datagrams_change_nothing() {
     );
     assert!(s.replayed > 0 && s.bad_tag > 0);
     // The server's memory holds exactly what the client put.
-    let bytes = server
-        .nic()
-        .memory()
-        .regions()
-        .find(|(_, r)| r.base == SERVE_BASE)
-        .map(|(_, r)| r.bytes.clone())
-        .unwrap();
+    let bytes = tools::served_bytes(&server).expect("the served region");
     let mut want = vec![0u8; region as usize];
     tools::pattern(&mut want, 21);
     assert!(bytes == want, "the served region differs from the put");
@@ -233,13 +227,7 @@ async fn keys_rotate_mid_transfer_without_a_lost_datagram() {
         0,
         "{client:?}"
     );
-    let bytes = server
-        .nic()
-        .memory()
-        .regions()
-        .find(|(_, r)| r.base == SERVE_BASE)
-        .map(|(_, r)| r.bytes.clone())
-        .unwrap();
+    let bytes = tools::served_bytes(&server).expect("the served region");
     let mut want = vec![0u8; len as usize];
     tools::pattern(&mut want, 5);
     assert!(

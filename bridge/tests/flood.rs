@@ -209,13 +209,7 @@ async fn a_flood_of_random_forged_and_replayed_datagrams_is_dropped_within_bound
     // The server's own memory: the lower half holds the honest put's
     // bytes, and the upper half, which every forged WRITE aimed at, still
     // holds the pattern `serve` started with.
-    let bytes = server
-        .nic()
-        .memory()
-        .regions()
-        .find(|(_, r)| r.base == SERVE_BASE)
-        .map(|(_, r)| r.bytes.clone())
-        .expect("the served region");
+    let bytes = tools::served_bytes(&server).expect("the served region");
     let half = (region / 2) as usize;
     let mut put_bytes = vec![0u8; half];
     tools::pattern(&mut put_bytes, 11);

@@ -27,13 +27,9 @@ fn faults(seed: u64) -> FaultPlan {
 /// The bytes of the region `serve` registered, read from the server's
 /// own memory (not back through the engine under test).
 fn served_bytes(server: &Endpoint) -> Vec<u8> {
-    server
-        .nic()
-        .memory()
-        .regions()
-        .find(|(_, r)| r.base == tools::SERVE_BASE)
-        .map(|(_, r)| r.bytes.clone())
+    tools::served_bytes(server)
         .expect("the served region")
+        .to_vec()
 }
 
 /// Runs `client` against a server until it returns, then stops the server;

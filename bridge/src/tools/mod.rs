@@ -41,6 +41,18 @@ pub const ECHO_EP: u16 = 1;
 /// Seed of the pattern `serve` fills its region with.
 pub const SERVE_SEED: u64 = 0;
 
+/// The bytes of the region `serve` registered on `server`, read from its
+/// engine's memory (not through the protocol): what tests compare with
+/// what was put.
+pub fn served_bytes(server: &crate::Endpoint) -> Option<&[u8]> {
+    server
+        .nic()
+        .memory()
+        .regions()
+        .find(|(_, r)| r.base == SERVE_BASE)
+        .map(|(_, r)| &r.bytes[..])
+}
+
 /// The test pattern: byte `i` of a buffer filled with `seed` (a
 /// SplitMix64 of the 8-byte word index, so every offset and seed differ).
 pub fn pattern_byte(i: u64, seed: u64) -> u8 {
