@@ -10,9 +10,9 @@
 #   3. A link fails mid-run: once a REPS put over 16 ports has sent 16 MB
 #      down link 1, nftables drops every udrma datagram the client sends
 #      down it.
-#      REPS abandons the ports that hash there; the put must verify, with
-#      fewer than 512 retransmit timeouts (twice the packets in flight),
-#      and link 2 must have carried most of the data.
+#      REPS abandons the ports that hash there; the put must verify, less
+#      than 2 % of its bytes may go down the dead link after it died, and
+#      link 2 must have carried most of the data.
 # Everything is removed on exit, failure included.
 #
 # Usage: sudo scripts/netns-multipath.sh [SIZE]   (UDRMA_BIN overrides the binary)
@@ -154,17 +154,22 @@ FAIL_PID=$!
 put failover --paths 16 --multipath reps
 wait "$FAIL_PID"
 DROPPED=$(ip netns exec "$NS_A" nft list ruleset | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | head -1)
+DROPPED_BYTES=$(ip netns exec "$NS_A" nft list ruleset | sed -n 's/.*counter packets [0-9]* bytes \([0-9]*\).*/\1/p' | head -1)
 TIMEOUTS=$(json failover timeouts)
-echo "failover: nftables dropped ${DROPPED:-0} datagrams (GSO batches count once) on link 1; $TIMEOUTS retransmit timeouts"
+PUT_BYTES=$(( L1 + L2 ))
+echo "failover: nftables dropped ${DROPPED:-0} packets (${DROPPED_BYTES:-0} bytes; a GSO batch is one packet) on link 1; $TIMEOUTS retransmit timeouts"
 if [ "${DROPPED:-0}" -eq 0 ]; then
     echo "FAIL: the link never failed (nothing dropped): the test proved nothing"
     exit 1
 fi
-# A dead path costs the packets in flight on it when it died (at most the
-# OP table, 256) and a few probes after each freeze; a storm costs
-# thousands (5,640 here before REPS kept one recycled entropy per packet).
-if [ "${TIMEOUTS:-0}" -ge 512 ]; then
-    echo "FAIL: $TIMEOUTS retransmit timeouts: a timeout storm, not feedback"
+# Routed around by feedback: what REPS still sends down the dead link
+# after it died (what was in flight there, and a few probes after each
+# freeze) stays under 2 % of what the put sent: 0.1-0.8 % in our runs,
+# quiet or loaded. Oblivious spraying would send half; before REPS froze
+# and recycled every acknowledged entropy the put ran out of retries, and
+# with freezing alone it lost about 3 % (5,640 timeouts).
+if [ $(( ${DROPPED_BYTES:-0} * 50 )) -ge "$PUT_BYTES" ]; then
+    echo "FAIL: ${DROPPED_BYTES} of $PUT_BYTES bytes went down the dead link: a storm, not feedback"
     exit 1
 fi
 if [ "$L2" -le "$L1" ]; then

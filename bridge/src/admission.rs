@@ -178,6 +178,12 @@ mod tests {
             bad[i] ^= 1;
             assert!(!adm.check(a("127.0.0.2:4000"), &bad, 100), "byte {i}");
         }
+        // Two changed bytes whose differences would cancel in a careless
+        // comparison (XOR-folded rather than OR-folded) still fail.
+        let mut two = c;
+        two[5] ^= 1;
+        two[6] ^= 1;
+        assert!(!adm.check(a("127.0.0.2:4000"), &two, 100));
         // Another endpoint's secret: another cookie.
         let other = Admission::with_secret([8; 32]);
         assert!(!other.check(a("127.0.0.2:4000"), &c, 100));

@@ -501,6 +501,62 @@ mod tests {
     }
 
     #[test]
+    fn the_sender_table_is_bounded_and_forgets_the_least_recently_heard() {
+        let mut rx = Secure::with_sender(ring(), [0; 12]);
+        let p = packet();
+        let (mut d, mut out) = (Vec::new(), Vec::new());
+        let id = |i: u32| {
+            let mut s = [0u8; 12];
+            s[..4].copy_from_slice(&i.to_be_bytes());
+            s
+        };
+        // A (the largest id) is heard first, then B1, B2, ... with falling
+        // ids: an order by id alone would forget the newest B first, an
+        // order by age the oldest. A's first datagram is kept to replay.
+        let mut a = Secure::with_sender(ring(), [0xff; 12]);
+        a.seal(&p, &mut d);
+        let a_first = d.clone();
+        assert!(rx.open(&d, &mut out));
+        let mut b_first = Vec::new();
+        for i in 1..MAX_SENDERS as u32 {
+            Secure::with_sender(ring(), id(100_000 - i)).seal(&p, &mut d);
+            if i == 1 {
+                b_first = d.clone();
+            }
+            assert!(rx.open(&d, &mut out));
+        }
+        assert_eq!(rx.senders(), MAX_SENDERS);
+        // A keeps talking, long enough for its age to be refreshed.
+        for _ in 0..LRU_SLACK + 8 {
+            a.seal(&p, &mut d);
+            assert!(rx.open(&d, &mut out));
+        }
+        // Two newcomers push out the two least recently heard: B1 and B2,
+        // not A.
+        for i in [5000, 5001] {
+            Secure::with_sender(ring(), id(i)).seal(&p, &mut d);
+            assert!(rx.open(&d, &mut out));
+        }
+        assert_eq!(rx.senders(), MAX_SENDERS, "bounded");
+        assert!(
+            !rx.open(&a_first, &mut out),
+            "A is remembered: its replay is caught"
+        );
+        assert!(
+            rx.open(&b_first, &mut out),
+            "B1 was forgotten: its replay opens again"
+        );
+        let s = rx.stats();
+        assert_eq!(s.opened, MAX_SENDERS as u64 + LRU_SLACK + 8 + 3);
+        assert_eq!((s.replayed, s.malformed), (1, 0));
+        assert_eq!(a.stats().sealed, LRU_SLACK + 9);
+        // Junk with the marker is malformed, counted once each.
+        assert!(!rx.open(&[secure::MARKER; 30], &mut out));
+        assert!(!rx.open(&[secure::MARKER; 10], &mut out));
+        assert_eq!(rx.stats().malformed, 2);
+    }
+
+    #[test]
     fn rotation_seals_with_the_new_key_and_both_open() {
         let mut a = Secure::with_sender(ring(), [1; 12]);
         let mut b = Secure::with_sender(ring(), [2; 12]);
