@@ -275,3 +275,19 @@ fn a_peer_holding_no_work_can_be_forgotten_and_one_holding_work_cannot() {
         assert_eq!(s.pair.nics[i].peer_epoch(peer), None, "forgotten");
     }
 }
+
+#[test]
+fn a_queued_reply_is_work_toward_its_peer() {
+    // A HELLO queued and not yet sent is work toward that peer: the host
+    // may not forget it before it goes.
+    let mut s = setup(config());
+    let nic = &mut s.pair.nics[0];
+    nic.hello(NodeAddr(5), 1);
+    assert!(nic.busy_with(NodeAddr(5)), "a reply waits to go");
+    assert!(!nic.release_peer(NodeAddr(5)));
+    assert!(!nic.busy_with(NodeAddr(6)));
+    let mut buf = Vec::new();
+    while nic.poll_transmit(s.pair.now, &mut buf).is_some() {}
+    assert!(!nic.busy_with(NodeAddr(5)));
+    assert!(nic.release_peer(NodeAddr(5)));
+}
