@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 
-use quinn_udp::{EcnCodepoint, RecvMeta, Transmit, BATCH_SIZE};
+use quinn_udp::{EcnCodepoint, RecvMeta, BATCH_SIZE};
 use tokio::io::Interest;
 use udrma_nic::{Ecn, Event, Nic, NicConfig, PostError, RxMeta, WorkRequest, WrId};
 use udrma_proto::{Body, NodeAddr, Repr};
@@ -28,6 +28,9 @@ use crate::peers::{Peer, Peers, RemoteRegion};
 use crate::secure::{KeyRing, SecStats, Secure};
 use crate::sockets::{bind_paths, path_of, PathSocket};
 use crate::BridgeError;
+
+mod admit;
+mod send;
 
 /// The top half of a HELLO nonce that says "this host is done with its
 /// own work" (the bottom half counts the asks).
@@ -708,102 +711,6 @@ impl Endpoint {
         self.nic.handle_datagram_meta(now, node, meta, bytes);
     }
 
-    /// A datagram from an address not in the peer table: only a HELLO ask
-    /// echoing a valid cookie for that address may create a peer. Any
-    /// other ask is answered with a retry carrying a fresh cookie (nothing
-    /// stored), or with "full" when the cookie checks out but the table has
-    /// no room even after evicting idle peers. Rate-limited per source.
-    fn admit_stranger(
-        &mut self,
-        now: udrma_nic::Instant,
-        from: SocketAddr,
-        hello: Option<udrma_proto::Hello>,
-    ) -> Option<NodeAddr> {
-        let Some(h) = hello.filter(|h| !h.reply) else {
-            self.stats.unknown_peer += 1;
-            return None;
-        };
-        if !self.admission.allow(from, self.clock.to_os(now)) {
-            self.stats.hello_rate_limited += 1;
-            return None;
-        }
-        let now_s = (now.as_ps() / 1_000_000_000_000).min(u64::from(u32::MAX)) as u32;
-        let valid = h.cookie != [0; 16] && self.admission.check(from, &h.cookie, now_s);
-        if !valid {
-            if h.cookie != [0; 16] {
-                self.stats.bad_cookies += 1;
-            }
-            let cookie = self.admission.cookie(from, now_s);
-            self.stateless_hello(from, h.nonce, true, cookie);
-            self.stats.hello_retries_sent += 1;
-            return None;
-        }
-        if self.peers.is_full() {
-            self.evict_idle(now, true);
-        }
-        match self.peers.admit(from) {
-            Some(n) => Some(n),
-            None => {
-                self.stats.peers_full += 1;
-                self.stats.refused_full += 1;
-                self.stateless_hello(from, h.nonce, false, [0; 16]);
-                None
-            }
-        }
-    }
-
-    /// Sends a HELLO reply built here, not by the engine, so that no
-    /// state is kept: a retry carrying `cookie`, or (`retry` false) "full".
-    fn stateless_hello(&mut self, to: SocketAddr, nonce: u32, retry: bool, cookie: [u8; 16]) {
-        let max_payload = self.nic.config().mtu_payload.min(u32::from(u16::MAX)) as u16;
-        let repr = Repr {
-            flags: udrma_proto::Flags::empty(),
-            src_ep: 0,
-            dst_ep: 0,
-            op_num: 0,
-            msg_id: 0,
-            seg_index: 0,
-            seg_count: 0,
-            credits: 0,
-            epoch: self.nic.config().epoch,
-            body: Body::Hello(udrma_proto::Hello {
-                retry,
-                full: !retry,
-                cookie,
-                ..udrma_proto::Hello::new(true, max_payload, nonce)
-            }),
-        };
-        let mut buf = self.pool.pop().unwrap_or_default();
-        if repr.emit_vec(&mut buf).is_ok() {
-            if let Some(sec) = self.secure.as_mut() {
-                let mut sealed = self.pool.pop().unwrap_or_default();
-                sec.seal(&buf, &mut sealed);
-                self.pool.push(std::mem::replace(&mut buf, sealed));
-            }
-            self.pending.push_back((to, 0, buf));
-        }
-    }
-
-    /// Evicts peers admitted by HELLO that have been silent for
-    /// `peer_idle` and hold no work in the engine (all such when `all`,
-    /// else the oldest one), and has the engine forget them.
-    fn evict_idle(&mut self, now: udrma_nic::Instant, all: bool) {
-        let Some(before) = self.clock.to_os(now).checked_sub(self.cfg.peer_idle) else {
-            return;
-        };
-        for node in self.peers.silent_since(before) {
-            if !self.nic.release_peer(node) {
-                continue;
-            }
-            self.peers.remove(node);
-            self.last_reply.remove(&node);
-            self.stats.peers_evicted += 1;
-            if !all {
-                break;
-            }
-        }
-    }
-
     /// Moves engine events to the endpoint's queue (recording HELLOs in the
     /// peer table) and engine datagrams to the send queue (through the
     /// egress fault rules).
@@ -885,102 +792,6 @@ impl Endpoint {
                 }
             }
         }
-    }
-
-    /// Hands every pending datagram to the kernel: data first (on
-    /// loopback every `sendmsg` delivers inline, so an acknowledgement sent
-    /// ahead of an echo would delay it), then runs of the same destination
-    /// and size as one GSO batch.
-    pub async fn flush(&mut self) -> Result<(), BridgeError> {
-        self.collect();
-        if self.pending.len() > 1 {
-            let is_data = |b: &Vec<u8>| {
-                // (A sealed datagram's opcode follows its security header.)
-                let at = if udrma_proto::secure::is_sealed(b) {
-                    udrma_proto::secure::SEC_HEADER_LEN + 1
-                } else {
-                    1
-                };
-                b.get(at).is_some_and(|op| matches!(op, 0x01..=0x04))
-            };
-            // Stable: the order within data and within control is kept,
-            // and with several sockets each one's datagrams are grouped,
-            // so that they still leave in GSO batches. (Measured on a
-            // 64 MiB loopback put over 8 ports: one datagram per `sendmsg`
-            // ran at 0.76 Gb/s with 2,597 timeouts, the receiver
-            // overwhelmed by small packets; grouped, 3–5 Gb/s and none.)
-            // Sprayed packets take different paths anyway; their order
-            // across paths is not worth a system call each.
-            self.pending
-                .make_contiguous()
-                .sort_by_key(|(_, path, b)| (!is_data(b), *path));
-        }
-        let mut batch: Vec<u8> = Vec::new();
-        while !self.pending.is_empty() {
-            let (to, path, first_len) = {
-                let (to, path, b) = &self.pending[0];
-                (*to, *path, b.len())
-            };
-            let max_segments = self.socks[path].state.max_gso_segments().max(1);
-            // How many of the following datagrams can join the batch.
-            let limit = max_segments.min((65_000 / first_len.max(1)).max(1));
-            let mut n = 1;
-            while n < limit && n < self.pending.len() {
-                let (t, p, b) = &self.pending[n];
-                if *t != to || *p != path || b.len() != first_len {
-                    break;
-                }
-                n += 1;
-            }
-            batch.clear();
-            for (_, _, b) in self.pending.iter().take(n) {
-                batch.extend_from_slice(b);
-            }
-            let transmit = Transmit {
-                destination: to,
-                ecn: self.cfg.ecn.then_some(EcnCodepoint::Ect0),
-                contents: &batch,
-                segment_size: (n > 1).then_some(first_len),
-                src_ip: None,
-            };
-            let r = {
-                let PathSocket { sock, state } = &self.socks[path];
-                sock.try_io(Interest::WRITABLE, || {
-                    state.try_send(sock.into(), &transmit)
-                })
-            };
-            match r {
-                Ok(()) => {
-                    self.stats.tx_calls += 1;
-                    self.stats.tx_datagrams += n as u64;
-                    self.path_tx[path] += n as u64;
-                    self.stats.tx_bytes += batch.len() as u64;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.socks[path]
-                        .sock
-                        .writable()
-                        .await
-                        .map_err(BridgeError::Io)?;
-                    continue;
-                }
-                Err(e) => {
-                    // The network said no (unreachable, no buffer): the
-                    // datagrams are lost like any other; retransmits follow.
-                    tracing::debug!(error = %e, to = %to, "udp send error");
-                    self.stats.tx_calls += 1;
-                    self.stats.tx_errors += n as u64;
-                }
-            }
-            for _ in 0..n {
-                if let Some((_, _, b)) = self.pending.pop_front() {
-                    if self.pool.len() < 1024 {
-                        self.pool.push(b);
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 }
 
