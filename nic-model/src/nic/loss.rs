@@ -162,7 +162,8 @@ impl Nic {
         let Some(op) = self.ops.get(&msg_id) else {
             return;
         };
-        let lost: Vec<OpNumber> = op.pkts[..seg as usize]
+        let from = (op.first_unacked as usize).min(seg as usize);
+        let lost: Vec<OpNumber> = op.pkts[from..seg as usize]
             .iter()
             .filter_map(|p| match p {
                 PktState::InFlight(o) => Some(*o),

@@ -182,6 +182,10 @@ struct Op {
     seg_count: u32,
     next_unsent: u32,
     pkts: Vec<PktState>,
+    /// Every packet before this one is acknowledged: scans for overtaken
+    /// packets start here, not at 0 (they ran once per ACK, so a long
+    /// operation cost its length squared).
+    first_unacked: u32,
     acked: u32,
     last_segment: bool,
     /// READ: which response packets have arrived.

@@ -157,6 +157,7 @@ impl Nic {
             seg_count,
             next_unsent: 0,
             pkts: vec![PktState::Unsent; seg_count as usize],
+            first_unacked: 0,
             acked: 0,
             last_segment,
             read_mask,
@@ -347,6 +348,13 @@ impl Nic {
         let dst = op.dst;
         let kind = op.kind;
         op.pkts[inf.seg as usize] = PktState::Acked;
+        while op
+            .pkts
+            .get(op.first_unacked as usize)
+            .is_some_and(|p| matches!(p, PktState::Acked))
+        {
+            op.first_unacked += 1;
+        }
         op.acked += 1;
         let done = op.acked == op.seg_count;
         let mut rtt = None;
@@ -419,6 +427,7 @@ impl Nic {
                 seg_count: 1,
                 next_unsent: 0,
                 pkts: vec![PktState::Unsent],
+                first_unacked: 0,
                 acked: 0,
                 last_segment: true,
                 read_mask: None,

@@ -1,0 +1,285 @@
+//! The event loop: queue keys and the slab, stepping, and dispatch.
+
+use super::*;
+
+#[derive(Debug)]
+pub(super) enum EvKind {
+    /// A host's port finished sending: pull the NIC's next datagram.
+    HostFree(u32),
+    /// The packet at the head of a port's flight line reaches the far end.
+    Arrive(PortId),
+    Enqueue(PortId, Pkt),
+    Timer(u32),
+    Pause(u32, Instant),
+    Resume(u32),
+    /// Boxed: the slab's entries are as large as the largest event.
+    Post(u32, Box<WorkRequest>),
+    /// The host NIC's receive side has processed a packet (cost model).
+    Deliver(u32, Pkt),
+    /// A trimmed header reaches the far end of a port, ahead of the queue.
+    ArriveTrimmed(PortId, Pkt),
+}
+
+/// Event codes in a queue key's `slot` (see `World::code`); 0 is the slab.
+pub(super) const CODE_INDEX: u32 = (1 << 30) - 1;
+pub(super) const CODE_ARRIVE: u32 = 1 << 30;
+pub(super) const CODE_HOST_FREE: u32 = 2 << 30;
+pub(super) const CODE_TIMER: u32 = 3 << 30;
+
+impl World {
+    /// The key's `slot` for `kind`: the two top bits say which event, the
+    /// rest is its port or host, or for events with data the slab slot
+    /// that holds them. Arrivals, host wake-ups and timers (nearly every
+    /// event) never touch the slab, which saves two cache misses an event
+    /// on large topologies.
+    pub(super) fn code(&mut self, kind: EvKind) -> u32 {
+        let small = |tag: u32, index: u32| (index <= CODE_INDEX).then_some(tag | index);
+        let coded = match kind {
+            EvKind::Arrive(port) => small(CODE_ARRIVE, port),
+            EvKind::HostFree(h) => small(CODE_HOST_FREE, h),
+            EvKind::Timer(h) => small(CODE_TIMER, h),
+            _ => None,
+        };
+        if let Some(c) = coded {
+            return c;
+        }
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slab[i as usize] = Some(kind);
+                i
+            }
+            None => {
+                self.slab.push(Some(kind));
+                (self.slab.len() - 1) as u32
+            }
+        };
+        assert!(
+            slot <= CODE_INDEX,
+            "more than 2^30 events with data pending"
+        );
+        slot
+    }
+
+    /// The event a key's `slot` stands for (taking it out of the slab).
+    pub(super) fn decode(&mut self, slot: u32) -> EvKind {
+        let index = slot & CODE_INDEX;
+        match slot & !CODE_INDEX {
+            CODE_ARRIVE => EvKind::Arrive(index),
+            CODE_HOST_FREE => EvKind::HostFree(index),
+            CODE_TIMER => EvKind::Timer(index),
+            _ => {
+                let kind = self.slab[index as usize].take().expect("scheduled event");
+                self.free.push(index);
+                kind
+            }
+        }
+    }
+
+    pub(super) fn schedule(&mut self, t: Instant, kind: EvKind) {
+        let slot = self.code(kind);
+        self.queue.push(t, slot);
+        self.stats.max_event_queue = self.stats.max_event_queue.max(self.queue.len() as u64);
+    }
+
+    /// Runs until nothing is left to happen or simulated time passes
+    /// `limit`. Returns whether it went idle.
+    pub fn run_until(&mut self, limit: Instant) -> bool {
+        // The same work as `peek_time` + `step`, fused: one slab read per
+        // event instead of two (5 % of the speed shape's wall time).
+        while let Some(key) = self.queue.peek() {
+            if key.t > limit {
+                self.flush_pcap(limit);
+                return false;
+            }
+            self.queue.take();
+            let kind = self.decode(key.slot);
+            if let EvKind::Timer(h) = kind {
+                // Lazy cancellation: a wake-up that finds nothing due is
+                // dropped without moving the clock, so simulated time never
+                // runs on to a deadline that was cancelled.
+                if !self.timer_due(h, key.t) {
+                    continue;
+                }
+            }
+            self.now = key.t;
+            self.stats.events += 1;
+            if !self.pcap_pending.is_empty() {
+                self.flush_pcap(key.t);
+            }
+            self.dispatch(kind);
+        }
+        self.flush_pcap(Instant(u64::MAX));
+        true
+    }
+
+    /// Time of the next event that will do something, if any (stale
+    /// timer wake-ups are discarded on the way).
+    pub fn peek_time(&mut self) -> Option<Instant> {
+        loop {
+            let key = self.queue.peek()?;
+            if key.slot & !CODE_INDEX == CODE_TIMER {
+                let h = key.slot & CODE_INDEX;
+                if !self.timer_due(h, key.t) {
+                    self.queue.take();
+                    continue;
+                }
+            }
+            return Some(key.t);
+        }
+    }
+
+    /// Processes exactly the next event; returns its time, or `None` when
+    /// nothing is left.
+    pub fn step(&mut self) -> Option<Instant> {
+        let t = self.peek_time()?;
+        self.process_next(t);
+        Some(t)
+    }
+
+    pub(super) fn process_next(&mut self, t: Instant) {
+        if let Some(key) = self.queue.take() {
+            debug_assert_eq!(key.t, t);
+            let kind = self.decode(key.slot);
+            self.now = key.t;
+            self.stats.events += 1;
+            if !self.pcap_pending.is_empty() {
+                self.flush_pcap(key.t);
+            }
+            self.dispatch(kind);
+        }
+    }
+
+    /// Moves the clock forward to `t` without processing anything; only
+    /// allowed when no event is due before `t` (returns whether it moved).
+    pub fn advance_clock(&mut self, t: Instant) -> bool {
+        if t < self.now || self.peek_time().is_some_and(|next| next < t) {
+            return false;
+        }
+        self.now = t;
+        true
+    }
+
+    /// Runs until idle.
+    pub fn run(&mut self) -> bool {
+        self.run_until(Instant(u64::MAX))
+    }
+
+    /// Flushes the trace sink and the capture, reporting the first error.
+    pub fn finish(&mut self) -> Result<(), FabricError> {
+        self.flush_pcap(Instant(u64::MAX));
+        if let Some(e) = self.pcap_error.take() {
+            return Err(e.into());
+        }
+        if let Some(p) = self.pcap.take() {
+            let mut w = p.into_inner();
+            w.flush().map_err(|e| {
+                FabricError::Capture(CaptureError::Pcap(pcap_file::PcapError::IoError(e)))
+            })?;
+        }
+        self.trace
+            .finish()
+            .map_err(|e| FabricError::Capture(CaptureError::Pcap(pcap_file::PcapError::IoError(e))))
+    }
+
+    /// Whether host `h`'s wake-up at `t` has anything to do. A stale
+    /// wake-up (the host's deadline moved) is not; if the NIC's earliest
+    /// deadline moved later, the wake-up is re-armed there.
+    pub(super) fn timer_due(&mut self, h: u32, t: Instant) -> bool {
+        let host = &mut self.hosts[h as usize];
+        if host.timer_at != Some(t) {
+            return false;
+        }
+        match host.deadline() {
+            Some(d) if d <= t => true,
+            Some(d) if host.paused => {
+                // Resume handles it; keep the record honest.
+                host.timer_at = Some(d);
+                false
+            }
+            Some(d) => {
+                host.timer_at = Some(d);
+                self.schedule(d, EvKind::Timer(h));
+                false
+            }
+            None => {
+                host.timer_at = None;
+                false
+            }
+        }
+    }
+
+    pub(super) fn dispatch(&mut self, kind: EvKind) {
+        match kind {
+            EvKind::HostFree(h) => {
+                let port = self.hosts[h as usize].port;
+                let lead = self.hosts[h as usize].tx_lead;
+                if self.ports[port as usize].free_at <= self.now + lead
+                    && !self.hosts[h as usize].paused
+                {
+                    self.pull(h);
+                    // What went out armed retransmit deadlines; a NIC whose
+                    // timer had nothing to wait for (Go-back-N just queued
+                    // everything again) must get a wake-up for them.
+                    self.arm_timer(h);
+                }
+            }
+            EvKind::Arrive(port) => {
+                let st = &mut self.ports[port as usize];
+                let (_, pkt) = st.flight.pop_front().expect("scheduled arrival");
+                if let Some((next, _)) = st.flight.front() {
+                    let next = *next;
+                    self.schedule(next, EvKind::Arrive(port));
+                }
+                self.arrive(port, pkt);
+            }
+            EvKind::Enqueue(port, pkt) => self.enqueue(port, pkt),
+            EvKind::ArriveTrimmed(port, pkt) => self.arrive(port, pkt),
+            EvKind::Deliver(h, pkt) => self.arrive_at_host(h, pkt),
+            EvKind::Timer(h) => {
+                let host = &mut self.hosts[h as usize];
+                host.timer_at = None;
+                if host.paused {
+                    return;
+                }
+                host.handle_timeout(self.now);
+                self.service_host(h);
+            }
+            EvKind::Pause(h, until) => {
+                tracing::info!(
+                    sim_ns = self.now.as_nanos(),
+                    host = h,
+                    until_ns = until.as_nanos(),
+                    "pause"
+                );
+                self.hosts[h as usize].paused = true;
+                self.trace.record(&TraceEvent::Pause {
+                    t: self.now.as_ps(),
+                    host: h,
+                    paused: true,
+                });
+                self.schedule(until.max(self.now), EvKind::Resume(h));
+            }
+            EvKind::Resume(h) => {
+                self.hosts[h as usize].paused = false;
+                self.trace.record(&TraceEvent::Pause {
+                    t: self.now.as_ps(),
+                    host: h,
+                    paused: false,
+                });
+                let held = std::mem::take(&mut self.hosts[h as usize].held);
+                for pkt in held {
+                    self.deliver(h, pkt);
+                }
+                let now = self.now;
+                self.hosts[h as usize].handle_timeout(now);
+                self.hosts[h as usize].timer_at = None;
+                self.service_host(h);
+            }
+            EvKind::Post(h, wr) => {
+                let now = self.now;
+                let _ = self.hosts[h as usize].nic.post(now, *wr);
+                self.service_host(h);
+            }
+        }
+    }
+}

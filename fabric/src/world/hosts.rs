@@ -1,0 +1,196 @@
+//! Hosts: driving each NIC as its sans-IO contract asks (pull at line
+//! rate, wake at its deadline, deliver what arrives).
+
+use super::*;
+
+pub(super) struct HostState {
+    pub(super) nic: Nic,
+    pub(super) port: PortId,
+    pub(super) timer_at: Option<Instant>,
+    pub(super) paused: bool,
+    pub(super) held: VecDeque<Pkt>,
+    /// Cost-model NIC time of the last packet sent: the host pulls its next
+    /// datagram this long before its link frees up, so NIC processing
+    /// overlaps the wire as in a pipelined NIC.
+    pub(super) tx_lead: Duration,
+    /// The NIC's receive processing unit (cost model).
+    pub(super) rx_unit: udrma_nic::cost::Serial,
+    /// Host software, if any: it gets the NIC's events instead of
+    /// [`World::take_host_events`], and its deadline joins the NIC's.
+    pub(super) app: Option<Box<dyn App>>,
+}
+
+impl HostState {
+    /// The earlier of the NIC's and the app's deadlines.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        let nic = self.nic.poll_timeout();
+        match self.app.as_ref().and_then(|a| a.poll_timeout()) {
+            Some(a) => Some(nic.map_or(a, |n| n.min(a))),
+            None => nic,
+        }
+    }
+
+    /// Lets the NIC, then the app, handle what is due at `now`.
+    pub(super) fn handle_timeout(&mut self, now: Instant) {
+        self.nic.handle_timeout(now);
+        if let Some(app) = self.app.as_mut() {
+            if app.poll_timeout().is_some_and(|t| t <= now) {
+                app.handle_timeout(now, &mut self.nic);
+            }
+        }
+    }
+}
+
+impl World {
+    /// After anything happened at host `h`: collect its events, let it
+    /// send if its link is free, and keep one wake-up for its earliest
+    /// deadline.
+    pub(super) fn service_host(&mut self, h: u32) {
+        let now = self.now;
+        let host = &mut self.hosts[h as usize];
+        while let Some(e) = host.nic.poll_event() {
+            tracing::info!(sim_ns = now.as_nanos(), host = h, event = ?e, "host event");
+            match &e {
+                Event::Completed { wr, result, .. } => self.trace.record(&TraceEvent::Completed {
+                    t: now.as_ps(),
+                    host: h,
+                    wr: wr.0,
+                    ok: result.is_ok(),
+                }),
+                Event::WriteReceived { from, msg_id, .. } => {
+                    self.trace.record(&TraceEvent::WriteReceived {
+                        t: now.as_ps(),
+                        host: h,
+                        from: from.0,
+                        msg: *msg_id,
+                    })
+                }
+                Event::DataArrived { .. }
+                | Event::Control { .. }
+                | Event::Credits { .. }
+                | Event::Hello { .. }
+                | Event::PeerRestarted { .. } => {}
+            }
+            match host.app.as_mut() {
+                Some(app) => {
+                    if let Event::Completed { wr, .. } = &e {
+                        self.completions.record(NodeAddr(h), *wr);
+                    }
+                    app.handle_event(now, &mut host.nic, e)
+                }
+                None => self.host_events.push(HostEvent {
+                    host: NodeAddr(h),
+                    event: e,
+                }),
+            }
+        }
+        if !host.paused && self.ports[host.port as usize].free_at <= now + host.tx_lead {
+            self.pull(h);
+        }
+        self.arm_timer(h);
+    }
+
+    /// Keeps one wake-up for host `h`'s earliest deadline.
+    pub(super) fn arm_timer(&mut self, h: u32) {
+        let now = self.now;
+        let host = &mut self.hosts[h as usize];
+        if let Some(t) = host.deadline() {
+            if host.timer_at.is_none_or(|at| t < at) {
+                let t = t.max(now);
+                host.timer_at = Some(t);
+                self.schedule(t, EvKind::Timer(h));
+            }
+        }
+    }
+
+    /// Takes the host's next datagram, if it has one, onto its link.
+    pub(super) fn pull(&mut self, h: u32) {
+        let now = self.now;
+        let port = self.hosts[h as usize].port;
+        // A datagram a fault drops or delays at the host's own egress never
+        // occupies the link: take the next one at once, until one does (or
+        // the NIC has nothing). Otherwise a host without timers of its own
+        // (a READ responder, a receiver owing ACKs) would stall with its
+        // transmit queue full.
+        loop {
+            let mut buf = self.pool.pop().unwrap_or_default();
+            let host = &mut self.hosts[h as usize];
+            let Some(t) = host.nic.poll_transmit(now, &mut buf) else {
+                self.pool.push(buf);
+                return;
+            };
+            buf.truncate(t.len);
+            self.serial += 1;
+            self.stats.sent += 1;
+            let mut pkt = Pkt {
+                serial: self.serial,
+                src: NodeAddr(h),
+                dst: t.dst,
+                src_port: t.src_port,
+                head: Head::of(&buf),
+                bytes: buf,
+                elided: 0,
+                nic_work_ps: u32::try_from(t.nic_work.as_ps()).unwrap_or(u32::MAX),
+                ce: false,
+                trimmed: false,
+            };
+            if self.phantom_payload {
+                if let Some(big) = pkt.elide_zero_payload() {
+                    self.recycle(big);
+                }
+            }
+            if self.watch.is_some() {
+                self.journal_new(&pkt, None);
+            }
+            self.egress(port, pkt);
+            if self.ports[port as usize].free_at > now + self.hosts[h as usize].tx_lead {
+                return;
+            }
+        }
+    }
+
+    /// A packet reaches host `h`'s NIC (held while the host is paused).
+    pub(super) fn arrive_at_host(&mut self, h: u32, pkt: Pkt) {
+        let host = &mut self.hosts[h as usize];
+        if host.paused {
+            if host.held.len() >= PAUSE_HOLD_LIMIT {
+                let link = self.topo.ports[host.port as usize].link;
+                self.drop_pkt(link, pkt, DropReason::PausedOverflow);
+            } else {
+                host.held.push_back(pkt);
+            }
+            return;
+        }
+        self.deliver(h, pkt);
+        self.service_host(h);
+    }
+
+    pub(super) fn deliver(&mut self, h: u32, pkt: Pkt) {
+        self.stats.delivered += 1;
+        let now = self.now;
+        if let Some(j) = self.journal_mut(pkt.serial) {
+            j.arrived = Some(now);
+        }
+        let max = self.flow_max[h as usize].entry(pkt.src).or_insert(0);
+        if pkt.serial < *max {
+            self.stats.reordered += 1;
+        } else {
+            *max = pkt.serial;
+        }
+        let now = self.now;
+        let mut rebuild = std::mem::take(&mut self.rebuild);
+        let meta = udrma_nic::RxMeta {
+            ecn: udrma_nic::Ecn::marked(pkt.ce),
+            trimmed: pkt.trimmed,
+            src_port: pkt.src_port,
+        };
+        self.hosts[h as usize].nic.handle_datagram_meta(
+            now,
+            pkt.src,
+            meta,
+            pkt.datagram(&mut rebuild),
+        );
+        self.rebuild = rebuild;
+        self.recycle(pkt.bytes);
+    }
+}

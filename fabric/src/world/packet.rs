@@ -1,0 +1,108 @@
+//! A packet on the fabric: the datagram (or its header, with a phantom
+//! payload elided) and what the world knows about it.
+
+use super::*;
+
+#[derive(Debug)]
+pub(super) struct Pkt {
+    pub(super) serial: u64,
+    pub(super) src: NodeAddr,
+    pub(super) dst: NodeAddr,
+    pub(super) src_port: u16,
+    /// The datagram, or with a phantom payload: header, extension and
+    /// ICRC only.
+    pub(super) bytes: Vec<u8>,
+    /// Zero bytes of payload left out of `bytes` (phantom payloads).
+    pub(super) elided: u32,
+    /// Extra NIC time the sending host's DMA needs for this packet
+    /// (gathers, indirect-key translation), in picoseconds, saturating.
+    pub(super) nic_work_ps: u32,
+    /// A queue above its ECN threshold marked it Congestion Experienced.
+    pub(super) ce: bool,
+    /// A trimming switch cut its payload off (only the header is left).
+    pub(super) trimmed: bool,
+    /// The header fields faults and the trace look at, read once while
+    /// the bytes are hot in cache (and again after a corruption).
+    pub(super) head: Head,
+}
+
+/// The header fields faults, the trace and the ladder journal read.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Head {
+    pub(super) opcode: Option<Opcode>,
+    pub(super) flags: Flags,
+    pub(super) msg: u32,
+    pub(super) seg: u32,
+}
+
+impl Head {
+    /// Reads them (all empty when the datagram is shorter than a header).
+    pub(super) fn of(bytes: &[u8]) -> Head {
+        if bytes.len() < HEADER_LEN {
+            return Head {
+                opcode: None,
+                flags: Flags::empty(),
+                msg: 0,
+                seg: 0,
+            };
+        }
+        let p = Packet::new_unchecked(bytes);
+        Head {
+            opcode: Some(p.opcode()),
+            flags: p.flags(),
+            msg: p.msg_id(),
+            seg: p.seg_index(),
+        }
+    }
+}
+
+impl Pkt {
+    /// Length on the wire.
+    pub(super) fn len(&self) -> u64 {
+        self.bytes.len() as u64 + u64::from(self.elided)
+    }
+
+    /// The whole datagram: `bytes` itself, or rebuilt into `scratch`.
+    pub(super) fn datagram<'a>(&'a self, scratch: &'a mut Vec<u8>) -> &'a [u8] {
+        if self.elided == 0 {
+            return &self.bytes;
+        }
+        let icrc_at = self.bytes.len() - udrma_proto::ICRC_LEN;
+        scratch.clear();
+        scratch.extend_from_slice(&self.bytes[..icrc_at]);
+        scratch.resize(icrc_at + self.elided as usize, 0);
+        scratch.extend_from_slice(&self.bytes[icrc_at..]);
+        scratch
+    }
+
+    /// Puts an elided payload back (before bits are flipped in it).
+    pub(super) fn materialise(&mut self) {
+        if self.elided > 0 {
+            let mut full = Vec::new();
+            self.datagram(&mut full);
+            self.bytes = full;
+            self.elided = 0;
+        }
+    }
+
+    /// Leaves out an all-zero payload, keeping header, extension and ICRC
+    /// in a small buffer; returns the big one for reuse.
+    pub(super) fn elide_zero_payload(&mut self) -> Option<Vec<u8>> {
+        static ZEROS: [u8; 65_536] = [0; 65_536];
+        if self.bytes.len() < HEADER_LEN + udrma_proto::ICRC_LEN {
+            return None;
+        }
+        let payload_len = usize::from(Packet::new_unchecked(&self.bytes[..]).payload_len());
+        let end = self.bytes.len() - udrma_proto::ICRC_LEN;
+        let start = end.checked_sub(payload_len)?;
+        if payload_len == 0 || start < HEADER_LEN || self.bytes[start..end] != ZEROS[..payload_len]
+        {
+            return None;
+        }
+        let mut small = Vec::with_capacity(start + udrma_proto::ICRC_LEN);
+        small.extend_from_slice(&self.bytes[..start]);
+        small.extend_from_slice(&self.bytes[end..]);
+        self.elided = payload_len as u32;
+        Some(std::mem::replace(&mut self.bytes, small))
+    }
+}

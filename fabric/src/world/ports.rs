@@ -1,0 +1,342 @@
+//! Egress ports: faults at the queue, FIFO service with tail drop, ECN
+//! and trimming, the flight line to the far end, captures.
+
+use super::*;
+
+/// What a hop needs to know about a port and its link, copied next to the
+/// port's state so a hop reads one place instead of five tables (on the
+/// 1024-host shape each of those reads was a cache miss).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PortHot {
+    pub(super) link: LinkId,
+    pub(super) direction: Direction,
+    /// The host this port belongs to (its NIC's egress), if any.
+    pub(super) host: Option<u32>,
+    /// The node at the far end, and its host number if it is one.
+    pub(super) peer: NodeId,
+    pub(super) peer_host: Option<u32>,
+    pub(super) mtu: u32,
+    pub(super) queue_bytes: u64,
+    pub(super) ecn_threshold: Option<u64>,
+    /// A switch port that trims on a full queue.
+    pub(super) trim: bool,
+    pub(super) bandwidth_bps: u64,
+    /// Picoseconds per bit when that is a whole number (every rate that
+    /// divides 1 Tb/s), else 0 and serialization divides.
+    pub(super) ps_per_bit: u64,
+    pub(super) latency: Duration,
+    pub(super) tapped: bool,
+}
+
+#[derive(Debug)]
+pub(super) struct PortState {
+    pub(super) hot: PortHot,
+    /// When the last packet given to this port finishes serializing.
+    pub(super) free_at: Instant,
+    /// Start times and lengths of packets not yet being sent.
+    pub(super) waiting: VecDeque<(Instant, u32)>,
+    /// Sum of their lengths.
+    pub(super) queued_bytes: u64,
+    /// Packets given to the port, with their arrival time at the far end
+    /// (increasing: FIFO, one rate, one latency). Only the head's arrival
+    /// is in the event queue.
+    pub(super) flight: VecDeque<(Instant, Pkt)>,
+}
+
+impl World {
+    /// A packet wants to cross the link of `port`: fault rules first.
+    pub(super) fn egress(&mut self, port: PortId, mut pkt: Pkt) {
+        if self.faults.is_empty() {
+            self.enqueue(port, pkt);
+            return;
+        }
+        let p = self.ports[port as usize].hot;
+        let Head { opcode, flags, .. } = pkt.head;
+        let ctx = PacketCtx {
+            now: self.now,
+            link: p.link,
+            direction: p.direction,
+            src: pkt.src,
+            dst: pkt.dst,
+            opcode,
+            flags,
+            len: pkt.len() as u32,
+        };
+        let (verdict, rule) = self.faults.judge(&ctx);
+        if let Some(r) = rule {
+            tracing::debug!(
+                sim_ns = self.now.as_nanos(),
+                link = %self.topo.links[p.link as usize].name,
+                pkt = pkt.serial,
+                rule = %self.faults.rules()[r].name,
+                ?verdict,
+                "fault"
+            );
+        }
+        let rule = rule.unwrap_or(0) as u32;
+        let fault = |kind, arg| TraceEvent::Fault {
+            t: self.now.as_ps(),
+            link: p.link,
+            pkt: pkt.serial,
+            rule,
+            kind,
+            arg,
+        };
+        match verdict {
+            Verdict::Pass => self.enqueue(port, pkt),
+            Verdict::Drop => {
+                self.trace.record(&fault(0, 0));
+                self.drop_pkt(p.link, pkt, DropReason::Fault);
+            }
+            Verdict::Duplicate(n) => {
+                self.trace.record(&fault(1, u64::from(n)));
+                self.stats.duplicated += u64::from(n);
+                for _ in 0..n {
+                    self.serial += 1;
+                    let copy = Pkt {
+                        serial: self.serial,
+                        src: pkt.src,
+                        dst: pkt.dst,
+                        src_port: pkt.src_port,
+                        bytes: pkt.bytes.clone(),
+                        elided: pkt.elided,
+                        nic_work_ps: pkt.nic_work_ps,
+                        ce: pkt.ce,
+                        trimmed: pkt.trimmed,
+                        head: pkt.head,
+                    };
+                    if self.watch.is_some() {
+                        self.journal_new(&copy, Some(pkt.serial));
+                    }
+                    self.enqueue(port, copy);
+                }
+                self.enqueue(port, pkt);
+            }
+            Verdict::Delay(d) => {
+                self.trace.record(&fault(2, d.as_ps()));
+                self.stats.delayed += 1;
+                let at = self.now + d;
+                self.schedule(at, EvKind::Enqueue(port, pkt));
+            }
+            Verdict::Corrupt(bits) => {
+                self.trace.record(&fault(3, u64::from(bits)));
+                self.stats.corrupted += 1;
+                pkt.materialise();
+                if let Some(j) = self.journal_mut(pkt.serial) {
+                    j.corrupted = true;
+                }
+                self.faults.corrupt(rule as usize, &mut pkt.bytes, bits);
+                pkt.head = Head::of(&pkt.bytes);
+                self.enqueue(port, pkt);
+            }
+        }
+    }
+
+    pub(super) fn drop_pkt(&mut self, link: LinkId, pkt: Pkt, reason: DropReason) {
+        let now = self.now;
+        tracing::debug!(sim_ns = now.as_nanos(), link = %self.topo.links[link as usize].name, pkt = pkt.serial, ?reason, "drop");
+        if let Some(j) = self.journal_mut(pkt.serial) {
+            j.dropped = Some((now, reason));
+        }
+        self.trace.record(&TraceEvent::Drop {
+            t: self.now.as_ps(),
+            link,
+            pkt: pkt.serial,
+            reason,
+        });
+        *self.stats.dropped.entry(reason).or_default() += 1;
+        self.recycle(pkt.bytes);
+    }
+
+    pub(super) fn recycle(&mut self, bytes: Vec<u8>) {
+        if self.pool.len() < 4096 {
+            self.pool.push(bytes);
+        }
+    }
+
+    pub(super) fn enqueue(&mut self, port: PortId, mut pkt: Pkt) {
+        let now = self.now;
+        let hot = self.ports[port as usize].hot;
+        let len = pkt.len() + self.seal_bytes;
+        if len > u64::from(hot.mtu) {
+            self.drop_pkt(hot.link, pkt, DropReason::Mtu);
+            return;
+        }
+        let st = &mut self.ports[port as usize];
+        while st.waiting.front().is_some_and(|(start, _)| *start <= now) {
+            let (_, l) = st.waiting.pop_front().expect("checked");
+            st.queued_bytes -= u64::from(l);
+        }
+        if hot.trim && pkt.trimmed {
+            // Headers go ahead of the queue at every trimming hop.
+            self.trim(port, pkt);
+            return;
+        }
+        if st.queued_bytes + len > hot.queue_bytes {
+            if hot.trim {
+                self.trim(port, pkt);
+            } else {
+                self.drop_pkt(hot.link, pkt, DropReason::QueueFull);
+            }
+            return;
+        }
+        if hot.ecn_threshold.is_some_and(|th| st.queued_bytes > th) {
+            self.stats.ecn_marked += 1;
+            pkt.ce = true;
+        }
+        // A host's own NIC works on the packet before it can leave.
+        let nic_cost = match hot.host {
+            Some(_) if !self.cost.is_zero() => {
+                self.cost.packet(len as usize) + Duration::from_ps(u64::from(pkt.nic_work_ps))
+            }
+            _ => Duration::ZERO,
+        };
+        let start = st.free_at.max(now + nic_cost);
+        let bits = (len + WIRE_OVERHEAD) * 8;
+        // Exactly the division below, without a 128-bit divide per hop
+        // when the rate divides 1 Tb/s.
+        let ser = match hot.ps_per_bit {
+            0 => Duration(
+                (u128::from(bits) * u128::from(PS_PER_S) / u128::from(hot.bandwidth_bps)) as u64,
+            ),
+            ps => Duration(bits * ps),
+        };
+        st.free_at = start + ser;
+        if start > now {
+            st.waiting.push_back((start, len as u32));
+            st.queued_bytes += len;
+            self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(st.queued_bytes);
+        }
+        let free_at = st.free_at;
+        let Head {
+            opcode, msg, seg, ..
+        } = pkt.head;
+        self.trace.record(&TraceEvent::Tx {
+            t: start.as_ps(),
+            link: hot.link,
+            dir: u8::from(hot.direction == Direction::Reverse),
+            pkt: pkt.serial,
+            opcode: opcode.map_or(0, u8::from),
+            msg,
+            seg,
+            len: len as u32,
+        });
+        if hot.tapped {
+            self.capture(start, &pkt);
+        }
+        if let Some(h) = hot.host {
+            self.hosts[h as usize].tx_lead = nic_cost;
+            let pull_at = Instant(free_at.as_ps().saturating_sub(nic_cost.as_ps())).max(now);
+            self.schedule(pull_at, EvKind::HostFree(h));
+        }
+        let arrive_at = free_at + hot.latency;
+        let st = &mut self.ports[port as usize];
+        st.flight.push_back((arrive_at, pkt));
+        if st.flight.len() == 1 {
+            self.schedule(arrive_at, EvKind::Arrive(port));
+        }
+    }
+
+    /// A full trimming port: the payload is cut off and the header goes
+    /// ahead of the queue, as a priority queue would send it (its few
+    /// bytes are not charged to the port). A header trimmed once is not
+    /// trimmed again: later full queues forward it the same way.
+    pub(super) fn trim(&mut self, port: PortId, mut pkt: Pkt) {
+        let hot = self.ports[port as usize].hot;
+        if !pkt.trimmed {
+            pkt.trimmed = true;
+            pkt.bytes.truncate(HEADER_LEN);
+            pkt.elided = 0;
+            self.stats.trimmed += 1;
+            self.trace.record(&TraceEvent::Drop {
+                t: self.now.as_ps(),
+                link: hot.link,
+                pkt: pkt.serial,
+                reason: DropReason::Trimmed,
+            });
+        }
+        let bits = (pkt.len() + self.seal_bytes + WIRE_OVERHEAD) * 8;
+        let ser = Duration(
+            (u128::from(bits) * u128::from(PS_PER_S) / u128::from(hot.bandwidth_bps)) as u64,
+        );
+        if hot.tapped {
+            self.capture(self.now, &pkt);
+        }
+        let at = self.now + ser + hot.latency;
+        self.schedule(at, EvKind::ArriveTrimmed(port, pkt));
+    }
+
+    /// Encapsulates a packet that starts crossing a tapped link at `t`;
+    /// frames are written once simulated time reaches them, so the file is
+    /// in time order.
+    pub(super) fn capture(&mut self, t: Instant, pkt: &Pkt) {
+        if self.pcap.is_none() || self.pcap_error.is_some() {
+            return;
+        }
+        let mut frame = Vec::with_capacity(pkt.len() as usize + FRAME_OVERHEAD);
+        let mut full = Vec::new();
+        let datagram = pkt.datagram(&mut full);
+        let src = UdpEndpoint::node(pkt.src, pkt.src_port);
+        let dst = UdpEndpoint::node(pkt.dst, DEFAULT_UDP_PORT);
+        if encapsulate(&src, &dst, datagram, &mut frame).is_ok() {
+            self.pcap_pending.insert((t, pkt.serial), frame);
+        }
+    }
+
+    pub(super) fn flush_pcap(&mut self, upto: Instant) {
+        let Some(sink) = self.pcap.as_mut() else {
+            return;
+        };
+        while let Some(entry) = self.pcap_pending.first_entry() {
+            if entry.key().0 > upto {
+                break;
+            }
+            let ((t, _), frame) = entry.remove_entry();
+            if self.pcap_error.is_none() {
+                if let Err(e) = sink.write_frame(t.as_nanos(), &frame) {
+                    self.pcap_error = Some(e);
+                }
+            }
+        }
+    }
+
+    pub(super) fn arrive(&mut self, port: PortId, pkt: Pkt) {
+        self.stats.packet_hops += 1;
+        let hot = self.ports[port as usize].hot;
+        let node: NodeId = hot.peer;
+        match hot.peer_host {
+            Some(h) if !self.cost.is_zero() => {
+                // The receive side processes packets one at a time; placing
+                // a payload in many blocks takes longer.
+                let nic = &mut self.hosts[h as usize].nic;
+                let work = if nic.needs_dma_work() {
+                    nic.receive_work(pkt.src, pkt.datagram(&mut self.rebuild))
+                } else {
+                    Duration::ZERO
+                };
+                let cost = self.cost.packet(pkt.len() as usize) + work;
+                let done = self.hosts[h as usize].rx_unit.take(self.now, cost);
+                self.schedule(done, EvKind::Deliver(h, pkt));
+            }
+            Some(h) => self.arrive_at_host(h, pkt),
+            None => {
+                let mut cands = std::mem::take(&mut self.scratch);
+                self.router
+                    .candidates(&self.topo, node, pkt.dst, &mut cands);
+                if cands.is_empty() {
+                    self.scratch = cands;
+                    self.drop_pkt(hot.link, pkt, DropReason::NoRoute);
+                    return;
+                }
+                let rng = self.switch_rng[node as usize]
+                    .as_mut()
+                    .expect("switch has a stream");
+                let out = self
+                    .router
+                    .choose(&cands, (pkt.src, pkt.dst, pkt.src_port), node, rng);
+                self.scratch = cands;
+                self.egress(out, pkt);
+            }
+        }
+    }
+}
