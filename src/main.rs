@@ -208,6 +208,12 @@ enum Bench {
         /// Seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Carry the flows of a connection matrix in htsim's text format
+        /// (`SRC->DST id N start PS size BYTES` lines, as htsim's
+        /// gen_permutation.py writes them) instead of the seed's
+        /// permutation: the same traffic for a side-by-side run.
+        #[arg(long, value_name = "FILE")]
+        matrix: Option<PathBuf>,
     },
 }
 
@@ -306,8 +312,8 @@ fn main() -> ExitCode {
             })
         }
         Command::Bench {
-            what: Bench::Sim { k, seed },
-        } => bench_sim(k, seed),
+            what: Bench::Sim { k, seed, matrix },
+        } => bench_sim(k, seed, matrix.as_deref()),
         Command::Decode { file, port, key } => decode(&file, port, key.as_deref()),
         Command::Demo { json } => demo(json),
         Command::Bridge { what } => bridge_cmd::bridge(what),
@@ -541,20 +547,52 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-fn bench_sim(k: u32, seed: u64) -> anyhow::Result<ExitCode> {
-    let mut w = udrma_fabric::shapes::speed_shape(k, seed).map_err(|e| BadInput(e.to_string()))?;
+fn bench_sim(k: u32, seed: u64, matrix: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let build = Wall::now();
+    let (mut w, traffic) = match matrix {
+        None => (
+            udrma_fabric::shapes::speed_shape(k, seed).map_err(|e| BadInput(e.to_string()))?,
+            "permutation of 2 MB WRITEs".to_string(),
+        ),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let m = udrma_fabric::matrix::ConnectionMatrix::parse(&text)
+                .map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+            let hosts = u64::from(k).pow(3) / 4;
+            if u64::from(m.nodes) != hosts {
+                return Err(BadInput(format!(
+                    "{}: the matrix says Nodes {}, but a k={k} fat tree has {hosts} hosts",
+                    path.display(),
+                    m.nodes
+                ))
+                .into());
+            }
+            let w = udrma_fabric::shapes::speed_shape_with(k, seed, &m.connections)
+                .map_err(|e| BadInput(e.to_string()))?;
+            (
+                w,
+                format!("{} connections of {}", m.connections.len(), path.display()),
+            )
+        }
+    };
+    let built = build.elapsed().as_secs_f64();
     let start = Wall::now();
     w.run();
     let wall = start.elapsed().as_secs_f64();
     let s = w.stats();
-    println!("shape          fat tree k={k} ({} hosts), 100 Gb/s, 1 us, 4000 B packets, spraying, permutation of 2 MB WRITEs", w.topology().n_hosts());
+    println!(
+        "shape          fat tree k={k} ({} hosts), 100 Gb/s, 1 us, 4000 B packets, spraying, {traffic}",
+        w.topology().n_hosts()
+    );
     println!(
         "simulated      {:.1} us, {} events, {} packet-hops",
         w.now().as_ps() as f64 / 1e6,
         s.events,
         s.packet_hops
     );
-    println!("wall           {wall:.3} s");
+    println!("build          {built:.3} s (topology, NICs, posts)");
+    println!("wall           {wall:.3} s (the run)");
     println!("packet-hops/s  {:.0}", s.packet_hops as f64 / wall);
     println!("events/s       {:.0}", s.events as f64 / wall);
     if let Some(m) = peak_rss_mib() {

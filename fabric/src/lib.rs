@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod matrix;
 mod queue;
 pub mod routing;
 pub mod shapes;

@@ -3,7 +3,9 @@
 use udrma_faults::rng::{below, stream};
 use udrma_faults::RuleSet;
 use udrma_nic::{Access, NicConfig, WorkRequest};
-use udrma_proto::{Duration, NodeAddr};
+use udrma_proto::{Duration, Instant, NodeAddr};
+
+use crate::matrix::Connection;
 
 use crate::routing::Policy;
 use crate::topology::{LinkParams, Topology};
@@ -30,6 +32,25 @@ pub fn derangement(n: u32, seed: u64) -> Vec<u32> {
 /// permutation of 2 MB WRITEs (each host writes to exactly one other),
 /// over phantom memory. Returns the world with every WRITE posted.
 pub fn speed_shape(k: u32, seed: u64) -> Result<World, FabricError> {
+    let n = k.saturating_mul(k).saturating_mul(k) / 4;
+    let flows: Vec<Connection> = derangement(n, seed)
+        .into_iter()
+        .enumerate()
+        .map(|(h, to)| Connection {
+            src: h as u32,
+            dst: to,
+            start: Instant::ZERO,
+            size: SPEED_WRITE_BYTES,
+        })
+        .collect();
+    speed_shape_with(k, seed, &flows)
+}
+
+/// The speed shape's fabric and NICs carrying `flows` (for example a
+/// connection matrix written for htsim) instead of the permutation: each
+/// flow is one WRITE from its own stretch of the sender's phantom memory
+/// to its own stretch of the receiver's, posted at its start time.
+pub fn speed_shape_with(k: u32, seed: u64, flows: &[Connection]) -> Result<World, FabricError> {
     let params = LinkParams {
         bandwidth_bps: 100_000_000_000,
         latency: Duration::from_micros(1),
@@ -37,38 +58,63 @@ pub fn speed_shape(k: u32, seed: u64) -> Result<World, FabricError> {
     };
     let topo = Topology::fat_tree(k, params).map_err(FabricError::Topology)?;
     let n = topo.n_hosts() as u32;
+    let largest = flows.iter().map(|f| f.size).max().unwrap_or(1);
     let cfg = FabricConfig {
         seed,
         routing: Policy::Spray,
         nic: NicConfig {
             mtu_payload: 4000,
-            segment_threshold: SPEED_WRITE_BYTES,
+            segment_threshold: largest.max(SPEED_WRITE_BYTES),
             ..NicConfig::default()
         },
         phantom_payload: true,
         seal_bytes: 0,
     };
     let mut w = World::new(topo, cfg, RuleSet::new())?;
+    // Each host's bytes to send and to receive, laid end to end.
+    let mut out = vec![0u64; n as usize];
+    let mut inn = vec![0u64; n as usize];
+    for f in flows {
+        for h in [f.src, f.dst] {
+            if h >= n {
+                return Err(FabricError::NoHost(h, n as usize));
+            }
+        }
+        out[f.src as usize] += f.size;
+        inn[f.dst as usize] += f.size;
+    }
     let mut keys = Vec::with_capacity(n as usize);
     for h in 0..n {
         let m = w.nic_mut(NodeAddr(h)).memory_mut();
-        let src = m.register_phantom(0x1000_0000, SPEED_WRITE_BYTES, Access::ALL);
-        let dst = m.register_phantom(0x2000_0000, SPEED_WRITE_BYTES, Access::ALL);
+        let src = m.register_phantom(SRC_BASE, out[h as usize].max(1), Access::ALL);
+        let dst = m.register_phantom(DST_BASE, inn[h as usize].max(1), Access::ALL);
         keys.push((src, dst));
     }
-    for (h, to) in derangement(n, seed).into_iter().enumerate() {
+    out.fill(0);
+    inn.fill(0);
+    for f in flows {
+        let (s, d) = (f.src as usize, f.dst as usize);
         let wr = WorkRequest::write(
-            NodeAddr(to),
-            keys[h].0,
-            0x1000_0000,
-            SPEED_WRITE_BYTES,
-            keys[to as usize].1 .0,
-            0x2000_0000,
+            NodeAddr(f.dst),
+            keys[s].0,
+            SRC_BASE + out[s],
+            f.size,
+            keys[d].1 .0,
+            DST_BASE + inn[d],
         );
-        w.post(NodeAddr(h as u32), wr)?;
+        out[s] += f.size;
+        inn[d] += f.size;
+        if f.start == Instant::ZERO {
+            w.post(NodeAddr(f.src), wr)?;
+        } else {
+            w.post_at(f.start, NodeAddr(f.src), wr)?;
+        }
     }
     Ok(w)
 }
+
+const SRC_BASE: u64 = 0x1000_0000;
+const DST_BASE: u64 = 0x2000_0000;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""udrma against htsim on the same job, side by side in one run.
+
+    python3 scripts/vs-htsim.py HTSIM_DATACENTER_DIR [--k 8 16] [--rounds 3]
+
+HTSIM_DATACENTER_DIR is `sim/datacenter` of a built htsim checkout
+(Broadcom/csg-htsim: `make` in sim/, then in sim/datacenter): it holds
+`htsim_ndp` and `connection_matrices/gen_permutation.py`. For each k the
+script writes one permutation matrix of 2,000,000-byte flows with htsim's
+own generator (seed 1), then runs, alternating, `rounds` times each:
+
+    htsim_ndp -strat perm -q 35 -cwnd 50 -mtu 4000 -linkspeed 100000 \
+              -nodes N -tm MATRIX
+    udrma bench sim --k K --matrix MATRIX
+
+and prints the median wall time of the whole process, its peak resident
+memory and the ratio. Absolute times depend on the machine; the ratio is
+the figure to quote. Needs a release build of udrma (cargo build --release).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UDRMA = os.path.join(ROOT, "target", "release", "udrma")
+
+
+def measure(argv, cwd):
+    """Wall seconds and peak RSS (MiB) of one process; its output is kept
+    only to report a failure."""
+    out = tempfile.TemporaryFile()
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        out.seek(0)
+        sys.exit(f"{argv[0]} failed ({proc.returncode}):\n{out.read().decode(errors='replace')[-2000:]}")
+    return wall, usage.ru_maxrss / 1024.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("htsim_dir", help="htsim's sim/datacenter directory, built")
+    ap.add_argument("--k", type=int, nargs="+", default=[8, 16])
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    ndp = os.path.join(args.htsim_dir, "htsim_ndp")
+    gen = os.path.join(args.htsim_dir, "connection_matrices", "gen_permutation.py")
+    for path, what in [(ndp, "htsim_ndp (build htsim first)"), (gen, "gen_permutation.py"),
+                       (UDRMA, "udrma (cargo build --release)")]:
+        if not os.path.exists(path):
+            sys.exit(f"missing {path}: {what}")
+    work = tempfile.mkdtemp(prefix="vs-htsim-")
+    rows = []
+    for k in args.k:
+        n = k * k * k // 4
+        cm = os.path.join(work, f"perm_{n}.cm")
+        subprocess.run([sys.executable, gen, cm, str(n), str(n), "2000000", "0", "1"],
+                       check=True, stdout=subprocess.DEVNULL)
+        htsim_cmd = [ndp, "-strat", "perm", "-q", "35", "-cwnd", "50", "-mtu", "4000",
+                     "-linkspeed", "100000", "-nodes", str(n), "-tm", cm,
+                     "-o", os.path.join(work, "logout.dat")]
+        udrma_cmd = [UDRMA, "bench", "sim", "--k", str(k), "--matrix", cm]
+        h, u = [], []
+        for r in range(args.rounds):
+            h.append(measure(htsim_cmd, work))
+            u.append(measure(udrma_cmd, work))
+            print(f"k={k} round {r + 1}: htsim {h[-1][0]:.2f} s, udrma {u[-1][0]:.2f} s",
+                  file=sys.stderr)
+        hw, hm = statistics.median(x[0] for x in h), max(x[1] for x in h)
+        uw, um = statistics.median(x[0] for x in u), max(x[1] for x in u)
+        rows.append((k, n, hw, uw, hw / uw, hm, um))
+    print("| k | hosts | htsim_ndp wall | udrma wall | udrma speed-up | htsim peak RSS | udrma peak RSS |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for k, n, hw, uw, ratio, hm, um in rows:
+        print(f"| {k} | {n:,} | {hw:.2f} s | {uw:.2f} s | **{ratio:.1f}×** | {hm:.0f} MiB | {um:.0f} MiB |")
+    print(f"(medians of {args.rounds} alternating rounds; whole processes; same matrix for both)")
+
+
+if __name__ == "__main__":
+    main()
