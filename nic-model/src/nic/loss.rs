@@ -163,7 +163,12 @@ impl Nic {
             return;
         };
         let from = (op.first_unacked as usize).min(seg as usize);
-        let lost: Vec<OpNumber> = op.pkts[from..seg as usize]
+        // Beyond the first segment first sent within `window` of this one,
+        // no copy is old enough (copies are never older than the first).
+        let to = from
+            + op.first_sent[from..(seg as usize).min(op.first_sent.len())]
+                .partition_point(|t| *t + window < sent_at);
+        let lost: Vec<OpNumber> = op.pkts[from..to]
             .iter()
             .filter_map(|p| match p {
                 PktState::InFlight(o) => Some(*o),

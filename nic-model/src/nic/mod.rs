@@ -186,6 +186,10 @@ struct Op {
     /// packets start here, not at 0 (they ran once per ACK, so a long
     /// operation cost its length squared).
     first_unacked: u32,
+    /// When each segment was first handed to `send_packet`, in segment
+    /// order (so nondecreasing): a lower bound of its copies' send times
+    /// that lets the overtaken scan stop where no older packet can be.
+    first_sent: Vec<Instant>,
     acked: u32,
     last_segment: bool,
     /// READ: which response packets have arrived.

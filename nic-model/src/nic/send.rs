@@ -81,6 +81,8 @@ impl Nic {
             let opn = self.op_table.insert(inflight).expect("checked not full");
             if let Some(op) = self.ops.get_mut(&msg_id) {
                 op.pkts[seg as usize] = PktState::InFlight(opn);
+                debug_assert_eq!(op.first_sent.len(), seg as usize);
+                op.first_sent.push(now);
             }
             if let Some(t) = self.send_packet(now, opn, false, buf) {
                 return Some(t);
@@ -158,6 +160,7 @@ impl Nic {
             next_unsent: 0,
             pkts: vec![PktState::Unsent; seg_count as usize],
             first_unacked: 0,
+            first_sent: Vec::new(),
             acked: 0,
             last_segment,
             read_mask,
@@ -428,6 +431,7 @@ impl Nic {
                 next_unsent: 0,
                 pkts: vec![PktState::Unsent],
                 first_unacked: 0,
+                first_sent: Vec::new(),
                 acked: 0,
                 last_segment: true,
                 read_mask: None,
