@@ -140,6 +140,11 @@ pub fn describe_frame_with(
     let mut opened = Vec::new();
     let mut payload = d.payload;
     let mut note = String::new();
+    if !d.udp_checksum_ok {
+        // What Wireshark calls unverified: offload leaves it unfilled on
+        // the capturing host. The ICRC below still judges the datagram.
+        note.push_str("  [UDP checksum wrong: offloaded on the capturing host?]");
+    }
     if udrma_proto::secure::is_sealed(payload) {
         let Ok(s) = udrma_proto::secure::split(payload) else {
             let _ = write!(line, "BAD: sealed, but too short for its headers");
@@ -162,7 +167,7 @@ pub fn describe_frame_with(
                     return false;
                 }
                 payload = &opened;
-                note = format!("  [sealed key={k} seq={seq}, verified]");
+                note.push_str(&format!("  [sealed key={k} seq={seq}, verified]"));
             }
             None => {
                 let inner = &s.aad[udrma_proto::secure::SEC_HEADER_LEN..];
@@ -317,6 +322,48 @@ mod tests {
         .unwrap();
         let (ok, l) = line(Some(&other));
         assert!(!ok && l.contains("no key 4 in the key file"), "{l}");
+    }
+
+    /// Captured on the sending host (loopback, or a NIC with checksum
+    /// offload), a datagram's UDP checksum is not filled in yet: it is
+    /// decoded, with a note, and its ICRC still decides whether it is bad.
+    #[test]
+    fn an_unfilled_udp_checksum_is_noted_not_refused() {
+        use udrma_proto::encap::{encapsulate, UdpEndpoint};
+        let packet = udrma_proto::samples::every_kind()[0].to_vec().unwrap();
+        let mut frame = Vec::new();
+        encapsulate(
+            &UdpEndpoint::node(udrma_proto::NodeAddr(0), 9),
+            &UdpEndpoint::node(udrma_proto::NodeAddr(1), udrma_proto::DEFAULT_UDP_PORT),
+            &packet,
+            &mut frame,
+        )
+        .unwrap();
+        // The UDP checksum field (Ethernet 14 + IPv4 20 + 6) as offload
+        // leaves it: a partial sum, here just wrong.
+        frame[40] ^= 0x5a;
+        let mut l = String::new();
+        assert!(describe_frame(
+            0,
+            &frame,
+            udrma_proto::DEFAULT_UDP_PORT,
+            &mut l
+        ));
+        assert!(
+            l.contains("WRITE") && l.contains("[UDP checksum wrong"),
+            "{l}"
+        );
+        // The ICRC is still checked: flip a payload bit as well.
+        let last = frame.len() - 1;
+        frame[last] ^= 1;
+        l.clear();
+        assert!(!describe_frame(
+            0,
+            &frame,
+            udrma_proto::DEFAULT_UDP_PORT,
+            &mut l
+        ));
+        assert!(l.contains("BAD: bad checksum"), "{l}");
     }
 
     #[test]

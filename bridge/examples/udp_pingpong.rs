@@ -1,10 +1,12 @@
 //! A plain UDP pingpong: the baseline `docs/benchmarks.md` compares the
 //! bridge's one-way latency with. One process runs both sides on loopback
-//! with blocking std sockets (a thread echoes), or with tokio sockets on a
-//! current-thread runtime (`--tokio`, the bridge's own I/O stack).
+//! with blocking std sockets (a thread echoes), with non-blocking std
+//! sockets that both sides spin on (`--spin`, the yardstick of the bridge's
+//! `--busy-poll`), or with tokio sockets on a current-thread runtime
+//! (`--tokio`, the bridge's own I/O stack).
 //!
 //! ```text
-//! cargo run --release -p udrma-bridge --example udp_pingpong -- [--tokio] [SIZE ...]
+//! cargo run --release -p udrma-bridge --example udp_pingpong -- [--tokio|--spin] [SIZE ...]
 //! ```
 
 use std::net::UdpSocket;
@@ -19,24 +21,37 @@ fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     (avg, v[v.len() / 2], v[(v.len() - 1) * 99 / 100])
 }
 
-fn std_pingpong(size: usize) -> Vec<f64> {
+/// A receive that spins on a non-blocking socket when `spin`.
+fn recv(sock: &UdpSocket, buf: &mut [u8]) -> (usize, std::net::SocketAddr) {
+    loop {
+        match sock.recv_from(buf) {
+            Ok(r) => return r,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) => panic!("recv: {e}"),
+        }
+    }
+}
+
+fn std_pingpong(size: usize, spin: bool) -> Vec<f64> {
     let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+    server.set_nonblocking(spin).unwrap();
     let addr = server.local_addr().unwrap();
     let echo = std::thread::spawn(move || {
         let mut buf = vec![0u8; 65_536];
         for _ in 0..ITERS + WARMUP {
-            let (n, from) = server.recv_from(&mut buf).unwrap();
+            let (n, from) = recv(&server, &mut buf);
             server.send_to(&buf[..n], from).unwrap();
         }
     });
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client.set_nonblocking(spin).unwrap();
     let msg = vec![7u8; size];
     let mut buf = vec![0u8; 65_536];
     let mut out = Vec::with_capacity(ITERS);
     for i in 0..ITERS + WARMUP {
         let t0 = Instant::now();
         client.send_to(&msg, addr).unwrap();
-        client.recv_from(&mut buf).unwrap();
+        recv(&client, &mut buf);
         if i >= WARMUP {
             out.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
         }
@@ -82,6 +97,7 @@ fn tokio_pingpong(size: usize) -> Vec<f64> {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let use_tokio = args.iter().any(|a| a == "--tokio");
+    let spin = args.iter().any(|a| a == "--spin");
     let mut sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     if sizes.is_empty() {
         sizes = vec![1, 64, 1024, 1400];
@@ -90,6 +106,8 @@ fn main() {
         "# plain UDP pingpong on loopback ({}), one-way = RTT/2, {ITERS} round trips",
         if use_tokio {
             "tokio, one thread"
+        } else if spin {
+            "non-blocking std sockets, both sides spinning, echo thread"
         } else {
             "blocking std sockets, echo thread"
         }
@@ -102,7 +120,7 @@ fn main() {
         let v = if use_tokio {
             tokio_pingpong(size)
         } else {
-            std_pingpong(size)
+            std_pingpong(size, spin)
         };
         let (avg, p50, p99) = stats(v);
         println!("{size:>12} {avg:>12.2} {p50:>12.2} {p99:>12.2}");

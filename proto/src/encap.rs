@@ -49,6 +49,11 @@ pub struct Datagram<'a> {
     pub dst: UdpEndpoint,
     /// UDP payload (the udrma datagram, if the port says so).
     pub payload: &'a [u8],
+    /// The UDP checksum is absent (0) or right. A capture taken on the
+    /// sending host usually holds datagrams whose checksum the kernel left
+    /// for the NIC to fill in (checksum offload; always so on loopback), so
+    /// a wrong one is reported, not refused: the ICRC covers the datagram.
+    pub udp_checksum_ok: bool,
 }
 
 /// Why a frame could not be built or taken apart.
@@ -78,9 +83,6 @@ pub enum EncapError {
     /// UDP header truncated or its length inconsistent.
     #[error("malformed UDP header")]
     BadUdp,
-    /// UDP checksum wrong.
-    #[error("bad UDP checksum")]
-    BadUdpChecksum,
 }
 
 /// Builds an Ethernet/IPv4/UDP frame around `payload` into `out`
@@ -131,7 +133,9 @@ pub fn encapsulate(
     Ok(())
 }
 
-/// Finds the UDP datagram in an Ethernet frame, checking both checksums.
+/// Finds the UDP datagram in an Ethernet frame, checking the IPv4 header
+/// checksum (a wrong one is an error) and the UDP checksum (a wrong one is
+/// reported in [`Datagram::udp_checksum_ok`]).
 pub fn decapsulate(frame: &[u8]) -> Result<Datagram<'_>, EncapError> {
     let eth = EthernetFrame::new_checked(frame)
         .map_err(|_| EncapError::TruncatedEthernet(frame.len()))?;
@@ -158,11 +162,8 @@ pub fn decapsulate(frame: &[u8]) -> Result<Datagram<'_>, EncapError> {
         &eth.payload()[start..end]
     };
     let udp = UdpPacket::new_checked(ip_payload).map_err(|_| EncapError::BadUdp)?;
-    if udp.checksum() != 0
-        && !udp.verify_checksum(&IpAddress::Ipv4(src_ip), &IpAddress::Ipv4(dst_ip))
-    {
-        return Err(EncapError::BadUdpChecksum);
-    }
+    let udp_checksum_ok = udp.checksum() == 0
+        || udp.verify_checksum(&IpAddress::Ipv4(src_ip), &IpAddress::Ipv4(dst_ip));
     let payload_end = usize::from(udp.len());
     let payload = &ip_payload[8..payload_end];
     Ok(Datagram {
@@ -175,6 +176,7 @@ pub fn decapsulate(frame: &[u8]) -> Result<Datagram<'_>, EncapError> {
             addr: SocketAddrV4::new(dst_ip, udp.dst_port()),
         },
         payload,
+        udp_checksum_ok,
     })
 }
 
@@ -222,9 +224,15 @@ mod tests {
         let mut bad_ip = FRAME;
         bad_ip[14 + 8] = 0x3f; // TTL changes, header checksum now wrong
         assert_eq!(decapsulate(&bad_ip), Err(EncapError::BadIpv4Checksum));
+        assert!(decapsulate(&FRAME).unwrap().udp_checksum_ok);
         let mut bad_udp = FRAME;
         bad_udp[45] ^= 1;
-        assert_eq!(decapsulate(&bad_udp), Err(EncapError::BadUdpChecksum));
+        let d = decapsulate(&bad_udp).unwrap();
+        assert!(!d.udp_checksum_ok);
+        assert_eq!(d.payload, b"udrl");
+        let mut absent = FRAME;
+        absent[14 + 20 + 6..14 + 20 + 8].fill(0);
+        assert!(decapsulate(&absent).unwrap().udp_checksum_ok);
         let mut arp = FRAME;
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(decapsulate(&arp), Err(EncapError::NotIpv4(0x0806)));
