@@ -39,3 +39,15 @@ done
 echo "== latency, authenticated"
 "$BIN" perf latency --peer 127.0.0.1:$APORT --max-size 1KiB --iterations 20000 --warmup 1000 --key "$KEYS" \
     | awk 'NR <= 2 || $1 == 1 || $1 == 64 || $1 == 1024'
+
+echo "== latency, busy-polling (--busy-poll on both sides) vs a plain pingpong spinning on both sides"
+BPORT=$((PORT + 2))
+"$BIN" bridge serve --bind 127.0.0.1:$BPORT --region 16MiB --quiet --busy-poll &
+BSERVER=$!
+trap 'kill $SERVER $ASERVER $BSERVER 2>/dev/null || true; rm -f "$KEYS"' EXIT
+sleep 0.5
+"$BIN" perf latency --peer 127.0.0.1:$BPORT --max-size 1KiB --iterations 20000 --warmup 1000 --busy-poll \
+    | awk 'NR <= 2 || $1 == 1 || $1 == 64 || $1 == 1024'
+kill $BSERVER 2>/dev/null || true
+sleep 0.3
+cargo run --release --quiet -p udrma-bridge --example udp_pingpong -- --spin 1 64 1024
