@@ -591,6 +591,10 @@ fn bench_sim(k: u32, seed: u64, matrix: Option<&Path>) -> anyhow::Result<ExitCod
         s.events,
         s.packet_hops
     );
+    println!(
+        "event queue    {} events pending at most",
+        s.max_event_queue
+    );
     println!("build          {built:.3} s (topology, NICs, posts)");
     println!("wall           {wall:.3} s (the run)");
     println!("packet-hops/s  {:.0}", s.packet_hops as f64 / wall);
