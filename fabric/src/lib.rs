@@ -14,10 +14,11 @@
 //! Nothing here reads a file, a clock or the environment: sinks are
 //! handed in by the caller.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod matrix;
+mod prefetch;
 mod queue;
 pub mod routing;
 pub mod shapes;

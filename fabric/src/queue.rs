@@ -33,7 +33,7 @@ const WORDS: usize = BUCKETS / 64;
 /// Largest bucket buffer (in keys) kept for reuse.
 const SPARE_MAX: usize = 256;
 /// Keys in the heap at which the calendar is built.
-pub(crate) const CALENDAR_AFTER: usize = 2048;
+pub(crate) const CALENDAR_AFTER: usize = 256;
 
 /// A dequeued key: when, and the event code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,6 +290,16 @@ impl EventQueue {
         Some(unpack(k))
     }
 
+    /// The event code of the key `n` places after the next one, when the
+    /// calendar's current bucket holds it (for prefetching; no side
+    /// effects).
+    #[inline]
+    pub fn upcoming(&self, n: usize) -> Option<u32> {
+        let a = &self.calendar.as_ref()?.active;
+        let i = a.len().checked_sub(n + 1)?;
+        Some(a[i] as u32)
+    }
+
     /// Keys held.
     pub fn len(&self) -> usize {
         self.len
@@ -356,6 +366,11 @@ mod tests {
                     Op::Peek => {
                         let got = q.peek().map(|k| (k.t.as_ps(), u64::from(k.slot)));
                         prop_assert_eq!(got, model.peek().map(|Reverse(k)| *k));
+                        // What the prefetcher sees is the next key, when it
+                        // sees anything.
+                        if let Some(slot) = q.upcoming(0) {
+                            prop_assert_eq!(Some(u64::from(slot)), got.map(|g| g.1));
+                        }
                     }
                 }
                 prop_assert_eq!(q.len(), model.len());
