@@ -190,6 +190,44 @@ fn bench_and_capture_errors_say_what_is_wrong() {
         "{err}"
     );
 
+    // `bench sim --matrix`: htsim's format, checked line by line and
+    // against the fabric's size; a good one runs the flows it lists.
+    let cm = tmp("readme-matrix.cm");
+    std::fs::write(
+        &cm,
+        "Nodes 16\nConnections 1\n0->15 id 1 start 0 size 64000 trigger 2\n",
+    )
+    .unwrap();
+    let out = udrma(&["bench", "sim", "--k", "4", "--matrix", cm.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("readme-matrix.cm: connection matrix line 3: `trigger` is not a key"),
+        "{err}"
+    );
+    std::fs::write(&cm, "Nodes 128\n0->1 size 64000\n").unwrap();
+    let err = stderr(&udrma(&[
+        "bench",
+        "sim",
+        "--k",
+        "4",
+        "--matrix",
+        cm.to_str().unwrap(),
+    ]));
+    assert!(
+        err.contains("the matrix says Nodes 128, but a k=4 fat tree has 16 hosts"),
+        "{err}"
+    );
+    std::fs::write(
+        &cm,
+        "Nodes 16\n0->15 size 64000\n3->2 start 2000000 size 4000\n",
+    )
+    .unwrap();
+    let out = udrma(&["bench", "sim", "--k", "4", "--matrix", cm.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("2 connections of"), "{text}");
+
     let pcap = tmp("readme-links.pcap");
     let out = udrma(&[
         "run",
