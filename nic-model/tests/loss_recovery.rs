@@ -257,3 +257,52 @@ fn a_late_packet_resent_for_nothing_widens_the_window_until_it_is_left_alone() {
     assert_eq!(per_write, vec![1, 1, 1, 0]);
     assert_eq!(s.pair.nics[0].stats().spurious_fast_retransmits, 3);
 }
+
+#[test]
+fn a_copy_is_judged_by_when_it_left_not_by_when_its_first_copy_did() {
+    // An OP table of 2 (packets leave a round trip apart) and an 8-packet
+    // WRITE. Packet 1's first copy is lost; packet 2's ACK says so and
+    // packet 1 goes again at once, beside packet 3. That second copy is
+    // held 10 µs. Packet 3's ACK, the first to come back, does not condemn
+    // it (they left together); the ACK of packet 4, which left a round trip
+    // after it, does: a third copy, and no timer.
+    let mut s = setup(NicConfig {
+        op_table_capacity: 2,
+        ..config()
+    });
+    let mut copies = 0;
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode().carries_data() && r.seg_index == 1 => {
+            copies += 1;
+            match copies {
+                1 => Verdict::Drop,
+                2 => Verdict::Delay(us(10)),
+                _ => Verdict::Deliver,
+            }
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(8192);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s.assert_written(8192);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.fast_retransmits, h0.timeouts), (2, 0));
+    assert_eq!(resent_segments(&s), vec![1, 1]);
+    let when = |from: u32, kind: &str, seg: u32| -> Vec<_> {
+        s.pair
+            .log
+            .iter()
+            .filter(|l| l.from.0 == from && l.kind.starts_with(kind) && l.seg_index == seg)
+            .map(|l| l.at)
+            .collect()
+    };
+    let (copies, ack3, ack4) = (when(0, "WRITE", 1), when(1, "ACK", 3), when(1, "ACK", 4));
+    assert!(
+        copies[2] > ack4[0] && ack4[0] > ack3[0],
+        "third copy at {:?}, ACKs of 3 and 4 at {:?} and {:?}",
+        copies[2],
+        ack3[0],
+        ack4[0]
+    );
+}
