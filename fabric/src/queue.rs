@@ -341,7 +341,7 @@ mod tests {
         #[test]
         fn same_order_as_a_binary_heap(
             ops in proptest::collection::vec(op(), 1..400),
-            seq_limit in prop_oneof![Just(u32::MAX), 200u32..600],
+            seq_limit in prop_oneof![Just(u32::MAX), 20u32..600],
             calendar_after in prop_oneof![Just(usize::MAX), 1usize..40],
         ) {
             let mut q = EventQueue { seq_limit, calendar_after, ..EventQueue::default() };
@@ -366,10 +366,10 @@ mod tests {
                     Op::Peek => {
                         let got = q.peek().map(|k| (k.t.as_ps(), u64::from(k.slot)));
                         prop_assert_eq!(got, model.peek().map(|Reverse(k)| *k));
-                        // What the prefetcher sees is the next key, when it
-                        // sees anything.
-                        if let Some(slot) = q.upcoming(0) {
-                            prop_assert_eq!(Some(u64::from(slot)), got.map(|g| g.1));
+                        // With the calendar built, the prefetcher sees the
+                        // next key.
+                        if q.calendar.is_some() {
+                            prop_assert_eq!(q.upcoming(0).map(u64::from), got.map(|g| g.1));
                         }
                     }
                 }
@@ -382,6 +382,79 @@ mod tests {
             }
             prop_assert!(q.take().is_none() && q.is_empty());
         }
+    }
+
+    /// Where keys live, which the order alone does not show: a heap until
+    /// the threshold, then the calendar for the next 2^24 ps from the first
+    /// key's bucket and the heap beyond, the horizon moving with the clock.
+    #[test]
+    fn the_near_future_lives_in_the_calendar_and_the_rest_in_the_heap() {
+        let mut q = EventQueue {
+            calendar_after: 4,
+            ..EventQueue::default()
+        };
+        for (slot, t) in [0u64, 1_000, 2_000].into_iter().enumerate() {
+            q.push(Instant(t), slot as u32);
+        }
+        assert!(q.calendar.is_none() && q.far.len() == 3);
+        for (slot, t) in [(1u64 << 24) - 1, 1 << 24, 1 << 30].into_iter().enumerate() {
+            q.push(Instant(t), 3 + slot as u32);
+        }
+        let c = q.calendar.as_ref().expect("built at 4 keys");
+        // Bucket 0 (0 and 1,000 ps) is running; 2,000 ps and the last
+        // picosecond of the horizon wait in the wheel; 2^24 ps is beyond.
+        assert_eq!((c.cur, c.active.len(), c.in_wheel), (0, 2, 2));
+        assert_eq!(q.far.len(), 2);
+        for want in 0..4 {
+            assert_eq!(q.take().map(|k| k.slot), Some(want));
+        }
+        // The clock reached 2^24 ps: that key moved in, 2^30 did not.
+        assert_eq!(q.peek().map(|k| k.slot), Some(4));
+        assert_eq!(q.calendar.as_ref().map(|c| c.cur), Some(1 << 14));
+        assert_eq!(q.far.len(), 1);
+        assert_eq!(q.upcoming(0), Some(4));
+        assert_eq!(q.upcoming(1), None);
+    }
+
+    /// A burst's large buffer is not kept for reuse; small ones are.
+    #[test]
+    fn a_bursts_buffer_is_released_small_ones_are_reused() {
+        let mut q = EventQueue {
+            calendar_after: 1,
+            ..EventQueue::default()
+        };
+        q.push(Instant(0), 0);
+        for i in 0..1_000 {
+            q.push(Instant(5_000), i);
+        }
+        for i in 0..8 {
+            q.push(Instant(9_000), i);
+        }
+        while q.take().is_some() {}
+        let c = q.calendar.as_ref().expect("built");
+        assert_eq!(c.spare.len(), 1);
+        assert!(c
+            .spare
+            .iter()
+            .all(|b| b.capacity() <= SPARE_MAX && b.is_empty()));
+    }
+
+    /// Renumbering restarts the sequence from the keys held, so it never
+    /// reaches its limit while the queue is small.
+    #[test]
+    fn a_renumbering_restarts_the_sequence_from_the_keys_held() {
+        let mut q = EventQueue {
+            seq_limit: 8,
+            ..EventQueue::default()
+        };
+        for i in 0..20 {
+            q.push(Instant(u64::from(i)), i);
+        }
+        for _ in 0..18 {
+            q.take();
+        }
+        q.push(Instant(100), 99);
+        assert_eq!((q.len(), q.seq), (3, 3));
     }
 
     #[test]
