@@ -10,24 +10,16 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use udrma_bridge::tools::{self, ServeOptions};
 use udrma_bridge::{BridgeConfig, BridgeError, Endpoint};
-use udrma_proto::{Body, Flags, Hello, Repr};
+use udrma_proto::{Body, Hello, Repr};
 
 fn hello_ask(nonce: u32, cookie: [u8; 16]) -> Vec<u8> {
-    Repr {
-        flags: Flags::empty(),
-        src_ep: 0,
-        dst_ep: 0,
-        op_num: 0,
-        msg_id: 0,
-        seg_index: 0,
-        seg_count: 0,
-        credits: 0,
-        epoch: 77,
-        body: Body::Hello(Hello {
+    Repr::hello(
+        77,
+        Hello {
             cookie,
             ..Hello::new(false, 1400, nonce)
-        }),
-    }
+        },
+    )
     .to_vec()
     .unwrap()
 }

@@ -37,18 +37,7 @@ async fn attack(server: SocketAddr, stop: &AtomicBool) -> (u64, u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(99);
     let epoch = 1000;
     let hello = header(
-        Body::Hello(Hello {
-            reply: false,
-            max_payload: 1400,
-            nonce: 1,
-            region_addr: 0,
-            region_len: 0,
-            rkey: 0,
-            ports: 0,
-            retry: false,
-            full: false,
-            cookie: [0; 16],
-        }),
+        Body::Hello(Hello::new(false, 1400, 1)),
         Flags::empty(),
         0,
         0,

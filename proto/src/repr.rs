@@ -303,6 +303,25 @@ pub struct Repr<'a> {
     pub body: Body<'a>,
 }
 
+impl Repr<'static> {
+    /// A HELLO from a sender in `epoch`: every other header field is zero
+    /// (a HELLO belongs to no endpoint, operation or message).
+    pub fn hello(epoch: u32, hello: Hello) -> Repr<'static> {
+        Repr {
+            flags: Flags::empty(),
+            src_ep: 0,
+            dst_ep: 0,
+            op_num: 0,
+            msg_id: 0,
+            seg_index: 0,
+            seg_count: 0,
+            credits: 0,
+            epoch,
+            body: Body::Hello(hello),
+        }
+    }
+}
+
 fn be16(b: &[u8], r: core::ops::Range<usize>) -> u16 {
     let mut a = [0u8; 2];
     a.copy_from_slice(&b[r]);

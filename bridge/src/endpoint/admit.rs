@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use udrma_proto::{Body, NodeAddr, Repr};
+use udrma_proto::{NodeAddr, Repr};
 
 use super::Endpoint;
 
@@ -57,23 +57,15 @@ impl Endpoint {
     /// state is kept: a retry carrying `cookie`, or (`retry` false) "full".
     fn stateless_hello(&mut self, to: SocketAddr, nonce: u32, retry: bool, cookie: [u8; 16]) {
         let max_payload = self.nic.config().mtu_payload.min(u32::from(u16::MAX)) as u16;
-        let repr = Repr {
-            flags: udrma_proto::Flags::empty(),
-            src_ep: 0,
-            dst_ep: 0,
-            op_num: 0,
-            msg_id: 0,
-            seg_index: 0,
-            seg_count: 0,
-            credits: 0,
-            epoch: self.nic.config().epoch,
-            body: Body::Hello(udrma_proto::Hello {
+        let repr = Repr::hello(
+            self.nic.config().epoch,
+            udrma_proto::Hello {
                 retry,
                 full: !retry,
                 cookie,
                 ..udrma_proto::Hello::new(true, max_payload, nonce)
-            }),
-        };
+            },
+        );
         let mut buf = self.pool.pop().unwrap_or_default();
         if repr.emit_vec(&mut buf).is_ok() {
             if let Some(sec) = self.secure.as_mut() {
