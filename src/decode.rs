@@ -233,6 +233,20 @@ pub fn describe_frame_with(
 mod tests {
     use super::*;
 
+    /// `payload` in a frame from h0:9 to h1 on udrma's port.
+    fn frame_of(payload: &[u8]) -> Vec<u8> {
+        use udrma_proto::encap::{encapsulate, UdpEndpoint};
+        let mut frame = Vec::new();
+        encapsulate(
+            &UdpEndpoint::node(udrma_proto::NodeAddr(0), 9),
+            &UdpEndpoint::node(udrma_proto::NodeAddr(1), udrma_proto::DEFAULT_UDP_PORT),
+            payload,
+            &mut frame,
+        )
+        .unwrap();
+        frame
+    }
+
     #[test]
     fn every_sample_decodes_and_the_corrupted_one_is_flagged() {
         let mut pcap = Vec::new();
@@ -275,7 +289,6 @@ mod tests {
     #[test]
     fn a_sealed_datagram_shows_its_headers_and_opens_with_the_right_key_only() {
         use udrma_bridge::secure::{KeyRing, Secure};
-        use udrma_proto::encap::{encapsulate, UdpEndpoint};
         let key = |hex0: &str| {
             KeyRing::parse(
                 &format!("4 {hex0}00102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"),
@@ -287,14 +300,7 @@ mod tests {
         let packet = udrma_proto::samples::every_kind()[0].to_vec().unwrap();
         let mut sealed = Vec::new();
         Secure::with_sender(right.clone(), [1; 12]).seal(&packet, &mut sealed);
-        let mut frame = Vec::new();
-        encapsulate(
-            &UdpEndpoint::node(udrma_proto::NodeAddr(0), 9),
-            &UdpEndpoint::node(udrma_proto::NodeAddr(1), udrma_proto::DEFAULT_UDP_PORT),
-            &sealed,
-            &mut frame,
-        )
-        .unwrap();
+        let frame = frame_of(&sealed);
         let line = |keys: Option<&KeyRing>| {
             let mut l = String::new();
             let ok = describe_frame_with(0, &frame, udrma_proto::DEFAULT_UDP_PORT, keys, &mut l);
@@ -329,16 +335,8 @@ mod tests {
     /// decoded, with a note, and its ICRC still decides whether it is bad.
     #[test]
     fn an_unfilled_udp_checksum_is_noted_not_refused() {
-        use udrma_proto::encap::{encapsulate, UdpEndpoint};
         let packet = udrma_proto::samples::every_kind()[0].to_vec().unwrap();
-        let mut frame = Vec::new();
-        encapsulate(
-            &UdpEndpoint::node(udrma_proto::NodeAddr(0), 9),
-            &UdpEndpoint::node(udrma_proto::NodeAddr(1), udrma_proto::DEFAULT_UDP_PORT),
-            &packet,
-            &mut frame,
-        )
-        .unwrap();
+        let mut frame = frame_of(&packet);
         // The UDP checksum field (Ethernet 14 + IPv4 20 + 6) as offload
         // leaves it: a partial sum, here just wrong.
         frame[40] ^= 0x5a;
