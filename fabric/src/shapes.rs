@@ -32,7 +32,8 @@ pub fn derangement(n: u32, seed: u64) -> Vec<u32> {
 /// permutation of 2 MB WRITEs (each host writes to exactly one other),
 /// over phantom memory. Returns the world with every WRITE posted.
 pub fn speed_shape(k: u32, seed: u64) -> Result<World, FabricError> {
-    let n = k.saturating_mul(k).saturating_mul(k) / 4;
+    let mut w = speed_world(k, seed, SPEED_WRITE_BYTES)?;
+    let n = w.topology().n_hosts() as u32;
     let flows: Vec<Connection> = derangement(n, seed)
         .into_iter()
         .enumerate()
@@ -43,7 +44,8 @@ pub fn speed_shape(k: u32, seed: u64) -> Result<World, FabricError> {
             size: SPEED_WRITE_BYTES,
         })
         .collect();
-    speed_shape_with(k, seed, &flows)
+    post_flows(&mut w, &flows)?;
+    Ok(w)
 }
 
 /// The speed shape's fabric and NICs carrying `flows` (for example a
@@ -51,26 +53,39 @@ pub fn speed_shape(k: u32, seed: u64) -> Result<World, FabricError> {
 /// flow is one WRITE from its own stretch of the sender's phantom memory
 /// to its own stretch of the receiver's, posted at its start time.
 pub fn speed_shape_with(k: u32, seed: u64, flows: &[Connection]) -> Result<World, FabricError> {
+    let largest = flows.iter().map(|f| f.size).max().unwrap_or(1);
+    let mut w = speed_world(k, seed, largest.max(SPEED_WRITE_BYTES))?;
+    post_flows(&mut w, flows)?;
+    Ok(w)
+}
+
+/// The fabric and NICs of the speed shape, with nothing posted; a WRITE of
+/// up to `largest` bytes is one operation.
+fn speed_world(k: u32, seed: u64, largest: u64) -> Result<World, FabricError> {
     let params = LinkParams {
         bandwidth_bps: 100_000_000_000,
         latency: Duration::from_micros(1),
         ..LinkParams::default()
     };
     let topo = Topology::fat_tree(k, params).map_err(FabricError::Topology)?;
-    let n = topo.n_hosts() as u32;
-    let largest = flows.iter().map(|f| f.size).max().unwrap_or(1);
     let cfg = FabricConfig {
         seed,
         routing: Policy::Spray,
         nic: NicConfig {
             mtu_payload: 4000,
-            segment_threshold: largest.max(SPEED_WRITE_BYTES),
+            segment_threshold: largest,
             ..NicConfig::default()
         },
         phantom_payload: true,
         seal_bytes: 0,
     };
-    let mut w = World::new(topo, cfg, RuleSet::new())?;
+    World::new(topo, cfg, RuleSet::new())
+}
+
+/// Registers each host's phantom regions, sized to what it sends and
+/// receives, and posts `flows`.
+fn post_flows(w: &mut World, flows: &[Connection]) -> Result<(), FabricError> {
+    let n = w.topology().n_hosts() as u32;
     // Each host's bytes to send and to receive, laid end to end.
     let mut out = vec![0u64; n as usize];
     let mut inn = vec![0u64; n as usize];
@@ -110,7 +125,7 @@ pub fn speed_shape_with(k: u32, seed: u64, flows: &[Connection]) -> Result<World
             w.post_at(f.start, NodeAddr(f.src), wr)?;
         }
     }
-    Ok(w)
+    Ok(())
 }
 
 const SRC_BASE: u64 = 0x1000_0000;

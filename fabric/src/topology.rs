@@ -125,6 +125,10 @@ pub struct Topology {
     names: BTreeMap<String, LinkId>,
 }
 
+/// Largest fat-tree arity: 4,194,304 hosts, whose node and port numbers
+/// still fit their 32-bit ids (and the event codes' 30 bits) with room.
+pub const MAX_FAT_TREE_K: u32 = 256;
+
 impl Topology {
     fn empty(shape: Shape) -> Topology {
         Topology {
@@ -233,6 +237,12 @@ impl Topology {
     pub fn fat_tree(k: u32, params: LinkParams) -> Result<Topology, String> {
         if k < 2 || k % 2 != 0 {
             return Err(format!("fat tree k = {k}: k must be even and at least 2"));
+        }
+        if k > MAX_FAT_TREE_K {
+            return Err(format!(
+                "fat tree k = {k}: at most k = {MAX_FAT_TREE_K} ({} hosts)",
+                MAX_FAT_TREE_K.pow(3) / 4
+            ));
         }
         let half = k / 2;
         let mut t = Topology::empty(Shape::FatTree { k });
