@@ -193,7 +193,10 @@ fn bench_and_capture_errors_say_what_is_wrong() {
     let out = udrma(&["bench", "sim", "--k", "100000"]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(err.contains("fat tree k = 100000: at most k = 256"), "{err}");
+    assert!(
+        err.contains("fat tree k = 100000: at most k = 256"),
+        "{err}"
+    );
 
     // `bench sim --matrix`: htsim's format, checked line by line and
     // against the fabric's size; a good one runs the flows it lists.
