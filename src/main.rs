@@ -18,7 +18,11 @@ use udrma_scenarios::{RunOptions, Scenario, ScenarioError};
 
 mod bridge_cmd;
 mod reproduce;
+mod shrink;
+mod slurm;
 mod sweep;
+
+use sweep::plan;
 
 /// udrma: a deterministic testbed for reliable, connectionless RDMA over UDP.
 ///
@@ -117,6 +121,40 @@ enum Command {
         /// setting (SVG); for a collective study, host and NIC completion.
         #[arg(long)]
         plot: Option<PathBuf>,
+        /// Run only the I-th of N balanced, stable slices of the runs (I
+        /// from 0) and write a part file for `udrma merge`. Without it, a
+        /// Slurm array task (SLURM_ARRAY_TASK_ID and _COUNT) or a
+        /// Kubernetes Indexed Job (JOB_COMPLETION_INDEX, with --shards)
+        /// names the slice.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<plan::Shard>,
+        /// The number of shards, for JOB_COMPLETION_INDEX.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        shards: Option<u32>,
+        /// Where a shard writes its part files
+        /// (part-IIII-of-NNNN.jsonl and .csv).
+        #[arg(long, value_name = "DIR", default_value = "sweep-parts")]
+        parts: PathBuf,
+    },
+    /// Merge the part files of a sharded sweep into the CSV, table and plot
+    /// one `udrma sweep` of the same runs writes; every run must be there
+    /// exactly once, from one scenario file and one udrma version.
+    Merge {
+        /// Part files (*.jsonl), or directories of them.
+        #[arg(required = true)]
+        parts: Vec<PathBuf>,
+        /// Write one CSV row per run.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+        /// Plot against the first setting (SVG), as `udrma sweep --plot`.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+    /// Run a sweep as a Slurm job array: write the sbatch script, submit
+    /// it, and collect the shards.
+    Slurm {
+        #[command(subcommand)]
+        what: slurm::SlurmCmd,
     },
     /// Reduce a failing case to a minimal scenario that still fails.
     Shrink {
@@ -217,6 +255,25 @@ enum Bench {
     },
 }
 
+/// Which shard a sweep runs, if any: `--shard`, or what a batch system's
+/// environment says.
+fn sharding(
+    shard: Option<plan::Shard>,
+    shards: Option<u32>,
+    parts: PathBuf,
+) -> anyhow::Result<Option<sweep::Sharding>> {
+    let found = match shard {
+        Some(s) => {
+            if let Some(n) = shards.filter(|n| *n != s.count) {
+                return Err(BadInput(format!("--shards {n} disagrees with --shard {s}")).into());
+            }
+            Some((s, "--shard"))
+        }
+        None => plan::Shard::from_env(|k| std::env::var(k).ok(), shards)?,
+    };
+    Ok(found.map(|(shard, from)| sweep::Sharding { shard, from, parts }))
+}
+
 /// A failure that is the input's fault: exit code 2.
 #[derive(Debug)]
 struct BadInput(String);
@@ -299,8 +356,16 @@ fn main() -> ExitCode {
             seeds,
             csv,
             plot,
-        } => sweep::sweep(&file, &sets, seeds, csv.as_deref(), plot.as_deref()),
-        Command::Shrink { file, seed, output } => sweep::shrink(&file, seed, &output),
+            shard,
+            shards,
+            parts,
+        } => sharding(shard, shards, parts)
+            .and_then(|sh| sweep::sweep(&file, &sets, seeds, sh, csv.as_deref(), plot.as_deref())),
+        Command::Merge { parts, csv, plot } => {
+            sweep::merge::merge(&parts, csv.as_deref(), plot.as_deref())
+        }
+        Command::Slurm { what } => slurm::main(what),
+        Command::Shrink { file, seed, output } => shrink::shrink(&file, seed, &output),
         Command::Replay { file, seed } => replay(&file, seed),
         Command::Reproduce { markdown, plots } => {
             reproduce::main(markdown.as_deref(), plots.as_deref()).map(|ok| {

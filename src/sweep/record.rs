@@ -1,0 +1,270 @@
+//! What a sweep keeps of each run: the figures its CSV, table and plot
+//! read, and nothing else. A part file holds these records as JSON, and a
+//! merge reads them back bit for bit (floats round-trip exactly), so the
+//! merged outputs are the single machine's.
+
+use serde::{Deserialize, Serialize};
+use udrma_scenarios::Report;
+
+/// One run, as a sweep reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The checks that failed, in the report's order (empty: passed).
+    pub failed_checks: Vec<String>,
+    /// The run's trace hash.
+    pub trace_hash: String,
+    /// Simulated time at the end, ns.
+    pub sim_time_ns: u64,
+    /// Goodput, Gb/s.
+    #[serde(with = "float")]
+    pub goodput_gbps: f64,
+    /// Completion-time percentiles, ns.
+    pub completion_p50_ns: u64,
+    /// 99th percentile.
+    pub completion_p99_ns: u64,
+    /// Maximum.
+    pub completion_max_ns: u64,
+    /// Operations completed and failed.
+    pub ops_completed: u64,
+    /// Operations that failed.
+    pub ops_failed: u64,
+    /// Retransmitted packets.
+    pub retransmits: u64,
+    /// Packets the fabric dropped, duplicated, reordered.
+    pub dropped: u64,
+    /// Duplicated packets.
+    pub duplicated: u64,
+    /// Reordered packets.
+    pub reordered: u64,
+    /// Duplicates the receivers dropped.
+    pub dup_dropped: u64,
+    /// Packets the escape channel held.
+    pub escape_buffered: u64,
+    /// NACKs sent.
+    pub nacks: u64,
+    /// Messaging runs: the first per-size row.
+    pub messaging: Option<MessagingFigures>,
+    /// Collective runs: the median completions of each side.
+    pub collective: Option<CollectiveFigures>,
+}
+
+/// The first per-size row of a messaging run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessagingFigures {
+    /// The protocol most messages went by.
+    pub protocol: String,
+    /// One-way latency or time per message, µs.
+    #[serde(with = "float")]
+    pub latency_us: f64,
+    /// Bandwidth, MB/s.
+    #[serde(with = "float")]
+    pub bandwidth_mbs: f64,
+}
+
+/// A collective run's median completion on each side, µs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveFigures {
+    /// Host software (absent if not run).
+    #[serde(with = "float::option")]
+    pub host_p50_us: Option<f64>,
+    /// NIC offload (absent if not run).
+    #[serde(with = "float::option")]
+    pub nic_p50_us: Option<f64>,
+}
+
+/// Floats in JSON: finite ones as numbers (read back exactly: serde_json's
+/// `float_roundtrip`), the others, which JSON cannot hold, as `"NaN"`,
+/// `"inf"` or `"-inf"`.
+mod float {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Json {
+        Number(f64),
+        Text(String),
+    }
+
+    fn to_json(x: f64) -> Json {
+        if x.is_finite() {
+            Json::Number(x)
+        } else {
+            Json::Text(x.to_string())
+        }
+    }
+
+    fn from_json<E: serde::de::Error>(j: Json) -> Result<f64, E> {
+        match j {
+            Json::Number(x) => Ok(x),
+            Json::Text(t) => t
+                .parse()
+                .map_err(|_| E::custom(format!("{t:?} is not a number"))),
+        }
+    }
+
+    pub fn serialize<S: Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+        to_json(*x).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        from_json(Json::deserialize(d)?)
+    }
+
+    pub mod option {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(x: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+            x.map(to_json).serialize(s)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+            Option::<Json>::deserialize(d)?.map(from_json).transpose()
+        }
+    }
+}
+
+impl RunRecord {
+    /// Keeps what a sweep reports of `r`.
+    pub fn of(r: &Report) -> Self {
+        Self {
+            failed_checks: r
+                .checks
+                .iter()
+                .filter(|(_, ok)| !**ok)
+                .map(|(k, _)| k.clone())
+                .collect(),
+            trace_hash: r.trace_hash.clone(),
+            sim_time_ns: r.sim_time_ns,
+            goodput_gbps: r.goodput_gbps,
+            completion_p50_ns: r.completion_ns.p50,
+            completion_p99_ns: r.completion_ns.p99,
+            completion_max_ns: r.completion_ns.max,
+            ops_completed: r.ops.completed,
+            ops_failed: r.ops.failed,
+            retransmits: r.retransmits,
+            dropped: r.packets.dropped,
+            duplicated: r.packets.duplicated,
+            reordered: r.packets.reordered,
+            dup_dropped: r.dup_dropped,
+            escape_buffered: r.escape.buffered,
+            nacks: r.nacks,
+            messaging: r.messaging.as_ref().and_then(|m| m.sizes.first()).map(|s| {
+                MessagingFigures {
+                    protocol: s.protocol.clone(),
+                    latency_us: s.latency_us,
+                    bandwidth_mbs: s.bandwidth_mbs,
+                }
+            }),
+            collective: r.collective.as_ref().map(|c| CollectiveFigures {
+                host_p50_us: c.host.as_ref().map(|s| s.completion_us.p50),
+                nic_p50_us: c.nic.as_ref().map(|s| s.completion_us.p50),
+            }),
+        }
+    }
+
+    /// Every check passed.
+    pub fn passed(&self) -> bool {
+        self.failed_checks.is_empty()
+    }
+
+    /// The CSV columns after the settings and the seed.
+    pub const COLUMNS: [&'static str; 17] = [
+        "passed",
+        "failed_checks",
+        "trace_hash",
+        "sim_time_ns",
+        "goodput_gbps",
+        "completion_p50_ns",
+        "completion_p99_ns",
+        "completion_max_ns",
+        "ops_completed",
+        "ops_failed",
+        "retransmits",
+        "dropped",
+        "duplicated",
+        "reordered",
+        "dup_dropped",
+        "escape_buffered",
+        "nacks",
+    ];
+
+    /// The values of [`RunRecord::COLUMNS`].
+    pub fn row(&self) -> [String; 17] {
+        [
+            self.passed().to_string(),
+            self.failed_checks.join(" "),
+            self.trace_hash.clone(),
+            self.sim_time_ns.to_string(),
+            self.goodput_gbps.to_string(),
+            self.completion_p50_ns.to_string(),
+            self.completion_p99_ns.to_string(),
+            self.completion_max_ns.to_string(),
+            self.ops_completed.to_string(),
+            self.ops_failed.to_string(),
+            self.retransmits.to_string(),
+            self.dropped.to_string(),
+            self.duplicated.to_string(),
+            self.reordered.to_string(),
+            self.dup_dropped.to_string(),
+            self.escape_buffered.to_string(),
+            self.nacks.to_string(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any float, finite or not, reads back with the same bits (NaN:
+        /// as a NaN).
+        #[test]
+        fn floats_round_trip_exactly(bits in any::<u64>(), some in any::<bool>()) {
+            let x = f64::from_bits(bits);
+            let c = CollectiveFigures { host_p50_us: some.then_some(x), nic_p50_us: None };
+            let back: CollectiveFigures =
+                serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+            match (back.host_p50_us, c.host_p50_us) {
+                (Some(b), Some(a)) if a.is_nan() => prop_assert!(b.is_nan()),
+                (b, a) => prop_assert_eq!(b.map(f64::to_bits), a.map(f64::to_bits)),
+            }
+        }
+    }
+
+    #[test]
+    fn a_record_survives_json_bit_for_bit() {
+        let r = RunRecord {
+            failed_checks: vec!["liveness".into()],
+            trace_hash: "58d2fc3301208396".into(),
+            sim_time_ns: 123,
+            goodput_gbps: 0.1 + 0.2,
+            completion_p50_ns: 1,
+            completion_p99_ns: 2,
+            completion_max_ns: 3,
+            ops_completed: 4,
+            ops_failed: 5,
+            retransmits: 6,
+            dropped: 7,
+            duplicated: 8,
+            reordered: 9,
+            dup_dropped: 10,
+            escape_buffered: 11,
+            nacks: 12,
+            messaging: Some(MessagingFigures {
+                protocol: "eager".into(),
+                latency_us: 1.0 / 3.0,
+                bandwidth_mbs: 9876.54321e-7,
+            }),
+            collective: Some(CollectiveFigures {
+                host_p50_us: Some(std::f64::consts::PI),
+                nic_p50_us: None,
+            }),
+        };
+        let back: RunRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.goodput_gbps.to_bits(), r.goodput_gbps.to_bits());
+        assert!(!back.passed());
+    }
+}

@@ -1,0 +1,359 @@
+//! Sharded sweeps as a user runs them: shards written apart and merged give
+//! the very CSV, table and plot of one `udrma sweep`; a missing, doubled
+//! or foreign part is named; a batch system's variables pick the shard;
+//! `udrma slurm` writes a job directory and reports a failed task with its
+//! log. (The same on a real Slurm cluster: scripts/slurm-test.sh, in CI.)
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+mod common;
+use common::{command, example, tmp, udrma};
+
+const SETS: [&str; 6] = [
+    "--set",
+    "fault.loss.p=0,0.05",
+    "--set",
+    "nic.max_retries=4,8",
+    "--seeds",
+    "5",
+];
+
+fn fresh(name: &str) -> PathBuf {
+    let d = tmp(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `udrma sweep` of the standard cases, with extra arguments.
+fn sweep(extra: &[&str]) -> Output {
+    let file = example("small-faults.toml");
+    let mut args = vec!["sweep", file.as_str()];
+    args.extend(SETS);
+    args.extend(extra);
+    udrma(&args)
+}
+
+/// The single-machine outputs: (csv, svg, table).
+fn reference(dir: &Path) -> (String, String, String) {
+    let (csv, svg) = (dir.join("local.csv"), dir.join("local.svg"));
+    let out = sweep(&["--csv", s(&csv), "--plot", s(&svg)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    (
+        std::fs::read_to_string(csv).unwrap(),
+        std::fs::read_to_string(svg).unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+#[test]
+fn shards_merge_into_exactly_what_one_sweep_writes() {
+    let dir = fresh("shards-merge");
+    let (csv, svg, table) = reference(&dir);
+    let parts = dir.join("parts");
+    for i in 0..3 {
+        let out = sweep(&["--shard", &format!("{i}/3"), "--parts", s(&parts)]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.starts_with(&format!("shard {i}/3 (--shard): ")),
+            "{said}"
+        );
+    }
+    // 20 runs in 3 shards: 7, 7 and 6.
+    for (i, n) in [(0, 7), (1, 7), (2, 6)] {
+        let part =
+            std::fs::read_to_string(parts.join(format!("part-000{i}-of-0003.jsonl"))).unwrap();
+        assert_eq!(part.lines().count(), 1 + n, "{part}");
+        let rows = std::fs::read_to_string(parts.join(format!("part-000{i}-of-0003.csv"))).unwrap();
+        assert!(rows
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with(",shard,scenario_sha256,udrma_version"));
+        assert_eq!(rows.lines().count(), 1 + n);
+    }
+    let (mcsv, msvg) = (dir.join("merged.csv"), dir.join("merged.svg"));
+    let out = udrma(&["merge", s(&parts), "--csv", s(&mcsv), "--plot", s(&msvg)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(mcsv).unwrap(), csv);
+    assert_eq!(std::fs::read_to_string(msvg).unwrap(), svg);
+    assert!(stderr(&out).contains("merged 3 part files: 20 runs"));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), table);
+}
+
+#[test]
+fn a_missing_doubled_or_foreign_part_is_named_and_nothing_is_written() {
+    let dir = fresh("shards-bad");
+    let parts = dir.join("parts");
+    for i in 0..3 {
+        assert!(sweep(&["--shard", &format!("{i}/3"), "--parts", s(&parts)])
+            .status
+            .success());
+    }
+    let part = |i: u32| parts.join(format!("part-000{i}-of-0003.jsonl"));
+    let out_csv = dir.join("out.csv");
+
+    // Shard 1 missing: its runs are named, and the command that reruns it.
+    let out = udrma(&["merge", s(&part(0)), s(&part(2)), "--csv", s(&out_csv)]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("7 of 20 runs are missing: "), "{e}");
+    assert!(e.contains("fault.loss.p=0 nic.max_retries=4 seed=2"), "{e}");
+    assert!(e.contains("missing shards (of 3): 1"), "{e}");
+    assert!(e.contains("--seeds 5 --shard 1/3 --parts"), "{e}");
+    assert!(!out_csv.exists());
+
+    // Shard 1 given twice (a copy under another name).
+    let copy = dir.join("copy.jsonl");
+    std::fs::copy(part(1), &copy).unwrap();
+    let out = udrma(&["merge", s(&parts), s(&copy), "--csv", s(&out_csv)]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("7 runs are in more than one part: "), "{e}");
+    assert!(e.contains("copy.jsonl"), "{e}");
+    assert!(!out_csv.exists());
+
+    // A part of another sweep (other settings) or another scenario file.
+    let other = dir.join("other");
+    let file = example("small-faults.toml");
+    let o = udrma(&[
+        "sweep",
+        &file,
+        "--set",
+        "fault.loss.p=0",
+        "--shard",
+        "0/1",
+        "--parts",
+        s(&other),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = udrma(&[
+        "merge",
+        s(&part(0)),
+        s(&other.join("part-0000-of-0001.jsonl")),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("parts of one sweep only"),
+        "{}",
+        stderr(&out)
+    );
+    let edited = dir.join("edited.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&edited, format!("{text}\n# edited\n")).unwrap();
+    let mut args = vec!["sweep", s(&edited)];
+    args.extend(SETS);
+    args.extend(["--shard", "1/3", "--parts", s(&other)]);
+    assert!(udrma(&args).status.success());
+    let out = udrma(&[
+        "merge",
+        s(&part(0)),
+        s(&other.join("part-0001-of-0003.jsonl")),
+        s(&part(2)),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("the scenario file with SHA-256"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A part cut short, and a file that is no part at all.
+    let cut = dir.join("cut.jsonl");
+    let whole = std::fs::read_to_string(part(0)).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    std::fs::write(&cut, lines[..lines.len() - 1].join("\n")).unwrap();
+    let out = udrma(&["merge", s(&cut)]);
+    assert!(
+        stderr(&out).contains("holds 6 runs but its header says 7"),
+        "{}",
+        stderr(&out)
+    );
+    let junk = dir.join("junk.jsonl");
+    std::fs::write(&junk, "{\"hello\": 1}\n").unwrap();
+    let out = udrma(&["merge", s(&junk)]);
+    assert!(
+        stderr(&out).contains("junk.jsonl:1: not a udrma part file"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(&junk, format!("{}\n{{\"settings\": 3}}\n", lines[0])).unwrap();
+    let out = udrma(&["merge", s(&junk)]);
+    assert!(
+        stderr(&out).contains("junk.jsonl:2: bad run line"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_batch_system_names_the_shard() {
+    let dir = fresh("shards-env");
+    let (csv, _, _) = reference(&dir);
+    let parts = dir.join("parts");
+    let file = example("small-faults.toml");
+    // A Slurm array 1-4 (counted from SLURM_ARRAY_TASK_MIN) and a
+    // Kubernetes Indexed Job of 4 completions cut the same way.
+    for (i, vars) in [
+        (
+            0,
+            vec![("SLURM_ARRAY_TASK_ID", "1"), ("SLURM_ARRAY_TASK_MIN", "1")],
+        ),
+        (
+            1,
+            vec![("SLURM_ARRAY_TASK_ID", "2"), ("SLURM_ARRAY_TASK_MIN", "1")],
+        ),
+        (2, vec![("JOB_COMPLETION_INDEX", "2")]),
+        (3, vec![("JOB_COMPLETION_INDEX", "3")]),
+    ] {
+        let mut c = command();
+        c.arg("sweep")
+            .arg(&file)
+            .args(SETS)
+            .arg("--parts")
+            .arg(&parts);
+        for (k, v) in &vars {
+            c.env(k, v);
+        }
+        if vars[0].0.starts_with("SLURM") {
+            c.env("SLURM_ARRAY_TASK_COUNT", "4");
+        } else {
+            c.args(["--shards", "4"]);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.starts_with(&format!("shard {i}/4 ({}): ", vars[0].0)),
+            "{said}"
+        );
+    }
+    let merged = dir.join("merged.csv");
+    assert!(udrma(&["merge", s(&parts), "--csv", s(&merged)])
+        .status
+        .success());
+    assert_eq!(std::fs::read_to_string(merged).unwrap(), csv);
+    // An index without its count, and --csv on a shard, are refused.
+    let out = command()
+        .args(["sweep", &file, "--set", "fault.loss.p=0"])
+        .env("JOB_COMPLETION_INDEX", "0")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--shards N"), "{}", stderr(&out));
+    let out = sweep(&["--shard", "0/2", "--csv", s(&dir.join("x.csv"))]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("give those to `udrma merge"),
+        "{}",
+        stderr(&out)
+    );
+    let out = sweep(&["--shard", "2/2"]);
+    assert!(
+        stderr(&out).contains("not below the count 2"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn slurm_collect_names_a_failed_task_and_merges_once_it_is_rerun() {
+    let dir = fresh("slurm-job");
+    let (csv, _, _) = reference(&dir);
+    let job = dir.join("job");
+    let file = example("small-faults.toml");
+    let mut args = vec!["slurm", "submit", file.as_str()];
+    args.extend(SETS);
+    args.extend([
+        "--tasks",
+        "3",
+        "--dir",
+        s(&job),
+        "--partition",
+        "debug",
+        "--no-submit",
+    ]);
+    let out = udrma(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let script = std::fs::read_to_string(job.join("udrma-sweep.sbatch")).unwrap();
+    for line in [
+        "#SBATCH --array=0-2\n",
+        "#SBATCH --partition=debug\n",
+        "#SBATCH --cpus-per-task=1\n",
+        "--shard \"$SLURM_ARRAY_TASK_ID/3\" --parts ",
+        "sweep ",
+        " --set fault.loss.p=0,0.05 --set nic.max_retries=4,8 --seeds 5",
+    ] {
+        assert!(script.contains(line), "{line:?} not in\n{script}");
+    }
+    assert_eq!(
+        std::fs::read(job.join("scenario.toml")).unwrap(),
+        std::fs::read(&file).unwrap()
+    );
+    // Pretend the array ran: task 0 finished, task 1 failed, task 2 did not
+    // start (with no Slurm to ask, collect counts it as waiting).
+    let scenario = job.join("scenario.toml");
+    let shard = |i: u32| {
+        let mut a = vec!["sweep", s(&scenario)];
+        a.extend(SETS);
+        let sh = format!("{i}/3");
+        let parts = job.join("parts");
+        a.extend(["--shard", &sh, "--parts", s(&parts)]);
+        assert!(udrma(&a).status.success());
+    };
+    shard(0);
+    std::fs::write(job.join("status/task-1.exit"), "2\n").unwrap();
+    std::fs::write(
+        job.join("logs/task-1.log"),
+        "starting\nerror: out of disk\n",
+    )
+    .unwrap();
+    let out = udrma(&["slurm", "collect", s(&job), "--no-wait"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr(&out);
+    let log = job.join("logs/task-1.log");
+    assert!(
+        e.contains(&format!("task 1: exit 2; log {}", log.display())),
+        "{e}"
+    );
+    assert!(e.contains("    error: out of disk"), "{e}");
+    assert!(e.contains("--shard 1/3 --parts"), "{e}");
+    assert!(!job.join("sweep.csv").exists());
+    // Rerun alone, as collect says; the last one too.
+    shard(1);
+    shard(2);
+    let out = udrma(&["slurm", "collect", s(&job), "--no-wait"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(job.join("sweep.csv")).unwrap(), csv);
+    assert!(job.join("sweep.svg").exists());
+    // The same directory is not submitted twice; too many tasks are refused.
+    let out = udrma(&args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("already holds a submitted sweep"),
+        "{}",
+        stderr(&out)
+    );
+    let mut many = vec!["slurm", "submit", file.as_str()];
+    many.extend(SETS);
+    let other = dir.join("other");
+    many.extend(["--tasks", "21", "--dir", s(&other), "--no-submit"]);
+    let out = udrma(&many);
+    assert!(
+        stderr(&out).contains("--tasks 21 but the sweep has 20 runs"),
+        "{}",
+        stderr(&out)
+    );
+    let out = udrma(&["slurm", "collect", s(&dir)]);
+    assert!(stderr(&out).contains("a job directory"), "{}", stderr(&out));
+}
