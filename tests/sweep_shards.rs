@@ -187,7 +187,27 @@ fn a_missing_doubled_or_foreign_part_is_named_and_nothing_is_written() {
         "{}",
         stderr(&out)
     );
-    std::fs::write(&junk, format!("{}\n{{\"settings\": 3}}\n", lines[0])).unwrap();
+    let header = lines[0];
+    for (edit, says) in [
+        (
+            ("\"udrma_part\":1", "\"udrma_part\":2"),
+            "junk.jsonl:1: part format 2, but this udrma",
+        ),
+        (
+            ("\"shard\":0", "\"shard\":3"),
+            "junk.jsonl:1: shard 3 of 3 does not exist",
+        ),
+        (
+            ("\"shards\":3", "\"shards\":0"),
+            "junk.jsonl:1: shard 0 of 0 does not exist",
+        ),
+    ] {
+        assert!(header.contains(edit.0), "{header}");
+        std::fs::write(&junk, header.replace(edit.0, edit.1) + "\n").unwrap();
+        let out = udrma(&["merge", s(&junk)]);
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    }
+    std::fs::write(&junk, format!("{header}\n{{\"settings\": 3}}\n")).unwrap();
     let out = udrma(&["merge", s(&junk)]);
     assert!(
         stderr(&out).contains("junk.jsonl:2: bad run line"),
@@ -312,6 +332,35 @@ fn slurm_collect_names_a_failed_task_and_merges_once_it_is_rerun() {
         assert!(udrma(&a).status.success());
     };
     shard(0);
+    // Waiting for task 1 (no Slurm to ask here: it counts as waiting) ends
+    // at the timeout, with one line per change of the count.
+    let out = udrma(&[
+        "slurm",
+        "collect",
+        s(&job),
+        "--poll",
+        "0.05",
+        "--timeout",
+        "0.3",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert_eq!(
+        e.matches("collect: 1/3 shards done, 2 queued or running, 0 failed\n")
+            .count(),
+        1,
+        "{e}"
+    );
+    assert!(
+        e.contains("gave up after 0 s with tasks 1, 2 still queued or running"),
+        "{e}"
+    );
+    let out = udrma(&["slurm", "collect", s(&job), "--poll", "0"]);
+    assert!(
+        stderr(&out).contains("--poll 0: expected seconds above 0"),
+        "{}",
+        stderr(&out)
+    );
     std::fs::write(job.join("status/task-1.exit"), "2\n").unwrap();
     std::fs::write(
         job.join("logs/task-1.log"),

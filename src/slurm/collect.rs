@@ -65,12 +65,15 @@ fn queued(job: &JobFile) -> Option<BTreeSet<u32>> {
     if !out.status.success() {
         return None;
     }
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect(),
-    )
+    Some(task_ids(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The array task ids of `squeue -r -o %K` output, one per line.
+fn task_ids(squeue: &str) -> BTreeSet<u32> {
+    squeue
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
 }
 
 /// Looks at every task once.
@@ -211,4 +214,54 @@ pub fn collect(a: CollectArgs) -> anyhow::Result<ExitCode> {
 /// `1, 2, 5`.
 fn list(s: &BTreeSet<u32>) -> String {
     s.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::plan::Layout;
+
+    #[test]
+    fn each_task_is_done_waiting_or_failed() {
+        let root = std::env::temp_dir().join(format!("udrma-census-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = JobDir(root.clone());
+        for d in [dir.parts(), dir.status()] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let job = JobFile {
+            udrma_version: "0".into(),
+            scenario: "s.toml".into(),
+            layout: Layout::new(&["a=1".into()], 5, 1).unwrap(),
+            tasks: 5,
+            job_id: Some("7".into()),
+            job_name: "udrma-s-00000000".into(),
+            udrma: "udrma".into(),
+        };
+        // 0: a part (and an old failure): done. 1: failed before, queued
+        // again: waiting. 2: failed. 3: nothing, and Slurm lists it:
+        // waiting. 4: nothing, and Slurm does not list it: failed.
+        std::fs::write(dir.part(0, 5), "").unwrap();
+        for i in [0, 1, 2] {
+            std::fs::write(dir.exit_file(i), "2\n").unwrap();
+        }
+        let q = task_ids("1\n 3\nnot-a-task\n");
+        assert_eq!(q, BTreeSet::from([1, 3]));
+        let c = census(&dir, &job, Some(&q));
+        assert_eq!(c.done, BTreeSet::from([0]));
+        assert_eq!(c.waiting, BTreeSet::from([1, 3]));
+        assert_eq!(
+            c.failed,
+            vec![
+                (2, "exit 2".to_string()),
+                (4, "ended without a part file or an exit code".to_string())
+            ]
+        );
+        // Where Slurm cannot be asked, only an exit code says "failed".
+        let c = census(&dir, &job, None);
+        assert_eq!(c.waiting, BTreeSet::from([3, 4]));
+        assert_eq!(c.failed.iter().map(|f| f.0).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(list(&c.waiting), "3, 4");
+        let _ = std::fs::remove_dir_all(root);
+    }
 }

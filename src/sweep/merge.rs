@@ -6,7 +6,7 @@
 //! same udrma version; otherwise the merge names what is wrong and writes
 //! nothing.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -177,10 +177,10 @@ fn missing_error(all: &[Part], missing: &[Job]) -> anyhow::Error {
         named(&names)
     );
     if all.iter().all(|p| p.header.shards == h.shards) {
-        let mut shards: BTreeMap<u32, usize> = BTreeMap::new();
-        for j in missing {
-            *shards.entry(layout.shard_of(*j, h.shards)).or_default() += 1;
-        }
+        let shards: BTreeSet<u32> = missing
+            .iter()
+            .map(|j| layout.shard_of(*j, h.shards))
+            .collect();
         let dir = all[0]
             .path
             .parent()
@@ -190,12 +190,12 @@ fn missing_error(all: &[Part], missing: &[Job]) -> anyhow::Error {
             "\nmissing shards (of {}): {}",
             h.shards,
             shards
-                .keys()
+                .iter()
                 .map(|s| s.to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
-        if let Some(s) = shards.keys().next() {
+        if let Some(s) = shards.first() {
             let mut words = vec!["udrma".to_string(), "sweep".into(), h.scenario.clone()];
             words.extend(layout.args());
             words.push("--shard".into());
@@ -241,4 +241,21 @@ pub fn merge(
         csv_path,
         plot,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_lists_are_cut_after_eight_names() {
+        let items: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+        assert_eq!(named(&items[..1]), "r0");
+        assert_eq!(named(&items[..8]), "r0; r1; r2; r3; r4; r5; r6; r7");
+        assert_eq!(
+            named(&items[..9]),
+            "r0; r1; r2; r3; r4; r5; r6; r7; and 1 more"
+        );
+        assert!(named(&items).ends_with("r7; and 2 more"));
+    }
 }

@@ -374,6 +374,15 @@ mod tests {
             .collect();
         assert_eq!(cases, ["00", "01", "02", "10", "11", "12"]);
         assert_eq!(l.describe(Job { case: 4, seed: 9 }), "k0=1 k1=1 seed=9");
+        // Seeds 7 (the base) to 7; cases 0 to 5.
+        assert_eq!(l.position(Job { case: 5, seed: 7 }), Some(5));
+        for outside in [
+            Job { case: 6, seed: 7 },
+            Job { case: 0, seed: 8 },
+            Job { case: 0, seed: 6 },
+        ] {
+            assert_eq!(l.position(outside), None, "{outside:?}");
+        }
     }
 
     proptest! {
@@ -479,6 +488,16 @@ mod tests {
         let e = Shard::from_env(env(&[]), Some(3)).unwrap_err().to_string();
         assert!(e.contains("--shard I/3"), "{e}");
         assert!(Shard::from_env(env(&[]), None).unwrap().is_none());
+        let four = env(&[
+            ("SLURM_ARRAY_TASK_ID", "0"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+        ]);
+        assert!(Shard::from_env(&four, Some(4)).unwrap().is_some());
+        let e = Shard::from_env(&four, Some(3)).unwrap_err().to_string();
+        assert!(
+            e.contains("--shards 3 disagrees with SLURM_ARRAY_TASK_COUNT=4"),
+            "{e}"
+        );
         let off = env(&[
             ("SLURM_ARRAY_TASK_ID", "4"),
             ("SLURM_ARRAY_TASK_COUNT", "4"),
