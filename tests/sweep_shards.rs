@@ -286,6 +286,20 @@ fn a_batch_system_names_the_shard() {
     );
 }
 
+/// `udrma slurm collect JOB ARGS` where Slurm cannot be asked (no
+/// `squeue` on the PATH, even on a machine that has one): tasks without a
+/// part or an exit code count as waiting.
+fn collect(job: &Path, args: &[&str]) -> Output {
+    let empty = tmp("no-slurm-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    command()
+        .args(["slurm", "collect", s(job)])
+        .args(args)
+        .env("PATH", &empty)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn slurm_collect_names_a_failed_task_and_merges_once_it_is_rerun() {
     let dir = fresh("slurm-job");
@@ -334,15 +348,12 @@ fn slurm_collect_names_a_failed_task_and_merges_once_it_is_rerun() {
     shard(0);
     // Waiting for task 1 (no Slurm to ask here: it counts as waiting) ends
     // at the timeout, with one line per change of the count.
-    let out = udrma(&[
-        "slurm",
-        "collect",
-        s(&job),
-        "--poll",
-        "0.05",
-        "--timeout",
-        "0.3",
-    ]);
+    let began = std::time::Instant::now();
+    let out = collect(&job, &["--poll", "0.05", "--timeout", "0.3"]);
+    assert!(
+        began.elapsed().as_secs_f64() >= 0.3,
+        "gave up before the timeout"
+    );
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
     assert_eq!(
@@ -355,7 +366,7 @@ fn slurm_collect_names_a_failed_task_and_merges_once_it_is_rerun() {
         e.contains("gave up after 0 s with tasks 1, 2 still queued or running"),
         "{e}"
     );
-    let out = udrma(&["slurm", "collect", s(&job), "--poll", "0"]);
+    let out = collect(&job, &["--poll", "0"]);
     assert!(
         stderr(&out).contains("--poll 0: expected seconds above 0"),
         "{}",
@@ -367,7 +378,7 @@ fn slurm_collect_names_a_failed_task_and_merges_once_it_is_rerun() {
         "starting\nerror: out of disk\n",
     )
     .unwrap();
-    let out = udrma(&["slurm", "collect", s(&job), "--no-wait"]);
+    let out = collect(&job, &["--no-wait"]);
     assert_eq!(out.status.code(), Some(1));
     let e = stderr(&out);
     let log = job.join("logs/task-1.log");
@@ -381,7 +392,7 @@ fn slurm_collect_names_a_failed_task_and_merges_once_it_is_rerun() {
     // Rerun alone, as collect says; the last one too.
     shard(1);
     shard(2);
-    let out = udrma(&["slurm", "collect", s(&job), "--no-wait"]);
+    let out = collect(&job, &["--no-wait"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(job.join("sweep.csv")).unwrap(), csv);
     assert!(job.join("sweep.svg").exists());

@@ -11,8 +11,9 @@
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
+use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -58,15 +59,35 @@ pub struct Census {
 /// name, which resubmitted tasks share, or `None` when that cannot be
 /// asked (no squeue here, or squeue failed).
 fn queued(job: &JobFile) -> Option<BTreeSet<u32>> {
-    let out = Command::new("squeue")
+    let mut child = Command::new("squeue")
         .args(["-h", "-r", "--name", &job.job_name, "-o", "%K"])
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .ok()?;
-    if !out.status.success() {
-        return None;
+    // A squeue that cannot reach its controller retries for a minute or
+    // more: past SQUEUE_WAIT, take it as unanswered.
+    let began = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(_)) | Err(_) => return None,
+            Ok(None) if began.elapsed() > SQUEUE_WAIT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+        }
     }
-    Some(task_ids(&String::from_utf8_lossy(&out.stdout)))
+    let mut out = String::new();
+    child.stdout.take()?.read_to_string(&mut out).ok()?;
+    Some(task_ids(&out))
 }
+
+/// How long `squeue` may take to answer.
+const SQUEUE_WAIT: Duration = Duration::from_secs(10);
 
 /// The array task ids of `squeue -r -o %K` output, one per line.
 fn task_ids(squeue: &str) -> BTreeSet<u32> {
