@@ -58,6 +58,10 @@ pub struct Entry {
     pub received: u64,
     /// When the entry expires unless another packet arrives.
     pub deadline: Instant,
+    /// The deadline its timer is filed under: the first `deadline`, moved
+    /// only when the timer fires early (a packet arrived since), so that a
+    /// packet's arrival costs no timer-set update.
+    pub armed: Instant,
     /// Go-back-N: the expected segment a `SEQUENCE_ERROR` NACK was last
     /// sent for (one NACK per gap, as RoCE sends one NAK).
     pub nak_sent: Option<u32>,
@@ -410,6 +414,7 @@ mod tests {
             total_len: 1,
             received: 0,
             deadline: Instant(0),
+            armed: Instant(0),
             nak_sent: None,
         }
     }

@@ -595,6 +595,48 @@ fn registry_entries_expire_when_the_sender_gives_up() {
     assert!(s.pair.nics[1].is_idle());
 }
 
+/// A slow operation: its packets come 250 µs apart with a 300 µs registry
+/// timeout. Each arrival pushes the deadline back (the timer, filed at the
+/// first packet's deadline, fires at 300 µs and is filed again), so the
+/// entry outlives its first deadline; when the packets stop, it expires
+/// one timeout after the last one, not after the first.
+fn slow_operation(third_arrives: bool) -> Setup {
+    let mut s = setup(NicConfig {
+        registry_timeout: us(300),
+        rto_initial: us(5_000),
+        rto_min: us(5_000),
+        ..config()
+    });
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if is_data(w) && r.seg_index == 1 => Verdict::Delay(us(250)),
+        Some(r) if is_data(w) && r.seg_index == 2 && third_arrives => Verdict::Delay(us(500)),
+        Some(r) if r.opcode().carries_data() && r.seg_index == 2 => Verdict::Drop,
+        _ => Verdict::Deliver,
+    });
+    s
+}
+
+#[test]
+fn progress_keeps_a_registry_entry_past_its_first_deadline() {
+    let mut s = slow_operation(true);
+    let wr = s.write(3 * 1024);
+    s.pair.advance_to(Instant::ZERO + us(1_000));
+    s.assert_ok_once(0, wr);
+    s.assert_written(3 * 1024);
+    assert_eq!(s.pair.nics[1].stats().registry_expired, 0);
+}
+
+#[test]
+fn a_stalled_registry_entry_expires_one_timeout_after_its_last_packet() {
+    let mut s = slow_operation(false);
+    s.write(3 * 1024);
+    // The second packet lands at about 251 µs: the entry lives to 551 µs.
+    s.pair.advance_to(Instant::ZERO + us(540));
+    assert_eq!(s.pair.nics[1].stats().registry_expired, 0);
+    s.pair.advance_to(Instant::ZERO + us(560));
+    assert_eq!(s.pair.nics[1].stats().registry_expired, 1);
+}
+
 // ------------------------------------------------- tombstones and reuse
 
 fn stale_duplicate_story(tombstones: bool) -> Setup {

@@ -111,8 +111,11 @@ impl Ecn {
 }
 
 /// Everything in the one ordered deadline structure. Each owner remembers
-/// its deadline, so cancelling is an O(log n) removal and nothing stale is
-/// left behind.
+/// the deadline its timer is filed under, so cancelling is an O(log n)
+/// removal and nothing stale is left behind. A registry entry's timer is
+/// filed lazily: progress moves the entry's deadline, not its timer, which
+/// when it fires early is filed again (so it may wake the driver once per
+/// `registry_timeout` for nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
     /// An outstanding packet's retransmit deadline.
@@ -604,7 +607,7 @@ impl Nic {
                         self.escape_expired(e);
                     }
                 }
-                Timer::Registry(key) => self.expire_registry(key),
+                Timer::Registry(key) => self.expire_registry(now, key),
                 Timer::Sack(key) => self.flush_sack(key),
                 Timer::Fetch(id) => {
                     if self.requests.contains_key(&id) {

@@ -291,6 +291,7 @@ impl Nic {
                 total_len,
                 received: 0,
                 deadline,
+                armed: deadline,
                 nak_sent: None,
             },
         );
@@ -375,11 +376,11 @@ impl Nic {
             };
         }
         let full = entry.mask.is_full();
-        let old = entry.deadline;
-        let new = now + self.cfg.registry_timeout;
-        entry.deadline = new;
-        self.timers.remove(&(old, Timer::Registry(key)));
-        self.timers.insert((new, Timer::Registry(key)));
+        // Progress pushes the deadline back; the timer stays where it is
+        // filed and, when it fires, is filed again at the new deadline
+        // (`expire_registry`): one timer move per registry_timeout, not
+        // two timer-set updates per packet.
+        entry.deadline = now + self.cfg.registry_timeout;
         self.ack(now, key.from, r);
         if full {
             self.complete_receive(now, key, r);
@@ -392,7 +393,7 @@ impl Nic {
         let Some(entry) = self.registry.remove(&key) else {
             return;
         };
-        self.timers.remove(&(entry.deadline, Timer::Registry(key)));
+        self.timers.remove(&(entry.armed, Timer::Registry(key)));
         if self.tombstones.insert(key) {
             self.stats.tombstone_evictions += 1;
         }
@@ -440,7 +441,7 @@ impl Nic {
         let Some(entry) = self.registry.remove(&key) else {
             return;
         };
-        self.timers.remove(&(entry.deadline, Timer::Registry(key)));
+        self.timers.remove(&(entry.armed, Timer::Registry(key)));
         if let Target::Send { recv, .. } = entry.target {
             if let Some(buf) = self.bound.remove(&recv) {
                 self.recv_queues
@@ -451,11 +452,18 @@ impl Nic {
         }
     }
 
-    pub(super) fn expire_registry(&mut self, key: OpKey) {
-        if self.registry.contains(&key) {
-            self.stats.registry_expired += 1;
-            self.drop_entry(key);
+    pub(super) fn expire_registry(&mut self, now: Instant, key: OpKey) {
+        let Some(entry) = self.registry.get_mut(&key) else {
+            return;
+        };
+        if entry.deadline > now {
+            // Packets came since the timer was filed: file it again.
+            entry.armed = entry.deadline;
+            self.timers.insert((entry.deadline, Timer::Registry(key)));
+            return;
         }
+        self.stats.registry_expired += 1;
+        self.drop_entry(key);
     }
 
     /// Applies every escaped packet of a newly registered operation.
