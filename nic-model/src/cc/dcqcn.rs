@@ -177,6 +177,60 @@ mod tests {
         assert_eq!(c.rate_bps(), 100_000_000_000);
     }
 
+    /// The whole cycle, step by step (values from the paper's rules:
+    /// g = 1/256, five fast-recovery steps, then additive increase of
+    /// line/200 per 55 µs, hyper increase ten times that after five more).
+    #[test]
+    fn cuts_recover_fast_then_additively_then_hyper() {
+        let mut c = Dcqcn::new(&CcConfig::default());
+        let t0 = Instant::ZERO + Duration::from_micros(1);
+        let at = |us: u64| t0 + Duration::from_micros(us);
+        c.on_ack(at(0), ce());
+        c.on_send(at(55), 64);
+        assert_eq!(c.rate_bps(), 75_000_000_000);
+        // A second echo: the target becomes 75, the rate halves again
+        // (alpha is still 1: echoes keep it there).
+        c.on_ack(at(60), ce());
+        assert_eq!(c.rate_bps(), 37_500_000_000);
+        let expect = [
+            (115, 56_250_000_000),
+            (170, 65_625_000_000),
+            (225, 70_312_500_000),
+            (280, 72_656_250_000),
+            (335, 73_828_125_000), // fifth fast-recovery step
+            (390, 74_664_062_500), // additive: target 75.5
+            (445, 75_332_031_250),
+            (500, 75_916_015_625),
+            (555, 76_458_007_812),
+            (610, 76_979_003_906), // target 77.5
+            (665, 79_739_501_953), // hyper: target 82.5
+            (720, 83_619_750_976),
+            (775, 88_059_875_488),
+        ];
+        for (us, rate) in expect {
+            c.on_send(at(us), 64);
+            assert_eq!(c.rate_bps(), rate, "at {us} µs");
+        }
+        // Thirteen quiet periods decayed alpha to 0.9543: the next cut
+        // takes less than half.
+        c.on_ack(at(800), ce());
+        assert_eq!(c.rate_bps(), 46_042_180_576);
+        // A timeout halves, once per cut period, and never below
+        // line/1000.
+        c.on_send(at(900), 64);
+        assert_eq!(c.rate_bps(), 67_051_028_032);
+        c.on_loss(at(900), 4160, LossCause::Timeout);
+        assert_eq!(c.rate_bps(), 33_525_514_016);
+        c.on_loss(at(920), 4160, LossCause::Timeout);
+        assert_eq!(c.rate_bps(), 33_525_514_016);
+        for k in 1..=20 {
+            c.on_loss(at(920 + 50 * k), 4160, LossCause::Timeout);
+        }
+        assert_eq!(c.rate_bps(), 100_000_000);
+        assert_eq!(c.window(), u64::MAX);
+        assert_eq!(c.name(), "dcqcn");
+    }
+
     #[test]
     fn paces_at_the_current_rate() {
         let mut c = Dcqcn::new(&CcConfig::default());

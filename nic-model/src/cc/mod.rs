@@ -263,3 +263,82 @@ pub fn serialization(bytes: u64, rate_bps: u64) -> Duration {
     let rate = u128::from(rate_bps.max(1));
     Duration((u128::from(bytes) * 8 * 1_000_000_000_000 / rate) as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn algorithms_are_named_as_scenario_files_name_them() {
+        for a in CcAlgorithm::ALL {
+            assert_eq!(CcAlgorithm::parse(a.name()), Some(a));
+            assert_eq!(
+                a.name(),
+                CcConfig {
+                    algorithm: a,
+                    ..CcConfig::default()
+                }
+                .build()
+                .name()
+            );
+        }
+        let names: Vec<&str> = CcAlgorithm::ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(names, ["none", "nscc", "dcqcn", "rccc"]);
+        assert_eq!(CcAlgorithm::parse("NSCC"), None);
+        assert_eq!(CcAlgorithm::parse(""), None);
+    }
+
+    #[test]
+    fn targets_and_windows_follow_the_network() {
+        // 100 Gb/s × 12 µs = 150,000 B.
+        let c = CcConfig::default();
+        assert_eq!(c.bdp(), 150_000);
+        assert_eq!(c.target(), c.base_rtt, "zero target: one base RTT");
+        let set = CcConfig {
+            target_delay: Duration::from_nanos(1),
+            ..c
+        };
+        assert_eq!(set.target(), Duration::from_nanos(1));
+        assert_eq!(c.unscheduled_bytes(), 150_000 / 8);
+        assert_eq!(
+            CcConfig {
+                unscheduled: 1,
+                ..c
+            }
+            .unscheduled_bytes(),
+            1
+        );
+        // A tiny network: the floors are one packet.
+        let tiny = CcConfig {
+            line_rate_bps: 1_000_000,
+            base_rtt: Duration::from_micros(1),
+            ..c
+        };
+        assert_eq!(tiny.bdp(), tiny.mtu_bytes);
+        assert_eq!(tiny.unscheduled_bytes(), tiny.mtu_bytes);
+        assert_eq!(
+            serialization(1250, 10_000_000_000),
+            Duration::from_nanos(1000)
+        );
+    }
+
+    #[test]
+    fn no_controller_never_limits_and_a_window_controller_asks_no_credit() {
+        let mut u = Unlimited;
+        u.on_send(Instant::ZERO, 1 << 40);
+        u.on_loss(Instant::ZERO, 1, LossCause::Timeout);
+        assert_eq!(u.window(), u64::MAX);
+        assert_eq!(u.next_send_time(), None);
+        assert_eq!(u.name(), "none");
+        assert_eq!(u.credit(), None);
+        // The trait's defaults: no credit scheme, nothing to demand.
+        let mut n = CcConfig {
+            algorithm: CcAlgorithm::Nscc,
+            ..CcConfig::default()
+        }
+        .build();
+        assert_eq!(n.demand(Instant::ZERO, 1 << 20), None);
+        assert_eq!(n.demand_due(), None);
+        assert_eq!(n.credit(), None);
+    }
+}

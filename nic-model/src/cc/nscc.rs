@@ -221,6 +221,78 @@ mod tests {
         assert_eq!(c.window(), 93_750 + 4160 * 4160 / 93_750);
     }
 
+    fn sample(rtt_us: Option<u64>, ce: bool, inflight: u64) -> AckSample {
+        AckSample {
+            bytes: 4160,
+            rtt: rtt_us.map(Duration::from_micros),
+            ce,
+            inflight,
+        }
+    }
+
+    /// Each signal moves the window by the amount the table in the module
+    /// comment says, with the base RTT learned from the samples.
+    #[test]
+    fn every_signal_moves_the_window_by_its_rule() {
+        let mut c = Nscc::new(&cfg());
+        assert_eq!(c.name(), "nscc");
+        let us = |n: u64| Instant::ZERO + Duration::from_micros(n);
+        let busy = 1 << 30;
+        c.on_loss(us(0), 4160, LossCause::Timeout);
+        assert_eq!(c.cwnd(), 93_750);
+        // 2 µs of queue against a 5 µs target: +0.5 × 4160 × 3/5.
+        c.on_ack(us(1), sample(Some(12), false, busy));
+        assert_eq!(c.cwnd(), 93_750 + 1_248);
+        // A window far above what is in flight does not grow, below the
+        // target or above it.
+        c.on_ack(us(1), sample(Some(12), false, 0));
+        c.on_ack(us(1), sample(Some(30), false, 0));
+        assert_eq!(c.cwnd(), 94_998);
+        // A faster sample lowers the base RTT: zero queue, the full gain.
+        c.on_ack(us(2), sample(Some(8), false, busy));
+        assert_eq!(c.cwnd(), 94_998 + 2_080);
+        // 4 µs of queue over the new base.
+        c.on_ack(us(3), sample(Some(12), false, busy));
+        assert_eq!(c.cwnd(), 97_078 + 416);
+        // No RTT sample: a CE mark stands for twice the target, so the
+        // window is cut by 0.8 × (10 - 5)/10.
+        c.on_ack(us(20), sample(None, true, busy));
+        assert_eq!(c.cwnd(), 58_496);
+        // A cut applies to the bytes in flight when they are fewer.
+        c.on_ack(us(40), sample(None, true, 20_000 - 4160));
+        assert_eq!(c.cwnd(), 12_000);
+        // No RTT and no mark: an empty queue, the full gain.
+        c.on_ack(us(41), sample(None, false, busy));
+        assert_eq!(c.cwnd(), 14_080);
+    }
+
+    /// The edges of the rules: a queue exactly at the target, a window
+    /// half used, the smoothed RTT in the pacing, a one-packet window.
+    #[test]
+    fn the_rules_at_their_edges() {
+        let mut c = Nscc::new(&cfg());
+        let us = |n: u64| Instant::ZERO + Duration::from_micros(n);
+        c.on_loss(us(0), 4160, LossCause::Timeout);
+        // Queue = target: neither below it (no gain left) nor above.
+        c.on_ack(us(1), sample(Some(15), false, 1 << 30));
+        assert_eq!(c.cwnd(), 93_750);
+        // 50,000 B in flight keeps a 93,750 B window in use (at least
+        // half), so it grows.
+        c.on_ack(us(2), sample(Some(10), false, 50_000 - 4160));
+        assert_eq!(c.cwnd(), 95_830);
+        // Paced at cwnd per smoothed RTT: srtt = 7/8 old + 1/8 sample,
+        // 10 → 10.625 → 10.546875 µs: 72.69 Gb/s, 4160 B in 457,842 ps.
+        c.on_send(us(3), 4160);
+        assert_eq!(c.next_send_time(), Some(us(3) + Duration::from_ps(457_842)));
+        // A one-packet window is in use with one packet in flight.
+        for k in 1..=10 {
+            c.on_loss(us(100 * k), 4160, LossCause::Timeout);
+        }
+        assert_eq!(c.cwnd(), 4160);
+        c.on_ack(us(1100), sample(Some(10), false, 0));
+        assert_eq!(c.cwnd(), 4160 + 2080);
+    }
+
     #[test]
     fn a_packet_overtaken_on_another_path_is_not_congestion() {
         let mut c = Nscc::new(&cfg());
