@@ -290,12 +290,25 @@ fn a_batch_system_names_the_shard() {
 /// `squeue` on the PATH, even on a machine that has one): tasks without a
 /// part or an exit code count as waiting.
 fn collect(job: &Path, args: &[&str]) -> Output {
-    let empty = tmp("no-slurm-bin");
-    std::fs::create_dir_all(&empty).unwrap();
+    collect_with(job, args, None)
+}
+
+/// The same with a stand-in `squeue` whose body is `script` (a shell
+/// script), the only program on the PATH.
+fn collect_with(job: &Path, args: &[&str], script: Option<&str>) -> Output {
+    let bin = tmp(&format!("slurm-bin-{}", script.map_or(0, |s| s.len())));
+    let _ = std::fs::remove_dir_all(&bin);
+    std::fs::create_dir_all(&bin).unwrap();
+    if let Some(body) = script {
+        use std::os::unix::fs::PermissionsExt;
+        let sq = bin.join("squeue");
+        std::fs::write(&sq, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&sq, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     command()
         .args(["slurm", "collect", s(job)])
         .args(args)
-        .env("PATH", &empty)
+        .env("PATH", &bin)
         .output()
         .unwrap()
 }
@@ -389,6 +402,32 @@ fn slurm_collect_names_a_failed_task_and_merges_once_it_is_rerun() {
     assert!(e.contains("    error: out of disk"), "{e}");
     assert!(e.contains("--shard 1/3 --parts"), "{e}");
     assert!(!job.join("sweep.csv").exists());
+    // Asking Slurm (a stand-in squeue, by the job's name): a task it lists
+    // is waiting; one it does not list and that left nothing has failed;
+    // a squeue that fails is as good as none.
+    let name = |out: &Output| stderr(out);
+    let listed = collect_with(
+        &job,
+        &["--no-wait"],
+        Some("case \"$*\" in *\"-h -r --name udrma-small-faults-\"*\" -o %K\") echo 2;; esac"),
+    );
+    assert!(
+        name(&listed).contains("collect: 1/3 shards done, 1 queued or running, 1 failed"),
+        "{}",
+        name(&listed)
+    );
+    let gone = collect_with(&job, &["--no-wait"], Some("exit 0"));
+    assert!(
+        name(&gone).contains("task 2: ended without a part file or an exit code"),
+        "{}",
+        name(&gone)
+    );
+    let broken = collect_with(&job, &["--no-wait"], Some("exit 1"));
+    assert!(
+        name(&broken).contains("1/3 shards done, 1 queued or running, 1 failed"),
+        "{}",
+        name(&broken)
+    );
     // Rerun alone, as collect says; the last one too.
     shard(1);
     shard(2);
