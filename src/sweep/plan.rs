@@ -238,6 +238,19 @@ impl Shard {
         {
             let min = num("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
             let step = num("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+            // A list (`--array=1,5,9`) gives MIN 1, STEP 1, COUNT 3: only
+            // MAX tells it from a range. Refuse it in every task, not just
+            // in those whose index falls outside.
+            if let Some(max) = num("SLURM_ARRAY_TASK_MAX")? {
+                let span = count.saturating_sub(1).saturating_mul(step);
+                if max.checked_sub(min) != Some(span) {
+                    return Err(bad(format!(
+                        "SLURM_ARRAY_TASK_MIN={min}, _MAX={max}, _STEP={step} and _COUNT={count} \
+                         are not a plain range (a list such as --array=1,5,9): give the shard \
+                         with --shard I/N"
+                    )));
+                }
+            }
             let offset = id.checked_sub(min).ok_or_else(|| {
                 bad(format!(
                     "SLURM_ARRAY_TASK_ID={id} is below SLURM_ARRAY_TASK_MIN={min}"
@@ -498,6 +511,28 @@ mod tests {
             e.contains("--shards 3 disagrees with SLURM_ARRAY_TASK_COUNT=4"),
             "{e}"
         );
+        // `--array=1,5,9`: refused in its first task too.
+        for id in ["1", "5", "9"] {
+            let list = env(&[
+                ("SLURM_ARRAY_TASK_ID", id),
+                ("SLURM_ARRAY_TASK_COUNT", "3"),
+                ("SLURM_ARRAY_TASK_MIN", "1"),
+                ("SLURM_ARRAY_TASK_MAX", "9"),
+                ("SLURM_ARRAY_TASK_STEP", "1"),
+            ]);
+            let e = Shard::from_env(list, None).unwrap_err().to_string();
+            assert!(e.contains("not a plain range"), "{e}");
+        }
+        // `--array=1-7:2`: a range with a step.
+        let stepped = env(&[
+            ("SLURM_ARRAY_TASK_ID", "5"),
+            ("SLURM_ARRAY_TASK_COUNT", "4"),
+            ("SLURM_ARRAY_TASK_MIN", "1"),
+            ("SLURM_ARRAY_TASK_MAX", "7"),
+            ("SLURM_ARRAY_TASK_STEP", "2"),
+        ]);
+        let (s, _) = Shard::from_env(stepped, None).unwrap().unwrap();
+        assert_eq!(s, Shard::new(2, 4).unwrap());
         let off = env(&[
             ("SLURM_ARRAY_TASK_ID", "4"),
             ("SLURM_ARRAY_TASK_COUNT", "4"),

@@ -8,10 +8,11 @@ use std::process::{Command, Output};
 /// The variables a batch system sets that make `udrma sweep` run one
 /// shard: cleared, so that tests run inside a Slurm job or a Kubernetes
 /// Indexed Job behave as anywhere else.
-pub const BATCH_VARS: [&str; 5] = [
+pub const BATCH_VARS: [&str; 6] = [
     "SLURM_ARRAY_TASK_ID",
     "SLURM_ARRAY_TASK_COUNT",
     "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_MAX",
     "SLURM_ARRAY_TASK_STEP",
     "JOB_COMPLETION_INDEX",
 ];
