@@ -77,6 +77,11 @@ enum Command {
         /// scenario's fault rules on each host's egress).
         #[arg(long, value_enum, default_value_t = BackendArg::Sim)]
         backend: BackendArg,
+        /// KEY=VALUE: change one setting of the file before the run (KEY is
+        /// a dotted path, as for `udrma sweep`: nic.cc, fault.loss.p,
+        /// workload.0.size); repeat for several.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
     },
     /// Run one host's part of a scenario over real UDP, in this process;
     /// the other hosts run as their own `udrma host` processes (found
@@ -312,9 +317,11 @@ fn main() -> ExitCode {
             ladder_until,
             ladder_max,
             backend,
+            sets,
         } => run(
             &file,
             RunFlags {
+                sets,
                 seed,
                 json,
                 pcap,
@@ -413,6 +420,37 @@ fn load(path: &Path) -> anyhow::Result<Scenario> {
         .map_err(|e: ScenarioError| BadInput(e.to_string()).into())
 }
 
+/// Loads `path` with `--set KEY=VALUE` changes applied; an error names the
+/// setting and the key's line in the file.
+fn load_with(path: &Path, sets: &[String]) -> anyhow::Result<Scenario> {
+    let mut assign = Vec::with_capacity(sets.len());
+    for s in sets {
+        let (k, v) = s
+            .split_once('=')
+            .filter(|(k, _)| !k.trim().is_empty())
+            .ok_or_else(|| BadInput(format!("--set {s:?}: expected KEY=VALUE")))?;
+        if v.contains(',') && !v.trim_start().starts_with('"') && !v.trim_start().starts_with('[') {
+            return Err(BadInput(format!(
+                "--set {s:?}: one value per key in `udrma run` (a list of values is for `udrma sweep`)"
+            ))
+            .into());
+        }
+        assign.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    let (text, original) = sweep::read_doc(path)?;
+    let mut doc = original.clone();
+    for (k, v) in &assign {
+        if let Err(message) =
+            udrma_scenarios::edit::set(&mut doc, k, udrma_scenarios::edit::value(v))
+        {
+            return Err(BadInput(format!("{}: --set {k}={v}: {message}", path.display())).into());
+        }
+    }
+    let name = path.display().to_string();
+    Scenario::parse(&name, &udrma_scenarios::edit::render(&doc))
+        .map_err(|_| sweep::case_error(path, &text, &original, &assign))
+}
+
 fn create(path: &Path) -> anyhow::Result<Box<dyn Write>> {
     let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     Ok(Box::new(BufWriter::new(f)))
@@ -501,6 +539,7 @@ struct LadderArgs {
 
 /// The flags of `udrma run`.
 struct RunFlags {
+    sets: Vec<String>,
     seed: Option<u64>,
     json: bool,
     pcap: Option<PathBuf>,
@@ -512,6 +551,7 @@ struct RunFlags {
 
 fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
     let RunFlags {
+        sets,
         seed,
         json,
         pcap,
@@ -520,7 +560,11 @@ fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
         ladder,
         backend,
     } = flags;
-    let sc = load(file)?;
+    let sc = if sets.is_empty() {
+        load(file)?
+    } else {
+        load_with(file, &sets)?
+    };
     let mut opts = RunOptions {
         seed,
         backend,

@@ -133,6 +133,13 @@ pub struct Stats {
     /// Of those, retries that asked only for the responses still missing
     /// (flag PARTIAL).
     pub read_requests_partial: u64,
+    /// READ timeouts past `max_retries` that went again instead of failing,
+    /// because the responder had answered other READs since (congestion
+    /// this requester caused, not a dead path).
+    pub read_retries_congested: u64,
+    /// Responses a retried READ asked for again that were still waiting in
+    /// this responder's transmit queue, and so were not queued twice.
+    pub read_responses_still_queued: u64,
     /// HELLOs sent (asks and replies).
     pub hellos_sent: u64,
     /// HELLOs received (asks and replies).

@@ -48,6 +48,10 @@ pub(super) struct Flow {
     /// (in send time): loss detection waits this much longer than the SACK
     /// delay (see `detect_overtaken`).
     pub reorder: udrma_proto::time::Duration,
+    /// When a new READ response from this peer last arrived: a READ that
+    /// times out after it was asked is in a queue this requester's own
+    /// READs overflow, not on a dead path (see `count`).
+    pub responded: Instant,
 }
 
 /// Known-good entropies a flow keeps for freezing.
@@ -104,6 +108,7 @@ impl Nic {
             bad: Vec::new(),
             good: VecDeque::new(),
             frozen_until: Instant::ZERO,
+            responded: Instant::ZERO,
             // Sprayed packets take paths of different delay: start the
             // reordering window at a quarter of the base RTT.
             reorder: if multipath == Multipath::Single {

@@ -103,6 +103,27 @@ impl Nic {
             return true;
         }
         let msg_id = inf.msg_id;
+        if !rnr {
+            let sent_at = inf.sent_at;
+            if let Some(op) = self.ops.get(&msg_id) {
+                // A READ whose responder has answered other READs since
+                // this one was asked is not on a dead path: its responses
+                // were lost in a queue that this requester's own READs
+                // overflow (without a controller nothing paces them). It
+                // keeps its longest backoff and goes again; the budget is
+                // for a peer or path that answers nothing.
+                let (kind, dst) = (op.kind, op.dst);
+                if kind == OpKind::ReadRequest
+                    && self.flows.get(&dst).is_some_and(|f| f.responded > sent_at)
+                {
+                    self.stats.read_retries_congested += 1;
+                    if let Some(inf) = self.op_table.get_mut(opn) {
+                        inf.retries = max;
+                    }
+                    return true;
+                }
+            }
+        }
         if let Some(wr) = self.ops.get(&msg_id).map(|op| op.wr) {
             self.stats.retries_exhausted += 1;
             self.fail_request(now, wr, WcError::RetryExceeded);

@@ -526,7 +526,29 @@ impl Nic {
         } else {
             0..count
         };
-        if self.replies.len() + wanted.len() > self.cfg.transmit_queue_capacity {
+        // A retried request whose responses still wait in the transmit
+        // queue (the requester's timer fired while they queued) gets no
+        // second copy of those: copies queued behind copies would keep
+        // the requester timing out, and every timeout would add more.
+        let queued: Vec<u32> = if r.flags.contains(Flags::RETRANSMIT) {
+            let mut q: Vec<u32> = self
+                .replies
+                .iter()
+                .filter(|q| {
+                    q.to == from
+                        && q.msg_id == r.msg_id
+                        && q.op_num == r.op_num
+                        && matches!(q.body, ReplyBody::ReadResponse { .. })
+                })
+                .map(|q| q.seg_index)
+                .collect();
+            q.sort_unstable();
+            q
+        } else {
+            Vec::new()
+        };
+        let fresh = wanted.len() - queued.iter().filter(|s| wanted.contains(*s)).count();
+        if self.replies.len() + fresh > self.cfg.transmit_queue_capacity {
             self.nack(from, r, Syndrome::ReceiverNotReady, 0);
             return;
         }
@@ -534,7 +556,13 @@ impl Nic {
         if r.flags.contains(Flags::PARTIAL) {
             self.stats.read_requests_partial += 1;
         }
+        if fresh < wanted.len() {
+            self.stats.read_responses_still_queued += (wanted.len() - fresh) as u64;
+        }
         for seg_index in wanted {
+            if queued.binary_search(&seg_index).is_ok() {
+                continue;
+            }
             self.push_reply(Reply {
                 port: 0,
                 to: from,
@@ -599,8 +627,25 @@ impl Nic {
         let Some(mask) = op.read_mask.as_mut() else {
             return;
         };
+        let first = mask.missing() == mask.count();
         mask.set(r.seg_index);
         let full = mask.is_full();
+        self.flow(from).responded = now;
+        // The first response to a request sent once is a round-trip
+        // sample that includes the responder's transmit queue: without
+        // it a READ's timer knows only the round trips of small packets
+        // and fires while its responses still queue.
+        if first {
+            if let Some(inf) = self.op_table.get(opn).filter(|e| !e.retransmitted) {
+                let c = &self.cfg;
+                let sample = now - inf.sent_at;
+                self.rtt
+                    .entry(from)
+                    .or_insert_with(|| RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max))
+                    .on_sample(sample);
+                self.stats.rtt_samples += 1;
+            }
+        }
         let ack = AckSample {
             bytes: data.len() as u64,
             rtt: None,
