@@ -226,6 +226,31 @@ fn run_exit_codes_are_0_pass_1_check_failed_2_bad_input() {
 }
 
 #[test]
+fn run_set_changes_one_setting_and_names_a_bad_one() {
+    // The hazard fails without tombstones and passes with them.
+    let file = example("stale-duplicate-hazard.toml");
+    let on = udrma(&["run", &file, "--set", "nic.tombstones=true"]);
+    assert_eq!(
+        on.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&on.stderr)
+    );
+    let cases: [(&str, &str); 4] = [
+        ("nic.cc=bogus", "stale-duplicate-hazard.toml:"),
+        ("nic.cc=none,nscc", "one value per key"),
+        ("nic", "expected KEY=VALUE"),
+        ("workload.9.size=1", "`workload` has 2 entries, no 9"),
+    ];
+    for (set, says) in cases {
+        let out = udrma(&["run", &file, "--set", set]);
+        assert_eq!(out.status.code(), Some(2), "--set {set}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "--set {set}: {err}");
+    }
+}
+
+#[test]
 fn run_writes_a_pcap_that_decode_reads() {
     let pcap = tmp("cli-run.pcap");
     let out = udrma(&[
