@@ -105,7 +105,10 @@ impl BridgeConfig {
     /// sender backed off can be re-registered by any later packet; and a
     /// window of 256 packets in flight, which a default Linux socket
     /// buffer (208 KiB) nearly absorbs, and READs calling for at most
-    /// 256 KiB of responses at once. The engine has no congestion control:
+    /// 256 KiB of responses at once; a one-packet operation's completion
+    /// notice is its acknowledgement (one datagram back, not two: a
+    /// system call fewer on a pingpong's critical path). The engine has no
+    /// congestion control:
     /// over a slower path, shrink both (`--inflight`, `--read-window`). The boot epoch comes from the wall clock.
     pub fn real_time_nic() -> NicConfig {
         use udrma_nic::{AckMode, Duration, RegistrationMode};
@@ -117,6 +120,7 @@ impl BridgeConfig {
             ack_mode: AckMode::Selective {
                 delay: Duration::from_micros(200),
             },
+            completion_acks: true,
             rto_initial: Duration::from_millis(20),
             rto_min: Duration::from_millis(5),
             rto_max: Duration::from_millis(500),

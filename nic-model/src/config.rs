@@ -86,6 +86,14 @@ pub struct NicConfig {
     pub registration: RegistrationMode,
     /// Acknowledgement mode.
     pub ack_mode: AckMode,
+    /// A one-packet operation's completion notice is also its packet's
+    /// acknowledgement: the receiver sends the COMPLETION (with ECE if the
+    /// packet was marked) and no ACK or SACK, one datagram back instead of
+    /// two. Fewer datagrams (on sockets, one system call fewer on a
+    /// pingpong's critical path); one copy of the answer instead of two, so
+    /// a lost notice costs a timeout. Off by default; the UDP bridge turns
+    /// it on.
+    pub completion_acks: bool,
     /// Retransmission mode.
     pub retransmit: RetransmitMode,
     /// Declare a packet lost, and send it again at once, when a packet of
@@ -179,6 +187,7 @@ impl Default for NicConfig {
             tombstone_capacity: 4096,
             registration: RegistrationMode::FirstOnly,
             ack_mode: AckMode::PerPacket,
+            completion_acks: false,
             retransmit: RetransmitMode::Selective,
             fast_retransmit: true,
             rto_initial: Duration::from_micros(100),

@@ -18,12 +18,17 @@ fn small() -> NicConfig {
 /// A READ request for `length` bytes at 0x9000 of `rkey`, as requester h0
 /// would send it (operation 7, message 3).
 fn read_request(rkey: u32, length: u32, flags: Flags) -> Vec<u8> {
+    request_of(3, 7, rkey, length, flags)
+}
+
+/// The same for message `msg_id`, operation `op_num`.
+fn request_of(msg_id: u32, op_num: u32, rkey: u32, length: u32, flags: Flags) -> Vec<u8> {
     Repr {
         flags: Flags::FIRST | Flags::LAST | Flags::ACK_REQ | flags,
         src_ep: 0,
         dst_ep: 0,
-        op_num: 7,
-        msg_id: 3,
+        op_num,
+        msg_id,
         seg_index: 0,
         seg_count: 1,
         credits: 0,
@@ -81,6 +86,47 @@ fn a_retried_read_gets_no_second_copy_of_responses_still_queued() {
     );
     assert_eq!(drain_responses(&mut p, 1), (0..8).collect::<Vec<_>>());
     assert_eq!(p.nics[1].stats().read_responses_still_queued, 8);
+}
+
+#[test]
+fn a_retry_skips_only_the_responses_still_queued_and_only_its_own() {
+    let mut p = Pair::new(small());
+    let remote = p.nics[1].register(0x9000, 1 << 16, Access::ALL);
+    let now = p.now;
+    // Three of eight responses have left when the retry comes: the other
+    // five are not queued again, the three are.
+    p.nics[1].handle_datagram(
+        now,
+        NodeAddr(0),
+        &read_request(remote.0, 8000, Flags::empty()),
+    );
+    let mut buf = Vec::new();
+    for _ in 0..3 {
+        p.nics[1].poll_transmit(now, &mut buf).unwrap();
+    }
+    p.nics[1].handle_datagram(
+        now,
+        NodeAddr(0),
+        &read_request(remote.0, 8000, Flags::RETRANSMIT),
+    );
+    assert_eq!(drain_responses(&mut p, 1), [3, 4, 5, 6, 7, 0, 1, 2]);
+    assert_eq!(p.nics[1].stats().read_responses_still_queued, 5);
+    // Responses queued for another message, or another operation number,
+    // are not this request's: its retry is served whole.
+    for (msg, op) in [(4, 8), (4, 7), (3, 8)] {
+        p.nics[1].handle_datagram(
+            now,
+            NodeAddr(0),
+            &request_of(msg, op, remote.0, 2000, Flags::empty()),
+        );
+    }
+    p.nics[1].handle_datagram(
+        now,
+        NodeAddr(0),
+        &read_request(remote.0, 2000, Flags::RETRANSMIT),
+    );
+    assert_eq!(drain_responses(&mut p, 1), [0, 1, 0, 1, 0, 1, 0, 1]);
+    assert_eq!(p.nics[1].stats().read_responses_still_queued, 5);
 }
 
 #[test]

@@ -36,9 +36,14 @@ impl Flags {
     /// seg_index + seg_count` are wanted (a retry after some arrived);
     /// without it, the whole range. Other kinds send it as zero.
     pub const PARTIAL: Flags = Flags(1 << 8);
+    /// On a COMPLETION of a one-packet operation: it is also that packet's
+    /// acknowledgement (the receiver sends no ACK or SACK for it), so the
+    /// sender takes a round-trip sample from it; with `ECE`, the packet
+    /// arrived CE-marked. Other kinds send it as zero.
+    pub const ACKS: Flags = Flags(1 << 9);
 
     /// Every named flag with its short name, in bit order.
-    pub const NAMED: [(Flags, &'static str); 9] = [
+    pub const NAMED: [(Flags, &'static str); 10] = [
         (Flags::ACK_REQ, "ACK_REQ"),
         (Flags::FIRST, "FIRST"),
         (Flags::LAST, "LAST"),
@@ -48,6 +53,7 @@ impl Flags {
         (Flags::SOLICITED, "SOLICITED"),
         (Flags::ECE, "ECE"),
         (Flags::PARTIAL, "PARTIAL"),
+        (Flags::ACKS, "ACKS"),
     ];
 
     /// No flag set.

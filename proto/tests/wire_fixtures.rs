@@ -100,6 +100,16 @@ const COMPLETION: [u8; 44] = [
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, // ICRC
     0x4f, 0x54, 0x68, 0x83,
 ];
+// COMPLETION of a one-packet operation that is also its ACK (flags ACKS |
+// ECE: the packet arrived CE-marked), 1 byte placed: 44 bytes
+const COMPLETION_ACKS: [u8; 44] = [
+    // header
+    0x01, 0x13, 0x02, 0x80, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a,
+    // extension + payload
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, // ICRC
+    0xe1, 0x5f, 0xb2, 0x27,
+];
 // DATA_ARRIVED: 52 bytes
 const DATA_ARRIVED: [u8; 52] = [
     // header
@@ -375,6 +385,20 @@ fn table() -> Vec<(&'static str, &'static [u8], Repr<'static>)> {
                 Body::Completion {
                     status: 0,
                     length: 4096,
+                },
+            ),
+        ),
+        (
+            "COMPLETION with ACKS and ECE",
+            &COMPLETION_ACKS,
+            repr(
+                Flags::ACKS | Flags::ECE,
+                0,
+                1,
+                0,
+                Body::Completion {
+                    status: 0,
+                    length: 1,
                 },
             ),
         ),

@@ -242,6 +242,8 @@ pub struct NicSpec {
     pub ack: Option<String>,
     /// Coalescing delay of selective ACKs.
     pub sack_delay: Option<Time>,
+    /// A one-packet operation's COMPLETION is its acknowledgement.
+    pub completion_acks: Option<bool>,
     /// `selective` or `go-back-n`.
     pub retransmit: Option<String>,
     /// Selective-ACK loss detection before the timer (default on).

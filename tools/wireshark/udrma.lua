@@ -57,6 +57,7 @@ local f = {
     flag_solicited = F.bool("udrma.flags.solicited", "Solicited", 16, nil, 0x0040),
     flag_ece = F.bool("udrma.flags.ece", "ECN echo (acknowledged data was CE-marked)", 16, nil, 0x0080),
     flag_partial = F.bool("udrma.flags.partial", "Partial (a READ retry asks for a span)", 16, nil, 0x0100),
+    flag_acks = F.bool("udrma.flags.acks", "Acknowledges (a COMPLETION that is its one packet's ACK)", 16, nil, 0x0200),
     src_ep = F.uint16("udrma.src_ep", "Source endpoint", base.DEC),
     dst_ep = F.uint16("udrma.dst_ep", "Destination endpoint", base.DEC),
     op_num = F.uint32("udrma.op_num", "OP number", base.HEX),
@@ -317,6 +318,7 @@ function udrma.dissector(tvb, pinfo, root)
     ftree:add(f.flag_solicited, tvb:range(2, 2))
     ftree:add(f.flag_ece, tvb:range(2, 2))
     ftree:add(f.flag_partial, tvb:range(2, 2))
+    ftree:add(f.flag_acks, tvb:range(2, 2))
     tree:add(f.src_ep, tvb:range(4, 2))
     tree:add(f.dst_ep, tvb:range(6, 2))
     local optree = tree:add(f.op_num, tvb:range(8, 4))

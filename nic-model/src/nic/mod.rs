@@ -247,8 +247,13 @@ enum ReplyBody {
         syndrome: Syndrome,
         detail: u32,
     },
+    /// `acks`: it also acknowledges the operation's one packet (sent in
+    /// place of its ACK or SACK; flag `ACKS`), and `ece` says that packet
+    /// arrived CE-marked.
     Completion {
         len: u32,
+        acks: bool,
+        ece: bool,
     },
     ReadResponse {
         rkey: u32,

@@ -381,15 +381,30 @@ impl Nic {
         // (`expire_registry`): one timer move per registry_timeout, not
         // two timer-set updates per packet.
         entry.deadline = now + self.cfg.registry_timeout;
-        self.ack(now, key.from, r);
+        // With `completion_acks`, a one-packet operation's completion
+        // notice, sent at once, acknowledges its packet: one datagram back
+        // instead of two.
+        let folded = self.cfg.completion_acks && full && r.seg_count == 1;
+        if !folded {
+            self.ack(now, key.from, r);
+        }
         if full {
-            self.complete_receive(now, key, r);
+            let acks = folded.then_some(self.rx_ce);
+            self.complete_receive(now, key, r, acks);
         }
     }
 
     /// The mask is full: the receiver completes now, one round trip before
     /// the sender could tell it, and notifies the sender.
-    pub(super) fn complete_receive(&mut self, now: Instant, key: OpKey, r: &Repr<'_>) {
+    /// `acks`: the notice also acknowledges a one-packet operation's packet
+    /// (`Some(true)`: it arrived CE-marked).
+    pub(super) fn complete_receive(
+        &mut self,
+        now: Instant,
+        key: OpKey,
+        r: &Repr<'_>,
+        acks: Option<bool>,
+    ) {
         let Some(entry) = self.registry.remove(&key) else {
             return;
         };
@@ -431,6 +446,8 @@ impl Nic {
             seg_count: r.seg_count,
             body: ReplyBody::Completion {
                 len: entry.received as u32,
+                acks: acks.is_some(),
+                ece: acks == Some(true),
             },
         });
     }

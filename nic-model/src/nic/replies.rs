@@ -275,6 +275,15 @@ impl Nic {
             return;
         }
         self.stats.completion_notices += 1;
+        if op.seg_count == 1 && r.flags.contains(Flags::ACKS) {
+            // The notice is its one packet's acknowledgement (the receiver
+            // sent no other): a round-trip sample, path feedback and the
+            // controller's ack, ECE included.
+            if let PktState::InFlight(opn) = op.pkts[0] {
+                self.ack_packet(now, opn, true, r.flags.contains(Flags::ECE));
+            }
+            return;
+        }
         let outstanding: Vec<OpNumber> = op
             .pkts
             .iter()
@@ -356,10 +365,14 @@ impl Nic {
                     cookie,
                 })
             }
-            ReplyBody::Completion { len } => Body::Completion {
-                status: 0,
-                length: len,
-            },
+            ReplyBody::Completion { len, acks, ece } => {
+                flags.set(Flags::ACKS, acks);
+                flags.set(Flags::ECE, acks && ece);
+                Body::Completion {
+                    status: 0,
+                    length: len,
+                }
+            }
             ReplyBody::ReadResponse {
                 rkey,
                 addr,
