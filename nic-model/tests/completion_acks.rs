@@ -147,3 +147,26 @@ fn a_lost_completion_costs_a_timeout_and_the_copy_is_acked_by_its_tombstone() {
     assert_eq!(tx.rtt_samples, 0);
     assert_eq!(p.nics[1].stats().stale_dropped, 1);
 }
+
+#[test]
+fn a_completion_without_the_flag_acknowledges_but_is_no_sample() {
+    // Receiver without completion_acks; its ACK is lost, so the COMPLETION
+    // is what ends the operation at the sender, with no round-trip sample
+    // (a notice without ACKS is not an acknowledgement of a packet), as
+    // before the flag existed.
+    let mut p = write_pair(cfg(false), 500);
+    answers_with(&mut p, |op, _| {
+        if op == Opcode::Ack {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver
+        }
+    });
+    p.run();
+    assert_eq!(completions(&p), 1);
+    let tx = p.nics[0].stats();
+    assert_eq!(
+        (tx.rtt_samples, tx.timeouts, tx.completion_notices),
+        (0, 0, 1)
+    );
+}
