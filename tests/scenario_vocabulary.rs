@@ -85,7 +85,7 @@ impl Case {
         // default 1024, one 1 MB message through the dumbbell's bottleneck
         // overflows its queue and go-back-N never recovers (finding 5).
         let mut s = format!(
-            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\ntrim = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nretransmit = \"{}\"\nmax_retries = 40\nrto_max = \"2ms\"\n",
+            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\ntrim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nretransmit = \"{}\"\nmax_retries = 40\nrto_max = \"2ms\"\n",
             self.seed,
             TOPOLOGIES[self.topology],
             ROUTING[routing % ROUTING.len()],
@@ -97,6 +97,8 @@ impl Case {
             64 << (self.seed % 3),
             // Trimming switches in half the cases.
             (self.seed >> 8) % 2 == 1,
+            // Acknowledgements served ahead of data in half the cases.
+            (self.seed >> 11) % 2 == 1,
             ["none", "nscc", "dcqcn", "rccc"][(routing / ROUTING.len()) % 4],
             ["single", "spray", "reps"][((self.seed >> 9) % 3) as usize],
             registry,

@@ -32,6 +32,12 @@ pub struct LinkParams {
     /// does not fit its full queue loses its payload and its header goes
     /// ahead of the queue (NDP/UET packet trimming). Host ports never trim.
     pub trim: bool,
+    /// A switch port of this link serves control packets (acknowledgements
+    /// and flow control, [`udrma_proto::Opcode::is_control`]) ahead of its
+    /// data queue, as a two-level priority queue does (htsim's composite
+    /// queue, NDP/UET switches); their few bytes are not charged to the
+    /// queue. Host ports keep one queue.
+    pub control_priority: bool,
 }
 
 impl Default for LinkParams {
@@ -44,6 +50,7 @@ impl Default for LinkParams {
             queue_bytes: 1 << 20,
             ecn_threshold: None,
             trim: false,
+            control_priority: false,
         }
     }
 }

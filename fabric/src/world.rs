@@ -153,6 +153,9 @@ pub struct FabricStats {
     /// Packets whose payload a trimming switch cut off on a full queue
     /// (not counted in `dropped`: their headers went on).
     pub trimmed: u64,
+    /// Control packets a priority switch port sent ahead of its queue
+    /// (`LinkParams::control_priority`).
+    pub control_ahead: u64,
     /// Deepest egress queue seen, in bytes.
     pub max_queue_bytes: u64,
     /// Most events pending at once (bounded by ports + hosts + delayed
@@ -285,6 +288,7 @@ impl World {
                         queue_bytes: params.queue_bytes,
                         ecn_threshold: params.ecn_threshold,
                         trim: params.trim && topo.host_addr(p.node).is_none(),
+                        priority: params.control_priority && topo.host_addr(p.node).is_none(),
                         bandwidth_bps: bw,
                         ps_per_bit: if PS_PER_S % bw == 0 { PS_PER_S / bw } else { 0 },
                         latency: params.latency,

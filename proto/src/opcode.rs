@@ -114,6 +114,25 @@ impl Opcode {
         )
     }
 
+    /// Whether this is a control kind: an acknowledgement or a flow-control
+    /// message (ACK, SACK, NACK, COMPLETION, CREDIT, DEMAND, GRANT,
+    /// REDUCE_ACK) that belongs to no operation of its own and carries no
+    /// data. A switch with a two-level queue serves these first (as htsim's
+    /// composite queue and NDP/UET switches do).
+    pub const fn is_control(self) -> bool {
+        matches!(
+            self,
+            Opcode::Ack
+                | Opcode::SelectiveAck
+                | Opcode::Nack
+                | Opcode::Completion
+                | Opcode::Credit
+                | Opcode::Demand
+                | Opcode::Grant
+                | Opcode::ReduceAck
+        )
+    }
+
     /// Upper-case name as decoders print it (`WRITE`, `SACK`, ...).
     pub fn name(self) -> &'static str {
         match self {

@@ -34,6 +34,7 @@ pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
         queue_bytes: t.queue.map_or(d.queue_bytes, |q| q.0),
         ecn_threshold: t.ecn_threshold.map(|e| e.0),
         trim: t.trim,
+        control_priority: t.control_priority,
     };
     let hosts = match t.kind {
         TopologyKind::Pair => 2u64,

@@ -197,6 +197,10 @@ pub struct TopologySpec {
     /// (NDP/UET packet trimming).
     #[serde(default)]
     pub trim: bool,
+    /// Switch ports serve control packets (ACK, SACK, NACK, COMPLETION,
+    /// credit) ahead of data, as a two-level priority queue.
+    #[serde(default)]
+    pub control_priority: bool,
     /// Dumbbell bottleneck rate (default: `bandwidth`).
     pub bottleneck: Option<Rate>,
     /// Routing policy (default ecmp).

@@ -216,7 +216,7 @@ fn invalid_files_say_where_and_what() {
     // Unknown key, with the closest valid one.
     assert_eq!(
         error("name = \"x\"\n[topology]\nkind = \"star\"\nhostz = 4\n"),
-        "bad.toml:4:1: unknown field `hostz`, expected one of `kind`, `hosts`, `k`, `levels`, `bandwidth`, `latency`, `mtu`, `queue`, `ecn_threshold`, `trim`, `bottleneck`, `routing`, `phantom` (did you mean `hosts`?)"
+        "bad.toml:4:1: unknown field `hostz`, expected one of `kind`, `hosts`, `k`, `levels`, `bandwidth`, `latency`, `mtu`, `queue`, `ecn_threshold`, `trim`, `control_priority`, `bottleneck`, `routing`, `phantom` (did you mean `hosts`?)"
     );
     // A size that does not parse.
     let e = error(&format!(

@@ -20,6 +20,8 @@ pub(super) struct PortHot {
     pub(super) ecn_threshold: Option<u64>,
     /// A switch port that trims on a full queue.
     pub(super) trim: bool,
+    /// A switch port that serves control packets ahead of its queue.
+    pub(super) priority: bool,
     pub(super) bandwidth_bps: u64,
     /// Picoseconds per bit when that is a whole number (every rate that
     /// divides 1 Tb/s), else 0 and serialization divides.
@@ -172,6 +174,24 @@ impl World {
             self.trim(port, pkt);
             return;
         }
+        if hot.priority && pkt.head.opcode.is_some_and(Opcode::is_control) {
+            let Head {
+                opcode, msg, seg, ..
+            } = pkt.head;
+            self.trace.record(&TraceEvent::Tx {
+                t: now.as_ps(),
+                link: hot.link,
+                dir: u8::from(hot.direction == Direction::Reverse),
+                pkt: pkt.serial,
+                opcode: opcode.map_or(0, u8::from),
+                msg,
+                seg,
+                len: len as u32,
+            });
+            self.stats.control_ahead += 1;
+            self.ahead(port, pkt);
+            return;
+        }
         if st.queued_bytes + len > hot.queue_bytes {
             if hot.trim {
                 self.trim(port, pkt);
@@ -255,6 +275,14 @@ impl World {
                 reason: DropReason::Trimmed,
             });
         }
+        self.ahead(port, pkt);
+    }
+
+    /// Sends `pkt` ahead of `port`'s queue, as the high level of a
+    /// priority queue would: it serializes at the line rate and arrives
+    /// after the link's latency, whatever the queue holds.
+    pub(super) fn ahead(&mut self, port: PortId, pkt: Pkt) {
+        let hot = self.ports[port as usize].hot;
         let bits = (pkt.len() + self.seal_bytes + WIRE_OVERHEAD) * 8;
         let ser = Duration(
             (u128::from(bits) * u128::from(PS_PER_S) / u128::from(hot.bandwidth_bps)) as u64,
