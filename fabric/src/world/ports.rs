@@ -175,19 +175,7 @@ impl World {
             return;
         }
         if hot.priority && pkt.head.opcode.is_some_and(Opcode::is_control) {
-            let Head {
-                opcode, msg, seg, ..
-            } = pkt.head;
-            self.trace.record(&TraceEvent::Tx {
-                t: now.as_ps(),
-                link: hot.link,
-                dir: u8::from(hot.direction == Direction::Reverse),
-                pkt: pkt.serial,
-                opcode: opcode.map_or(0, u8::from),
-                msg,
-                seg,
-                len: len as u32,
-            });
+            self.trace_tx(now, &hot, &pkt, len);
             self.stats.control_ahead += 1;
             self.ahead(port, pkt);
             return;
@@ -228,19 +216,7 @@ impl World {
             self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(st.queued_bytes);
         }
         let free_at = st.free_at;
-        let Head {
-            opcode, msg, seg, ..
-        } = pkt.head;
-        self.trace.record(&TraceEvent::Tx {
-            t: start.as_ps(),
-            link: hot.link,
-            dir: u8::from(hot.direction == Direction::Reverse),
-            pkt: pkt.serial,
-            opcode: opcode.map_or(0, u8::from),
-            msg,
-            seg,
-            len: len as u32,
-        });
+        self.trace_tx(start, &hot, &pkt, len);
         if hot.tapped {
             self.capture(start, &pkt);
         }
@@ -255,6 +231,24 @@ impl World {
         if st.flight.len() == 1 {
             self.schedule(arrive_at, EvKind::Arrive(port));
         }
+    }
+
+    /// Traces `pkt` starting to cross `hot`'s link at `t` (`len` bytes on
+    /// the wire's UDP payload).
+    fn trace_tx(&mut self, t: Instant, hot: &PortHot, pkt: &Pkt, len: u64) {
+        let Head {
+            opcode, msg, seg, ..
+        } = pkt.head;
+        self.trace.record(&TraceEvent::Tx {
+            t: t.as_ps(),
+            link: hot.link,
+            dir: u8::from(hot.direction == Direction::Reverse),
+            pkt: pkt.serial,
+            opcode: opcode.map_or(0, u8::from),
+            msg,
+            seg,
+            len: len as u32,
+        });
     }
 
     /// A full trimming port: the payload is cut off and the header goes

@@ -654,13 +654,7 @@ impl Nic {
         // and fires while its responses still queue.
         if first {
             if let Some(inf) = self.op_table.get(opn).filter(|e| !e.retransmitted) {
-                let c = &self.cfg;
-                let sample = now - inf.sent_at;
-                self.rtt
-                    .entry(from)
-                    .or_insert_with(|| RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max))
-                    .on_sample(sample);
-                self.stats.rtt_samples += 1;
+                self.rtt_sample(from, now - inf.sent_at);
             }
         }
         let ack = AckSample {

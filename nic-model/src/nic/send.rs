@@ -335,6 +335,16 @@ impl Nic {
     /// An outstanding packet is acknowledged: free its slot, feed the RTT
     /// estimator (not for retransmitted packets: Karn's rule), and finish
     /// its operation when it was the last.
+    /// Feeds one round-trip sample toward `peer` to its estimator.
+    pub(super) fn rtt_sample(&mut self, peer: NodeAddr, sample: udrma_proto::time::Duration) {
+        let c = &self.cfg;
+        self.rtt
+            .entry(peer)
+            .or_insert_with(|| RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max))
+            .on_sample(sample);
+        self.stats.rtt_samples += 1;
+    }
+
     pub(super) fn ack_packet(&mut self, now: Instant, opn: OpNumber, sample: bool, ce: bool) {
         let Some(inf) = self.op_table.remove(opn) else {
             return;
@@ -362,13 +372,8 @@ impl Nic {
         let done = op.acked == op.seg_count;
         let mut rtt = None;
         if sample && !inf.retransmitted {
-            let c = &self.cfg;
             let r = now - inf.sent_at;
-            self.rtt
-                .entry(dst)
-                .or_insert_with(|| RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max))
-                .on_sample(r);
-            self.stats.rtt_samples += 1;
+            self.rtt_sample(dst, r);
             rtt = Some(r);
         }
         self.flow_released(dst, inf.bytes);
