@@ -368,3 +368,7 @@ impl Nic {
         self.flow(peer).cc.on_loss(now, u64::from(bytes), cause);
     }
 }
+
+#[cfg(test)]
+#[path = "flow_tests.rs"]
+mod tests;

@@ -1,0 +1,159 @@
+//! The flow state's bookkeeping, driven directly: REPS's abandoned-entropy
+//! bits (one per entropy, in 64-bit words), its recycled and known-good
+//! lists, freezing, and the send gate's boundaries. The stories in
+//! nic-model/tests/congestion.rs tell the same rules over the wire with
+//! few entropies; these reach the words past the first and the edges.
+
+use super::*;
+use crate::cc::{AckSample, CongestionControl, LossCause};
+use crate::config::Multipath;
+
+const PEER: NodeAddr = NodeAddr(1);
+
+fn nic(entropies: u16) -> Nic {
+    let cfg = NicConfig {
+        multipath: Multipath::Reps,
+        entropies,
+        ..NicConfig::default()
+    };
+    Nic::new(NodeAddr(0), cfg).unwrap()
+}
+
+#[test]
+fn an_abandoned_entropy_past_the_first_word_is_skipped_by_its_own_bit() {
+    let mut n = nic(130);
+    n.flow(PEER).next_entropy = 99;
+    // Entropy 100 is bit 36 of word 1.
+    n.entropy_feedback(PEER, 100, false);
+    let at = Instant::ZERO;
+    assert_eq!(n.pick_entropy(at, PEER), 99);
+    assert_eq!(n.pick_entropy(at, PEER), 101, "100 is skipped");
+    assert_eq!(n.pick_entropy(at, PEER), 102);
+    assert_eq!(n.stats.entropies_abandoned, 1);
+}
+
+#[test]
+fn the_abandoned_set_empties_when_the_turn_comes_round() {
+    let mut n = nic(4);
+    n.entropy_feedback(PEER, 2, false);
+    n.flow(PEER).recycled.clear();
+    n.flow(PEER).next_entropy = 3;
+    let at = Instant::ZERO;
+    // 3, then the turn comes round: every path is tried again.
+    let picks: Vec<u16> = (0..4).map(|_| n.pick_entropy(at, PEER)).collect();
+    assert_eq!(picks, [3, 0, 1, 2]);
+}
+
+#[test]
+fn a_frozen_flow_cycles_through_its_good_entropies_until_the_rto_passes() {
+    let mut n = nic(8);
+    for e in [5, 6] {
+        n.entropy_feedback(PEER, e, true);
+    }
+    n.flow(PEER).recycled.clear();
+    let now = Instant::ZERO + udrma_proto::time::Duration::from_micros(10);
+    n.entropy_freeze(now, PEER);
+    let until = n.flow(PEER).frozen_until;
+    assert!(until > now);
+    assert_eq!(n.pick_entropy(now, PEER), 5);
+    assert_eq!(n.pick_entropy(now, PEER), 6);
+    assert_eq!(n.pick_entropy(now, PEER), 5);
+    assert_eq!(n.stats.entropies_reused, 3);
+    // At the end of the freeze, fresh entropies again.
+    assert_eq!(n.pick_entropy(until, PEER), 0);
+    assert_eq!(n.stats.entropies_reused, 3);
+}
+
+#[test]
+fn recycled_entropies_are_bounded_and_good_ones_are_the_last_eight_distinct() {
+    let mut n = nic(2);
+    n.cfg.op_table_capacity = 4;
+    for e in 0..12 {
+        n.entropy_feedback(PEER, e, true);
+    }
+    // One slot per packet the OP table holds (4 here).
+    assert_eq!(n.flow(PEER).recycled, [0, 1, 2, 3]);
+    assert_eq!(n.flow(PEER).good, (4..12).collect::<Vec<u16>>());
+    // The newest again: not twice. An older one moves to the back.
+    n.entropy_feedback(PEER, 11, true);
+    n.entropy_feedback(PEER, 6, true);
+    assert_eq!(n.flow(PEER).good, [4, 5, 7, 8, 9, 10, 11, 6]);
+    // A marked one leaves the good list.
+    n.entropy_feedback(PEER, 9, false);
+    assert_eq!(n.flow(PEER).good, [4, 5, 7, 8, 10, 11, 6]);
+}
+
+/// A controller with a fixed window and, optionally, receiver credit.
+#[derive(Debug)]
+struct Fixed {
+    window: u64,
+    credit: Option<u64>,
+}
+
+impl CongestionControl for Fixed {
+    fn on_send(&mut self, _now: Instant, _bytes: u64) {}
+    fn on_ack(&mut self, _now: Instant, _ack: AckSample) {}
+    fn on_loss(&mut self, _now: Instant, _bytes: u64, _cause: LossCause) {}
+    fn window(&self) -> u64 {
+        self.window
+    }
+    fn next_send_time(&self) -> Option<Instant> {
+        None
+    }
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+    fn credit(&self) -> Option<u64> {
+        self.credit
+    }
+}
+
+fn gated(window: u64, credit: Option<u64>, inflight: u64) -> Nic {
+    let mut n = nic(1);
+    n.set_controller_factory(move |_| Box::new(Fixed { window, credit }));
+    n.flow(PEER).inflight = inflight;
+    n
+}
+
+#[test]
+fn the_window_admits_a_packet_that_fills_it_exactly_and_always_a_first_one() {
+    let now = Instant::ZERO;
+    assert!(matches!(
+        gated(3000, None, 2000).gate(now, PEER, 1000),
+        Gate::Open
+    ));
+    assert!(matches!(
+        gated(3000, None, 2001).gate(now, PEER, 1000),
+        Gate::Window
+    ));
+    // Nothing in flight: a packet larger than the window still goes.
+    assert!(matches!(
+        gated(500, None, 0).gate(now, PEER, 1000),
+        Gate::Open
+    ));
+}
+
+#[test]
+fn receiver_credit_admits_a_packet_it_covers_exactly() {
+    let now = Instant::ZERO;
+    assert!(matches!(
+        gated(u64::MAX, Some(1000), 0).gate(now, PEER, 1000),
+        Gate::Open
+    ));
+    assert!(matches!(
+        gated(u64::MAX, Some(999), 0).gate(now, PEER, 1000),
+        Gate::Credit
+    ));
+    assert!(matches!(
+        gated(u64::MAX, Some(5000), 0).gate(now, PEER, 1000),
+        Gate::Open
+    ));
+}
+
+#[test]
+fn inflight_bytes_reports_the_flow_and_zero_for_a_stranger() {
+    let mut n = nic(1);
+    n.flow(PEER).inflight = 4321;
+    assert_eq!(n.inflight_bytes(PEER), 4321);
+    assert_eq!(n.inflight_bytes(NodeAddr(9)), 0);
+}
