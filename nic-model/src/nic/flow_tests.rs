@@ -157,3 +157,50 @@ fn inflight_bytes_reports_the_flow_and_zero_for_a_stranger() {
     assert_eq!(n.inflight_bytes(PEER), 4321);
     assert_eq!(n.inflight_bytes(NodeAddr(9)), 0);
 }
+
+/// The peers `n`'s next `count` packets go to.
+fn destinations(n: &mut Nic, count: usize) -> Vec<u32> {
+    let mut buf = Vec::new();
+    (0..count)
+        .filter_map(|_| n.poll_transmit(Instant::ZERO, &mut buf).map(|t| t.dst.0))
+        .collect()
+}
+
+/// A NIC with one-packet WRITEs posted to `peers`, in that order, and
+/// with or without a controller.
+fn posted(peers: &[u32], controlled: bool) -> Nic {
+    let mut n = nic(1);
+    if controlled {
+        n.set_controller_factory(|_| {
+            Box::new(Fixed {
+                window: u64::MAX,
+                credit: None,
+            })
+        });
+    }
+    let local = n.register(0x1000, 1 << 16, crate::Access::ALL);
+    for p in peers {
+        let wr = crate::WorkRequest::write(NodeAddr(*p), local, 0x1000, 100, 7, 0x9000);
+        n.post(Instant::ZERO, wr).unwrap();
+    }
+    n
+}
+
+#[test]
+fn with_a_controller_peers_take_turns_in_address_order() {
+    // Without one, the oldest operation first.
+    assert_eq!(
+        destinations(&mut posted(&[3, 1, 2, 1], false), 4),
+        [3, 1, 2, 1]
+    );
+    // With one: the lowest address, then each next one after the peer
+    // served last, round again.
+    assert_eq!(
+        destinations(&mut posted(&[3, 1, 2, 1], true), 4),
+        [1, 2, 3, 1]
+    );
+    assert_eq!(
+        destinations(&mut posted(&[5, 2, 2, 9], true), 4),
+        [2, 5, 9, 2]
+    );
+}
