@@ -145,6 +145,22 @@ fn a_first_request_is_served_whole_even_with_an_older_copy_queued() {
     }
     assert_eq!(drain_responses(&mut p, 1), [0, 1, 2, 0, 1, 2]);
     assert_eq!(p.nics[1].stats().read_responses_still_queued, 0);
+    // Two copies queued (a duplicated first request), then a retry: each
+    // response counts once as still queued, and none is queued again.
+    for _ in 0..2 {
+        p.nics[1].handle_datagram(
+            now,
+            NodeAddr(0),
+            &read_request(remote.0, 3000, Flags::empty()),
+        );
+    }
+    p.nics[1].handle_datagram(
+        now,
+        NodeAddr(0),
+        &read_request(remote.0, 3000, Flags::RETRANSMIT),
+    );
+    assert_eq!(drain_responses(&mut p, 1), [0, 1, 2, 0, 1, 2]);
+    assert_eq!(p.nics[1].stats().read_responses_still_queued, 3);
 }
 
 /// A pair with regions on both sides, h1's filled with a pattern.

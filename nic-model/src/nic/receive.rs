@@ -547,6 +547,8 @@ impl Nic {
         // queue (the requester's timer fired while they queued) gets no
         // second copy of those: copies queued behind copies would keep
         // the requester timing out, and every timeout would add more.
+        // (Each segment counted once: a duplicated first request may have
+        // queued two copies.)
         let queued: Vec<u32> = if r.flags.contains(Flags::RETRANSMIT) {
             let mut q: Vec<u32> = self
                 .replies
@@ -556,15 +558,17 @@ impl Nic {
                         && q.msg_id == r.msg_id
                         && q.op_num == r.op_num
                         && matches!(q.body, ReplyBody::ReadResponse { .. })
+                        && wanted.contains(&q.seg_index)
                 })
                 .map(|q| q.seg_index)
                 .collect();
             q.sort_unstable();
+            q.dedup();
             q
         } else {
             Vec::new()
         };
-        let fresh = wanted.len() - queued.iter().filter(|s| wanted.contains(*s)).count();
+        let fresh = wanted.len() - queued.len();
         if self.replies.len() + fresh > self.cfg.transmit_queue_capacity {
             self.nack(from, r, Syndrome::ReceiverNotReady, 0);
             return;
@@ -573,9 +577,7 @@ impl Nic {
         if r.flags.contains(Flags::PARTIAL) {
             self.stats.read_requests_partial += 1;
         }
-        if fresh < wanted.len() {
-            self.stats.read_responses_still_queued += (wanted.len() - fresh) as u64;
-        }
+        self.stats.read_responses_still_queued += queued.len() as u64;
         for seg_index in wanted {
             if queued.binary_search(&seg_index).is_ok() {
                 continue;
