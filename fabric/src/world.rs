@@ -36,7 +36,7 @@ use udrma_nic::{Event, Nic, NicConfig, PostError, WorkRequest, WrId};
 use udrma_proto::encap::{encapsulate, UdpEndpoint, FRAME_OVERHEAD};
 use udrma_proto::pcap::{CaptureError, PcapSink};
 use udrma_proto::{
-    Duration, Flags, Instant, NodeAddr, Opcode, Packet, DEFAULT_UDP_PORT, HEADER_LEN,
+    Datagram, Duration, Flags, Instant, NodeAddr, Opcode, Packet, DEFAULT_UDP_PORT, HEADER_LEN,
 };
 
 mod apps;
@@ -251,8 +251,12 @@ impl World {
         faults.resolve(|n| topo.link_by_name(n), &names)?;
         let mut hosts = Vec::with_capacity(topo.n_hosts());
         for (i, &node) in topo.hosts.iter().enumerate() {
+            let mut nic = Nic::new(NodeAddr(i as u32), cfg.nic.clone())?;
+            // Phantom memory's payloads travel elided: the NIC leaves them
+            // out and takes them back that way (the same run, faster).
+            nic.set_elide_zeros(cfg.phantom_payload);
             hosts.push(HostState {
-                nic: Nic::new(NodeAddr(i as u32), cfg.nic.clone())?,
+                nic,
                 port: topo.nodes[node as usize].ports[0],
                 timer_at: None,
                 paused: false,

@@ -65,8 +65,9 @@ pub struct Region {
 }
 
 /// Zeros that phantom reads return (the engine never reads more than one
-/// packet's payload at a time).
-static ZEROS: [u8; 65_536] = [0; 65_536];
+/// packet's payload at a time). Shared with the wire format, so a backend
+/// that carries elided payloads knows them without looking.
+use udrma_proto::elide::ZEROS;
 
 impl Region {
     /// Byte range of `[addr, addr+len)` inside the region, if it fits.

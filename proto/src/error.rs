@@ -63,6 +63,17 @@ pub enum Error {
         /// Payload bytes present.
         actual: usize,
     },
+    /// A datagram handed over with its payload left out (see
+    /// [`crate::elide`]) whose payload length field is not the number of
+    /// zero bytes left out. Only a simulator makes such datagrams; bytes
+    /// off a wire never report this.
+    #[error("elided payload: payload_len is {payload_len} but {zeros} zero bytes were left out")]
+    ElidedLength {
+        /// Payload length from the header.
+        payload_len: u16,
+        /// Zero bytes said to be left out.
+        zeros: u16,
+    },
     /// An opcode this implementation does not know; the header is still
     /// readable through [`crate::Packet`].
     #[error("unknown opcode {0:#04x}")]

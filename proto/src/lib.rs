@@ -36,6 +36,7 @@
 mod macros;
 
 pub mod addr;
+pub mod elide;
 pub mod encap;
 pub mod error;
 pub mod flags;
@@ -50,6 +51,7 @@ pub mod secure;
 pub mod time;
 
 pub use addr::NodeAddr;
+pub use elide::Datagram;
 pub use error::{EmitError, Error};
 pub use flags::Flags;
 pub use opcode::{Opcode, Position, Protocol, ReduceOp, ReduceType, Syndrome};

@@ -11,7 +11,7 @@
 
 use crate::error::Error;
 use crate::flags::Flags;
-use crate::icrc::icrc;
+use crate::icrc::{icrc, icrc_zeros};
 use crate::opcode::Opcode;
 
 /// The protocol version this crate emits and accepts.
@@ -96,12 +96,20 @@ impl<T: AsRef<[u8]>> Packet<T> {
     ///
     /// The opcode itself is not judged here: an unknown opcode is a value.
     pub fn check(&self) -> Result<(), Error> {
+        self.check_elided(0)
+    }
+
+    /// [`Packet::check`] for a datagram whose payload, `zeros` zero bytes,
+    /// is left out of the buffer (which holds header, extension and ICRC):
+    /// the ICRC and the lengths are judged as if the zeros were there, and
+    /// the payload length field must be exactly `zeros`.
+    pub fn check_elided(&self, zeros: u16) -> Result<(), Error> {
         let b = self.buffer.as_ref();
         let need = HEADER_LEN + ICRC_LEN;
         if b.len() < need {
             return Err(Error::Truncated { len: b.len(), need });
         }
-        let computed = icrc(&b[..b.len() - ICRC_LEN]);
+        let computed = icrc_zeros(icrc(&b[..b.len() - ICRC_LEN]), usize::from(zeros));
         let carried = be32(b, b.len() - ICRC_LEN..b.len());
         if computed != carried {
             return Err(Error::BadChecksum { carried, computed });
@@ -111,22 +119,26 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         let opcode = Opcode::from(b[field::OPCODE]);
         let payload_len = be16(b, field::PAYLOAD_LEN);
+        let actual = b.len() + usize::from(zeros);
         let bad_length = |expected| Error::BadLength {
             opcode: b[field::OPCODE],
             payload_len,
             expected,
-            actual: b.len(),
+            actual,
         };
+        if zeros != 0 && payload_len != zeros {
+            return Err(Error::ElidedLength { payload_len, zeros });
+        }
         match opcode.ext_len() {
             Some(ext) => {
                 let expected = HEADER_LEN + ext + payload_len as usize + ICRC_LEN;
-                if b.len() != expected {
+                if actual != expected {
                     return Err(bad_length(expected));
                 }
             }
             None => {
                 let minimum = HEADER_LEN + payload_len as usize + ICRC_LEN;
-                if b.len() < minimum {
+                if actual < minimum {
                     return Err(bad_length(minimum));
                 }
             }

@@ -5,6 +5,7 @@ use core::fmt;
 
 use crate::error::{EmitError, Error};
 use crate::flags::Flags;
+use crate::icrc::{icrc, icrc_zeros};
 use crate::opcode::{Opcode, Protocol, ReduceOp, ReduceType, Syndrome};
 use crate::packet::{Packet, HEADER_LEN, ICRC_LEN, VERSION};
 
@@ -396,6 +397,18 @@ impl<'a> Repr<'a> {
     /// does not hold exactly `count` elements of a known type.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &Packet<&'a T>) -> Result<Repr<'a>, Error> {
         packet.check()?;
+        let (e, data) = packet.ext_and_payload();
+        Repr::decode(packet, e, data)
+    }
+
+    /// The fields of a checked packet: the common header from `packet`,
+    /// the extension `e` and the payload `data` (which an elided datagram
+    /// does not hold in its buffer).
+    pub(crate) fn decode<T: AsRef<[u8]> + ?Sized>(
+        packet: &Packet<&'a T>,
+        e: &'a [u8],
+        data: &'a [u8],
+    ) -> Result<Repr<'a>, Error> {
         let opcode = packet.opcode();
         if let Opcode::Unknown(code) = opcode {
             return Err(Error::UnknownOpcode(code));
@@ -406,7 +419,6 @@ impl<'a> Repr<'a> {
                 payload_len: packet.payload_len(),
             });
         }
-        let (e, data) = packet.ext_and_payload();
         let body = match opcode {
             Opcode::Write => Body::Write {
                 remote_addr: be64(e, ext::write::REMOTE_ADDR),
@@ -531,10 +543,17 @@ impl<'a> Repr<'a> {
     /// Writes the packet, ICRC included, to the front of `buf` and returns
     /// how many bytes it wrote. Reserved bytes are written as zero.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, EmitError> {
+        self.emit_inner(buf, false)
+    }
+
+    /// [`Repr::emit`], leaving the payload out when `elide` (it must then be
+    /// all zeros: the ICRC is computed as if it were there).
+    pub(crate) fn emit_inner(&self, buf: &mut [u8], elide: bool) -> Result<usize, EmitError> {
         let data = self.body.data();
         let payload_len =
             u16::try_from(data.len()).map_err(|_| EmitError::PayloadTooLarge(data.len()))?;
-        let need = self.buffer_len();
+        let held = if elide { &[][..] } else { data };
+        let need = self.buffer_len() - (data.len() - held.len());
         if buf.len() < need {
             return Err(EmitError::BufferTooSmall {
                 have: buf.len(),
@@ -544,7 +563,9 @@ impl<'a> Repr<'a> {
         let buf = &mut buf[..need];
         // Payload and ICRC are written in full below; only the header and
         // extension hold reserved bytes that must be zero.
-        buf[..need - data.len() - ICRC_LEN].fill(0);
+        let ext_end = need - held.len() - ICRC_LEN;
+        buf[..ext_end].fill(0);
+        buf[ext_end..ext_end + held.len()].copy_from_slice(held);
         let mut p = Packet::new_unchecked(&mut *buf);
         p.set_version(VERSION);
         p.set_opcode(self.opcode());
@@ -558,8 +579,7 @@ impl<'a> Repr<'a> {
         p.set_credits(self.credits);
         p.set_payload_len(payload_len);
         p.set_epoch(self.epoch);
-        p.payload_mut().copy_from_slice(data);
-        let e = p.ext_mut();
+        let e = &mut buf[HEADER_LEN..ext_end];
         match &self.body {
             Body::Write {
                 remote_addr,
@@ -647,7 +667,8 @@ impl<'a> Repr<'a> {
                 e[ext::reduce_ack::TREE].copy_from_slice(&tree.to_be_bytes());
             }
         }
-        p.fill_icrc();
+        let crc = icrc_zeros(icrc(&buf[..need - ICRC_LEN]), data.len() - held.len());
+        buf[need - ICRC_LEN..].copy_from_slice(&crc.to_be_bytes());
         Ok(need)
     }
 

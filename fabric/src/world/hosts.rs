@@ -129,12 +129,12 @@ impl World {
                 src_port: t.src_port,
                 head: Head::of(&buf),
                 bytes: buf,
-                elided: 0,
+                elided: t.elided,
                 nic_work_ps: u32::try_from(t.nic_work.as_ps()).unwrap_or(u32::MAX),
                 ce: false,
                 trimmed: false,
             };
-            if self.phantom_payload {
+            if self.phantom_payload && pkt.elided == 0 {
                 if let Some(big) = pkt.elide_zero_payload() {
                     self.recycle(big);
                 }
@@ -178,19 +178,14 @@ impl World {
             *max = pkt.serial;
         }
         let now = self.now;
-        let mut rebuild = std::mem::take(&mut self.rebuild);
         let meta = udrma_nic::RxMeta {
             ecn: udrma_nic::Ecn::marked(pkt.ce),
             trimmed: pkt.trimmed,
             src_port: pkt.src_port,
         };
-        self.hosts[h as usize].nic.handle_datagram_meta(
-            now,
-            pkt.src,
-            meta,
-            pkt.datagram(&mut rebuild),
-        );
-        self.rebuild = rebuild;
+        self.hosts[h as usize]
+            .nic
+            .handle_elided(now, pkt.src, meta, pkt.elided());
         self.recycle(pkt.bytes);
     }
 }

@@ -13,7 +13,7 @@ pub(super) struct Pkt {
     /// ICRC only.
     pub(super) bytes: Vec<u8>,
     /// Zero bytes of payload left out of `bytes` (phantom payloads).
-    pub(super) elided: u32,
+    pub(super) elided: u16,
     /// Extra NIC time the sending host's DMA needs for this packet
     /// (gathers, indirect-key translation), in picoseconds, saturating.
     pub(super) nic_work_ps: u32,
@@ -62,16 +62,20 @@ impl Pkt {
         self.bytes.len() as u64 + u64::from(self.elided)
     }
 
+    /// The datagram as the NIC takes it: bytes, and zeros left out.
+    pub(super) fn elided(&self) -> Datagram<'_> {
+        Datagram {
+            bytes: &self.bytes,
+            zeros: self.elided,
+        }
+    }
+
     /// The whole datagram: `bytes` itself, or rebuilt into `scratch`.
     pub(super) fn datagram<'a>(&'a self, scratch: &'a mut Vec<u8>) -> &'a [u8] {
         if self.elided == 0 {
             return &self.bytes;
         }
-        let icrc_at = self.bytes.len() - udrma_proto::ICRC_LEN;
-        scratch.clear();
-        scratch.extend_from_slice(&self.bytes[..icrc_at]);
-        scratch.resize(icrc_at + self.elided as usize, 0);
-        scratch.extend_from_slice(&self.bytes[icrc_at..]);
+        self.elided().write_to(scratch);
         scratch
     }
 
@@ -102,7 +106,7 @@ impl Pkt {
         let mut small = Vec::with_capacity(start + udrma_proto::ICRC_LEN);
         small.extend_from_slice(&self.bytes[..start]);
         small.extend_from_slice(&self.bytes[end..]);
-        self.elided = payload_len as u32;
+        self.elided = payload_len as u16;
         Some(std::mem::replace(&mut self.bytes, small))
     }
 }

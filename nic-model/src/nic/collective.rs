@@ -584,6 +584,7 @@ impl Nic {
             return Some(Transmit {
                 dst: a.to,
                 len: buf.len(),
+                elided: 0,
                 src_port: self.cfg.src_port,
                 nic_work: Duration::ZERO,
             });
@@ -642,6 +643,7 @@ impl Nic {
             return Some(Transmit {
                 dst: key.to,
                 len: buf.len(),
+                elided: 0,
                 src_port: self.cfg.src_port,
                 nic_work: work,
             });

@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use udrma_proto::{Body, Error as WireError, Flags, NodeAddr, Packet, Repr, Syndrome};
+use udrma_proto::{Body, Datagram, Error as WireError, Flags, NodeAddr, Packet, Repr, Syndrome};
 
 use crate::cc::{AckSample, CongestionControl, LossCause};
 use crate::config::{AckMode, Multipath, NicConfig, RegistrationMode, RetransmitMode};
@@ -61,6 +61,10 @@ pub struct Transmit {
     pub dst: NodeAddr,
     /// Bytes written to the buffer.
     pub len: usize,
+    /// Zero bytes of payload left out of the buffer, just before its ICRC
+    /// (only after [`Nic::set_elide_zeros`]; see [`udrma_proto::elide`]).
+    /// The datagram on the wire is `len + elided` bytes.
+    pub elided: u16,
     /// UDP source port suggested for the datagram.
     pub src_port: u16,
     /// NIC time this packet's DMA takes beyond the per-packet cost of the
@@ -377,6 +381,8 @@ pub struct Nic {
     rx_ce: bool,
     /// The UDP source port of the datagram being handled (0: unknown).
     rx_port: u16,
+    /// The backend carries all-zero payloads elided (a simulator).
+    elide_zeros: bool,
     /// Go-back-N: operations not registered yet (first packet missing) whose
     /// gap was NACKed already, oldest first, at most `escape_capacity` (the
     /// escape channel they would otherwise use is idle in this mode). As
@@ -478,6 +484,7 @@ impl Nic {
             grants: grants::Grants::default(),
             rx_ce: false,
             rx_port: 0,
+            elide_zeros: false,
             cfg,
         })
     }
@@ -565,6 +572,16 @@ impl Nic {
             descriptor_ring: (self.ring_used, self.ring_peak, c.descriptor_ring),
             reduce_chunks: self.reduce_occupancy(),
         }
+    }
+
+    /// Lets [`Nic::poll_transmit`] leave payloads read from phantom memory
+    /// (all zeros) out of the buffer, saying how many bytes it left out in
+    /// [`Transmit::elided`]. Only for a backend that hands such datagrams
+    /// back elided ([`Nic::handle_elided`]) or rebuilds them
+    /// ([`udrma_proto::Datagram::write_to`]): a simulator. Off by default;
+    /// the behaviour and every trace are the same either way.
+    pub fn set_elide_zeros(&mut self, on: bool) {
+        self.elide_zeros = on;
     }
 
     /// Whether nothing is outstanding: no request, no queued packet, no

@@ -23,15 +23,22 @@ impl Nic {
         meta: RxMeta,
         bytes: &[u8],
     ) {
+        self.handle_elided(now, from, meta, Datagram::whole(bytes));
+    }
+
+    /// [`Nic::handle_datagram_meta`] for a datagram whose all-zero payload
+    /// may be left out of its buffer (a simulator's phantom payloads):
+    /// checked, counted and applied exactly as the whole datagram would be.
+    pub fn handle_elided(&mut self, now: Instant, from: NodeAddr, meta: RxMeta, d: Datagram<'_>) {
         self.rx_ce = meta.ecn == Ecn::Ce;
         self.rx_port = meta.src_port;
         if self.rx_ce {
             self.stats.rx_ce += 1;
         }
         if meta.trimmed {
-            self.on_trimmed(from, bytes);
+            self.on_trimmed(from, d.bytes);
         } else {
-            self.receive(now, from, bytes);
+            self.receive(now, from, d);
         }
         self.rx_ce = false;
         self.rx_port = 0;
@@ -69,9 +76,9 @@ impl Nic {
         }
     }
 
-    fn receive(&mut self, now: Instant, from: NodeAddr, bytes: &[u8]) {
+    fn receive(&mut self, now: Instant, from: NodeAddr, d: Datagram<'_>) {
         self.stats.rx_datagrams += 1;
-        let repr = match Repr::parse_bytes(bytes) {
+        let repr = match d.parse() {
             Ok(r) => r,
             Err(e) => {
                 match e {
@@ -80,13 +87,18 @@ impl Nic {
                     WireError::BadVersion(_) => self.stats.rx_bad_version += 1,
                     WireError::BadLength { .. }
                     | WireError::UnexpectedPayload { .. }
-                    | WireError::BadReduceLength { .. } => self.stats.rx_bad_length += 1,
+                    | WireError::BadReduceLength { .. }
+                    | WireError::ElidedLength { .. } => self.stats.rx_bad_length += 1,
                     WireError::UnknownOpcode(code) => {
                         self.stats.rx_unknown_opcode += 1;
                         // The ICRC held, so the header can be trusted enough
                         // to tell the sender.
-                        let p = Packet::new_unchecked(bytes);
-                        self.nack_header(from, &p, Syndrome::UnknownOpcode, u32::from(code));
+                        self.nack_header(
+                            from,
+                            &d.header(),
+                            Syndrome::UnknownOpcode,
+                            u32::from(code),
+                        );
                     }
                 }
                 return;
@@ -100,8 +112,8 @@ impl Nic {
         }
         match repr.body {
             Body::Write { .. } | Body::Send { .. } => {
-                self.credit_arrived(from, bytes.len());
-                self.on_data(now, from, &repr, bytes)
+                self.credit_arrived(from, d.len());
+                self.on_data(now, from, &repr, d)
             }
             Body::ReadRequest {
                 remote_addr,
@@ -141,7 +153,7 @@ impl Nic {
 
     /// WRITE or SEND data: apply it to its registered operation, register
     /// the operation, or park the packet in the escape channel.
-    pub(super) fn on_data(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>, bytes: &[u8]) {
+    pub(super) fn on_data(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>, d: Datagram<'_>) {
         if r.seg_count == 0
             || r.seg_index >= r.seg_count
             || u64::from(r.seg_count) > self.cfg.max_packets_per_op()
@@ -199,7 +211,7 @@ impl Nic {
         let deadline = now + self.cfg.escape_timeout;
         match self.escape.push(Escaped {
             key,
-            datagram: bytes.to_vec(),
+            datagram: d.to_vec(),
             deadline,
         }) {
             Ok(id) => {
@@ -493,7 +505,7 @@ impl Nic {
                     self.apply(now, key, &r);
                 } else {
                     // The operation completed or failed meanwhile.
-                    self.on_data(now, key.from, &r, &e.datagram);
+                    self.on_data(now, key.from, &r, Datagram::whole(&e.datagram));
                 }
             }
         }

@@ -423,11 +423,12 @@ impl Nic {
             epoch: self.cfg.epoch,
             body,
         };
-        repr.emit_vec(buf).ok()?;
+        let elided = send::emit(&repr, buf, self.elide_zeros)?;
         let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
         Some(Transmit {
             dst: reply.to,
             len: buf.len(),
+            elided,
             src_port: if reply.port != 0 {
                 reply.port
             } else {

@@ -288,14 +288,14 @@ impl Nic {
             epoch: self.cfg.epoch,
             body,
         };
-        repr.emit_vec(buf).ok()?;
+        let elided = emit(&repr, buf, self.elide_zeros)?;
         let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
         let rto = self.rtt_to(dst).backoff(inf.retries);
         let deadline = now + rto;
         let entropy = self.pick_entropy(now, dst);
         let counted = match read_len {
             Some(len) => len.min(u64::from(u32::MAX)) as u32,
-            None => buf.len() as u32,
+            None => (buf.len() + usize::from(elided)) as u32,
         };
         if let Some(e) = self.op_table.get_mut(opn) {
             e.sent_at = now;
@@ -319,6 +319,7 @@ impl Nic {
         Some(Transmit {
             dst,
             len: buf.len(),
+            elided,
             src_port: self.cfg.src_port.wrapping_add(entropy),
             nic_work,
         })
@@ -497,5 +498,15 @@ impl Nic {
         self.command_queue.retain(|w| *w != wr);
         self.overflow.retain(|w| *w != wr);
         self.complete_request(now, wr, Err(err));
+    }
+}
+
+/// Writes `repr` into `buf`, leaving an all-zero payload out when `elide`
+/// (the backend asked for that); returns the zero bytes left out.
+pub(super) fn emit(repr: &Repr<'_>, buf: &mut Vec<u8>, elide: bool) -> Option<u16> {
+    if elide {
+        repr.emit_elided_vec(buf).ok().map(|(_, z)| z)
+    } else {
+        repr.emit_vec(buf).ok().map(|_| 0)
     }
 }
