@@ -64,12 +64,28 @@ fn zeros_operator(n: usize) -> Operator {
     result
 }
 
+/// An operator as four byte tables: its image of each byte value in each
+/// byte position of the register (four loads apply it).
+type Tables = [[u32; 256]; 4];
+
+fn tables(op: &Operator) -> Box<Tables> {
+    let mut t = Box::new([[0u32; 256]; 4]);
+    for (k, table) in t.iter_mut().enumerate() {
+        for b in 1..256usize {
+            // The image of b: that of b without its lowest bit, plus the
+            // lowest bit's column.
+            table[b] = table[b & (b - 1)] ^ op[8 * k + b.trailing_zeros() as usize];
+        }
+    }
+    t
+}
+
 /// Operators worked out lately, by length (phantom payloads come in a few
 /// lengths: the MTU and the last segments).
 const CACHED: usize = 8;
 
 thread_local! {
-    static OPERATORS: RefCell<Vec<(usize, Operator)>> = const { RefCell::new(Vec::new()) };
+    static OPERATORS: RefCell<Vec<(usize, Box<Tables>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The ICRC of some bytes followed by `n` zero bytes, given `crc`, the
@@ -82,19 +98,23 @@ pub fn icrc_zeros(crc: u32, n: usize) -> u32 {
     }
     OPERATORS.with(|cache| {
         let mut cache = cache.borrow_mut();
-        let op = match cache.iter().position(|(len, _)| *len == n) {
-            Some(i) => cache[i].1,
+        let i = match cache.iter().position(|(len, _)| *len == n) {
+            Some(i) => i,
             None => {
-                let op = zeros_operator(n);
                 if cache.len() == CACHED {
                     cache.remove(0);
                 }
-                cache.push((n, op));
-                op
+                cache.push((n, tables(&zeros_operator(n))));
+                cache.len() - 1
             }
         };
+        let t = &cache[i].1;
         // The register holds the complement of the published CRC.
-        !apply(&op, !crc)
+        let r = !crc;
+        !(t[0][(r & 0xff) as usize]
+            ^ t[1][((r >> 8) & 0xff) as usize]
+            ^ t[2][((r >> 16) & 0xff) as usize]
+            ^ t[3][(r >> 24) as usize])
     })
 }
 
