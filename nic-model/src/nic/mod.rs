@@ -53,6 +53,7 @@ mod post;
 mod receive;
 mod replies;
 mod send;
+mod timers;
 
 /// A datagram [`Nic::poll_transmit`] wrote into the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,9 +115,9 @@ impl Ecn {
     }
 }
 
-/// Everything in the one ordered deadline structure. Each owner remembers
-/// the deadline its timer is filed under, so cancelling is an O(log n)
-/// removal and nothing stale is left behind. A registry entry's timer is
+/// Everything in the one ordered deadline set (`timers.rs`: packets'
+/// deadlines in a fast lane, the rest in a tree). Each owner remembers
+/// the deadline its timer is filed under, so cancelling is exact. A registry entry's timer is
 /// filed lazily: progress moves the entry's deadline, not its timer, which
 /// when it fires early is filed again (so it may wake the driver once per
 /// `registry_timeout` for nothing).
@@ -333,7 +334,7 @@ pub struct Nic {
     replies: VecDeque<Reply>,
     replies_peak: usize,
     events: VecDeque<Event>,
-    timers: BTreeSet<(Instant, Timer)>,
+    timers: timers::TimerSet,
     stats: Stats,
     /// Credit count advertised to each peer on every packet.
     advertised: BTreeMap<NodeAddr, u16>,
@@ -460,7 +461,7 @@ impl Nic {
             replies: VecDeque::new(),
             replies_peak: 0,
             events: VecDeque::new(),
-            timers: BTreeSet::new(),
+            timers: timers::TimerSet::default(),
             stats: Stats::default(),
             advertised: BTreeMap::new(),
             credits_seen: BTreeMap::new(),
@@ -604,13 +605,13 @@ impl Nic {
     /// called, if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
         // (Fetch and refill timers live here too.)
-        self.timers.first().map(|(t, _)| *t)
+        self.timers.first().map(|(t, _)| t)
     }
 
     /// Fires every deadline at or before `now`: retransmissions, escape
     /// channel expiry, registry eviction, coalesced ACKs.
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(&(t, timer)) = self.timers.first() {
+        while let Some((t, timer)) = self.timers.first() {
             if t > now {
                 break;
             }
