@@ -113,22 +113,35 @@ impl World {
         true
     }
 
-    /// Arrivals coming up: the port state of the one after next, and the
-    /// packet at the head of the next one's flight line (its port state
-    /// asked for one event earlier), into the cache before they are run.
+    /// Arrivals coming up, in three stages one event apart: the port state
+    /// of the third next, the packet at the head of the second next's
+    /// flight line (its port state asked for an event earlier), and for
+    /// the next, if it reaches a host, the packet's bytes (its head asked
+    /// for an event earlier), which the NIC reads first.
     #[inline]
     fn prefetch_ahead(&self) {
         let port = |slot: u32| (slot & !CODE_INDEX == CODE_ARRIVE).then_some(slot & CODE_INDEX);
-        if let Some(p) = self.queue.upcoming(1).and_then(port) {
+        if let Some(p) = self.queue.upcoming(2).and_then(port) {
             if let Some(st) = self.ports.get(p as usize) {
                 crate::prefetch::prefetch(st);
             }
         }
-        if let Some(p) = self.queue.upcoming(0).and_then(port) {
+        if let Some(p) = self.queue.upcoming(1).and_then(port) {
             if let Some(head) = self.ports.get(p as usize).and_then(|st| st.flight.front()) {
                 let head: *const (Instant, Pkt) = head;
                 crate::prefetch::prefetch(head);
                 crate::prefetch::prefetch(head.cast::<u8>().wrapping_add(64));
+            }
+        }
+        if let Some(p) = self.queue.upcoming(0).and_then(port) {
+            if let Some(st) = self
+                .ports
+                .get(p as usize)
+                .filter(|st| st.hot.peer_host.is_some())
+            {
+                if let Some(head) = st.flight.front() {
+                    crate::prefetch::prefetch(head.1.bytes.as_ptr());
+                }
             }
         }
     }
