@@ -128,7 +128,7 @@ impl World {
         }
         if let Some(p) = self.queue.upcoming(1).and_then(port) {
             if let Some(head) = self.ports.get(p as usize).and_then(|st| st.flight.front()) {
-                let head: *const (Instant, Pkt) = head;
+                let head: *const ports::InFlight = head;
                 crate::prefetch::prefetch(head);
                 crate::prefetch::prefetch(head.cast::<u8>().wrapping_add(64));
             }
@@ -137,10 +137,10 @@ impl World {
             if let Some(st) = self
                 .ports
                 .get(p as usize)
-                .filter(|st| st.hot.peer_host.is_some())
+                .filter(|st| st.hot.peer_host().is_some())
             {
                 if let Some(head) = st.flight.front() {
-                    crate::prefetch::prefetch(head.1.bytes.as_ptr());
+                    crate::prefetch::prefetch(head.pkt.bytes.as_ptr());
                 }
             }
         }
@@ -259,12 +259,12 @@ impl World {
             }
             EvKind::Arrive(port) => {
                 let st = &mut self.ports[port as usize];
-                let (_, pkt) = st.flight.pop_front().expect("scheduled arrival");
-                if let Some((next, _)) = st.flight.front() {
-                    let next = *next;
+                let f = st.pop_arrived(self.seal_bytes).expect("scheduled arrival");
+                if let Some(next) = st.flight.front() {
+                    let next = next.arrive;
                     self.schedule(next, EvKind::Arrive(port));
                 }
-                self.arrive(port, pkt);
+                self.arrive(port, f.pkt);
             }
             EvKind::Enqueue(port, pkt) => self.enqueue(port, pkt),
             EvKind::ArriveTrimmed(port, pkt) => self.arrive(port, pkt),

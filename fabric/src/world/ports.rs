@@ -10,14 +10,17 @@ use super::*;
 pub(super) struct PortHot {
     pub(super) link: LinkId,
     pub(super) direction: Direction,
-    /// The host this port belongs to (its NIC's egress), if any.
-    pub(super) host: Option<u32>,
-    /// The node at the far end, and its host number if it is one.
+    /// The host this port belongs to (its NIC's egress), or [`NO_HOST`]
+    /// (see [`PortHot::host`]).
+    pub(super) host_raw: u32,
+    /// The node at the far end, and its host number if it is one (or
+    /// [`NO_HOST`]).
     pub(super) peer: NodeId,
-    pub(super) peer_host: Option<u32>,
+    pub(super) peer_host_raw: u32,
     pub(super) mtu: u32,
     pub(super) queue_bytes: u64,
-    pub(super) ecn_threshold: Option<u64>,
+    /// Mark above this many queued bytes (`u64::MAX`: never).
+    pub(super) ecn_threshold: u64,
     /// A switch port that trims on a full queue.
     pub(super) trim: bool,
     /// A switch port that serves control packets ahead of its queue.
@@ -30,19 +33,74 @@ pub(super) struct PortHot {
     pub(super) tapped: bool,
 }
 
+/// No host at this end of the port (a switch).
+pub(super) const NO_HOST: u32 = u32::MAX;
+
+impl PortHot {
+    /// The host this port belongs to (its NIC's egress), if any.
+    pub(super) fn host(&self) -> Option<u32> {
+        (self.host_raw != NO_HOST).then_some(self.host_raw)
+    }
+
+    /// The host at the far end, if it is one.
+    pub(super) fn peer_host(&self) -> Option<u32> {
+        (self.peer_host_raw != NO_HOST).then_some(self.peer_host_raw)
+    }
+}
+
+/// A port's state: two cache lines, aligned (the constants a hop reads,
+/// then the queue), so a hop touches exactly those two.
 #[derive(Debug)]
+#[repr(align(64))]
 pub(super) struct PortState {
     pub(super) hot: PortHot,
     /// When the last packet given to this port finishes serializing.
     pub(super) free_at: Instant,
-    /// Start times and lengths of packets not yet being sent.
-    pub(super) waiting: VecDeque<(Instant, u32)>,
-    /// Sum of their lengths.
+    /// How many packets at the tail of `flight` were waiting to start
+    /// when last looked at (starts only grow along the line, so the
+    /// waiting ones are always its tail).
+    pub(super) waiting: u32,
+    /// The bytes of those packets (as charged to the queue).
     pub(super) queued_bytes: u64,
-    /// Packets given to the port, with their arrival time at the far end
-    /// (increasing: FIFO, one rate, one latency). Only the head's arrival
-    /// is in the event queue.
-    pub(super) flight: VecDeque<(Instant, Pkt)>,
+    /// Packets given to the port, in order (FIFO, one rate, one latency:
+    /// arrivals and starts both increase). Only the head's arrival is in
+    /// the event queue.
+    pub(super) flight: VecDeque<InFlight>,
+}
+
+/// A packet given to a port.
+#[derive(Debug)]
+pub(super) struct InFlight {
+    /// When it reaches the far end.
+    pub(super) arrive: Instant,
+    /// When its first bit leaves.
+    pub(super) start: Instant,
+    pub(super) pkt: Pkt,
+}
+
+impl PortState {
+    /// Stops counting the packets that started by `now` as queued.
+    fn drain_started(&mut self, now: Instant, seal_bytes: u64) {
+        while self.waiting > 0 {
+            let f = &self.flight[self.flight.len() - self.waiting as usize];
+            if f.start > now {
+                return;
+            }
+            self.queued_bytes -= f.pkt.len() + seal_bytes;
+            self.waiting -= 1;
+        }
+    }
+
+    /// Takes the head of the line off as it arrives (it started long
+    /// ago: if still counted as waiting, it stops being counted).
+    pub(super) fn pop_arrived(&mut self, seal_bytes: u64) -> Option<InFlight> {
+        if self.waiting as usize == self.flight.len() && self.waiting > 0 {
+            self.waiting -= 1;
+            let f = self.flight.front()?;
+            self.queued_bytes -= f.pkt.len() + seal_bytes;
+        }
+        self.flight.pop_front()
+    }
 }
 
 impl World {
@@ -165,10 +223,7 @@ impl World {
             return;
         }
         let st = &mut self.ports[port as usize];
-        while st.waiting.front().is_some_and(|(start, _)| *start <= now) {
-            let (_, l) = st.waiting.pop_front().expect("checked");
-            st.queued_bytes -= u64::from(l);
-        }
+        st.drain_started(now, self.seal_bytes);
         if hot.trim && pkt.trimmed {
             // Headers go ahead of the queue at every trimming hop.
             self.trim(port, pkt);
@@ -188,12 +243,12 @@ impl World {
             }
             return;
         }
-        if hot.ecn_threshold.is_some_and(|th| st.queued_bytes > th) {
+        if st.queued_bytes > hot.ecn_threshold {
             self.stats.ecn_marked += 1;
             pkt.ce = true;
         }
         // A host's own NIC works on the packet before it can leave.
-        let nic_cost = match hot.host {
+        let nic_cost = match hot.host() {
             Some(_) if !self.cost.is_zero() => {
                 self.cost.packet(len as usize) + Duration::from_ps(u64::from(pkt.nic_work_ps))
             }
@@ -210,8 +265,8 @@ impl World {
             ps => Duration(bits * ps),
         };
         st.free_at = start + ser;
-        if start > now {
-            st.waiting.push_back((start, len as u32));
+        let waits = start > now;
+        if waits {
             st.queued_bytes += len;
             self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(st.queued_bytes);
         }
@@ -220,14 +275,23 @@ impl World {
         if hot.tapped {
             self.capture(start, &pkt);
         }
-        if let Some(h) = hot.host {
+        if let Some(h) = hot.host() {
             self.hosts[h as usize].tx_lead = nic_cost;
             let pull_at = Instant(free_at.as_ps().saturating_sub(nic_cost.as_ps())).max(now);
             self.schedule(pull_at, EvKind::HostFree(h));
         }
         let arrive_at = free_at + hot.latency;
         let st = &mut self.ports[port as usize];
-        st.flight.push_back((arrive_at, pkt));
+        st.flight.push_back(InFlight {
+            arrive: arrive_at,
+            start,
+            pkt,
+        });
+        // (A packet that starts at once is never counted as waiting, and
+        // the waiting are the tail: it can join them only if none wait.)
+        if waits {
+            st.waiting += 1;
+        }
         if st.flight.len() == 1 {
             self.schedule(arrive_at, EvKind::Arrive(port));
         }
@@ -326,7 +390,7 @@ impl World {
         self.stats.packet_hops += 1;
         let hot = self.ports[port as usize].hot;
         let node: NodeId = hot.peer;
-        match hot.peer_host {
+        match hot.peer_host() {
             Some(h) if !self.cost.is_zero() => {
                 // The receive side processes packets one at a time; placing
                 // a payload in many blocks takes longer.
@@ -360,5 +424,16 @@ impl World {
                 self.egress(out, pkt);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_is_two_cache_lines() {
+        assert_eq!(std::mem::size_of::<PortState>(), 128);
+        assert_eq!(std::mem::align_of::<PortState>(), 64);
     }
 }
