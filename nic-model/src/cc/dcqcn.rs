@@ -12,10 +12,13 @@
 //! `rc`; there is no window.
 //!
 //! Where ours differs from the paper: the echo arrives on the ACK rather
-//! than as a separate notification packet, time-driven steps are applied
-//! lazily when the controller is next called (the result is the same as a
-//! timer's), and a timeout halves the rate (RoCE NICs leave loss to
-//! go-back-N and PFC).
+//! than as a separate notification packet, and time-driven steps are
+//! applied lazily when the controller is next called (the result is the
+//! same as a timer's). As in the paper and in RoCE NICs, a loss does not
+//! change the rate: loss is for recovery (selective repeat, go-back-N) to
+//! repair, and only a congestion notification says the path is full. A
+//! fabric that drops without marking therefore gives DCQCN nothing to act
+//! on, as a RoCE fabric without ECN would.
 
 use udrma_proto::time::{Duration, Instant};
 
@@ -130,8 +133,8 @@ impl CongestionControl for Dcqcn {
     }
 
     fn on_loss(&mut self, now: Instant, _bytes: u64, _cause: LossCause) {
+        // Only the time-driven steps due by now; the rate stays.
         self.advance(now);
-        self.cut(now, 0.5);
     }
 
     fn window(&self) -> u64 {
@@ -215,18 +218,17 @@ mod tests {
         // takes less than half.
         c.on_ack(at(800), ce());
         assert_eq!(c.rate_bps(), 46_042_180_576);
-        // A timeout halves, once per cut period, and never below
-        // line/1000.
+        // Losses of every kind leave the rate alone (random loss is not
+        // congestion); only the recovery steps due by then apply.
         c.on_send(at(900), 64);
         assert_eq!(c.rate_bps(), 67_051_028_032);
-        c.on_loss(at(900), 4160, LossCause::Timeout);
-        assert_eq!(c.rate_bps(), 33_525_514_016);
-        c.on_loss(at(920), 4160, LossCause::Timeout);
-        assert_eq!(c.rate_bps(), 33_525_514_016);
-        for k in 1..=20 {
-            c.on_loss(at(920 + 50 * k), 4160, LossCause::Timeout);
+        for cause in [LossCause::Timeout, LossCause::Nack, LossCause::Overtaken] {
+            c.on_loss(at(900), 4160, cause);
+            assert_eq!(c.rate_bps(), 67_051_028_032, "{cause:?}");
         }
-        assert_eq!(c.rate_bps(), 100_000_000);
+        // ... and still once the next recovery step is due.
+        c.on_loss(at(960), 4160, LossCause::Timeout);
+        assert!(c.rate_bps() > 67_051_028_032);
         assert_eq!(c.window(), u64::MAX);
         assert_eq!(c.name(), "dcqcn");
     }
