@@ -218,6 +218,54 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any bytes, any count of zeros left out, a valid ICRC over the
+        /// whole: the elided view parses exactly as the whole datagram
+        /// does (same packet or same error), except that a payload length
+        /// other than the zeros left out is refused as such.
+        #[test]
+        fn an_elided_view_is_the_whole_datagram(
+            mut bytes in proptest::collection::vec(proptest::num::u8::ANY, HEADER_LEN + ICRC_LEN..120),
+            zeros in 0u16..70,
+            version_ok in proptest::bool::ANY,
+            opcode in 0u8..24,
+            claim_zeros in proptest::bool::ANY,
+        ) {
+            use crate::packet::VERSION;
+            if version_ok {
+                bytes[0] = VERSION;
+            }
+            bytes[1] = opcode;
+            // Often make the payload length field the zeros left out, and
+            // the buffer exactly header, extension and ICRC, so that many
+            // cases parse.
+            if claim_zeros {
+                if let Some(ext) = crate::Opcode::from(opcode).ext_len() {
+                    bytes.resize(HEADER_LEN + ext + ICRC_LEN, 0);
+                }
+            }
+            let p = Packet::new_unchecked(&bytes[..]);
+            let declared = if claim_zeros { zeros } else { p.payload_len() };
+            let mut p = Packet::new_unchecked(&mut bytes[..]);
+            p.set_payload_len(declared);
+            let mut whole = Datagram { bytes: &bytes, zeros }.to_vec();
+            let n = whole.len();
+            let crc = crate::icrc::icrc(&whole[..n - ICRC_LEN]).to_be_bytes();
+            whole[n - ICRC_LEN..].copy_from_slice(&crc);
+            let m = bytes.len();
+            bytes[m - ICRC_LEN..].copy_from_slice(&crc);
+            let elided = Datagram { bytes: &bytes, zeros }.parse();
+            let direct = Repr::parse_bytes(&whole);
+            match elided {
+                Err(Error::ElidedLength { payload_len, zeros: z }) => {
+                    proptest::prop_assert_eq!(z, zeros);
+                    proptest::prop_assert_ne!(payload_len, zeros);
+                }
+                other => proptest::prop_assert_eq!(other, direct),
+            }
+        }
+    }
+
     #[test]
     fn whole_datagrams_pass_through() {
         let bytes = write(b"abc").to_vec().unwrap();
