@@ -85,7 +85,7 @@ impl Case {
         // default 1024, one 1 MB message through the dumbbell's bottleneck
         // overflows its queue and go-back-N never recovers (finding 5).
         let mut s = format!(
-            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\ntrim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nretransmit = \"{}\"\nmax_retries = 40\nrto_max = \"2ms\"\n",
+            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\ntrim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nrto_restart = {}\nretransmit = \"{}\"\nmax_retries = 40\nrto_max = \"2ms\"\n",
             self.seed,
             TOPOLOGIES[self.topology],
             ROUTING[routing % ROUTING.len()],
@@ -113,6 +113,8 @@ impl Case {
             ["first-only", "self-describing"][registration % 2],
             ["per-packet", "selective"][ack % 2],
             (ack / 4) % 2 == 1,
+            // Timers that restart on the peer's acknowledgements in half.
+            (self.seed >> 12) % 2 == 1,
             ["selective", "go-back-n"][(ack / 2) % 2],
         );
         let pair = |a: u32, b: u32| (a % n, (a % n + 1 + b % (n - 1)) % n);

@@ -94,6 +94,14 @@ pub struct NicConfig {
     /// a lost notice costs a timeout. Off by default; the UDP bridge turns
     /// it on.
     pub completion_acks: bool,
+    /// A packet's retransmit timer counts from the later of its sending
+    /// and the last acknowledgement its peer sent for any packet after it
+    /// left (TCP restarts its one timer on every acknowledgement, RFC 6298
+    /// 5.3): while the peer acknowledges, a packet queued behind others is
+    /// waiting, not lost. A real loss is still found by a later packet
+    /// overtaking it, or by the timer once the acknowledgements stop. Off
+    /// by default (each packet's timer counts from its own sending).
+    pub rto_restart: bool,
     /// Retransmission mode.
     pub retransmit: RetransmitMode,
     /// Declare a packet lost, and send it again at once, when a packet of
@@ -188,6 +196,7 @@ impl Default for NicConfig {
             registration: RegistrationMode::FirstOnly,
             ack_mode: AckMode::PerPacket,
             completion_acks: false,
+            rto_restart: false,
             retransmit: RetransmitMode::Selective,
             fast_retransmit: true,
             rto_initial: Duration::from_micros(100),

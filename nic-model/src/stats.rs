@@ -42,6 +42,10 @@ pub struct Stats {
     pub retransmits: u64,
     /// Retransmit timer expiries.
     pub timeouts: u64,
+    /// Timers that came due but were filed again from a later
+    /// acknowledgement by the same peer (`rto_restart`; not counted in
+    /// `timeouts`).
+    pub rto_restarts: u64,
     /// Go-back-N receiver: data packets discarded for arriving ahead of
     /// the next one expected of their operation.
     pub out_of_sequence: u64,

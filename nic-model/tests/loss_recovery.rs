@@ -306,3 +306,101 @@ fn a_copy_is_judged_by_when_it_left_not_by_when_its_first_copy_did() {
         ack4[0]
     );
 }
+
+/// A 10-packet WRITE, all of it sent at once (a 2 µs round trip, no loss
+/// detection: the timer is all there is, 20 µs before any sample). The
+/// ACKs of packets 0 to 8 come back 5 µs apart, as from a queue ahead
+/// draining; packet 9 meets `last`. `restart` is `rto_restart`.
+fn last_packet_behind_a_draining_queue(restart: bool, last: Verdict) -> Setup {
+    let mut s = setup(NicConfig {
+        fast_retransmit: false,
+        rto_initial: us(20),
+        rto_min: us(20),
+        rto_restart: restart,
+        ..config()
+    });
+    let mut first_copy = true;
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if is_data(w) && r.seg_index == 9 && first_copy => {
+            first_copy = false;
+            last
+        }
+        Some(r) if opcode(w) == Some(Opcode::Ack) && r.seg_index < 9 => {
+            Verdict::Delay(us(5 * u64::from(r.seg_index)))
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(10 * 1024);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s.assert_written(10 * 1024);
+    s
+}
+
+#[test]
+fn a_timer_restarted_by_acks_from_the_queue_ahead_spares_a_packet_that_is_only_late() {
+    // Held 60 µs behind a 20 µs timer: without restarts the timers fire
+    // (packet 9's, and those of packets 4 to 8, whose ACKs come at 20 µs
+    // or later) and six packets go again for nothing. With them, each ACK
+    // of a packet that left with them moves their count on, and their own
+    // ACKs arrive first.
+    let late = Verdict::Delay(us(60));
+    let plain = last_packet_behind_a_draining_queue(false, late);
+    let h0 = plain.pair.nics[0].stats();
+    assert_eq!(
+        (h0.timeouts, h0.retransmits, h0.rto_restarts),
+        (6, 6, 0),
+        "{h0:?}"
+    );
+    let restarted = last_packet_behind_a_draining_queue(true, late);
+    let h0 = restarted.pair.nics[0].stats();
+    assert_eq!((h0.timeouts, h0.retransmits), (0, 0), "{h0:?}");
+    assert!(h0.rto_restarts >= 1, "{h0:?}");
+}
+
+#[test]
+fn a_lost_packet_still_goes_again_once_the_queue_ahead_is_drained() {
+    // Really lost: the timer is moved on while the queue ahead drains
+    // (its last ACK at about 42 µs), then fires a timeout after it.
+    let s = last_packet_behind_a_draining_queue(true, Verdict::Drop);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.timeouts, h0.retransmits), (1, 1), "{h0:?}");
+    assert!(h0.rto_restarts >= 1, "{h0:?}");
+    let copies: Vec<_> = writes_sent(&s)
+        .into_iter()
+        .filter(|l| l.seg_index == 9)
+        .map(|l| l.at)
+        .collect();
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    assert!(copies[1].0 > us(42).0, "resent at {:?}", copies[1]);
+}
+
+#[test]
+fn an_ack_for_a_later_packet_restarts_nothing() {
+    // A one-packet WRITE held 60 µs, then another sent 5 µs later and
+    // acknowledged at once: that ACK is for a packet that left after the
+    // held one (it overtook it, which is how a loss looks), so the held
+    // packet's timer fires at 20 µs as without restarts.
+    let mut s = setup(NicConfig {
+        fast_retransmit: false,
+        rto_initial: us(20),
+        rto_min: us(20),
+        rto_restart: true,
+        ..config()
+    });
+    s.pair.set_filter(|w| match w.repr {
+        Some(r)
+            if is_data(w) && r.msg_id == 1 && !r.flags.contains(udrma_proto::Flags::RETRANSMIT) =>
+        {
+            Verdict::Delay(us(60))
+        }
+        _ => Verdict::Deliver,
+    });
+    let first = s.write(1024);
+    s.pair.advance_to(udrma_nic::Instant::ZERO + us(5));
+    s.write_at(4096, 1024);
+    s.pair.run();
+    s.assert_ok_once(0, first);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.timeouts, h0.rto_restarts), (1, 0), "{h0:?}");
+}

@@ -219,6 +219,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         )?,
         fast_retransmit: n.fast_retransmit.unwrap_or(d.fast_retransmit),
         completion_acks: n.completion_acks.unwrap_or(d.completion_acks),
+        rto_restart: n.rto_restart.unwrap_or(d.rto_restart),
         rto_initial: t(n.rto_initial, d.rto_initial),
         rto_min: t(n.rto_min, d.rto_min),
         rto_max: t(n.rto_max, d.rto_max),

@@ -248,6 +248,8 @@ pub struct NicSpec {
     pub sack_delay: Option<Time>,
     /// A one-packet operation's COMPLETION is its acknowledgement.
     pub completion_acks: Option<bool>,
+    /// A packet's timer restarts on each acknowledgement from its peer.
+    pub rto_restart: Option<bool>,
     /// `selective` or `go-back-n`.
     pub retransmit: Option<String>,
     /// Selective-ACK loss detection before the timer (default on).

@@ -52,6 +52,11 @@ pub(super) struct Flow {
     /// times out after it was asked is in a queue this requester's own
     /// READs overflow, not on a dead path (see `count`).
     pub responded: Instant,
+    /// When this peer last acknowledged a packet, and when that packet
+    /// had left (`rto_restart` counts a timer from there when the packet
+    /// acknowledged left before the timer's).
+    pub acked: Instant,
+    pub acked_sent: Instant,
 }
 
 /// Known-good entropies a flow keeps for freezing.
@@ -109,6 +114,8 @@ impl Nic {
             good: VecDeque::new(),
             frozen_until: Instant::ZERO,
             responded: Instant::ZERO,
+            acked: Instant::ZERO,
+            acked_sent: Instant::ZERO,
             // Sprayed packets take paths of different delay: start the
             // reordering window at a quarter of the base RTT.
             reorder: if multipath == Multipath::Single {

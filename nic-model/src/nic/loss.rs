@@ -6,6 +6,9 @@ use super::*;
 
 impl Nic {
     pub(super) fn on_retransmit_timeout(&mut self, now: Instant, opn: OpNumber) {
+        if self.restart_timer(now, opn) {
+            return;
+        }
         let Some(inf) = self.op_table.get_mut(opn) else {
             return;
         };
@@ -34,6 +37,38 @@ impl Nic {
         if self.cfg.retransmit == RetransmitMode::GoBackN {
             self.go_back_after(opn);
         }
+    }
+
+    /// With `rto_restart`: if the last packet `opn`'s peer acknowledged
+    /// left no later than `opn` (the queue ahead of it is draining), its
+    /// timer counts from that acknowledgement instead, and is filed again
+    /// there when that is later than now (returns whether it was). An
+    /// acknowledgement of a packet that left after `opn` restarts nothing:
+    /// `opn` was overtaken, which is how a loss looks.
+    fn restart_timer(&mut self, now: Instant, opn: OpNumber) -> bool {
+        if !self.cfg.rto_restart {
+            return false;
+        }
+        let Some(inf) = self.op_table.get(opn).copied() else {
+            return false;
+        };
+        let Some(dst) = self.ops.get(&inf.msg_id).map(|op| op.dst) else {
+            return false;
+        };
+        let Some((acked, acked_sent)) = self.flows.get(&dst).map(|f| (f.acked, f.acked_sent))
+        else {
+            return false;
+        };
+        let deadline = acked + self.rtt_to(dst).backoff(inf.retries);
+        if acked <= inf.sent_at || acked_sent > inf.sent_at || deadline <= now {
+            return false;
+        }
+        if let Some(e) = self.op_table.get_mut(opn) {
+            e.deadline = Some(deadline);
+        }
+        self.timers.insert((deadline, Timer::Retransmit(opn)));
+        self.stats.rto_restarts += 1;
+        true
     }
 
     /// Whether `msg_id`'s first packet, other than `opn`, is still out and

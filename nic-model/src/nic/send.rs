@@ -371,6 +371,10 @@ impl Nic {
         }
         op.acked += 1;
         let done = op.acked == op.seg_count;
+        if self.cfg.rto_restart {
+            let f = self.flow(dst);
+            (f.acked, f.acked_sent) = (now, inf.sent_at);
+        }
         let mut rtt = None;
         if sample && !inf.retransmitted {
             let r = now - inf.sent_at;
