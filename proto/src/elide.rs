@@ -267,6 +267,28 @@ mod tests {
     }
 
     #[test]
+    fn scraps_shorter_than_a_header_are_rebuilt_without_panicking() {
+        // The zeros go just before the ICRC: with a bare ICRC, in front.
+        let icrc_only = Datagram {
+            bytes: &[1, 2, 3, 4],
+            zeros: 2,
+        };
+        assert_eq!(icrc_only.to_vec(), vec![0, 0, 1, 2, 3, 4]);
+        // With less than an ICRC there is no "before it": appended.
+        let scrap = Datagram {
+            bytes: &[9, 9],
+            zeros: 3,
+        };
+        assert_eq!(scrap.to_vec(), vec![9, 9, 0, 0, 0]);
+        assert!(matches!(
+            scrap.parse(),
+            Err(Error::Truncated { len: 2, .. })
+        ));
+        assert!(Datagram::whole(&[]).is_empty());
+        assert!(!scrap.is_empty());
+    }
+
+    #[test]
     fn whole_datagrams_pass_through() {
         let bytes = write(b"abc").to_vec().unwrap();
         let d = Datagram::whole(&bytes);
