@@ -17,6 +17,11 @@ fn small() -> NicConfig {
 
 /// A READ request for `length` bytes at 0x9000 of `rkey`, as requester h0
 /// would send it (operation 7, message 3).
+/// Hands `bytes` to h1, the responder, as if from h0 at `now`.
+fn to_responder(p: &mut Pair, now: udrma_nic::Instant, bytes: &[u8]) {
+    p.nics[1].handle_datagram(now, NodeAddr(0), bytes);
+}
+
 fn read_request(rkey: u32, length: u32, flags: Flags) -> Vec<u8> {
     request_of(3, 7, rkey, length, flags)
 }
@@ -65,23 +70,19 @@ fn a_retried_read_gets_no_second_copy_of_responses_still_queued() {
     let now = p.now;
     // The request arrives; before its eight responses have left, the
     // requester's timer fires and the same request arrives again.
-    p.nics[1].handle_datagram(
+    to_responder(&mut p, now, &read_request(remote.0, 8000, Flags::empty()));
+    to_responder(
+        &mut p,
         now,
-        NodeAddr(0),
-        &read_request(remote.0, 8000, Flags::empty()),
-    );
-    p.nics[1].handle_datagram(
-        now,
-        NodeAddr(0),
         &read_request(remote.0, 8000, Flags::RETRANSMIT),
     );
     assert_eq!(drain_responses(&mut p, 1), (0..8).collect::<Vec<_>>());
     assert_eq!(p.nics[1].stats().read_responses_still_queued, 8);
     assert_eq!(p.nics[1].stats().read_requests_served, 2);
     // Once they have left, a retry is served in full: they may be lost.
-    p.nics[1].handle_datagram(
+    to_responder(
+        &mut p,
         now,
-        NodeAddr(0),
         &read_request(remote.0, 8000, Flags::RETRANSMIT),
     );
     assert_eq!(drain_responses(&mut p, 1), (0..8).collect::<Vec<_>>());
@@ -95,18 +96,14 @@ fn a_retry_skips_only_the_responses_still_queued_and_only_its_own() {
     let now = p.now;
     // Three of eight responses have left when the retry comes: the other
     // five are not queued again, the three are.
-    p.nics[1].handle_datagram(
-        now,
-        NodeAddr(0),
-        &read_request(remote.0, 8000, Flags::empty()),
-    );
+    to_responder(&mut p, now, &read_request(remote.0, 8000, Flags::empty()));
     let mut buf = Vec::new();
     for _ in 0..3 {
         p.nics[1].poll_transmit(now, &mut buf).unwrap();
     }
-    p.nics[1].handle_datagram(
+    to_responder(
+        &mut p,
         now,
-        NodeAddr(0),
         &read_request(remote.0, 8000, Flags::RETRANSMIT),
     );
     assert_eq!(drain_responses(&mut p, 1), [3, 4, 5, 6, 7, 0, 1, 2]);
@@ -114,15 +111,15 @@ fn a_retry_skips_only_the_responses_still_queued_and_only_its_own() {
     // Responses queued for another message, or another operation number,
     // are not this request's: its retry is served whole.
     for (msg, op) in [(4, 8), (4, 7), (3, 8)] {
-        p.nics[1].handle_datagram(
+        to_responder(
+            &mut p,
             now,
-            NodeAddr(0),
             &request_of(msg, op, remote.0, 2000, Flags::empty()),
         );
     }
-    p.nics[1].handle_datagram(
+    to_responder(
+        &mut p,
         now,
-        NodeAddr(0),
         &read_request(remote.0, 2000, Flags::RETRANSMIT),
     );
     assert_eq!(drain_responses(&mut p, 1), [0, 1, 0, 1, 0, 1, 0, 1]);
@@ -137,26 +134,18 @@ fn a_first_request_is_served_whole_even_with_an_older_copy_queued() {
     let remote = p.nics[1].register(0x9000, 1 << 16, Access::ALL);
     let now = p.now;
     for _ in 0..2 {
-        p.nics[1].handle_datagram(
-            now,
-            NodeAddr(0),
-            &read_request(remote.0, 3000, Flags::empty()),
-        );
+        to_responder(&mut p, now, &read_request(remote.0, 3000, Flags::empty()));
     }
     assert_eq!(drain_responses(&mut p, 1), [0, 1, 2, 0, 1, 2]);
     assert_eq!(p.nics[1].stats().read_responses_still_queued, 0);
     // Two copies queued (a duplicated first request), then a retry: each
     // response counts once as still queued, and none is queued again.
     for _ in 0..2 {
-        p.nics[1].handle_datagram(
-            now,
-            NodeAddr(0),
-            &read_request(remote.0, 3000, Flags::empty()),
-        );
+        to_responder(&mut p, now, &read_request(remote.0, 3000, Flags::empty()));
     }
-    p.nics[1].handle_datagram(
+    to_responder(
+        &mut p,
         now,
-        NodeAddr(0),
         &read_request(remote.0, 3000, Flags::RETRANSMIT),
     );
     assert_eq!(drain_responses(&mut p, 1), [0, 1, 2, 0, 1, 2]);

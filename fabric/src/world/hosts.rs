@@ -185,7 +185,7 @@ impl World {
         };
         self.hosts[h as usize]
             .nic
-            .handle_elided(now, pkt.src, meta, pkt.elided());
+            .handle_elided(now, pkt.src, meta, pkt.as_datagram());
         self.recycle(pkt.bytes);
     }
 }

@@ -63,7 +63,7 @@ impl Pkt {
     }
 
     /// The datagram as the NIC takes it: bytes, and zeros left out.
-    pub(super) fn elided(&self) -> Datagram<'_> {
+    pub(super) fn as_datagram(&self) -> Datagram<'_> {
         Datagram {
             bytes: &self.bytes,
             zeros: self.elided,
@@ -75,7 +75,7 @@ impl Pkt {
         if self.elided == 0 {
             return &self.bytes;
         }
-        self.elided().write_to(scratch);
+        self.as_datagram().write_to(scratch);
         scratch
     }
 
