@@ -117,7 +117,7 @@ impl Nic {
             acked: Instant::ZERO,
             acked_sent: Instant::ZERO,
             // Sprayed packets take paths of different delay: start the
-            // reordering window at a quarter of the base RTT.
+            // reordering window at half the base RTT.
             reorder: if multipath == Multipath::Single {
                 udrma_proto::time::Duration::ZERO
             } else {
