@@ -214,6 +214,8 @@ pub struct World {
     seal_bytes: u64,
     /// Per-packet NIC costs (from the NIC configuration).
     cost: udrma_nic::CostModel,
+    /// Whether `cost` charges anything (asked on every host hop).
+    costed: bool,
     /// Highest packet serial delivered per flow: indexed by destination
     /// host, then keyed by source (small maps: one lookup per delivery).
     flow_max: Vec<BTreeMap<NodeAddr, u64>>,
@@ -329,6 +331,7 @@ impl World {
             phantom_payload: cfg.phantom_payload,
             seal_bytes: cfg.seal_bytes,
             cost: cfg.nic.cost,
+            costed: !cfg.nic.cost.is_zero(),
             flow_max,
             watch: None,
             journal: Vec::new(),

@@ -249,7 +249,7 @@ impl World {
         }
         // A host's own NIC works on the packet before it can leave.
         let nic_cost = match hot.host() {
-            Some(_) if !self.cost.is_zero() => {
+            Some(_) if self.costed => {
                 self.cost.packet(len as usize) + Duration::from_ps(u64::from(pkt.nic_work_ps))
             }
             _ => Duration::ZERO,
@@ -391,7 +391,7 @@ impl World {
         let hot = self.ports[port as usize].hot;
         let node: NodeId = hot.peer;
         match hot.peer_host() {
-            Some(h) if !self.cost.is_zero() => {
+            Some(h) if self.costed => {
                 // The receive side processes packets one at a time; placing
                 // a payload in many blocks takes longer.
                 let nic = &mut self.hosts[h as usize].nic;
