@@ -247,7 +247,8 @@ table inet udrmaecn {
 }
 NFT
     fi
-    local flags="--cc $cc --cc-rate 1Gbps --cc-rtt 1ms $WINDOW"
+    # (UDRMA_CC_FLAGS: more bridge flags for both ends, to try a knob.)
+    local flags="--cc $cc --cc-rate 1Gbps --cc-rtt 1ms $WINDOW ${UDRMA_CC_FLAGS:-}"
     ip netns exec "$NS_B" "$BIN" bridge serve --bind "$ADDR_B:$PORT" --region "$CC_SIZE" --quiet $flags >"$LOG/cc-serve.out" 2>&1 &
     SERVER_PID=$!
     sleep 0.5
@@ -277,11 +278,13 @@ if [ "$NONE_DROPS" -lt $(( 10 * (NSCC_DROPS > 0 ? NSCC_DROPS : 1) )) ]; then
     echo "FAIL: NSCC left $NSCC_DROPS tbf drops against $NONE_DROPS without a controller (want 10x fewer)"
     exit 1
 fi
-# Goodput is reported, not asserted: over this veth it varies from run to
-# run (0.52 to 0.93 Gb/s with NSCC, 0.86 to 0.92 without, in the runs
-# docs/congestion.md lists), mostly with the bridge's spurious timeouts.
+# No less goodput than without a controller (3 % allowed for the veth's
+# run-to-run noise): in the runs docs/congestion.md lists, NSCC moved
+# 256 MiB at 0.93-0.94 Gb/s with nothing resent, no controller at
+# 0.78-0.91 with thousands of drops.
 if [ "$(echo "$NSCC_GBPS < $NONE_GBPS * 0.97" | bc -l)" -eq 1 ]; then
-    echo "NOTE: NSCC goodput $NSCC_GBPS Gb/s is below $NONE_GBPS without a controller in this run"
+    echo "FAIL: NSCC goodput $NSCC_GBPS Gb/s is below $NONE_GBPS without a controller"
+    exit 1
 fi
 echo "PASS: NSCC over the tbf: $NSCC_DROPS drops against $NONE_DROPS, $NSCC_GBPS Gb/s against $NONE_GBPS"
 cc_run nscc 20

@@ -63,6 +63,11 @@ pub struct Common {
     /// The path's unloaded round trip, told to the controller.
     #[arg(long, default_value = "1ms", value_parser = duration)]
     cc_rtt: std::time::Duration,
+    /// Restart a timed-out packet's clock when the peer acknowledged a
+    /// packet sent no earlier within its timeout (as `[nic] rto_restart`):
+    /// a packet only queued behind others is not resent.
+    #[arg(long)]
+    rto_restart: bool,
     /// Send datagrams not ECN-capable (by default they carry ECT(0), so an
     /// ECN-marking queue marks them instead of dropping them).
     #[arg(long)]
@@ -179,6 +184,7 @@ impl Common {
                 known.join(", ")
             ))
         })?;
+        cfg.nic.rto_restart = self.rto_restart;
         cfg.nic.cc = udrma_nic::CcConfig {
             algorithm,
             line_rate_bps: self.cc_rate,
