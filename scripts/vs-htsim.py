@@ -23,25 +23,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import measure  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UDRMA = os.path.join(ROOT, "target", "release", "udrma")
-
-
-def measure(argv, cwd):
-    """Wall seconds and peak RSS (MiB) of one process; its output is kept
-    only to report a failure."""
-    out = tempfile.TemporaryFile()
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        out.seek(0)
-        sys.exit(f"{argv[0]} failed ({proc.returncode}):\n{out.read().decode(errors='replace')[-2000:]}")
-    return wall, usage.ru_maxrss / 1024.0
 
 
 def main():
@@ -69,8 +56,8 @@ def main():
         udrma_cmd = [UDRMA, "bench", "sim", "--k", str(k), "--matrix", cm]
         h, u = [], []
         for r in range(args.rounds):
-            h.append(measure(htsim_cmd, work))
-            u.append(measure(udrma_cmd, work))
+            h.append(measure(htsim_cmd, work)[:2])
+            u.append(measure(udrma_cmd, work)[:2])
             print(f"k={k} round {r + 1}: htsim {h[-1][0]:.2f} s, udrma {u[-1][0]:.2f} s",
                   file=sys.stderr)
         hw, hm = statistics.median(x[0] for x in h), max(x[1] for x in h)
