@@ -238,6 +238,40 @@ mod tests {
         assert!(c.window() < once);
     }
 
+    /// An average exactly at the target is not above it: no cut, and so
+    /// nothing holds back the cut the next mark brings.
+    #[test]
+    fn an_average_at_the_target_does_not_cut() {
+        let mut c = Nscc::new(&cfg());
+        let us = |n: u64| Instant::ZERO + Duration::from_micros(n);
+        // 40 µs of queue: the average becomes 1/8 of it, the 5 µs target.
+        c.on_ack(us(100), ack(50, true));
+        assert_eq!(c.cwnd(), 187_500);
+        c.on_ack(us(101), ack(50, true));
+        assert!(c.cwnd() < 187_500, "the first cut was held back");
+    }
+
+    /// Cuts are a round trip apart at least, and exactly one is enough.
+    #[test]
+    fn the_next_cut_may_come_one_rtt_after_the_last() {
+        let mut c = Nscc::new(&cfg());
+        let us = |n: u64| Instant::ZERO + Duration::from_micros(n);
+        // Marks without RTT samples stand for 10 µs of queue and leave the
+        // smoothed RTT at the base, 10 µs; the sixth lifts the average
+        // past the 5 µs target.
+        for _ in 0..5 {
+            c.on_ack(us(100), sample(None, true, 1 << 30));
+        }
+        assert_eq!(c.cwnd(), 187_500);
+        c.on_ack(us(100), sample(None, true, 1 << 30));
+        let first = c.cwnd();
+        assert!(first < 187_500, "no cut at an average above the target");
+        c.on_ack(us(109), sample(None, true, 1 << 30));
+        assert_eq!(c.cwnd(), first, "a cut within the RTT");
+        c.on_ack(us(110), sample(None, true, 1 << 30));
+        assert!(c.cwnd() < first, "no cut one RTT after the last");
+    }
+
     #[test]
     fn low_delay_with_ecn_holds_and_high_delay_without_grows_slowly() {
         let mut c = Nscc::new(&cfg());
