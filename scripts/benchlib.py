@@ -21,3 +21,10 @@ def measure(argv, cwd):
     if proc.returncode != 0:
         sys.exit(f"{argv[0]} failed ({proc.returncode}):\n{text[-2000:]}")
     return wall, usage.ru_maxrss / 1024.0, text
+
+
+def require(needed):
+    """Ends the script naming the first (path, what) whose path is missing."""
+    for path, what in needed:
+        if not os.path.exists(path):
+            sys.exit(f"missing {path}: {what}")

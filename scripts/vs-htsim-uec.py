@@ -33,7 +33,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import measure  # noqa: E402
+from benchlib import measure, require  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UDRMA = os.path.join(ROOT, "target", "release", "udrma")
@@ -82,10 +82,8 @@ def main():
     args = ap.parse_args()
     uec = os.path.join(args.uec_dir, "htsim_uec")
     gen = os.path.join(args.uec_dir, "connection_matrices", "gen_permutation.py")
-    for path, what in [(uec, "htsim_uec (build uet-htsim first)"), (gen, "gen_permutation.py"),
-                       (UDRMA, "udrma (cargo build --release)")]:
-        if not os.path.exists(path):
-            sys.exit(f"missing {path}: {what}")
+    require([(uec, "htsim_uec (build uet-htsim first)"), (gen, "gen_permutation.py"),
+             (UDRMA, "udrma (cargo build --release)")])
     work = tempfile.mkdtemp(prefix="vs-htsim-uec-")
     print("| hosts | seed | htsim_uec p50 / p99 / tail | udrma p50 / p99 / tail | tail ratio "
           "| retransmits (htsim_uec / udrma) | wall (htsim_uec / udrma) |")

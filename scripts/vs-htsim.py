@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import measure  # noqa: E402
+from benchlib import measure, require  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UDRMA = os.path.join(ROOT, "target", "release", "udrma")
@@ -39,10 +39,8 @@ def main():
     args = ap.parse_args()
     ndp = os.path.join(args.htsim_dir, "htsim_ndp")
     gen = os.path.join(args.htsim_dir, "connection_matrices", "gen_permutation.py")
-    for path, what in [(ndp, "htsim_ndp (build htsim first)"), (gen, "gen_permutation.py"),
-                       (UDRMA, "udrma (cargo build --release)")]:
-        if not os.path.exists(path):
-            sys.exit(f"missing {path}: {what}")
+    require([(ndp, "htsim_ndp (build htsim first)"), (gen, "gen_permutation.py"),
+             (UDRMA, "udrma (cargo build --release)")])
     work = tempfile.mkdtemp(prefix="vs-htsim-")
     rows = []
     for k in args.k:
