@@ -122,7 +122,8 @@ def main():
     print("|---:|---:|---:|---:|---:|---:|")
     for n, ht, ut, hw, uw in means:
         print(f"| {n:,} | {ht:.1f} µs | {ut:.1f} µs | {ut / ht:.3f} | {hw:.2f} / {uw:.2f} s | {hw / uw:.1f}× |")
-    print(f"(seeds {' '.join(map(str, args.seeds))} of htsim_uec's gen_permutation.py; whole processes)")
+    print(f"(seeds {' '.join(map(str, args.seeds))} of htsim_uec's gen_permutation.py; whole processes;"
+          f" matrices and scenarios kept in {work})")
 
 
 if __name__ == "__main__":
