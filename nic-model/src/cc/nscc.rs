@@ -21,10 +21,10 @@
 //! packets instead of bursting.
 //!
 //! The averaged delay is an exponentially weighted mean of the samples
-//! (weight 1/8): on sprayed paths one packet may wait behind another
-//! flow's burst on its path while the rest of the window does not, and
-//! cutting on that one (the instantaneous delay) slowed whole flows of a
-//! permutation for tens of round trips.
+//! (weight 1/8): on sprayed paths single packets meet short queues that
+//! the rest of the window does not, and cutting on one such packet (the
+//! instantaneous delay) slowed whole flows of a permutation for tens of
+//! round trips.
 //!
 //! Where ours differs from UET's: no "quick adapt" to the bytes acked in
 //! the last RTT (a halving instead), the fair increase is one packet
@@ -147,7 +147,7 @@ impl CongestionControl for Nscc {
             }
             // A mark with the delay above the target cuts, by how far the
             // *average* delay is above it, and only if that is above too:
-            // one sprayed packet behind a burst is not a standing queue.
+            // one late sprayed packet is not a standing queue.
             (true, true) if self.avg_delay > target => {
                 let excess = (self.avg_delay - target) / self.avg_delay;
                 self.decrease(now, 1.0 - MD_GAIN * excess, ack.inflight + ack.bytes);
