@@ -80,52 +80,68 @@ impl Router {
     /// `dst` (empty if unreachable).
     pub fn candidates(&self, topo: &Topology, node: NodeId, dst: NodeAddr, out: &mut Vec<PortId>) {
         out.clear();
+        if let Some(ports) = self.structural(topo, node, dst) {
+            out.extend_from_slice(ports);
+            return;
+        }
+        if dst.0 >= self.n_hosts {
+            return;
+        }
+        let d = &self.dist[(dst.0 * self.n_nodes) as usize..((dst.0 + 1) * self.n_nodes) as usize];
+        let here = d[node as usize];
+        if here == u16::MAX || here == 0 {
+            return;
+        }
+        for &p in &topo.nodes[node as usize].ports {
+            if d[topo.ports[p as usize].peer as usize] == here - 1 {
+                out.push(p);
+            }
+        }
+    }
+
+    /// On a fat tree, the candidates of [`Router::candidates`] without
+    /// copying them: they are always a run of `node`'s ports (one down,
+    /// or every one up; none toward an address that is not a host).
+    /// `None` on other shapes.
+    #[inline]
+    pub fn structural<'t>(
+        &self,
+        topo: &'t Topology,
+        node: NodeId,
+        dst: NodeAddr,
+    ) -> Option<&'t [PortId]> {
+        let Shape::FatTree { k } = self.shape else {
+            return None;
+        };
         let ports = &topo.nodes[node as usize].ports;
-        match self.shape {
-            Shape::FatTree { k } => {
-                let half = k / 2;
-                let h = dst.0;
-                if node < self.n_hosts {
-                    out.push(ports[0]);
-                    return;
-                }
-                let idx = node - self.n_hosts;
-                if idx < k * half {
-                    // Edge switch: hosts first, then its pod's aggregations.
-                    if h / half == idx {
-                        out.push(ports[(h % half) as usize]);
-                    } else {
-                        out.extend_from_slice(&ports[half as usize..]);
-                    }
-                } else if idx < 2 * k * half {
-                    // Aggregation: its pod's edges first, then cores.
-                    let pod = (idx - k * half) / half;
-                    if h / (half * half) == pod {
-                        out.push(ports[((h / half) % half) as usize]);
-                    } else {
-                        out.extend_from_slice(&ports[half as usize..]);
-                    }
-                } else {
-                    // Core: one port per pod.
-                    out.push(ports[(h / (half * half)) as usize]);
-                }
+        let half = k / 2;
+        let h = dst.0;
+        if h >= self.n_hosts {
+            return Some(&[]);
+        }
+        if node < self.n_hosts {
+            return Some(&ports[..1]);
+        }
+        let idx = node - self.n_hosts;
+        let one = |i: u32| Some(&ports[i as usize..i as usize + 1]);
+        if idx < k * half {
+            // Edge switch: hosts first, then its pod's aggregations.
+            if h / half == idx {
+                one(h % half)
+            } else {
+                Some(&ports[half as usize..])
             }
-            Shape::Generic => {
-                if dst.0 >= self.n_hosts {
-                    return;
-                }
-                let d = &self.dist
-                    [(dst.0 * self.n_nodes) as usize..((dst.0 + 1) * self.n_nodes) as usize];
-                let here = d[node as usize];
-                if here == u16::MAX || here == 0 {
-                    return;
-                }
-                for &p in ports {
-                    if d[topo.ports[p as usize].peer as usize] == here - 1 {
-                        out.push(p);
-                    }
-                }
+        } else if idx < 2 * k * half {
+            // Aggregation: its pod's edges first, then cores.
+            let pod = (idx - k * half) / half;
+            if h / (half * half) == pod {
+                one((h / half) % half)
+            } else {
+                Some(&ports[half as usize..])
             }
+        } else {
+            // Core: one port per pod.
+            one(h / (half * half))
         }
     }
 
@@ -273,5 +289,21 @@ mod tests {
         let e0 = ft.n_hosts() as u32;
         Router::new(&ft, Policy::Spray).candidates(&ft, e0, NodeAddr(15), &mut out);
         assert_eq!(out.len(), 2, "two aggregations up");
+    }
+
+    /// On a fat tree no switch has a way to an address past the hosts
+    /// (the tree's arithmetic would index past a core's ports).
+    #[test]
+    fn a_fat_tree_has_no_route_to_a_non_host() {
+        let ft = Topology::fat_tree(4, LinkParams::default()).unwrap();
+        let r = Router::new(&ft, Policy::Spray);
+        let mut out = vec![0];
+        for node in 0..ft.nodes.len() as u32 {
+            for d in [16, 17, 1 << 20, u32::MAX] {
+                assert_eq!(r.structural(&ft, node, NodeAddr(d)), Some(&[][..]));
+                r.candidates(&ft, node, NodeAddr(d), &mut out);
+                assert!(out.is_empty(), "node {node} routes to {d}");
+            }
+        }
     }
 }

@@ -406,21 +406,32 @@ impl World {
             }
             Some(h) => self.arrive_at_host(h, pkt),
             None => {
-                let mut cands = std::mem::take(&mut self.scratch);
-                self.router
-                    .candidates(&self.topo, node, pkt.dst, &mut cands);
-                if cands.is_empty() {
-                    self.scratch = cands;
-                    self.drop_pkt(hot.link, pkt, DropReason::NoRoute);
-                    return;
-                }
+                let flow = (pkt.src, pkt.dst, pkt.src_port);
                 let rng = self.switch_rng[node as usize]
                     .as_mut()
                     .expect("switch has a stream");
-                let out = self
-                    .router
-                    .choose(&cands, (pkt.src, pkt.dst, pkt.src_port), node, rng);
-                self.scratch = cands;
+                // A fat tree's candidates are a run of the switch's ports:
+                // no copy into the scratch list.
+                let out = match self.router.structural(&self.topo, node, pkt.dst) {
+                    Some([]) => {
+                        self.drop_pkt(hot.link, pkt, DropReason::NoRoute);
+                        return;
+                    }
+                    Some(cands) => self.router.choose(cands, flow, node, rng),
+                    None => {
+                        let mut cands = std::mem::take(&mut self.scratch);
+                        self.router
+                            .candidates(&self.topo, node, pkt.dst, &mut cands);
+                        if cands.is_empty() {
+                            self.scratch = cands;
+                            self.drop_pkt(hot.link, pkt, DropReason::NoRoute);
+                            return;
+                        }
+                        let out = self.router.choose(&cands, flow, node, rng);
+                        self.scratch = cands;
+                        out
+                    }
+                };
                 self.egress(out, pkt);
             }
         }
