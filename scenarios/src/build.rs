@@ -9,6 +9,7 @@ use udrma_nic::{AckMode, NicConfig, RegistrationMode, RetransmitMode};
 use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode, Protocol};
 
 use crate::schema::{ModelKind, RoutingKind, TopologyKind};
+use crate::units::RtoFloor;
 use crate::{Scenario, ScenarioError};
 
 /// Most hosts a scenario's topology may have (a k = 128 fat tree).
@@ -221,7 +222,23 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         completion_acks: n.completion_acks.unwrap_or(d.completion_acks),
         rto_restart: n.rto_restart.unwrap_or(d.rto_restart),
         rto_initial: t(n.rto_initial, d.rto_initial),
-        rto_min: t(n.rto_min, d.rto_min),
+        rto_min: match n.rto_min {
+            None => d.rto_min,
+            Some(RtoFloor::Fixed(x)) => x,
+            Some(RtoFloor::FullQueues) => {
+                let floor = full_queue_floor(sc)?;
+                let max = t(n.rto_max, d.rto_max);
+                if floor > max {
+                    return Err(sc.error_at_key(
+                        "rto_min",
+                        format!(
+                            "nic.rto_min = \"full-queues\" works out to {floor} on this topology, above nic.rto_max ({max}): raise rto_max or give rto_min as a time"
+                        ),
+                    ));
+                }
+                floor
+            }
+        },
         rto_max: t(n.rto_max, d.rto_max),
         max_retries: n.max_retries.unwrap_or(d.max_retries),
         rnr_delay: t(n.rnr_delay, d.rnr_delay),
@@ -286,26 +303,13 @@ fn cc_config(sc: &Scenario, d: &NicConfig) -> Result<udrma_nic::CcConfig, Scenar
             )
         })?,
     };
-    let topo = topology(sc)?;
-    let link = topo.links.first().map(|l| l.params);
-    let (rate, latency, mtu) = link
-        .map_or((100_000_000_000, Duration::from_micros(1), 9216), |p| {
-            (p.bandwidth_bps, p.latency, u64::from(p.mtu))
-        });
-    let t = &sc.file.topology;
-    let links: u64 = match t.kind {
-        TopologyKind::Pair => 1,
-        TopologyKind::Star => 2,
-        TopologyKind::Dumbbell => 3,
-        TopologyKind::FatTree => 6,
-        TopologyKind::KaryNtree => {
-            let k = t.k.unwrap_or(2);
-            2 * u64::from(
-                t.levels
-                    .unwrap_or_else(|| kary_levels(k, t.hosts.unwrap_or(1))),
-            )
-        }
-    };
+    let PathShape {
+        rate,
+        latency,
+        mtu,
+        links,
+        ..
+    } = path_shape(sc)?;
     let payload = n.mtu_payload.map_or(u64::from(d.mtu_payload), |s| s.0);
     let mtu_bytes = (payload + 64).min(mtu);
     let wire = |bytes: u64| udrma_nic::cc::serialization(bytes + udrma_fabric::WIRE_OVERHEAD, rate);
@@ -322,6 +326,68 @@ fn cc_config(sc: &Scenario, d: &NicConfig) -> Result<udrma_nic::CcConfig, Scenar
         unscheduled: n.cc_unscheduled.map_or(0, |s| s.0),
         pace_slack: Duration::ZERO,
     })
+}
+
+/// What the timers and controllers are told about the topology: its
+/// first link's rate, latency and MTU, the links a longest one-way path
+/// crosses, and the longest a full queue of any link takes to drain.
+struct PathShape {
+    rate: u64,
+    latency: Duration,
+    mtu: u64,
+    links: u64,
+    drain: Duration,
+    control_priority: bool,
+}
+
+fn path_shape(sc: &Scenario) -> Result<PathShape, ScenarioError> {
+    let topo = topology(sc)?;
+    let link = topo.links.first().map(|l| l.params);
+    let (rate, latency, mtu) = link
+        .map_or((100_000_000_000, Duration::from_micros(1), 9216), |p| {
+            (p.bandwidth_bps, p.latency, u64::from(p.mtu))
+        });
+    let drain = topo
+        .links
+        .iter()
+        .map(|l| udrma_nic::cc::serialization(l.params.queue_bytes, l.params.bandwidth_bps))
+        .max()
+        .unwrap_or(Duration::ZERO);
+    let t = &sc.file.topology;
+    let links: u64 = match t.kind {
+        TopologyKind::Pair => 1,
+        TopologyKind::Star => 2,
+        TopologyKind::Dumbbell => 3,
+        TopologyKind::FatTree => 6,
+        TopologyKind::KaryNtree => {
+            let k = t.k.unwrap_or(2);
+            2 * u64::from(
+                t.levels
+                    .unwrap_or_else(|| kary_levels(k, t.hosts.unwrap_or(1))),
+            )
+        }
+    };
+    Ok(PathShape {
+        rate,
+        latency,
+        mtu,
+        links,
+        drain,
+        control_priority: t.control_priority,
+    })
+}
+
+/// `rto_min = "full-queues"`: the time every queue a packet and its
+/// acknowledgement can wait in on a longest round trip takes to drain
+/// when full. The data crosses `links` queues; the acknowledgement as
+/// many again, or only its host's own when switches serve control packets
+/// first. The timer adds it to the smoothed RTT, so it fires only on a
+/// packet that cannot still be queued (htsim_uec sets its fixed RTO the
+/// same way: 15 us and six full queues).
+fn full_queue_floor(sc: &Scenario) -> Result<Duration, ScenarioError> {
+    let p = path_shape(sc)?;
+    let back = if p.control_priority { 1 } else { p.links };
+    Ok(p.drain.saturating_mul(p.links + back))
 }
 
 /// The fabric configuration for `seed`.

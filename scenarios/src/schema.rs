@@ -256,8 +256,9 @@ pub struct NicSpec {
     pub fast_retransmit: Option<bool>,
     /// Initial RTO.
     pub rto_initial: Option<Time>,
-    /// RTO floor.
-    pub rto_min: Option<Time>,
+    /// RTO floor: a time, or "full-queues" (every queue of a longest
+    /// round trip, drained).
+    pub rto_min: Option<crate::units::RtoFloor>,
     /// RTO ceiling.
     pub rto_max: Option<Time>,
     /// Retries before a request fails.

@@ -129,6 +129,40 @@ string_unit!(Size, u64, parse_size, "a size such as \"4KiB\" or 4096");
 string_unit!(Time, Duration, parse_time, "a time such as \"2us\"");
 string_unit!(Rate, u64, parse_rate, "a rate such as \"100Gbps\"");
 
+/// A retransmission timer's floor (`[nic] rto_min`): a time, or
+/// `"full-queues"`, worked out from the topology as the time every queue
+/// on a longest round trip takes to drain when full (so the timer only
+/// fires on a packet that cannot still be queued: a last resort, as
+/// Ultra Ethernet's simulator sets its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RtoFloor {
+    /// This long.
+    Fixed(Duration),
+    /// Every queue of a longest round trip, drained.
+    FullQueues,
+}
+
+impl<'de> Deserialize<'de> for RtoFloor {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RtoFloor;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a time such as \"20us\", or \"full-queues\"")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<RtoFloor, E> {
+                if s.trim() == "full-queues" {
+                    return Ok(RtoFloor::FullQueues);
+                }
+                parse_time(s)
+                    .map(RtoFloor::Fixed)
+                    .map_err(|e| E::custom(format!("{e} (or \"full-queues\", from the topology)")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -155,6 +155,99 @@ fn receiver_credit_runs_the_incast_near_line_rate_without_a_loss() {
     );
 }
 
+/// A 15-to-1 incast of 256 KiB each into a 1 MiB queue that marks above
+/// 100 KiB: deep enough that queueing, not loss, is what a timer sees.
+fn deep_incast(cc: &str, rto_min: &str) -> String {
+    format!(
+        r#"
+name = "deep-incast-{cc}"
+seed = 1
+
+[topology]
+kind = "star"
+hosts = 16
+queue = "1MiB"
+ecn_threshold = "100KiB"
+
+[nic]
+max_retries = 16
+cc = "{cc}"
+rto_min = "{rto_min}"
+
+[[workload]]
+kind = "incast"
+dst = "h0"
+size = "256KiB"
+"#
+    )
+}
+
+#[test]
+fn a_full_queue_timer_floor_leaves_recovery_to_the_acks_and_resends_only_what_was_lost() {
+    // A 20 us floor: the queue at h0 grows faster than the smoothed RTT
+    // follows, so packets only queued time out and go twice.
+    let short = report(&deep_incast("nscc", "20us"));
+    assert!(short.passed(), "{:?}", short.notes);
+    assert!(short.timeouts > 0);
+    assert!(
+        short.retransmits > short.packets.dropped,
+        "{} resent for {} dropped",
+        short.retransmits,
+        short.packets.dropped
+    );
+    // "full-queues": the floor is every queue of a round trip drained
+    // (a star's path crosses two, its ACK two more), so the timer waits
+    // for the selective ACKs: each lost packet is resent once, on their
+    // word, and nothing else is.
+    let r = report(&deep_incast("nscc", "full-queues"));
+    assert!(r.passed(), "{:?}", r.notes);
+    assert!(r.packets.dropped > 0, "{:?}", r.packets);
+    assert_eq!(r.timeouts, 0);
+    assert_eq!(r.retransmits, r.packets.dropped);
+    assert_eq!(r.fast_retransmits, r.packets.dropped);
+    assert_eq!(r.dup_dropped, 0);
+}
+
+#[test]
+fn the_full_queue_floor_is_worked_out_from_the_topology() {
+    use udrma_scenarios::build::nic_config;
+    let floor = |extra: &str| {
+        let text = deep_incast("nscc", "full-queues").replace("[nic]", &format!("{extra}\n[nic]"));
+        let sc = Scenario::parse("test.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+        nic_config(&sc).unwrap().rto_min.as_ps()
+    };
+    // 1 MiB at 100 Gb/s drains in 83.886 us; a star's round trip crosses
+    // two queues out and two back.
+    let drain = (1u64 << 20) * 8 * 10; // ps at 100 Gb/s: 10 ps a bit
+    assert_eq!(floor(""), 4 * drain);
+    // Switches that serve ACKs first leave only the ACK's host queue.
+    assert_eq!(floor("control_priority = true"), 3 * drain);
+    // A fixed floor is taken as given.
+    let text = deep_incast("nscc", "35us");
+    let sc = Scenario::parse("test.toml", &text).unwrap();
+    assert_eq!(nic_config(&sc).unwrap().rto_min.as_ps(), 35_000_000);
+}
+
+#[test]
+fn a_floor_that_is_neither_a_time_nor_full_queues_is_named_with_its_line() {
+    let text = deep_incast("nscc", "full");
+    let e = Scenario::parse("test.toml", &text).unwrap_err().to_string();
+    assert!(e.contains("test.toml:14"), "{e}");
+    assert!(
+        e.contains(r#"(or "full-queues", from the topology)"#),
+        "{e}"
+    );
+    // A floor above the ceiling would clamp every timeout to the ceiling.
+    let text = deep_incast("nscc", "full-queues")
+        .replace("max_retries", "rto_max = \"200us\"\nmax_retries");
+    let e = Scenario::parse("test.toml", &text).unwrap_err().to_string();
+    assert!(e.contains("test.toml:15"), "{e}");
+    assert!(
+        e.contains(r#"nic.rto_min = "full-queues" works out to 335.544us on this topology, above nic.rto_max (200.000us)"#),
+        "{e}"
+    );
+}
+
 /// A permutation given by its pairs, on a 4-host star.
 fn pairs(list: &str) -> String {
     format!(

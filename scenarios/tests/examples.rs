@@ -24,11 +24,12 @@ fn examples() -> Vec<(String, String)> {
 
 /// The large shapes take seconds in release and minutes in debug: they
 /// run here only in release builds (CI runs them through the CLI).
-const LARGE: [&str; 13] = [
+const LARGE: [&str; 14] = [
     "all-to-all-k8.toml",
     "perm-128-uec.toml",
     "perm-1024-uec.toml",
     "all-to-all-k8-nscc.toml",
+    "all-to-all-k8-nscc-rto.toml",
     "all-to-all-k8-rccc.toml",
     "rget-bottleneck.toml",
     "perm-k8-reps.toml",
