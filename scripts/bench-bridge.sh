@@ -20,6 +20,8 @@ sleep 0.3
 iperf3 -c 127.0.0.1 -p 5299 -u -l $DGRAM -b 0 -t 5 | grep -E "sender|receiver"
 echo "== bandwidth: a plain sender with the bridge's GSO/GRO batching and no engine (udp_blast)"
 cargo run --release --quiet -p udrma-bridge --example udp_blast -- 5 $DGRAM
+echo "== the protocol's own cost per datagram (emit and parse, ICRC included), one core"
+cargo run --release --quiet -p udrma-bridge --example datagram_floor
 
 echo "== latency: udrma perf latency vs a plain UDP pingpong of the same size"
 "$BIN" perf latency --peer 127.0.0.1:$PORT --max-size 1KiB --iterations 20000 --warmup 1000 \
