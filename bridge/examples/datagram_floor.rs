@@ -3,28 +3,13 @@
 //! back (ICRC check included), against a bare copy of the same bytes.
 //! docs/benchmarks.md sets these beside the kernel's share of a plain
 //! GSO/GRO sender's time per datagram (`udp_blast`).
+mod common;
 use std::hint::black_box;
 use std::time::Instant;
 
 fn main() {
     let data = [7u8; 1400];
-    let repr = udrma_proto::Repr {
-        flags: udrma_proto::Flags::FIRST,
-        src_ep: 0,
-        dst_ep: 0,
-        op_num: 1,
-        msg_id: 1,
-        seg_index: 0,
-        seg_count: 1,
-        credits: 0,
-        epoch: 1,
-        body: udrma_proto::Body::Write {
-            remote_addr: 0,
-            rkey: 1,
-            total_len: 1400,
-            data: &data,
-        },
-    };
+    let repr = common::write_packet(&data);
     let n: u32 = 2_000_000;
     let mut buf = vec![0u8; 2048];
     let len = repr.emit(&mut buf).expect("a WRITE fits 2 KiB");

@@ -1,5 +1,6 @@
 //! How fast the authenticated mode seals and opens on this machine: 256 MiB
 //! in datagrams of 1,400 bytes of payload, one core.
+mod common;
 use udrma_bridge::secure::{KeyRing, Secure};
 
 fn main() {
@@ -10,25 +11,7 @@ fn main() {
     .unwrap();
     let mut a = Secure::with_sender(ring.clone(), [1; 12]);
     let mut b = Secure::with_sender(ring, [2; 12]);
-    let pkt = udrma_proto::Repr {
-        flags: udrma_proto::Flags::FIRST,
-        src_ep: 0,
-        dst_ep: 0,
-        op_num: 1,
-        msg_id: 1,
-        seg_index: 0,
-        seg_count: 1,
-        credits: 0,
-        epoch: 1,
-        body: udrma_proto::Body::Write {
-            remote_addr: 0,
-            rkey: 1,
-            total_len: 1364,
-            data: &[7u8; 1364],
-        },
-    }
-    .to_vec()
-    .unwrap();
+    let pkt = common::write_packet(&[7u8; 1364]).to_vec().unwrap();
     let n = (256usize << 20) / 1364;
     let (mut sealed, mut out) = (Vec::new(), Vec::new());
     let t = std::time::Instant::now();
