@@ -222,6 +222,27 @@ fn the_full_queue_floor_is_worked_out_from_the_topology() {
     assert_eq!(floor(""), 4 * drain);
     // Switches that serve ACKs first leave only the ACK's host queue.
     assert_eq!(floor("control_priority = true"), 3 * drain);
+    // A fat tree's longest path crosses six queues, and so does a
+    // three-level k-ary n-tree's (two per level): twelve on a round trip.
+    let shape = |topology: &str| {
+        let text = deep_incast("nscc", "full-queues")
+            .replace("kind = \"star\"\nhosts = 16", topology)
+            .replace("dst = \"h0\"", "dst = \"h0\"\nsrcs = [\"h1\"]");
+        let sc = Scenario::parse("test.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+        nic_config(&sc).unwrap().rto_min.as_ps()
+    };
+    assert_eq!(shape("kind = \"fat-tree\"\nk = 4"), 12 * drain);
+    assert_eq!(
+        shape("kind = \"kary-ntree\"\nk = 4\nhosts = 64\nlevels = 3"),
+        12 * drain
+    );
+    // A floor equal to the ceiling is allowed (only one above it is not).
+    let text = deep_incast("nscc", "full-queues").replace(
+        "max_retries",
+        &format!("rto_max = \"{}ps\"\nmax_retries", 4 * drain),
+    );
+    let sc = Scenario::parse("test.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(nic_config(&sc).unwrap().rto_min.as_ps(), 4 * drain);
     // A fixed floor is taken as given.
     let text = deep_incast("nscc", "35us");
     let sc = Scenario::parse("test.toml", &text).unwrap();
