@@ -169,6 +169,8 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
     }
     let t = |v: Option<crate::units::Time>, d: Duration| v.map_or(d, |x| x.0);
     let sack_delay = t(n.sack_delay, Duration::from_micros(2));
+    // Built once: the controller and the full-queue floor both read it.
+    let shape = path_shape(sc)?;
     let cfg = NicConfig {
         mtu_payload: n.mtu_payload.map_or(Ok(d.mtu_payload), |s| {
             u32::try_from(s.0)
@@ -226,7 +228,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
             None => d.rto_min,
             Some(RtoFloor::Fixed(x)) => x,
             Some(RtoFloor::FullQueues) => {
-                let floor = full_queue_floor(sc)?;
+                let floor = full_queue_floor(&shape);
                 let max = t(n.rto_max, d.rto_max);
                 if floor > max {
                     return Err(sc.error_at_key(
@@ -251,7 +253,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
             usize::try_from(l.0).unwrap_or(usize::MAX)
         }),
         reduce_chunks: n.reduce_chunks.unwrap_or(d.reduce_chunks),
-        cc: cc_config(sc, &d)?,
+        cc: cc_config(sc, &d, &shape)?,
         multipath: mode(
             sc,
             "multipath",
@@ -285,7 +287,11 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
 /// host's line rate and the unloaded round trip across the topology's
 /// longest path (a full-size packet out, an ACK back), unless the file
 /// gives `cc_base_rtt`.
-fn cc_config(sc: &Scenario, d: &NicConfig) -> Result<udrma_nic::CcConfig, ScenarioError> {
+fn cc_config(
+    sc: &Scenario,
+    d: &NicConfig,
+    shape: &PathShape,
+) -> Result<udrma_nic::CcConfig, ScenarioError> {
     let n = &sc.file.nic;
     let algorithm = match &n.cc {
         None => d.cc.algorithm,
@@ -309,7 +315,7 @@ fn cc_config(sc: &Scenario, d: &NicConfig) -> Result<udrma_nic::CcConfig, Scenar
         mtu,
         links,
         ..
-    } = path_shape(sc)?;
+    } = *shape;
     let payload = n.mtu_payload.map_or(u64::from(d.mtu_payload), |s| s.0);
     let mtu_bytes = (payload + 64).min(mtu);
     let wire = |bytes: u64| udrma_nic::cc::serialization(bytes + udrma_fabric::WIRE_OVERHEAD, rate);
@@ -331,6 +337,7 @@ fn cc_config(sc: &Scenario, d: &NicConfig) -> Result<udrma_nic::CcConfig, Scenar
 /// What the timers and controllers are told about the topology: its
 /// first link's rate, latency and MTU, the links a longest one-way path
 /// crosses, and the longest a full queue of any link takes to drain.
+#[derive(Clone, Copy)]
 struct PathShape {
     rate: u64,
     latency: Duration,
@@ -384,10 +391,9 @@ fn path_shape(sc: &Scenario) -> Result<PathShape, ScenarioError> {
 /// first. The timer adds it to the smoothed RTT, so it fires only on a
 /// packet that cannot still be queued (htsim_uec sets its fixed RTO the
 /// same way: 15 us and six full queues).
-fn full_queue_floor(sc: &Scenario) -> Result<Duration, ScenarioError> {
-    let p = path_shape(sc)?;
+fn full_queue_floor(p: &PathShape) -> Duration {
     let back = if p.control_priority { 1 } else { p.links };
-    Ok(p.drain.saturating_mul(p.links + back))
+    p.drain.saturating_mul(p.links + back)
 }
 
 /// The fabric configuration for `seed`.
