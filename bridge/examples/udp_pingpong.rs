@@ -3,7 +3,10 @@
 //! with blocking std sockets (a thread echoes), with non-blocking std
 //! sockets that both sides spin on (`--spin`, the yardstick of the bridge's
 //! `--busy-poll`), or with tokio sockets on a current-thread runtime
-//! (`--tokio`, the bridge's own I/O stack).
+//! (`--tokio`, the bridge's own I/O stack). With std sockets it also
+//! prints how long the client's `send_to` call takes on average: on
+//! loopback it runs the receiver's network stack too, so it is most of
+//! the one-way time.
 //!
 //! ```text
 //! cargo run --release -p udrma-bridge --example udp_pingpong -- [--tokio|--spin] [SIZE ...]
@@ -32,7 +35,8 @@ fn recv(sock: &UdpSocket, buf: &mut [u8]) -> (usize, std::net::SocketAddr) {
     }
 }
 
-fn std_pingpong(size: usize, spin: bool) -> Vec<f64> {
+/// One-way samples (µs), and the client's mean `send_to` time (µs).
+fn std_pingpong(size: usize, spin: bool) -> (Vec<f64>, f64) {
     let server = UdpSocket::bind("127.0.0.1:0").unwrap();
     server.set_nonblocking(spin).unwrap();
     let addr = server.local_addr().unwrap();
@@ -48,16 +52,19 @@ fn std_pingpong(size: usize, spin: bool) -> Vec<f64> {
     let msg = vec![7u8; size];
     let mut buf = vec![0u8; 65_536];
     let mut out = Vec::with_capacity(ITERS);
+    let mut sending = 0.0;
     for i in 0..ITERS + WARMUP {
         let t0 = Instant::now();
         client.send_to(&msg, addr).unwrap();
+        let sent = t0.elapsed().as_secs_f64() * 1e6;
         recv(&client, &mut buf);
         if i >= WARMUP {
             out.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
+            sending += sent;
         }
     }
     echo.join().unwrap();
-    out
+    (out, sending / ITERS as f64)
 }
 
 fn tokio_pingpong(size: usize) -> Vec<f64> {
@@ -113,16 +120,18 @@ fn main() {
         }
     );
     println!(
-        "# {:>10} {:>12} {:>12} {:>12}",
-        "Size", "Avg (us)", "p50 (us)", "p99 (us)"
+        "# {:>10} {:>12} {:>12} {:>12} {:>14}",
+        "Size", "Avg (us)", "p50 (us)", "p99 (us)", "send_to (us)"
     );
     for size in sizes {
-        let v = if use_tokio {
-            tokio_pingpong(size)
+        let (v, sending) = if use_tokio {
+            (tokio_pingpong(size), None)
         } else {
-            std_pingpong(size, spin)
+            let (v, s) = std_pingpong(size, spin);
+            (v, Some(s))
         };
         let (avg, p50, p99) = stats(v);
-        println!("{size:>12} {avg:>12.2} {p50:>12.2} {p99:>12.2}");
+        let sending = sending.map_or("-".to_string(), |s| format!("{s:.2}"));
+        println!("{size:>12} {avg:>12.2} {p50:>12.2} {p99:>12.2} {sending:>14}");
     }
 }
