@@ -259,7 +259,7 @@ impl World {
             }
             EvKind::Arrive(port) => {
                 let st = &mut self.ports[port as usize];
-                let f = st.pop_arrived(self.seal_bytes).expect("scheduled arrival");
+                let f = st.pop_arrived().expect("scheduled arrival");
                 if let Some(next) = st.flight.front() {
                     let next = next.arrive;
                     self.schedule(next, EvKind::Arrive(port));
