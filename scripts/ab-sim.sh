@@ -1,0 +1,34 @@
+#!/bin/bash
+# Compares two udrma binaries on the standard fabric shape, alternating
+# their runs so that the machine's drift hits both alike:
+#
+#   bash scripts/ab-sim.sh K ROUNDS OLD_BINARY NEW_BINARY
+#
+# runs `OLD bench sim --k K`, then `NEW bench sim --k K`, ROUNDS times,
+# checks that both report the same trace hash, and prints the best and
+# median run wall time of each and their ratios (new over old).
+set -euo pipefail
+if [ $# -ne 4 ]; then
+    echo "usage: $0 K ROUNDS OLD_BINARY NEW_BINARY" >&2
+    exit 2
+fi
+K=$1 ROUNDS=$2 OLD=$3 NEW=$4
+for _ in $(seq "$ROUNDS"); do
+    a=$("$OLD" bench sim --k "$K")
+    b=$("$NEW" bench sim --k "$K")
+    ha=$(awk '/^trace hash/{print $3}' <<<"$a")
+    hb=$(awk '/^trace hash/{print $3}' <<<"$b")
+    if [ "$ha" != "$hb" ]; then
+        echo "trace hashes differ: $ha (old) against $hb (new)" >&2
+        exit 1
+    fi
+    echo "$(awk '/^wall/{print $2}' <<<"$a") $(awk '/^wall/{print $2}' <<<"$b")"
+done | python3 -c '
+import statistics, sys
+rows = [tuple(map(float, l.split())) for l in sys.stdin if l.strip()]
+a = [r[0] for r in rows]
+b = [r[1] for r in rows]
+print(f"old best {min(a):.3f} s, median {statistics.median(a):.3f} s")
+print(f"new best {min(b):.3f} s, median {statistics.median(b):.3f} s")
+print(f"ratio   best {min(b) / min(a):.3f}, median {statistics.median(b) / statistics.median(a):.3f}")
+'
