@@ -409,6 +409,54 @@ fn golden_trace_hash() {
     assert_eq!(format!("{hash:016x}"), golden, "trace hash changed");
 }
 
+/// Prefetching is a hint: the deep pipeline (routes drawn early on a copy
+/// of each switch's random stream) gives the same trace and counters as
+/// the near one, on a sprayed and on a hashed fat tree with losses,
+/// duplicates and corruption.
+#[test]
+fn deep_prefetch_changes_no_outcome() {
+    let run = |policy: Policy, deep: bool| {
+        let topo = Topology::fat_tree(4, LinkParams::default()).unwrap();
+        let list = vec![
+            (
+                "loss",
+                Target::any(),
+                Model::Loss {
+                    p: 0.02,
+                    correlation: 0.0,
+                },
+            ),
+            (
+                "dup",
+                Target::any(),
+                Model::Duplicate {
+                    p: 0.01,
+                    copies: 1,
+                    correlation: 0.0,
+                },
+            ),
+            ("flip", Target::any(), Model::Corrupt { p: 0.01, bits: 1 }),
+        ];
+        let cfg = FabricConfig {
+            seed: 9,
+            routing: policy,
+            ..FabricConfig::default()
+        };
+        let (mut w, keys) = world(topo, cfg, rules(9, list), 256 * 1024);
+        w.set_deep_prefetch(deep);
+        for h in 0..16 {
+            write(&mut w, &keys, h, (h + 5) % 16, 200 * 1024);
+        }
+        assert!(w.run());
+        (w.trace().hash(), format!("{:?}", w.stats()))
+    };
+    for policy in [Policy::Spray, Policy::Ecmp] {
+        let (near, deep) = (run(policy, false), run(policy, true));
+        assert_eq!(near, deep, "{policy:?}");
+        assert!(near.1.contains("packet_hops"));
+    }
+}
+
 /// Phantom payloads are a representation, not a behaviour: with phantom
 /// memory on every host, the same lossy, corrupting run gives the same
 /// trace and the same counters with and without them.
