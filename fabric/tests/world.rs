@@ -85,6 +85,38 @@ fn rules(seed: u64, list: Vec<(&str, Target, Model)>) -> RuleSet {
     set
 }
 
+/// Loss with probability `loss` and 1 % each of duplication and of
+/// corruption (two bits), on every link.
+fn messy_rules(seed: u64, loss: f64) -> RuleSet {
+    rules(
+        seed,
+        vec![
+            (
+                "loss",
+                Target::any(),
+                Model::Loss {
+                    p: loss,
+                    correlation: 0.0,
+                },
+            ),
+            (
+                "dup",
+                Target::any(),
+                Model::Duplicate {
+                    p: 0.01,
+                    copies: 1,
+                    correlation: 0.0,
+                },
+            ),
+            (
+                "corrupt",
+                Target::any(),
+                Model::Corrupt { p: 0.01, bits: 2 },
+            ),
+        ],
+    )
+}
+
 #[test]
 fn a_write_across_a_pair_takes_serialization_plus_latency() {
     let cfg = FabricConfig::default();
@@ -417,32 +449,12 @@ fn golden_trace_hash() {
 fn deep_prefetch_changes_no_outcome() {
     let run = |policy: Policy, deep: bool| {
         let topo = Topology::fat_tree(4, LinkParams::default()).unwrap();
-        let list = vec![
-            (
-                "loss",
-                Target::any(),
-                Model::Loss {
-                    p: 0.02,
-                    correlation: 0.0,
-                },
-            ),
-            (
-                "dup",
-                Target::any(),
-                Model::Duplicate {
-                    p: 0.01,
-                    copies: 1,
-                    correlation: 0.0,
-                },
-            ),
-            ("flip", Target::any(), Model::Corrupt { p: 0.01, bits: 1 }),
-        ];
         let cfg = FabricConfig {
             seed: 9,
             routing: policy,
             ..FabricConfig::default()
         };
-        let (mut w, keys) = world(topo, cfg, rules(9, list), 256 * 1024);
+        let (mut w, keys) = world(topo, cfg, messy_rules(9, 0.02), 256 * 1024);
         w.set_deep_prefetch(deep);
         for h in 0..16 {
             write(&mut w, &keys, h, (h + 5) % 16, 200 * 1024);
@@ -470,33 +482,7 @@ fn phantom_payloads_change_nothing_but_memory() {
             phantom_payload,
             ..FabricConfig::default()
         };
-        let faults = rules(
-            3,
-            vec![
-                (
-                    "loss",
-                    Target::any(),
-                    Model::Loss {
-                        p: 0.01,
-                        correlation: 0.0,
-                    },
-                ),
-                (
-                    "dup",
-                    Target::any(),
-                    Model::Duplicate {
-                        p: 0.01,
-                        copies: 1,
-                        correlation: 0.0,
-                    },
-                ),
-                (
-                    "corrupt",
-                    Target::any(),
-                    Model::Corrupt { p: 0.01, bits: 2 },
-                ),
-            ],
-        );
+        let faults = messy_rules(3, 0.01);
         let mut w = World::new(topo, cfg, faults).unwrap();
         let mut keys = Vec::new();
         for h in 0..16 {

@@ -126,88 +126,98 @@ impl World {
         }
     }
 
-    /// Arrivals coming up (a small fabric), in three stages one event apart: the port state
-    /// of the third next, the packet at the head of the second next's
-    /// flight line (its port state asked for an event earlier), and for
-    /// the next, if it reaches a host, the packet's bytes (its head asked
-    /// for an event earlier), which the NIC reads first.
+    /// Arrivals coming up (a small fabric), in three stages one event
+    /// apart: the port state of the third next, the packet at the head of
+    /// the second next's flight line (its port state asked for an event
+    /// earlier), and for the next, if it reaches a host, the packet's
+    /// bytes (its head asked for an event earlier), which the NIC reads
+    /// first.
     #[inline]
     fn prefetch_near(&self) {
-        let port = |slot: u32| (slot & !CODE_INDEX == CODE_ARRIVE).then_some(slot & CODE_INDEX);
-        if let Some(p) = self.queue.upcoming(2).and_then(port) {
-            if let Some(st) = self.ports.get(p as usize) {
-                crate::prefetch::prefetch(st);
+        if let Some(p) = self.arrival_in(2) {
+            self.prefetch_port(p, false);
+        }
+        if let Some(p) = self.arrival_in(1) {
+            self.prefetch_head(p);
+        }
+        if let Some((st, head)) = self.arrival_in(0).and_then(|p| self.head_of(p)) {
+            if st.hot.peer_host().is_some() {
+                crate::prefetch::prefetch(head.pkt.bytes.as_ptr());
             }
         }
-        if let Some(p) = self.queue.upcoming(1).and_then(port) {
-            if let Some(head) = self.ports.get(p as usize).and_then(|st| st.flight.front()) {
-                let head: *const ports::InFlight = head;
-                crate::prefetch::prefetch(head);
-                crate::prefetch::prefetch(head.cast::<u8>().wrapping_add(64));
+    }
+
+    /// Arrivals coming up (a large fabric), in four stages one event
+    /// apart: the port state of the fourth next, the packet at the head
+    /// of the third next's flight line, for the second next, if it
+    /// reaches a switch, the state of the port it will leave by, and for
+    /// the next, that port's first waiting packet (or, if it reaches a
+    /// host, the packet's bytes, which the NIC reads first).
+    #[inline]
+    fn prefetch_deep(&self) {
+        if let Some(p) = self.arrival_in(3) {
+            self.prefetch_port(p, false);
+        }
+        if let Some(p) = self.arrival_in(2) {
+            self.prefetch_head(p);
+        }
+        if let Some((st, head)) = self.arrival_in(1).and_then(|p| self.head_of(p)) {
+            if st.hot.peer_host().is_none() {
+                if let Some(out) = self.out_port(st.hot.peer, &head.pkt) {
+                    self.prefetch_port(out, true);
+                }
             }
         }
-        if let Some(p) = self.queue.upcoming(0).and_then(port) {
-            if let Some(st) = self
-                .ports
-                .get(p as usize)
-                .filter(|st| st.hot.peer_host().is_some())
-            {
-                if let Some(head) = st.flight.front() {
-                    crate::prefetch::prefetch(head.pkt.bytes.as_ptr());
+        if let Some((st, head)) = self.arrival_in(0).and_then(|p| self.head_of(p)) {
+            if st.hot.peer_host().is_some() {
+                crate::prefetch::prefetch(head.pkt.bytes.as_ptr());
+            } else if let Some(out) = self.out_port(st.hot.peer, &head.pkt) {
+                let o = &self.ports[out as usize];
+                let waiting = o.waiting as usize;
+                let first = o.flight.len().checked_sub(waiting).filter(|_| waiting > 0);
+                if let Some(f) = first.and_then(|i| o.flight.get(i)) {
+                    crate::prefetch::prefetch(f);
                 }
             }
         }
     }
 
-    /// Arrivals coming up (a large fabric), in four stages one event apart: the port state
-    /// of the fourth next, the packet at the head of the third next's
-    /// flight line (its port state asked for an event earlier), for the
-    /// second next, if it reaches a switch, the state of the port it will
-    /// leave by, and for the next, that port's first waiting packet (or,
-    /// if it reaches a host, the packet's bytes, which the NIC reads
-    /// first).
-    #[inline]
-    fn prefetch_deep(&self) {
-        let port = |slot: u32| (slot & !CODE_INDEX == CODE_ARRIVE).then_some(slot & CODE_INDEX);
-        if let Some(p) = self.queue.upcoming(3).and_then(port) {
-            if let Some(st) = self.ports.get(p as usize) {
-                crate::prefetch::prefetch(st);
+    /// The port whose flight line's head arrives `n` events from now, if
+    /// that event is an arrival.
+    #[inline(always)]
+    fn arrival_in(&self, n: usize) -> Option<PortId> {
+        let slot = self.queue.upcoming(n)?;
+        (slot & !CODE_INDEX == CODE_ARRIVE).then_some(slot & CODE_INDEX)
+    }
+
+    /// A port's state and the head of its flight line.
+    #[inline(always)]
+    fn head_of(&self, p: PortId) -> Option<(&ports::PortState, &ports::InFlight)> {
+        let st = self.ports.get(p as usize)?;
+        Some((st, st.flight.front()?))
+    }
+
+    /// Asks for port `p`'s state: its first line (the constants an
+    /// arrival reads), or with `queue` both (the queue an enqueue reads).
+    #[inline(always)]
+    fn prefetch_port(&self, p: PortId, queue: bool) {
+        if let Some(st) = self.ports.get(p as usize) {
+            let st: *const ports::PortState = st;
+            crate::prefetch::prefetch(st);
+            if queue {
+                crate::prefetch::prefetch(st.cast::<u8>().wrapping_add(64));
             }
         }
-        if let Some(p) = self.queue.upcoming(2).and_then(port) {
-            if let Some(head) = self.ports.get(p as usize).and_then(|st| st.flight.front()) {
-                let head: *const ports::InFlight = head;
-                crate::prefetch::prefetch(head);
-                crate::prefetch::prefetch(head.cast::<u8>().wrapping_add(64));
-            }
-        }
-        if let Some(p) = self.queue.upcoming(1).and_then(port) {
-            if let Some(st) = self.ports.get(p as usize) {
-                if let (Some(head), None) = (st.flight.front(), st.hot.peer_host()) {
-                    if let Some(out) = self.out_port(st.hot.peer, &head.pkt) {
-                        let st: *const ports::PortState = &self.ports[out as usize];
-                        crate::prefetch::prefetch(st);
-                        crate::prefetch::prefetch(st.cast::<u8>().wrapping_add(64));
-                    }
-                }
-            }
-        }
-        if let Some(p) = self.queue.upcoming(0).and_then(port) {
-            if let Some(st) = self.ports.get(p as usize) {
-                if let Some(head) = st.flight.front() {
-                    if st.hot.peer_host().is_some() {
-                        crate::prefetch::prefetch(head.pkt.bytes.as_ptr());
-                    } else if let Some(out) = self.out_port(st.hot.peer, &head.pkt) {
-                        let o = &self.ports[out as usize];
-                        let waiting = o.waiting as usize;
-                        if waiting > 0 {
-                            if let Some(f) = o.flight.get(o.flight.len() - waiting) {
-                                crate::prefetch::prefetch(f);
-                            }
-                        }
-                    }
-                }
-            }
+    }
+
+    /// Asks for the two lines of the packet at the head of `p`'s flight
+    /// line.
+    #[inline(always)]
+    fn prefetch_head(&self, p: PortId) {
+        if let Some((_, head)) = self.head_of(p) {
+            let head: *const ports::InFlight = head;
+            crate::prefetch::prefetch(head);
+            crate::prefetch::prefetch(head.cast::<u8>().wrapping_add(64));
         }
     }
 
