@@ -269,6 +269,38 @@ fn one_mib_write_across_a_sprayed_fat_tree_with_loss_duplication_and_corruption(
     );
 }
 
+/// A packet whose first bit leaves at the very instant another joins the
+/// queue is no longer queued: the newcomer is judged against what is
+/// still waiting. Hosts 1 and 2 of a star each send a 4 KiB packet at
+/// once, and host 1 a second right behind its first; at the switch's port
+/// to host 0 one of the first two waits, and host 1's second arrives
+/// exactly when that one starts. A queue of one and a half packets holds
+/// it then, and nothing is dropped; counting the starting packet as still
+/// waiting would drop it.
+#[test]
+fn a_packet_that_starts_as_another_arrives_no_longer_counts_as_queued() {
+    let payload = u64::from(NicConfig::default().mtu_payload);
+    // WRITE header, extension and ICRC.
+    let len = payload + 52;
+    let params = LinkParams {
+        queue_bytes: len + len / 2,
+        ..LinkParams::default()
+    };
+    let (mut w, keys) = world(
+        Topology::star(3, params),
+        FabricConfig::default(),
+        RuleSet::new(),
+        64 * 1024,
+    );
+    let two = write(&mut w, &keys, 1, 0, 2 * payload);
+    let one = write(&mut w, &keys, 2, 0, payload);
+    assert!(w.run());
+    assert_eq!(completions(&w, 1, two), vec![true]);
+    assert_eq!(completions(&w, 2, one), vec![true]);
+    assert_eq!(w.stats().dropped.get(&DropReason::QueueFull), None);
+    assert!(w.stats().max_queue_bytes >= len, "one packet waited");
+}
+
 #[test]
 fn incast_overflows_a_small_queue_and_still_completes() {
     let params = LinkParams {
