@@ -161,17 +161,33 @@ impl World {
         if let Some(p) = self.arrival_in(2) {
             self.prefetch_head(p);
         }
-        if let Some((st, head)) = self.arrival_in(1).and_then(|p| self.head_of(p)) {
-            if st.hot.peer_host().is_none() {
+        if let Some(p) = self.arrival_in(1) {
+            if let Some((st, head)) = self
+                .head_of(p)
+                .filter(|(st, _)| st.hot.peer_host().is_none())
+            {
                 if let Some(out) = self.out_port(st.hot.peer, &head.pkt) {
+                    self.early_route.set((p, head.pkt.serial, out));
                     self.prefetch_port(out, true);
                 }
             }
         }
-        if let Some((st, head)) = self.arrival_in(0).and_then(|p| self.head_of(p)) {
+        if let Some(p) = self.arrival_in(0) {
+            let Some((st, head)) = self.head_of(p) else {
+                return;
+            };
             if st.hot.peer_host().is_some() {
                 crate::prefetch::prefetch(head.pkt.bytes.as_ptr());
-            } else if let Some(out) = self.out_port(st.hot.peer, &head.pkt) {
+                return;
+            }
+            // The route worked out an event ago, if it was for this packet.
+            let (ep, serial, early) = self.early_route.get();
+            let out = if (ep, serial) == (p, head.pkt.serial) {
+                Some(early)
+            } else {
+                self.out_port(st.hot.peer, &head.pkt)
+            };
+            if let Some(out) = out {
                 let o = &self.ports[out as usize];
                 let waiting = o.waiting as usize;
                 let first = o.flight.len().checked_sub(waiting).filter(|_| waiting > 0);
