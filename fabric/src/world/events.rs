@@ -187,13 +187,8 @@ impl World {
             } else {
                 self.out_port(st.hot.peer, &head.pkt)
             };
-            if let Some(out) = out {
-                let o = &self.ports[out as usize];
-                let waiting = o.waiting as usize;
-                let first = o.flight.len().checked_sub(waiting).filter(|_| waiting > 0);
-                if let Some(f) = first.and_then(|i| o.flight.get(i)) {
-                    crate::prefetch::prefetch(f);
-                }
+            if let Some(f) = out.and_then(|o| self.ports[o as usize].first_waiting()) {
+                crate::prefetch::prefetch(f);
             }
         }
     }

@@ -84,10 +84,19 @@ pub(super) struct InFlight {
 }
 
 impl PortState {
+    /// The first packet still counted as waiting, if any (the waiting
+    /// are the line's tail).
+    pub(super) fn first_waiting(&self) -> Option<&InFlight> {
+        let waiting = self.waiting as usize;
+        if waiting == 0 {
+            return None;
+        }
+        self.flight.get(self.flight.len().checked_sub(waiting)?)
+    }
+
     /// Stops counting the packets that started by `now` as queued.
     fn drain_started(&mut self, now: Instant) {
-        while self.waiting > 0 {
-            let f = &self.flight[self.flight.len() - self.waiting as usize];
+        while let Some(f) = self.first_waiting() {
             if f.start > now {
                 return;
             }
