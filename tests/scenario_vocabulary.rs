@@ -85,7 +85,7 @@ impl Case {
         // default 1024, one 1 MB message through the dumbbell's bottleneck
         // overflows its queue and go-back-N never recovers (finding 5).
         let mut s = format!(
-            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\ntrim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nrto_restart = {}\nretransmit = \"{}\"\nmax_retries = 40\n{}\n",
+            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\n{}trim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nrto_restart = {}\nretransmit = \"{}\"\nmax_retries = 40\n{}\n",
             self.seed,
             TOPOLOGIES[self.topology],
             ROUTING[routing % ROUTING.len()],
@@ -93,8 +93,14 @@ impl Case {
             // than 4 OP tables' worth collapses: finding 5).
             256 << (self.seed % 3),
             // ECN marks above a quarter of the queue, heard by every
-            // controller (none ignores them).
+            // controller (none ignores them)...
             64 << (self.seed % 3),
+            // ... on a ramp up to three quarters of it in half the cases.
+            if (self.seed >> 15) % 2 == 1 {
+                format!("ecn_max = \"{}KiB\"\n", 192 << (self.seed % 3))
+            } else {
+                String::new()
+            },
             // Trimming switches in half the cases.
             (self.seed >> 8) % 2 == 1,
             // Acknowledgements served ahead of data in half the cases.

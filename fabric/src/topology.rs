@@ -28,6 +28,13 @@ pub struct LinkParams {
     pub queue_bytes: u64,
     /// Queue depth in bytes above which packets are ECN-marked (counted).
     pub ecn_threshold: Option<u64>,
+    /// With a threshold: the queue depth in bytes from which every packet
+    /// is marked. Between the threshold and it a packet is marked with a
+    /// probability that grows linearly from 0 to 1, as RED and htsim's
+    /// composite queue mark (the draw is a hash of the packet's serial
+    /// number and the port, so it uses no random stream). `None`: every
+    /// packet above the threshold is marked.
+    pub ecn_max: Option<u64>,
     /// A switch port of this link trims instead of dropping: a packet that
     /// does not fit its full queue loses its payload and its header goes
     /// ahead of the queue (NDP/UET packet trimming). Host ports never trim.
@@ -49,6 +56,7 @@ impl Default for LinkParams {
             mtu: 9216,
             queue_bytes: 1 << 20,
             ecn_threshold: None,
+            ecn_max: None,
             trim: false,
             control_priority: false,
         }

@@ -307,10 +307,18 @@ impl World {
                         mtu: params.mtu,
                         queue_bytes: params.queue_bytes,
                         ecn_threshold: params.ecn_threshold.unwrap_or(u64::MAX),
+                        ecn_span: match (params.ecn_threshold, params.ecn_max) {
+                            (Some(t), Some(m)) => m.saturating_sub(t),
+                            _ => 0,
+                        },
                         trim: params.trim && topo.host_addr(p.node).is_none(),
                         priority: params.control_priority && topo.host_addr(p.node).is_none(),
                         bandwidth_bps: bw,
-                        ps_per_bit: if PS_PER_S % bw == 0 { PS_PER_S / bw } else { 0 },
+                        ps_per_bit: if PS_PER_S % bw == 0 {
+                            u32::try_from(PS_PER_S / bw).unwrap_or(0)
+                        } else {
+                            0
+                        },
                         latency: params.latency,
                         tapped: false,
                     },

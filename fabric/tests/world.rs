@@ -330,6 +330,55 @@ fn incast_overflows_a_small_queue_and_still_completes() {
     assert!(s.max_queue_bytes <= 32 * 1024);
 }
 
+/// Eight hosts WRITE 128 KiB each into h0 through a 512 KiB queue, with
+/// no congestion control, so h0's port fills well past 64 KiB. Marking
+/// everything above 16 KiB marks the most; a ramp from 16 KiB to 64 KiB
+/// marks fewer (the packets that find 16–64 KiB queued are marked only
+/// sometimes), and marking above 64 KiB fewer still. The ramp's draws
+/// are a hash, not a random stream: the same run twice marks the same
+/// packets.
+#[test]
+fn a_marking_ramp_marks_between_its_two_ends() {
+    let marked = |ecn_threshold, ecn_max| {
+        let params = LinkParams {
+            queue_bytes: 512 * 1024,
+            ecn_threshold: Some(ecn_threshold),
+            ecn_max,
+            ..LinkParams::default()
+        };
+        let (mut w, keys) = world(
+            Topology::star(9, params),
+            FabricConfig::default(),
+            RuleSet::new(),
+            1 << 20,
+        );
+        let wrs: Vec<WrId> = (1..9)
+            .map(|h| write(&mut w, &keys, h, 0, 128 * 1024))
+            .collect();
+        assert!(w.run());
+        for (i, wr) in wrs.iter().enumerate() {
+            assert_eq!(completions(&w, i as u32 + 1, *wr), vec![true]);
+        }
+        assert!(
+            w.stats().max_queue_bytes > 64 * 1024,
+            "the queue passes the ramp"
+        );
+        (w.stats().ecn_marked, w.trace().hash())
+    };
+    let (step_low, _) = marked(16 * 1024, None);
+    let (ramp, hash) = marked(16 * 1024, Some(64 * 1024));
+    let (step_high, _) = marked(64 * 1024, None);
+    assert!(
+        step_low > ramp && ramp > step_high && step_high > 0,
+        "marked: {step_low} above 16 KiB, {ramp} on the ramp, {step_high} above 64 KiB"
+    );
+    assert_eq!(
+        marked(16 * 1024, Some(64 * 1024)),
+        (ramp, hash),
+        "deterministic"
+    );
+}
+
 #[test]
 fn link_flap_and_host_pause_delay_but_do_not_lose() {
     let down = Target::any()

@@ -34,9 +34,31 @@ pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
         mtu: t.mtu.unwrap_or(d.mtu),
         queue_bytes: t.queue.map_or(d.queue_bytes, |q| q.0),
         ecn_threshold: t.ecn_threshold.map(|e| e.0),
+        ecn_max: t.ecn_max.map(|e| e.0),
         trim: t.trim,
         control_priority: t.control_priority,
     };
+    if let Some(max) = t.ecn_max {
+        match t.ecn_threshold {
+            None => {
+                return Err(sc.error_at_key(
+                    "ecn_max",
+                    "topology.ecn_max needs topology.ecn_threshold (where the marking ramp starts)"
+                        .into(),
+                ))
+            }
+            Some(min) if max.0 <= min.0 => {
+                return Err(sc.error_at_key(
+                    "ecn_max",
+                    format!(
+                        "topology.ecn_max ({} B) must be above ecn_threshold ({} B): the ramp marks more as the queue grows from one to the other",
+                        max.0, min.0
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
     let hosts = match t.kind {
         TopologyKind::Pair => 2u64,
         TopologyKind::Star => u64::from(t.hosts.unwrap_or(0)),

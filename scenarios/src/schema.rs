@@ -193,6 +193,9 @@ pub struct TopologySpec {
     pub queue: Option<Size>,
     /// ECN marking threshold.
     pub ecn_threshold: Option<Size>,
+    /// Queue depth from which every packet is marked; between
+    /// `ecn_threshold` and it, marking is a linear ramp (RED-style).
+    pub ecn_max: Option<Size>,
     /// Switch ports trim packets on a full queue instead of dropping them
     /// (NDP/UET packet trimming).
     #[serde(default)]

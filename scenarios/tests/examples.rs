@@ -217,7 +217,16 @@ fn invalid_files_say_where_and_what() {
     // Unknown key, with the closest valid one.
     assert_eq!(
         error("name = \"x\"\n[topology]\nkind = \"star\"\nhostz = 4\n"),
-        "bad.toml:4:1: unknown field `hostz`, expected one of `kind`, `hosts`, `k`, `levels`, `bandwidth`, `latency`, `mtu`, `queue`, `ecn_threshold`, `trim`, `control_priority`, `bottleneck`, `routing`, `phantom` (did you mean `hosts`?)"
+        "bad.toml:4:1: unknown field `hostz`, expected one of `kind`, `hosts`, `k`, `levels`, `bandwidth`, `latency`, `mtu`, `queue`, `ecn_threshold`, `ecn_max`, `trim`, `control_priority`, `bottleneck`, `routing`, `phantom` (did you mean `hosts`?)"
+    );
+    // A marking ramp needs its start, and must rise.
+    assert_eq!(
+        error(&format!("{BASE}ecn_max = \"64KiB\"\n")),
+        "bad.toml:5:1: topology.ecn_max needs topology.ecn_threshold (where the marking ramp starts)"
+    );
+    assert_eq!(
+        error(&format!("{BASE}ecn_threshold = \"64KiB\"\necn_max = \"16KiB\"\n")),
+        "bad.toml:6:1: topology.ecn_max (16384 B) must be above ecn_threshold (65536 B): the ramp marks more as the queue grows from one to the other"
     );
     // A size that does not parse.
     let e = error(&format!(

@@ -21,14 +21,18 @@ pub(super) struct PortHot {
     pub(super) queue_bytes: u64,
     /// Mark above this many queued bytes (`u64::MAX`: never).
     pub(super) ecn_threshold: u64,
+    /// Above the threshold, mark for certain from this many bytes more
+    /// (0: at once); in between with a probability that grows linearly.
+    pub(super) ecn_span: u64,
     /// A switch port that trims on a full queue.
     pub(super) trim: bool,
     /// A switch port that serves control packets ahead of its queue.
     pub(super) priority: bool,
     pub(super) bandwidth_bps: u64,
-    /// Picoseconds per bit when that is a whole number (every rate that
-    /// divides 1 Tb/s), else 0 and serialization divides.
-    pub(super) ps_per_bit: u64,
+    /// Picoseconds per bit when that is a whole number that fits 32 bits
+    /// (every rate from 1 kb/s that divides 1 Tb/s), else 0 and
+    /// serialization divides.
+    pub(super) ps_per_bit: u32,
     pub(super) latency: Duration,
     pub(super) tapped: bool,
 }
@@ -115,6 +119,20 @@ impl PortState {
         }
         self.flight.pop_front()
     }
+}
+
+/// Whether a packet that finds `over` bytes queued above the marking
+/// threshold is marked, on a port that marks every packet from `span`
+/// bytes above it: always at or beyond `span`, else with probability
+/// `over / span`, drawn as a hash of the packet's serial number and the
+/// port (deterministic, and no random stream is drawn from).
+pub(super) fn ecn_marks(over: u64, span: u64, serial: u64, port: PortId) -> bool {
+    if over >= span {
+        return true;
+    }
+    let h = udrma_proto::rng::mix(serial ^ (u64::from(port) << 40) ^ 0xEC4E_C4EC_4EC4_EC4E);
+    // `h * span / 2^64` is uniform over 0..span.
+    ((u128::from(h) * u128::from(span)) >> 64) < u128::from(over)
 }
 
 impl World {
@@ -257,7 +275,14 @@ impl World {
             }
             return;
         }
-        if st.queued_bytes > hot.ecn_threshold {
+        if st.queued_bytes > hot.ecn_threshold
+            && ecn_marks(
+                st.queued_bytes - hot.ecn_threshold,
+                hot.ecn_span,
+                pkt.serial,
+                port,
+            )
+        {
             self.stats.ecn_marked += 1;
             pkt.ce = true;
         }
@@ -276,7 +301,7 @@ impl World {
             0 => Duration(
                 (u128::from(bits) * u128::from(PS_PER_S) / u128::from(hot.bandwidth_bps)) as u64,
             ),
-            ps => Duration(bits * ps),
+            ps => Duration(bits * u64::from(ps)),
         };
         st.free_at = start + ser;
         let waits = start > now;
@@ -457,6 +482,30 @@ impl World {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The ramp's draw marks about `over / span` of the packets, all of
+    /// them from `span` on, and differs from port to port.
+    #[test]
+    fn the_marking_ramp_marks_in_proportion() {
+        let share = |over, port| {
+            (0..20_000u64)
+                .filter(|&s| ecn_marks(over, 1000, s, port))
+                .count()
+        };
+        assert_eq!(share(1000, 3), 20_000);
+        assert_eq!(share(5000, 3), 20_000);
+        for (over, want) in [(1, 20), (250, 5_000), (500, 10_000), (900, 18_000)] {
+            let got = share(over, 3);
+            assert!(
+                got.abs_diff(want) <= want / 20 + 10,
+                "{over} of 1000 over: {got} of 20000 marked, want about {want}"
+            );
+        }
+        let differ = (0..1000u64)
+            .filter(|&s| ecn_marks(500, 1000, s, 3) != ecn_marks(500, 1000, s, 4))
+            .count();
+        assert!(differ > 400, "ports draw apart: {differ} of 1000 differ");
+    }
 
     #[test]
     fn a_port_is_two_cache_lines() {
