@@ -107,8 +107,8 @@ pub struct NicConfig {
     /// Declare a packet lost, and send it again at once, when a packet of
     /// its operation sent more than a reordering window after it is
     /// acknowledged first (RACK-style: the window is the selective-ACK
-    /// delay plus the farthest reordering seen toward the peer, from half
-    /// the controller's base RTT on sprayed paths). The retransmit timer
+    /// delay plus the farthest reordering seen toward the peer, from the
+    /// controller's base RTT on sprayed paths). The retransmit timer
     /// stays as the last resort. `false`: only timers and NACKs.
     pub fast_retransmit: bool,
     /// RTO before the first RTT sample.

@@ -258,6 +258,46 @@ fn a_late_packet_resent_for_nothing_widens_the_window_until_it_is_left_alone() {
     assert_eq!(s.pair.nics[0].stats().spurious_fast_retransmits, 3);
 }
 
+/// A 16-packet WRITE through an OP table of 2 (packets leave about a
+/// round trip, 2 µs, apart) whose packet 1 is held 14 µs on the wire the
+/// first time: the packets sent after it are acknowledged first, the
+/// last of them sent up to about 13 µs after it.
+fn second_packet_late(multipath: udrma_nic::Multipath) -> Setup {
+    let mut cfg = NicConfig {
+        op_table_capacity: 2,
+        multipath,
+        entropies: 4,
+        ..config()
+    };
+    cfg.cc.base_rtt = us(20);
+    let mut s = setup(cfg);
+    s.pair.set_filter(first_matching(
+        |w| is_data(w) && w.repr.is_some_and(|r| r.seg_index == 1),
+        Verdict::Delay(us(14)),
+        1,
+    ));
+    let wr = s.write(16 * 1024);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s
+}
+
+#[test]
+fn a_sprayed_packet_later_than_its_path_could_make_it_waits_a_base_rtt_before_it_is_resent() {
+    // On one path a packet overtaken is lost: it goes again at once.
+    let s = second_packet_late(udrma_nic::Multipath::Single);
+    assert_eq!(resent_segments(&s), vec![1]);
+    // Sprayed packets take paths of different delay: a packet overtaken by
+    // less than one base RTT (20 µs here) is left to arrive. (Half a base
+    // RTT, the earlier window, resent it.)
+    for mode in [udrma_nic::Multipath::Spray, udrma_nic::Multipath::Reps] {
+        let s = second_packet_late(mode);
+        let h0 = s.pair.nics[0].stats();
+        assert_eq!((h0.fast_retransmits, h0.timeouts), (0, 0), "{mode:?}");
+        assert_eq!(resent_segments(&s), Vec::<u32>::new(), "{mode:?}");
+    }
+}
+
 #[test]
 fn a_copy_is_judged_by_when_it_left_not_by_when_its_first_copy_did() {
     // An OP table of 2 (packets leave a round trip apart) and an 8-packet

@@ -121,12 +121,17 @@ impl PortState {
     }
 }
 
-/// Whether a packet that finds `over` bytes queued above the marking
-/// threshold is marked, on a port that marks every packet from `span`
-/// bytes above it: always at or beyond `span`, else with probability
-/// `over / span`, drawn as a hash of the packet's serial number and the
-/// port (deterministic, and no random stream is drawn from).
-pub(super) fn ecn_marks(over: u64, span: u64, serial: u64, port: PortId) -> bool {
+/// Whether a packet that finds `queued` bytes ahead of it is marked, on a
+/// port that marks above `threshold` and every packet from `span` bytes
+/// above that: always at or beyond `span`, else with probability
+/// `over / span` (`over` the bytes above the threshold), drawn as a hash
+/// of the packet's serial number and the port (deterministic, and no
+/// random stream is drawn from).
+pub(super) fn ecn_marks(queued: u64, threshold: u64, span: u64, serial: u64, port: PortId) -> bool {
+    if queued <= threshold {
+        return false;
+    }
+    let over = queued - threshold;
     if over >= span {
         return true;
     }
@@ -275,14 +280,13 @@ impl World {
             }
             return;
         }
-        if st.queued_bytes > hot.ecn_threshold
-            && ecn_marks(
-                st.queued_bytes - hot.ecn_threshold,
-                hot.ecn_span,
-                pkt.serial,
-                port,
-            )
-        {
+        if ecn_marks(
+            st.queued_bytes,
+            hot.ecn_threshold,
+            hot.ecn_span,
+            pkt.serial,
+            port,
+        ) {
             self.stats.ecn_marked += 1;
             pkt.ce = true;
         }
@@ -483,28 +487,38 @@ impl World {
 mod tests {
     use super::*;
 
-    /// The ramp's draw marks about `over / span` of the packets, all of
-    /// them from `span` on, and differs from port to port.
+    /// Above a threshold of 4000 bytes with a ramp of 1000: the draw
+    /// marks about `over / 1000` of the packets, all of them from 5000
+    /// bytes on, none at or below the threshold, and differs from port to
+    /// port. Without a ramp, every packet above the threshold.
     #[test]
     fn the_marking_ramp_marks_in_proportion() {
-        let share = |over, port| {
+        let share = |queued, span, port| {
             (0..20_000u64)
-                .filter(|&s| ecn_marks(over, 1000, s, port))
+                .filter(|&s| ecn_marks(queued, 4000, span, s, port))
                 .count()
         };
-        assert_eq!(share(1000, 3), 20_000);
-        assert_eq!(share(5000, 3), 20_000);
+        assert_eq!(share(4000, 1000, 3), 0);
+        assert_eq!(share(4000, 0, 3), 0);
+        assert_eq!(share(4001, 0, 3), 20_000);
+        assert_eq!(share(5000, 1000, 3), 20_000);
+        assert_eq!(share(9000, 1000, 3), 20_000);
         for (over, want) in [(1, 20), (250, 5_000), (500, 10_000), (900, 18_000)] {
-            let got = share(over, 3);
+            let got = share(4000 + over, 1000, 3);
             assert!(
                 got.abs_diff(want) <= want / 20 + 10,
                 "{over} of 1000 over: {got} of 20000 marked, want about {want}"
             );
         }
-        let differ = (0..1000u64)
-            .filter(|&s| ecn_marks(500, 1000, s, 3) != ecn_marks(500, 1000, s, 4))
-            .count();
-        assert!(differ > 400, "ports draw apart: {differ} of 1000 differ");
+        for (a, b) in [(1, 2), (3, 4), (0, 1 << 20)] {
+            let differ = (0..1000u64)
+                .filter(|&s| ecn_marks(4500, 4000, 1000, s, a) != ecn_marks(4500, 4000, 1000, s, b))
+                .count();
+            assert!(
+                differ > 400,
+                "ports {a} and {b} draw apart: {differ} of 1000 differ"
+            );
+        }
     }
 
     #[test]

@@ -117,11 +117,13 @@ impl Nic {
             acked: Instant::ZERO,
             acked_sent: Instant::ZERO,
             // Sprayed packets take paths of different delay: start the
-            // reordering window at half the base RTT.
+            // reordering window at one base RTT (half made a thousand
+            // spurious copies on a 1,024-host permutation, and ended it
+            // no sooner: docs/congestion.md, "Loss recovery").
             reorder: if multipath == Multipath::Single {
                 udrma_proto::time::Duration::ZERO
             } else {
-                udrma_proto::time::Duration(cfg.base_rtt.0 / 2)
+                cfg.base_rtt
             },
         })
     }
