@@ -301,6 +301,23 @@ fn a_packet_that_starts_as_another_arrives_no_longer_counts_as_queued() {
     assert!(w.stats().max_queue_bytes >= len, "one packet waited");
 }
 
+/// Hosts 1 to 8 of a star each WRITE `bytes` into h0 at once, through
+/// links of `params`; every WRITE must complete. Returns the world run.
+fn incast_into_h0(params: LinkParams, bytes: u64) -> World {
+    let (mut w, keys) = world(
+        Topology::star(9, params),
+        FabricConfig::default(),
+        RuleSet::new(),
+        1 << 20,
+    );
+    let wrs: Vec<WrId> = (1..9).map(|h| write(&mut w, &keys, h, 0, bytes)).collect();
+    assert!(w.run());
+    for (i, wr) in wrs.iter().enumerate() {
+        assert_eq!(completions(&w, i as u32 + 1, *wr), vec![true]);
+    }
+    w
+}
+
 #[test]
 fn incast_overflows_a_small_queue_and_still_completes() {
     let params = LinkParams {
@@ -308,19 +325,7 @@ fn incast_overflows_a_small_queue_and_still_completes() {
         ecn_threshold: Some(16 * 1024),
         ..LinkParams::default()
     };
-    let (mut w, keys) = world(
-        Topology::star(9, params),
-        FabricConfig::default(),
-        RuleSet::new(),
-        1 << 20,
-    );
-    let wrs: Vec<WrId> = (1..9)
-        .map(|h| write(&mut w, &keys, h, 0, 256 * 1024))
-        .collect();
-    assert!(w.run());
-    for (i, wr) in wrs.iter().enumerate() {
-        assert_eq!(completions(&w, i as u32 + 1, *wr), vec![true]);
-    }
+    let w = incast_into_h0(params, 256 * 1024);
     let s = w.stats();
     assert!(
         s.dropped.get(&DropReason::QueueFull).copied().unwrap_or(0) > 0,
@@ -346,19 +351,7 @@ fn a_marking_ramp_marks_between_its_two_ends() {
             ecn_max,
             ..LinkParams::default()
         };
-        let (mut w, keys) = world(
-            Topology::star(9, params),
-            FabricConfig::default(),
-            RuleSet::new(),
-            1 << 20,
-        );
-        let wrs: Vec<WrId> = (1..9)
-            .map(|h| write(&mut w, &keys, h, 0, 128 * 1024))
-            .collect();
-        assert!(w.run());
-        for (i, wr) in wrs.iter().enumerate() {
-            assert_eq!(completions(&w, i as u32 + 1, *wr), vec![true]);
-        }
+        let w = incast_into_h0(params, 128 * 1024);
         assert!(
             w.stats().max_queue_bytes > 64 * 1024,
             "the queue passes the ramp"
