@@ -301,6 +301,48 @@ fn a_packet_that_starts_as_another_arrives_no_longer_counts_as_queued() {
     assert!(w.stats().max_queue_bytes >= len, "one packet waited");
 }
 
+/// A queue of N bytes holds N bytes: h1 and h2 each WRITE one full
+/// packet to h0 at the same instant through a switch port whose queue is
+/// exactly one packet. One starts across at once, the other waits and
+/// fills the queue to the byte, and neither is dropped; a third packet
+/// at the same instant would not fit.
+#[test]
+fn a_queue_holds_exactly_its_size() {
+    let payload = u64::from(NicConfig::default().mtu_payload);
+    // WRITE header, extension and ICRC.
+    let len = payload + 52;
+    let run = |senders: u32| {
+        let params = LinkParams {
+            queue_bytes: len,
+            ..LinkParams::default()
+        };
+        let (mut w, keys) = world(
+            Topology::star(4, params),
+            FabricConfig::default(),
+            RuleSet::new(),
+            64 * 1024,
+        );
+        for h in 1..=senders {
+            write(&mut w, &keys, h, 0, payload);
+        }
+        assert!(w.run());
+        (
+            w.stats().dropped.get(&DropReason::QueueFull).copied(),
+            w.stats().max_queue_bytes,
+        )
+    };
+    assert_eq!(
+        run(2),
+        (None, len),
+        "the second packet fills the queue exactly"
+    );
+    assert_eq!(
+        run(3).0,
+        Some(1),
+        "the third does not fit (and is sent again)"
+    );
+}
+
 /// Hosts 1 to 8 of a star each WRITE `bytes` into h0 at once, through
 /// links of `params`; every WRITE must complete. Returns the world run.
 fn incast_into_h0(params: LinkParams, bytes: u64) -> World {
