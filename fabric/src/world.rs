@@ -265,6 +265,21 @@ impl World {
     ) -> Result<World, FabricError> {
         let names = topo.link_names();
         faults.resolve(|n| topo.link_by_name(n), &names)?;
+        for (l, name) in topo.links.iter().zip(&names) {
+            match (l.params.ecn_threshold, l.params.ecn_max) {
+                (None, Some(_)) => {
+                    return Err(FabricError::Topology(format!(
+                        "link {name}: ecn_max without ecn_threshold (where the marking ramp starts)"
+                    )))
+                }
+                (Some(t), Some(m)) if m <= t => {
+                    return Err(FabricError::Topology(format!(
+                        "link {name}: ecn_max ({m} B) must be above ecn_threshold ({t} B)"
+                    )))
+                }
+                _ => {}
+            }
+        }
         let mut hosts = Vec::with_capacity(topo.n_hosts());
         for (i, &node) in topo.hosts.iter().enumerate() {
             let mut nic = Nic::new(NodeAddr(i as u32), cfg.nic.clone())?;
@@ -307,8 +322,9 @@ impl World {
                         mtu: params.mtu,
                         queue_bytes: params.queue_bytes,
                         ecn_threshold: params.ecn_threshold.unwrap_or(u64::MAX),
+                        // (Checked above: a ramp rises from its threshold.)
                         ecn_span: match (params.ecn_threshold, params.ecn_max) {
-                            (Some(t), Some(m)) => m.saturating_sub(t),
+                            (Some(t), Some(m)) => m - t,
                             _ => 0,
                         },
                         trim: params.trim && topo.host_addr(p.node).is_none(),

@@ -412,6 +412,30 @@ fn a_marking_ramp_marks_between_its_two_ends() {
         (ramp, hash),
         "deterministic"
     );
+    // A ramp that does not rise, or has no start, is refused.
+    for (ecn_threshold, ecn_max, want) in [
+        (
+            Some(64 * 1024),
+            Some(16 * 1024),
+            "ecn_max (16384 B) must be above ecn_threshold (65536 B)",
+        ),
+        (None, Some(16 * 1024), "ecn_max without ecn_threshold"),
+    ] {
+        let params = LinkParams {
+            ecn_threshold,
+            ecn_max,
+            ..LinkParams::default()
+        };
+        let e = World::new(
+            Topology::star(2, params),
+            FabricConfig::default(),
+            RuleSet::new(),
+        )
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(e.starts_with("topology: link ") && e.contains(want), "{e}");
+    }
 }
 
 #[test]
