@@ -426,14 +426,14 @@ fn a_marking_ramp_marks_between_its_two_ends() {
             ecn_max,
             ..LinkParams::default()
         };
-        let e = World::new(
+        let Err(e) = World::new(
             Topology::star(2, params),
             FabricConfig::default(),
             RuleSet::new(),
-        )
-        .err()
-        .expect("refused")
-        .to_string();
+        ) else {
+            panic!("a ramp from {ecn_threshold:?} to {ecn_max:?} was accepted");
+        };
+        let e = e.to_string();
         assert!(e.starts_with("topology: link ") && e.contains(want), "{e}");
     }
 }
