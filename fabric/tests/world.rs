@@ -343,6 +343,43 @@ fn a_queue_holds_exactly_its_size() {
     );
 }
 
+/// A NIC that spends 5 µs on every packet it moves (`nic_per_packet`,
+/// the only cost) delays a one-packet WRITE four times over: the WRITE
+/// leaves h1 5 µs late and is taken in 5 µs late at h0, and h0's
+/// acknowledgement the same on its way back. Without a cost model the
+/// same WRITE completes 20 µs sooner.
+#[test]
+fn a_costed_nic_spends_its_work_on_the_way_out_and_on_the_way_in() {
+    let done_at = |nic_per_packet: Duration| {
+        let mut cfg = FabricConfig::default();
+        cfg.nic.cost.nic_per_packet = nic_per_packet;
+        let (mut w, keys) = world(
+            Topology::star(2, LinkParams::default()),
+            cfg,
+            RuleSet::new(),
+            64 * 1024,
+        );
+        let wr = write(&mut w, &keys, 1, 0, 1000);
+        assert!(w.run());
+        w.host_events()
+            .iter()
+            .find_map(|e| match &e.event {
+                Event::Completed { wr: id, at, .. } if e.host == NodeAddr(1) && *id == wr => {
+                    Some(*at)
+                }
+                _ => None,
+            })
+            .expect("the WRITE completes")
+    };
+    let free = done_at(Duration::ZERO);
+    let costed = done_at(Duration::from_micros(5));
+    assert_eq!(
+        costed - free,
+        Duration::from_micros(20),
+        "{free:?} then {costed:?}"
+    );
+}
+
 /// Hosts 1 to 8 of a star each WRITE `bytes` into h0 at once, through
 /// links of `params`; every WRITE must complete. Returns the world run.
 fn incast_into_h0(params: LinkParams, bytes: u64) -> World {
