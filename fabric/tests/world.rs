@@ -380,6 +380,43 @@ fn a_costed_nic_spends_its_work_on_the_way_out_and_on_the_way_in() {
     );
 }
 
+/// A link carries a datagram of exactly its MTU (and drops one byte
+/// more): a one-packet WRITE through links whose MTU is that packet's
+/// datagram crosses, and is counted hop by hop (two links each for the
+/// WRITE, its acknowledgement and its COMPLETION).
+#[test]
+fn a_datagram_of_exactly_the_mtu_crosses() {
+    let payload = u64::from(NicConfig::default().mtu_payload);
+    // WRITE header, extension and ICRC.
+    let len = payload + 52;
+    let run = |mtu: u64| {
+        let params = LinkParams {
+            mtu: mtu as u32,
+            ..LinkParams::default()
+        };
+        let (mut w, keys) = world(
+            Topology::star(2, params),
+            FabricConfig::default(),
+            RuleSet::new(),
+            64 * 1024,
+        );
+        let wr = write(&mut w, &keys, 1, 0, payload);
+        w.run_until(Instant::ZERO + Duration::from_micros(50));
+        let s = w.stats();
+        (
+            completions(&w, 1, wr),
+            s.dropped.get(&DropReason::Mtu).copied(),
+            s.packet_hops,
+        )
+    };
+    assert_eq!(run(len), (vec![true], None, 6));
+    let (done, mtu_drops, _) = run(len - 1);
+    assert!(
+        done.is_empty() && mtu_drops.is_some(),
+        "one byte over the MTU"
+    );
+}
+
 /// Hosts 1 to 8 of a star each WRITE `bytes` into h0 at once, through
 /// links of `params`; every WRITE must complete. Returns the world run.
 fn incast_into_h0(params: LinkParams, bytes: u64) -> World {
