@@ -68,6 +68,11 @@ pub struct Common {
     /// a packet only queued behind others is not resent.
     #[arg(long)]
     rto_restart: bool,
+    /// Probe an operation's last packet out after two smoothed RTTs of
+    /// silence, so a loss at its end costs a few round trips rather than
+    /// an RTO (as `[nic] tail_probe`).
+    #[arg(long)]
+    tail_probe: bool,
     /// Send datagrams not ECN-capable (by default they carry ECT(0), so an
     /// ECN-marking queue marks them instead of dropping them).
     #[arg(long)]
@@ -185,6 +190,7 @@ impl Common {
             ))
         })?;
         cfg.nic.rto_restart = self.rto_restart;
+        cfg.nic.tail_probe = self.tail_probe;
         cfg.nic.cc = udrma_nic::CcConfig {
             algorithm,
             line_rate_bps: self.cc_rate,

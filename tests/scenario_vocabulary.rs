@@ -85,7 +85,7 @@ impl Case {
         // default 1024, one 1 MB message through the dumbbell's bottleneck
         // overflows its queue and go-back-N never recovers (finding 5).
         let mut s = format!(
-            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\n{}trim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nrto_restart = {}\nretransmit = \"{}\"\nmax_retries = 40\n{}\n",
+            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\n{}trim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nrto_restart = {}\ntail_probe = {}\nretransmit = \"{}\"\nmax_retries = 40\n{}\n",
             self.seed,
             TOPOLOGIES[self.topology],
             ROUTING[routing % ROUTING.len()],
@@ -121,6 +121,8 @@ impl Case {
             (ack / 4) % 2 == 1,
             // Timers that restart on the peer's acknowledgements in half.
             (self.seed >> 12) % 2 == 1,
+            // Tail loss probes in half.
+            (self.seed >> 16) % 2 == 1,
             ["selective", "go-back-n"][(ack / 2) % 2],
             // The timer's floor worked out from the queues in a quarter
             // (up to 2 ms behind the dumbbell's 25 Gb/s port, so a higher

@@ -102,6 +102,18 @@ pub struct NicConfig {
     /// overtaking it, or by the timer once the acknowledgements stop. Off
     /// by default (each packet's timer counts from its own sending).
     pub rto_restart: bool,
+    /// Tail loss probes (after RACK-TLP, RFC 8985): when an operation has
+    /// had no acknowledgement and sent nothing for a probe timeout (two
+    /// smoothed RTTs plus the selective-ACK delay), its last packet still
+    /// out is sent again once, without spending a retry or telling the
+    /// controller of a loss. The probe's acknowledgement then shows which
+    /// earlier packets overtaken loss detection should send again. A loss
+    /// at an operation's end, which no later packet can reveal, is found
+    /// in about two round trips instead of a whole RTO, so a long RTO
+    /// floor (`rto_min = "full-queues"`) costs little where losses are
+    /// real. READ requests are not probed (their answer takes as long as
+    /// the transfer). Off by default.
+    pub tail_probe: bool,
     /// Retransmission mode.
     pub retransmit: RetransmitMode,
     /// Declare a packet lost, and send it again at once, when a packet of
@@ -198,6 +210,7 @@ impl Default for NicConfig {
             ack_mode: AckMode::PerPacket,
             completion_acks: false,
             rto_restart: false,
+            tail_probe: false,
             retransmit: RetransmitMode::Selective,
             fast_retransmit: true,
             rto_initial: Duration::from_micros(100),

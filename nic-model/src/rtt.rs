@@ -48,6 +48,11 @@ impl RttEstimator {
         self.srtt
     }
 
+    /// The smoothed RTT's mean deviation (zero before any sample).
+    pub fn rttvar(&self) -> Duration {
+        self.rttvar
+    }
+
     /// srtt + max(4·rttvar, min), clamped to `[min, max]` (the initial
     /// RTO before any sample).
     pub fn rto(&self) -> Duration {

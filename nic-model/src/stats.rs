@@ -46,6 +46,11 @@ pub struct Stats {
     /// acknowledgement by the same peer (`rto_restart`; not counted in
     /// `timeouts`).
     pub rto_restarts: u64,
+    /// Tail loss probes sent (`tail_probe`; counted in `retransmits` too).
+    pub tail_probes: u64,
+    /// Of them, acknowledged too soon after they left to be the probe's
+    /// own acknowledgement: the packet was late, not lost.
+    pub spurious_tail_probes: u64,
     /// Go-back-N receiver: data packets discarded for arriving ahead of
     /// the next one expected of their operation.
     pub out_of_sequence: u64,

@@ -245,6 +245,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         fast_retransmit: n.fast_retransmit.unwrap_or(d.fast_retransmit),
         completion_acks: n.completion_acks.unwrap_or(d.completion_acks),
         rto_restart: n.rto_restart.unwrap_or(d.rto_restart),
+        tail_probe: n.tail_probe.unwrap_or(d.tail_probe),
         rto_initial: t(n.rto_initial, d.rto_initial),
         rto_min: match n.rto_min {
             None => d.rto_min,

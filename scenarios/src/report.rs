@@ -112,6 +112,8 @@ pub struct Report {
     pub retransmits: u64,
     /// Of them, sent because a later packet was acknowledged first.
     pub fast_retransmits: u64,
+    /// Of them, tail loss probes (`[nic] tail_probe`).
+    pub tail_probes: u64,
     /// Retransmit timer expiries (all hosts; reduce packets included).
     pub timeouts: u64,
     /// Duplicates dropped by registry masks (and by reduce branch slots).
@@ -214,9 +216,14 @@ impl Report {
             );
         }
         let e = &self.escape;
+        let probes = if self.tail_probes > 0 {
+            format!(", probes {}", self.tail_probes)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "protocol    retransmits {} (fast {})  timeouts {}  dup-dropped {}  nacks {}  escape {}/{}/{}/{} (buffered/drained/expired/overflow)",
+            "protocol    retransmits {} (fast {}{probes})  timeouts {}  dup-dropped {}  nacks {}  escape {}/{}/{}/{} (buffered/drained/expired/overflow)",
             self.retransmits, self.fast_retransmits, self.timeouts, self.dup_dropped, self.nacks, e.buffered, e.drained, e.expired, e.overflow
         );
         if let Some(n) = &self.noncontig {
@@ -396,6 +403,7 @@ pub(crate) fn build(
         goodput_gbps: (goodput * 1000.0).round() / 1000.0,
         retransmits: sum(|s| s.retransmits + s.reduce_retransmits),
         fast_retransmits: sum(|s| s.fast_retransmits),
+        tail_probes: sum(|s| s.tail_probes),
         timeouts: sum(|s| s.timeouts),
         dup_dropped: sum(|s| s.dup_dropped + s.reduce_duplicates),
         escape: Escape {

@@ -253,6 +253,9 @@ pub struct NicSpec {
     pub completion_acks: Option<bool>,
     /// A packet's timer restarts on each acknowledgement from its peer.
     pub rto_restart: Option<bool>,
+    /// An operation's last packet out goes again once after two smoothed
+    /// RTTs of silence (tail loss probe).
+    pub tail_probe: Option<bool>,
     /// `selective` or `go-back-n`.
     pub retransmit: Option<String>,
     /// Selective-ACK loss detection before the timer (default on).

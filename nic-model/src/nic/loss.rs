@@ -192,7 +192,10 @@ impl Nic {
     /// A copy waiting to go again (or waiting out a receiver-not-ready) is
     /// skipped, and a retransmitted copy counts from when it left, so each
     /// copy is declared lost at most once; the retry budget is left to
-    /// the timer.
+    /// the timer. `first_copy`: the acknowledged copy is the packet's
+    /// first (a tail probe's copy is not: it says what was lost before
+    /// it, but nothing about reordering, and learning from it would widen
+    /// the window by the whole probe timeout).
     pub(super) fn detect_overtaken(
         &mut self,
         now: Instant,
@@ -200,6 +203,7 @@ impl Nic {
         msg_id: u32,
         seg: u32,
         sent_at: Instant,
+        first_copy: bool,
     ) {
         let coalesce = match self.cfg.ack_mode {
             AckMode::Selective { delay } => delay,
@@ -208,12 +212,17 @@ impl Nic {
         let Some(op) = self.ops.get_mut(&msg_id) else {
             return;
         };
-        let latest = op.acked_sent.unwrap_or(sent_at);
-        op.acked_sent = Some(latest.max(sent_at));
-        let f = self.flow(dst);
-        if sent_at + coalesce < latest {
-            f.reorder = f.reorder.max(latest - sent_at);
-        }
+        let f = if first_copy {
+            let latest = op.acked_sent.unwrap_or(sent_at);
+            op.acked_sent = Some(latest.max(sent_at));
+            let f = self.flow(dst);
+            if sent_at + coalesce < latest {
+                f.reorder = f.reorder.max(latest - sent_at);
+            }
+            f
+        } else {
+            self.flow(dst)
+        };
         let window = coalesce + f.reorder;
         let Some(op) = self.ops.get(&msg_id) else {
             return;

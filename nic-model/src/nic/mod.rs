@@ -50,6 +50,7 @@ mod local;
 mod loss;
 mod peers;
 mod post;
+mod probe;
 mod receive;
 mod replies;
 mod send;
@@ -146,6 +147,8 @@ enum Timer {
     Pace,
     /// The receiver-credit pacer may grant again.
     Grant,
+    /// An operation's tail loss probe is due (`tail_probe`).
+    Probe(u32),
 }
 
 #[derive(Debug, Clone)]
@@ -206,6 +209,10 @@ struct Op {
     /// only): packets sent well before it and still unacknowledged are
     /// lost.
     acked_sent: Option<Instant>,
+    /// Tail loss probing (`tail_probe`): when the operation last sent a
+    /// packet or had one acknowledged, the instant its probe timer is
+    /// filed at (if it is), and whether a probe is out unanswered.
+    probe: probe::ProbeState,
 }
 
 /// An OP table entry: one outstanding packet.
@@ -220,6 +227,8 @@ struct Inflight {
     retransmitted: bool,
     /// Its latest copy went because a later packet was acknowledged first.
     fast: bool,
+    /// Its latest copy is a tail loss probe.
+    probe: bool,
     /// Bytes the packet counts in flight toward its peer (the datagram; a
     /// READ request counts the response bytes it asks for).
     bytes: u32,
@@ -645,6 +654,7 @@ impl Nic {
                 Timer::ReduceExpire(key) => self.on_reduce_expire(key),
                 Timer::Pace => self.pace_at = None,
                 Timer::Grant => self.grant_tick(now),
+                Timer::Probe(msg_id) => self.on_probe_timeout(now, t, msg_id),
             }
         }
     }

@@ -74,6 +74,7 @@ impl Nic {
                 rnr_retries: 0,
                 retransmitted: false,
                 fast: false,
+                probe: false,
                 bytes: 0,
                 entropy: 0,
                 deadline: None,
@@ -165,6 +166,7 @@ impl Nic {
             last_segment,
             read_mask,
             acked_sent: None,
+            probe: Default::default(),
         });
         true
     }
@@ -302,6 +304,7 @@ impl Nic {
             e.deadline = Some(deadline);
             e.retransmitted |= retransmit;
             e.fast = retransmit && e.fast;
+            e.probe = retransmit && e.probe;
             e.entropy = entropy;
             if !retransmit {
                 e.bytes = counted;
@@ -311,6 +314,7 @@ impl Nic {
             self.flow_sent(now, dst, u64::from(counted));
         }
         self.timers.insert((deadline, Timer::Retransmit(opn)));
+        self.probe_activity(now, inf.msg_id, false);
         if retransmit {
             self.stats.retransmits += 1;
         } else {
@@ -388,13 +392,30 @@ impl Nic {
         if sample && inf.fast {
             self.check_spurious(now, dst, inf.sent_at);
         }
-        if sample
-            && !inf.retransmitted
-            && self.cfg.fast_retransmit
-            && self.cfg.retransmit == RetransmitMode::Selective
-            && !done
-        {
-            self.detect_overtaken(now, dst, inf.msg_id, inf.seg, inf.sent_at);
+        // The copy acknowledged, and when it left: a probed packet's is
+        // the probe's when the acknowledgement comes late enough to be
+        // its own, else the first copy's.
+        let copy = if !inf.retransmitted {
+            Some((inf.sent_at, true))
+        } else if self.cfg.tail_probe && sample {
+            let first = self
+                .ops
+                .get(&inf.msg_id)
+                .and_then(|op| op.first_sent.get(inf.seg as usize).copied());
+            match self.copy_answered(now, dst, inf.sent_at, inf.probe) {
+                true => Some((inf.sent_at, false)),
+                false => first.map(|t| (t, false)),
+            }
+        } else {
+            None
+        };
+        if let Some((sent_at, first_copy)) = copy.filter(|_| {
+            sample
+                && self.cfg.fast_retransmit
+                && self.cfg.retransmit == RetransmitMode::Selective
+                && !done
+        }) {
+            self.detect_overtaken(now, dst, inf.msg_id, inf.seg, sent_at, first_copy);
         }
         if kind != OpKind::ReadRequest {
             // (A READ's controller hears each response as it arrives.)
@@ -410,6 +431,8 @@ impl Nic {
         }
         if done {
             self.op_done(now, inf.msg_id);
+        } else {
+            self.probe_activity(now, inf.msg_id, true);
         }
     }
 
@@ -417,6 +440,7 @@ impl Nic {
         let Some(op) = self.ops.remove(&msg_id) else {
             return;
         };
+        self.probe_disarm(msg_id, op.probe);
         let Some(r) = self.requests.get_mut(&op.wr) else {
             return;
         };
@@ -446,6 +470,7 @@ impl Nic {
                 last_segment: true,
                 read_mask: None,
                 acked_sent: None,
+                probe: Default::default(),
             });
         } else {
             self.complete_request(now, op.wr, Ok(()));
@@ -486,6 +511,7 @@ impl Nic {
             .collect();
         for m in msgs {
             if let Some(op) = self.ops.remove(&m) {
+                self.probe_disarm(m, op.probe);
                 for p in op.pkts {
                     if let PktState::InFlight(opn) = p {
                         if let Some(inf) = self.op_table.remove(opn) {

@@ -1,0 +1,183 @@
+//! Tail loss probes (`tail_probe`, after RACK-TLP, RFC 8985): the loss
+//! signal for an operation's last packets, which no later packet of the
+//! operation can overtake.
+//!
+//! Each operation keeps one lazy timer: filed when it first sends, and on
+//! firing filed again at its last activity (a packet sent or
+//! acknowledged) plus the probe timeout, until it comes due with nothing
+//! heard for that long. Then the operation's highest packet still out goes
+//! again once, as a probe: no retry spent, no loss told to the controller,
+//! no entropy abandoned. While a probe is unanswered no other goes; the
+//! next acknowledgement of the operation rearms the timer. An
+//! acknowledgement of the probed packet that comes at least half a
+//! smoothed RTT after the probe left is taken as the probe's own, and
+//! overtaken loss detection runs from the probe's send time: the packets
+//! before it that are still out were lost, and go again at once. One that
+//! comes sooner was the first copy's (the probe was spurious, and is
+//! counted so).
+
+use super::*;
+use udrma_proto::time::Duration;
+
+/// One operation's probing state.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct ProbeState {
+    /// When the operation last sent a packet or had one acknowledged.
+    active: Instant,
+    /// The instant its probe timer is filed at.
+    armed: Option<Instant>,
+    /// Probes sent since the operation last had a packet acknowledged.
+    unanswered: u32,
+}
+
+impl Nic {
+    /// The probe timeout toward `peer`: two smoothed RTTs plus the
+    /// selective-ACK delay (the receiver may hold the answer that long);
+    /// the initial RTO before any sample.
+    fn probe_timeout(&mut self, peer: NodeAddr) -> Duration {
+        let delay = match self.cfg.ack_mode {
+            AckMode::Selective { delay } => delay,
+            AckMode::PerPacket => Duration::ZERO,
+        };
+        let est = self.rtt_to(peer);
+        match est.srtt() {
+            Some(srtt) => srtt.saturating_mul(2) + est.rttvar().saturating_mul(4) + delay,
+            None => self.cfg.rto_initial,
+        }
+    }
+
+    /// Whether `msg_id` is probed at all.
+    fn probed(&self, msg_id: u32) -> bool {
+        self.cfg.tail_probe
+            && self
+                .ops
+                .get(&msg_id)
+                .is_some_and(|op| op.kind != OpKind::ReadRequest)
+    }
+
+    /// `msg_id` sent a packet (`acked`: had one acknowledged) at `now`:
+    /// its probe timer counts from here.
+    pub(super) fn probe_activity(&mut self, now: Instant, msg_id: u32, acked: bool) {
+        if !self.probed(msg_id) {
+            return;
+        }
+        let Some(dst) = self.ops.get(&msg_id).map(|op| op.dst) else {
+            return;
+        };
+        let pto = self.probe_timeout(dst);
+        let Some(op) = self.ops.get_mut(&msg_id) else {
+            return;
+        };
+        let p = &mut op.probe;
+        p.active = now;
+        if acked {
+            p.unanswered = 0;
+        }
+        // Filed anew only when none is filed or this one is due sooner
+        // (the first RTT sample shortens the timeout); else the filed one
+        // files itself again from `active` when it comes due.
+        let t = now + pto;
+        if p.armed.is_none_or(|a| a > t) {
+            if let Some(a) = p.armed.replace(t) {
+                self.timers.remove(&(a, Timer::Probe(msg_id)));
+            }
+            self.timers.insert((t, Timer::Probe(msg_id)));
+        }
+    }
+
+    /// `msg_id` is finished or failed: its probe timer goes.
+    pub(super) fn probe_disarm(&mut self, msg_id: u32, probe: ProbeState) {
+        if let Some(t) = probe.armed {
+            self.timers.remove(&(t, Timer::Probe(msg_id)));
+        }
+    }
+
+    /// The probe timer filed at `t` for `msg_id` came due.
+    pub(super) fn on_probe_timeout(&mut self, now: Instant, t: Instant, msg_id: u32) {
+        let Some(op) = self.ops.get(&msg_id) else {
+            return;
+        };
+        if op.probe.armed != Some(t) {
+            return;
+        }
+        let (dst, active, unanswered) = (op.dst, op.probe.active, op.probe.unanswered);
+        let pto = self.probe_timeout(dst);
+        let Some(op) = self.ops.get_mut(&msg_id) else {
+            return;
+        };
+        op.probe.armed = None;
+        // Each unanswered probe doubles the wait for the next.
+        let due = active + pto.saturating_mul(1 << unanswered.min(16));
+        if due > now {
+            // Something was sent or acknowledged since it was filed.
+            op.probe.armed = Some(due);
+            self.timers.insert((due, Timer::Probe(msg_id)));
+            return;
+        }
+        // The highest packet out, not waiting to go again or waiting out
+        // a receiver-not-ready refusal: its acknowledgement shows what
+        // before it is missing. But while nothing of the operation is
+        // acknowledged and the receiver registers operations by their
+        // first packet, that first packet is what it needs (the others
+        // wait in its escape channel, or were refused, without it).
+        let first_only = op.acked == 0 && self.cfg.registration == RegistrationMode::FirstOnly;
+        let from = (op.first_unacked as usize).min(op.pkts.len());
+        let out = |p: &PktState| match p {
+            PktState::InFlight(o) => self.op_table.get(*o).is_some_and(|e| {
+                e.deadline
+                    .is_some_and(|d| !self.timers.contains(&(d, Timer::RnrRetry(*o))))
+            }),
+            _ => false,
+        };
+        let pick = if first_only {
+            op.pkts[from..].iter().find(|p| out(p))
+        } else {
+            op.pkts[from..].iter().rev().find(|p| out(p))
+        };
+        let tail = match pick {
+            Some(PktState::InFlight(o)) => Some(*o),
+            _ => None,
+        };
+        let Some(opn) = tail else {
+            // Nothing out: the next packet sent files the timer again.
+            return;
+        };
+        if self.first_refused(msg_id, opn) {
+            // Not registered at the receiver yet: a refusal, not a loss.
+            return;
+        }
+        if let Some(op) = self.ops.get_mut(&msg_id) {
+            op.probe.unanswered += 1;
+        }
+        self.stats.tail_probes += 1;
+        self.queue_retransmit(opn);
+        if let Some(e) = self.op_table.get_mut(opn) {
+            e.probe = true;
+        }
+    }
+
+    /// A packet sent again (its latest copy left at `sent_at`; `probe`:
+    /// as a tail probe) is acknowledged at `now`: whether the
+    /// acknowledgement can be that copy's own, coming at least half a
+    /// smoothed RTT after it left (else it is an earlier copy's, and a
+    /// probe is counted spurious).
+    pub(super) fn copy_answered(
+        &mut self,
+        now: Instant,
+        dst: NodeAddr,
+        sent_at: Instant,
+        probe: bool,
+    ) -> bool {
+        let half = self
+            .rtt_to(dst)
+            .srtt()
+            .map_or(Duration::ZERO, |s| Duration(s.0 / 2));
+        if now - sent_at >= half {
+            return true;
+        }
+        if probe {
+            self.stats.spurious_tail_probes += 1;
+        }
+        false
+    }
+}

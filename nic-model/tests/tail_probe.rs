@@ -1,0 +1,183 @@
+//! Tail loss probe stories (`tail_probe`) over virtual time, with a 1 ms
+//! RTO floor (as `rto_min = "full-queues"` gives a fabric): a loss at an
+//! operation's end, which no later packet can reveal, is found by a probe
+//! within a few round trips; the probe's acknowledgement shows what was
+//! lost before it; a probe for a packet that was only late is counted
+//! spurious; an operation whose first packet is lost is probed with that
+//! packet; and a probe spends no retry.
+
+mod common;
+
+use common::*;
+use udrma_nic::pair::Verdict;
+use udrma_nic::{Duration, NicConfig, WcError};
+use udrma_proto::Flags;
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+/// mtu 1 KiB, a 1 ms RTO floor, probes on or off.
+fn cfg(probe: bool) -> NicConfig {
+    NicConfig {
+        rto_min: Duration::from_millis(1),
+        tail_probe: probe,
+        ..config()
+    }
+}
+
+/// An 8-packet WRITE whose data packets `lost` are dropped once each.
+fn write_losing(cfg: NicConfig, lost: &'static [u32]) -> Setup {
+    let mut s = setup(cfg);
+    let mut dropped: Vec<u32> = Vec::new();
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if is_data(w) && lost.contains(&r.seg_index) && !dropped.contains(&r.seg_index) => {
+            dropped.push(r.seg_index);
+            Verdict::Drop
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(8192);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s.assert_written(8192);
+    s
+}
+
+#[test]
+fn the_last_packet_lost_is_found_by_a_probe_not_the_timer() {
+    // Packets 0–6 are acknowledged; packet 7 is lost and nothing after it
+    // can overtake it. Two smoothed RTTs and four deviations of silence
+    // later it goes again as a probe, and the WRITE is done in tens of
+    // microseconds, not after the 1 ms timer.
+    let s = write_losing(cfg(true), &[7]);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!(
+        (h0.tail_probes, h0.spurious_tail_probes, h0.timeouts),
+        (1, 0, 0),
+        "{h0:?}"
+    );
+    assert_eq!(resent_segments(&s), vec![7]);
+    assert!(s.pair.now.0 < us(50).0, "done at {:?}", s.pair.now);
+
+    // Without probes the timer is all there is.
+    let s = write_losing(cfg(false), &[7]);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.tail_probes, h0.timeouts), (0, 1), "{h0:?}");
+    assert!(s.pair.now.0 > us(1000).0, "done at {:?}", s.pair.now);
+}
+
+#[test]
+fn a_probe_answer_shows_what_was_lost_before_it() {
+    // The eight packets leave together; 5 and 7 are lost. The ACK of 6
+    // cannot convict 5 (they left together), so the operation falls
+    // silent. The probe resends 7, the highest packet out; its
+    // acknowledgement comes a round trip after the probe left, so it is
+    // the probe's own, and 5, sent long before the probe, is lost: it
+    // goes again at once.
+    let s = write_losing(cfg(true), &[5, 7]);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!(
+        (h0.tail_probes, h0.fast_retransmits, h0.timeouts),
+        (1, 1, 0),
+        "{h0:?}"
+    );
+    assert_eq!(resent_segments(&s), vec![7, 5]);
+    assert!(s.pair.now.0 < us(50).0, "done at {:?}", s.pair.now);
+    // The probe taught the reordering window nothing: a later WRITE with
+    // one loss in the middle is still caught by the packet after it.
+    assert_eq!(h0.spurious_fast_retransmits, 0);
+}
+
+#[test]
+fn a_probe_for_a_packet_that_was_only_late_is_counted_spurious() {
+    // Round trips take 2 µs. Packet 7 is held 5 µs on the wire, not
+    // lost: the probe leaves at 6.7 µs, after 4.7 µs of silence, and the
+    // first copy's acknowledgement is back at 7 µs, within half a
+    // smoothed RTT of it. The receiver drops the probe by the finished
+    // operation's tombstone; nothing else goes again.
+    let mut s = setup(cfg(true));
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if is_data(w) && r.seg_index == 7 && !r.flags.contains(Flags::RETRANSMIT) => {
+            Verdict::Delay(us(5))
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(8192);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
+    assert_eq!(
+        (
+            h0.tail_probes,
+            h0.spurious_tail_probes,
+            h0.fast_retransmits,
+            h0.timeouts
+        ),
+        (1, 1, 0, 0),
+        "{h0:?}"
+    );
+    assert_eq!(h1.stale_dropped, 1, "{h1:?}");
+}
+
+#[test]
+fn an_operation_whose_first_packet_is_lost_is_probed_with_it() {
+    // The receiver registers an operation by its first packet: without
+    // packet 0 the other seven wait in its escape channel and nothing is
+    // acknowledged. Probing the highest packet would only park another
+    // copy; the probe sends packet 0, the operation registers, the escape
+    // channel drains, and the WRITE is done before the 1 ms timer.
+    let s = write_losing(
+        NicConfig {
+            escape_timeout: Duration::from_millis(2),
+            ..cfg(true)
+        },
+        &[0],
+    );
+    let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
+    assert_eq!((h0.tail_probes, h0.timeouts), (1, 0), "{h0:?}");
+    assert_eq!(resent_segments(&s), vec![0]);
+    assert_eq!(h1.escape_drained, 7, "{h1:?}");
+    assert!(s.pair.now.0 < us(1000).0, "done at {:?}", s.pair.now);
+}
+
+#[test]
+fn a_probe_is_not_a_retry() {
+    // With no retry budget at all, a lost last packet fails the WRITE
+    // when its timer fires; a probe recovers it without spending any.
+    let no_retries = |probe| NicConfig {
+        max_retries: 0,
+        ..cfg(probe)
+    };
+    let s = write_losing(no_retries(true), &[7]);
+    assert_eq!(s.pair.nics[0].stats().retries_exhausted, 0);
+
+    let mut s = setup(no_retries(false));
+    let mut dropped = false;
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if is_data(w) && r.seg_index == 7 && !dropped => {
+            dropped = true;
+            Verdict::Drop
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(8192);
+    s.pair.run();
+    assert_eq!(s.completions(0, wr), vec![Err(WcError::RetryExceeded)]);
+}
+
+#[test]
+fn probes_stop_when_the_operation_is_done() {
+    // 32 one-packet WRITEs, none lost, all acknowledged 2 µs after they
+    // leave. At 3 µs every probe timer filed has been taken down with its
+    // operation: the NIC has no deadline left at all.
+    let mut s = setup(cfg(true));
+    let wrs: Vec<_> = (0..32).map(|i| s.write_at(i * 1024, 1024)).collect();
+    s.pair.run_until(udrma_nic::Instant::ZERO + us(3));
+    for wr in wrs {
+        s.assert_ok_once(0, wr);
+    }
+    assert_eq!(s.pair.nics[0].poll_timeout(), None);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.tail_probes, h0.retransmits), (0, 0), "{h0:?}");
+}
