@@ -2,19 +2,16 @@
 //! signal for an operation's last packets, which no later packet of the
 //! operation can overtake.
 //!
-//! Each operation keeps one lazy timer: filed when it first sends, and on
-//! firing filed again at its last activity (a packet sent or
-//! acknowledged) plus the probe timeout, until it comes due with nothing
-//! heard for that long. Then the operation's highest packet still out goes
-//! again once, as a probe: no retry spent, no loss told to the controller,
-//! no entropy abandoned. While a probe is unanswered no other goes; the
-//! next acknowledgement of the operation rearms the timer. An
-//! acknowledgement of the probed packet that comes at least half a
-//! smoothed RTT after the probe left is taken as the probe's own, and
-//! overtaken loss detection runs from the probe's send time: the packets
-//! before it that are still out were lost, and go again at once. One that
-//! comes sooner was the first copy's (the probe was spurious, and is
-//! counted so).
+//! Each operation keeps one lazy timer: filed when it sends or hears
+//! (sooner if the timeout shrank), and on firing filed again from its
+//! last activity (a packet sent or acknowledged) until it comes due with
+//! nothing sent or heard for the probe timeout. Then one packet goes again
+//! as a probe: no retry spent, no loss told to the controller, no entropy
+//! abandoned. Each probe left unanswered doubles the wait for the next;
+//! an acknowledgement of the operation resets it. What the probe's
+//! acknowledgement convicts is `send.rs`'s business (`ack_packet` runs
+//! overtaken-loss detection from the copy's send time when the
+//! acknowledgement comes late enough to be the copy's own).
 
 use super::*;
 use udrma_proto::time::Duration;
@@ -31,7 +28,9 @@ pub(super) struct ProbeState {
 }
 
 impl Nic {
-    /// The probe timeout toward `peer`: two smoothed RTTs plus the
+    /// The probe timeout toward `peer`: two smoothed RTTs, four mean
+    /// deviations (queues that grow faster than the smoothed RTT follows
+    /// made 2·srtt alone probe packets that were only queued) and the
     /// selective-ACK delay (the receiver may hold the answer that long);
     /// the initial RTO before any sample.
     fn probe_timeout(&mut self, peer: NodeAddr) -> Duration {
