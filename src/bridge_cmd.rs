@@ -480,8 +480,16 @@ fn print_transfer(r: &tools::TransferReport, json: bool) {
         say!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
         return;
     }
+    let probes = if r.tail_probes > 0 {
+        format!(
+            " ({} tail probes, {} spurious)",
+            r.tail_probes, r.spurious_tail_probes
+        )
+    } else {
+        String::new()
+    };
     say!(
-        "{} {} B {} {} in {:.3} s: {:.3} Gb/s, {} retransmits{}",
+        "{} {} B {} {} in {:.3} s: {:.3} Gb/s, {} retransmits{probes}{}",
         r.op,
         r.bytes,
         if r.op == "put" { "to" } else { "from" },

@@ -173,11 +173,64 @@ fn probes_stop_when_the_operation_is_done() {
     // operation: the NIC has no deadline left at all.
     let mut s = setup(cfg(true));
     let wrs: Vec<_> = (0..32).map(|i| s.write_at(i * 1024, 1024)).collect();
-    s.pair.run_until(udrma_nic::Instant::ZERO + us(3));
+    s.pair.advance_to(udrma_nic::Instant::ZERO + us(3));
     for wr in wrs {
         s.assert_ok_once(0, wr);
     }
     assert_eq!(s.pair.nics[0].poll_timeout(), None);
     let h0 = s.pair.nics[0].stats();
     assert_eq!((h0.tail_probes, h0.retransmits), (0, 0), "{h0:?}");
+}
+
+#[test]
+fn a_steady_transfer_is_never_probed() {
+    // Through an OP table of 2 a 64-packet WRITE keeps its operation
+    // busy for 64 µs, a packet out and one acknowledged every microsecond,
+    // while its probe timeout is under 10 µs: the timer filed at the
+    // start comes due many times over, finds activity since, and files
+    // itself again each time. Nothing is sent twice.
+    let mut s = setup(NicConfig {
+        op_table_capacity: 2,
+        ..cfg(true)
+    });
+    let wr = s.write(64 * 1024);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    assert!(s.pair.now.0 > us(60).0, "done at {:?}", s.pair.now);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.tail_probes, h0.retransmits), (0, 0), "{h0:?}");
+}
+
+#[test]
+fn a_probe_lost_too_is_followed_by_another_after_twice_the_wait() {
+    // Packet 7 and its first probe are both lost. The last
+    // acknowledgement came at 2 µs; the first probe leaves one probe
+    // timeout later, and the second waits two timeouts after the first.
+    let mut s = setup(cfg(true));
+    let mut sevens = 0;
+    s.pair.set_filter(move |w| match w.repr {
+        // (Copies too: `is_data` is first copies only.)
+        Some(r) if r.opcode().carries_data() && r.seg_index == 7 => {
+            sevens += 1;
+            if sevens <= 2 {
+                Verdict::Drop
+            } else {
+                Verdict::Deliver
+            }
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(8192);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.tail_probes, h0.timeouts), (2, 0), "{h0:?}");
+    let sent: Vec<u64> = writes_sent(&s)
+        .iter()
+        .filter(|l| l.seg_index == 7)
+        .map(|l| l.at.0)
+        .collect();
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    let (last_ack, first, second) = (us(2).0, sent[1], sent[2]);
+    assert_eq!(second - first, 2 * (first - last_ack), "{sent:?}");
 }

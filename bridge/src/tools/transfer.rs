@@ -32,6 +32,10 @@ pub struct TransferReport {
     pub retransmits: u64,
     /// Retransmit timer expiries.
     pub timeouts: u64,
+    /// Of the retransmits, tail loss probes (`--tail-probe`).
+    pub tail_probes: u64,
+    /// Of the probes, answered by the first copy (the packet was late).
+    pub spurious_tail_probes: u64,
     /// NACKs received (by syndrome name).
     pub nacks: std::collections::BTreeMap<String, u64>,
     /// Duplicate packets the receiver dropped here.
@@ -234,6 +238,8 @@ fn report(
         verified,
         retransmits: ep.nic().stats().retransmits,
         timeouts: ep.nic().stats().timeouts,
+        tail_probes: ep.nic().stats().tail_probes,
+        spurious_tail_probes: ep.nic().stats().spurious_tail_probes,
         nacks: ep
             .nic()
             .stats()
