@@ -45,22 +45,18 @@ impl Nic {
         }
     }
 
-    /// Whether `msg_id` is probed at all.
-    fn probed(&self, msg_id: u32) -> bool {
-        self.cfg.tail_probe
-            && self
-                .ops
-                .get(&msg_id)
-                .is_some_and(|op| op.kind != OpKind::ReadRequest)
-    }
-
     /// `msg_id` sent a packet (`acked`: had one acknowledged) at `now`:
-    /// its probe timer counts from here.
+    /// its probe timer counts from here. (READ requests are not probed.)
     pub(super) fn probe_activity(&mut self, now: Instant, msg_id: u32, acked: bool) {
-        if !self.probed(msg_id) {
+        if !self.cfg.tail_probe {
             return;
         }
-        let Some(dst) = self.ops.get(&msg_id).map(|op| op.dst) else {
+        let Some(dst) = self
+            .ops
+            .get(&msg_id)
+            .filter(|op| op.kind != OpKind::ReadRequest)
+            .map(|op| op.dst)
+        else {
             return;
         };
         let pto = self.probe_timeout(dst);

@@ -392,9 +392,10 @@ impl Nic {
         if sample && inf.fast {
             self.check_spurious(now, dst, inf.sent_at);
         }
-        // The copy acknowledged, and when it left: a probed packet's is
-        // the probe's when the acknowledgement comes late enough to be
-        // its own, else the first copy's.
+        // The copy acknowledged, and when it left. A first copy's is its
+        // own. With tail probes a copy sent again (a probe, or any
+        // other) also convicts: it is the one acknowledged when the
+        // answer comes late enough to be its own, else the first copy.
         let copy = if !inf.retransmitted {
             Some((inf.sent_at, true))
         } else if self.cfg.tail_probe && sample {
