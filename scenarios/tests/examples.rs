@@ -24,8 +24,9 @@ fn examples() -> Vec<(String, String)> {
 
 /// The large shapes take seconds in release and minutes in debug: they
 /// run here only in release builds (CI runs them through the CLI).
-const LARGE: [&str; 14] = [
+const LARGE: [&str; 15] = [
     "all-to-all-k8.toml",
+    "all-to-all-k8-probes.toml",
     "perm-128-uec.toml",
     "perm-1024-uec.toml",
     "all-to-all-k8-nscc.toml",
