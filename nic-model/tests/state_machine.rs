@@ -124,6 +124,8 @@ struct Model {
     big: bool,
     /// 4 tombstones instead of 64: evictions while copies are in flight.
     few_tombstones: bool,
+    /// Tail loss probes on both NICs.
+    tail_probe: bool,
     posts: u64,
     restarts: u32,
 }
@@ -163,30 +165,34 @@ impl ReferenceStateMachine for Model {
             any::<bool>(),
             any::<bool>(),
             any::<bool>(),
+            any::<bool>(),
         )
-            .prop_map(|(self_describing, sack, gbn, big, few_tombstones)| Model {
-                registration: if self_describing {
-                    RegistrationMode::SelfDescribing
-                } else {
-                    RegistrationMode::FirstOnly
+            .prop_map(
+                |(self_describing, sack, gbn, big, few_tombstones, tail_probe)| Model {
+                    registration: if self_describing {
+                        RegistrationMode::SelfDescribing
+                    } else {
+                        RegistrationMode::FirstOnly
+                    },
+                    ack: if sack {
+                        AckMode::Selective {
+                            delay: Duration::from_micros(3),
+                        }
+                    } else {
+                        AckMode::PerPacket
+                    },
+                    retransmit: if gbn {
+                        RetransmitMode::GoBackN
+                    } else {
+                        RetransmitMode::Selective
+                    },
+                    big,
+                    few_tombstones,
+                    tail_probe,
+                    posts: 0,
+                    restarts: 0,
                 },
-                ack: if sack {
-                    AckMode::Selective {
-                        delay: Duration::from_micros(3),
-                    }
-                } else {
-                    AckMode::PerPacket
-                },
-                retransmit: if gbn {
-                    RetransmitMode::GoBackN
-                } else {
-                    RetransmitMode::Selective
-                },
-                big,
-                few_tombstones,
-                posts: 0,
-                restarts: 0,
-            })
+            )
             .boxed()
     }
 
@@ -484,6 +490,7 @@ impl StateMachineTest for NicMachine {
             max_retries: MAX_RETRIES,
             rnr_delay: Duration::from_micros(15),
             transmit_queue_capacity: 256,
+            tail_probe: m.tail_probe,
             ..NicConfig::default()
         };
         let mut pair = Pair::new(cfg.clone());
