@@ -42,6 +42,16 @@ pub struct RunRecord {
     pub escape_buffered: u64,
     /// NACKs sent.
     pub nacks: u64,
+    /// Of the retransmits, sent because a later packet was acknowledged
+    /// first.
+    #[serde(default)]
+    pub fast_retransmits: u64,
+    /// Of the retransmits, tail loss probes.
+    #[serde(default)]
+    pub tail_probes: u64,
+    /// Retransmit timer expiries.
+    #[serde(default)]
+    pub timeouts: u64,
     /// Messaging runs: the first per-size row.
     pub messaging: Option<MessagingFigures>,
     /// Collective runs: the median completions of each side.
@@ -148,6 +158,9 @@ impl RunRecord {
             dup_dropped: r.dup_dropped,
             escape_buffered: r.escape.buffered,
             nacks: r.nacks,
+            fast_retransmits: r.fast_retransmits,
+            tail_probes: r.tail_probes,
+            timeouts: r.timeouts,
             messaging: r.messaging.as_ref().and_then(|m| m.sizes.first()).map(|s| {
                 MessagingFigures {
                     protocol: s.protocol.clone(),
@@ -167,8 +180,9 @@ impl RunRecord {
         self.failed_checks.is_empty()
     }
 
-    /// The CSV columns after the settings and the seed.
-    pub const COLUMNS: [&'static str; 17] = [
+    /// The CSV columns after the settings and the seed (new ones go at
+    /// the end, so that a column keeps its position).
+    pub const COLUMNS: [&'static str; 20] = [
         "passed",
         "failed_checks",
         "trace_hash",
@@ -186,10 +200,13 @@ impl RunRecord {
         "dup_dropped",
         "escape_buffered",
         "nacks",
+        "fast_retransmits",
+        "tail_probes",
+        "timeouts",
     ];
 
     /// The values of [`RunRecord::COLUMNS`].
-    pub fn row(&self) -> [String; 17] {
+    pub fn row(&self) -> [String; 20] {
         [
             self.passed().to_string(),
             self.failed_checks.join(" "),
@@ -208,6 +225,9 @@ impl RunRecord {
             self.dup_dropped.to_string(),
             self.escape_buffered.to_string(),
             self.nacks.to_string(),
+            self.fast_retransmits.to_string(),
+            self.tail_probes.to_string(),
+            self.timeouts.to_string(),
         ]
     }
 }
@@ -252,6 +272,9 @@ mod tests {
             dup_dropped: 10,
             escape_buffered: 11,
             nacks: 12,
+            fast_retransmits: 13,
+            tail_probes: 14,
+            timeouts: 15,
             messaging: Some(MessagingFigures {
                 protocol: "eager".into(),
                 latency_us: 1.0 / 3.0,
