@@ -289,5 +289,17 @@ mod tests {
         assert_eq!(back, r);
         assert_eq!(back.goodput_gbps.to_bits(), r.goodput_gbps.to_bits());
         assert!(!back.passed());
+
+        // A part file written before the loss-recovery columns existed
+        // reads them as zero.
+        let mut old: serde_json::Value = serde_json::to_value(&r).unwrap();
+        for k in ["fast_retransmits", "tail_probes", "timeouts"] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        let back: RunRecord = serde_json::from_value(old).unwrap();
+        assert_eq!(
+            (back.fast_retransmits, back.tail_probes, back.timeouts),
+            (0, 0, 0)
+        );
     }
 }

@@ -193,9 +193,9 @@ impl Nic {
     /// skipped, and a retransmitted copy counts from when it left, so each
     /// copy is declared lost at most once; the retry budget is left to
     /// the timer. `first_copy`: the acknowledged copy is the packet's
-    /// first (a tail probe's copy is not: it says what was lost before
-    /// it, but nothing about reordering, and learning from it would widen
-    /// the window by the whole probe timeout).
+    /// first. A copy sent again (with `tail_probe`) says what was lost
+    /// before it, but nothing about reordering: learning from it would
+    /// widen the window by about the probe timeout.
     pub(super) fn detect_overtaken(
         &mut self,
         now: Instant,
@@ -268,17 +268,32 @@ impl Nic {
     /// The reordering window toward the peer doubles (to at least a
     /// quarter RTT and at most the RTO, beyond which the timer is sooner).
     pub(super) fn check_spurious(&mut self, now: Instant, dst: NodeAddr, resent_at: Instant) {
+        if !self.too_soon_for_copy(now, dst, resent_at) {
+            return;
+        }
         let Some(srtt) = self.rtt_to(dst).srtt() else {
             return;
         };
-        if now - resent_at >= udrma_proto::time::Duration(srtt.0 / 2) {
-            return;
-        }
         self.stats.spurious_fast_retransmits += 1;
         let rto = self.rtt_to(dst).rto();
         let f = self.flow(dst);
         let wider = f.reorder.0.saturating_mul(2).max(srtt.0 / 4).min(rto.0);
         f.reorder = f.reorder.max(udrma_proto::time::Duration(wider));
+    }
+
+    /// An acknowledgement at `now` of a packet whose latest copy left at
+    /// `sent_at` came too soon to be that copy's (under half a smoothed
+    /// RTT toward `dst`; never before any sample): it answers an earlier
+    /// copy. Without timestamps on the wire, timing is all there is.
+    pub(super) fn too_soon_for_copy(
+        &mut self,
+        now: Instant,
+        dst: NodeAddr,
+        sent_at: Instant,
+    ) -> bool {
+        self.rtt_to(dst)
+            .srtt()
+            .is_some_and(|s| now - sent_at < udrma_proto::time::Duration(s.0 / 2))
     }
 
     /// `opn` goes again after `rnr_delay` (at once if zero).

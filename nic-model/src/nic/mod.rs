@@ -211,7 +211,7 @@ struct Op {
     acked_sent: Option<Instant>,
     /// Tail loss probing (`tail_probe`): when the operation last sent a
     /// packet or had one acknowledged, the instant its probe timer is
-    /// filed at (if it is), and whether a probe is out unanswered.
+    /// filed at (if it is), and how many probes went unanswered since.
     probe: probe::ProbeState,
 }
 

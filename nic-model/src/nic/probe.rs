@@ -153,9 +153,8 @@ impl Nic {
 
     /// A packet sent again (its latest copy left at `sent_at`; `probe`:
     /// as a tail probe) is acknowledged at `now`: whether the
-    /// acknowledgement can be that copy's own, coming at least half a
-    /// smoothed RTT after it left (else it is an earlier copy's, and a
-    /// probe is counted spurious).
+    /// acknowledgement can be that copy's own (else it is an earlier
+    /// copy's, and a probe is counted spurious).
     pub(super) fn copy_answered(
         &mut self,
         now: Instant,
@@ -163,11 +162,7 @@ impl Nic {
         sent_at: Instant,
         probe: bool,
     ) -> bool {
-        let half = self
-            .rtt_to(dst)
-            .srtt()
-            .map_or(Duration::ZERO, |s| Duration(s.0 / 2));
-        if now - sent_at >= half {
+        if !self.too_soon_for_copy(now, dst, sent_at) {
             return true;
         }
         if probe {

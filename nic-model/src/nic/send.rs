@@ -399,13 +399,13 @@ impl Nic {
         let copy = if !inf.retransmitted {
             Some((inf.sent_at, true))
         } else if self.cfg.tail_probe && sample {
-            let first = self
-                .ops
-                .get(&inf.msg_id)
-                .and_then(|op| op.first_sent.get(inf.seg as usize).copied());
-            match self.copy_answered(now, dst, inf.sent_at, inf.probe) {
-                true => Some((inf.sent_at, false)),
-                false => first.map(|t| (t, false)),
+            if self.copy_answered(now, dst, inf.sent_at, inf.probe) {
+                Some((inf.sent_at, false))
+            } else {
+                self.ops
+                    .get(&inf.msg_id)
+                    .and_then(|op| op.first_sent.get(inf.seg as usize))
+                    .map(|t| (*t, false))
             }
         } else {
             None
