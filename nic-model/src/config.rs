@@ -111,8 +111,10 @@ pub struct NicConfig {
     /// at an operation's end, which no later packet can reveal, is found
     /// in about two round trips instead of a whole RTO, so a long RTO
     /// floor (`rto_min = "full-queues"`) costs little where losses are
-    /// real. READ requests are not probed (their answer takes as long as
-    /// the transfer). Off by default.
+    /// real. A READ whose responses stop coming with some still missing
+    /// asks again, for the span still missing, after the same silence (a
+    /// READ nothing of which came back is left to its timer: its
+    /// responder may only be busy). Off by default.
     pub tail_probe: bool,
     /// Retransmission mode.
     pub retransmit: RetransmitMode,

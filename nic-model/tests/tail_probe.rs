@@ -11,7 +11,7 @@ mod common;
 use common::*;
 use udrma_nic::pair::Verdict;
 use udrma_nic::{Duration, NicConfig, WcError};
-use udrma_proto::Flags;
+use udrma_proto::{Flags, Opcode};
 
 fn us(n: u64) -> Duration {
     Duration::from_micros(n)
@@ -233,4 +233,112 @@ fn a_probe_lost_too_is_followed_by_another_after_twice_the_wait() {
     assert_eq!(sent.len(), 3, "{sent:?}");
     let (last_ack, first, second) = (us(2).0, sent[1], sent[2]);
     assert_eq!(second - first, 2 * (first - last_ack), "{sent:?}");
+}
+
+/// An 8 KiB READ (eight 1 KiB responses) whose responses `lost` are
+/// dropped once each; the READ requests h0 sent, as (time, first
+/// response asked for).
+fn read_losing(cfg: NicConfig, lost: &'static [u32]) -> (Setup, Vec<(u64, u32)>) {
+    let mut s = setup(cfg);
+    let mut dropped: Vec<u32> = Vec::new();
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r)
+            if r.opcode() == Opcode::ReadResponse
+                && lost.contains(&r.seg_index)
+                && !dropped.contains(&r.seg_index) =>
+        {
+            dropped.push(r.seg_index);
+            Verdict::Drop
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.read(8192);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    let asks = s
+        .pair
+        .log
+        .iter()
+        .filter(|l| l.from == udrma_proto::NodeAddr(0) && l.kind == "READ_REQ")
+        .map(|l| (l.at.0, l.seg_index))
+        .collect();
+    (s, asks)
+}
+
+#[test]
+fn a_read_whose_last_response_is_lost_asks_again_after_a_probe_timeout() {
+    // Responses 0–6 arrive; 7 is lost, and nothing after it can show it
+    // missing. A probe timeout after response 6 the requester asks again,
+    // for response 7 alone, and the READ is done in tens of microseconds.
+    let (s, asks) = read_losing(cfg(true), &[7]);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!(
+        (h0.tail_probes, h0.spurious_tail_probes, h0.timeouts),
+        (1, 0, 0),
+        "{h0:?}"
+    );
+    assert_eq!(asks.len(), 2, "{asks:?}");
+    assert_eq!(
+        asks[1].1, 7,
+        "the second ask starts at the missing response"
+    );
+    assert!(s.pair.now.0 < us(50).0, "done at {:?}", s.pair.now);
+    let responses = s
+        .pair
+        .log
+        .iter()
+        .filter(|l| l.kind.starts_with("READ_RESP"))
+        .count();
+    assert_eq!(responses, 9, "one response sent again");
+
+    // Without probes the READ waits for its 1 ms timer.
+    let (s, _) = read_losing(cfg(false), &[7]);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.tail_probes, h0.timeouts), (0, 1), "{h0:?}");
+    assert!(s.pair.now.0 > us(1000).0, "done at {:?}", s.pair.now);
+}
+
+#[test]
+fn a_read_nothing_of_which_came_back_is_left_to_the_timer() {
+    // The READ request is lost: no response ever comes. Asking again
+    // early could have a responder that was only busy send everything
+    // twice, so no probe goes; the 1 ms timer asks again.
+    let mut s = setup(cfg(true));
+    s.pair
+        .set_filter(first_matching(|w| is_kind(w, "READ_REQ"), Verdict::Drop, 1));
+    let wr = s.read(8192);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.tail_probes, h0.timeouts), (0, 1), "{h0:?}");
+    assert!(s.pair.now.0 > us(1000).0, "done at {:?}", s.pair.now);
+}
+
+#[test]
+fn a_read_probe_for_a_response_that_was_only_late_is_counted_spurious() {
+    // The responses leave at 1 µs and arrive at 2 µs, but the first copy
+    // of response 7 is held 8.5 µs on the wire, not lost. The requester
+    // asks for it again at 10 µs, after a probe timeout of silence, and
+    // the first copy arrives at 10.5 µs, sooner than half a smoothed RTT
+    // after that ask: the probe is counted spurious, and the copy the
+    // responder sends again finds the READ done and is dropped as stale.
+    let mut s = setup(cfg(true));
+    let mut held = false;
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode() == Opcode::ReadResponse && r.seg_index == 7 && !held => {
+            held = true;
+            Verdict::Delay(Duration::from_nanos(8_500))
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.read(8192);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!(
+        (h0.tail_probes, h0.spurious_tail_probes, h0.timeouts),
+        (1, 1, 0),
+        "{h0:?}"
+    );
+    assert_eq!(h0.stale_read_responses, 1, "{h0:?}");
 }

@@ -12,6 +12,12 @@
 //! acknowledgement convicts is `send.rs`'s business (`ack_packet` runs
 //! overtaken-loss detection from the copy's send time when the
 //! acknowledgement comes late enough to be the copy's own).
+//!
+//! A READ's activity is its request going out and its responses coming
+//! in. Its probe asks again for the span of responses still missing (the
+//! request sent again, as its timer would), but only once some response
+//! has come: before that, silence may be a responder busy with other
+//! work, and asking again would have it send everything twice.
 
 use super::*;
 use udrma_proto::time::Duration;
@@ -45,18 +51,14 @@ impl Nic {
         }
     }
 
-    /// `msg_id` sent a packet (`acked`: had one acknowledged) at `now`:
-    /// its probe timer counts from here. (READ requests are not probed.)
+    /// `msg_id` sent a packet (`acked`: had one acknowledged, or for a
+    /// READ, a response arrived) at `now`: its probe timer counts from
+    /// here.
     pub(super) fn probe_activity(&mut self, now: Instant, msg_id: u32, acked: bool) {
         if !self.cfg.tail_probe {
             return;
         }
-        let Some(dst) = self
-            .ops
-            .get(&msg_id)
-            .filter(|op| op.kind != OpKind::ReadRequest)
-            .map(|op| op.dst)
-        else {
+        let Some(dst) = self.ops.get(&msg_id).map(|op| op.dst) else {
             return;
         };
         let pto = self.probe_timeout(dst);
@@ -107,6 +109,16 @@ impl Nic {
             // Something was sent or acknowledged since it was filed.
             op.probe.armed = Some(due);
             self.timers.insert((due, Timer::Probe(msg_id)));
+            return;
+        }
+        if op
+            .read_mask
+            .as_ref()
+            .is_some_and(|m| m.missing() == m.count())
+        {
+            // A READ nothing of which has come back: its request may
+            // only wait behind the responder's other work, and asking
+            // again would have all of it sent twice. The timer decides.
             return;
         }
         // The highest packet out, not waiting to go again or waiting out

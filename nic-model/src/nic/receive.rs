@@ -678,6 +678,23 @@ impl Nic {
             inflight: self.inflight_bytes(from),
         };
         self.flow_acked(now, from, ack);
+        // A probe's request answered too soon to be the probe's own: the
+        // responses were only late (counted once per probe).
+        if self.cfg.tail_probe {
+            if let Some(sent_at) = self
+                .op_table
+                .get(opn)
+                .filter(|e| e.probe)
+                .map(|e| e.sent_at)
+            {
+                if self.too_soon_for_copy(now, from, sent_at) {
+                    self.stats.spurious_tail_probes += 1;
+                }
+                if let Some(e) = self.op_table.get_mut(opn) {
+                    e.probe = false;
+                }
+            }
+        }
         if full {
             self.ack_packet(now, opn, false, false);
             return;
@@ -695,6 +712,7 @@ impl Nic {
                 self.timers.insert((new, Timer::Retransmit(opn)));
             }
         }
+        self.probe_activity(now, r.msg_id, true);
     }
 }
 
