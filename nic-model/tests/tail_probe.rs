@@ -4,7 +4,10 @@
 //! within a few round trips; the probe's acknowledgement shows what was
 //! lost before it; a probe for a packet that was only late is counted
 //! spurious; an operation whose first packet is lost is probed with that
-//! packet; and a probe spends no retry.
+//! packet; and a probe spends no retry. A READ whose last response is
+//! lost asks again for it after the same silence; one nothing of which
+//! came back is left to its timer; and a READ probe for a response that
+//! was only late is counted spurious.
 
 mod common;
 
