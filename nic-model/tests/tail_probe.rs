@@ -12,7 +12,7 @@
 mod common;
 
 use common::*;
-use udrma_nic::pair::Verdict;
+use udrma_nic::pair::{Verdict, Wire};
 use udrma_nic::{Duration, NicConfig, WcError};
 use udrma_proto::{Flags, Opcode};
 
@@ -29,17 +29,33 @@ fn cfg(probe: bool) -> NicConfig {
     }
 }
 
-/// An 8-packet WRITE whose data packets `lost` are dropped once each.
-fn write_losing(cfg: NicConfig, lost: &'static [u32]) -> Setup {
-    let mut s = setup(cfg);
+/// No probe went: the loss waited out the 1 ms timer.
+fn left_to_the_timer(s: &Setup) {
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.tail_probes, h0.timeouts), (0, 1), "{h0:?}");
+    assert!(s.pair.now.0 > us(1000).0, "done at {:?}", s.pair.now);
+}
+
+/// A filter that drops the first packet of each segment in `lost` among
+/// those `kind` picks, and delivers everything else.
+fn drop_once(
+    lost: &'static [u32],
+    kind: impl Fn(&Wire<'_>) -> bool + 'static,
+) -> impl FnMut(&Wire<'_>) -> Verdict + 'static {
     let mut dropped: Vec<u32> = Vec::new();
-    s.pair.set_filter(move |w| match w.repr {
-        Some(r) if is_data(w) && lost.contains(&r.seg_index) && !dropped.contains(&r.seg_index) => {
+    move |w| match w.repr {
+        Some(r) if kind(w) && lost.contains(&r.seg_index) && !dropped.contains(&r.seg_index) => {
             dropped.push(r.seg_index);
             Verdict::Drop
         }
         _ => Verdict::Deliver,
-    });
+    }
+}
+
+/// An 8-packet WRITE whose data packets `lost` are dropped once each.
+fn write_losing(cfg: NicConfig, lost: &'static [u32]) -> Setup {
+    let mut s = setup(cfg);
+    s.pair.set_filter(drop_once(lost, is_data));
     let wr = s.write(8192);
     s.pair.run();
     s.assert_ok_once(0, wr);
@@ -65,9 +81,7 @@ fn the_last_packet_lost_is_found_by_a_probe_not_the_timer() {
 
     // Without probes the timer is all there is.
     let s = write_losing(cfg(false), &[7]);
-    let h0 = s.pair.nics[0].stats();
-    assert_eq!((h0.tail_probes, h0.timeouts), (0, 1), "{h0:?}");
-    assert!(s.pair.now.0 > us(1000).0, "done at {:?}", s.pair.now);
+    left_to_the_timer(&s);
 }
 
 #[test]
@@ -243,18 +257,8 @@ fn a_probe_lost_too_is_followed_by_another_after_twice_the_wait() {
 /// response asked for).
 fn read_losing(cfg: NicConfig, lost: &'static [u32]) -> (Setup, Vec<(u64, u32)>) {
     let mut s = setup(cfg);
-    let mut dropped: Vec<u32> = Vec::new();
-    s.pair.set_filter(move |w| match w.repr {
-        Some(r)
-            if r.opcode() == Opcode::ReadResponse
-                && lost.contains(&r.seg_index)
-                && !dropped.contains(&r.seg_index) =>
-        {
-            dropped.push(r.seg_index);
-            Verdict::Drop
-        }
-        _ => Verdict::Deliver,
-    });
+    s.pair
+        .set_filter(drop_once(lost, |w| opcode(w) == Some(Opcode::ReadResponse)));
     let wr = s.read(8192);
     s.pair.run();
     s.assert_ok_once(0, wr);
@@ -296,9 +300,7 @@ fn a_read_whose_last_response_is_lost_asks_again_after_a_probe_timeout() {
 
     // Without probes the READ waits for its 1 ms timer.
     let (s, _) = read_losing(cfg(false), &[7]);
-    let h0 = s.pair.nics[0].stats();
-    assert_eq!((h0.tail_probes, h0.timeouts), (0, 1), "{h0:?}");
-    assert!(s.pair.now.0 > us(1000).0, "done at {:?}", s.pair.now);
+    left_to_the_timer(&s);
 }
 
 #[test]
@@ -312,9 +314,7 @@ fn a_read_nothing_of_which_came_back_is_left_to_the_timer() {
     let wr = s.read(8192);
     s.pair.run();
     s.assert_ok_once(0, wr);
-    let h0 = s.pair.nics[0].stats();
-    assert_eq!((h0.tail_probes, h0.timeouts), (0, 1), "{h0:?}");
-    assert!(s.pair.now.0 > us(1000).0, "done at {:?}", s.pair.now);
+    left_to_the_timer(&s);
 }
 
 #[test]
