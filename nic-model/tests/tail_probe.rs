@@ -345,3 +345,41 @@ fn a_read_probe_for_a_response_that_was_only_late_is_counted_spurious() {
     );
     assert_eq!(h0.stale_read_responses, 1, "{h0:?}");
 }
+
+#[test]
+fn a_probe_holds_off_the_timers_of_the_packets_it_will_answer_for() {
+    // A one-packet WRITE gives the sender its first RTT sample (2 µs).
+    // At 5 µs an eight-packet WRITE leaves; 2–7 are lost, 0 and 1 are
+    // acknowledged at 7 µs. The probe (packet 7) goes at 13.25 µs, after
+    // a probe timeout of silence; with an 8 µs RTO floor the six timers
+    // come due at 15 µs, before the probe's answer at 15.25 µs (without
+    // the re-arming below, five timeouts resend 2–6 at 15 µs). As
+    // RACK-TLP re-arms its RTO when it probes, the timers are filed again
+    // one RTO after the probe; the answer comes first and convicts 2–6,
+    // which go again at 15.25 µs. No timer fires.
+    let mut s = setup(NicConfig {
+        rto_min: us(8),
+        ..cfg(true)
+    });
+    s.pair.set_filter(drop_once(&[2, 3, 4, 5, 6, 7], is_data));
+    let first = s.write(1024);
+    s.pair.advance_to(udrma_nic::Instant::ZERO + us(5));
+    let wr = s.write(8192);
+    s.pair.run();
+    s.assert_ok_once(0, first);
+    s.assert_ok_once(0, wr);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!(
+        (h0.tail_probes, h0.fast_retransmits, h0.timeouts),
+        (1, 5, 0),
+        "{h0:?}"
+    );
+    // After the nine first copies (one packet, then eight): the probe,
+    // then what its answer convicted.
+    let again: Vec<u32> = writes_sent(&s)
+        .iter()
+        .skip(9)
+        .map(|l| l.seg_index)
+        .collect();
+    assert_eq!(again, vec![7, 2, 3, 4, 5, 6]);
+}

@@ -6,7 +6,7 @@ use super::*;
 
 impl Nic {
     pub(super) fn on_retransmit_timeout(&mut self, now: Instant, opn: OpNumber) {
-        if self.restart_timer(now, opn) {
+        if self.restart_timer(now, opn) || self.probe_defers_timer(now, opn) {
             return;
         }
         let Some(inf) = self.op_table.get_mut(opn) else {

@@ -31,6 +31,9 @@ pub(super) struct ProbeState {
     armed: Option<Instant>,
     /// Probes sent since the operation last had a packet acknowledged.
     unanswered: u32,
+    /// When its latest probe went: the timers of its other packets count
+    /// from no earlier than this (RACK-TLP re-arms the RTO on a probe).
+    sent: Option<Instant>,
 }
 
 impl Nic {
@@ -155,12 +158,49 @@ impl Nic {
         }
         if let Some(op) = self.ops.get_mut(&msg_id) {
             op.probe.unanswered += 1;
+            op.probe.sent = Some(now);
         }
         self.stats.tail_probes += 1;
         self.queue_retransmit(opn);
         if let Some(e) = self.op_table.get_mut(opn) {
             e.probe = true;
         }
+    }
+
+    /// `opn`'s retransmit timer came due at `now`: with tail probes, if
+    /// its operation sent a probe less than that packet's RTO ago, the
+    /// timer is filed again one RTO after the probe (returns whether it
+    /// was), as RACK-TLP re-arms its RTO when it probes. The probe's
+    /// answer, a round trip away, convicts the packet as lost; firing now
+    /// would send it, and every packet of a burst lost with it, on the
+    /// timer's word while that answer is on its way.
+    pub(super) fn probe_defers_timer(&mut self, now: Instant, opn: OpNumber) -> bool {
+        if !self.cfg.tail_probe {
+            return false;
+        }
+        let Some(inf) = self.op_table.get(opn).copied() else {
+            return false;
+        };
+        // Only for a first probe: RACK-TLP sends one before its RTO,
+        // and deferring on every doubled probe after it would let a
+        // string of lost probes hold the timer off for ever longer.
+        let Some((dst, Some(sent))) = self
+            .ops
+            .get(&inf.msg_id)
+            .filter(|op| op.probe.unanswered == 1)
+            .map(|op| (op.dst, op.probe.sent))
+        else {
+            return false;
+        };
+        let deadline = sent + self.rtt_to(dst).backoff(inf.retries);
+        if deadline <= now {
+            return false;
+        }
+        if let Some(e) = self.op_table.get_mut(opn) {
+            e.deadline = Some(deadline);
+        }
+        self.timers.insert((deadline, Timer::Retransmit(opn)));
+        true
     }
 
     /// A packet sent again (its latest copy left at `sent_at`; `probe`:
