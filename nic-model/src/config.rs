@@ -109,7 +109,9 @@ pub struct NicConfig {
     /// controller of a loss. The probe's acknowledgement then shows which
     /// earlier packets overtaken loss detection should send again. A loss
     /// at an operation's end, which no later packet can reveal, is found
-    /// in about two round trips instead of a whole RTO, so a long RTO
+    /// in about two round trips instead of a whole RTO (a first probe
+    /// re-arms the operation's other timers to one RTO after it, so its
+    /// answer, not a timer, says what was lost), so a long RTO
     /// floor (`rto_min = "full-queues"`) costs little where losses are
     /// real. A READ whose responses stop coming with some still missing
     /// asks again, for the span still missing, after the same silence (a

@@ -11,7 +11,10 @@
 //! an acknowledgement of the operation resets it. What the probe's
 //! acknowledgement convicts is `send.rs`'s business (`ack_packet` runs
 //! overtaken-loss detection from the copy's send time when the
-//! acknowledgement comes late enough to be the copy's own).
+//! acknowledgement comes late enough to be the copy's own). A first
+//! probe also re-arms the timers of the operation's other packets to one
+//! RTO after it (`probe_defers_timer`), as RACK-TLP re-arms its RTO, so
+//! that its answer, not a timer, says what was lost.
 //!
 //! A READ's activity is its request going out and its responses coming
 //! in. Its probe asks again for the span of responses still missing (the
