@@ -70,9 +70,14 @@ pub struct Common {
     rto_restart: bool,
     /// Probe an operation's last packet out after two smoothed RTTs of
     /// silence, so a loss at its end costs a few round trips rather than
-    /// an RTO (as `[nic] tail_probe`).
-    #[arg(long)]
+    /// an RTO (as `[nic] tail_probe`). On by default over sockets; the
+    /// later of this and `--no-tail-probe` wins.
+    #[arg(long, overrides_with = "no_tail_probe")]
     tail_probe: bool,
+    /// Do not probe: every loss that no later packet reveals waits for
+    /// the timer (the simulator's default).
+    #[arg(long, overrides_with = "tail_probe")]
+    no_tail_probe: bool,
     /// Send datagrams not ECN-capable (by default they carry ECT(0), so an
     /// ECN-marking queue marks them instead of dropping them).
     #[arg(long)]
@@ -190,7 +195,7 @@ impl Common {
             ))
         })?;
         cfg.nic.rto_restart = self.rto_restart;
-        cfg.nic.tail_probe = self.tail_probe;
+        cfg.nic.tail_probe = !self.no_tail_probe;
         cfg.nic.cc = udrma_nic::CcConfig {
             algorithm,
             line_rate_bps: self.cc_rate,

@@ -106,8 +106,10 @@ impl BridgeConfig {
     /// buffer (208 KiB) nearly absorbs, and READs calling for at most
     /// 256 KiB of responses at once; a one-packet operation's completion
     /// notice is its acknowledgement (one datagram back, not two: a
-    /// system call fewer on a pingpong's critical path). The engine has no
-    /// congestion control:
+    /// system call fewer on a pingpong's critical path); tail loss probes
+    /// on, so a loss at an operation's end costs a probe timeout and a
+    /// round trip, not the 5 ms floor and the OS timer's lateness. The
+    /// engine has no congestion control:
     /// over a slower path, shrink both (`--inflight`, `--read-window`). The boot epoch comes from the wall clock.
     pub fn real_time_nic() -> NicConfig {
         use udrma_nic::{AckMode, Duration, RegistrationMode};
@@ -120,6 +122,7 @@ impl BridgeConfig {
                 delay: Duration::from_micros(200),
             },
             completion_acks: true,
+            tail_probe: true,
             rto_initial: Duration::from_millis(20),
             rto_min: Duration::from_millis(5),
             rto_max: Duration::from_millis(500),
