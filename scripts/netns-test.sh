@@ -106,7 +106,9 @@ else
     echo "netem: not available in this kernel; damage is nftables random drop + tbf congestion drops"
 fi
 
-ip netns exec "$NS_B" "$BIN" bridge serve --bind "$ADDR_B:$PORT" --region "$SIZE" --quiet $WINDOW >"$LOG/serve.out" 2>&1 &
+# Not --quiet: the server's per-second stats lines carry its count of
+# data that arrived twice, read below.
+ip netns exec "$NS_B" "$BIN" bridge serve --bind "$ADDR_B:$PORT" --region "$SIZE" $WINDOW >"$LOG/serve.out" 2>&1 &
 SERVER_PID=$!
 sleep 0.5
 
@@ -138,6 +140,27 @@ if [ "${TBF_A:-0}" -eq 0 ]; then
     exit 1
 fi
 echo "PASS: $SIZE byte-exact through kernel drops"
+
+# ---- retransmissions against what was lost. nftables counts the bytes
+# of the sends it drops (a GSO send carries many datagrams), so bytes over
+# a full datagram's size (MTU 1400 + 68 B of udrma header and ICRC + 28 B
+# of UDP/IP) estimates the datagrams lost; the tbf counts datagrams. A
+# retransmission is spurious when its packet had arrived: the server then
+# drops the copy as a duplicate (its stats line's "dup"), as does the
+# client for a READ response asked for twice ("dup_dropped").
+nft_bytes() { ip netns exec "$1" nft list ruleset | sed -n 's/.*counter packets [0-9]* bytes \([0-9]*\).*/\1/p' | head -1; }
+sleep 1.2   # one more of the server's per-second stats lines
+DUP_SRV=$(sed -n 's/.*| dup \([0-9]*\) retx.*/\1/p' "$LOG/serve.out" | tail -1)
+DUP_CLI=$(sed -n 's/.*"dup_dropped": \([0-9]*\).*/\1/p' "$LOG/put.json" | head -1)
+RETX=$(sed -n 's/.*"retransmits": \([0-9]*\).*/\1/p' "$LOG/put.json" | head -1)
+LOST=$(( ($(nft_bytes "$NS_A") + $(nft_bytes "$NS_B")) / 1496 + ${TBF_A:-0} + ${TBF_B:-0} ))
+TWICE=$(( ${DUP_SRV:-0} + ${DUP_CLI:-0} ))
+echo "retransmissions: $RETX (data resent and READ re-asks) for about $LOST datagrams lost; $TWICE arrived twice (server $DUP_SRV, client $DUP_CLI)"
+if [ -z "$DUP_SRV" ] || [ "$((TWICE * 10))" -gt "$RETX" ]; then
+    echo "FAIL: more than a tenth of the retransmissions were of datagrams that had arrived (or the server printed no stats)"
+    exit 1
+fi
+echo "PASS: at most a tenth of the retransmissions were spurious ($TWICE of $RETX)"
 
 # ---- tail loss probes (on by default over sockets): the put above must
 # have sent some; the same put with --no-tail-probe, for comparison.
