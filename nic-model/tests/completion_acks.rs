@@ -138,11 +138,15 @@ fn a_lost_completion_costs_a_timeout_and_the_copy_is_acked_by_its_tombstone() {
         seen.lock().unwrap().clone(),
         [
             (Opcode::Completion, Flags::ACKS),
-            (Opcode::Ack, Flags::empty())
+            // The copy found a tombstone: the receiver had the packet, and
+            // its ACK says so.
+            (Opcode::Ack, Flags::DUP)
         ]
     );
     let tx = p.nics[0].stats();
     assert_eq!((tx.timeouts, tx.retransmits), (1, 1));
+    // The timer's copy was needed (its COMPLETION was lost): no widening.
+    assert_eq!(tx.spurious_fast_retransmits, 0);
     // Karn: the copy's acknowledgement is no sample.
     assert_eq!(tx.rtt_samples, 0);
     assert_eq!(p.nics[1].stats().stale_dropped, 1);

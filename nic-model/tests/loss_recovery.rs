@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use udrma_nic::pair::Verdict;
 use udrma_nic::{AckMode, Duration, NicConfig, RetransmitMode};
-use udrma_proto::{Opcode, Syndrome};
+use udrma_proto::{Flags, Opcode, Syndrome};
 
 fn us(n: u64) -> Duration {
     Duration::from_micros(n)
@@ -256,6 +256,78 @@ fn a_late_packet_resent_for_nothing_widens_the_window_until_it_is_left_alone() {
     }
     assert_eq!(per_write, vec![1, 1, 1, 0]);
     assert_eq!(s.pair.nics[0].stats().spurious_fast_retransmits, 3);
+}
+
+#[test]
+fn a_copy_that_overtakes_its_late_first_packet_is_reported_and_widens_the_window() {
+    // As above, but packet 1's first copy is held 10 µs: its copy, sent
+    // when packet 2 is acknowledged, arrives first and completes the
+    // WRITE, so no acknowledgement comes too soon after the copy. The
+    // late first copy then arrives after the end; the receiver's ACK says
+    // it had the packet already (flag DUP), and the sender, which had sent
+    // that packet again on loss detection, learns from the report's
+    // timing how late the first copy was (about 10 µs, less the round
+    // trip) and widens its window to that at once. Without the report,
+    // every WRITE would resend packet 1.
+    let mut s = setup(NicConfig {
+        op_table_capacity: 2,
+        ..config()
+    });
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if is_data(w) && r.seg_index == 1 => Verdict::Delay(us(10)),
+        _ => Verdict::Deliver,
+    });
+    let mut per_write = Vec::new();
+    for _ in 0..6 {
+        let before = s.pair.nics[0].stats().fast_retransmits;
+        let wr = s.write(4096);
+        s.pair.run();
+        s.assert_ok_once(0, wr);
+        per_write.push(s.pair.nics[0].stats().fast_retransmits - before);
+    }
+    let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
+    assert_eq!(per_write, vec![1, 0, 0, 0, 0, 0]);
+    assert_eq!(h0.spurious_fast_retransmits, 1);
+    assert_eq!(
+        h1.stale_dropped, 1,
+        "the late first copy arrived after its WRITE was complete"
+    );
+    assert_eq!(h0.timeouts, 0);
+}
+
+#[test]
+fn a_duplicate_that_answers_a_lost_ack_is_no_sign_of_reordering() {
+    // Packet 1 arrives but its ACK is lost, each WRITE: packet 2's ACK
+    // convicts it, and its copy arrives as a duplicate. The receiver's
+    // DUP acknowledgement is the first word the sender has of packet 1,
+    // so the copy was needed; nothing was late, and the window stays: the
+    // next WRITE's lost ACK is found as fast.
+    let mut s = setup(NicConfig {
+        op_table_capacity: 2,
+        ..config()
+    });
+    s.pair
+        .set_filter(|w| match (opcode(w), w.repr.map(|r| r.flags)) {
+            (Some(Opcode::Ack), Some(f))
+                if w.repr.is_some_and(|r| r.seg_index == 1) && !f.contains(Flags::DUP) =>
+            {
+                Verdict::Drop
+            }
+            _ => Verdict::Deliver,
+        });
+    let mut per_write = Vec::new();
+    for _ in 0..4 {
+        let before = s.pair.nics[0].stats().fast_retransmits;
+        let wr = s.write(4096);
+        s.pair.run();
+        s.assert_ok_once(0, wr);
+        per_write.push(s.pair.nics[0].stats().fast_retransmits - before);
+    }
+    let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
+    assert_eq!(per_write, vec![1, 1, 1, 1]);
+    assert_eq!(h1.dup_dropped, 4);
+    assert_eq!(h0.spurious_fast_retransmits, 0);
+    assert_eq!(h0.timeouts, 0);
 }
 
 /// A 16-packet WRITE through an OP table of 2 (packets leave about a

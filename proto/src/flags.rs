@@ -41,9 +41,15 @@ impl Flags {
     /// sender takes a round-trip sample from it; with `ECE`, the packet
     /// arrived CE-marked. Other kinds send it as zero.
     pub const ACKS: Flags = Flags(1 << 9);
+    /// On an ACK: the packet it acknowledges had arrived before, and this
+    /// copy was dropped as a duplicate (after TCP's DSACK, RFC 2883). The
+    /// sender learns that a copy it sent again was not needed, when the
+    /// copy itself overtook the late first one and timing alone cannot
+    /// tell. Other kinds send it as zero.
+    pub const DUP: Flags = Flags(1 << 10);
 
     /// Every named flag with its short name, in bit order.
-    pub const NAMED: [(Flags, &'static str); 10] = [
+    pub const NAMED: [(Flags, &'static str); 11] = [
         (Flags::ACK_REQ, "ACK_REQ"),
         (Flags::FIRST, "FIRST"),
         (Flags::LAST, "LAST"),
@@ -54,6 +60,7 @@ impl Flags {
         (Flags::ECE, "ECE"),
         (Flags::PARTIAL, "PARTIAL"),
         (Flags::ACKS, "ACKS"),
+        (Flags::DUP, "DUP"),
     ];
 
     /// No flag set.

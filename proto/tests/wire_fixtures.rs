@@ -73,6 +73,14 @@ const ACK_ECE: [u8; 36] = [
     // ICRC
     0x33, 0xd2, 0xa4, 0x48,
 ];
+// ACK of a duplicate (flags DUP, 0x0400): 36 bytes
+const ACK_DUP: [u8; 36] = [
+    // header
+    0x01, 0x10, 0x04, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a,
+    // ICRC
+    0x2f, 0x33, 0x55, 0xc6,
+];
 // SACK: 48 bytes
 const SACK: [u8; 48] = [
     // header
@@ -345,6 +353,11 @@ fn table() -> Vec<(&'static str, &'static [u8], Repr<'static>)> {
             "ACK (with ECN echo)",
             &ACK_ECE,
             repr(Flags::ECE, 2, 4, 0, Body::Ack),
+        ),
+        (
+            "ACK of a duplicate",
+            &ACK_DUP,
+            repr(Flags::DUP, 2, 4, 0, Body::Ack),
         ),
         (
             "SACK",

@@ -57,6 +57,58 @@ pub(super) struct Flow {
     /// acknowledged left before the timer's).
     pub acked: Instant,
     pub acked_sent: Instant,
+    /// The last [`RESENT_KEPT`] packets sent again because later ones were
+    /// acknowledged first, with when their previous copy had left, the
+    /// oldest overwritten first: an ACK flagged `DUP` for one of them says
+    /// the copy was not needed (see `Nic::on_duplicate`).
+    pub resent: [Resent; RESENT_KEPT],
+    /// Where the next entry of `resent` goes.
+    pub resent_next: usize,
+}
+
+/// A packet sent again on loss detection: its operation, its segment, and
+/// when the copy before this one left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Resent {
+    pub msg_id: u32,
+    pub seg: u32,
+    pub prev_sent: Instant,
+}
+
+/// Packets sent again on loss detection that a flow remembers, so that a
+/// duplicate reported later can be matched (a copy is answered within a
+/// round trip or two, and a burst of losses rarely exceeds this).
+pub(super) const RESENT_KEPT: usize = 16;
+
+/// An empty entry of `Flow::resent` (no operation has this number).
+const NO_PACKET: Resent = Resent {
+    msg_id: u32::MAX,
+    seg: u32::MAX,
+    prev_sent: Instant::ZERO,
+};
+
+impl Flow {
+    /// Remembers that packet `seg` of operation `msg_id`, whose previous
+    /// copy left at `prev_sent`, was sent again on loss detection.
+    pub(super) fn note_resent(&mut self, msg_id: u32, seg: u32, prev_sent: Instant) {
+        self.resent[self.resent_next] = Resent {
+            msg_id,
+            seg,
+            prev_sent,
+        };
+        self.resent_next = (self.resent_next + 1) % RESENT_KEPT;
+    }
+
+    /// The entry of packet `seg` of `msg_id` if it is remembered as sent
+    /// again on loss detection; it is forgotten either way, so one
+    /// packet's copy is judged at most once.
+    pub(super) fn take_resent(&mut self, msg_id: u32, seg: u32) -> Option<Resent> {
+        let i = self
+            .resent
+            .iter()
+            .position(|p| (p.msg_id, p.seg) == (msg_id, seg))?;
+        Some(std::mem::replace(&mut self.resent[i], NO_PACKET))
+    }
 }
 
 /// Known-good entropies a flow keeps for freezing.
@@ -125,6 +177,8 @@ impl Nic {
             } else {
                 cfg.base_rtt
             },
+            resent: [NO_PACKET; RESENT_KEPT],
+            resent_next: 0,
         })
     }
 

@@ -166,6 +166,11 @@ impl Nic {
         false
     }
 
+    /// Queues `opn` to go again. A packet sent again on loss detection is
+    /// remembered once its copy is queued (`detect_overtaken`); any later
+    /// copy (the timer's, a probe's) makes it forgotten, since a duplicate
+    /// reported after that may be the later copy's and say nothing about
+    /// the first one.
     pub(super) fn queue_retransmit(&mut self, opn: OpNumber) {
         if let Some(inf) = self.op_table.get_mut(opn) {
             inf.fast = false;
@@ -174,6 +179,10 @@ impl Nic {
                 self.timers.remove(&(d, Timer::RnrRetry(opn)));
             }
             self.retransmit_queue.push_back(opn);
+            let (msg_id, seg) = (inf.msg_id, inf.seg);
+            if let Some(dst) = self.ops.get(&msg_id).map(|op| op.dst) {
+                self.flow(dst).take_resent(msg_id, seg);
+            }
         }
     }
 
@@ -256,6 +265,7 @@ impl Nic {
             self.flow_lost(now, dst, inf.bytes, LossCause::Overtaken);
             self.entropy_feedback(dst, inf.entropy, false);
             self.queue_retransmit(opn);
+            self.flow(dst).note_resent(inf.msg_id, inf.seg, inf.sent_at);
             if let Some(e) = self.op_table.get_mut(opn) {
                 e.fast = true;
             }
@@ -267,18 +277,60 @@ impl Nic {
     /// the acknowledgement is the first copy's, which was late, not lost.
     /// The reordering window toward the peer doubles (to at least a
     /// quarter RTT and at most the RTO, beyond which the timer is sooner).
-    pub(super) fn check_spurious(&mut self, now: Instant, dst: NodeAddr, resent_at: Instant) {
+    /// Returns whether it was.
+    pub(super) fn check_spurious(
+        &mut self,
+        now: Instant,
+        dst: NodeAddr,
+        resent_at: Instant,
+    ) -> bool {
         if !self.too_soon_for_copy(now, dst, resent_at) {
-            return;
+            return false;
         }
+        self.widen_reorder(dst)
+    }
+
+    /// The receiver reports (flag `DUP`) that packet `seg` of `msg_id`
+    /// arrived twice. If this NIC had sent it again on loss detection, that
+    /// copy was not needed: the first one was late, not lost. This is how
+    /// the sender learns it when the copy overtook the late first copy and
+    /// was acknowledged first, where `check_spurious`'s timing cannot tell
+    /// (after RACK's use of DSACK, RFC 8985 §6.2).
+    ///
+    /// The report also says how late that first copy was: it arrived about
+    /// half an srtt before the report, so about `now - left - srtt` after
+    /// a packet sent with it would have. The window takes that measure (at
+    /// least a quarter RTT, at most the RTO) rather than doubling: one
+    /// late packet teaches the reordering it saw, and no more.
+    pub(super) fn on_duplicate(&mut self, now: Instant, dst: NodeAddr, msg_id: u32, seg: u32) {
+        let Some(r) = self.flow(dst).take_resent(msg_id, seg) else {
+            return;
+        };
         let Some(srtt) = self.rtt_to(dst).srtt() else {
             return;
+        };
+        self.stats.spurious_fast_retransmits += 1;
+        let rto = self.rtt_to(dst).rto();
+        let late = (now - r.prev_sent).0.saturating_sub(srtt.0);
+        let f = self.flow(dst);
+        let seen = late.max(srtt.0 / 4).min(rto.0);
+        f.reorder = f.reorder.max(udrma_proto::time::Duration(seen));
+    }
+
+    /// A fast retransmission toward `dst` was spurious: counts it, and the
+    /// reordering window doubles (to at least a quarter RTT and at most the
+    /// RTO, beyond which the timer is sooner). Needs an RTT sample (returns
+    /// `false` without one).
+    fn widen_reorder(&mut self, dst: NodeAddr) -> bool {
+        let Some(srtt) = self.rtt_to(dst).srtt() else {
+            return false;
         };
         self.stats.spurious_fast_retransmits += 1;
         let rto = self.rtt_to(dst).rto();
         let f = self.flow(dst);
         let wider = f.reorder.0.saturating_mul(2).max(srtt.0 / 4).min(rto.0);
         f.reorder = f.reorder.max(udrma_proto::time::Duration(wider));
+        true
     }
 
     /// An acknowledgement at `now` of a packet whose latest copy left at

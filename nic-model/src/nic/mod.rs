@@ -248,9 +248,11 @@ struct RecvBuf {
 
 #[derive(Debug, Clone, Copy)]
 enum ReplyBody {
-    /// `ece`: the acknowledged packet arrived CE-marked.
+    /// `ece`: the acknowledged packet arrived CE-marked. `dup`: this copy
+    /// of it was a duplicate (flag `DUP`).
     Ack {
         ece: bool,
+        dup: bool,
     },
     Sack {
         base: u32,

@@ -167,7 +167,11 @@ impl Nic {
             });
         }
         let ece = self.rx_ce;
-        self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack { ece }));
+        self.push_reply(Nic::header_reply(
+            from,
+            r,
+            ReplyBody::Ack { ece, dup: false },
+        ));
     }
 
     /// Compares a packet's epoch with the newest `from` has shown. An older

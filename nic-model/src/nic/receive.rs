@@ -174,7 +174,7 @@ impl Nic {
         if self.tombstones.contains(&key) {
             // A late copy of a completed operation: never write again.
             self.stats.stale_dropped += 1;
-            self.ack(now, from, r);
+            self.ack_duplicate(now, from, r);
             return;
         }
         let described = match r.body {
@@ -323,7 +323,7 @@ impl Nic {
         }
         if entry.mask.is_set(r.seg_index) {
             self.stats.dup_dropped += 1;
-            self.ack(now, key.from, r);
+            self.ack_duplicate(now, key.from, r);
             return;
         }
         if self.cfg.retransmit == RetransmitMode::GoBackN {

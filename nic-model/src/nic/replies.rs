@@ -69,7 +69,11 @@ impl Nic {
         match self.cfg.ack_mode {
             AckMode::PerPacket => {
                 let ece = self.rx_ce;
-                self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack { ece }));
+                self.push_reply(Nic::header_reply(
+                    from,
+                    r,
+                    ReplyBody::Ack { ece, dup: false },
+                ));
             }
             AckMode::Selective { delay } => {
                 let key = OpKey {
@@ -98,6 +102,24 @@ impl Nic {
                 }
             }
         }
+    }
+
+    /// Acknowledges a data packet that had arrived before (its registry
+    /// bit set, or its operation complete): at once, by an ACK flagged
+    /// `DUP`, so that a sender that sent it again on loss detection learns
+    /// the copy was not needed (DSACK), even when the copy came first.
+    /// With selective ACKs the packet also joins the next SACK as any
+    /// other does, whose bitmap repairs lost SACKs.
+    pub(super) fn ack_duplicate(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>) {
+        if matches!(self.cfg.ack_mode, AckMode::Selective { .. }) {
+            self.ack(now, from, r);
+        }
+        let ece = self.rx_ce;
+        self.push_reply(Nic::header_reply(
+            from,
+            r,
+            ReplyBody::Ack { ece, dup: true },
+        ));
     }
 
     pub(super) fn flush_sack(&mut self, key: OpKey) {
@@ -160,9 +182,23 @@ impl Nic {
     }
 
     pub(super) fn on_ack(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>) {
+        let dup = r.flags.contains(Flags::DUP);
         match self.match_op(from, r) {
-            Some(opn) => self.ack_packet(now, opn, true, r.flags.contains(Flags::ECE)),
-            None => self.stats.stale_acks += 1,
+            Some(opn) => {
+                // The first word of this packet's arrival is a duplicate's:
+                // the receiver had it, but its acknowledgement was lost,
+                // so the copy was needed to learn it. No sign of reordering.
+                if dup {
+                    self.flow(from).take_resent(r.msg_id, r.seg_index);
+                }
+                self.ack_packet(now, opn, true, r.flags.contains(Flags::ECE));
+            }
+            None => {
+                self.stats.stale_acks += 1;
+                if dup {
+                    self.on_duplicate(now, from, r.msg_id, r.seg_index);
+                }
+            }
         }
     }
 
@@ -321,7 +357,11 @@ impl Nic {
             });
         }
         let ece = self.rx_ce;
-        self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack { ece }));
+        self.push_reply(Nic::header_reply(
+            from,
+            r,
+            ReplyBody::Ack { ece, dup: false },
+        ));
     }
 
     /// Emits a reply; READ responses read memory now (a region deregistered
@@ -331,8 +371,9 @@ impl Nic {
         let mut flags = Flags::empty();
         let mut touch = None;
         let body = match reply.body {
-            ReplyBody::Ack { ece } => {
+            ReplyBody::Ack { ece, dup } => {
                 flags.set(Flags::ECE, ece);
+                flags.set(Flags::DUP, dup);
                 Body::Ack
             }
             ReplyBody::Sack { base, bitmap, ece } => {

@@ -389,8 +389,12 @@ impl Nic {
         if sample {
             self.entropy_feedback(dst, inf.entropy, !ce);
         }
-        if sample && inf.fast {
-            self.check_spurious(now, dst, inf.sent_at);
+        if !sample || (inf.fast && self.check_spurious(now, dst, inf.sent_at)) {
+            // Judged already (a `DUP` for it later must not count twice),
+            // or acknowledged by a COMPLETION, not by its own ACK: a `DUP`
+            // for it later may answer a copy sent because that ACK was
+            // lost, and says nothing about a late first copy.
+            self.flow(dst).take_resent(inf.msg_id, inf.seg);
         }
         // The copy acknowledged, and when it left. A first copy's is its
         // own. With tail probes a copy sent again (a probe, or any
