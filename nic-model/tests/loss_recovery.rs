@@ -288,6 +288,7 @@ fn a_copy_that_overtakes_its_late_first_packet_is_reported_and_widens_the_window
     let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
     assert_eq!(per_write, vec![1, 0, 0, 0, 0, 0]);
     assert_eq!(h0.spurious_fast_retransmits, 1);
+    assert_eq!(h0.stale_acks, 1, "the report came after the WRITE ended");
     assert_eq!(
         h1.stale_dropped, 1,
         "the late first copy arrived after its WRITE was complete"

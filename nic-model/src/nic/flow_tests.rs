@@ -204,3 +204,50 @@ fn with_a_controller_peers_take_turns_in_address_order() {
         [2, 5, 9, 2]
     );
 }
+
+#[test]
+fn a_flow_remembers_its_last_sixteen_copies_and_judges_each_once() {
+    let mut n = nic(1);
+    let f = n.flow(PEER);
+    for seg in 0..=RESENT_KEPT as u32 {
+        f.note_resent(7, seg, Instant(u64::from(seg)));
+    }
+    // Seventeen noted: the first was overwritten, the others are kept.
+    assert_eq!(f.take_resent(7, 0), None);
+    for seg in 1..=RESENT_KEPT as u32 {
+        let r = f.take_resent(7, seg).expect("remembered");
+        assert_eq!(r.prev_sent, Instant(u64::from(seg)));
+        assert_eq!(f.take_resent(7, seg), None, "judged once");
+    }
+    assert_eq!(f.take_resent(8, 1), None, "another operation's packet");
+}
+
+#[test]
+fn a_duplicate_report_widens_the_window_to_how_late_the_first_copy_was() {
+    // One path: the window starts at zero.
+    let mut n = Nic::new(NodeAddr(0), NicConfig::default()).unwrap();
+    let us = |x: u64| udrma_proto::time::Duration::from_micros(x);
+    n.rtt_sample(PEER, us(4));
+    let srtt = n.rtt_to(PEER).srtt().expect("a sample");
+    let rto = n.rtt_to(PEER).rto();
+    assert!(rto.0 > us(20).0);
+    // Reported 20 µs after the first copy left: 20 µs less the srtt late.
+    n.flow(PEER).note_resent(1, 3, Instant::ZERO);
+    n.on_duplicate(Instant::ZERO + us(20), PEER, 1, 3);
+    assert_eq!(n.flow(PEER).reorder.0, us(20).0 - srtt.0);
+    assert_eq!(n.stats.spurious_fast_retransmits, 1);
+    // Reported sooner than an srtt after: it still teaches a quarter srtt
+    // (on a fresh flow).
+    n.flows.clear();
+    n.flow(PEER).note_resent(1, 4, Instant::ZERO);
+    n.on_duplicate(Instant::ZERO + us(1), PEER, 1, 4);
+    assert_eq!(n.flow(PEER).reorder.0, srtt.0 / 4);
+    // Never beyond the RTO, where the timer is sooner anyway.
+    n.flows.clear();
+    n.flow(PEER).note_resent(1, 5, Instant::ZERO);
+    n.on_duplicate(Instant::ZERO + us(10_000), PEER, 1, 5);
+    assert_eq!(n.flow(PEER).reorder, rto);
+    // A report for a packet not sent again on loss detection: nothing.
+    n.on_duplicate(Instant::ZERO + us(10_000), PEER, 1, 6);
+    assert_eq!(n.stats.spurious_fast_retransmits, 3);
+}
