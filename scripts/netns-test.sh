@@ -165,7 +165,7 @@ echo "PASS: at most a tenth of the retransmissions were spurious ($TWICE of $RET
 # ---- tail loss probes (on by default over sockets): the put above must
 # have sent some; the same put with --no-tail-probe, for comparison.
 field() { sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p" "$2" | head -1; }
-figures() { echo "$(field gbps "$1") Gb/s, $(field tail_probes "$1") probes ($(field spurious_tail_probes "$1") spurious), $(field timeouts "$1") timeouts, $(field retransmits "$1") retransmits"; }
+figures() { echo "$(field gbps "$1") Gb/s, $(field tail_probes "$1") probes ($(field spurious_tail_probes "$1") spurious), $(field timeouts "$1") timeouts, $(field retransmits "$1") retransmits ($(field spurious_fast_retransmits "$1") fast ones found spurious)"; }
 echo "with tail probes: $(figures "$LOG/put.json")"
 if [ "$(field tail_probes "$LOG/put.json")" -eq 0 ]; then
     echo "FAIL: no tail probe went through the drops: the test proved nothing about them"

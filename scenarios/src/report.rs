@@ -112,6 +112,10 @@ pub struct Report {
     pub retransmits: u64,
     /// Of them, sent because a later packet was acknowledged first.
     pub fast_retransmits: u64,
+    /// Of those, found not needed: answered too soon to be the copy's, or
+    /// reported a duplicate by the receiver after their own ACK (flag
+    /// `DUP`; docs/congestion.md).
+    pub spurious_fast_retransmits: u64,
     /// Of them, tail loss probes (`[nic] tail_probe`).
     pub tail_probes: u64,
     /// Retransmit timer expiries (all hosts; reduce packets included).
@@ -403,6 +407,7 @@ pub(crate) fn build(
         goodput_gbps: (goodput * 1000.0).round() / 1000.0,
         retransmits: sum(|s| s.retransmits + s.reduce_retransmits),
         fast_retransmits: sum(|s| s.fast_retransmits),
+        spurious_fast_retransmits: sum(|s| s.spurious_fast_retransmits),
         tail_probes: sum(|s| s.tail_probes),
         timeouts: sum(|s| s.timeouts),
         dup_dropped: sum(|s| s.dup_dropped + s.reduce_duplicates),

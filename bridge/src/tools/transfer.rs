@@ -36,6 +36,9 @@ pub struct TransferReport {
     pub tail_probes: u64,
     /// Of the probes, answered by the first copy (the packet was late).
     pub spurious_tail_probes: u64,
+    /// Copies sent on loss detection that were found not needed (an
+    /// answer too soon, or the peer's duplicate report).
+    pub spurious_fast_retransmits: u64,
     /// NACKs received (by syndrome name).
     pub nacks: std::collections::BTreeMap<String, u64>,
     /// Duplicate packets the receiver dropped here.
@@ -240,6 +243,7 @@ fn report(
         timeouts: ep.nic().stats().timeouts,
         tail_probes: ep.nic().stats().tail_probes,
         spurious_tail_probes: ep.nic().stats().spurious_tail_probes,
+        spurious_fast_retransmits: ep.nic().stats().spurious_fast_retransmits,
         nacks: ep
             .nic()
             .stats()
