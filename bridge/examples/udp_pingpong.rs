@@ -57,19 +57,35 @@ fn std_pingpong(size: usize, spin: bool) -> (Vec<f64>, f64) {
     client.set_nonblocking(spin).unwrap();
     let msg = vec![7u8; size];
     let mut buf = vec![0u8; 65_536];
+    let r = round_trips(
+        |_| {
+            client.send_to(&msg, addr).unwrap();
+        },
+        |_| {
+            recv(&client, &mut buf);
+        },
+    );
+    echo.join().unwrap();
+    r
+}
+
+/// Times `ITERS` round trips after `WARMUP` untimed ones: `ping(i)` sends
+/// round trip `i`'s message, `pong(i)` does the rest until the echo is
+/// back. One-way samples (µs, half the round trip), and the mean time of
+/// `ping` (µs).
+fn round_trips(mut ping: impl FnMut(usize), mut pong: impl FnMut(usize)) -> (Vec<f64>, f64) {
     let mut out = Vec::with_capacity(ITERS);
     let mut sending = 0.0;
     for i in 0..ITERS + WARMUP {
         let t0 = Instant::now();
-        client.send_to(&msg, addr).unwrap();
+        ping(i);
         let sent = t0.elapsed().as_secs_f64() * 1e6;
-        recv(&client, &mut buf);
+        pong(i);
         if i >= WARMUP {
             out.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
             sending += sent;
         }
     }
-    echo.join().unwrap();
     (out, sending / ITERS as f64)
 }
 
@@ -124,23 +140,17 @@ fn quinn_pingpong(size: usize, ecn: bool, extra: bool) -> (Vec<f64>, f64) {
     let (client, cst) = open();
     let msg = vec![7u8; size];
     let mut buf = vec![0u8; 65_536];
-    let mut out = Vec::with_capacity(ITERS);
-    let mut sending = 0.0;
-    for i in 0..ITERS + WARMUP {
-        let t0 = Instant::now();
-        send(&client, &cst, addr, &msg);
-        let sent = t0.elapsed().as_secs_f64() * 1e6;
-        if extra && i > 0 {
-            send(&client, &cst, addr, &[1u8; ACK]);
-        }
-        while recv(&client, &cst, &mut buf).0 == ACK && extra {}
-        if i >= WARMUP {
-            out.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
-            sending += sent;
-        }
-    }
+    let r = round_trips(
+        |_| send(&client, &cst, addr, &msg),
+        |i| {
+            if extra && i > 0 {
+                send(&client, &cst, addr, &[1u8; ACK]);
+            }
+            while recv(&client, &cst, &mut buf).0 == ACK && extra {}
+        },
+    );
     echo.join().unwrap();
-    (out, sending / ITERS as f64)
+    r
 }
 
 fn tokio_pingpong(size: usize) -> Vec<f64> {

@@ -229,6 +229,20 @@ fn an_escaped_packet_that_expires_draws_a_refusal() {
     assert_eq!(h0.retries_exhausted, 0);
 }
 
+/// `writes` 4 KiB WRITEs one after another on `s`, each checked done
+/// once: how many packets each sent again on loss detection.
+fn fast_retransmits_per_write(s: &mut Setup, writes: usize) -> Vec<u64> {
+    let mut per_write = Vec::new();
+    for _ in 0..writes {
+        let before = s.pair.nics[0].stats().fast_retransmits;
+        let wr = s.write(4096);
+        s.pair.run();
+        s.assert_ok_once(0, wr);
+        per_write.push(s.pair.nics[0].stats().fast_retransmits - before);
+    }
+    per_write
+}
+
 #[test]
 fn a_late_packet_resent_for_nothing_widens_the_window_until_it_is_left_alone() {
     // A 2 µs round trip, an OP table of 2, and the first copy of every
@@ -246,14 +260,7 @@ fn a_late_packet_resent_for_nothing_widens_the_window_until_it_is_left_alone() {
         Some(r) if is_data(w) && r.seg_index == 1 => Verdict::Delay(Duration::from_nanos(2_500)),
         _ => Verdict::Deliver,
     });
-    let mut per_write = Vec::new();
-    for _ in 0..4 {
-        let before = s.pair.nics[0].stats().fast_retransmits;
-        let wr = s.write(4096);
-        s.pair.run();
-        s.assert_ok_once(0, wr);
-        per_write.push(s.pair.nics[0].stats().fast_retransmits - before);
-    }
+    let per_write = fast_retransmits_per_write(&mut s, 4);
     assert_eq!(per_write, vec![1, 1, 1, 0]);
     assert_eq!(s.pair.nics[0].stats().spurious_fast_retransmits, 3);
 }
@@ -277,14 +284,7 @@ fn a_copy_that_overtakes_its_late_first_packet_is_reported_and_widens_the_window
         Some(r) if is_data(w) && r.seg_index == 1 => Verdict::Delay(us(10)),
         _ => Verdict::Deliver,
     });
-    let mut per_write = Vec::new();
-    for _ in 0..6 {
-        let before = s.pair.nics[0].stats().fast_retransmits;
-        let wr = s.write(4096);
-        s.pair.run();
-        s.assert_ok_once(0, wr);
-        per_write.push(s.pair.nics[0].stats().fast_retransmits - before);
-    }
+    let per_write = fast_retransmits_per_write(&mut s, 6);
     let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
     assert_eq!(per_write, vec![1, 0, 0, 0, 0, 0]);
     assert_eq!(h0.spurious_fast_retransmits, 1);
@@ -316,14 +316,7 @@ fn a_duplicate_that_answers_a_lost_ack_is_no_sign_of_reordering() {
             }
             _ => Verdict::Deliver,
         });
-    let mut per_write = Vec::new();
-    for _ in 0..4 {
-        let before = s.pair.nics[0].stats().fast_retransmits;
-        let wr = s.write(4096);
-        s.pair.run();
-        s.assert_ok_once(0, wr);
-        per_write.push(s.pair.nics[0].stats().fast_retransmits - before);
-    }
+    let per_write = fast_retransmits_per_write(&mut s, 4);
     let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
     assert_eq!(per_write, vec![1, 1, 1, 1]);
     assert_eq!(h1.dup_dropped, 4);
