@@ -11,6 +11,8 @@ use udrma_proto::time::Duration;
 pub struct RttEstimator {
     srtt: Option<Duration>,
     rttvar: Duration,
+    /// The fastest sample seen (`None` before any).
+    fastest: Option<Duration>,
     initial: Duration,
     min: Duration,
     max: Duration,
@@ -22,6 +24,7 @@ impl RttEstimator {
         RttEstimator {
             srtt: None,
             rttvar: Duration::ZERO,
+            fastest: None,
             initial,
             min,
             max,
@@ -30,6 +33,7 @@ impl RttEstimator {
 
     /// Feeds one sample (never from a retransmitted packet: Karn's rule).
     pub fn on_sample(&mut self, rtt: Duration) {
+        self.fastest = Some(self.fastest.map_or(rtt, |f| f.min(rtt)));
         match self.srtt {
             None => {
                 self.srtt = Some(rtt);
@@ -46,6 +50,12 @@ impl RttEstimator {
     /// Smoothed RTT, once sampled.
     pub fn srtt(&self) -> Option<Duration> {
         self.srtt
+    }
+
+    /// The fastest round trip sampled, once sampled: no packet sent later
+    /// is answered much sooner than this.
+    pub fn fastest(&self) -> Option<Duration> {
+        self.fastest
     }
 
     /// The smoothed RTT's mean deviation (zero before any sample).
@@ -96,5 +106,19 @@ mod tests {
         let mut tiny = RttEstimator::new(us(100), us(5), us(1000));
         tiny.on_sample(Duration::from_nanos(1));
         assert_eq!(tiny.rto(), us(5) + Duration::from_nanos(1));
+    }
+
+    #[test]
+    fn remembers_the_fastest_sample_while_the_smoothed_one_swells() {
+        let us = Duration::from_micros;
+        let mut e = RttEstimator::new(us(100), us(5), us(1000));
+        assert_eq!(e.fastest(), None);
+        e.on_sample(us(4));
+        e.on_sample(us(2));
+        for _ in 0..20 {
+            e.on_sample(us(40));
+        }
+        assert_eq!(e.fastest(), Some(us(2)));
+        assert!(e.srtt().is_some_and(|s| s > us(30)));
     }
 }

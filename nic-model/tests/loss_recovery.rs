@@ -266,6 +266,58 @@ fn a_late_packet_resent_for_nothing_widens_the_window_until_it_is_left_alone() {
 }
 
 #[test]
+fn an_answer_soon_after_a_copy_over_a_drained_queue_is_no_sign_of_reordering() {
+    // One WRITE over an empty path (a 2 µs round trip, the fastest the
+    // sender sees), then three whose data waits 8 µs in a queue, so the
+    // smoothed round trip swells toward 10 µs. In the fifth, packet 1 is
+    // lost, and its copy, sent when packet 2 is acknowledged, finds the
+    // queue drained: it is answered 2 µs later, under half the smoothed
+    // round trip, so half the srtt alone would take that answer for a late
+    // first copy's. It is not sooner than the fastest round trip, so it
+    // may be the copy's own, and nothing arrived twice: the copy is not
+    // counted spurious, and the window learns nothing.
+    let mut s = setup(NicConfig {
+        op_table_capacity: 2,
+        ..config()
+    });
+    s.pair.set_filter({
+        let (mut n, mut dropped, mut copied) = (0, false, false);
+        move |w| match w.repr {
+            Some(r) if is_data(w) => {
+                n += 1;
+                if n <= 4 {
+                    Verdict::Deliver
+                } else if r.seg_index == 1 && n > 16 && !dropped {
+                    dropped = true;
+                    Verdict::Drop
+                } else if r.seg_index == 1 && dropped && !copied {
+                    copied = true;
+                    Verdict::Deliver
+                } else {
+                    Verdict::Delay(us(8))
+                }
+            }
+            _ => Verdict::Deliver,
+        }
+    });
+    let per_write = fast_retransmits_per_write(&mut s, 5);
+    let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
+    assert_eq!(per_write, vec![0, 0, 0, 0, 1]);
+    let peer = s.pair.nics[1].addr();
+    let srtt = s.pair.nics[0]
+        .rtt(peer)
+        .and_then(|e| e.srtt())
+        .expect("sampled");
+    assert!(srtt.0 > us(4).0, "the queue swelled the srtt: {srtt:?}");
+    assert_eq!(
+        (h0.timeouts, h1.dup_dropped),
+        (0, 0),
+        "nothing arrived twice"
+    );
+    assert_eq!(h0.spurious_fast_retransmits, 0);
+}
+
+#[test]
 fn a_copy_that_overtakes_its_late_first_packet_is_reported_and_widens_the_window() {
     // As above, but packet 1's first copy is held 10 µs: its copy, sent
     // when packet 2 is acknowledged, arrives first and completes the

@@ -273,8 +273,9 @@ impl Nic {
     }
 
     /// A packet sent again by `detect_overtaken` (the copy left at
-    /// `resent_at`) is acknowledged sooner than half a smoothed RTT after:
-    /// the acknowledgement is the first copy's, which was late, not lost.
+    /// `resent_at`) is acknowledged too soon to be the copy's answer
+    /// (`too_soon_for_copy`): the acknowledgement is the first copy's,
+    /// which was late, not lost.
     /// The reordering window toward the peer doubles (to at least a
     /// quarter RTT and at most the RTO, beyond which the timer is sooner).
     /// Returns whether it was.
@@ -334,18 +335,24 @@ impl Nic {
     }
 
     /// An acknowledgement at `now` of a packet whose latest copy left at
-    /// `sent_at` came too soon to be that copy's (under half a smoothed
-    /// RTT toward `dst`; never before any sample): it answers an earlier
-    /// copy. Without timestamps on the wire, timing is all there is.
+    /// `sent_at` came too soon to be that copy's: sooner than half a
+    /// smoothed RTT toward `dst` and sooner than the fastest round trip
+    /// ever sampled (never before any sample), so it answers an earlier
+    /// copy. Half the srtt alone misjudges a copy sent into a queue that
+    /// then drains: its own answer comes quickly next to an srtt swollen
+    /// by the queue, but not sooner than the path's fastest round trip.
+    /// Without timestamps on the wire, timing is all there is.
     pub(super) fn too_soon_for_copy(
         &mut self,
         now: Instant,
         dst: NodeAddr,
         sent_at: Instant,
     ) -> bool {
-        self.rtt_to(dst)
-            .srtt()
-            .is_some_and(|s| now - sent_at < udrma_proto::time::Duration(s.0 / 2))
+        let rtt = self.rtt_to(dst);
+        let (Some(srtt), Some(fastest)) = (rtt.srtt(), rtt.fastest()) else {
+            return false;
+        };
+        now - sent_at < udrma_proto::time::Duration((srtt.0 / 2).min(fastest.0))
     }
 
     /// `opn` goes again after `rnr_delay` (at once if zero).
