@@ -108,7 +108,11 @@ impl BridgeConfig {
     /// notice is its acknowledgement (one datagram back, not two: a
     /// system call fewer on a pingpong's critical path); tail loss probes
     /// on, so a loss at an operation's end costs a probe timeout and a
-    /// round trip, not the 5 ms floor and the OS timer's lateness. The
+    /// round trip, not the 5 ms floor and the OS timer's lateness; a copy
+    /// sent again on loss detection is judged spurious only when the
+    /// receiver reports it twice (`DUP`), not by how soon it was answered:
+    /// the engine's clock is when a batch was read, so an answer read
+    /// behind a send looks sooner than it came. The
     /// engine has no congestion control:
     /// over a slower path, shrink both (`--inflight`, `--read-window`). The boot epoch comes from the wall clock.
     pub fn real_time_nic() -> NicConfig {
@@ -123,6 +127,7 @@ impl BridgeConfig {
             },
             completion_acks: true,
             tail_probe: true,
+            spurious_by_timing: false,
             rto_initial: Duration::from_millis(20),
             rto_min: Duration::from_millis(5),
             rto_max: Duration::from_millis(500),

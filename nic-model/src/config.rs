@@ -127,6 +127,16 @@ pub struct NicConfig {
     /// controller's base RTT on sprayed paths). The retransmit timer
     /// stays as the last resort. `false`: only timers and NACKs.
     pub fast_retransmit: bool,
+    /// Judge a packet sent again on loss detection spurious, and double
+    /// the reordering window toward its peer, when an acknowledgement for
+    /// it comes too soon after the copy left to be the copy's own (under
+    /// half the smoothed RTT and under the fastest round trip seen). A
+    /// duplicate reported by the receiver (flag `DUP`) is judged either
+    /// way. Sound where the clock is when a packet arrived (the
+    /// simulator); over sockets the engine's clock is when a batch of
+    /// datagrams was read, and answers read behind a send look sooner
+    /// than they were, so the bridge turns it off.
+    pub spurious_by_timing: bool,
     /// RTO before the first RTT sample.
     pub rto_initial: Duration,
     /// RTO lower clamp.
@@ -217,6 +227,7 @@ impl Default for NicConfig {
             tail_probe: false,
             retransmit: RetransmitMode::Selective,
             fast_retransmit: true,
+            spurious_by_timing: true,
             rto_initial: Duration::from_micros(100),
             rto_min: Duration::from_micros(20),
             rto_max: Duration::from_millis(50),

@@ -243,6 +243,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
             d.retransmit,
         )?,
         fast_retransmit: n.fast_retransmit.unwrap_or(d.fast_retransmit),
+        spurious_by_timing: n.spurious_by_timing.unwrap_or(d.spurious_by_timing),
         completion_acks: n.completion_acks.unwrap_or(d.completion_acks),
         rto_restart: n.rto_restart.unwrap_or(d.rto_restart),
         tail_probe: n.tail_probe.unwrap_or(d.tail_probe),

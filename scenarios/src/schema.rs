@@ -260,6 +260,9 @@ pub struct NicSpec {
     pub retransmit: Option<String>,
     /// Selective-ACK loss detection before the timer (default on).
     pub fast_retransmit: Option<bool>,
+    /// A copy answered too soon to be its own is judged spurious (default
+    /// on; duplicate reports are judged either way).
+    pub spurious_by_timing: Option<bool>,
     /// Initial RTO.
     pub rto_initial: Option<Time>,
     /// RTO floor: a time, or "full-queues" (every queue of a longest

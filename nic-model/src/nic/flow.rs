@@ -48,6 +48,8 @@ pub(super) struct Flow {
     /// (in send time): loss detection waits this much longer than the SACK
     /// delay (see `detect_overtaken`).
     pub reorder: udrma_proto::time::Duration,
+    /// When `reorder` last doubled on copies judged spurious by timing.
+    pub widened: Option<Instant>,
     /// When a new READ response from this peer last arrived: a READ that
     /// times out after it was asked is in a queue this requester's own
     /// READs overflow, not on a dead path (see `count`).
@@ -172,6 +174,7 @@ impl Nic {
             // reordering window at one base RTT (half made a thousand
             // spurious copies on a 1,024-host permutation, and ended it
             // no sooner: docs/congestion.md, "Loss recovery").
+            widened: None,
             reorder: if multipath == Multipath::Single {
                 udrma_proto::time::Duration::ZERO
             } else {

@@ -251,3 +251,58 @@ fn a_duplicate_report_widens_the_window_to_how_late_the_first_copy_was() {
     n.on_duplicate(Instant::ZERO + us(10_000), PEER, 1, 6);
     assert_eq!(n.stats.spurious_fast_retransmits, 3);
 }
+
+#[test]
+fn an_answer_is_too_soon_for_a_copy_under_half_the_srtt_and_under_the_fastest_round_trip() {
+    let mut n = Nic::new(NodeAddr(0), NicConfig::default()).unwrap();
+    let us = |x: u64| udrma_proto::time::Duration::from_micros(x);
+    let at = |x: u64| Instant::ZERO + us(x);
+    assert!(
+        !n.too_soon_for_copy(at(1), PEER, Instant::ZERO),
+        "no sample yet"
+    );
+    // An even 4 µs path: half the srtt is the stricter bound.
+    n.rtt_sample(PEER, us(4));
+    assert!(n.too_soon_for_copy(at(1), PEER, Instant::ZERO));
+    assert!(!n.too_soon_for_copy(at(3), PEER, Instant::ZERO));
+    // A queue swells the srtt toward 40 µs; the fastest stays 4 µs and
+    // is now the stricter bound: an answer 5 µs after the copy may be its
+    // own over the drained queue.
+    for _ in 0..30 {
+        n.rtt_sample(PEER, us(40));
+    }
+    assert!(n.rtt_to(PEER).srtt().is_some_and(|s| s > us(30)));
+    assert!(n.too_soon_for_copy(at(3), PEER, Instant::ZERO));
+    assert!(!n.too_soon_for_copy(at(5), PEER, Instant::ZERO));
+}
+
+#[test]
+fn copies_judged_spurious_together_double_the_window_once() {
+    let mut n = Nic::new(NodeAddr(0), NicConfig::default()).unwrap();
+    let us = |x: u64| udrma_proto::time::Duration::from_micros(x);
+    n.rtt_sample(PEER, us(8));
+    let srtt = n.rtt_to(PEER).srtt().expect("a sample");
+    // Three copies that left at 10 µs, answered together at 11 µs: too
+    // soon for their own answers, one sign of reordering.
+    let (left, read) = (Instant::ZERO + us(10), Instant::ZERO + us(11));
+    for _ in 0..3 {
+        assert!(n.check_spurious(read, PEER, left));
+    }
+    assert_eq!(n.stats.spurious_fast_retransmits, 3);
+    assert_eq!(n.flow(PEER).reorder.0, srtt.0 / 4);
+    // Another, answered at another instant, doubles it.
+    assert!(n.check_spurious(read + us(1), PEER, left + us(1)));
+    assert_eq!(n.flow(PEER).reorder.0, srtt.0 / 2);
+    // Not judged by timing where the clock is when a batch was read.
+    let mut b = Nic::new(
+        NodeAddr(0),
+        NicConfig {
+            spurious_by_timing: false,
+            ..NicConfig::default()
+        },
+    )
+    .unwrap();
+    b.rtt_sample(PEER, us(8));
+    assert!(!b.check_spurious(read, PEER, left));
+    assert_eq!(b.stats.spurious_fast_retransmits, 0);
+}

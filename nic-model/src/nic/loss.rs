@@ -285,10 +285,10 @@ impl Nic {
         dst: NodeAddr,
         resent_at: Instant,
     ) -> bool {
-        if !self.too_soon_for_copy(now, dst, resent_at) {
+        if !self.cfg.spurious_by_timing || !self.too_soon_for_copy(now, dst, resent_at) {
             return false;
         }
-        self.widen_reorder(dst)
+        self.widen_reorder(now, dst)
     }
 
     /// The receiver reports (flag `DUP`) that packet `seg` of `msg_id`
@@ -320,15 +320,22 @@ impl Nic {
 
     /// A fast retransmission toward `dst` was spurious: counts it, and the
     /// reordering window doubles (to at least a quarter RTT and at most the
-    /// RTO, beyond which the timer is sooner). Needs an RTT sample (returns
-    /// `false` without one).
-    fn widen_reorder(&mut self, dst: NodeAddr) -> bool {
+    /// RTO, beyond which the timer is sooner), once for all the copies
+    /// judged at one instant: acknowledgements read together (a batch from
+    /// a socket) answer copies sent together, and are one sign of
+    /// reordering, not one per copy. Needs an RTT sample (returns `false`
+    /// without one).
+    fn widen_reorder(&mut self, now: Instant, dst: NodeAddr) -> bool {
         let Some(srtt) = self.rtt_to(dst).srtt() else {
             return false;
         };
         self.stats.spurious_fast_retransmits += 1;
         let rto = self.rtt_to(dst).rto();
         let f = self.flow(dst);
+        if f.widened == Some(now) {
+            return true;
+        }
+        f.widened = Some(now);
         let wider = f.reorder.0.saturating_mul(2).max(srtt.0 / 4).min(rto.0);
         f.reorder = f.reorder.max(udrma_proto::time::Duration(wider));
         true
