@@ -120,9 +120,9 @@ pub struct NicConfig {
     pub tail_probe: bool,
     /// Retransmission mode.
     pub retransmit: RetransmitMode,
-    /// Declare a packet lost, and send it again at once, when a packet of
-    /// its operation sent more than a reordering window after it is
-    /// acknowledged first (RACK-style: the window is the selective-ACK
+    /// Declare a packet lost, and send it again at once, when a packet to
+    /// the same peer (of any open operation) sent more than a reordering
+    /// window after it is acknowledged first (RACK-style: the window is the selective-ACK
     /// delay plus the farthest reordering seen toward the peer, from the
     /// controller's base RTT on sprayed paths). The retransmit timer
     /// stays as the last resort. `false`: only timers and NACKs.

@@ -562,3 +562,82 @@ fn an_ack_for_a_later_packet_restarts_nothing() {
     let h0 = s.pair.nics[0].stats();
     assert_eq!((h0.timeouts, h0.rto_restarts), (1, 0), "{h0:?}");
 }
+
+/// Two 4-packet WRITEs posted 1 µs apart under `cfg`, every packet of
+/// the first lost once: what h0 counted, and when both were done.
+fn first_write_lost_whole(cfg: NicConfig) -> (udrma_nic::Stats, udrma_nic::Instant) {
+    let mut s = setup(cfg);
+    s.pair.set_filter({
+        let (mut first, mut dropped) = (None, std::collections::BTreeSet::new());
+        move |w| match w.repr {
+            Some(r) if is_data(w) => {
+                let m = *first.get_or_insert(r.msg_id);
+                if m == r.msg_id && dropped.insert(r.seg_index) {
+                    Verdict::Drop
+                } else {
+                    Verdict::Deliver
+                }
+            }
+            _ => Verdict::Deliver,
+        }
+    });
+    let a = s.write(4096);
+    s.pair.advance_to(s.pair.now + us(1));
+    let b = s.write_at(4096, 4096);
+    s.pair.run();
+    s.assert_ok_once(0, a);
+    s.assert_ok_once(0, b);
+    s.assert_written(8192);
+    (s.pair.nics[0].stats().clone(), s.pair.now)
+}
+
+#[test]
+fn an_operation_lost_whole_is_found_by_a_later_operations_ack() {
+    // Nothing of the first WRITE arrives, so nothing of it can overtake
+    // the rest. The second WRITE's packets, sent 1 µs after (a 2 µs round
+    // trip), are acknowledged:
+    // by send time, as RACK judges over a connection, every packet of the
+    // first is lost, and all four go again before any timer.
+    let (h0, done) = first_write_lost_whole(NicConfig {
+        registration: udrma_nic::RegistrationMode::SelfDescribing,
+        ..config()
+    });
+    assert_eq!((h0.fast_retransmits, h0.timeouts), (4, 0));
+    assert!(done.0 < us(20).0, "done at {done:?}");
+    // A receiver that registers an operation by its first packet may be
+    // holding the others in its escape channel, unacknowledged until the
+    // first arrives: only the first is judged, and the other three wait
+    // for their timer.
+    let (h0, _) = first_write_lost_whole(config());
+    assert_eq!(h0.fast_retransmits, 1);
+}
+
+#[test]
+fn a_duplicate_report_never_overtakes_the_sack_that_names_its_packet() {
+    // Selective ACKs coalesced for 2 µs, no judging by timing (as over
+    // sockets), and every WRITE's packet 1 held 7 µs the first time:
+    // packet 2 is acknowledged first, packet 1 goes again, and its copy
+    // arrives 1 µs after the late first copy, which waits in a pending
+    // SACK.
+    // The receiver sends that SACK at once, before the duplicate report:
+    // the sender then has the packet's own acknowledgement first, reads
+    // the report as a late first copy's, and widens its window, so the
+    // later WRITEs leave packet 1 to arrive. Were the report to overtake
+    // the SACK, it would read as the first word of the packet (a lost
+    // ACK), and every WRITE would resend it.
+    let mut s = setup(NicConfig {
+        op_table_capacity: 2,
+        ack_mode: AckMode::Selective { delay: us(2) },
+        spurious_by_timing: false,
+        ..config()
+    });
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if is_data(w) && r.seg_index == 1 && !r.flags.contains(Flags::RETRANSMIT) => {
+            Verdict::Delay(us(7))
+        }
+        _ => Verdict::Deliver,
+    });
+    let per_write = fast_retransmits_per_write(&mut s, 4);
+    assert_eq!(per_write, vec![1, 0, 0, 0]);
+    assert_eq!(s.pair.nics[0].stats().spurious_fast_retransmits, 1);
+}

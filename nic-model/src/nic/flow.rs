@@ -50,6 +50,9 @@ pub(super) struct Flow {
     pub reorder: udrma_proto::time::Duration,
     /// When `reorder` last doubled on copies judged spurious by timing.
     pub widened: Option<Instant>,
+    /// The operations toward this peer, oldest first (some may have
+    /// ended: they are dropped at the next scan across them).
+    pub open: VecDeque<u32>,
     /// When a new READ response from this peer last arrived: a READ that
     /// times out after it was asked is in a queue this requester's own
     /// READs overflow, not on a dead path (see `count`).
@@ -175,6 +178,7 @@ impl Nic {
             // spurious copies on a 1,024-host permutation, and ended it
             // no sooner: docs/congestion.md, "Loss recovery").
             widened: None,
+            open: VecDeque::new(),
             reorder: if multipath == Multipath::Single {
                 udrma_proto::time::Duration::ZERO
             } else {

@@ -242,7 +242,71 @@ impl Nic {
         let to = from
             + op.first_sent[from..(seg as usize).min(op.first_sent.len())]
                 .partition_point(|t| *t + window < sent_at);
-        let lost: Vec<OpNumber> = op.pkts[from..to]
+        let lost = self.overtaken(op, from..to, window, sent_at);
+        self.resend_overtaken(now, dst, lost);
+    }
+
+    /// Overtaken-loss detection across operations: a packet to `dst` that
+    /// left at `sent_at` (of operation `msg_id`) was acknowledged, so every
+    /// unacknowledged packet of the other operations open toward `dst`
+    /// that left more than the reordering window before it is lost too,
+    /// as RACK judges by send time over a whole connection. Without this,
+    /// an operation all of whose packets are lost together (a dropped GSO
+    /// send; a burst) has nothing of its own to overtake them, and waits
+    /// for its timer. Not READ requests (their responses, not an ACK,
+    /// answer them, and may take long), and of an operation nothing of
+    /// which is acknowledged yet, whose receiver registers it by its first
+    /// packet, only that first packet: the rest may be parked in the
+    /// receiver's escape channel, unacknowledged until the first arrives.
+    pub(super) fn detect_overtaken_across(
+        &mut self,
+        now: Instant,
+        dst: NodeAddr,
+        msg_id: u32,
+        sent_at: Instant,
+    ) {
+        let coalesce = match self.cfg.ack_mode {
+            AckMode::Selective { delay } => delay,
+            AckMode::PerPacket => udrma_proto::time::Duration::ZERO,
+        };
+        let first_only = self.cfg.registration == RegistrationMode::FirstOnly;
+        let f = self.flow(dst);
+        let window = coalesce + f.reorder;
+        let mut open = std::mem::take(&mut f.open);
+        open.retain(|m| self.ops.contains_key(m));
+        let mut lost = Vec::new();
+        for m in open.iter().filter(|m| **m != msg_id) {
+            let Some(op) = self.ops.get(m) else {
+                continue;
+            };
+            if op.kind == OpKind::ReadRequest {
+                continue;
+            }
+            let from = op.first_unacked as usize;
+            let end = if first_only && op.acked == 0 {
+                op.first_sent.len().min(1)
+            } else {
+                op.first_sent.len()
+            };
+            let to =
+                from + op.first_sent[from.min(end)..end].partition_point(|t| *t + window < sent_at);
+            lost.extend(self.overtaken(op, from..to, window, sent_at));
+        }
+        self.flow(dst).open = open;
+        self.resend_overtaken(now, dst, lost);
+    }
+
+    /// The packets of `op` in segments `segs` still out on their first or
+    /// a later copy that left more than `window` before `sent_at`: not one
+    /// waiting to go again, nor one waiting out a receiver-not-ready.
+    fn overtaken(
+        &self,
+        op: &Op,
+        segs: std::ops::Range<usize>,
+        window: udrma_proto::time::Duration,
+        sent_at: Instant,
+    ) -> Vec<OpNumber> {
+        op.pkts[segs]
             .iter()
             .filter_map(|p| match p {
                 PktState::InFlight(o) => Some(*o),
@@ -256,7 +320,12 @@ impl Nic {
                     }) && e.sent_at + window < sent_at
                 })
             })
-            .collect();
+            .collect()
+    }
+
+    /// Sends each of `lost` (packets to `dst` found overtaken) again now,
+    /// remembered as sent on loss detection.
+    fn resend_overtaken(&mut self, now: Instant, dst: NodeAddr, lost: Vec<OpNumber>) {
         for opn in lost {
             let Some(inf) = self.op_table.get(opn).copied() else {
                 continue;

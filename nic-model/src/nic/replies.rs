@@ -108,11 +108,20 @@ impl Nic {
     /// bit set, or its operation complete): at once, by an ACK flagged
     /// `DUP`, so that a sender that sent it again on loss detection learns
     /// the copy was not needed (DSACK), even when the copy came first.
-    /// With selective ACKs the packet also joins the next SACK as any
-    /// other does, whose bitmap repairs lost SACKs.
+    /// With selective ACKs the packet also joins a SACK, sent before the
+    /// report, whose bitmap repairs lost SACKs.
     pub(super) fn ack_duplicate(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>) {
         if matches!(self.cfg.ack_mode, AckMode::Selective { .. }) {
+            // The SACK that names the packet goes first, now, not after
+            // its coalescing delay: a report that overtook it would read,
+            // at the sender, as the first word of the packet (a lost
+            // acknowledgement), and the copy would teach nothing.
             self.ack(now, from, r);
+            self.flush_sack(OpKey {
+                from,
+                src_ep: r.src_ep,
+                msg_id: r.msg_id,
+            });
         }
         let ece = self.rx_ce;
         self.push_reply(Nic::header_reply(

@@ -174,6 +174,17 @@ impl Nic {
     pub(super) fn start_op(&mut self, op: Op) {
         let msg_id = self.next_msg;
         self.next_msg = self.next_msg.wrapping_add(1).max(1);
+        if self.cfg.fast_retransmit && self.cfg.retransmit == RetransmitMode::Selective {
+            // Kept for detection across operations (which drops the ended
+            // ones on every scan; the front is tidied here too).
+            let f = self.flow(op.dst);
+            let mut open = std::mem::take(&mut f.open);
+            while open.front().is_some_and(|m| !self.ops.contains_key(m)) {
+                open.pop_front();
+            }
+            open.push_back(msg_id);
+            self.flow(op.dst).open = open;
+        }
         self.ops.insert(msg_id, op);
         self.sendable.push_back(msg_id);
     }
@@ -415,12 +426,12 @@ impl Nic {
             None
         };
         if let Some((sent_at, first_copy)) = copy.filter(|_| {
-            sample
-                && self.cfg.fast_retransmit
-                && self.cfg.retransmit == RetransmitMode::Selective
-                && !done
+            sample && self.cfg.fast_retransmit && self.cfg.retransmit == RetransmitMode::Selective
         }) {
-            self.detect_overtaken(now, dst, inf.msg_id, inf.seg, sent_at, first_copy);
+            if !done {
+                self.detect_overtaken(now, dst, inf.msg_id, inf.seg, sent_at, first_copy);
+            }
+            self.detect_overtaken_across(now, dst, inf.msg_id, sent_at);
         }
         if kind != OpKind::ReadRequest {
             // (A READ's controller hears each response as it arrives.)
