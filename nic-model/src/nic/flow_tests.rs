@@ -306,3 +306,33 @@ fn copies_judged_spurious_together_double_the_window_once() {
     assert!(!b.check_spurious(read, PEER, left));
     assert_eq!(b.stats.spurious_fast_retransmits, 0);
 }
+
+#[test]
+fn a_flow_keeps_its_open_operations_only_where_they_are_scanned() {
+    let post3 = |cfg: NicConfig| {
+        let mut n = Nic::new(NodeAddr(0), cfg).unwrap();
+        let local = n.register(0x1000, 1 << 16, crate::Access::ALL);
+        for _ in 0..3 {
+            let wr = crate::WorkRequest::write(PEER, local, 0x1000, 100, 7, 0x9000);
+            n.post(Instant::ZERO, wr).unwrap();
+        }
+        let mut buf = Vec::new();
+        while n.poll_transmit(Instant::ZERO, &mut buf).is_some() {}
+        let open: Vec<u32> = n.flow(PEER).open.iter().copied().collect();
+        open
+    };
+    // Oldest first, for detection across operations.
+    assert_eq!(post3(NicConfig::default()), [1, 2, 3]);
+    // Nothing scans them without selective loss detection: none kept,
+    // where nothing would ever tidy them.
+    let gbn = NicConfig {
+        retransmit: RetransmitMode::GoBackN,
+        ..NicConfig::default()
+    };
+    assert!(post3(gbn).is_empty());
+    let no_fast = NicConfig {
+        fast_retransmit: false,
+        ..NicConfig::default()
+    };
+    assert!(post3(no_fast).is_empty());
+}
