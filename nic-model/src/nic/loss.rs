@@ -214,10 +214,7 @@ impl Nic {
         sent_at: Instant,
         first_copy: bool,
     ) {
-        let coalesce = match self.cfg.ack_mode {
-            AckMode::Selective { delay } => delay,
-            AckMode::PerPacket => udrma_proto::time::Duration::ZERO,
-        };
+        let coalesce = self.sack_coalesce();
         let Some(op) = self.ops.get_mut(&msg_id) else {
             return;
         };
@@ -265,10 +262,7 @@ impl Nic {
         msg_id: u32,
         sent_at: Instant,
     ) {
-        let coalesce = match self.cfg.ack_mode {
-            AckMode::Selective { delay } => delay,
-            AckMode::PerPacket => udrma_proto::time::Duration::ZERO,
-        };
+        let coalesce = self.sack_coalesce();
         let first_only = self.cfg.registration == RegistrationMode::FirstOnly;
         let f = self.flow(dst);
         let window = coalesce + f.reorder;
@@ -294,6 +288,16 @@ impl Nic {
         }
         self.flow(dst).open = open;
         self.resend_overtaken(now, dst, lost);
+    }
+
+    /// How long this NIC holds an acknowledgement to coalesce it into a
+    /// SACK (zero with per-packet ACKs): packets that arrive together may
+    /// be split between two SACKs, so loss detection waits this much more.
+    pub(super) fn sack_coalesce(&self) -> udrma_proto::time::Duration {
+        match self.cfg.ack_mode {
+            AckMode::Selective { delay } => delay,
+            AckMode::PerPacket => udrma_proto::time::Duration::ZERO,
+        }
     }
 
     /// The packets of `op` in segments `segs` still out on their first or

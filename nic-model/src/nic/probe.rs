@@ -46,10 +46,7 @@ impl Nic {
     /// selective-ACK delay (the receiver may hold the answer that long);
     /// the initial RTO before any sample.
     fn probe_timeout(&mut self, peer: NodeAddr) -> Duration {
-        let delay = match self.cfg.ack_mode {
-            AckMode::Selective { delay } => delay,
-            AckMode::PerPacket => Duration::ZERO,
-        };
+        let delay = self.sack_coalesce();
         let est = self.rtt_to(peer);
         match est.srtt() {
             Some(srtt) => srtt.saturating_mul(2) + est.rttvar().saturating_mul(4) + delay,
