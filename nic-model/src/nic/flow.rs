@@ -177,13 +177,13 @@ impl Nic {
             // reordering window at one base RTT (half made a thousand
             // spurious copies on a 1,024-host permutation, and ended it
             // no sooner: docs/congestion.md, "Loss recovery").
-            widened: None,
-            open: VecDeque::new(),
             reorder: if multipath == Multipath::Single {
                 udrma_proto::time::Duration::ZERO
             } else {
                 cfg.base_rtt
             },
+            widened: None,
+            open: VecDeque::new(),
             resent: [NO_PACKET; RESENT_KEPT],
             resent_next: 0,
         })
