@@ -139,8 +139,9 @@ fn a_lost_completion_costs_a_timeout_and_the_copy_is_acked_by_its_tombstone() {
         [
             (Opcode::Completion, Flags::ACKS),
             // The copy found a tombstone: the receiver had the packet, and
-            // its ACK says so.
-            (Opcode::Ack, Flags::DUP)
+            // its ACK says so, and that the copy came after the packet had
+            // been answered (RETX: an answer lost, not a packet late).
+            (Opcode::Ack, Flags::DUP | Flags::RETRANSMIT)
         ]
     );
     let tx = p.nics[0].stats();

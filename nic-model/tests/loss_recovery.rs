@@ -563,6 +563,17 @@ fn an_ack_for_a_later_packet_restarts_nothing() {
     assert_eq!((h0.timeouts, h0.rto_restarts), (1, 0), "{h0:?}");
 }
 
+/// A 4-packet WRITE, and `gap` later a second one beside it; both end
+/// well, once.
+fn two_writes_apart(s: &mut Setup, gap: Duration) {
+    let a = s.write(4096);
+    s.pair.advance_to(s.pair.now + gap);
+    let b = s.write_at(4096, 4096);
+    s.pair.run();
+    s.assert_ok_once(0, a);
+    s.assert_ok_once(0, b);
+}
+
 /// Two 4-packet WRITEs posted 1 µs apart under `cfg`, every packet of
 /// the first lost once: what h0 counted, and when both were done.
 fn first_write_lost_whole(cfg: NicConfig) -> (udrma_nic::Stats, udrma_nic::Instant) {
@@ -581,12 +592,7 @@ fn first_write_lost_whole(cfg: NicConfig) -> (udrma_nic::Stats, udrma_nic::Insta
             _ => Verdict::Deliver,
         }
     });
-    let a = s.write(4096);
-    s.pair.advance_to(s.pair.now + us(1));
-    let b = s.write_at(4096, 4096);
-    s.pair.run();
-    s.assert_ok_once(0, a);
-    s.assert_ok_once(0, b);
+    two_writes_apart(&mut s, us(1));
     s.assert_written(8192);
     (s.pair.nics[0].stats().clone(), s.pair.now)
 }
@@ -596,8 +602,11 @@ fn an_operation_lost_whole_is_found_by_a_later_operations_ack() {
     // Nothing of the first WRITE arrives, so nothing of it can overtake
     // the rest. The second WRITE's packets, sent 1 µs after (a 2 µs round
     // trip), are acknowledged:
-    // by send time, as RACK judges over a connection, every packet of the
-    // first is lost, and all four go again before any timer.
+    // by send time, as RACK judges over a connection, the first WRITE's
+    // packets are lost. Nothing of it being acknowledged, its newest
+    // packet goes first, to ask (its acknowledgements may have been what
+    // was lost); its own answer convicts the other three, all before any
+    // timer.
     let (h0, done) = first_write_lost_whole(NicConfig {
         registration: udrma_nic::RegistrationMode::SelfDescribing,
         ..config()
@@ -640,4 +649,72 @@ fn a_duplicate_report_never_overtakes_the_sack_that_names_its_packet() {
     let per_write = fast_retransmits_per_write(&mut s, 4);
     assert_eq!(per_write, vec![1, 0, 0, 0]);
     assert_eq!(s.pair.nics[0].stats().spurious_fast_retransmits, 1);
+}
+
+/// Rounds of two 4-packet WRITEs, the second leaving 3 µs after the first
+/// (a 2 µs round trip), with selective ACKs coalesced for 2 µs and no
+/// judging by timing (as over sockets): every first WRITE arrives whole,
+/// but the SACK that says so is lost, and so is the COMPLETION that would
+/// acknowledge it too; no later SACK of its own repairs them. Returns the fast retransmissions of each round.
+fn first_sack_lost(rounds: usize) -> (Vec<u64>, udrma_nic::Stats, udrma_nic::Stats) {
+    let mut s = setup(NicConfig {
+        ack_mode: AckMode::Selective { delay: us(2) },
+        spurious_by_timing: false,
+        registration: udrma_nic::RegistrationMode::SelfDescribing,
+        ..config()
+    });
+    s.pair.set_filter({
+        let (mut order, mut dropped) = (Vec::new(), std::collections::BTreeSet::new());
+        move |w| match w.repr {
+            Some(r) if is_data(w) => {
+                if !order.contains(&r.msg_id) {
+                    order.push(r.msg_id);
+                }
+                Verdict::Deliver
+            }
+            Some(r) if matches!(r.opcode(), Opcode::SelectiveAck | Opcode::Completion) => {
+                let nth = order.iter().position(|m| *m == r.msg_id);
+                if nth.is_some_and(|i| i % 2 == 0) && dropped.insert((r.msg_id, r.opcode())) {
+                    Verdict::Drop
+                } else {
+                    Verdict::Deliver
+                }
+            }
+            _ => Verdict::Deliver,
+        }
+    });
+    let mut per_round = Vec::new();
+    for _ in 0..rounds {
+        let before = s.pair.nics[0].stats().fast_retransmits;
+        two_writes_apart(&mut s, us(3));
+        per_round.push(s.pair.nics[0].stats().fast_retransmits - before);
+    }
+    let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
+    (per_round, h0.clone(), h1.clone())
+}
+
+#[test]
+fn a_copy_that_answers_a_lost_sack_is_no_sign_of_reordering() {
+    // The second WRITE's SACK convicts the first, whose copy arrives as a
+    // duplicate of a packet already acknowledged. The receiver's report
+    // says so (RETX beside DUP): the answer was lost, not the packet late,
+    // and the window stays. Taken for a late first copy, the report would
+    // widen the window by the time it took to find the loss (about 6 µs),
+    // beyond the 3 µs between the WRITEs, and the next rounds' lost SACKs
+    // would wait for the timer.
+    let (per_round, h0, h1) = first_sack_lost(3);
+    assert_eq!(per_round, vec![1, 1, 1]);
+    assert_eq!((h0.timeouts, h0.spurious_fast_retransmits), (0, 0));
+    assert_eq!(h1.stale_dropped, 3, "each copy found its WRITE complete");
+}
+
+#[test]
+fn an_operation_nothing_of_which_is_acknowledged_is_asked_about_with_one_copy() {
+    // The same rounds: of the first WRITE, whose SACK was lost, one copy
+    // goes (its newest packet), not four. The receiver, which completed
+    // the WRITE, answers it with a SACK of every packet up to it, and the
+    // other three are acknowledged without going again.
+    let (_, h0, h1) = first_sack_lost(3);
+    assert_eq!(h0.retransmits, 3, "one packet of each first WRITE");
+    assert_eq!(h1.stale_dropped, 3);
 }

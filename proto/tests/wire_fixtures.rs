@@ -81,6 +81,15 @@ const ACK_DUP: [u8; 36] = [
     // ICRC
     0x2f, 0x33, 0x55, 0xc6,
 ];
+// ACK of a duplicate that came after the packet was answered (flags DUP and
+// RETX, 0x0410): 36 bytes; ICRC checked against Python's zlib.crc32
+const ACK_DUP_ANSWERED: [u8; 36] = [
+    // header
+    0x01, 0x10, 0x04, 0x10, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a,
+    // ICRC
+    0xa9, 0xfb, 0xd8, 0xc3,
+];
 // SACK: 48 bytes
 const SACK: [u8; 48] = [
     // header
@@ -358,6 +367,11 @@ fn table() -> Vec<(&'static str, &'static [u8], Repr<'static>)> {
             "ACK of a duplicate",
             &ACK_DUP,
             repr(Flags::DUP, 2, 4, 0, Body::Ack),
+        ),
+        (
+            "ACK of a duplicate that came after an answer",
+            &ACK_DUP_ANSWERED,
+            repr(Flags::DUP | Flags::RETRANSMIT, 2, 4, 0, Body::Ack),
         ),
         (
             "SACK",

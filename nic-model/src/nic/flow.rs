@@ -50,6 +50,9 @@ pub(super) struct Flow {
     pub reorder: udrma_proto::time::Duration,
     /// When `reorder` last doubled on copies judged spurious by timing.
     pub widened: Option<Instant>,
+    /// Losses found by overtaking since `reorder` last grew (it halves
+    /// after `CLEAN_TO_NARROW`).
+    pub clean: u32,
     /// The operations toward this peer, oldest first (some may have
     /// ended: they are dropped at the next scan across them).
     pub open: VecDeque<u32>,
@@ -78,6 +81,8 @@ pub(super) struct Resent {
     pub msg_id: u32,
     pub seg: u32,
     pub prev_sent: Instant,
+    /// When an acknowledgement of the packet came, if one has.
+    pub acked: Option<Instant>,
 }
 
 /// Packets sent again on loss detection that a flow remembers, so that a
@@ -90,9 +95,36 @@ const NO_PACKET: Resent = Resent {
     msg_id: u32::MAX,
     seg: u32::MAX,
     prev_sent: Instant::ZERO,
+    acked: None,
 };
 
+/// Losses found by overtaking, none of them judged spurious and no
+/// reordering seen meanwhile, after which a flow's reordering window
+/// halves (RACK resets its window after 16 such recoveries, RFC 8985
+/// §6.2): one misjudgment, or reordering that has passed, does not widen
+/// it for good.
+pub(super) const CLEAN_TO_NARROW: u32 = 16;
+
 impl Flow {
+    /// The reordering window grows to at least `seen`; a growth restarts
+    /// the count of clean recoveries.
+    pub(super) fn learn_reorder(&mut self, seen: udrma_proto::time::Duration) {
+        if seen > self.reorder {
+            self.reorder = seen;
+            self.clean = 0;
+        }
+    }
+
+    /// A loss was found by overtaking: after `CLEAN_TO_NARROW` of them
+    /// with no growth, the window halves.
+    pub(super) fn clean_recovery(&mut self) {
+        self.clean += 1;
+        if self.clean >= CLEAN_TO_NARROW {
+            self.clean = 0;
+            self.reorder = udrma_proto::time::Duration(self.reorder.0 / 2);
+        }
+    }
+
     /// Remembers that packet `seg` of operation `msg_id`, whose previous
     /// copy left at `prev_sent`, was sent again on loss detection.
     pub(super) fn note_resent(&mut self, msg_id: u32, seg: u32, prev_sent: Instant) {
@@ -100,8 +132,21 @@ impl Flow {
             msg_id,
             seg,
             prev_sent,
+            acked: None,
         };
         self.resent_next = (self.resent_next + 1) % RESENT_KEPT;
+    }
+
+    /// Notes when packet `seg` of `msg_id`, if remembered as sent again,
+    /// was acknowledged (the first acknowledgement only).
+    pub(super) fn resent_acked(&mut self, msg_id: u32, seg: u32, at: Instant) {
+        if let Some(r) = self
+            .resent
+            .iter_mut()
+            .find(|p| (p.msg_id, p.seg) == (msg_id, seg))
+        {
+            r.acked.get_or_insert(at);
+        }
     }
 
     /// The entry of packet `seg` of `msg_id` if it is remembered as sent
@@ -183,6 +228,7 @@ impl Nic {
                 cfg.base_rtt
             },
             widened: None,
+            clean: 0,
             open: VecDeque::new(),
             resent: [NO_PACKET; RESENT_KEPT],
             resent_next: 0,

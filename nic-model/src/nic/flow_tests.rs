@@ -233,23 +233,33 @@ fn a_duplicate_report_widens_the_window_to_how_late_the_first_copy_was() {
     assert!(rto.0 > us(20).0);
     // Reported 20 µs after the first copy left: 20 µs less the srtt late.
     n.flow(PEER).note_resent(1, 3, Instant::ZERO);
-    n.on_duplicate(Instant::ZERO + us(20), PEER, 1, 3);
+    n.on_duplicate(Instant::ZERO + us(20), PEER, 1, 3, false);
     assert_eq!(n.flow(PEER).reorder.0, us(20).0 - srtt.0);
     assert_eq!(n.stats.spurious_fast_retransmits, 1);
     // Reported sooner than an srtt after: it still teaches a quarter srtt
     // (on a fresh flow).
     n.flows.clear();
     n.flow(PEER).note_resent(1, 4, Instant::ZERO);
-    n.on_duplicate(Instant::ZERO + us(1), PEER, 1, 4);
+    n.on_duplicate(Instant::ZERO + us(1), PEER, 1, 4, false);
     assert_eq!(n.flow(PEER).reorder.0, srtt.0 / 4);
     // Never beyond the RTO, where the timer is sooner anyway.
     n.flows.clear();
     n.flow(PEER).note_resent(1, 5, Instant::ZERO);
-    n.on_duplicate(Instant::ZERO + us(10_000), PEER, 1, 5);
+    n.on_duplicate(Instant::ZERO + us(10_000), PEER, 1, 5, false);
     assert_eq!(n.flow(PEER).reorder, rto);
     // A report for a packet not sent again on loss detection: nothing.
-    n.on_duplicate(Instant::ZERO + us(10_000), PEER, 1, 6);
+    n.on_duplicate(Instant::ZERO + us(10_000), PEER, 1, 6, false);
     assert_eq!(n.stats.spurious_fast_retransmits, 3);
+    // A report that the duplicate was the copy, sent after the first
+    // arrival had been acknowledged (flag RETX): the acknowledgement was
+    // lost, nothing was late. Neither counted nor learnt from, however
+    // late, and the packet is judged once.
+    n.flows.clear();
+    n.flow(PEER).note_resent(1, 7, Instant::ZERO);
+    n.on_duplicate(Instant::ZERO + us(20), PEER, 1, 7, true);
+    assert_eq!(n.flow(PEER).reorder.0, 0);
+    assert_eq!(n.stats.spurious_fast_retransmits, 3);
+    assert_eq!(n.flow(PEER).take_resent(1, 7), None);
 }
 
 #[test]
@@ -335,4 +345,34 @@ fn a_flow_keeps_its_open_operations_only_where_they_are_scanned() {
         ..NicConfig::default()
     };
     assert!(post3(no_fast).is_empty());
+}
+
+#[test]
+fn the_reordering_window_halves_after_sixteen_clean_recoveries_and_any_growth_restarts_the_count() {
+    let mut n = nic(4);
+    let us = |x: u64| udrma_proto::time::Duration::from_micros(x);
+    let f = n.flow(PEER);
+    f.learn_reorder(us(40));
+    for _ in 0..CLEAN_TO_NARROW - 1 {
+        f.clean_recovery();
+    }
+    assert_eq!(f.reorder, us(40), "fifteen are not enough");
+    f.clean_recovery();
+    assert_eq!(f.reorder, us(20));
+    // Learning less than the window changes nothing, the count included.
+    for _ in 0..CLEAN_TO_NARROW - 1 {
+        f.clean_recovery();
+    }
+    f.learn_reorder(us(5));
+    f.clean_recovery();
+    assert_eq!(f.reorder, us(10));
+    // A growth restarts the count: sixteen more are needed.
+    f.learn_reorder(us(30));
+    for _ in 0..CLEAN_TO_NARROW - 1 {
+        f.clean_recovery();
+    }
+    f.learn_reorder(us(31));
+    f.clean_recovery();
+    assert_eq!(f.reorder, us(31));
+    assert_eq!(f.clean, 1);
 }

@@ -223,7 +223,7 @@ impl Nic {
             op.acked_sent = Some(latest.max(sent_at));
             let f = self.flow(dst);
             if sent_at + coalesce < latest {
-                f.reorder = f.reorder.max(latest - sent_at);
+                f.learn_reorder(latest - sent_at);
             }
             f
         } else {
@@ -284,10 +284,39 @@ impl Nic {
             };
             let to =
                 from + op.first_sent[from.min(end)..end].partition_point(|t| *t + window < sent_at);
-            lost.extend(self.overtaken(op, from..to, window, sent_at));
+            let mut l = self.overtaken(op, from..to, window, sent_at);
+            if op.acked == 0 && !first_only {
+                self.ask_once(op, &mut l);
+            }
+            lost.extend(l);
         }
         self.flow(dst).open = open;
         self.resend_overtaken(now, dst, lost);
+    }
+
+    /// Of an operation nothing of which is acknowledged, `lost` (its
+    /// packets found overtaken) keeps only the newest: the operation may
+    /// have arrived whole and lost only its acknowledgements (a SACK
+    /// dropped, which no later one of its own repairs). One copy asks:
+    /// the receiver answers a duplicate with a SACK of every packet it
+    /// holds below it, and a packet really lost is found once the copy's
+    /// answer comes (by the copy's own acknowledgement, or by the
+    /// operation's, then partly acknowledged, packets being overtaken).
+    /// While a copy of one of its packets is out, only copies left more
+    /// than a window before stay (that copy lost too).
+    fn ask_once(&self, op: &Op, lost: &mut Vec<OpNumber>) {
+        let asking = op.pkts.iter().any(|p| match p {
+            PktState::InFlight(o) => self
+                .op_table
+                .get(*o)
+                .is_some_and(|e| e.retransmitted || e.deadline.is_none()),
+            _ => false,
+        });
+        if asking {
+            lost.retain(|o| self.op_table.get(*o).is_some_and(|e| e.retransmitted));
+        } else if let Some(&newest) = lost.last() {
+            *lost = vec![newest];
+        }
     }
 
     /// How long this NIC holds an acknowledgement to coalesce it into a
@@ -330,6 +359,9 @@ impl Nic {
     /// Sends each of `lost` (packets to `dst` found overtaken) again now,
     /// remembered as sent on loss detection.
     fn resend_overtaken(&mut self, now: Instant, dst: NodeAddr, lost: Vec<OpNumber>) {
+        if !lost.is_empty() {
+            self.flow(dst).clean_recovery();
+        }
         for opn in lost {
             let Some(inf) = self.op_table.get(opn).copied() else {
                 continue;
@@ -349,8 +381,9 @@ impl Nic {
     /// `resent_at`) is acknowledged too soon to be the copy's answer
     /// (`too_soon_for_copy`): the acknowledgement is the first copy's,
     /// which was late, not lost.
-    /// The reordering window toward the peer doubles (to at least a
-    /// quarter RTT and at most the RTO, beyond which the timer is sooner).
+    /// The reordering window toward the peer doubles, once for all the
+    /// copies judged at one instant (to at least a quarter RTT and at most
+    /// the RTO, beyond which the timer is sooner; `widen_reorder`).
     /// Returns whether it was.
     pub(super) fn check_spurious(
         &mut self,
@@ -376,10 +409,35 @@ impl Nic {
     /// a packet sent with it would have. The window takes that measure (at
     /// least a quarter RTT, at most the RTO) rather than doubling: one
     /// late packet teaches the reordering it saw, and no more.
-    pub(super) fn on_duplicate(&mut self, now: Instant, dst: NodeAddr, msg_id: u32, seg: u32) {
+    ///
+    /// `answered` (flag `RETX` on the report): the duplicate was the copy,
+    /// and the first copy's arrival had been acknowledged before it came.
+    /// If that acknowledgement reached this NIC only with the report (the
+    /// SACK the receiver sends just before it), it was lost (a SACK that
+    /// no later one of its operation repaired), and the copy was needed to
+    /// learn of it, as when the report is the first word of the packet
+    /// (`on_ack`): nothing was late. Learning from it would widen the
+    /// window by the time it took to find the loss, and every such loss
+    /// would widen it further. If it came at least half a SACK delay
+    /// before the report, the first copy was late and arrived before its
+    /// copy (after the sender had judged it lost): that teaches as above.
+    pub(super) fn on_duplicate(
+        &mut self,
+        now: Instant,
+        dst: NodeAddr,
+        msg_id: u32,
+        seg: u32,
+        answered: bool,
+    ) {
         let Some(r) = self.flow(dst).take_resent(msg_id, seg) else {
             return;
         };
+        let with_report = r
+            .acked
+            .is_none_or(|t| t + udrma_proto::time::Duration(self.sack_coalesce().0 / 2) > now);
+        if answered && with_report {
+            return;
+        }
         let Some(srtt) = self.rtt_to(dst).srtt() else {
             return;
         };
@@ -388,7 +446,7 @@ impl Nic {
         let late = (now - r.prev_sent).0.saturating_sub(srtt.0);
         let f = self.flow(dst);
         let seen = late.max(srtt.0 / 4).min(rto.0);
-        f.reorder = f.reorder.max(udrma_proto::time::Duration(seen));
+        f.learn_reorder(udrma_proto::time::Duration(seen));
     }
 
     /// A fast retransmission toward `dst` was spurious: counts it, and the
@@ -410,7 +468,7 @@ impl Nic {
         }
         f.widened = Some(now);
         let wider = f.reorder.0.saturating_mul(2).max(srtt.0 / 4).min(rto.0);
-        f.reorder = f.reorder.max(udrma_proto::time::Duration(wider));
+        f.learn_reorder(udrma_proto::time::Duration(wider));
         true
     }
 

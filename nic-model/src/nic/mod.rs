@@ -246,13 +246,25 @@ struct RecvBuf {
     len: u64,
 }
 
+/// Whether an ACK reports its packet as a duplicate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dup {
+    /// A first arrival's acknowledgement.
+    No,
+    /// The packet had arrived before (flag `DUP`). `answered` (flag
+    /// `RETX`): this duplicate is a copy sent again after that arrival had
+    /// been acknowledged, which may answer a lost acknowledgement rather
+    /// than a late packet.
+    Reported { answered: bool },
+}
+
 #[derive(Debug, Clone, Copy)]
 enum ReplyBody {
-    /// `ece`: the acknowledged packet arrived CE-marked. `dup`: this copy
-    /// of it was a duplicate (flag `DUP`).
+    /// `ece`: the acknowledged packet arrived CE-marked. `dup`: whether
+    /// this copy of it was a duplicate, reported (flag `DUP`).
     Ack {
         ece: bool,
-        dup: bool,
+        dup: Dup,
     },
     Sack {
         base: u32,

@@ -170,7 +170,7 @@ impl Nic {
         self.push_reply(Nic::header_reply(
             from,
             r,
-            ReplyBody::Ack { ece, dup: false },
+            ReplyBody::Ack { ece, dup: Dup::No },
         ));
     }
 

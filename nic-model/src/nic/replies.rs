@@ -72,7 +72,7 @@ impl Nic {
                 self.push_reply(Nic::header_reply(
                     from,
                     r,
-                    ReplyBody::Ack { ece, dup: false },
+                    ReplyBody::Ack { ece, dup: Dup::No },
                 ));
             }
             AckMode::Selective { delay } => {
@@ -110,25 +110,71 @@ impl Nic {
     /// the copy was not needed (DSACK), even when the copy came first.
     /// With selective ACKs the packet also joins a SACK, sent before the
     /// report, whose bitmap repairs lost SACKs.
+    ///
+    /// The report also says (flag `RETX` beside `DUP`) when the duplicate
+    /// is a copy sent again after the packet's earlier arrival had been
+    /// acknowledged: that acknowledgement may have been lost, and the copy
+    /// says nothing about reordering. A first copy arriving after its copy
+    /// (or a copy while the earlier arrival's SACK still waits here) is a
+    /// late packet, and the report says so by leaving `RETX` off.
     pub(super) fn ack_duplicate(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>) {
-        if matches!(self.cfg.ack_mode, AckMode::Selective { .. }) {
+        let key = OpKey {
+            from,
+            src_ep: r.src_ep,
+            msg_id: r.msg_id,
+        };
+        let unacked = self
+            .sacks
+            .get(&key)
+            .is_some_and(|p| p.indices.contains(&r.seg_index));
+        let answered = r.flags.contains(Flags::RETRANSMIT) && !unacked;
+        let selective = matches!(self.cfg.ack_mode, AckMode::Selective { .. });
+        if selective && self.tombstones.contains(&key) {
+            // The operation is complete here: every packet of it arrived.
+            // A sender that sends one again lost its SACKs and COMPLETION,
+            // and learns from this copy's answer that the packets below it
+            // arrived too.
+            self.sack_complete(key, r.dst_ep, r.seg_count, r.seg_index);
+        } else if selective {
             // The SACK that names the packet goes first, now, not after
             // its coalescing delay: a report that overtook it would read,
             // at the sender, as the first word of the packet (a lost
             // acknowledgement), and the copy would teach nothing.
             self.ack(now, from, r);
-            self.flush_sack(OpKey {
-                from,
-                src_ep: r.src_ep,
-                msg_id: r.msg_id,
-            });
+            self.flush_sack(key);
         }
         let ece = self.rx_ce;
-        self.push_reply(Nic::header_reply(
-            from,
-            r,
-            ReplyBody::Ack { ece, dup: true },
-        ));
+        let dup = Dup::Reported { answered };
+        self.push_reply(Nic::header_reply(from, r, ReplyBody::Ack { ece, dup }));
+    }
+
+    /// A SACK for an operation complete here (its tombstone's: every
+    /// packet arrived) naming the 64 packets that end at `hi`. One, not
+    /// one per 64 packets of the operation: a datagram's answer stays
+    /// bounded whatever `seg_count` it claims.
+    fn sack_complete(&mut self, key: OpKey, src_ep: u16, seg_count: u32, hi: u32) {
+        let base = hi.saturating_sub(63);
+        let bits = hi - base + 1;
+        let bitmap = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        self.push_reply(Reply {
+            port: 0,
+            to: key.from,
+            src_ep,
+            dst_ep: key.src_ep,
+            op_num: 0,
+            msg_id: key.msg_id,
+            seg_index: base,
+            seg_count,
+            body: ReplyBody::Sack {
+                base,
+                bitmap,
+                ece: false,
+            },
+        });
     }
 
     pub(super) fn flush_sack(&mut self, key: OpKey) {
@@ -205,7 +251,8 @@ impl Nic {
             None => {
                 self.stats.stale_acks += 1;
                 if dup {
-                    self.on_duplicate(now, from, r.msg_id, r.seg_index);
+                    let answered = r.flags.contains(Flags::RETRANSMIT);
+                    self.on_duplicate(now, from, r.msg_id, r.seg_index, answered);
                 }
             }
         }
@@ -369,7 +416,7 @@ impl Nic {
         self.push_reply(Nic::header_reply(
             from,
             r,
-            ReplyBody::Ack { ece, dup: false },
+            ReplyBody::Ack { ece, dup: Dup::No },
         ));
     }
 
@@ -382,7 +429,10 @@ impl Nic {
         let body = match reply.body {
             ReplyBody::Ack { ece, dup } => {
                 flags.set(Flags::ECE, ece);
-                flags.set(Flags::DUP, dup);
+                if let Dup::Reported { answered } = dup {
+                    flags.set(Flags::DUP, true);
+                    flags.set(Flags::RETRANSMIT, answered);
+                }
                 Body::Ack
             }
             ReplyBody::Sack { base, bitmap, ece } => {

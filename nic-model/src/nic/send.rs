@@ -385,6 +385,7 @@ impl Nic {
             op.first_unacked += 1;
         }
         op.acked += 1;
+        let first_word = op.acked == 1;
         let done = op.acked == op.seg_count;
         if self.cfg.rto_restart {
             let f = self.flow(dst);
@@ -406,14 +407,19 @@ impl Nic {
             // for it later may answer a copy sent because that ACK was
             // lost, and says nothing about a late first copy.
             self.flow(dst).take_resent(inf.msg_id, inf.seg);
+        } else if inf.fast {
+            self.flow(dst).resent_acked(inf.msg_id, inf.seg, now);
         }
         // The copy acknowledged, and when it left. A first copy's is its
         // own. With tail probes a copy sent again (a probe, or any
         // other) also convicts: it is the one acknowledged when the
         // answer comes late enough to be its own, else the first copy.
+        // So does the copy that asked about an operation nothing of which
+        // was acknowledged (`ask_once`), when it brings the first word.
+        let asked = inf.fast && first_word;
         let copy = if !inf.retransmitted {
             Some((inf.sent_at, true))
-        } else if self.cfg.tail_probe && sample {
+        } else if (self.cfg.tail_probe || asked) && sample {
             if self.copy_answered(now, dst, inf.sent_at, inf.probe) {
                 Some((inf.sent_at, false))
             } else {
