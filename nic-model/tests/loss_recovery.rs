@@ -718,3 +718,32 @@ fn an_operation_nothing_of_which_is_acknowledged_is_asked_about_with_one_copy() 
     assert_eq!(h0.retransmits, 3, "one packet of each first WRITE");
     assert_eq!(h1.stale_dropped, 3);
 }
+
+#[test]
+fn of_an_operation_partly_acknowledged_every_overtaken_packet_goes_at_once() {
+    // Packets 2 and 3 of the first WRITE are lost, 0 and 1 acknowledged:
+    // its acknowledgements are not what was lost, so when the second
+    // WRITE (3 µs later) is acknowledged, both go again at once; asking
+    // with one copy first would leave packet 2 to its timer.
+    let mut s = setup(NicConfig {
+        registration: udrma_nic::RegistrationMode::SelfDescribing,
+        ..config()
+    });
+    s.pair.set_filter({
+        let mut first = None;
+        move |w| match w.repr {
+            Some(r) if is_data(w) => {
+                let m = *first.get_or_insert(r.msg_id);
+                if m == r.msg_id && r.seg_index >= 2 {
+                    Verdict::Drop
+                } else {
+                    Verdict::Deliver
+                }
+            }
+            _ => Verdict::Deliver,
+        }
+    });
+    two_writes_apart(&mut s, us(3));
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.fast_retransmits, h0.timeouts), (2, 0));
+}

@@ -366,6 +366,13 @@ fn the_reordering_window_halves_after_sixteen_clean_recoveries_and_any_growth_re
     f.learn_reorder(us(5));
     f.clean_recovery();
     assert_eq!(f.reorder, us(10));
+    // Nor does learning the window itself.
+    for _ in 0..CLEAN_TO_NARROW - 1 {
+        f.clean_recovery();
+    }
+    f.learn_reorder(us(10));
+    f.clean_recovery();
+    assert_eq!(f.reorder, us(5));
     // A growth restarts the count: sixteen more are needed.
     f.learn_reorder(us(30));
     for _ in 0..CLEAN_TO_NARROW - 1 {
@@ -375,4 +382,58 @@ fn the_reordering_window_halves_after_sixteen_clean_recoveries_and_any_growth_re
     f.clean_recovery();
     assert_eq!(f.reorder, us(31));
     assert_eq!(f.clean, 1);
+}
+
+#[test]
+fn a_report_of_a_copy_after_an_answer_teaches_only_when_the_answer_came_well_before_it() {
+    // Selective ACKs coalesced for 2 µs: an answer that came less than
+    // half that before the report came with it (the SACK a receiver sends
+    // just before its report), and was the first word of a lost answer.
+    let us = |x: u64| udrma_proto::time::Duration::from_micros(x);
+    let ns = udrma_proto::time::Duration::from_nanos;
+    let fresh = || {
+        let cfg = NicConfig {
+            ack_mode: crate::config::AckMode::Selective { delay: us(2) },
+            ..NicConfig::default()
+        };
+        let mut n = Nic::new(NodeAddr(0), cfg).unwrap();
+        n.rtt_sample(PEER, us(4));
+        n
+    };
+    let report = Instant::ZERO + us(30);
+    let before = |d: udrma_proto::time::Duration| Instant(report.0 - d.0);
+    let judged = |acked: Option<udrma_proto::time::Duration>| {
+        let mut n = fresh();
+        n.flow(PEER).note_resent(1, 3, Instant::ZERO);
+        if let Some(d) = acked {
+            n.flow(PEER).resent_acked(1, 3, before(d));
+        }
+        n.on_duplicate(report, PEER, 1, 3, true);
+        (
+            n.flow(PEER).reorder.0 > 0,
+            n.stats.spurious_fast_retransmits,
+        )
+    };
+    assert_eq!(judged(None), (false, 0), "never answered before: lost");
+    assert_eq!(judged(Some(ns(0))), (false, 0), "answered with the report");
+    assert_eq!(judged(Some(ns(999))), (false, 0), "within half the delay");
+    assert_eq!(
+        judged(Some(us(1))),
+        (true, 1),
+        "half the delay before: late"
+    );
+    assert_eq!(judged(Some(ns(1_500))), (true, 1));
+    // Only the first answer counts, and only the packet's own.
+    let mut n = fresh();
+    n.flow(PEER).note_resent(1, 4, Instant::ZERO);
+    n.flow(PEER).resent_acked(1, 4, before(us(5)));
+    n.flow(PEER).resent_acked(1, 4, report);
+    n.flow(PEER).resent_acked(1, 5, report);
+    n.on_duplicate(report, PEER, 1, 4, true);
+    assert!(n.flow(PEER).reorder.0 > 0);
+    let mut n = fresh();
+    n.flow(PEER).note_resent(1, 4, Instant::ZERO);
+    n.flow(PEER).resent_acked(1, 5, before(us(5)));
+    n.on_duplicate(report, PEER, 1, 4, true);
+    assert_eq!(n.flow(PEER).reorder.0, 0, "another packet's answer");
 }
