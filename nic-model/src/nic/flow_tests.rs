@@ -437,3 +437,30 @@ fn a_report_of_a_copy_after_an_answer_teaches_only_when_the_answer_came_well_bef
     n.on_duplicate(report, PEER, 1, 4, true);
     assert_eq!(n.flow(PEER).reorder.0, 0, "another packet's answer");
 }
+
+#[test]
+fn a_completed_operations_sack_names_the_64_packets_up_to_the_duplicate() {
+    let mut n = nic(4);
+    let key = OpKey {
+        from: PEER,
+        src_ep: 1,
+        msg_id: 9,
+    };
+    let sacks = |n: &mut Nic| -> Vec<(u32, u64)> {
+        n.replies
+            .drain(..)
+            .filter_map(|r| match r.body {
+                ReplyBody::Sack { base, bitmap, .. } => Some((base, bitmap)),
+                _ => None,
+            })
+            .collect()
+    };
+    // Within the first word: every packet up to the duplicate.
+    n.sack_complete(key, 2, 4, 3);
+    assert_eq!(sacks(&mut n), vec![(0, 0b1111)]);
+    // Further on: the 64 ending at it, one SACK whatever the count.
+    n.sack_complete(key, 2, 100, 79);
+    assert_eq!(sacks(&mut n), vec![(16, u64::MAX)]);
+    n.sack_complete(key, 2, 100, 63);
+    assert_eq!(sacks(&mut n), vec![(0, u64::MAX)]);
+}

@@ -152,7 +152,7 @@ impl Nic {
     /// packet arrived) naming the 64 packets that end at `hi`. One, not
     /// one per 64 packets of the operation: a datagram's answer stays
     /// bounded whatever `seg_count` it claims.
-    fn sack_complete(&mut self, key: OpKey, src_ep: u16, seg_count: u32, hi: u32) {
+    pub(super) fn sack_complete(&mut self, key: OpKey, src_ep: u16, seg_count: u32, hi: u32) {
         let base = hi.saturating_sub(63);
         let bits = hi - base + 1;
         let bitmap = if bits == 64 {
