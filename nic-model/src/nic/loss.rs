@@ -285,7 +285,7 @@ impl Nic {
             let to =
                 from + op.first_sent[from.min(end)..end].partition_point(|t| *t + window < sent_at);
             let mut l = self.overtaken(op, from..to, window, sent_at);
-            if op.acked == 0 && !first_only {
+            if op.acked == 0 && !first_only && !l.is_empty() {
                 self.ask_once(op, &mut l);
             }
             lost.extend(l);
