@@ -172,7 +172,7 @@ if [ "$(field tail_probes "$LOG/put.json")" -eq 0 ]; then
     exit 1
 fi
 # The timer is a last resort: most losses are found by a later packet's
-# acknowledgement or a probe's (465-943 timeouts for 45-50 thousand
+# acknowledgement or a probe's (465-1,442 timeouts for 45-50 thousand
 # retransmissions here in 2026-11; about 10,000 for 27,000 before lost
 # answers stopped widening the reordering window, docs/congestion.md).
 if [ "$(( $(field timeouts "$LOG/put.json") * 10 ))" -gt "$(field retransmits "$LOG/put.json")" ]; then
