@@ -187,8 +187,13 @@ impl World {
             } else {
                 self.out_port(st.hot.peer, &head.pkt)
             };
-            if let Some(f) = out.and_then(|o| self.ports[o as usize].first_waiting()) {
-                crate::prefetch::prefetch(f);
+            // Where its entry will be written: just past the line's last
+            // (the queue's count is settled only when it decides something,
+            // so the first waiting packet is rarely read).
+            if let Some(f) = out.and_then(|o| self.ports[o as usize].flight.back()) {
+                let next = (f as *const ports::InFlight).wrapping_add(1);
+                crate::prefetch::prefetch(next);
+                crate::prefetch::prefetch(next.cast::<u8>().wrapping_add(64));
             }
         }
     }

@@ -62,9 +62,12 @@ pub(super) struct PortState {
     pub(super) free_at: Instant,
     /// How many packets at the tail of `flight` were waiting to start
     /// when last looked at (starts only grow along the line, so the
-    /// waiting ones are always its tail).
+    /// waiting ones are always its tail). Brought up to date only when a
+    /// decision depends on it ([`PortState::settle`]), so between times
+    /// it may still count packets that have started.
     pub(super) waiting: u32,
-    /// The bytes of those packets (as charged to the queue).
+    /// The bytes of those packets (as charged to the queue): never less
+    /// than the bytes really waiting.
     pub(super) queued_bytes: u64,
     /// Packets given to the port, in order (FIFO, one rate, one latency:
     /// arrivals and starts both increase). Only the head's arrival is in
@@ -96,6 +99,30 @@ impl PortState {
             return None;
         }
         self.flight.get(self.flight.len().checked_sub(waiting)?)
+    }
+
+    /// Makes the queue's count exact where a packet of `len` bytes
+    /// joining it at `now` could be judged by it: its drop or trim, its
+    /// ECN mark, or the run's deepest queue (`deepest`). The count only
+    /// overstates (started packets still counted), so while the
+    /// overstated figure decides nothing, the line is not read: reading
+    /// its first waiting packet was the one cold load of most switch
+    /// hops, and catching up later reads several entries side by side.
+    /// A port that has finished serializing everything has no waiting
+    /// packet, which needs no line either.
+    #[inline]
+    fn settle(&mut self, now: Instant, len: u64, deepest: u64) {
+        if self.free_at <= now {
+            self.waiting = 0;
+            self.queued_bytes = 0;
+            return;
+        }
+        let hot = &self.hot;
+        if self.queued_bytes + len > hot.queue_bytes.min(deepest)
+            || self.queued_bytes > hot.ecn_threshold
+        {
+            self.drain_started(now);
+        }
     }
 
     /// Stops counting the packets that started by `now` as queued.
@@ -260,7 +287,6 @@ impl World {
             return;
         }
         let st = &mut self.ports[port as usize];
-        st.drain_started(now);
         if hot.trim && pkt.trimmed {
             // Headers go ahead of the queue at every trimming hop.
             self.trim(port, pkt);
@@ -272,6 +298,7 @@ impl World {
             self.ahead(port, pkt);
             return;
         }
+        st.settle(now, len, self.stats.max_queue_bytes);
         if st.queued_bytes + len > hot.queue_bytes {
             if hot.trim {
                 self.trim(port, pkt);
@@ -519,6 +546,82 @@ mod tests {
                 "ports {a} and {b} draw apart: {differ} of 1000 differ"
             );
         }
+    }
+
+    /// A port whose line holds four packets of 1000 bytes starting at
+    /// 0, 100, 200 and 300 ps (it is free at 400), the last three still
+    /// counted as waiting: 3000 bytes, where at 250 ps only the last
+    /// really waits.
+    fn port_with_stale_count(queue_bytes: u64, ecn_threshold: u64) -> PortState {
+        let entry = |start: u64| InFlight {
+            arrive: Instant(start + 1_000_000),
+            start: Instant(start),
+            charged: 1000,
+            pkt: Pkt {
+                serial: start,
+                src: NodeAddr(0),
+                dst: NodeAddr(1),
+                src_port: 0,
+                bytes: Vec::new(),
+                elided: 0,
+                nic_work_ps: 0,
+                ce: false,
+                trimmed: false,
+                head: Head::of(&[]),
+            },
+        };
+        PortState {
+            hot: PortHot {
+                link: 0,
+                direction: Direction::Forward,
+                host_raw: NO_HOST,
+                peer: 1,
+                peer_host_raw: NO_HOST,
+                mtu: 9216,
+                queue_bytes,
+                ecn_threshold,
+                ecn_span: 0,
+                trim: false,
+                priority: false,
+                bandwidth_bps: 100_000_000_000,
+                ps_per_bit: 10,
+                latency: Duration::from_micros(1),
+                tapped: false,
+            },
+            free_at: Instant(400),
+            waiting: 3,
+            queued_bytes: 3000,
+            flight: [0, 100, 200, 300].into_iter().map(entry).collect(),
+        }
+    }
+
+    /// The queue's count is made exact exactly when a decision could
+    /// read it: a packet of 1000 bytes joining at 250 ps would be dropped
+    /// by a 3500-byte queue, would set a new deepest queue above 3500, or
+    /// would be marked above a threshold of 2999, if the stale count were
+    /// believed; each time it is counted again (1000 bytes, one packet).
+    /// Where nothing depends on it the count stays as it was, and a port
+    /// that has sent everything is empty without its line being read.
+    #[test]
+    fn the_queue_is_counted_again_only_when_it_decides_something() {
+        let now = Instant(250);
+        let exact = |st: &PortState| (st.queued_bytes, st.waiting);
+        for (queue, threshold, deepest, why) in [
+            (3500, u64::MAX, u64::MAX, "a drop"),
+            (1 << 20, u64::MAX, 3500, "the deepest queue"),
+            (1 << 20, 2999, u64::MAX, "a mark"),
+        ] {
+            let mut st = port_with_stale_count(queue, threshold);
+            st.settle(now, 1000, deepest);
+            assert_eq!(exact(&st), (1000, 1), "{why}");
+        }
+        let mut st = port_with_stale_count(1 << 20, 3000);
+        st.settle(now, 1000, 4000);
+        assert_eq!(exact(&st), (3000, 3), "nothing depends on it");
+        let mut st = port_with_stale_count(1 << 20, u64::MAX);
+        st.flight.clear();
+        st.settle(Instant(400), 1000, u64::MAX);
+        assert_eq!(exact(&st), (0, 0), "free at 400: nothing waits");
     }
 
     #[test]
