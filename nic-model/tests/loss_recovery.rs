@@ -747,3 +747,44 @@ fn of_an_operation_partly_acknowledged_every_overtaken_packet_goes_at_once() {
     let h0 = s.pair.nics[0].stats();
     assert_eq!((h0.fast_retransmits, h0.timeouts), (2, 0));
 }
+
+/// Two one-packet WRITEs posted 5 µs apart under `cfg`, the first copy of
+/// each lost: what h0 counted once both were done.
+fn two_single_writes_lost_once(cfg: NicConfig) -> udrma_nic::Stats {
+    let mut s = setup(cfg);
+    s.pair.set_filter({
+        let mut dropped = std::collections::BTreeSet::new();
+        move |w| match w.repr {
+            Some(r) if is_data(w) && dropped.insert(r.msg_id) => Verdict::Drop,
+            _ => Verdict::Deliver,
+        }
+    });
+    let a = s.write(1024);
+    s.pair.advance_to(s.pair.now + us(5));
+    let b = s.write_at(1024, 1024);
+    s.pair.run();
+    s.assert_ok_once(0, a);
+    s.assert_ok_once(0, b);
+    s.assert_written(2048);
+    s.pair.nics[0].stats().clone()
+}
+
+#[test]
+fn the_answer_to_a_copy_sent_on_its_timer_convicts_nothing_without_tail_probes() {
+    // The first WRITE's only packet is lost and goes again on its timer;
+    // the second WRITE's, sent 5 µs after the first, is lost too. When the
+    // first WRITE's copy is answered, that answer may be the lost first
+    // copy's (nothing tells them apart: Karn's ambiguity), and the first
+    // copy left before the second WRITE did, so it can convict nothing:
+    // the second WRITE waits for its own timer.
+    let h0 = two_single_writes_lost_once(config());
+    assert_eq!((h0.timeouts, h0.fast_retransmits), (2, 0), "{h0:?}");
+    // With tail probes a copy's answer is judged by its timing: one round
+    // trip after the copy left, it is the copy's own, sent well after the
+    // second WRITE, which it convicts before its timer.
+    let h0 = two_single_writes_lost_once(NicConfig {
+        tail_probe: true,
+        ..config()
+    });
+    assert_eq!((h0.timeouts, h0.fast_retransmits), (1, 1), "{h0:?}");
+}

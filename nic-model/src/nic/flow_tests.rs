@@ -464,3 +464,46 @@ fn a_completed_operations_sack_names_the_64_packets_up_to_the_duplicate() {
     n.sack_complete(key, 2, 100, 63);
     assert_eq!(sacks(&mut n), vec![(0, u64::MAX)]);
 }
+
+#[test]
+fn an_operations_own_reordering_is_learnt_only_beyond_the_sack_delay() {
+    // A 4-packet WRITE whose packets leave 1 µs apart; acknowledgements
+    // of first copies are then handed to the detector in a chosen order.
+    let us = |x: u64| udrma_proto::time::Duration::from_micros(x);
+    let cfg = NicConfig {
+        mtu_payload: 1024,
+        ack_mode: crate::AckMode::Selective { delay: us(1) },
+        ..NicConfig::default()
+    };
+    let mut n = Nic::new(NodeAddr(0), cfg).unwrap();
+    let local = n.register(0x1000, 1 << 16, crate::Access::ALL);
+    let wr = crate::WorkRequest::write(PEER, local, 0x1000, 4096, 7, 0x9000);
+    n.post(Instant::ZERO, wr).unwrap();
+    let mut buf = Vec::new();
+    for i in 0..4 {
+        assert!(n.poll_transmit(Instant::ZERO + us(i), &mut buf).is_some());
+    }
+    let msg = *n.ops.keys().next().expect("one operation");
+    let coalesce = n.sack_coalesce();
+    assert_eq!(coalesce, us(1));
+    let now = Instant::ZERO + us(10);
+    let at = |i: u64| Instant::ZERO + us(i);
+    // Packet 1 first: nothing answered before it, nothing to learn.
+    n.detect_overtaken(now, PEER, msg, 1, at(1), true);
+    assert_eq!(n.flow(PEER).reorder.0, 0);
+    // Packet 3, sent after it: in order, nothing to learn.
+    n.detect_overtaken(now, PEER, msg, 3, at(3), true);
+    assert_eq!(n.flow(PEER).reorder.0, 0);
+    // Packet 2, sent exactly one SACK delay before packet 3: a coalesced
+    // SACK may name the two in either order, so no sign of reordering.
+    n.detect_overtaken(now, PEER, msg, 2, at(2), true);
+    assert_eq!(n.flow(PEER).reorder.0, 0, "at the SACK delay: no sign");
+    // Packet 0, answered after packet 3 that left 3 µs later: overtaken
+    // by 3 µs, which the window learns.
+    n.detect_overtaken(now, PEER, msg, 0, at(0), true);
+    assert_eq!(n.flow(PEER).reorder, us(3));
+    // A copy (not a first copy) teaches nothing of the kind.
+    n.flows.clear();
+    n.detect_overtaken(now, PEER, msg, 1, Instant::ZERO, false);
+    assert_eq!(n.flow(PEER).reorder.0, 0);
+}
