@@ -40,12 +40,14 @@ use udrma_proto::{
 };
 
 mod apps;
+mod arrivals;
 mod events;
 mod hosts;
 mod journey;
 mod packet;
 mod ports;
 
+use arrivals::Arrivals;
 use events::EvKind;
 use hosts::HostState;
 pub use journey::Journey;
@@ -232,7 +234,6 @@ pub struct World {
     costed: bool,
     /// Highest packet serial delivered per flow: indexed by destination
     /// host, then keyed by source (small maps: one lookup per delivery).
-    flow_max: Vec<BTreeMap<NodeAddr, u64>>,
     /// Hosts whose packets are journaled, and the journal.
     watch: Option<(NodeAddr, NodeAddr)>,
     journal: Vec<Journey>,
@@ -292,12 +293,12 @@ impl World {
                 timer_at: None,
                 paused: false,
                 held: VecDeque::new(),
+                arrivals: Arrivals::default(),
                 tx_lead: Duration::ZERO,
                 rx_unit: udrma_nic::cost::Serial::default(),
                 app: None,
             });
         }
-        let flow_max = vec![BTreeMap::new(); hosts.len()];
         let switch_rng = topo
             .nodes
             .iter()
@@ -373,7 +374,6 @@ impl World {
             seal_bytes: cfg.seal_bytes,
             cost: cfg.nic.cost,
             costed: !cfg.nic.cost.is_zero(),
-            flow_max,
             watch: None,
             journal: Vec::new(),
             journal_index: BTreeMap::new(),
