@@ -60,6 +60,7 @@ pub mod memory;
 pub mod nic;
 pub mod optable;
 pub mod pair;
+pub(crate) mod peermap;
 pub mod reduce;
 pub mod registry;
 pub mod rtt;

@@ -523,8 +523,9 @@ impl Nic {
             if !o.retransmitted {
                 let c = &self.cfg;
                 self.rtt
-                    .entry(from)
-                    .or_insert_with(|| RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max))
+                    .get_or_insert_with(from, || {
+                        RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max)
+                    })
                     .on_sample(now - o.sent_at);
                 self.stats.rtt_samples += 1;
             }

@@ -204,7 +204,7 @@ impl Nic {
     pub(super) fn flow(&mut self, peer: NodeAddr) -> &mut Flow {
         let (factory, cfg) = (&self.factory, &self.cfg.cc);
         let multipath = self.cfg.multipath;
-        self.flows.entry(peer).or_insert_with(|| Flow {
+        self.flows.get_or_insert_with(peer, || Flow {
             cc: match &factory.0 {
                 Some(f) => f(peer),
                 None => cfg.build(),
@@ -449,7 +449,7 @@ impl Nic {
         delay: udrma_proto::time::Duration,
     ) {
         let until = now + delay;
-        let t = self.rnr_hold.entry(peer).or_insert(until);
+        let t = self.rnr_hold.get_or_insert_with(peer, || until);
         *t = (*t).max(until);
     }
 

@@ -238,12 +238,12 @@ fn a_duplicate_report_widens_the_window_to_how_late_the_first_copy_was() {
     assert_eq!(n.stats.spurious_fast_retransmits, 1);
     // Reported sooner than an srtt after: it still teaches a quarter srtt
     // (on a fresh flow).
-    n.flows.clear();
+    n.flows = Default::default();
     n.flow(PEER).note_resent(1, 4, Instant::ZERO);
     n.on_duplicate(Instant::ZERO + us(1), PEER, 1, 4, false);
     assert_eq!(n.flow(PEER).reorder.0, srtt.0 / 4);
     // Never beyond the RTO, where the timer is sooner anyway.
-    n.flows.clear();
+    n.flows = Default::default();
     n.flow(PEER).note_resent(1, 5, Instant::ZERO);
     n.on_duplicate(Instant::ZERO + us(10_000), PEER, 1, 5, false);
     assert_eq!(n.flow(PEER).reorder, rto);
@@ -254,7 +254,7 @@ fn a_duplicate_report_widens_the_window_to_how_late_the_first_copy_was() {
     // arrival had been acknowledged (flag RETX): the acknowledgement was
     // lost, nothing was late. Neither counted nor learnt from, however
     // late, and the packet is judged once.
-    n.flows.clear();
+    n.flows = Default::default();
     n.flow(PEER).note_resent(1, 7, Instant::ZERO);
     n.on_duplicate(Instant::ZERO + us(20), PEER, 1, 7, true);
     assert_eq!(n.flow(PEER).reorder.0, 0);
@@ -503,7 +503,7 @@ fn an_operations_own_reordering_is_learnt_only_beyond_the_sack_delay() {
     n.detect_overtaken(now, PEER, msg, 0, at(0), true);
     assert_eq!(n.flow(PEER).reorder, us(3));
     // A copy (not a first copy) teaches nothing of the kind.
-    n.flows.clear();
+    n.flows = Default::default();
     n.detect_overtaken(now, PEER, msg, 1, Instant::ZERO, false);
     assert_eq!(n.flow(PEER).reorder.0, 0);
 }

@@ -35,6 +35,7 @@ use crate::cost::Serial;
 use crate::mask::Mask;
 use crate::memory::{Access, MemoryTable, MrKey, Use};
 use crate::optable::{OpNumber, OpTable};
+use crate::peermap::PeerMap;
 use crate::registry::{Entry, EscapeChannel, Escaped, OpKey, ReceiveRegistry, Target, Tombstones};
 use crate::rtt::RttEstimator;
 use crate::stats::{Occupancy, Stats};
@@ -346,7 +347,7 @@ pub struct Nic {
     sendable: VecDeque<u32>,
     op_table: OpTable<Inflight>,
     retransmit_queue: VecDeque<OpNumber>,
-    rtt: BTreeMap<NodeAddr, RttEstimator>,
+    rtt: PeerMap<RttEstimator, 1>,
     registry: ReceiveRegistry,
     escape: EscapeChannel,
     tombstones: Tombstones,
@@ -360,13 +361,13 @@ pub struct Nic {
     timers: timers::TimerSet,
     stats: Stats,
     /// Credit count advertised to each peer on every packet.
-    advertised: BTreeMap<NodeAddr, u16>,
+    advertised: PeerMap<u16, 2>,
     /// Newest credit count each peer advertised.
-    credits_seen: BTreeMap<NodeAddr, u16>,
+    credits_seen: PeerMap<u16, 2>,
     /// Newest credit count that really left toward each peer on a packet.
-    credits_carried: BTreeMap<NodeAddr, u16>,
+    credits_carried: PeerMap<u16, 2>,
     /// Boot epoch each peer last showed (at most [`MAX_PEERS`] peers).
-    peer_epochs: BTreeMap<NodeAddr, u32>,
+    peer_epochs: PeerMap<u32, 2>,
     /// The region HELLOs announce, if any.
     announced: Option<MrKey>,
     /// Descriptor ring slots in use, and their peak.
@@ -388,7 +389,7 @@ pub struct Nic {
     /// The reduce unit (counters, triggered descriptors, ALU).
     reduce: crate::reduce::state::ReduceState,
     /// Congestion state toward each peer this NIC sends to.
-    flows: BTreeMap<NodeAddr, flow::Flow>,
+    flows: PeerMap<flow::Flow, 1>,
     /// Builds a controller for a new peer, when the host supplied one.
     factory: flow::Factory,
     /// The pacing wake-up armed, if any.
@@ -398,7 +399,7 @@ pub struct Nic {
     /// Peers that said "receiver not ready": no new packet goes to them
     /// before the time given (back-pressure, as an RNR NAK stops a queue
     /// pair for its RNR timer). Entries leave once they pass.
-    rnr_hold: BTreeMap<NodeAddr, Instant>,
+    rnr_hold: PeerMap<Instant, 1>,
     /// Receiver credit: the grant scheduler for senders that ask.
     grants: grants::Grants,
     /// Whether the datagram being handled arrived CE-marked.
@@ -473,7 +474,7 @@ impl Nic {
             sendable: VecDeque::new(),
             op_table: OpTable::new(cfg.op_table_capacity),
             retransmit_queue: VecDeque::new(),
-            rtt: BTreeMap::new(),
+            rtt: PeerMap::new(),
             registry: ReceiveRegistry::new(cfg.registry_capacity),
             escape: EscapeChannel::new(cfg.escape_capacity, cfg.escape_bytes),
             gap_naks: VecDeque::new(),
@@ -486,10 +487,10 @@ impl Nic {
             events: VecDeque::new(),
             timers: timers::TimerSet::default(),
             stats: Stats::default(),
-            advertised: BTreeMap::new(),
-            credits_seen: BTreeMap::new(),
-            credits_carried: BTreeMap::new(),
-            peer_epochs: BTreeMap::new(),
+            advertised: PeerMap::new(),
+            credits_seen: PeerMap::new(),
+            credits_carried: PeerMap::new(),
+            peer_epochs: PeerMap::new(),
             announced: None,
             ring_used: 0,
             ring_peak: 0,
@@ -500,11 +501,11 @@ impl Nic {
             lists_posted: false,
             scratch: Vec::new(),
             reduce: Default::default(),
-            flows: BTreeMap::new(),
+            flows: PeerMap::new(),
             factory: flow::Factory::default(),
             pace_at: None,
             rr_last: None,
-            rnr_hold: BTreeMap::new(),
+            rnr_hold: PeerMap::new(),
             grants: grants::Grants::default(),
             rx_ce: false,
             rx_port: 0,

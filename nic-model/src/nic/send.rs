@@ -342,10 +342,9 @@ impl Nic {
 
     pub(super) fn rtt_to(&mut self, peer: NodeAddr) -> RttEstimator {
         let c = &self.cfg;
-        *self
-            .rtt
-            .entry(peer)
-            .or_insert_with(|| RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max))
+        *self.rtt.get_or_insert_with(peer, || {
+            RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max)
+        })
     }
 
     /// An outstanding packet is acknowledged: free its slot, feed the RTT
@@ -355,8 +354,9 @@ impl Nic {
     pub(super) fn rtt_sample(&mut self, peer: NodeAddr, sample: udrma_proto::time::Duration) {
         let c = &self.cfg;
         self.rtt
-            .entry(peer)
-            .or_insert_with(|| RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max))
+            .get_or_insert_with(peer, || {
+                RttEstimator::new(c.rto_initial, c.rto_min, c.rto_max)
+            })
             .on_sample(sample);
         self.stats.rtt_samples += 1;
     }
