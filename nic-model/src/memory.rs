@@ -108,10 +108,61 @@ pub struct IndirectKey {
 /// Most blocks one indirect key may map (the modelled NIC's UMR limit).
 pub const MAX_INDIRECT_BLOCKS: usize = 65_536;
 
+/// Regions by key: the keys in order in one array, the regions at the
+/// same places in another. Every packet a NIC sends or places checks a
+/// region: a search of a few keys in one line, then the region's own
+/// line (a tree's node put its length and its keys lines apart, one cold
+/// load more a packet on a large simulated fabric).
+#[derive(Debug, Clone, Default)]
+struct Regions {
+    keys: Vec<MrKey>,
+    regions: Vec<Region>,
+}
+
+impl Regions {
+    #[inline]
+    fn find(&self, key: &MrKey) -> Result<usize, usize> {
+        self.keys.binary_search(key)
+    }
+
+    #[inline]
+    fn get(&self, key: &MrKey) -> Option<&Region> {
+        self.find(key).ok().map(|i| &self.regions[i])
+    }
+
+    fn get_mut(&mut self, key: &MrKey) -> Option<&mut Region> {
+        self.find(key).ok().map(|i| &mut self.regions[i])
+    }
+
+    fn contains_key(&self, key: &MrKey) -> bool {
+        self.find(key).is_ok()
+    }
+
+    fn insert(&mut self, key: MrKey, region: Region) {
+        match self.find(&key) {
+            Ok(i) => self.regions[i] = region,
+            Err(i) => {
+                self.keys.insert(i, key);
+                self.regions.insert(i, region);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &MrKey) -> Option<Region> {
+        let i = self.find(key).ok()?;
+        self.keys.remove(i);
+        Some(self.regions.remove(i))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&MrKey, &Region)> {
+        self.keys.iter().zip(&self.regions)
+    }
+}
+
 /// The registered regions of one host.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryTable {
-    regions: BTreeMap<MrKey, Region>,
+    regions: Regions,
     indirect: BTreeMap<MrKey, IndirectKey>,
     next_key: u32,
 }
@@ -120,7 +171,7 @@ impl MemoryTable {
     /// No regions.
     pub fn new() -> MemoryTable {
         MemoryTable {
-            regions: BTreeMap::new(),
+            regions: Regions::default(),
             indirect: BTreeMap::new(),
             next_key: 0x100,
         }
@@ -337,7 +388,7 @@ impl MemoryTable {
                 _ => Err(Syndrome::InvalidRequest),
             };
         }
-        let region = &self.regions[&key];
+        let region = self.regions.get(&key).ok_or(Syndrome::BadRkey)?;
         let span = region.span(addr, len).ok_or(Syndrome::OutOfBounds)?;
         if region.phantom {
             return ZEROS.get(..span.len()).ok_or(Syndrome::OutOfBounds);
@@ -573,6 +624,50 @@ mod tests {
         assert_eq!(
             m.read(rw, 0x1000, 1, Use::RemoteRead),
             Err(Syndrome::BadRkey)
+        );
+    }
+
+    #[test]
+    fn keys_that_wrap_around_keep_regions_apart_and_in_key_order() {
+        let mut m = MemoryTable::new();
+        m.next_key = u32::MAX - 1;
+        let keys: Vec<MrKey> = (0..4u64)
+            .map(|i| m.register(0x1000 * (i + 1), 8, Access::ALL))
+            .collect();
+        // Handed out in order, wrapping past the reserved low keys.
+        assert_eq!(
+            keys,
+            [
+                MrKey(u32::MAX - 1),
+                MrKey(u32::MAX),
+                MrKey(0x100),
+                MrKey(0x101)
+            ]
+        );
+        for (i, k) in keys.iter().enumerate() {
+            let byte = [i as u8 + 1];
+            m.write(*k, 0x1000 * (i as u64 + 1), &byte, Use::RemoteWrite)
+                .unwrap();
+        }
+        assert!(m.deregister(MrKey(u32::MAX)).is_some());
+        assert!(m.deregister(MrKey(u32::MAX)).is_none());
+        let listed: Vec<(MrKey, u64, u8)> =
+            m.regions().map(|(k, r)| (k, r.base, r.bytes[0])).collect();
+        assert_eq!(
+            listed,
+            [
+                (MrKey(0x100), 0x3000, 3),
+                (MrKey(0x101), 0x4000, 4),
+                (MrKey(u32::MAX - 1), 0x1000, 1),
+            ]
+        );
+        assert_eq!(
+            m.check(MrKey(u32::MAX), 0x2000, 1, Use::RemoteRead),
+            Err(Syndrome::BadRkey)
+        );
+        assert_eq!(
+            m.read(MrKey(0x101), 0x4000, 1, Use::RemoteRead).unwrap(),
+            [4]
         );
     }
 
