@@ -672,6 +672,18 @@ mod tests {
     }
 
     #[test]
+    fn a_key_still_in_use_is_not_handed_out_again() {
+        let mut m = MemoryTable::new();
+        let first = m.register(0x1000, 8, Access::ALL);
+        // The counter comes round to the key still in use.
+        m.next_key = first.0;
+        let second = m.register_phantom(0x2000, 8, Access::ALL);
+        assert_ne!(second, first);
+        assert_eq!(m.region(first).map(|r| r.base), Some(0x1000));
+        assert_eq!(m.region(second).map(|r| r.base), Some(0x2000));
+    }
+
+    #[test]
     fn phantom_regions_check_bounds_but_hold_no_bytes() {
         let mut m = MemoryTable::new();
         let p = m.register_phantom(0x1000, 1 << 40, Access::ALL);

@@ -56,7 +56,6 @@ impl<V, const N: usize> PeerMap<V, N> {
     pub fn get(&self, peer: &NodeAddr) -> Option<&V> {
         match self.slot(*peer) {
             Some(i) => self.inline[i].as_ref().map(|(_, v)| v),
-            None if self.rest.is_empty() => None,
             None => self.rest.get(peer),
         }
     }
@@ -66,7 +65,6 @@ impl<V, const N: usize> PeerMap<V, N> {
     pub fn get_mut(&mut self, peer: &NodeAddr) -> Option<&mut V> {
         match self.slot(*peer) {
             Some(i) => self.inline[i].as_mut().map(|(_, v)| v),
-            None if self.rest.is_empty() => None,
             None => self.rest.get_mut(peer),
         }
     }
