@@ -17,6 +17,7 @@ use udrma_fabric::TraceFormat;
 use udrma_scenarios::{RunOptions, Scenario, ScenarioError};
 
 mod bridge_cmd;
+mod hugepages;
 mod reproduce;
 mod shrink;
 mod slurm;
@@ -292,6 +293,9 @@ impl std::fmt::Display for BadInput {
 impl std::error::Error for BadInput {}
 
 fn main() -> ExitCode {
+    // Before the work allocates: a large fabric runs about a quarter
+    // faster on huge pages (docs/benchmarks.md, "Huge pages").
+    let huge = hugepages::enable();
     let cli = Cli::parse();
     // RUST_LOG=udrma_fabric=debug shows drops and faults, =info host events;
     // every line carries the simulated time (sim_ns), not the wall clock.
@@ -385,7 +389,7 @@ fn main() -> ExitCode {
         }
         Command::Bench {
             what: Bench::Sim { k, seed, matrix },
-        } => bench_sim(k, seed, matrix.as_deref()),
+        } => bench_sim(k, seed, matrix.as_deref(), huge),
         Command::Decode { file, port, key } => decode(&file, port, key.as_deref()),
         Command::Demo { json } => demo(json),
         Command::Bridge { what } => bridge_cmd::bridge(what),
@@ -656,7 +660,12 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-fn bench_sim(k: u32, seed: u64, matrix: Option<&Path>) -> anyhow::Result<ExitCode> {
+fn bench_sim(
+    k: u32,
+    seed: u64,
+    matrix: Option<&Path>,
+    huge: hugepages::Status,
+) -> anyhow::Result<ExitCode> {
     let build = Wall::now();
     let (mut w, traffic) = match matrix {
         None => (
@@ -710,6 +719,13 @@ fn bench_sim(k: u32, seed: u64, matrix: Option<&Path>) -> anyhow::Result<ExitCod
     println!("events/s       {:.0}", s.events as f64 / wall);
     if let Some(m) = peak_rss_mib() {
         println!("peak memory    {m:.1} MiB");
+    }
+    match (huge, hugepages::resident_huge_bytes()) {
+        (hugepages::Status::On, Some(b)) => println!(
+            "huge pages     on, {:.1} MiB of the memory at the end on huge pages",
+            b as f64 / f64::from(1 << 20)
+        ),
+        (status, _) => println!("huge pages     {status}"),
     }
     println!("trace hash     {:016x}", w.trace().hash());
     Ok(ExitCode::SUCCESS)

@@ -282,6 +282,58 @@ fn bench_sim_prints_its_figures() {
     }
 }
 
+/// The heap on huge pages (src/hugepages.rs) changes no outcome: the
+/// same fabric gives the same trace hash with them off. Where the kernel
+/// offers them, the run's memory is on them (a heap that forgot to ask
+/// would have none: the kernel gives them here only on request).
+#[test]
+fn huge_pages_hold_the_heap_and_change_no_outcome() {
+    let run = |off: bool| {
+        let mut cmd = common::command();
+        cmd.args(["bench", "sim", "--k", "6"]);
+        if off {
+            cmd.env("UDRMA_HUGE_PAGES", "0");
+        } else {
+            cmd.env_remove("UDRMA_HUGE_PAGES");
+        }
+        let out = cmd.output().expect("running udrma");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let line = |text: &str, key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("no {key:?} line in\n{text}"))
+            .to_string()
+    };
+    let (on, off) = (run(false), run(true));
+    assert_eq!(line(&on, "trace hash"), line(&off, "trace hash"));
+    assert_eq!(
+        line(&off, "huge pages"),
+        "huge pages     off (UDRMA_HUGE_PAGES=0)"
+    );
+    let huge = line(&on, "huge pages");
+    if huge.contains("unavailable") {
+        // Straight to stderr: the harness captures `eprintln!`, and a skip
+        // must be seen.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("SKIPPED: this kernel offers no transparent huge pages ({huge})\n").as_bytes(),
+        );
+        return;
+    }
+    let mib: f64 = huge
+        .strip_prefix("huge pages     on, ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected {huge:?}"));
+    assert!(mib >= 2.0, "{huge}");
+}
+
 #[test]
 fn sweep_writes_one_csv_row_per_run_and_a_plot() {
     let csv = tmp("cli-sweep.csv");

@@ -1,0 +1,199 @@
+//! Transparent huge pages under the heap (Linux with glibc).
+//!
+//! A large fabric's state is hundreds of MiB of small allocations (every
+//! NIC's tables, every port's line of packets) read in no order a cache
+//! or a TLB can follow: at 8,192 hosts nearly every packet-hop missed the
+//! TLB on top of missing the caches. Where the kernel offers transparent
+//! huge pages only to memory that asks for them (`madvise` mode, the
+//! usual default), this allocator asks: it is the system allocator, and
+//! after each allocation that grew the heap it marks the new part
+//! `MADV_HUGEPAGE`, as do allocations of 2 MiB and more (which glibc maps
+//! apart from the heap). It also makes the heap grow in steps of 64 MiB
+//! and keeps allocations up to 32 MiB on the heap, so the new parts are
+//! marked before most of their pages are touched.
+//!
+//! Outcomes do not depend on it (no address reaches a result or a hash);
+//! it changes speed and, by at most a huge page per partly used 2 MiB,
+//! resident memory. `UDRMA_HUGE_PAGES=0` turns it off; `udrma bench sim`
+//! reports how much of the process's memory the kernel gave huge pages.
+//! glibc's own `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` does the same from
+//! the environment; this needs no environment.
+
+/// Whether [`enable`] turned huge pages on, and if not why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The heap asks for huge pages.
+    On,
+    /// `UDRMA_HUGE_PAGES=0` (or `off`) asked not to.
+    OffByRequest,
+    /// The kernel or the C library offers none (not Linux with glibc, or
+    /// transparent huge pages set to `never`).
+    Unavailable,
+}
+
+impl core::fmt::Display for Status {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Status::On => "on",
+            Status::OffByRequest => "off (UDRMA_HUGE_PAGES=0)",
+            Status::Unavailable => "unavailable (needs Linux, glibc and transparent huge pages)",
+        })
+    }
+}
+
+/// Whether the environment asks for huge pages to stay off.
+fn refused() -> bool {
+    std::env::var("UDRMA_HUGE_PAGES").is_ok_and(|v| matches!(v.trim(), "0" | "off" | "no"))
+}
+
+/// Bytes of the process's memory the kernel backs with huge pages now
+/// (`AnonHugePages` of `/proc/self/smaps_rollup`), if it says.
+pub fn resident_huge_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    let line = text.lines().find(|l| l.starts_with("AnonHugePages:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod glibc {
+    #![allow(unsafe_code)]
+
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+
+    use super::Status;
+
+    /// Allocations at least this large are marked themselves (glibc maps
+    /// those above its mmap threshold apart from the heap).
+    const HUGE: usize = 2 << 20;
+    /// The heap grows at least this much at a time.
+    const TOP_PAD: i32 = 64 << 20;
+    /// Allocations up to this size stay on the heap (glibc's largest).
+    const MMAP_THRESHOLD: i32 = 32 << 20;
+    const PAGE: usize = 4096;
+
+    /// The system allocator, marking new heap `MADV_HUGEPAGE` once
+    /// [`enable`] turned it on.
+    pub(super) struct Heap {
+        on: AtomicBool,
+        /// The end of the heap already marked.
+        advised: AtomicUsize,
+    }
+
+    #[global_allocator]
+    static HEAP: Heap = Heap {
+        on: AtomicBool::new(false),
+        advised: AtomicUsize::new(0),
+    };
+
+    /// Asks the kernel for huge pages under `len` bytes from `start` (the
+    /// range widened to whole pages). Only a hint: a refusal changes
+    /// nothing but speed, so its result is not looked at.
+    fn advise(start: usize, len: usize) {
+        let from = start & !(PAGE - 1);
+        let to = start.saturating_add(len);
+        // SAFETY: madvise with MADV_HUGEPAGE changes no contents and no
+        // protection; on a range that is not mapped it fails with ENOMEM
+        // and does nothing. The ranges here are the heap's new part or an
+        // allocation the caller just received, both mapped.
+        unsafe {
+            libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+        }
+    }
+
+    impl Heap {
+        /// After the system allocator returned `p` of `size` bytes: marks
+        /// the heap's new part, and `p` itself when it is large.
+        #[inline]
+        fn after(&self, p: *mut u8, size: usize) {
+            if p.is_null() || !self.on.load(Relaxed) {
+                return;
+            }
+            // SAFETY: sbrk(0) only reads the current program break.
+            let brk = unsafe { libc::sbrk(0) } as usize;
+            let done = self.advised.load(Relaxed);
+            if brk != done {
+                // (A heap trimmed since is marked again as it regrows.)
+                self.advised.store(brk, Relaxed);
+                if brk > done && done != 0 {
+                    advise(done, brk - done);
+                }
+            }
+            if size >= HUGE {
+                advise(p as usize, size);
+            }
+        }
+    }
+
+    // SAFETY: every call is the system allocator's, with the caller's
+    // arguments; `after` only gives the kernel a hint about memory that
+    // allocator owns.
+    unsafe impl GlobalAlloc for Heap {
+        #[inline]
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's contract is System's.
+            let p = unsafe { System.alloc(layout) };
+            self.after(p, layout.size());
+            p
+        }
+
+        #[inline]
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: as for `alloc`.
+            let p = unsafe { System.alloc_zeroed(layout) };
+            self.after(p, layout.size());
+            p
+        }
+
+        #[inline]
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` came from System (every allocation here does).
+            unsafe { System.dealloc(ptr, layout) }
+        }
+
+        #[inline]
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // SAFETY: as for `dealloc`.
+            let p = unsafe { System.realloc(ptr, layout, new_size) };
+            self.after(p, new_size);
+            p
+        }
+    }
+
+    pub(super) fn enable() -> Status {
+        if super::refused() {
+            return Status::OffByRequest;
+        }
+        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+        if !mode.is_ok_and(|m| m.contains("[madvise]") || m.contains("[always]")) {
+            return Status::Unavailable;
+        }
+        // SAFETY: mallopt only changes glibc's allocation policy; sbrk(0)
+        // reads the program break.
+        unsafe {
+            libc::mallopt(libc::M_TOP_PAD, TOP_PAD);
+            libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+            HEAP.advised.store(libc::sbrk(0) as usize, Relaxed);
+        }
+        HEAP.on.store(true, Relaxed);
+        Status::On
+    }
+}
+
+/// Turns huge pages on for the rest of the process, unless
+/// `UDRMA_HUGE_PAGES=0` or the system offers none; says which.
+pub fn enable() -> Status {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        glibc::enable()
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        if refused() {
+            Status::OffByRequest
+        } else {
+            Status::Unavailable
+        }
+    }
+}
