@@ -67,10 +67,13 @@ pub const WIRE_OVERHEAD: u64 = FRAME_OVERHEAD as u64 + 4 + 8 + 12;
 pub const PAUSE_HOLD_LIMIT: usize = 1 << 20;
 
 /// Port state above which the event loop prefetches deep (see
-/// `World::prefetch_ahead`): 2 MiB, a core's second-level cache on the
-/// machines the benchmarks ran on. The k=16 fat tree (6,144 ports,
-/// 768 KiB) stays below, k=32 (49,152 ports, 6 MiB) is above.
-const DEEP_PREFETCH_BYTES: usize = 2 << 20;
+/// `World::prefetch_ahead`): 256 KiB, where the whole fabric's state
+/// (about 75 KiB a host) outgrows a 32 MiB last-level cache. The k=10
+/// fat tree (1,500 ports, 188 KiB, 25 MiB in all) stays below, k=12
+/// (2,592 ports, 324 KiB, 39 MiB) is above (alternating runs with the
+/// heap on huge pages: deep against near 1.08 / 1.01 at k=10, 0.95 /
+/// 0.96 at k=12, 0.94–0.98 / 0.87–0.89 at k=16; docs/benchmarks.md).
+const DEEP_PREFETCH_BYTES: usize = 256 << 10;
 
 /// Everything that describes a world besides its topology.
 #[derive(Debug, Clone)]
@@ -393,7 +396,7 @@ impl World {
 
     /// Prefetches four events deep, routes worked out early included
     /// (`true`), or three (`false`). A speed knob with no effect on any
-    /// outcome; by default on when the fabric's port state exceeds 2 MiB.
+    /// outcome; by default on when the fabric's port state exceeds 256 KiB.
     pub fn set_deep_prefetch(&mut self, on: bool) {
         self.deep_prefetch = on;
     }

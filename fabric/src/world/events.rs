@@ -116,9 +116,9 @@ impl World {
     }
 
     /// Asks for the lines the next events will touch: the deep pipeline
-    /// on a fabric whose ports do not fit the caches, where it pays for
+    /// on a fabric whose state does not fit the caches, where it pays for
     /// the routes it works out early, the near one otherwise (where the
-    /// deep one's extra work made runs 6–11 % slower).
+    /// deep one's extra work made k=8 runs 6–10 % slower).
     #[inline]
     fn prefetch_ahead(&self) {
         if self.deep_prefetch {
