@@ -6,7 +6,8 @@
 //! needs no tables. Other shapes use breadth-first distance tables.
 
 use rand_chacha::ChaCha8Rng;
-use udrma_faults::rng::{below, mix};
+use rand_core::Rng;
+use udrma_faults::rng::{accept_below, mix};
 use udrma_proto::NodeAddr;
 
 use crate::topology::{NodeId, NodeKind, PortId, Shape, Topology};
@@ -21,6 +22,51 @@ pub enum Policy {
     Ecmp,
     /// A random next hop for every packet (reorders within a flow).
     Spray,
+}
+
+/// A switch's random stream (ChaCha8) that can show its next draw
+/// without taking it. The event loop works a sprayed packet's route out
+/// an event early, to prefetch the port it will leave by; the draw it
+/// looked at stays first in line, so the real route takes the same value
+/// and the stream's sequence is exactly the plain stream's. (Looking at
+/// a copy of the stream instead cost a 300-byte copy per look, and a
+/// block of ChaCha thrown away every 32nd.)
+#[derive(Debug, Clone)]
+pub struct SwitchRng {
+    rng: ChaCha8Rng,
+    ahead: Option<u64>,
+}
+
+impl SwitchRng {
+    /// Wraps `rng`.
+    pub fn new(rng: ChaCha8Rng) -> SwitchRng {
+        SwitchRng { rng, ahead: None }
+    }
+
+    /// Takes the next draw (the one looked at, if any).
+    fn next_u64(&mut self) -> u64 {
+        match self.ahead.take() {
+            Some(v) => v,
+            None => self.rng.next_u64(),
+        }
+    }
+
+    /// The next draw, left in line.
+    fn peek_u64(&mut self) -> u64 {
+        match self.ahead {
+            Some(v) => v,
+            None => *self.ahead.insert(self.rng.next_u64()),
+        }
+    }
+
+    /// Uniform in `0..n` (n > 0), as `udrma_proto::rng::below` draws it.
+    fn below(&mut self, n: u64) -> u64 {
+        loop {
+            if let Some(x) = accept_below(self.next_u64(), n) {
+                return x;
+            }
+        }
+    }
 }
 
 /// Next-hop computation for one topology.
@@ -151,13 +197,42 @@ impl Router {
         candidates: &[PortId],
         flow: (NodeAddr, NodeAddr, u16),
         switch: NodeId,
-        rng: &mut ChaCha8Rng,
+        rng: &mut SwitchRng,
     ) -> PortId {
+        self.pick(candidates, flow, switch, |n| Some(rng.below(n)))
+            .unwrap_or(candidates[0])
+    }
+
+    /// The port [`Router::choose`] will pick if it is called next on
+    /// this switch's stream, without drawing from it; `None` when that
+    /// is not known yet (the draw it looks at would be rejected and drawn
+    /// again: with `n` candidates, a chance below n in 2^64).
+    pub fn predict(
+        &self,
+        candidates: &[PortId],
+        flow: (NodeAddr, NodeAddr, u16),
+        switch: NodeId,
+        rng: &mut SwitchRng,
+    ) -> Option<PortId> {
+        self.pick(candidates, flow, switch, |n| {
+            accept_below(rng.peek_u64(), n)
+        })
+    }
+
+    /// One of `candidates` by the policy, `spray(n)` drawing the index
+    /// below `n` for spraying.
+    fn pick(
+        &self,
+        candidates: &[PortId],
+        flow: (NodeAddr, NodeAddr, u16),
+        switch: NodeId,
+        spray: impl FnOnce(u64) -> Option<u64>,
+    ) -> Option<PortId> {
         if candidates.len() == 1 {
-            return candidates[0];
+            return Some(candidates[0]);
         }
-        match self.policy {
-            Policy::ShortestPath => candidates[0],
+        let i = match self.policy {
+            Policy::ShortestPath => 0,
             Policy::Ecmp => {
                 // Salted by the switch, as real switches seed their hash:
                 // with one hash everywhere, a fat tree's aggregation
@@ -168,10 +243,11 @@ impl Router {
                     ^ u64::from(flow.1 .0) << 16
                     ^ u64::from(flow.2)
                     ^ u64::from(switch).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                candidates[(h % candidates.len() as u64) as usize]
+                h % candidates.len() as u64
             }
-            Policy::Spray => candidates[below(rng, candidates.len() as u64) as usize],
-        }
+            Policy::Spray => spray(candidates.len() as u64)?,
+        };
+        candidates.get(i as usize).copied()
     }
 }
 
@@ -179,6 +255,41 @@ impl Router {
 mod tests {
     use super::*;
     use crate::topology::LinkParams;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Looking ahead changes no draw: a switch stream that is looked
+        /// at (any number of times) between its draws gives exactly the
+        /// plain stream's values, and a sprayed route predicted from a
+        /// look is the route then chosen.
+        #[test]
+        fn looking_at_the_next_draw_changes_no_draw(
+            steps in proptest::collection::vec((any::<bool>(), 1u64..70), 1..200),
+            seed in any::<u64>(),
+        ) {
+            let mut plain = udrma_faults::rng::stream(seed, "route:e0");
+            let mut looked = SwitchRng::new(plain.clone());
+            let t = Topology::fat_tree(4, LinkParams::default()).unwrap();
+            let r = Router::new(&t, Policy::Spray);
+            let cands: Vec<PortId> = (0..70).collect();
+            for (look, n) in steps {
+                let cands = &cands[..n as usize];
+                let flow = (NodeAddr(0), NodeAddr(1), 7);
+                let predicted = look.then(|| r.predict(cands, flow, 20, &mut looked));
+                let chosen = r.choose(cands, flow, 20, &mut looked);
+                let want = if n == 1 {
+                    cands[0]
+                } else {
+                    cands[udrma_faults::rng::below(&mut plain, n) as usize]
+                };
+                prop_assert_eq!(chosen, want);
+                if let Some(p) = predicted {
+                    prop_assert_eq!(p, Some(chosen));
+                }
+            }
+            prop_assert_eq!(looked.next_u64(), plain.next_u64());
+        }
+    }
 
     /// Follows first candidates from every host to every other host and
     /// checks the path length against the fat tree's structure.
@@ -254,7 +365,7 @@ mod tests {
     fn ecmp_uses_every_core_switch() {
         let t = Topology::fat_tree(8, LinkParams::default()).unwrap();
         let r = Router::new(&t, Policy::Ecmp);
-        let mut rng = udrma_faults::rng::stream(1, "test");
+        let mut rng = SwitchRng::new(udrma_faults::rng::stream(1, "test"));
         let mut out = Vec::new();
         let mut cores = std::collections::BTreeSet::new();
         for s in 0..128u32 {

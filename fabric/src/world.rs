@@ -28,7 +28,6 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 
-use rand_chacha::ChaCha8Rng;
 use udrma_faults::rng::stream;
 use udrma_faults::{Direction, FaultError, HostPause, PacketCtx, RuleSet, Verdict};
 use udrma_host::App;
@@ -55,7 +54,7 @@ use packet::{Head, Pkt};
 use ports::{PortHot, PortState};
 
 use crate::queue::EventQueue;
-use crate::routing::{Policy, Router};
+use crate::routing::{Policy, Router, SwitchRng};
 use crate::topology::{LinkId, NodeId, NodeKind, PortId, Topology};
 use crate::trace::{DropReason, Trace, TraceEvent, TraceFormat};
 
@@ -199,7 +198,7 @@ pub struct World {
     router: Router,
     hosts: Vec<HostState>,
     ports: Vec<PortState>,
-    switch_rng: Vec<Option<ChaCha8Rng>>,
+    switch_rng: Vec<Option<SwitchRng>>,
     /// Whether the event loop prefetches four events deep, routes worked
     /// out early included (a fabric with more than [`DEEP_PREFETCH_BYTES`]
     /// of port state); a hint only, it changes no outcome.
@@ -306,7 +305,10 @@ impl World {
             .nodes
             .iter()
             .map(|n| match n.kind {
-                NodeKind::Switch => Some(stream(cfg.seed, &format!("route:{}", n.name))),
+                NodeKind::Switch => Some(SwitchRng::new(stream(
+                    cfg.seed,
+                    &format!("route:{}", n.name),
+                ))),
                 NodeKind::Host(_) => None,
             })
             .collect();

@@ -349,8 +349,8 @@ fn golden_trace_hash() {
     assert_eq!(format!("{hash:016x}"), golden, "trace hash changed");
 }
 
-/// Prefetching is a hint: the deep pipeline (routes drawn early on a copy
-/// of each switch's random stream) gives the same trace and counters as
+/// Prefetching is a hint: the deep pipeline (routes worked out early by
+/// looking at each switch's next draw) gives the same trace and counters as
 /// the near one, on a sprayed and on a hashed fat tree with losses,
 /// duplicates and corruption.
 #[test]

@@ -42,13 +42,20 @@ pub fn normal(rng: &mut impl Rng) -> f64 {
 
 /// Uniform integer in `0..n` (n > 0), by rejection (no modulo bias).
 pub fn below(rng: &mut impl Rng, n: u64) -> u64 {
-    let zone = u64::MAX - (u64::MAX % n);
     loop {
-        let v = rng.next_u64();
-        if v < zone {
-            return v % n;
+        if let Some(x) = accept_below(rng.next_u64(), n) {
+            return x;
         }
     }
+}
+
+/// What [`below`] makes of the draw `v` for `n` (n > 0): `v % n`, or
+/// `None` when it rejects `v` and draws again (`v` in the top
+/// `u64::MAX % n + 1` values, which would bias the low results). For a
+/// caller that looks at a draw before taking it.
+pub fn accept_below(v: u64, n: u64) -> Option<u64> {
+    let zone = u64::MAX - (u64::MAX % n);
+    (v < zone).then_some(v % n)
 }
 
 /// netem-style correlated draw: `next = (1 - c)·U + c·last`.

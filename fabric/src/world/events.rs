@@ -120,7 +120,7 @@ impl World {
     /// the routes it works out early, the near one otherwise (where the
     /// deep one's extra work made k=8 runs 6–10 % slower).
     #[inline]
-    fn prefetch_ahead(&self) {
+    fn prefetch_ahead(&mut self) {
         if self.deep_prefetch {
             self.prefetch_deep();
         } else {
@@ -158,7 +158,7 @@ impl World {
     /// Besides, the state of the host an event two ahead wakes
     /// ([`World::prefetch_host_in`]).
     #[inline]
-    fn prefetch_deep(&self) {
+    fn prefetch_deep(&mut self) {
         self.prefetch_host_in(2);
         if let Some(p) = self.arrival_in(3) {
             self.prefetch_port(p, false);
@@ -167,12 +167,13 @@ impl World {
             self.prefetch_head(p);
         }
         if let Some(p) = self.arrival_in(1) {
-            if let Some((st, head)) = self
+            let next = self
                 .head_of(p)
                 .filter(|(st, _)| st.hot.peer_host().is_none())
-            {
-                if let Some(out) = self.out_port(st.hot.peer, &head.pkt) {
-                    self.early_route.set((p, head.pkt.serial, out));
+                .map(|(st, head)| (st.hot.peer, head.pkt.route_key(), head.pkt.serial));
+            if let Some((node, key, serial)) = next {
+                if let Some(out) = self.out_port(node, key) {
+                    self.early_route.set((p, serial, out));
                     self.prefetch_port(out, true);
                 }
             }
@@ -190,7 +191,8 @@ impl World {
             let out = if (ep, serial) == (p, head.pkt.serial) {
                 Some(early)
             } else {
-                self.out_port(st.hot.peer, &head.pkt)
+                let (node, key) = (st.hot.peer, head.pkt.route_key());
+                self.out_port(node, key)
             };
             // Where its entry will be written: just past the line's last
             // (the queue's count is settled only when it decides something,
@@ -274,21 +276,20 @@ impl World {
         }
     }
 
-    /// The port a switch will send `pkt` out of, worked out early for a
-    /// prefetch: the route is drawn on a copy of the switch's random
-    /// stream, so nothing the run does changes (a draw that turns out
-    /// different when the packet is really routed only wastes the hint).
+    /// The port a switch will send a packet of `flow` (source,
+    /// destination, source port) out of, worked out early for a prefetch:
+    /// the route looks at the switch's next draw without taking it
+    /// ([`SwitchRng`]), so nothing the run does changes (if another packet
+    /// takes that draw first, the hint is only wasted).
     #[inline]
-    fn out_port(&self, node: NodeId, pkt: &Pkt) -> Option<PortId> {
-        let cands = self.router.structural(&self.topo, node, pkt.dst)?;
+    fn out_port(&mut self, node: NodeId, flow: (NodeAddr, NodeAddr, u16)) -> Option<PortId> {
+        let cands = self.router.structural(&self.topo, node, flow.1)?;
         let out = match cands {
             [] => return None,
             [one] => *one,
             _ => {
-                let rng = self.switch_rng.get(node as usize)?.as_ref()?;
-                let mut copy = rng.clone();
-                self.router
-                    .choose(cands, (pkt.src, pkt.dst, pkt.src_port), node, &mut copy)
+                let rng = self.switch_rng.get_mut(node as usize)?.as_mut()?;
+                self.router.predict(cands, flow, node, rng)?
             }
         };
         ((out as usize) < self.ports.len()).then_some(out)

@@ -57,6 +57,11 @@ impl Head {
 }
 
 impl Pkt {
+    /// What a switch routes it by: source, destination, UDP source port.
+    pub(super) fn route_key(&self) -> (NodeAddr, NodeAddr, u16) {
+        (self.src, self.dst, self.src_port)
+    }
+
     /// Length on the wire.
     pub(super) fn len(&self) -> u64 {
         self.bytes.len() as u64 + u64::from(self.elided)
