@@ -114,4 +114,31 @@ mod tests {
             assert!(below(&mut r, 7) < 7);
         }
     }
+
+    /// `below` reaches every value of its range, about equally often.
+    #[test]
+    fn below_covers_its_range() {
+        let mut r = stream(2, "t");
+        let mut seen = [0u32; 7];
+        for _ in 0..7_000 {
+            seen[below(&mut r, 7) as usize] += 1;
+        }
+        assert!(seen.iter().all(|&c| (800..1200).contains(&c)), "{seen:?}");
+    }
+
+    /// The rejection zone: for n = 10, `u64::MAX % 10` is 5, so the six
+    /// draws from `u64::MAX - 5` up are rejected (they would make 0..=5
+    /// a little likelier than 6..=9); every draw below is kept as `v % n`.
+    #[test]
+    fn accept_below_rejects_exactly_the_biased_top() {
+        assert_eq!(accept_below(12_345, 10), Some(5));
+        assert_eq!(accept_below(u64::MAX - 6, 10), Some((u64::MAX - 6) % 10));
+        assert_eq!(accept_below(u64::MAX - 5, 10), None);
+        assert_eq!(accept_below(u64::MAX, 10), None);
+        // Where n divides 2^64 nothing would be biased, yet the top n
+        // draws (one whole cycle) are rejected: more than needed, and
+        // kept, since every seeded run's values depend on it.
+        assert_eq!(accept_below(u64::MAX - 8, 8), Some(7));
+        assert_eq!(accept_below(u64::MAX - 7, 8), None);
+    }
 }
