@@ -41,6 +41,13 @@ impl core::fmt::Display for Status {
     }
 }
 
+/// Whether the kernel gives transparent huge pages to memory that asks
+/// (`madvise` or `always` in `/sys/kernel/mm/transparent_hugepage/enabled`).
+pub fn kernel_offers() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|m| m.contains("[madvise]") || m.contains("[always]"))
+}
+
 /// Whether the environment asks for huge pages to stay off.
 fn refused() -> bool {
     std::env::var("UDRMA_HUGE_PAGES").is_ok_and(|v| matches!(v.trim(), "0" | "off" | "no"))
@@ -165,8 +172,7 @@ mod glibc {
         if super::refused() {
             return Status::OffByRequest;
         }
-        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
-        if !mode.is_ok_and(|m| m.contains("[madvise]") || m.contains("[always]")) {
+        if !super::kernel_offers() {
             return Status::Unavailable;
         }
         // SAFETY: mallopt only changes glibc's allocation policy; sbrk(0)
@@ -195,5 +201,42 @@ pub fn enable() -> Status {
         } else {
             Status::Unavailable
         }
+    }
+}
+
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
+mod tests {
+    use super::*;
+
+    /// An allocation larger than glibc keeps on its heap (it maps those
+    /// apart) is marked itself: touched, it sits on huge pages. Where the
+    /// kernel offers none, the test says so and checks nothing.
+    #[test]
+    fn a_large_allocation_lands_on_huge_pages() {
+        if !kernel_offers() || refused() {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: no transparent huge pages here (or UDRMA_HUGE_PAGES=0)"
+            );
+            return;
+        }
+        assert_eq!(enable(), Status::On);
+        let before = resident_huge_bytes().unwrap_or(0);
+        let mut big = vec![0u8; 64 << 20];
+        for i in (0..big.len()).step_by(4096) {
+            big[i] = 1;
+        }
+        let after = resident_huge_bytes().unwrap_or(0);
+        assert!(
+            after >= before + (32 << 20),
+            "{} MiB on huge pages before, {} MiB after touching 64 MiB",
+            before >> 20,
+            after >> 20
+        );
+        assert_eq!(
+            big.iter().step_by(4096).filter(|&&b| b == 1).count(),
+            16_384
+        );
     }
 }

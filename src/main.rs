@@ -725,7 +725,11 @@ fn bench_sim(
             "huge pages     on, {:.1} MiB of the memory at the end on huge pages",
             b as f64 / f64::from(1 << 20)
         ),
-        (status, _) => println!("huge pages     {status}"),
+        (status, Some(b)) => println!(
+            "huge pages     {status}, {:.1} MiB on huge pages",
+            b as f64 / f64::from(1 << 20)
+        ),
+        (status, None) => println!("huge pages     {status}"),
     }
     println!("trace hash     {:016x}", w.trace().hash());
     Ok(ExitCode::SUCCESS)
