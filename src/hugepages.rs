@@ -14,8 +14,12 @@
 //!
 //! Outcomes do not depend on it (no address reaches a result or a hash);
 //! it changes speed and, by at most a huge page per partly used 2 MiB,
-//! resident memory. `UDRMA_HUGE_PAGES=0` turns it off; `udrma bench sim`
-//! reports how much of the process's memory the kernel gave huge pages.
+//! resident memory. Only the commands that simulate ask; those that put
+//! the engine on real sockets keep small pages (a fault that clears a
+//! 2 MiB page, or waits for the kernel to compact memory, would stall a
+//! transfer in real time, and their state is small).
+//! `UDRMA_HUGE_PAGES=0` turns it off; `udrma bench sim` reports how much
+//! of the process's memory the kernel gave huge pages.
 //! glibc's own `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` does the same from
 //! the environment; this needs no environment.
 
@@ -29,6 +33,8 @@ pub enum Status {
     /// The kernel or the C library offers none (not Linux with glibc, or
     /// transparent huge pages set to `never`).
     Unavailable,
+    /// Not asked for: the command runs real sockets, not the simulator.
+    NotAsked,
 }
 
 impl core::fmt::Display for Status {
@@ -37,6 +43,7 @@ impl core::fmt::Display for Status {
             Status::On => "on",
             Status::OffByRequest => "off (UDRMA_HUGE_PAGES=0)",
             Status::Unavailable => "unavailable (needs Linux, glibc and transparent huge pages)",
+            Status::NotAsked => "not asked for (this command does not simulate)",
         })
     }
 }
