@@ -7,7 +7,7 @@
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::Rng;
-use udrma_faults::rng::{accept_below, mix};
+use udrma_faults::rng::{accept_below, below_from, mix};
 use udrma_proto::NodeAddr;
 
 use crate::topology::{NodeId, NodeKind, PortId, Shape, Topology};
@@ -61,11 +61,7 @@ impl SwitchRng {
 
     /// Uniform in `0..n` (n > 0), as `udrma_proto::rng::below` draws it.
     fn below(&mut self, n: u64) -> u64 {
-        loop {
-            if let Some(x) = accept_below(self.next_u64(), n) {
-                return x;
-            }
-        }
+        below_from(|| self.next_u64(), n)
     }
 }
 

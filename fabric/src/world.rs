@@ -206,7 +206,7 @@ pub struct World {
     /// The last route the deep pipeline worked out early: the arrival
     /// port, the packet's serial, the port it will leave by (read by the
     /// next stage instead of drawing it again).
-    early_route: std::cell::Cell<(PortId, u64, PortId)>,
+    early_route: (PortId, u64, PortId),
     faults: RuleSet,
     /// Event keys ordered by (time, insertion sequence); the events
     /// that carry data wait in `slab`, so the queue moves 16 bytes, not
@@ -359,7 +359,7 @@ impl World {
             ports,
             switch_rng,
             deep_prefetch,
-            early_route: std::cell::Cell::new((PortId::MAX, 0, 0)),
+            early_route: (PortId::MAX, 0, 0),
             faults,
             queue: EventQueue::default(),
             slab: Vec::new(),

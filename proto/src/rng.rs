@@ -42,8 +42,14 @@ pub fn normal(rng: &mut impl Rng) -> f64 {
 
 /// Uniform integer in `0..n` (n > 0), by rejection (no modulo bias).
 pub fn below(rng: &mut impl Rng, n: u64) -> u64 {
+    below_from(|| rng.next_u64(), n)
+}
+
+/// [`below`] over any source of 64-bit draws (`next`), for a stream that
+/// is not an [`Rng`] itself.
+pub fn below_from(mut next: impl FnMut() -> u64, n: u64) -> u64 {
     loop {
-        if let Some(x) = accept_below(rng.next_u64(), n) {
+        if let Some(x) = accept_below(next(), n) {
             return x;
         }
     }

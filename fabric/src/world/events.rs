@@ -173,7 +173,7 @@ impl World {
                 .map(|(st, head)| (st.hot.peer, head.pkt.route_key(), head.pkt.serial));
             if let Some((node, key, serial)) = next {
                 if let Some(out) = self.out_port(node, key) {
-                    self.early_route.set((p, serial, out));
+                    self.early_route = (p, serial, out);
                     self.prefetch_port(out, true);
                 }
             }
@@ -187,7 +187,7 @@ impl World {
                 return;
             }
             // The route worked out an event ago, if it was for this packet.
-            let (ep, serial, early) = self.early_route.get();
+            let (ep, serial, early) = self.early_route;
             let out = if (ep, serial) == (p, head.pkt.serial) {
                 Some(early)
             } else {
