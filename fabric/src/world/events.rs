@@ -25,8 +25,16 @@ pub(super) const CODE_INDEX: u32 = (1 << 30) - 1;
 pub(super) const CODE_ARRIVE: u32 = 1 << 30;
 pub(super) const CODE_HOST_FREE: u32 = 2 << 30;
 pub(super) const CODE_TIMER: u32 = 3 << 30;
-/// Lines of a host's state asked for ahead of its events (deep pipeline).
-const HOST_LINES: usize = 16;
+/// Lines of a host's state asked for ahead of its events (deep pipeline):
+/// its own fields and the NIC's per-packet part (20 lines, 1,256 bytes,
+/// today).
+const HOST_LINES: usize = (std::mem::offset_of!(HostState, nic) + Nic::HOT_BYTES).div_ceil(64);
+
+/// [`HOST_LINES`], for a test beside the host state.
+#[cfg(test)]
+pub(super) const fn host_lines() -> usize {
+    HOST_LINES
+}
 
 impl World {
     /// The key's `slot` for `kind`: the two top bits say which event, the
@@ -208,10 +216,14 @@ impl World {
     /// Asks for the first [`HOST_LINES`] lines of the state of the host
     /// that the event `n` from now wakes: a transmit or timer wake-up, or
     /// (one event nearer, its port state asked for already) an arrival at
-    /// a host. Sixteen lines cover the NIC's queues and tables that every
-    /// packet reads; at 8,192 hosts they are cold (alternating runs at
-    /// k=32: 0.91–0.95 of the time without; 40 lines 0.96, 8 lines 1.03
-    /// of 16's; no change at k=8 or k=16, where the near pipeline runs).
+    /// a host. Those lines (20 today) hold the host's own fields and the
+    /// part of its NIC that every packet reads (the NIC puts it first; see
+    /// `Nic::HOT_BYTES`); from a few thousand hosts up they are cold.
+    /// Before the NIC put that part first, it lay spread over all 56 of
+    /// the NIC's lines and the first sixteen were asked for (k=32: 0.91–0.95
+    /// of the time without; 40 lines 0.96, 8 lines 1.03 of 16's); the
+    /// layout and these lines took 0.91–0.97 of that at k=32 and 0.92 at
+    /// k=20, with no change at k=8 or k=16 (docs/benchmarks.md).
     #[inline(always)]
     fn prefetch_host_in(&self, n: usize) {
         let h = match self.queue.upcoming(n) {

@@ -197,3 +197,26 @@ impl World {
         self.recycle(pkt.bytes);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lines the deep pipeline asks for ahead of a host's events
+    /// cover the host's own fields and the NIC's per-packet part, and no
+    /// more than that part needs: if either grows, this says so (and the
+    /// count follows it).
+    #[test]
+    fn the_prefetched_lines_cover_the_hot_part_of_a_host() {
+        let own = std::mem::offset_of!(HostState, nic);
+        let lines = super::super::events::host_lines();
+        assert!(lines * 64 >= own + Nic::HOT_BYTES);
+        assert!((lines - 1) * 64 < own + Nic::HOT_BYTES);
+        assert_eq!(
+            lines,
+            20,
+            "a change to the hot part ({own} + {} bytes): measure it (docs/benchmarks.md)",
+            Nic::HOT_BYTES
+        );
+    }
+}

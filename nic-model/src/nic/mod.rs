@@ -333,33 +333,50 @@ struct PendingSack {
 }
 
 /// The protocol engine of one host. See the module docs for how to drive it.
+///
+/// Laid out in this order (`repr(C)`): what the engine reads for every
+/// packet it sends or takes in (timers, the OP table, the operations, the
+/// queues of replies and events, the registry, the per-peer state) comes
+/// first, in the struct's first 1,200 bytes, and the large parts that a
+/// packet reads a little of or nothing (counters, congestion state,
+/// configuration, the reduce unit) after it, so that a simulator that
+/// asks for a host's first lines ahead of its events asks for the lines
+/// the engine will read (Rust's own order had spread them over all 56).
 #[derive(Debug)]
+#[repr(C)]
 pub struct Nic {
+    timers: timers::TimerSet,
     addr: NodeAddr,
-    cfg: NicConfig,
-    memory: MemoryTable,
-    next_wr: u64,
     next_msg: u32,
-    requests: BTreeMap<WrId, Request>,
-    requests_peak: usize,
-    command_queue: VecDeque<WrId>,
+    /// The UDP source port of the datagram being handled (0: unknown).
+    rx_port: u16,
+    /// Whether the datagram being handled arrived CE-marked.
+    rx_ce: bool,
+    /// The backend carries all-zero payloads elided (a simulator).
+    elide_zeros: bool,
+    /// Whether a scatter-gather list was ever posted (so receive work is
+    /// worth computing).
+    lists_posted: bool,
+    /// Whether a refill interrupt is pending.
+    refill_pending: bool,
+    op_table: OpTable<Inflight>,
     ops: BTreeMap<u32, Op>,
     sendable: VecDeque<u32>,
-    op_table: OpTable<Inflight>,
     retransmit_queue: VecDeque<OpNumber>,
-    rtt: PeerMap<RttEstimator, 1>,
+    replies: VecDeque<Reply>,
+    events: VecDeque<Event>,
     registry: ReceiveRegistry,
     escape: EscapeChannel,
-    tombstones: Tombstones,
-    recv_queues: BTreeMap<u16, VecDeque<RecvBuf>>,
-    /// Receive buffers a SEND in the registry is filling.
-    bound: BTreeMap<WrId, RecvBuf>,
     sacks: BTreeMap<OpKey, PendingSack>,
-    replies: VecDeque<Reply>,
-    replies_peak: usize,
-    events: VecDeque<Event>,
-    timers: timers::TimerSet,
-    stats: Stats,
+    tombstones: Tombstones,
+    memory: MemoryTable,
+    rtt: PeerMap<RttEstimator, 1>,
+    /// The pacing wake-up armed, if any.
+    pace_at: Option<Instant>,
+    /// Peers that said "receiver not ready": no new packet goes to them
+    /// before the time given (back-pressure, as an RNR NAK stops a queue
+    /// pair for its RNR timer). Entries leave once they pass.
+    rnr_hold: PeerMap<Instant, 1>,
     /// Credit count advertised to each peer on every packet.
     advertised: PeerMap<u16, 2>,
     /// Newest credit count each peer advertised.
@@ -368,46 +385,26 @@ pub struct Nic {
     credits_carried: PeerMap<u16, 2>,
     /// Boot epoch each peer last showed (at most [`MAX_PEERS`] peers).
     peer_epochs: PeerMap<u32, 2>,
-    /// The region HELLOs announce, if any.
-    announced: Option<MrKey>,
-    /// Descriptor ring slots in use, and their peak.
-    ring_used: usize,
-    ring_peak: usize,
-    /// Requests waiting in the host overflow ring, oldest first.
-    overflow: VecDeque<WrId>,
-    /// Whether a refill interrupt is pending.
-    refill_pending: bool,
-    /// The NIC's descriptor fetch unit.
-    fetch_unit: Serial,
-    /// The indirect keys' translation cache.
-    translation: TranslationCache,
-    /// Whether a scatter-gather list was ever posted (so receive work is
-    /// worth computing).
-    lists_posted: bool,
-    /// Gather buffer for packets whose bytes span blocks.
-    scratch: Vec<u8>,
-    /// The reduce unit (counters, triggered descriptors, ALU).
-    reduce: crate::reduce::state::ReduceState,
-    /// Congestion state toward each peer this NIC sends to.
-    flows: PeerMap<flow::Flow, 1>,
-    /// Builds a controller for a new peer, when the host supplied one.
-    factory: flow::Factory,
-    /// The pacing wake-up armed, if any.
-    pace_at: Option<Instant>,
-    /// The peer the send gate served last (peers take turns).
-    rr_last: Option<NodeAddr>,
-    /// Peers that said "receiver not ready": no new packet goes to them
-    /// before the time given (back-pressure, as an RNR NAK stops a queue
-    /// pair for its RNR timer). Entries leave once they pass.
-    rnr_hold: PeerMap<Instant, 1>,
     /// Receiver credit: the grant scheduler for senders that ask.
     grants: grants::Grants,
-    /// Whether the datagram being handled arrived CE-marked.
-    rx_ce: bool,
-    /// The UDP source port of the datagram being handled (0: unknown).
-    rx_port: u16,
-    /// The backend carries all-zero payloads elided (a simulator).
-    elide_zeros: bool,
+    /// The peer the send gate served last (peers take turns).
+    rr_last: Option<NodeAddr>,
+    replies_peak: usize,
+    /// Descriptor ring slots in use, and their peak.
+    ring_used: usize,
+    stats: Stats,
+    /// Congestion state toward each peer this NIC sends to.
+    flows: PeerMap<flow::Flow, 1>,
+    cfg: NicConfig,
+    /// The reduce unit (counters, triggered descriptors, ALU).
+    reduce: crate::reduce::state::ReduceState,
+    /// The indirect keys' translation cache.
+    translation: TranslationCache,
+    requests: BTreeMap<WrId, Request>,
+    requests_peak: usize,
+    command_queue: VecDeque<WrId>,
+    /// Requests waiting in the host overflow ring, oldest first.
+    overflow: VecDeque<WrId>,
     /// Go-back-N: operations not registered yet (first packet missing) whose
     /// gap was NACKed already, oldest first, at most `escape_capacity` (the
     /// escape channel they would otherwise use is idle in this mode). As
@@ -416,6 +413,19 @@ pub struct Nic {
     /// the first packet costs the sender timeouts that back off, not a NACK
     /// per round trip that spends its retry budget in microseconds.
     gap_naks: VecDeque<OpKey>,
+    recv_queues: BTreeMap<u16, VecDeque<RecvBuf>>,
+    /// Receive buffers a SEND in the registry is filling.
+    bound: BTreeMap<WrId, RecvBuf>,
+    /// Gather buffer for packets whose bytes span blocks.
+    scratch: Vec<u8>,
+    /// Builds a controller for a new peer, when the host supplied one.
+    factory: flow::Factory,
+    /// The NIC's descriptor fetch unit.
+    fetch_unit: Serial,
+    /// The region HELLOs announce, if any.
+    announced: Option<MrKey>,
+    ring_peak: usize,
+    next_wr: u64,
 }
 
 /// Most peers whose credit advertisements are tracked; beyond, new peers'
@@ -459,6 +469,13 @@ fn div_ceil_nonzero(len: u64, mtu: u32) -> u32 {
 }
 
 impl Nic {
+    /// Bytes at the start of a `Nic` that the engine reads for nearly
+    /// every packet it sends or takes in (its layout puts them first): a
+    /// simulator that asks for a host's state ahead of its events asks
+    /// for these lines. Everything after them is read a little at a time
+    /// (counters, congestion state, configuration) or rarely.
+    pub const HOT_BYTES: usize = std::mem::offset_of!(Nic, stats);
+
     /// A NIC for host `addr`. Fails if the configuration cannot work.
     pub fn new(addr: NodeAddr, cfg: NicConfig) -> Result<Nic, crate::config::ConfigError> {
         cfg.validate()?;
