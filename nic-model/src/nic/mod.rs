@@ -337,11 +337,13 @@ struct PendingSack {
 /// Laid out in this order (`repr(C)`): what the engine reads for every
 /// packet it sends or takes in (timers, the OP table, the operations, the
 /// queues of replies and events, the registry, the per-peer state) comes
-/// first, in the struct's first 1,200 bytes, and the large parts that a
-/// packet reads a little of or nothing (counters, congestion state,
-/// configuration, the reduce unit) after it, so that a simulator that
-/// asks for a host's first lines ahead of its events asks for the lines
-/// the engine will read (Rust's own order had spread them over all 56).
+/// first, in the struct's first [`Nic::HOT_BYTES`] (1,128 today), and
+/// the large parts that a packet reads a little of or nothing (counters,
+/// congestion state, configuration, the reduce unit) after it, so that a
+/// simulator that asks for a host's first lines ahead of its events asks
+/// for the lines the engine will read (Rust's own order had spread them
+/// over all 56 lines of the struct). A field every packet reads belongs
+/// before `stats`.
 #[derive(Debug)]
 #[repr(C)]
 pub struct Nic {
