@@ -28,13 +28,8 @@ pub(super) const CODE_TIMER: u32 = 3 << 30;
 /// Lines of a host's state asked for ahead of its events (deep pipeline):
 /// its own fields and the NIC's per-packet part (20 lines, 1,256 bytes,
 /// today).
-const HOST_LINES: usize = (std::mem::offset_of!(HostState, nic) + Nic::HOT_BYTES).div_ceil(64);
-
-/// [`HOST_LINES`], for a test beside the host state.
-#[cfg(test)]
-pub(super) const fn host_lines() -> usize {
-    HOST_LINES
-}
+pub(super) const HOST_LINES: usize =
+    (std::mem::offset_of!(HostState, nic) + Nic::HOT_BYTES).div_ceil(64);
 
 impl World {
     /// The key's `slot` for `kind`: the two top bits say which event, the
@@ -219,11 +214,8 @@ impl World {
     /// a host. Those lines (20 today) hold the host's own fields and the
     /// part of its NIC that every packet reads (the NIC puts it first; see
     /// `Nic::HOT_BYTES`); from a few thousand hosts up they are cold.
-    /// Before the NIC put that part first, it lay spread over all 56 of
-    /// the NIC's lines and the first sixteen were asked for (k=32: 0.91–0.95
-    /// of the time without; 40 lines 0.96, 8 lines 1.03 of 16's); the
-    /// layout and these lines took 0.91–0.97 of that at k=32 and 0.92 at
-    /// k=20, with no change at k=8 or k=16 (docs/benchmarks.md).
+    /// docs/benchmarks.md ("The NIC's per-packet part first") has what
+    /// this and the counts before it measured.
     #[inline(always)]
     fn prefetch_host_in(&self, n: usize) {
         let h = match self.queue.upcoming(n) {

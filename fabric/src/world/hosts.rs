@@ -209,7 +209,7 @@ mod tests {
     #[test]
     fn the_prefetched_lines_cover_the_hot_part_of_a_host() {
         let own = std::mem::offset_of!(HostState, nic);
-        let lines = super::super::events::host_lines();
+        let lines = super::super::events::HOST_LINES;
         assert!(lines * 64 >= own + Nic::HOT_BYTES);
         assert!((lines - 1) * 64 < own + Nic::HOT_BYTES);
         assert_eq!(

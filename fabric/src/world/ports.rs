@@ -478,7 +478,7 @@ impl World {
             }
             Some(h) => self.arrive_at_host(h, pkt),
             None => {
-                let flow = (pkt.src, pkt.dst, pkt.src_port);
+                let flow = pkt.route_key();
                 let rng = self.switch_rng[node as usize]
                     .as_mut()
                     .expect("switch has a stream");
