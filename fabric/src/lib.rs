@@ -30,4 +30,7 @@ pub mod world;
 pub use routing::{Policy, Router};
 pub use topology::{LinkParams, Topology};
 pub use trace::{DropReason, Trace, TraceEvent, TraceFormat};
-pub use world::{FabricConfig, FabricError, FabricStats, HostEvent, Journey, World, WIRE_OVERHEAD};
+pub use world::{
+    EventOrder, FabricConfig, FabricError, FabricStats, HostEvent, Journey, WindowError, World,
+    WIRE_OVERHEAD,
+};

@@ -94,7 +94,7 @@ fn pack(t: Instant, seq: u32, slot: u32) -> u128 {
 }
 
 #[inline]
-fn unpack(k: u128) -> Key {
+pub(crate) fn unpack(k: u128) -> Key {
     Key {
         t: Instant((k >> 64) as u64),
         slot: k as u32,
@@ -308,6 +308,71 @@ impl EventQueue {
         Some(a[i] as u32)
     }
 
+    /// Removes and returns the next key, whole (time, sequence, code),
+    /// if it is earlier than `end`, without moving the calendar to a
+    /// bucket that starts at or after `end`: keys pushed afterwards for
+    /// times from `end` on are then appended to their buckets, not
+    /// inserted into the sorted one being run (which cost a copy of that
+    /// bucket each). The window loop gathers a window's keys with it.
+    #[inline]
+    pub(crate) fn take_before(&mut self, end: Instant) -> Option<u128> {
+        // The first bucket that starts at or after `end`.
+        let end_bucket = end.as_ps().div_ceil(1 << BUCKET_BITS);
+        if let Some(c) = self.calendar.as_ref() {
+            if c.active.is_empty() {
+                let b = if c.in_wheel > 0 {
+                    c.next_occupied()
+                } else {
+                    bucket(self.far.peek()?.0)
+                };
+                if b >= end_bucket {
+                    return None;
+                }
+                self.enter(b);
+            }
+        }
+        let k = match self.calendar.as_mut() {
+            Some(c) => {
+                let k = *c.active.last()?;
+                if (k >> 64) as u64 >= end.as_ps() {
+                    return None;
+                }
+                c.active.pop()
+            }
+            None => {
+                let Reverse(k) = *self.far.peek()?;
+                if (k >> 64) as u64 >= end.as_ps() {
+                    return None;
+                }
+                self.far.pop().map(|Reverse(k)| k)
+            }
+        }?;
+        self.len -= 1;
+        Some(k)
+    }
+
+    /// A key for `slot` at `t` with the next sequence number, not
+    /// filed: for an event the window loop keeps outside the queue that
+    /// must still sort among the keys taken from it. Call
+    /// [`EventQueue::make_room`] before a window: between two calls the
+    /// sequence must not run out (the queue could not renumber keys it
+    /// does not hold).
+    #[inline]
+    pub(crate) fn stamp(&mut self, t: Instant, slot: u32) -> u128 {
+        self.seq += 1;
+        debug_assert!(self.seq < self.seq_limit, "sequence ran out in a window");
+        pack(t, self.seq, slot)
+    }
+
+    /// Renumbers the keys held if the sequence has used half its range,
+    /// so that the keys of a window (of fewer than 2^31 events) never
+    /// need it; only while no key is held outside the queue.
+    pub(crate) fn make_room(&mut self) {
+        if self.seq >= self.seq_limit / 2 {
+            self.renumber();
+        }
+    }
+
     /// Keys held.
     pub fn len(&self) -> usize {
         self.len
@@ -330,6 +395,8 @@ mod tests {
         Push(u64, bool),
         Take,
         Peek,
+        /// Take the next key if it is earlier than now + delta.
+        TakeBefore(u64),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -340,6 +407,7 @@ mod tests {
             1 => (0u64..(1 << 40)).prop_map(|d| Op::Push(d, false)),
             4 => Just(Op::Take),
             1 => Just(Op::Peek),
+            2 => (0u64..(1 << 26)).prop_map(Op::TakeBefore),
         ]
     }
 
@@ -367,6 +435,20 @@ mod tests {
                     Op::Take => {
                         let got = q.take().map(|k| (k.t.as_ps(), u64::from(k.slot)));
                         prop_assert_eq!(got, model.pop().map(|Reverse(k)| k));
+                        if let Some((t, _)) = got {
+                            now = now.max(t);
+                        }
+                    }
+                    Op::TakeBefore(d) => {
+                        let end = now + d;
+                        let got = q
+                            .take_before(Instant(end))
+                            .map(|k| (unpack(k).t.as_ps(), u64::from(unpack(k).slot)));
+                        let want = match model.peek() {
+                            Some(Reverse((t, _))) if *t < end => model.pop().map(|Reverse(k)| k),
+                            _ => None,
+                        };
+                        prop_assert_eq!(got, want);
                         if let Some((t, _)) = got {
                             now = now.max(t);
                         }
@@ -463,6 +545,57 @@ mod tests {
         }
         q.push(Instant(100), 99);
         assert_eq!((q.len(), q.seq), (3, 3));
+    }
+
+    /// Taking a window's keys leaves the calendar on the window's last
+    /// bucket, so a key pushed just past the window is filed in the
+    /// wheel (appended), not inserted into the bucket being run; and a
+    /// stamped key sorts after every key pushed before it at its time.
+    #[test]
+    fn taking_a_window_does_not_enter_the_bucket_after_it() {
+        let mut q = EventQueue {
+            calendar_after: 1,
+            ..EventQueue::default()
+        };
+        q.push(Instant(0), 0);
+        q.push(Instant(1 << 20), 1);
+        assert_eq!(
+            q.take_before(Instant(1 << 20)).map(|k| unpack(k).slot),
+            Some(0)
+        );
+        assert_eq!(q.take_before(Instant(1 << 20)), None);
+        let c = q.calendar.as_ref().expect("built");
+        assert_eq!(
+            (c.cur, c.active.len()),
+            (0, 0),
+            "still on the window's bucket"
+        );
+        q.push(Instant((1 << 20) + 5), 2);
+        assert_eq!(q.calendar.as_ref().map(|c| c.in_wheel), Some(2));
+        let stamped = q.stamp(Instant(1 << 20), 3);
+        let pushed = pack(Instant(1 << 20), 2, 1);
+        assert!(stamped > pushed && unpack(stamped).slot == 3);
+    }
+
+    /// A window begins with room: half the sequence used renumbers.
+    #[test]
+    fn make_room_renumbers_from_half_the_sequence() {
+        let mut q = EventQueue {
+            seq_limit: 10,
+            ..EventQueue::default()
+        };
+        for i in 0..4 {
+            q.push(Instant(u64::from(i)), i);
+        }
+        q.make_room();
+        assert_eq!(q.seq, 4, "below half: kept");
+        q.take();
+        q.take();
+        q.push(Instant(9), 9);
+        q.make_room();
+        assert_eq!(q.seq, 3, "renumbered from the three keys held");
+        let order: Vec<u32> = std::iter::from_fn(|| q.take()).map(|k| k.slot).collect();
+        assert_eq!(order, [2, 3, 9]);
     }
 
     #[test]

@@ -45,6 +45,7 @@ mod hosts;
 mod journey;
 mod packet;
 mod ports;
+mod windows;
 
 use arrivals::Arrivals;
 use events::EvKind;
@@ -52,6 +53,7 @@ use hosts::HostState;
 pub use journey::Journey;
 use packet::{Head, Pkt};
 use ports::{PortHot, PortState};
+pub use windows::{EventOrder, WindowError};
 
 use crate::queue::EventQueue;
 use crate::routing::{Policy, Router, SwitchRng};
@@ -213,6 +215,8 @@ pub struct World {
     /// packets; the frequent small ones (arrivals, host wake-ups, timers)
     /// are coded in the key itself (see [`World::code`]).
     queue: EventQueue,
+    /// The window loop's state ([`EventOrder::Windows`]).
+    windows: windows::Windows,
     slab: Vec<Option<EvKind>>,
     free: Vec<u32>,
     now: Instant,
@@ -362,6 +366,7 @@ impl World {
             early_route: (PortId::MAX, 0, 0),
             faults,
             queue: EventQueue::default(),
+            windows: Default::default(),
             slab: Vec::new(),
             free: Vec::new(),
             now: Instant::ZERO,

@@ -369,6 +369,18 @@ fn check_p(rule: &str, field: &'static str, value: f64) -> Result<(), FaultError
 }
 
 impl Model {
+    /// Whether a verdict depends on when earlier packets came, not only
+    /// on how many: a shaper's backlog (`Rate`) and the packets a delay
+    /// with a `limit` still holds. Such a rule needs its packets in time
+    /// order across every link it targets.
+    pub fn keeps_time(&self) -> bool {
+        match self {
+            Model::Rate { .. } => true,
+            Model::Delay { limit, .. } | Model::Reorder { limit, .. } => limit.is_some(),
+            _ => false,
+        }
+    }
+
     fn validate(&self, rule: &str) -> Result<(), FaultError> {
         let invalid = |what: &str| {
             Err(FaultError::Invalid {

@@ -82,6 +82,10 @@ impl World {
 
     pub(super) fn schedule(&mut self, t: Instant, kind: EvKind) {
         let slot = self.code(kind);
+        if t.as_ps() < self.windows.end {
+            self.schedule_in_window(t, slot);
+            return;
+        }
         self.queue.push(t, slot);
         self.stats.max_event_queue = self.stats.max_event_queue.max(self.queue.len() as u64);
     }
@@ -89,6 +93,9 @@ impl World {
     /// Runs until nothing is left to happen or simulated time passes
     /// `limit`. Returns whether it went idle.
     pub fn run_until(&mut self, limit: Instant) -> bool {
+        if self.windows.width > 0 {
+            return self.run_windows(limit);
+        }
         // The same work as `peek_time` + `step`, fused: one slab read per
         // event instead of two (5 % of the speed shape's wall time).
         while let Some(key) = self.queue.peek() {
@@ -233,6 +240,12 @@ impl World {
                 None => return,
             },
         };
+        self.prefetch_host(h);
+    }
+
+    /// Asks for the first [`HOST_LINES`] lines of host `h`'s state.
+    #[inline(always)]
+    pub(super) fn prefetch_host(&self, h: u32) {
         if let Some(host) = self.hosts.get(h as usize) {
             let p: *const HostState = host;
             for i in 0..HOST_LINES {
@@ -251,7 +264,7 @@ impl World {
 
     /// A port's state and the head of its flight line.
     #[inline(always)]
-    fn head_of(&self, p: PortId) -> Option<(&ports::PortState, &ports::InFlight)> {
+    pub(super) fn head_of(&self, p: PortId) -> Option<(&ports::PortState, &ports::InFlight)> {
         let st = self.ports.get(p as usize)?;
         Some((st, st.flight.front()?))
     }
@@ -259,7 +272,7 @@ impl World {
     /// Asks for port `p`'s state: its first line (the constants an
     /// arrival reads), or with `queue` both (the queue an enqueue reads).
     #[inline(always)]
-    fn prefetch_port(&self, p: PortId, queue: bool) {
+    pub(super) fn prefetch_port(&self, p: PortId, queue: bool) {
         if let Some(st) = self.ports.get(p as usize) {
             let st: *const ports::PortState = st;
             crate::prefetch::prefetch(st);
@@ -272,7 +285,7 @@ impl World {
     /// Asks for the two lines of the packet at the head of `p`'s flight
     /// line.
     #[inline(always)]
-    fn prefetch_head(&self, p: PortId) {
+    pub(super) fn prefetch_head(&self, p: PortId) {
         if let Some((_, head)) = self.head_of(p) {
             let head: *const ports::InFlight = head;
             crate::prefetch::prefetch(head);

@@ -1,0 +1,311 @@
+//! Lookahead windows: the event loop's second order, for large fabrics.
+//!
+//! Every effect one node (host or switch) has on another crosses a link,
+//! so it lands at least the shortest link latency `L` later. Cut time
+//! into windows `L` wide: nothing that happens inside a window can cause
+//! anything at another node inside the same window. So a window's events
+//! may run node by node, each node's in time order, and every node still
+//! sees exactly what it would see in time order, up to ties: events at
+//! one node at the very same picosecond, which time order runs in the
+//! order they were scheduled, and which here keep the order of their
+//! scheduling within each window's run.
+//!
+//! What it buys is locality. In time order consecutive events belong to
+//! different nodes, so on a fabric larger than the caches each event
+//! loads its node's state from memory. Here a node's events in a window
+//! (a host's arrivals, wake-ups and timers: a handful per microsecond at
+//! 100 Gb/s) run back to back on state that stays in the cache, the
+//! window's events are known in advance (so what they touch is asked for
+//! well ahead), and nodes run in index order, so their state is walked
+//! in address order.
+//!
+//! What differs from time order: the trace lists a window's events node
+//! by node (its timestamps go back at each node change), so trace hashes
+//! differ; the random draws shared by several nodes (fault rules,
+//! packet serial numbers and the ECN draws that hash them) are taken in
+//! a different order. Outcomes are those of the same model, not
+//! bit-identical with time order's. Rules whose verdict depends on when
+//! earlier packets came (rate shapers, delays with a limit) would see
+//! their packets out of time order, so a world with one refuses windows.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::*;
+use crate::queue::unpack;
+use events::{CODE_ARRIVE, CODE_HOST_FREE, CODE_INDEX, CODE_TIMER};
+
+/// The order the event loop runs events in ([`World::set_event_order`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EventOrder {
+    /// Strictly by time, ties in the order they were scheduled.
+    #[default]
+    Time,
+    /// Window by window, node by node within a window, each node's events
+    /// in time order (see the module documentation).
+    Windows,
+}
+
+/// Why a world cannot run in windows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WindowError {
+    /// Some link has no latency: there is no window to run.
+    #[error("a link has zero latency, so no window is safe (windows are as wide as the shortest link latency)")]
+    ZeroLatency,
+    /// A fault rule needs its packets in time order.
+    #[error("fault rule {0:?} depends on when earlier packets came (a rate shaper or a delay with a limit), which needs time order")]
+    TimedRule(String),
+}
+
+/// The window loop's state.
+#[derive(Debug, Default)]
+pub(super) struct Windows {
+    /// Window width in picoseconds (the shortest link latency); 0: time
+    /// order.
+    pub(super) width: u64,
+    /// End of the window being run (exclusive); 0 between windows.
+    pub(super) end: u64,
+    /// The node whose events are running.
+    node: u32,
+    /// Keys scheduled for the window being run (its node's, always).
+    local: BinaryHeap<Reverse<u128>>,
+    /// The window's keys taken from the queue, with their node.
+    batch: Vec<(u32, u128)>,
+}
+
+/// How far ahead in the window's list the loop asks for a port's state
+/// and a host's lines, and for the packet at the head of a port's line.
+const AHEAD_STATE: usize = 12;
+const AHEAD_HEAD: usize = 6;
+const AHEAD_BYTES: usize = 2;
+
+impl World {
+    /// Chooses the order events run in: time order (the default), or
+    /// lookahead windows as wide as the shortest link latency, which
+    /// large fabrics run faster (docs/fabric.md, "Event order"). Returns
+    /// the window width, or why the world cannot use windows (it then
+    /// keeps time order). Only between runs.
+    pub fn set_event_order(&mut self, order: EventOrder) -> Result<Option<Duration>, WindowError> {
+        self.windows.width = 0;
+        if order == EventOrder::Time {
+            return Ok(None);
+        }
+        if let Some(r) = self.faults.rules().iter().find(|r| r.model.keeps_time()) {
+            return Err(WindowError::TimedRule(r.name.clone()));
+        }
+        let shortest = self.ports.iter().map(|p| p.hot.latency.as_ps()).min();
+        match shortest {
+            Some(0) => Err(WindowError::ZeroLatency),
+            Some(w) => {
+                self.windows.width = w;
+                Ok(Some(Duration::from_ps(w)))
+            }
+            // No links: nothing crosses between nodes, any width is safe.
+            None => {
+                self.windows.width = u64::MAX;
+                Ok(Some(Duration::from_ps(u64::MAX)))
+            }
+        }
+    }
+
+    /// The order events run in.
+    pub fn event_order(&self) -> EventOrder {
+        if self.windows.width > 0 {
+            EventOrder::Windows
+        } else {
+            EventOrder::Time
+        }
+    }
+
+    /// The node an event code's event happens at.
+    fn owner(&self, slot: u32) -> u32 {
+        let index = slot & CODE_INDEX;
+        match slot & !CODE_INDEX {
+            CODE_ARRIVE => self.ports[index as usize].hot.peer,
+            CODE_HOST_FREE | CODE_TIMER => self.topo.hosts[index as usize],
+            _ => match self.slab[index as usize].as_ref() {
+                Some(EvKind::Enqueue(p, _)) => self.topo.ports[*p as usize].node,
+                Some(EvKind::ArriveTrimmed(p, _) | EvKind::Arrive(p)) => {
+                    self.ports[*p as usize].hot.peer
+                }
+                Some(
+                    EvKind::HostFree(h)
+                    | EvKind::Timer(h)
+                    | EvKind::Pause(h, _)
+                    | EvKind::Resume(h)
+                    | EvKind::Post(h, _)
+                    | EvKind::Deliver(h, _),
+                ) => self.topo.hosts[*h as usize],
+                None => unreachable!("a key names an empty slab slot"),
+            },
+        }
+    }
+
+    /// Files an event scheduled inside the window being run. It must be
+    /// the running node's own: an event at another node this soon would
+    /// break the window's promise (a bug in whatever scheduled it, which
+    /// this stops rather than run out of order).
+    pub(super) fn schedule_in_window(&mut self, t: Instant, slot: u32) {
+        let owner = self.owner(slot);
+        assert_eq!(
+            owner, self.windows.node,
+            "an event at node {owner} scheduled inside the window of node {} (at {t}, window end {} ps)",
+            self.windows.node, self.windows.end
+        );
+        let k = self.queue.stamp(t, slot);
+        self.windows.local.push(Reverse(k));
+        let pending = (self.queue.len() + self.windows.local.len()) as u64;
+        self.stats.max_event_queue = self.stats.max_event_queue.max(pending);
+    }
+
+    /// [`World::run_until`] in windows.
+    pub(super) fn run_windows(&mut self, limit: Instant) -> bool {
+        let mut batch = std::mem::take(&mut self.windows.batch);
+        let idle = loop {
+            let Some(first) = self.queue.peek() else {
+                break true;
+            };
+            if first.t > limit {
+                break false;
+            }
+            self.queue.make_room();
+            let w = self.windows.width;
+            let start = first.t.as_ps() - first.t.as_ps() % w;
+            let end = start.saturating_add(w).min(limit.as_ps().saturating_add(1));
+            // Frames are captured when a packet starts crossing, never
+            // before its node's event: those before this window are final.
+            if start > 0 && !self.pcap_pending.is_empty() {
+                self.flush_pcap(Instant(start - 1));
+            }
+            batch.clear();
+            while let Some(k) = self.queue.take_before(Instant(end)) {
+                batch.push((self.owner(k as u32), k));
+            }
+            batch.sort_unstable();
+            self.windows.end = end;
+            self.run_window(&batch);
+            self.windows.end = 0;
+        };
+        self.windows.batch = batch;
+        self.flush_pcap(if idle { Instant(u64::MAX) } else { limit });
+        idle
+    }
+
+    /// Runs one window's events: node by node, each node's keys from the
+    /// queue merged in key order with those it schedules for itself.
+    fn run_window(&mut self, batch: &[(u32, u128)]) {
+        let mut latest = self.now;
+        let mut i = 0;
+        while i < batch.len() {
+            let node = batch[i].0;
+            self.windows.node = node;
+            loop {
+                let next = batch.get(i).filter(|e| e.0 == node).map(|e| e.1);
+                let k = match (next, self.windows.local.peek()) {
+                    (Some(b), Some(&Reverse(l))) if l < b => {
+                        self.windows.local.pop();
+                        l
+                    }
+                    (Some(b), _) => {
+                        self.prefetch_window(batch, i);
+                        i += 1;
+                        b
+                    }
+                    (None, Some(&Reverse(l))) => {
+                        self.windows.local.pop();
+                        l
+                    }
+                    (None, None) => break,
+                };
+                let key = unpack(k);
+                let kind = self.decode(key.slot);
+                if let EvKind::Timer(h) = kind {
+                    if !self.timer_due(h, key.t) {
+                        continue;
+                    }
+                }
+                self.now = key.t;
+                latest = latest.max(key.t);
+                self.stats.events += 1;
+                self.dispatch(kind);
+            }
+        }
+        // Between windows the clock reads the latest event run.
+        self.now = latest;
+    }
+
+    /// Asks for what the window's events ahead of `i` will touch: a
+    /// port's state and, where a node's run begins, its host's lines far
+    /// ahead; the packet at the head of a port's line nearer (its port
+    /// state asked for before); and for an arrival at a host, just
+    /// before, the packet's bytes (which the NIC reads first).
+    #[inline]
+    fn prefetch_window(&self, batch: &[(u32, u128)], i: usize) {
+        if let Some(&(node, k)) = batch.get(i + AHEAD_STATE) {
+            let slot = k as u32;
+            let index = slot & CODE_INDEX;
+            match slot & !CODE_INDEX {
+                CODE_ARRIVE => self.prefetch_port(index, true),
+                CODE_HOST_FREE | CODE_TIMER if batch[i + AHEAD_STATE - 1].0 != node => {
+                    self.prefetch_host(index)
+                }
+                _ => {}
+            }
+        }
+        if let Some(&(node, k)) = batch.get(i + AHEAD_HEAD) {
+            let slot = k as u32;
+            if slot & !CODE_INDEX == CODE_ARRIVE {
+                let p = slot & CODE_INDEX;
+                self.prefetch_head(p);
+                if batch[i + AHEAD_HEAD - 1].0 != node {
+                    if let Some(h) = self.ports.get(p as usize).and_then(|st| st.hot.peer_host()) {
+                        self.prefetch_host(h);
+                    }
+                }
+            }
+        }
+        if let Some(&(_, k)) = batch.get(i + AHEAD_BYTES) {
+            let slot = k as u32;
+            if slot & !CODE_INDEX == CODE_ARRIVE {
+                if let Some((st, head)) = self.head_of(slot & CODE_INDEX) {
+                    if st.hot.peer_host().is_some() {
+                        crate::prefetch::prefetch(head.pkt.bytes.as_ptr());
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use udrma_nic::Access;
+
+    /// The window's promise is checked, not assumed: a window wider than
+    /// the link lets a host's packet reach the other host inside it, and
+    /// the loop stops there instead of running that arrival out of order.
+    #[test]
+    #[should_panic(expected = "scheduled inside the window")]
+    fn an_event_at_another_node_inside_the_window_is_stopped() {
+        let topo = Topology::pair(crate::LinkParams::default());
+        let mut w = World::new(topo, FabricConfig::default(), RuleSet::new()).unwrap();
+        let mut keys = Vec::new();
+        for h in 0..2 {
+            let m = w.nic_mut(NodeAddr(h)).memory_mut();
+            keys.push((
+                m.register_phantom(0x1000, 1 << 16, Access::ALL),
+                m.register_phantom(0x2_0000, 1 << 16, Access::ALL),
+            ));
+        }
+        let wr = WorkRequest::write(NodeAddr(1), keys[0].0, 0x1000, 8192, keys[1].1 .0, 0x2_0000);
+        w.post(NodeAddr(0), wr).unwrap();
+        assert_eq!(
+            w.set_event_order(EventOrder::Windows),
+            Ok(Some(Duration::from_micros(1)))
+        );
+        // Four times the link's latency: wrong on purpose.
+        w.windows.width = 4_000_000;
+        w.run();
+    }
+}
