@@ -2,9 +2,10 @@
 # Compares two udrma binaries on the standard fabric shape, alternating
 # their runs so that the machine's drift hits both alike:
 #
-#   bash scripts/ab-sim.sh K ROUNDS OLD_BINARY NEW_BINARY
+#   bash scripts/ab-sim.sh K ROUNDS OLD_BINARY NEW_BINARY [ARGS...]
 #
-# runs `OLD bench sim --k K` and `NEW bench sim --k K` ROUNDS times, the
+# runs `OLD bench sim --k K ARGS` and `NEW bench sim --k K ARGS` ROUNDS
+# times (ARGS, e.g. `--order time`, go to both), the
 # old one first in odd rounds and the new one first in even rounds (on
 # this project's VM the second run of a pair was often a few per cent
 # faster, whichever binary it was), checks that both report the same
@@ -12,18 +13,19 @@
 # the best and median run wall time of each, their ratios (new over
 # old), and the median of the rounds' own ratios.
 set -euo pipefail
-if [ $# -ne 4 ]; then
-    echo "usage: $0 K ROUNDS OLD_BINARY NEW_BINARY" >&2
+if [ $# -lt 4 ]; then
+    echo "usage: $0 K ROUNDS OLD_BINARY NEW_BINARY [ARGS...]" >&2
     exit 2
 fi
 K=$1 ROUNDS=$2 OLD=$3 NEW=$4
+shift 4
 for i in $(seq "$ROUNDS"); do
     if [ $((i % 2)) -eq 1 ]; then
-        a=$("$OLD" bench sim --k "$K")
-        b=$("$NEW" bench sim --k "$K")
+        a=$("$OLD" bench sim --k "$K" "$@")
+        b=$("$NEW" bench sim --k "$K" "$@")
     else
-        b=$("$NEW" bench sim --k "$K")
-        a=$("$OLD" bench sim --k "$K")
+        b=$("$NEW" bench sim --k "$K" "$@")
+        a=$("$OLD" bench sim --k "$K" "$@")
     fi
     ha=$(awk '/^trace hash/{print $3}' <<<"$a")
     hb=$(awk '/^trace hash/{print $3}' <<<"$b")

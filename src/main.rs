@@ -258,7 +258,19 @@ enum Bench {
         /// permutation: the same traffic for a side-by-side run.
         #[arg(long, value_name = "FILE")]
         matrix: Option<PathBuf>,
+        /// The order events run in: `windows` (node by node within
+        /// windows as wide as the shortest link latency, the faster on
+        /// large fabrics) or `time` (strictly by time, as scenarios run).
+        #[arg(long, value_enum, default_value_t = Order::Windows)]
+        order: Order,
     },
+}
+
+/// `udrma bench sim --order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Order {
+    Time,
+    Windows,
 }
 
 /// Which shard a sweep runs, if any: `--shard`, or what a batch system's
@@ -395,8 +407,14 @@ fn main() -> ExitCode {
             })
         }
         Command::Bench {
-            what: Bench::Sim { k, seed, matrix },
-        } => bench_sim(k, seed, matrix.as_deref(), huge),
+            what:
+                Bench::Sim {
+                    k,
+                    seed,
+                    matrix,
+                    order,
+                },
+        } => bench_sim(k, seed, matrix.as_deref(), order, huge),
         Command::Decode { file, port, key } => decode(&file, port, key.as_deref()),
         Command::Demo { json } => demo(json),
         Command::Bridge { what } => bridge_cmd::bridge(what),
@@ -692,6 +710,7 @@ fn bench_sim(
     k: u32,
     seed: u64,
     matrix: Option<&Path>,
+    order: Order,
     huge: hugepages::Status,
 ) -> anyhow::Result<ExitCode> {
     let build = Wall::now();
@@ -722,6 +741,12 @@ fn bench_sim(
             )
         }
     };
+    let window = w
+        .set_event_order(match order {
+            Order::Time => udrma_fabric::EventOrder::Time,
+            Order::Windows => udrma_fabric::EventOrder::Windows,
+        })
+        .map_err(|e| BadInput(format!("--order windows: {e}")))?;
     let built = build.elapsed().as_secs_f64();
     let start = Wall::now();
     w.run();
@@ -741,6 +766,13 @@ fn bench_sim(
         "event queue    {} events pending at most",
         s.max_event_queue
     );
+    match window {
+        Some(d) => println!(
+            "order          windows of {:.3} us, node by node",
+            d.as_ps() as f64 / 1e6
+        ),
+        None => println!("order          time"),
+    }
     println!("build          {built:.3} s (topology, NICs, posts)");
     println!("wall           {wall:.3} s (the run)");
     println!("packet-hops/s  {:.0}", s.packet_hops as f64 / wall);
