@@ -3,6 +3,7 @@
 permutations, side by side in one run.
 
     python3 scripts/vs-htsim-uec.py UEC_DATACENTER_DIR [--hosts 128 1024] [--seeds 1 2 3]
+                                    [--order time|windows]
 
 UEC_DATACENTER_DIR is `sim/datacenter` of a built uet-htsim checkout
 (ultraethernet/uet-htsim, built with its CMake files): it holds
@@ -16,7 +17,10 @@ after the other:
 
 where SCENARIO is `scenarios/examples/perm-HOSTS-uec.toml` with its
 pairs replaced by the matrix's (same shape: a fat tree of 100 Gb/s, 1 us
-links, NSCC, REPS, ACKs served first). It prints, per matrix, both
+links, NSCC, REPS, ACKs served first; with `--order windows` the
+simulator runs its events in lookahead windows, `order = "windows"` in
+the scenario's [topology], instead of the examples' time order). It
+prints, per matrix, both
 simulators' p50, p99 and last completion, their retransmissions and
 wall times, and at the end the means over the seeds: one matrix's tail
 is a single flow and moves by microseconds with any change to which
@@ -56,9 +60,9 @@ def htsim_figures(text):
     return percentile(done, 50), percentile(done, 99), max(done), rts, len(done)
 
 
-def scenario_for(template, matrix, name):
+def scenario_for(template, matrix, name, order):
     """The template scenario with its workload's pairs taken from the
-    matrix (lines `SRC->DST id N start 0 size BYTES`)."""
+    matrix (lines `SRC->DST id N start 0 size BYTES`), run in `order`."""
     pairs = []
     for line in open(matrix):
         m = re.match(r"\s*(\d+)->(\d+) .*size (\d+)", line)
@@ -71,6 +75,8 @@ def scenario_for(template, matrix, name):
     end = text.index("\n]", start) + 2
     rows = ",\n    ".join(", ".join(pairs[i:i + 6]) for i in range(0, len(pairs), 6))
     text = text[:start] + "pairs = [\n    " + rows + ",\n]" + text[end:]
+    if order != "time":
+        text = text.replace("[topology]\n", f'[topology]\norder = "{order}"\n', 1)
     return re.sub(r'(?m)^name = ".*"$', f'name = "{name}"', text)
 
 
@@ -79,6 +85,8 @@ def main():
     ap.add_argument("uec_dir", help="uet-htsim's sim/datacenter directory, built")
     ap.add_argument("--hosts", type=int, nargs="+", default=[128, 1024], choices=[128, 1024])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--order", choices=["time", "windows"], default="time",
+                    help="the simulator's event order (the examples run in time order)")
     args = ap.parse_args()
     uec = os.path.join(args.uec_dir, "htsim_uec")
     gen = os.path.join(args.uec_dir, "connection_matrices", "gen_permutation.py")
@@ -98,7 +106,7 @@ def main():
                            check=True, stdout=subprocess.DEVNULL)
             toml = os.path.join(work, f"perm-{n}-{seed}.toml")
             with open(toml, "w") as f:
-                f.write(scenario_for(template, cm, f"perm-{n}-uec-seed{seed}"))
+                f.write(scenario_for(template, cm, f"perm-{n}-uec-seed{seed}", args.order))
             hw, _, htext = measure([uec, "-tm", cm, "-sender_cc_only", "-paths", "128",
                                     "-end", "1000000"], work)
             h50, h99, hmax, hrts, flows = htsim_figures(htext)
@@ -122,7 +130,8 @@ def main():
     print("|---:|---:|---:|---:|---:|---:|")
     for n, ht, ut, hw, uw in means:
         print(f"| {n:,} | {ht:.1f} µs | {ut:.1f} µs | {ut / ht:.3f} | {hw:.2f} / {uw:.2f} s | {hw / uw:.1f}× |")
-    print(f"(seeds {' '.join(map(str, args.seeds))} of htsim_uec's gen_permutation.py; whole processes;"
+    print(f"(seeds {' '.join(map(str, args.seeds))} of htsim_uec's gen_permutation.py; udrma in {args.order} order;"
+          f" whole processes;"
           f" matrices and scenarios kept in {work})")
 
 

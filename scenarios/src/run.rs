@@ -7,7 +7,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 
 use udrma_bridge::{BridgeConfig, Cluster, FaultPlan};
-use udrma_fabric::{TraceFormat, World};
+use udrma_fabric::{EventOrder, TraceFormat, World};
 use udrma_faults::Direction;
 use udrma_nic::NicConfig;
 use udrma_proto::{Duration, NodeAddr};
@@ -16,7 +16,7 @@ use crate::backend::{Backend, Udp};
 use crate::build;
 use crate::ladder::Ladder;
 use crate::report::Report;
-use crate::schema::{TopologyKind, WorkloadKind};
+use crate::schema::{OrderKind, TopologyKind, WorkloadKind};
 use crate::units::Time;
 use crate::{Scenario, ScenarioError};
 
@@ -127,6 +127,11 @@ fn sim_world(sc: &Scenario, seed: u64) -> Result<World, ScenarioError> {
     let pauses = build::pauses(sc, n)?;
     let mut world =
         World::new(topo, cfg, rules).map_err(|e| sc.error_at("fault", e.to_string()))?;
+    if sc.file.topology.order == OrderKind::Windows {
+        world
+            .set_event_order(EventOrder::Windows)
+            .map_err(|e| sc.error_at_key("order", format!("order = \"windows\": {e}")))?;
+    }
     for p in pauses {
         world
             .pause(p)
@@ -204,6 +209,12 @@ fn refuse_simulated_only(sc: &Scenario, opts: &RunOptions) -> Result<(), Scenari
         return Err(sc.error_at(
             "ladder",
             "a ladder diagram needs the simulated backend".into(),
+        ));
+    }
+    if sc.file.topology.order != OrderKind::Time {
+        return Err(sc.error_at_key(
+            "order",
+            "order = \"windows\" is how the simulator runs its events; real sockets run in real time (remove it or use --backend sim)".into(),
         ));
     }
     if !sc.file.pauses.is_empty() {

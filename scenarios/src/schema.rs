@@ -213,6 +213,23 @@ pub struct TopologySpec {
     /// skipped), for scale runs.
     #[serde(default)]
     pub phantom: bool,
+    /// The order the simulator runs events in: `time` (default), or
+    /// `windows`, node by node within windows as wide as the shortest
+    /// link latency (faster on large fabrics; the same model, another
+    /// trace: docs/fabric.md, "Event order"). Simulated backend only.
+    #[serde(default)]
+    pub order: OrderKind,
+}
+
+/// `[topology] order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum OrderKind {
+    /// Strictly by time.
+    #[default]
+    Time,
+    /// Lookahead windows, node by node.
+    Windows,
 }
 
 /// `[nic]`: every engine knob; absent keys keep the engine's defaults.

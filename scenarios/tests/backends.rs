@@ -160,6 +160,11 @@ fn what_sockets_cannot_do_is_refused_by_key() {
         &example("link-flap.toml"),
         "host pauses are simulated-only",
     );
+    refuse(
+        "osu-latency.toml",
+        &example("osu-latency.toml").replace("[topology]\n", "[topology]\norder = \"windows\"\n"),
+        "osu-latency.toml:13:1: order = \"windows\" is how the simulator runs its events",
+    );
 }
 
 /// Every non-contiguous method and form, byte-exact over real sockets as

@@ -218,7 +218,7 @@ fn invalid_files_say_where_and_what() {
     // Unknown key, with the closest valid one.
     assert_eq!(
         error("name = \"x\"\n[topology]\nkind = \"star\"\nhostz = 4\n"),
-        "bad.toml:4:1: unknown field `hostz`, expected one of `kind`, `hosts`, `k`, `levels`, `bandwidth`, `latency`, `mtu`, `queue`, `ecn_threshold`, `ecn_max`, `trim`, `control_priority`, `bottleneck`, `routing`, `phantom` (did you mean `hosts`?)"
+        "bad.toml:4:1: unknown field `hostz`, expected one of `kind`, `hosts`, `k`, `levels`, `bandwidth`, `latency`, `mtu`, `queue`, `ecn_threshold`, `ecn_max`, `trim`, `control_priority`, `bottleneck`, `routing`, `phantom`, `order` (did you mean `hosts`?)"
     );
     // A marking ramp needs its start, and must rise.
     assert_eq!(
@@ -271,6 +271,37 @@ fn invalid_files_say_where_and_what() {
     // NIC values out of range name the field.
     let e = error(&format!("{BASE}[nic]\nmtu_payload = 0\n"));
     assert!(e.contains("nic: mtu_payload = 0"), "{e}");
+}
+
+/// `order = "windows"`: the lossy example passes the same checks in
+/// windows, with a trace of its own; a rate shaper, whose backlog needs
+/// its packets in time order, refuses windows at the key that asks for
+/// them.
+#[test]
+fn windows_pass_the_lossy_example_and_a_shaper_refuses_them_by_key() {
+    let time = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/lossy-write.toml"),
+    )
+    .unwrap();
+    let windows = time.replace("routing = \"ecmp\"\n", "routing = \"ecmp\"\norder = \"windows\"\n");
+    assert_ne!(time, windows);
+    let (a, b) = (run_text(&time), run_text(&windows));
+    assert!(a.passed() && b.passed(), "{:?} {:?}", a.checks, b.checks);
+    assert_eq!(a.ops.completed, b.ops.completed);
+    assert_ne!(a.trace_hash, b.trace_hash);
+    let shaped = format!(
+        "{BASE}order = \"windows\"\n[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"64KiB\"\n[[fault]]\nname = \"shaper\"\nmodel = \"rate\"\nrate = \"10Gbps\"\n"
+    );
+    let e = run(
+        &Scenario::parse("bad.toml", &shaped).unwrap(),
+        RunOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("bad.toml:5:1: order = \"windows\": fault rule \"shaper\""),
+        "{e}"
+    );
 }
 
 fn run_text(text: &str) -> udrma_scenarios::Report {
