@@ -283,7 +283,10 @@ fn windows_pass_the_lossy_example_and_a_shaper_refuses_them_by_key() {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/lossy-write.toml"),
     )
     .unwrap();
-    let windows = time.replace("routing = \"ecmp\"\n", "routing = \"ecmp\"\norder = \"windows\"\n");
+    let windows = time.replace(
+        "routing = \"ecmp\"\n",
+        "routing = \"ecmp\"\norder = \"windows\"\n",
+    );
     assert_ne!(time, windows);
     let (a, b) = (run_text(&time), run_text(&windows));
     assert!(a.passed() && b.passed(), "{:?} {:?}", a.checks, b.checks);
