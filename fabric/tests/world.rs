@@ -1,58 +1,16 @@
 //! The fabric end to end: NIC engines over topologies, with faults,
 //! traces, captures and pauses.
 
-use std::cell::RefCell;
-use std::io::Write;
-use std::rc::Rc;
-
-use udrma_fabric::{DropReason, FabricConfig, LinkParams, Policy, Topology, TraceFormat, World};
-use udrma_faults::{Direction, HostPause, Model, Rule, RuleSet, Target};
+use udrma_fabric::{
+    DropReason, EventOrder, FabricConfig, LinkParams, Policy, Topology, TraceFormat, World,
+};
+use udrma_faults::{Direction, HostPause, Model, RuleSet, Target};
 use udrma_nic::{Access, Event, NicConfig, WorkRequest, WrId};
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 mod common;
 
 use common::*;
-
-fn rules(seed: u64, list: Vec<(&str, Target, Model)>) -> RuleSet {
-    let mut set = RuleSet::new();
-    for (name, t, m) in list {
-        set.push(Rule::new(seed, name, t, m).unwrap());
-    }
-    set
-}
-
-/// Loss with probability `loss` and 1 % each of duplication and of
-/// corruption (two bits), on every link.
-fn messy_rules(seed: u64, loss: f64) -> RuleSet {
-    rules(
-        seed,
-        vec![
-            (
-                "loss",
-                Target::any(),
-                Model::Loss {
-                    p: loss,
-                    correlation: 0.0,
-                },
-            ),
-            (
-                "dup",
-                Target::any(),
-                Model::Duplicate {
-                    p: 0.01,
-                    copies: 1,
-                    correlation: 0.0,
-                },
-            ),
-            (
-                "corrupt",
-                Target::any(),
-                Model::Corrupt { p: 0.01, bits: 2 },
-            ),
-        ],
-    )
-}
 
 #[test]
 fn a_write_across_a_pair_takes_serialization_plus_latency() {
@@ -208,55 +166,41 @@ fn one_mib_write_across_a_sprayed_fat_tree_with_loss_duplication_and_corruption(
 
 #[test]
 fn link_flap_and_host_pause_delay_but_do_not_lose() {
-    let down = Target::any()
-        .links(&["h0-h1"])
-        .direction(Direction::Forward)
-        .window(
-            Instant::ZERO + Duration::from_micros(2),
-            Instant::ZERO + Duration::from_micros(300),
+    // In both event orders: the pause's events and the flap's window are
+    // the host's and the link's own, which windows must keep in time.
+    for order in [EventOrder::Time, EventOrder::Windows] {
+        let down = Target::any()
+            .links(&["h0-h1"])
+            .direction(Direction::Forward)
+            .window(
+                Instant::ZERO + Duration::from_micros(2),
+                Instant::ZERO + Duration::from_micros(300),
+            );
+        let faults = rules(1, vec![("flap", down, Model::Down)]);
+        let (mut w, keys) = world(
+            Topology::pair(LinkParams::default()),
+            FabricConfig::default(),
+            faults,
+            1 << 20,
         );
-    let faults = rules(1, vec![("flap", down, Model::Down)]);
-    let (mut w, keys) = world(
-        Topology::pair(LinkParams::default()),
-        FabricConfig::default(),
-        faults,
-        1 << 20,
-    );
-    w.pause(HostPause {
-        host: NodeAddr(1),
-        from: Instant::ZERO + Duration::from_micros(305),
-        until: Instant::ZERO + Duration::from_micros(800),
-    })
-    .unwrap();
-    let a = write(&mut w, &keys, 0, 1, 512 * 1024);
-    assert!(w.run());
-    assert_eq!(completions(&w, 0, a), vec![true]);
-    assert!(landed(&w, &keys, 0, 1, 512 * 1024));
-    assert!(w.stats().dropped[&DropReason::Fault] > 0);
-    assert!(w.nic(NodeAddr(0)).stats().retransmits > 0);
-    let done = w
-        .host_events()
-        .iter()
-        .find_map(|e| match e.event {
-            Event::Completed { at, .. } => Some(at),
-            _ => None,
+        w.set_event_order(order).unwrap();
+        w.pause(HostPause {
+            host: NodeAddr(1),
+            from: Instant::ZERO + Duration::from_micros(305),
+            until: Instant::ZERO + Duration::from_micros(800),
         })
         .unwrap();
-    assert!(
-        done > Instant::ZERO + Duration::from_micros(800),
-        "finished after the pause: {done}"
-    );
-}
-
-#[derive(Clone, Default)]
-struct Shared(Rc<RefCell<Vec<u8>>>);
-impl Write for Shared {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+        let a = write(&mut w, &keys, 0, 1, 512 * 1024);
+        assert!(w.run());
+        assert_eq!(completions(&w, 0, a), vec![true], "{order:?}");
+        assert!(landed(&w, &keys, 0, 1, 512 * 1024));
+        assert!(w.stats().dropped[&DropReason::Fault] > 0);
+        assert!(w.nic(NodeAddr(0)).stats().retransmits > 0);
+        let done = completed_at(&w, 0, a).unwrap();
+        assert!(
+            done > Instant::ZERO + Duration::from_micros(800),
+            "{order:?}: finished after the pause: {done}"
+        );
     }
 }
 

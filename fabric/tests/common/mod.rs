@@ -4,8 +4,11 @@
 
 #![allow(dead_code)]
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use udrma_fabric::{FabricConfig, LinkParams, Topology, World};
-use udrma_faults::RuleSet;
+use udrma_faults::{Model, Rule, RuleSet, Target};
 use udrma_nic::{Access, Event, MrKey, NicConfig, WorkRequest, WrId};
 use udrma_proto::{Instant, NodeAddr};
 
@@ -99,4 +102,57 @@ pub fn completed_at(w: &World, host: u32, wr: WrId) -> Option<Instant> {
 pub fn full_packet() -> (u64, u64) {
     let payload = u64::from(NicConfig::default().mtu_payload);
     (payload, payload + 52)
+}
+
+pub fn rules(seed: u64, list: Vec<(&str, Target, Model)>) -> RuleSet {
+    let mut set = RuleSet::new();
+    for (name, t, m) in list {
+        set.push(Rule::new(seed, name, t, m).unwrap());
+    }
+    set
+}
+
+/// Loss with probability `loss` and 1 % each of duplication and of
+/// corruption (two bits), on every link.
+pub fn messy_rules(seed: u64, loss: f64) -> RuleSet {
+    rules(
+        seed,
+        vec![
+            (
+                "loss",
+                Target::any(),
+                Model::Loss {
+                    p: loss,
+                    correlation: 0.0,
+                },
+            ),
+            (
+                "dup",
+                Target::any(),
+                Model::Duplicate {
+                    p: 0.01,
+                    copies: 1,
+                    correlation: 0.0,
+                },
+            ),
+            (
+                "corrupt",
+                Target::any(),
+                Model::Corrupt { p: 0.01, bits: 2 },
+            ),
+        ],
+    )
+}
+
+/// A sink a test can read back (traces, captures).
+#[derive(Clone, Default)]
+pub struct Shared(pub Rc<RefCell<Vec<u8>>>);
+impl std::io::Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
