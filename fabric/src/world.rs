@@ -172,6 +172,8 @@ pub struct FabricStats {
     pub max_queue_bytes: u64,
     /// Most events pending at once (bounded by ports + hosts + delayed
     /// packets: lazy timer cancellation leaves at most a few per host).
+    /// In lookahead windows it is counted as each window begins and at
+    /// every event filed for a later window.
     pub max_event_queue: u64,
     /// Datagrams delivered after one sent later on the same (source,
     /// destination) flow had already been delivered.

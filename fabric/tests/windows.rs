@@ -67,6 +67,8 @@ fn messy_fat_tree(order: EventOrder) -> (u64, Vec<u64>) {
         s.duplicated > 0 && s.corrupted > 0 && s.delayed > 0,
         "{s:?}"
     );
+    // Every hop is an event, and the events are counted in both orders.
+    assert!(s.packet_hops > 0 && s.events > s.packet_hops, "{s:?}");
     let frames: Vec<u64> = udrma_proto::pcap::PcapSource::new(&pcap.0.borrow()[..])
         .unwrap()
         .map(|f| f.unwrap().time_ns)
@@ -147,6 +149,9 @@ fn windows_stop_exactly_at_the_limit() {
     assert!(completions(&w, 0, wr).is_empty());
     let at = w.peek_time().expect("more to come");
     assert!(at > limit, "the next event ({at}) is past the limit");
+    // A limit exactly at an event's time runs that event.
+    assert!(!w.run_until(at));
+    assert!(w.peek_time().is_some_and(|next| next > at));
     assert!(w.run());
     assert_eq!(completions(&w, 0, wr), vec![true]);
     assert!(landed(&w, &keys, 0, 9, 512 * 1024));
@@ -156,7 +161,8 @@ fn windows_stop_exactly_at_the_limit() {
 /// one node's picosecond and the draws several nodes share come in
 /// another order. Over eight seeds of a sprayed permutation of 1 MiB
 /// WRITEs on a k=4 fat tree, the two orders finish within 3 % of each
-/// other on average, and no seed's runs differ by more than 10 %.
+/// other on average, and no seed's runs differ by more than 10 % (nor
+/// their counts of events pending at most by a factor of two).
 #[test]
 fn windows_and_time_order_finish_alike() {
     let finish = |seed: u64, order: EventOrder| {
@@ -173,17 +179,22 @@ fn windows_and_time_order_finish_alike() {
             write(&mut w, &keys, h, to[h as usize], 1 << 20);
         }
         assert!(w.run());
-        w.now().as_ps() as f64
+        (w.now().as_ps() as f64, w.stats().max_event_queue)
     };
     let mut sum = (0.0, 0.0);
     for seed in 1..=8 {
-        let (t, win) = (
+        let ((t, tq), (win, wq)) = (
             finish(seed, EventOrder::Time),
             finish(seed, EventOrder::Windows),
         );
         assert!(
             (win / t - 1.0).abs() < 0.10,
             "seed {seed}: {t} ps against {win} ps"
+        );
+        // The pending count is taken at other moments, not of other things.
+        assert!(
+            wq * 2 > tq && wq < tq * 2,
+            "seed {seed}: {tq} events pending at most against {wq}"
         );
         sum = (sum.0 + t, sum.1 + win);
     }

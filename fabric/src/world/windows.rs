@@ -160,8 +160,6 @@ impl World {
         );
         let k = self.queue.stamp(t, slot);
         self.windows.local.push(Reverse(k));
-        let pending = (self.queue.len() + self.windows.local.len()) as u64;
-        self.stats.max_event_queue = self.stats.max_event_queue.max(pending);
     }
 
     /// [`World::run_until`] in windows.
@@ -180,13 +178,13 @@ impl World {
             let end = start.saturating_add(w).min(limit.as_ps().saturating_add(1));
             // Frames are captured when a packet starts crossing, never
             // before its node's event: those before this window are final.
-            if start > 0 && !self.pcap_pending.is_empty() {
-                self.flush_pcap(Instant(start - 1));
-            }
+            self.flush_pcap(Instant(start.saturating_sub(1)));
             batch.clear();
             while let Some(k) = self.queue.take_before(Instant(end)) {
                 batch.push((self.owner(k as u32), k));
             }
+            let pending = (batch.len() + self.queue.len()) as u64;
+            self.stats.max_event_queue = self.stats.max_event_queue.max(pending);
             batch.sort_unstable();
             self.windows.end = end;
             self.run_window(&batch);
