@@ -286,10 +286,20 @@ impl World {
     /// line.
     #[inline(always)]
     pub(super) fn prefetch_head(&self, p: PortId) {
-        if let Some((_, head)) = self.head_of(p) {
-            let head: *const ports::InFlight = head;
-            crate::prefetch::prefetch(head);
-            crate::prefetch::prefetch(head.cast::<u8>().wrapping_add(64));
+        self.prefetch_line(p, 1);
+    }
+
+    /// Asks for the two lines of each of the first `n` packets of `p`'s
+    /// flight line.
+    #[inline(always)]
+    pub(super) fn prefetch_line(&self, p: PortId, n: usize) {
+        let Some(st) = self.ports.get(p as usize) else {
+            return;
+        };
+        for f in (0..n).map_while(|i| st.flight.get(i)) {
+            let f: *const ports::InFlight = f;
+            crate::prefetch::prefetch(f);
+            crate::prefetch::prefetch(f.cast::<u8>().wrapping_add(64));
         }
     }
 

@@ -265,7 +265,7 @@ impl World {
             let slot = k as u32;
             if slot & !CODE_INDEX == CODE_ARRIVE {
                 let p = slot & CODE_INDEX;
-                self.prefetch_line(p);
+                self.prefetch_line(p, LINE_ENTRIES);
                 if starts(i + AHEAD_HEAD) {
                     if let Some(h) = self.ports.get(p as usize).and_then(|st| st.hot.peer_host()) {
                         self.prefetch_host(h);
@@ -293,18 +293,6 @@ impl World {
                 for &p in &n.ports {
                     self.prefetch_port(p, true);
                 }
-            }
-        }
-    }
-
-    /// Asks for the first [`LINE_ENTRIES`] packets of port `p`'s line.
-    #[inline]
-    fn prefetch_line(&self, p: PortId) {
-        if let Some(st) = self.ports.get(p as usize) {
-            for f in st.flight.iter().take(LINE_ENTRIES) {
-                let f: *const ports::InFlight = f;
-                crate::prefetch::prefetch(f);
-                crate::prefetch::prefetch(f.cast::<u8>().wrapping_add(64));
             }
         }
     }
