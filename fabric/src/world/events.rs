@@ -105,23 +105,34 @@ impl World {
             }
             self.queue.take();
             self.prefetch_ahead();
-            let kind = self.decode(key.slot);
-            if let EvKind::Timer(h) = kind {
-                // Lazy cancellation: a wake-up that finds nothing due is
-                // dropped without moving the clock, so simulated time never
-                // runs on to a deadline that was cancelled.
-                if !self.timer_due(h, key.t) {
-                    continue;
-                }
-            }
-            self.now = key.t;
-            self.stats.events += 1;
-            if !self.pcap_pending.is_empty() {
-                self.flush_pcap(key.t);
-            }
-            self.dispatch(kind);
+            self.run_event(key, true);
         }
         self.flush_pcap(Instant(u64::MAX));
+        true
+    }
+
+    /// Runs the event `key` names, already out of the queue (or the
+    /// window's list), and returns whether it ran. A timer's wake-up that
+    /// finds nothing due is dropped without moving the clock (lazy
+    /// cancellation: simulated time never runs on to a deadline that was
+    /// cancelled). Otherwise the clock moves to the event, the event is
+    /// counted and dispatched; with `flush_first` (time order) the
+    /// capture first writes the frames before it, which windows do once a
+    /// window instead.
+    #[inline(always)]
+    pub(super) fn run_event(&mut self, key: crate::queue::Key, flush_first: bool) -> bool {
+        let kind = self.decode(key.slot);
+        if let EvKind::Timer(h) = kind {
+            if !self.timer_due(h, key.t) {
+                return false;
+            }
+        }
+        self.now = key.t;
+        self.stats.events += 1;
+        if flush_first && !self.pcap_pending.is_empty() {
+            self.flush_pcap(key.t);
+        }
+        self.dispatch(kind);
         true
     }
 
@@ -349,13 +360,8 @@ impl World {
     pub(super) fn process_next(&mut self, t: Instant) {
         if let Some(key) = self.queue.take() {
             debug_assert_eq!(key.t, t);
-            let kind = self.decode(key.slot);
-            self.now = key.t;
-            self.stats.events += 1;
-            if !self.pcap_pending.is_empty() {
-                self.flush_pcap(key.t);
-            }
-            self.dispatch(kind);
+            // `peek_time` dropped the stale wake-ups: this one runs.
+            self.run_event(key, true);
         }
     }
 

@@ -233,16 +233,9 @@ impl World {
                     (None, None) => break,
                 };
                 let key = unpack(k);
-                let kind = self.decode(key.slot);
-                if let EvKind::Timer(h) = kind {
-                    if !self.timer_due(h, key.t) {
-                        continue;
-                    }
+                if self.run_event(key, false) {
+                    latest = latest.max(key.t);
                 }
-                self.now = key.t;
-                latest = latest.max(key.t);
-                self.stats.events += 1;
-                self.dispatch(kind);
             }
         }
         // Between windows the clock reads the latest event run.
