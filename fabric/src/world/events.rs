@@ -293,15 +293,14 @@ impl World {
         }
     }
 
-    /// Asks for the two lines of the packet at the head of `p`'s flight
-    /// line.
+    /// Asks for the packet at the head of `p`'s flight line.
     #[inline(always)]
     pub(super) fn prefetch_head(&self, p: PortId) {
         self.prefetch_line(p, 1);
     }
 
-    /// Asks for the two lines of each of the first `n` packets of `p`'s
-    /// flight line.
+    /// Asks for the first `n` packets of `p`'s flight line (72 bytes:
+    /// two cache lines each).
     #[inline(always)]
     pub(super) fn prefetch_line(&self, p: PortId, n: usize) {
         let Some(st) = self.ports.get(p as usize) else {
@@ -441,7 +440,7 @@ impl World {
             }
             EvKind::Arrive(port) => {
                 let st = &mut self.ports[port as usize];
-                let f = st.pop_arrived().expect("scheduled arrival");
+                let f = st.pop_arrived(self.seal_bytes).expect("scheduled arrival");
                 if let Some(next) = st.flight.front() {
                     // In windows the next packet of the line arrives in
                     // the same node's run, where no list names it ahead:

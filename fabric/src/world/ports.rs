@@ -75,19 +75,56 @@ pub(super) struct PortState {
     pub(super) flight: VecDeque<InFlight>,
 }
 
-/// A packet given to a port. Laid out in this order (`repr(C)`) so that
-/// what the queue's accounting reads of a waiting packet, its start and
-/// its size, sits in the entry's first 20 bytes, usually one cache line.
+/// A packet given to a port: 72 bytes, which a hop reads at the line's
+/// far end and writes into the next port's line. What the queue's
+/// accounting needs besides, the bytes charged to the queue and when the
+/// first bit left, follows from the packet and the port
+/// ([`InFlight::charged`], [`InFlight::start`]) instead of being kept
+/// (16 bytes an entry less: a large fabric's lines are a third of its
+/// memory).
 #[derive(Debug)]
-#[repr(C)]
 pub(super) struct InFlight {
     /// When it reaches the far end.
     pub(super) arrive: Instant,
-    /// When its first bit leaves.
-    pub(super) start: Instant,
-    /// Bytes charged to the queue while it waits (datagram and seal).
-    pub(super) charged: u32,
     pub(super) pkt: Pkt,
+}
+
+impl InFlight {
+    /// Bytes charged to the queue while it waits: the datagram and the
+    /// seal (`seal` bytes).
+    #[inline]
+    pub(super) fn charged(&self, seal: u64) -> u64 {
+        self.pkt.len() + seal
+    }
+
+    /// When its first bit left `hot`'s port: its arrival less the link's
+    /// latency and its serialization (the port's rate and latency never
+    /// change, so this is exactly the start `enqueue` worked out).
+    #[inline]
+    pub(super) fn start(&self, hot: &PortHot, seal: u64) -> Instant {
+        Instant(
+            self.arrive.as_ps()
+                - hot.latency.as_ps()
+                - hot.serialization(self.charged(seal)).as_ps(),
+        )
+    }
+}
+
+impl PortHot {
+    /// How long `len` bytes of UDP payload (and the wire's overhead) take
+    /// to serialize.
+    #[inline]
+    pub(super) fn serialization(&self, len: u64) -> Duration {
+        let bits = (len + WIRE_OVERHEAD) * 8;
+        // Exactly the division below, without a 128-bit divide per hop
+        // when the rate divides 1 Tb/s.
+        match self.ps_per_bit {
+            0 => Duration(
+                (u128::from(bits) * u128::from(PS_PER_S) / u128::from(self.bandwidth_bps)) as u64,
+            ),
+            ps => Duration(bits * u64::from(ps)),
+        }
+    }
 }
 
 impl PortState {
@@ -111,7 +148,7 @@ impl PortState {
     /// A port that has finished serializing everything has no waiting
     /// packet, which needs no line either.
     #[inline]
-    fn settle(&mut self, now: Instant, len: u64, deepest: u64) {
+    fn settle(&mut self, now: Instant, len: u64, deepest: u64, seal: u64) {
         if self.free_at <= now {
             self.waiting = 0;
             self.queued_bytes = 0;
@@ -121,28 +158,28 @@ impl PortState {
         if self.queued_bytes + len > hot.queue_bytes.min(deepest)
             || self.queued_bytes > hot.ecn_threshold
         {
-            self.drain_started(now);
+            self.drain_started(now, seal);
         }
     }
 
     /// Stops counting the packets that started by `now` as queued.
-    fn drain_started(&mut self, now: Instant) {
+    fn drain_started(&mut self, now: Instant, seal: u64) {
         while let Some(f) = self.first_waiting() {
-            if f.start > now {
+            if f.start(&self.hot, seal) > now {
                 return;
             }
-            self.queued_bytes -= u64::from(f.charged);
+            self.queued_bytes -= f.charged(seal);
             self.waiting -= 1;
         }
     }
 
     /// Takes the head of the line off as it arrives (it started long
     /// ago: if still counted as waiting, it stops being counted).
-    pub(super) fn pop_arrived(&mut self) -> Option<InFlight> {
+    pub(super) fn pop_arrived(&mut self, seal: u64) -> Option<InFlight> {
         if self.waiting as usize == self.flight.len() && self.waiting > 0 {
             self.waiting -= 1;
             let f = self.flight.front()?;
-            self.queued_bytes -= u64::from(f.charged);
+            self.queued_bytes -= f.charged(seal);
         }
         self.flight.pop_front()
     }
@@ -298,7 +335,7 @@ impl World {
             self.ahead(port, pkt);
             return;
         }
-        st.settle(now, len, self.stats.max_queue_bytes);
+        st.settle(now, len, self.stats.max_queue_bytes, self.seal_bytes);
         if st.queued_bytes + len > hot.queue_bytes {
             if hot.trim {
                 self.trim(port, pkt);
@@ -325,16 +362,7 @@ impl World {
             _ => Duration::ZERO,
         };
         let start = st.free_at.max(now + nic_cost);
-        let bits = (len + WIRE_OVERHEAD) * 8;
-        // Exactly the division below, without a 128-bit divide per hop
-        // when the rate divides 1 Tb/s.
-        let ser = match hot.ps_per_bit {
-            0 => Duration(
-                (u128::from(bits) * u128::from(PS_PER_S) / u128::from(hot.bandwidth_bps)) as u64,
-            ),
-            ps => Duration(bits * u64::from(ps)),
-        };
-        st.free_at = start + ser;
+        st.free_at = start + hot.serialization(len);
         let waits = start > now;
         if waits {
             st.queued_bytes += len;
@@ -354,9 +382,6 @@ impl World {
         let st = &mut self.ports[port as usize];
         st.flight.push_back(InFlight {
             arrive: arrive_at,
-            start,
-            // At most the port's MTU (checked above), which is a u32.
-            charged: len as u32,
             pkt,
         });
         // (A packet that starts at once is never counted as waiting, and
@@ -548,22 +573,43 @@ mod tests {
         }
     }
 
-    /// A port whose line holds four packets of 1000 bytes starting at
-    /// 0, 100, 200 and 300 ps (it is free at 400), the last three still
-    /// counted as waiting: 3000 bytes, where at 250 ps only the last
-    /// really waits.
+    /// How long the test port takes to send one of its 1000-byte packets.
+    fn one() -> u64 {
+        port_with_stale_count(0, 0).hot.serialization(1000).as_ps()
+    }
+
+    /// A port whose line holds four packets of 1000 bytes, sent back to
+    /// back from 0 (it is free after the fourth), the last three still
+    /// counted as waiting: 3000 bytes, where half way through the third
+    /// only the last really waits.
     fn port_with_stale_count(queue_bytes: u64, ecn_threshold: u64) -> PortState {
-        let entry = |start: u64| InFlight {
-            arrive: Instant(start + 1_000_000),
-            start: Instant(start),
-            charged: 1000,
+        let hot = PortHot {
+            link: 0,
+            direction: Direction::Forward,
+            host_raw: NO_HOST,
+            peer: 1,
+            peer_host_raw: NO_HOST,
+            mtu: 9216,
+            queue_bytes,
+            ecn_threshold,
+            ecn_span: 0,
+            trim: false,
+            priority: false,
+            bandwidth_bps: 100_000_000_000,
+            ps_per_bit: 10,
+            latency: Duration::from_micros(1),
+            tapped: false,
+        };
+        let one = hot.serialization(1000).as_ps();
+        let entry = |i: u64| InFlight {
+            arrive: Instant((i + 1) * one + 1_000_000),
             pkt: Pkt {
-                serial: start,
+                serial: i,
                 src: NodeAddr(0),
                 dst: NodeAddr(1),
                 src_port: 0,
                 bytes: Vec::new(),
-                elided: 0,
+                elided: 1000,
                 nic_work_ps: 0,
                 ce: false,
                 trimmed: false,
@@ -571,40 +617,37 @@ mod tests {
             },
         };
         PortState {
-            hot: PortHot {
-                link: 0,
-                direction: Direction::Forward,
-                host_raw: NO_HOST,
-                peer: 1,
-                peer_host_raw: NO_HOST,
-                mtu: 9216,
-                queue_bytes,
-                ecn_threshold,
-                ecn_span: 0,
-                trim: false,
-                priority: false,
-                bandwidth_bps: 100_000_000_000,
-                ps_per_bit: 10,
-                latency: Duration::from_micros(1),
-                tapped: false,
-            },
-            free_at: Instant(400),
+            hot,
+            free_at: Instant(4 * one),
             waiting: 3,
             queued_bytes: 3000,
-            flight: [0, 100, 200, 300].into_iter().map(entry).collect(),
+            flight: (0..4).map(entry).collect(),
+        }
+    }
+
+    /// A line entry's start and charge, worked out from the packet and
+    /// the port, are those the line was built with.
+    #[test]
+    fn an_entry_knows_its_start_and_its_charge() {
+        let st = port_with_stale_count(0, 0);
+        for (i, f) in st.flight.iter().enumerate() {
+            assert_eq!(f.start(&st.hot, 0), Instant(i as u64 * one()));
+            assert_eq!(f.charged(0), 1000);
+            assert_eq!(f.charged(16), 1016);
         }
     }
 
     /// The queue's count is made exact exactly when a decision could
-    /// read it: a packet of 1000 bytes joining at 250 ps would be dropped
-    /// by a 3500-byte queue, would set a new deepest queue above 3500, or
-    /// would be marked above a threshold of 2999, if the stale count were
-    /// believed; each time it is counted again (1000 bytes, one packet).
-    /// Where nothing depends on it the count stays as it was, and a port
-    /// that has sent everything is empty without its line being read.
+    /// read it: a packet of 1000 bytes joining half way through the third
+    /// packet would be dropped by a 3500-byte queue, would set a new
+    /// deepest queue above 3500, or would be marked above a threshold of
+    /// 2999, if the stale count were believed; each time it is counted
+    /// again (1000 bytes, one packet). Where nothing depends on it the
+    /// count stays as it was, and a port that has sent everything is
+    /// empty without its line being read.
     #[test]
     fn the_queue_is_counted_again_only_when_it_decides_something() {
-        let now = Instant(250);
+        let now = Instant(one() * 5 / 2);
         let exact = |st: &PortState| (st.queued_bytes, st.waiting);
         for (queue, threshold, deepest, why) in [
             (3500, u64::MAX, u64::MAX, "a drop"),
@@ -612,16 +655,23 @@ mod tests {
             (1 << 20, 2999, u64::MAX, "a mark"),
         ] {
             let mut st = port_with_stale_count(queue, threshold);
-            st.settle(now, 1000, deepest);
+            st.settle(now, 1000, deepest, 0);
             assert_eq!(exact(&st), (1000, 1), "{why}");
         }
         let mut st = port_with_stale_count(1 << 20, 3000);
-        st.settle(now, 1000, 4000);
+        st.settle(now, 1000, 4000, 0);
         assert_eq!(exact(&st), (3000, 3), "nothing depends on it");
         let mut st = port_with_stale_count(1 << 20, u64::MAX);
         st.flight.clear();
-        st.settle(Instant(400), 1000, u64::MAX);
-        assert_eq!(exact(&st), (0, 0), "free at 400: nothing waits");
+        st.settle(Instant(4 * one()), 1000, u64::MAX, 0);
+        assert_eq!(exact(&st), (0, 0), "free after the fourth: nothing waits");
+    }
+
+    /// The arrival time and the packet, nothing else (the prefetches ask
+    /// for two cache lines an entry).
+    #[test]
+    fn a_packet_in_a_line_is_72_bytes() {
+        assert_eq!(std::mem::size_of::<InFlight>(), 72);
     }
 
     #[test]
