@@ -625,6 +625,39 @@ mod tests {
         }
     }
 
+    /// Serialization is exact at every rate: by a whole number of
+    /// picoseconds a bit where the rate divides 1 Tb/s, by a division
+    /// where it does not (3 Gb/s: a third of a nanosecond a bit, rounded
+    /// down once per packet, not per bit).
+    #[test]
+    fn serialization_is_exact_at_every_rate() {
+        let mut hot = port_with_stale_count(0, 0).hot;
+        let bits = (1000 + WIRE_OVERHEAD) * 8;
+        assert_eq!(hot.serialization(1000), Duration(bits * 10), "100 Gb/s");
+        hot.bandwidth_bps = 3_000_000_000;
+        hot.ps_per_bit = 0;
+        assert_eq!(hot.serialization(1000), Duration(bits * 1000 / 3));
+        assert_eq!(hot.serialization(0), Duration(WIRE_OVERHEAD * 8 * 1000 / 3));
+    }
+
+    /// The head of a line that is still counted as waiting when it
+    /// arrives (every packet of the line is) stops being counted: its
+    /// charge leaves the queue's count with it. One that was not counted
+    /// leaves the count alone.
+    #[test]
+    fn an_arrival_still_counted_as_waiting_leaves_the_count() {
+        let mut st = port_with_stale_count(1 << 20, u64::MAX);
+        st.pop_arrived(0).unwrap();
+        assert_eq!((st.queued_bytes, st.waiting), (3000, 3), "not counted");
+        st.pop_arrived(0).unwrap();
+        assert_eq!((st.queued_bytes, st.waiting), (2000, 2), "counted");
+        let mut st = port_with_stale_count(1 << 20, u64::MAX);
+        st.queued_bytes = 3048;
+        st.pop_arrived(16).unwrap();
+        st.pop_arrived(16).unwrap();
+        assert_eq!(st.queued_bytes, 2032, "the seal is charged too");
+    }
+
     /// A line entry's start and charge, worked out from the packet and
     /// the port, are those the line was built with.
     #[test]
