@@ -384,6 +384,10 @@ impl World {
             arrive: arrive_at,
             pkt,
         });
+        // What the entry no longer keeps, it must give back exactly.
+        debug_assert!(st.flight.back().is_some_and(|f| {
+            f.start(&hot, self.seal_bytes) == start && f.charged(self.seal_bytes) == len
+        }));
         // (A packet that starts at once is never counted as waiting, and
         // the waiting are the tail: it can join them only if none wait.)
         if waits {
