@@ -80,8 +80,8 @@ pub(super) struct PortState {
 /// accounting needs besides, the bytes charged to the queue and when the
 /// first bit left, follows from the packet and the port
 /// ([`InFlight::charged`], [`InFlight::start`]) instead of being kept
-/// (16 bytes an entry less: a large fabric's lines are a third of its
-/// memory).
+/// (16 bytes an entry less: a large fabric's lines are about a third of
+/// its memory).
 #[derive(Debug)]
 pub(super) struct InFlight {
     /// When it reaches the far end.

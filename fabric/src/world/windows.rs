@@ -74,8 +74,8 @@ pub(super) struct Windows {
     taken: Vec<(u32, u128)>,
     /// The same keys by node, each node's in key order.
     batch: Vec<(u32, u128)>,
-    /// Per node, where its keys begin in `batch` (one more entry than
-    /// there are nodes).
+    /// Scratch for [`by_node`]: per node a count, then where its next key
+    /// goes in `batch` (one more entry than there are nodes).
     starts: Vec<u32>,
 }
 
