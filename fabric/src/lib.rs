@@ -9,8 +9,10 @@
 //!
 //! Determinism: one master seed; each fault rule and each switch draws
 //! from its own ChaCha8 stream derived from (seed, name); events are
-//! ordered by (time, insertion sequence); no hash-map iteration. Same
-//! topology, configuration, posts and seed give the same trace hash.
+//! ordered by (time, insertion sequence), or in lookahead windows node by
+//! node; no hash-map iteration. Same topology, configuration, posts and
+//! seed give the same trace hash, and a run in windows gives it on any
+//! number of threads ([`run_sharded`]).
 //! Nothing here reads a file, a clock or the environment: sinks are
 //! handed in by the caller.
 
@@ -31,6 +33,6 @@ pub use routing::{Policy, Router};
 pub use topology::{LinkParams, Topology};
 pub use trace::{DropReason, Trace, TraceEvent, TraceFormat};
 pub use world::{
-    EventOrder, FabricConfig, FabricError, FabricStats, HostEvent, Journey, WindowError, World,
-    WIRE_OVERHEAD,
+    partition, run_sharded, EventOrder, FabricConfig, FabricError, FabricStats, HostEvent, Journey,
+    ShardError, ShardedRun, WindowError, World, MAX_SHARDS, WIRE_OVERHEAD,
 };

@@ -3,12 +3,15 @@
 //! the rest.
 //!
 //! A key is one `u128`: time in picoseconds in the high half, then a
-//! 32-bit sequence and the 32-bit event code. Keys are unique (the
-//! sequence is), so events come out in exactly the order of any other
-//! priority queue over (time, sequence): no trace hash depends on this
-//! structure. The sequence is 32 bits: when it runs out (after 4 billion
-//! events) the queue renumbers the keys it holds in order, which keeps
-//! every comparison the same.
+//! 32-bit tie-breaker and the 32-bit event code. Pushed keys take the
+//! queue's own sequence as tie-breaker, so they are unique and events
+//! come out in exactly the order of any other priority queue over (time,
+//! sequence): no trace hash depends on this structure. The sequence is
+//! 32 bits: when it runs out (after 4 billion events) the queue renumbers
+//! the keys it holds in order, which keeps every comparison the same.
+//! The window loop files keys it stamped itself
+//! ([`EventQueue::insert_key`]): their tie-breaker is the scheduling
+//! node's own count, which does not depend on what other nodes did.
 //!
 //! Why a calendar: nearly every event schedules one a hop later (about a
 //! microsecond ahead), so on a large fabric the heap holds 100,000 keys
@@ -89,7 +92,7 @@ impl Default for EventQueue {
 }
 
 #[inline]
-fn pack(t: Instant, seq: u32, slot: u32) -> u128 {
+pub(crate) fn pack(t: Instant, seq: u32, slot: u32) -> u128 {
     (u128::from(t.as_ps()) << 64) | (u128::from(seq) << 32) | u128::from(slot)
 }
 
@@ -351,26 +354,34 @@ impl EventQueue {
         Some(k)
     }
 
-    /// A key for `slot` at `t` with the next sequence number, not
-    /// filed: for an event the window loop keeps outside the queue that
-    /// must still sort among the keys taken from it. Call
-    /// [`EventQueue::make_room`] before a window: between two calls the
-    /// sequence must not run out (the queue could not renumber keys it
-    /// does not hold).
+    /// Files a key the caller stamped itself (the window loop's keys,
+    /// whose second field is the scheduling node's own count, not this
+    /// queue's sequence; see `World::set_event_order`). Such keys may
+    /// repeat; equal keys name the same event, in either order.
     #[inline]
-    pub(crate) fn stamp(&mut self, t: Instant, slot: u32) -> u128 {
-        self.seq += 1;
-        debug_assert!(self.seq < self.seq_limit, "sequence ran out in a window");
-        pack(t, self.seq, slot)
+    pub(crate) fn insert_key(&mut self, k: u128) {
+        self.insert(k);
+        self.len += 1;
+        if self.calendar.is_none() && self.far.len() >= self.calendar_after {
+            self.build_calendar();
+        }
     }
 
-    /// Renumbers the keys held if the sequence has used half its range,
-    /// so that the keys of a window (of fewer than 2^31 events) never
-    /// need it; only while no key is held outside the queue.
-    pub(crate) fn make_room(&mut self) {
-        if self.seq >= self.seq_limit / 2 {
-            self.renumber();
+    /// Keeps only the keys `keep` accepts, handing it each key in order;
+    /// the calendar starts again from the first key kept.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(u128) -> bool) {
+        let mut fresh = EventQueue {
+            seq: self.seq,
+            seq_limit: self.seq_limit,
+            calendar_after: self.calendar_after,
+            ..EventQueue::default()
+        };
+        while let Some(k) = self.take_before(Instant(u64::MAX)) {
+            if keep(k) {
+                fresh.insert_key(k);
+            }
         }
+        *self = fresh;
     }
 
     /// Keys held.
@@ -572,30 +583,10 @@ mod tests {
         );
         q.push(Instant((1 << 20) + 5), 2);
         assert_eq!(q.calendar.as_ref().map(|c| c.in_wheel), Some(2));
-        let stamped = q.stamp(Instant(1 << 20), 3);
-        let pushed = pack(Instant(1 << 20), 2, 1);
-        assert!(stamped > pushed && unpack(stamped).slot == 3);
-    }
-
-    /// A window begins with room: half the sequence used renumbers.
-    #[test]
-    fn make_room_renumbers_from_half_the_sequence() {
-        let mut q = EventQueue {
-            seq_limit: 10,
-            ..EventQueue::default()
-        };
-        for i in 0..4 {
-            q.push(Instant(u64::from(i)), i);
-        }
-        q.take();
-        q.make_room();
-        assert_eq!(q.seq, 4, "below half: kept (three keys held)");
-        q.take();
-        q.push(Instant(9), 9);
-        q.make_room();
-        assert_eq!(q.seq, 3, "renumbered from the three keys held");
+        q.insert_key(pack(Instant(1 << 20), 0, 3));
+        assert_eq!(q.len(), 3);
         let order: Vec<u32> = std::iter::from_fn(|| q.take()).map(|k| k.slot).collect();
-        assert_eq!(order, [2, 3, 9]);
+        assert_eq!(order, [3, 1, 2], "a stamped key sorts by its own fields");
     }
 
     #[test]

@@ -198,7 +198,17 @@ pub struct Trace {
     events: u64,
     sink: Option<(TraceFormat, Box<dyn Write>)>,
     error: Option<std::io::Error>,
+    /// While a node's run in a window is being recorded: the hash before
+    /// it, and the count of events before it ([`Trace::begin_run`]).
+    outer: (u64, u64),
+    /// A shard's trace: the digests of its node runs, kept for the run's
+    /// one trace to take in node order (see `shards`).
+    pub(crate) held: Option<Vec<RunDigest>>,
 }
+
+/// A node's run in a window, as the trace takes it: the node, the hash
+/// of its events alone, and how many there were.
+pub(crate) type RunDigest = (u32, u64, u64);
 
 impl core::fmt::Debug for Trace {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -216,6 +226,8 @@ impl Default for Trace {
             events: 0,
             sink: None,
             error: None,
+            outer: (HASH_SEED, 0),
+            held: None,
         }
     }
 }
@@ -234,6 +246,51 @@ impl Trace {
     /// Events so far.
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// A trace that goes on from where another was: its hash and its
+    /// count of events ([`Trace::hash`], [`Trace::events`]).
+    pub(crate) fn continuing((hash, events): (u64, u64)) -> Trace {
+        Trace {
+            hash,
+            events,
+            ..Trace::default()
+        }
+    }
+
+    /// A node's run in a window begins: its events are hashed on their
+    /// own, from the seed, until [`Trace::end_run`] folds their digest
+    /// into the trace (so that runs recorded on different threads can be
+    /// put together in node order, as one thread would have recorded
+    /// them).
+    #[inline]
+    pub(crate) fn begin_run(&mut self) {
+        self.outer = (self.hash, self.events);
+        self.hash = HASH_SEED;
+    }
+
+    /// Node `node`'s run ends: the node and the digest of its events are
+    /// folded into the trace (or, in a shard, kept), unless it recorded
+    /// nothing.
+    #[inline]
+    pub(crate) fn end_run(&mut self, node: u32) {
+        let digest = self.hash;
+        let (outer, before) = self.outer;
+        self.hash = outer;
+        let n = self.events - before;
+        if n == 0 {
+            return;
+        }
+        match self.held.as_mut() {
+            Some(held) => held.push((node, digest, n)),
+            None => self.hash = fold(fold(outer, u64::from(node)), digest),
+        }
+    }
+
+    /// Takes in a run a shard recorded ([`Trace::end_run`]).
+    pub(crate) fn take_run(&mut self, (node, digest, n): RunDigest) {
+        self.hash = fold(fold(self.hash, u64::from(node)), digest);
+        self.events += n;
     }
 
     /// Records one event.

@@ -45,6 +45,7 @@ mod hosts;
 mod journey;
 mod packet;
 mod ports;
+mod shards;
 mod windows;
 
 use arrivals::Arrivals;
@@ -53,6 +54,7 @@ use hosts::HostState;
 pub use journey::Journey;
 use packet::{Head, Pkt};
 use ports::{PortHot, PortState};
+pub use shards::{partition, run_sharded, ShardError, ShardedRun, MAX_SHARDS};
 pub use windows::{EventOrder, WindowError};
 
 use crate::queue::EventQueue;
@@ -248,6 +250,8 @@ pub struct World {
     journal_index: BTreeMap<u64, usize>,
     /// Completions on hosts with an app (exactly-once check of `sim`).
     completions: crate::sim::CompletionLog,
+    /// In a split run, this shard's own state (`shards`).
+    shard: Option<Box<shards::Shard>>,
 }
 
 impl core::fmt::Debug for World {
@@ -349,6 +353,8 @@ impl World {
                         },
                         latency: params.latency,
                         tapped: false,
+                        remote: false,
+                        to_shard: 0,
                     },
                     free_at: Instant::ZERO,
                     waiting: 0,
@@ -390,6 +396,7 @@ impl World {
             journal: Vec::new(),
             journal_index: BTreeMap::new(),
             completions: Default::default(),
+            shard: None,
         })
     }
 
@@ -522,6 +529,17 @@ impl World {
         self.check_host(h)?;
         self.schedule(at.max(self.now), EvKind::Post(h.0, Box::new(wr)));
         Ok(())
+    }
+
+    /// The serial number of a new packet: in windows, the running node's
+    /// own count (see `windows::Origin`), else the world's.
+    fn next_serial(&mut self) -> u64 {
+        if self.windows.end > 0 {
+            self.windows.serial()
+        } else {
+            self.serial += 1;
+            self.serial
+        }
     }
 
     /// Whether every NIC is idle and nothing is scheduled.

@@ -82,8 +82,12 @@ impl World {
 
     pub(super) fn schedule(&mut self, t: Instant, kind: EvKind) {
         let slot = self.code(kind);
-        if t.as_ps() < self.windows.end {
-            self.schedule_in_window(t, slot);
+        if self.windows.end > 0 {
+            if t.as_ps() < self.windows.end {
+                self.schedule_in_window(t, slot);
+            } else {
+                self.schedule_later(t, slot);
+            }
             return;
         }
         self.queue.push(t, slot);

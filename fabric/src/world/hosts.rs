@@ -128,10 +128,9 @@ impl World {
                 return;
             };
             buf.truncate(t.len);
-            self.serial += 1;
             self.stats.sent += 1;
             let mut pkt = Pkt {
-                serial: self.serial,
+                serial: self.next_serial(),
                 src: NodeAddr(h),
                 dst: t.dst,
                 src_port: t.src_port,

@@ -35,6 +35,10 @@ pub(super) struct PortHot {
     pub(super) ps_per_bit: u32,
     pub(super) latency: Duration,
     pub(super) tapped: bool,
+    /// In a split run: the far end is another shard's, which `to_shard`
+    /// names (`shards`).
+    pub(super) remote: bool,
+    pub(super) to_shard: u16,
 }
 
 /// No host at this end of the port (a switch).
@@ -90,6 +94,28 @@ pub(super) struct InFlight {
 }
 
 impl InFlight {
+    /// What the sender of a packet handed to another shard keeps of it
+    /// for its queue's count: its arrival and its length, no bytes.
+    pub(super) fn stand_in(&self) -> InFlight {
+        let p = &self.pkt;
+        debug_assert!(p.len() <= u64::from(u16::MAX), "a datagram fits 64 KiB");
+        InFlight {
+            arrive: self.arrive,
+            pkt: Pkt {
+                serial: p.serial,
+                src: p.src,
+                dst: p.dst,
+                src_port: p.src_port,
+                bytes: Vec::new(),
+                elided: u16::try_from(p.len()).unwrap_or(u16::MAX),
+                nic_work_ps: p.nic_work_ps,
+                ce: p.ce,
+                trimmed: p.trimmed,
+                head: p.head,
+            },
+        }
+    }
+
     /// Bytes charged to the queue while it waits: the datagram and the
     /// seal (`seal` bytes).
     #[inline]
@@ -253,9 +279,8 @@ impl World {
                 self.trace.record(&fault(1, u64::from(n)));
                 self.stats.duplicated += u64::from(n);
                 for _ in 0..n {
-                    self.serial += 1;
                     let copy = Pkt {
-                        serial: self.serial,
+                        serial: self.next_serial(),
                         src: pkt.src,
                         dst: pkt.dst,
                         src_port: pkt.src_port,
@@ -335,6 +360,12 @@ impl World {
             self.ahead(port, pkt);
             return;
         }
+        if hot.remote {
+            // Stand-ins of packets another shard has taken in by now.
+            while st.flight.front().is_some_and(|f| f.arrive <= now) {
+                st.pop_arrived(self.seal_bytes);
+            }
+        }
         st.settle(now, len, self.stats.max_queue_bytes, self.seal_bytes);
         if st.queued_bytes + len > hot.queue_bytes {
             if hot.trim {
@@ -380,10 +411,18 @@ impl World {
         }
         let arrive_at = free_at + hot.latency;
         let st = &mut self.ports[port as usize];
-        st.flight.push_back(InFlight {
+        let entry = InFlight {
             arrive: arrive_at,
             pkt,
-        });
+        };
+        if hot.remote {
+            st.flight.push_back(entry.stand_in());
+            if let Some(shard) = self.shard.as_mut() {
+                shard.outbox[usize::from(hot.to_shard)].push((port, entry));
+            }
+        } else {
+            st.flight.push_back(entry);
+        }
         // What the entry no longer keeps, it must give back exactly.
         debug_assert!(st.flight.back().is_some_and(|f| {
             f.start(&hot, self.seal_bytes) == start && f.charged(self.seal_bytes) == len
@@ -393,7 +432,7 @@ impl World {
         if waits {
             st.waiting += 1;
         }
-        if st.flight.len() == 1 {
+        if st.flight.len() == 1 && !hot.remote {
             self.schedule(arrive_at, EvKind::Arrive(port));
         }
     }
@@ -603,6 +642,8 @@ mod tests {
             ps_per_bit: 10,
             latency: Duration::from_micros(1),
             tapped: false,
+            remote: false,
+            to_shard: 0,
         };
         let one = hot.serialization(1000).as_ps();
         let entry = |i: u64| InFlight {

@@ -7,8 +7,9 @@
 //! may run node by node, each node's in time order, and every node still
 //! sees exactly what it would see in time order, up to ties: events at
 //! one node at the very same picosecond, which time order runs in the
-//! order they were scheduled, and which here keep the order of their
-//! scheduling within each window's run.
+//! order they were scheduled. Here ties are broken by what the node
+//! itself can know (see [`Windows::stamp`]): arrivals first, by port,
+//! then the node's own events in the order it scheduled them.
 //!
 //! What it buys is locality. In time order consecutive events belong to
 //! different nodes, so on a fabric larger than the caches each event
@@ -19,14 +20,19 @@
 //! well ahead), and nodes run in index order, so their state is walked
 //! in address order.
 //!
-//! What differs from time order: the trace lists a window's events node
-//! by node (its timestamps go back at each node change), so trace hashes
-//! differ; the random draws shared by several nodes (fault rules,
-//! packet serial numbers and the ECN draws that hash them) are taken in
-//! a different order. Outcomes are those of the same model, not
+//! What differs from time order: the trace takes a window's events node
+//! by node, each node's run as one digest ([`Trace::begin_run`]), so
+//! trace hashes differ; packets are numbered by their sending node
+//! (`Origin`), so the ECN draws that hash those numbers differ; the
+//! random draws several nodes share (fault rules) are taken in a
+//! different order. Outcomes are those of the same model, not
 //! bit-identical with time order's. Rules whose verdict depends on when
 //! earlier packets came (rate shapers, delays with a limit) would see
 //! their packets out of time order, so a world with one refuses windows.
+//!
+//! Nothing a node does in a window depends on which nodes ran before it
+//! in that window: so the nodes can be shared out between threads and
+//! the run comes out the same (`shards`).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -77,6 +83,52 @@ pub(super) struct Windows {
     /// Scratch for [`by_node`]: per node a count, then where its next key
     /// goes in `batch` (one more entry than there are nodes).
     starts: Vec<u32>,
+    /// Per node, what it has stamped and sent in windows (see
+    /// [`Origin`]).
+    origins: Vec<Origin>,
+}
+
+/// What one node has numbered while running in windows: the keys it
+/// stamped and the packets it sent. Each node counts its own, so a key's
+/// tie-breaker and a packet's serial number depend only on what that node
+/// did, never on which other nodes ran before it in a window: the order
+/// of a run split across threads by node is then the order of one thread.
+#[derive(Debug, Default, Clone, Copy)]
+struct Origin {
+    stamps: u32,
+    sent: u32,
+}
+
+impl Windows {
+    /// A key for `slot` at `t`, stamped by the running node. An arrival
+    /// at a port's far end needs no stamp: its key is its time and its
+    /// port (tie-breaker 0), whichever node files it. The packet's sender
+    /// files it when the packet joins an empty line, its receiver when
+    /// the packet before it arrives; which of the two it was depends on
+    /// whether the sender ran before the receiver in the window, but the
+    /// key does not. Every other event is filed by the node it happens
+    /// at (a host's wake-ups and timers, events with data), whose own
+    /// count breaks ties in time.
+    #[inline]
+    pub(super) fn stamp(&mut self, t: Instant, slot: u32) -> u128 {
+        if slot & !CODE_INDEX == CODE_ARRIVE {
+            return crate::queue::pack(t, 0, slot);
+        }
+        let o = &mut self.origins[self.node as usize];
+        o.stamps = o.stamps.wrapping_add(1);
+        crate::queue::pack(t, o.stamps, slot)
+    }
+
+    /// The serial number of the next packet the running node sends: its
+    /// number above 2^32 (serials below are those handed out outside
+    /// windows, by the world's one count), its own count below.
+    #[inline]
+    pub(super) fn serial(&mut self) -> u64 {
+        let node = self.node;
+        let o = &mut self.origins[node as usize];
+        o.sent = o.sent.wrapping_add(1);
+        ((u64::from(node) + 1) << 32) | u64::from(o.sent)
+    }
 }
 
 /// How far ahead in the window's list the loop asks for a port's state
@@ -110,11 +162,17 @@ impl World {
             Some(0) => Err(WindowError::ZeroLatency),
             Some(w) => {
                 self.windows.width = w;
+                self.windows
+                    .origins
+                    .resize(self.topo.nodes.len(), Origin::default());
                 Ok(Some(Duration::from_ps(w)))
             }
             // No links: nothing crosses between nodes, any width is safe.
             None => {
                 self.windows.width = u64::MAX;
+                self.windows
+                    .origins
+                    .resize(self.topo.nodes.len(), Origin::default());
                 Ok(Some(Duration::from_ps(u64::MAX)))
             }
         }
@@ -130,7 +188,7 @@ impl World {
     }
 
     /// The node an event code's event happens at.
-    fn owner(&self, slot: u32) -> u32 {
+    pub(super) fn owner(&self, slot: u32) -> u32 {
         let index = slot & CODE_INDEX;
         match slot & !CODE_INDEX {
             CODE_ARRIVE => self.ports[index as usize].hot.peer,
@@ -164,16 +222,18 @@ impl World {
             "an event at node {owner} scheduled inside the window of node {} (at {t}, window end {} ps)",
             self.windows.node, self.windows.end
         );
-        let k = self.queue.stamp(t, slot);
+        let k = self.windows.stamp(t, slot);
         self.windows.local.push(Reverse(k));
+    }
+
+    /// Files an event the running node schedules for a later window.
+    pub(super) fn schedule_later(&mut self, t: Instant, slot: u32) {
+        let k = self.windows.stamp(t, slot);
+        self.queue.insert_key(k);
     }
 
     /// [`World::run_until`] in windows.
     pub(super) fn run_windows(&mut self, limit: Instant) -> bool {
-        let mut taken = std::mem::take(&mut self.windows.taken);
-        let mut batch = std::mem::take(&mut self.windows.batch);
-        let mut starts = std::mem::take(&mut self.windows.starts);
-        starts.resize(self.topo.nodes.len() + 1, 0);
         let idle = loop {
             let Some(first) = self.queue.peek() else {
                 break true;
@@ -181,29 +241,40 @@ impl World {
             if first.t > limit {
                 break false;
             }
-            self.queue.make_room();
             let w = self.windows.width;
             let start = first.t.as_ps() - first.t.as_ps() % w;
             let end = start.saturating_add(w).min(limit.as_ps().saturating_add(1));
-            // Frames are captured when a packet starts crossing, never
-            // before its node's event: those before this window are final.
-            self.flush_pcap(Instant(start.saturating_sub(1)));
-            taken.clear();
-            while let Some(k) = self.queue.take_before(Instant(end)) {
-                taken.push((self.owner(k as u32), k));
-            }
-            let pending = (taken.len() + self.queue.len()) as u64;
+            let pending = self.run_one_window(start, end);
             self.stats.max_event_queue = self.stats.max_event_queue.max(pending);
-            by_node(&taken, &mut starts, &mut batch);
-            self.windows.end = end;
-            self.run_window(&batch);
-            self.windows.end = 0;
         };
+        self.flush_pcap(if idle { Instant(u64::MAX) } else { limit });
+        idle
+    }
+
+    /// Runs the events from `start` to `end` (exclusive; nothing is due
+    /// before `start`), and returns how many events were pending as it
+    /// began (its own and later ones).
+    pub(super) fn run_one_window(&mut self, start: u64, end: u64) -> u64 {
+        let mut taken = std::mem::take(&mut self.windows.taken);
+        let mut batch = std::mem::take(&mut self.windows.batch);
+        let mut starts = std::mem::take(&mut self.windows.starts);
+        starts.resize(self.topo.nodes.len() + 1, 0);
+        // Frames are captured when a packet starts crossing, never before
+        // its node's event: those before this window are final.
+        self.flush_pcap(Instant(start.saturating_sub(1)));
+        taken.clear();
+        while let Some(k) = self.queue.take_before(Instant(end)) {
+            taken.push((self.owner(k as u32), k));
+        }
+        let pending = (taken.len() + self.queue.len()) as u64;
+        by_node(&taken, &mut starts, &mut batch);
+        self.windows.end = end;
+        self.run_window(&batch);
+        self.windows.end = 0;
         self.windows.taken = taken;
         self.windows.batch = batch;
         self.windows.starts = starts;
-        self.flush_pcap(if idle { Instant(u64::MAX) } else { limit });
-        idle
+        pending
     }
 
     /// Runs one window's events: node by node, each node's keys from the
@@ -214,6 +285,7 @@ impl World {
         while i < batch.len() {
             let node = batch[i].0;
             self.windows.node = node;
+            self.trace.begin_run();
             loop {
                 let next = batch.get(i).filter(|e| e.0 == node).map(|e| e.1);
                 let k = match (next, self.windows.local.peek()) {
@@ -237,6 +309,7 @@ impl World {
                     latest = latest.max(key.t);
                 }
             }
+            self.trace.end_run(node);
         }
         // Between windows the clock reads the latest event run.
         self.now = latest;

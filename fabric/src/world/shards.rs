@@ -1,0 +1,602 @@
+//! Shards: one run in lookahead windows, split by node across threads.
+//!
+//! Windows already run a window's events node by node, and nothing a
+//! node does in a window reaches another node before the window ends
+//! (`windows`). So the nodes can be shared out between threads, each
+//! thread running its own nodes' part of every window, and the threads
+//! need to meet only between windows. Each thread builds the same world
+//! (the same build, so the same state at time zero) and keeps only its
+//! own nodes' part ([`World::keep_shard`]); between windows a coordinator
+//! hands each shard the packets other shards gave to ports whose far end
+//! it runs, takes the window's trace events and host events from every
+//! shard and records them in node order, and works out the next window.
+//!
+//! The result is the run of one thread, exactly: the same trace (event
+//! for event, so the same hash), the same counters, the same host events
+//! in the same order, for any number of shards. What makes that so:
+//!
+//! - a window's events at a node depend only on that node's state and
+//!   the packets that reach it, never on which nodes ran before it;
+//! - keys and packet serial numbers are counted per node in windows
+//!   (`windows::Origin`), and an arrival's key is its time and its port
+//!   whoever files it;
+//! - a port's queue is judged by its sender alone: the sender keeps a
+//!   stand-in for each packet it gave to another shard (its length and
+//!   arrival, [`InFlight::stand_in`]) for its queue's count, and the
+//!   packet itself goes to the receiver's line.
+//!
+//! What a split run cannot hold (refused by [`World::shardable`]): fault
+//! rules (their random streams are shared by every link they match), a
+//! capture, a ladder journal, host apps, and switch ports that send
+//! headers ahead of their queue (trimming, control priority), whose
+//! events carry packets across nodes in the event slab.
+
+use std::sync::mpsc;
+
+use super::*;
+use crate::queue::pack;
+use crate::topology::Shape;
+use crate::trace::RunDigest;
+use events::CODE_ARRIVE;
+use ports::InFlight;
+
+/// Most shards a run may be split into.
+pub const MAX_SHARDS: usize = 64;
+
+/// A packet handed from one shard to another, with the port it crosses.
+type Mail = Vec<(PortId, InFlight)>;
+
+/// What a world running as one shard keeps besides a world's state.
+#[derive(Debug, Default)]
+pub(super) struct Shard {
+    /// Packets given this window to ports whose far end another shard
+    /// runs, by that shard.
+    pub(super) outbox: Vec<Mail>,
+}
+
+/// Why a run could not be split.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    /// The world holds something a split run cannot (see the module
+    /// documentation).
+    #[error("cannot split this run across threads: {0}")]
+    Unsupported(String),
+    /// The shard count is out of range.
+    #[error("shards: {0} (from 1 to {MAX_SHARDS})")]
+    Count(usize),
+    /// Building a shard's world failed.
+    #[error(transparent)]
+    Build(#[from] FabricError),
+    /// The world cannot run in windows.
+    #[error(transparent)]
+    Window(#[from] WindowError),
+    /// Two shards built different worlds: the build is not deterministic.
+    #[error(
+        "shard {0} built a different world from shard 0 ({1}): the build must be deterministic"
+    )]
+    Differ(usize, String),
+    /// A shard's thread stopped.
+    #[error("shard {0} stopped: {1}")]
+    Stopped(usize, String),
+}
+
+/// What a split run did: what [`World`] would report after the same run
+/// on one thread.
+#[derive(Debug)]
+pub struct ShardedRun {
+    /// The fabric's counters, summed over the shards.
+    pub stats: FabricStats,
+    /// The run's trace (hash and event count).
+    pub trace: Trace,
+    /// Simulated time at the end: the latest event run.
+    pub now: Instant,
+    /// Completions and arrivals the hosts reported, in order.
+    pub host_events: Vec<HostEvent>,
+    /// The window width.
+    pub window: Duration,
+    /// Shards (threads) the run was split into.
+    pub shards: usize,
+}
+
+/// What the coordinator asks of a shard.
+enum Command {
+    /// Run a window.
+    Run(Run),
+    /// Report the counters and stop.
+    Finish,
+}
+
+/// A window to run: first take in the packets other shards sent (by
+/// sender). `runs` is an empty list to record the window's node runs in
+/// (the one last handed back, so that its room is used again).
+struct Run {
+    start: u64,
+    end: u64,
+    inbox: Vec<Mail>,
+    runs: Vec<RunDigest>,
+}
+
+/// A shard, built and ready: its first event's time, its window width,
+/// what identifies the world it built and that world's trace so far.
+struct Ready {
+    next: Option<Instant>,
+    width: u64,
+    fingerprint: String,
+    trace: (u64, u64),
+}
+
+/// A window a shard ran.
+struct Done {
+    /// Events pending as the window began.
+    pending: u64,
+    /// The shard's next event's time.
+    next: Option<Instant>,
+    /// Packets for other shards, by receiving shard.
+    outbox: Vec<Mail>,
+    /// Its node runs, in node order.
+    runs: Vec<RunDigest>,
+    /// Its hosts' events, in node order.
+    host_events: Vec<HostEvent>,
+}
+
+/// What a shard tells the coordinator.
+enum Report {
+    Ready(Ready),
+    Done(Done),
+    /// The end: counters and clock.
+    Final(FabricStats, Instant),
+    Failed(ShardError),
+}
+
+/// Per node, the shard that runs it, for `n` shards: on a fat tree pod
+/// by pod (a pod's hosts, edge and aggregation switches together, the
+/// core switches shared out evenly), so that only packets between pods
+/// change shard, at most twice; on any other topology in runs of node
+/// numbers.
+pub fn partition(topo: &Topology, n: usize) -> Vec<u16> {
+    let n = n.clamp(1, MAX_SHARDS);
+    let nodes = topo.nodes.len();
+    let share = |i: usize, of: usize| (i * n / of.max(1)) as u16;
+    match topo.shape {
+        Shape::FatTree { k } => {
+            let (k, half) = (k as usize, k as usize / 2);
+            let hosts = topo.n_hosts();
+            let per_pod = half * half;
+            (0..nodes)
+                .map(|i| {
+                    if i < hosts {
+                        share(i / per_pod, k)
+                    } else if i < hosts + 2 * k * half {
+                        share(((i - hosts) % (k * half)) / half, k)
+                    } else {
+                        share(i - hosts - 2 * k * half, per_pod)
+                    }
+                })
+                .collect()
+        }
+        Shape::Generic => (0..nodes).map(|i| share(i, nodes)).collect(),
+    }
+}
+
+/// Runs the world `build` makes until it is idle, in windows, split into
+/// `shards` threads by [`partition`]. `build` is called once on each
+/// thread and must build the same world each time (the same topology,
+/// configuration and posts); each thread keeps its own nodes' part. The
+/// calling thread runs shard 0 and puts the windows together.
+pub fn run_sharded<B>(shards: usize, build: B) -> Result<ShardedRun, ShardError>
+where
+    B: Fn() -> Result<World, FabricError> + Sync,
+{
+    if shards == 0 || shards > MAX_SHARDS {
+        return Err(ShardError::Count(shards));
+    }
+    // Waiting shards spin a while before they sleep, if every thread has
+    // a core of its own: a window is a fraction of a millisecond, and
+    // waking a sleeping thread takes a good part of that.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let spin = if shards <= cores { SPIN } else { 0 };
+    std::thread::scope(|scope| {
+        let (report_tx, reports) = mpsc::channel::<(usize, Report)>();
+        let mut commands = Vec::with_capacity(shards);
+        let build = &build;
+        for me in 1..shards {
+            let (tx, rx) = mpsc::channel::<Command>();
+            commands.push(tx);
+            let report = report_tx.clone();
+            scope.spawn(move || shard_thread(build, shards, me, spin, rx, report));
+        }
+        drop(report_tx);
+        let result = prepare(build, shards, 0)
+            .and_then(|(w, ready)| coordinate(w, ready, shards, spin, &commands, &reports));
+        for c in &commands {
+            let _ = c.send(Command::Finish);
+        }
+        result
+    })
+}
+
+/// Rounds of asking for a message before sleeping on it.
+const SPIN: u32 = 20_000;
+
+/// The next message, or why none will come: asked for `spin` times
+/// first, then slept on.
+fn receive<T>(rx: &mpsc::Receiver<T>, spin: u32) -> Option<T> {
+    for _ in 0..spin {
+        match rx.try_recv() {
+            Ok(m) => return Some(m),
+            Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+        }
+    }
+    rx.recv().ok()
+}
+
+/// Builds shard `me`'s world and keeps its part.
+fn prepare<B>(build: &B, shards: usize, me: usize) -> Result<(World, Ready), ShardError>
+where
+    B: Fn() -> Result<World, FabricError> + Sync,
+{
+    let mut w = build()?;
+    w.shardable().map_err(ShardError::Unsupported)?;
+    let width = w
+        .set_event_order(EventOrder::Windows)?
+        .map_or(u64::MAX, |d| d.as_ps());
+    let fingerprint = w.fingerprint();
+    let trace = (w.trace.hash(), w.trace.events());
+    let part = partition(&w.topo, shards);
+    w.keep_shard(&part, me as u16, shards);
+    if me > 0 {
+        // What the build counted (its first packets), shard 0 counts.
+        w.stats = FabricStats::default();
+    }
+    let ready = Ready {
+        next: w.queue.peek().map(|k| k.t),
+        width,
+        fingerprint,
+        trace,
+    };
+    Ok((w, ready))
+}
+
+/// Runs one window of a shard's world.
+fn window(w: &mut World, run: Run) -> Done {
+    let emptied = w.take_mail(run.inbox);
+    w.trace.held = Some(run.runs);
+    let pending = w.run_one_window(run.start, run.end);
+    let runs = w
+        .trace
+        .held
+        .as_mut()
+        .map(std::mem::take)
+        .unwrap_or_default();
+    // The lists the inbox came in hold the next window's outbox.
+    let outbox = w
+        .shard
+        .as_mut()
+        .map(|s| std::mem::replace(&mut s.outbox, emptied))
+        .unwrap_or_default();
+    Done {
+        pending,
+        next: w.queue.peek().map(|k| k.t),
+        outbox,
+        runs,
+        host_events: w.take_host_events(),
+    }
+}
+
+/// Another shard's thread: build, keep its part, run windows as told.
+fn shard_thread<B>(
+    build: &B,
+    shards: usize,
+    me: usize,
+    spin: u32,
+    commands: mpsc::Receiver<Command>,
+    report: mpsc::Sender<(usize, Report)>,
+) where
+    B: Fn() -> Result<World, FabricError> + Sync,
+{
+    let mut w = match prepare(build, shards, me) {
+        Ok((w, ready)) => {
+            let _ = report.send((me, Report::Ready(ready)));
+            w
+        }
+        Err(e) => {
+            let _ = report.send((me, Report::Failed(e)));
+            return;
+        }
+    };
+    while let Some(Command::Run(run)) = receive(&commands, spin) {
+        let done = window(&mut w, run);
+        if report.send((me, Report::Done(done))).is_err() {
+            return;
+        }
+    }
+    let _ = report.send((me, Report::Final(w.stats.clone(), w.now)));
+}
+
+/// The coordinator (on shard 0's thread, `w0` its world): window after
+/// window until no shard has anything left and no packet is between
+/// shards, then the counters.
+fn coordinate(
+    mut w0: World,
+    ready0: Ready,
+    shards: usize,
+    spin: u32,
+    commands: &[mpsc::Sender<Command>],
+    reports: &mpsc::Receiver<(usize, Report)>,
+) -> Result<ShardedRun, ShardError> {
+    let stopped = |s: usize| ShardError::Stopped(s, "its thread has ended".into());
+    let out_of_step = |s: usize| ShardError::Stopped(s, "out of step".into());
+    let mut next: Vec<Option<Instant>> = vec![None; shards];
+    next[0] = ready0.next;
+    let width = ready0.width;
+    for _ in 1..shards {
+        match receive(reports, spin).ok_or_else(|| stopped(1))? {
+            (s, Report::Ready(r)) => {
+                if r.fingerprint != ready0.fingerprint {
+                    return Err(ShardError::Differ(
+                        s,
+                        format!("{} against {}", r.fingerprint, ready0.fingerprint),
+                    ));
+                }
+                next[s] = r.next;
+            }
+            (s, Report::Failed(e)) => return Err(ShardError::Stopped(s, e.to_string())),
+            (s, _) => return Err(out_of_step(s)),
+        }
+    }
+    let mut run = ShardedRun {
+        stats: FabricStats::default(),
+        trace: Trace::continuing(ready0.trace),
+        now: Instant::ZERO,
+        host_events: Vec::new(),
+        window: Duration::from_ps(width),
+        shards,
+    };
+    // Per receiving shard, per sending shard: what it has to take in.
+    let mut inboxes: Vec<Vec<Mail>> = (0..shards)
+        .map(|_| (0..shards).map(|_| Vec::new()).collect())
+        .collect();
+    let mut spare_runs: Vec<Vec<RunDigest>> = (0..shards).map(|_| Vec::new()).collect();
+    let mut spare_events = Vec::new();
+    let mut done: Vec<Option<Done>> = (0..shards).map(|_| None).collect();
+    let mut deepest = 0;
+    loop {
+        let in_mail = inboxes
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|(_, f)| f.arrive)
+            .min();
+        let Some(t) = next.iter().flatten().copied().chain(in_mail).min() else {
+            break;
+        };
+        let start = t.as_ps() - t.as_ps() % width;
+        let end = start.saturating_add(width);
+        let mut runs = std::mem::take(&mut spare_runs).into_iter();
+        let mut order = |s: usize, inboxes: &mut Vec<Vec<Mail>>| Run {
+            start,
+            end,
+            inbox: std::mem::take(&mut inboxes[s]),
+            runs: runs.next().unwrap_or_default(),
+        };
+        let own = order(0, &mut inboxes);
+        for (s, c) in commands.iter().enumerate().map(|(i, c)| (i + 1, c)) {
+            c.send(Command::Run(order(s, &mut inboxes)))
+                .map_err(|_| stopped(s))?;
+        }
+        done[0] = Some(window(&mut w0, own));
+        for _ in 1..shards {
+            match receive(reports, spin).ok_or_else(|| stopped(1))? {
+                (s, Report::Done(d)) => done[s] = Some(d),
+                (s, Report::Failed(e)) => return Err(ShardError::Stopped(s, e.to_string())),
+                (s, _) => return Err(out_of_step(s)),
+            }
+        }
+        let mut pending = 0;
+        let mut run_lists = Vec::with_capacity(shards);
+        let mut event_lists = Vec::with_capacity(shards);
+        for (s, d) in done.iter_mut().enumerate() {
+            let d = d.take().ok_or_else(|| out_of_step(s))?;
+            pending += d.pending;
+            next[s] = d.next;
+            run_lists.push(d.runs);
+            event_lists.push(d.host_events);
+            for (to, mail) in d.outbox.into_iter().enumerate() {
+                inboxes[to].resize_with(shards, Vec::new);
+                inboxes[to][s] = mail;
+            }
+        }
+        deepest = deepest.max(pending);
+        merge_into(
+            run_lists,
+            &mut spare_runs,
+            |r| r.0,
+            |r| run.trace.take_run(r),
+        );
+        merge_into(
+            event_lists,
+            &mut spare_events,
+            |e| e.host.0,
+            |e| run.host_events.push(e),
+        );
+    }
+    for c in commands {
+        c.send(Command::Finish).map_err(|_| stopped(1))?;
+    }
+    let mut finals = vec![(w0.stats.clone(), w0.now)];
+    finals.resize(shards, (FabricStats::default(), Instant::ZERO));
+    for _ in 1..shards {
+        match receive(reports, spin).ok_or_else(|| stopped(1))? {
+            (s, Report::Final(st, now)) => finals[s] = (st, now),
+            (s, Report::Failed(e)) => return Err(ShardError::Stopped(s, e.to_string())),
+            (s, _) => return Err(out_of_step(s)),
+        }
+    }
+    for (st, now) in finals {
+        run.stats.absorb(&st);
+        run.now = run.now.max(now);
+    }
+    run.stats.max_event_queue = run.stats.max_event_queue.max(deepest);
+    Ok(run)
+}
+
+/// Hands `take` the items of `lists`, each list already in order of
+/// `node`, in that order (each node's items are in one list only, so
+/// ties cannot come up between lists), and leaves the emptied lists in
+/// `spare`, in their order, for their room to be used again.
+fn merge_into<T>(
+    mut lists: Vec<Vec<T>>,
+    spare: &mut Vec<Vec<T>>,
+    node: impl Fn(&T) -> u32,
+    mut take: impl FnMut(T),
+) {
+    {
+        let mut drains: Vec<_> = lists.iter_mut().map(|l| l.drain(..).peekable()).collect();
+        loop {
+            let mut best: Option<(usize, u32)> = None;
+            for (i, d) in drains.iter_mut().enumerate() {
+                if let Some(x) = d.peek() {
+                    let n = node(x);
+                    if best.is_none_or(|(_, b)| n < b) {
+                        best = Some((i, n));
+                    }
+                }
+            }
+            let Some((i, n)) = best else {
+                break;
+            };
+            while let Some(x) = drains[i].next_if(|x| node(x) == n) {
+                take(x);
+            }
+        }
+    }
+    spare.clear();
+    spare.append(&mut lists);
+}
+
+impl World {
+    /// Whether this world can run split across threads, or what stops it.
+    pub fn shardable(&self) -> Result<(), String> {
+        if let Some(r) = self.faults.rules().first() {
+            return Err(format!(
+                "fault rule {:?}: fault rules draw from streams every link they match shares",
+                r.name
+            ));
+        }
+        if self.pcap.is_some() {
+            return Err("a capture is set up".into());
+        }
+        if self.watch.is_some() {
+            return Err("a ladder journal is set up".into());
+        }
+        if let Some(h) = self.hosts.iter().position(|h| h.app.is_some()) {
+            return Err(format!("host h{h} runs an app"));
+        }
+        if let Some(st) = self.ports.iter().find(|st| st.hot.trim || st.hot.priority) {
+            return Err(format!(
+                "link {} sends headers ahead of its queue (trim or control_priority)",
+                self.topo.links[st.hot.link as usize].name
+            ));
+        }
+        Ok(())
+    }
+
+    /// What identifies the world a build made, for the shards to compare.
+    fn fingerprint(&self) -> String {
+        format!(
+            "{} nodes, {} events pending, {} packets sent, trace {:016x}, at {}",
+            self.topo.nodes.len(),
+            self.queue.len(),
+            self.serial,
+            self.trace.hash(),
+            self.now
+        )
+    }
+
+    /// Keeps shard `me`'s part of the world (`part`: each node's shard):
+    /// its nodes' events, the lines that reach its nodes, and a stand-in
+    /// for each packet on a line from its nodes to another shard's.
+    fn keep_shard(&mut self, part: &[u16], me: u16, shards: usize) {
+        let mine = |n: NodeId| part[n as usize] == me;
+        let mut queue = std::mem::take(&mut self.queue);
+        let mut dropped = Vec::new();
+        queue.retain(|k| {
+            let keep = mine(self.owner(k as u32));
+            if !keep {
+                dropped.push(k as u32);
+            }
+            keep
+        });
+        self.queue = queue;
+        for slot in dropped {
+            // Another shard's event: its data leaves the slab.
+            drop(self.decode(slot));
+        }
+        for (p, st) in self.ports.iter_mut().enumerate() {
+            let from = self.topo.ports[p].node;
+            let to = st.hot.peer;
+            st.hot.to_shard = part[to as usize];
+            st.hot.remote = mine(from) && !mine(to);
+            if !mine(to) {
+                if mine(from) {
+                    for f in st.flight.iter_mut() {
+                        *f = f.stand_in();
+                    }
+                } else {
+                    st.flight.clear();
+                }
+            }
+            if !mine(from) {
+                // Only the sender judges its queue.
+                st.waiting = 0;
+                st.queued_bytes = 0;
+            }
+        }
+        self.trace.held = Some(Vec::new());
+        self.shard = Some(Box::new(Shard {
+            outbox: (0..shards).map(|_| Vec::new()).collect(),
+        }));
+    }
+
+    /// Puts the packets other shards gave to this shard's lines on them,
+    /// filing the arrival of any that heads its line.
+    /// Hands back the emptied lists, one per shard.
+    fn take_mail(&mut self, mut inbox: Vec<Mail>) -> Vec<Mail> {
+        let shards = self.shard.as_ref().map_or(0, |s| s.outbox.len());
+        inbox.resize_with(shards, Vec::new);
+        for (port, f) in inbox.iter_mut().flat_map(|m| m.drain(..)) {
+            let arrive = f.arrive;
+            let st = &mut self.ports[port as usize];
+            st.flight.push_back(f);
+            if st.flight.len() == 1 {
+                let slot = self.code(EvKind::Arrive(port));
+                debug_assert_eq!(slot & !events::CODE_INDEX, CODE_ARRIVE);
+                self.queue.insert_key(pack(arrive, 0, slot));
+            }
+        }
+        inbox
+    }
+}
+
+impl FabricStats {
+    /// Adds another shard's counters (maxima stay maxima).
+    fn absorb(&mut self, o: &FabricStats) {
+        self.events += o.events;
+        self.packet_hops += o.packet_hops;
+        self.delivered += o.delivered;
+        self.sent += o.sent;
+        for (r, n) in &o.dropped {
+            *self.dropped.entry(*r).or_default() += n;
+        }
+        self.duplicated += o.duplicated;
+        self.delayed += o.delayed;
+        self.corrupted += o.corrupted;
+        self.ecn_marked += o.ecn_marked;
+        self.trimmed += o.trimmed;
+        self.control_ahead += o.control_ahead;
+        self.max_queue_bytes = self.max_queue_bytes.max(o.max_queue_bytes);
+        self.max_event_queue = self.max_event_queue.max(o.max_event_queue);
+        self.reordered += o.reordered;
+    }
+}

@@ -1,0 +1,230 @@
+//! Runs split across threads (`run_sharded`): each thread runs its own
+//! nodes' part of every window, and the run comes out exactly as one
+//! thread runs it in windows: the same trace hash, counters, clock and
+//! host events, for any number of threads. The stories cover what a
+//! split must carry between threads: packets on lines between shards,
+//! queues judged by a sender whose packets another shard holds (drops,
+//! ECN marks, retransmissions), NIC cost-model events, and topologies
+//! split by pod and by node number.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use udrma_fabric::{
+    run_sharded, EventOrder, FabricConfig, FabricError, FabricStats, HostEvent, LinkParams, Policy,
+    ShardError, Topology, World,
+};
+use udrma_faults::RuleSet;
+use udrma_nic::cost::CostModel;
+use udrma_nic::NicConfig;
+use udrma_proto::{Duration, Instant};
+
+/// What a run leaves to compare: trace hash and event count, counters,
+/// clock and the hosts' events in order.
+type Outcome = (u64, u64, FabricStats, Instant, Vec<HostEvent>);
+
+/// How a story builds its world (the same on every thread).
+type Build<'a> = dyn Fn() -> Result<World, FabricError> + Sync + 'a;
+
+/// The run on one thread, in windows.
+fn one_thread(build: &Build) -> Outcome {
+    let mut w = build().unwrap();
+    w.set_event_order(EventOrder::Windows).unwrap();
+    assert!(w.run(), "idle at the end");
+    let events = w.take_host_events();
+    (
+        w.trace().hash(),
+        w.trace().events(),
+        w.stats().clone(),
+        w.now(),
+        events,
+    )
+}
+
+/// The same run split into `n` threads.
+fn split(n: usize, build: &Build) -> Outcome {
+    let run = run_sharded(n, build).unwrap();
+    assert_eq!(run.shards, n);
+    (
+        run.trace.hash(),
+        run.trace.events(),
+        run.stats,
+        run.now,
+        run.host_events,
+    )
+}
+
+/// Every host of a k=4 fat tree writes `len` bytes (real bytes) to the
+/// host `step` along, sprayed packet by packet.
+fn fat_tree(seed: u64, len: u64, step: u32) -> Result<World, FabricError> {
+    let topo = Topology::fat_tree(4, LinkParams::default()).unwrap();
+    let cfg = FabricConfig {
+        seed,
+        routing: Policy::Spray,
+        ..FabricConfig::default()
+    };
+    let (mut w, keys) = world(topo, cfg, RuleSet::new(), len as usize);
+    for h in 0..16 {
+        write(&mut w, &keys, h, (h + step) % 16, len);
+    }
+    Ok(w)
+}
+
+/// Four hosts on each side of a slow bottleneck with a short queue that
+/// marks ECN: the left side writes across, so the bottleneck drops and
+/// marks, and the NICs retransmit on their timers. Its nodes are split
+/// by number, so most lines cross between threads.
+fn dumbbell() -> Result<World, FabricError> {
+    let edge = LinkParams::default();
+    let bottleneck = LinkParams {
+        bandwidth_bps: 10_000_000_000,
+        queue_bytes: 24_000,
+        ecn_threshold: Some(8_000),
+        ..LinkParams::default()
+    };
+    let topo = Topology::dumbbell(4, edge, bottleneck);
+    let cfg = FabricConfig {
+        nic: NicConfig {
+            max_retries: 30,
+            ..NicConfig::default()
+        },
+        ..FabricConfig::default()
+    };
+    let (mut w, keys) = world(topo, cfg, RuleSet::new(), 96 * 1024);
+    for h in 0..4 {
+        write(&mut w, &keys, h, 4 + (h + 1) % 4, 96 * 1024);
+        write(&mut w, &keys, 4 + h, h, 16 * 1024);
+    }
+    Ok(w)
+}
+
+/// A k-ary n-tree (a generic topology to the router: tables, not
+/// structure) whose NICs take time for every packet, so arrivals reach
+/// the NIC through the cost model's own events.
+fn costed_tree() -> Result<World, FabricError> {
+    let topo = Topology::kary_ntree(2, 3, 8, LinkParams::default()).unwrap();
+    let cfg = FabricConfig {
+        routing: Policy::Ecmp,
+        nic: NicConfig {
+            cost: CostModel {
+                nic_per_packet: Duration::from_nanos(150),
+                ..CostModel::ZERO
+            },
+            ..NicConfig::default()
+        },
+        ..FabricConfig::default()
+    };
+    let (mut w, keys) = world(topo, cfg, RuleSet::new(), 64 * 1024);
+    for h in 0..8 {
+        write(&mut w, &keys, h, 7 - h, 64 * 1024);
+    }
+    Ok(w)
+}
+
+#[test]
+fn a_run_split_across_threads_is_the_run_of_one() {
+    let shapes: [(&str, &Build); 3] = [
+        ("fat tree", &|| fat_tree(3, 48 * 1024, 5)),
+        ("dumbbell", &dumbbell),
+        ("costed k-ary n-tree", &costed_tree),
+    ];
+    for (name, build) in shapes {
+        let want = one_thread(build);
+        let completed = want
+            .4
+            .iter()
+            .filter(|e| matches!(e.event, udrma_nic::Event::Completed { .. }))
+            .count();
+        assert!(completed >= 8, "{name}: {completed} completions");
+        if name == "dumbbell" {
+            let s = &want.2;
+            assert!(
+                s.dropped_total() > 0 && s.ecn_marked > 0,
+                "{name}: the bottleneck drops and marks: {s:?}"
+            );
+        }
+        for n in 1..=4 {
+            let got = split(n, build);
+            assert_eq!(
+                (got.0, got.1, got.3),
+                (want.0, want.1, want.3),
+                "{name} on {n} threads: trace hash, events, clock"
+            );
+            assert_eq!(got.2, want.2, "{name} on {n} threads: counters");
+            assert_eq!(got.4, want.4, "{name} on {n} threads: host events");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+    /// Whatever the seed, the size and the pairing, two and three
+    /// threads give the hash one thread gives.
+    #[test]
+    fn any_split_gives_the_same_trace(
+        seed in 0u64..1000,
+        len in 1u64..40_000,
+        step in 1u32..16,
+    ) {
+        let build = || fat_tree(seed, len, step);
+        let want = one_thread(&build);
+        for n in [2, 3] {
+            let got = split(n, &build);
+            prop_assert_eq!((got.0, got.1), (want.0, want.1), "{} threads", n);
+        }
+    }
+}
+
+/// What a split run cannot carry is refused up front, with what it is.
+#[test]
+fn what_a_split_cannot_carry_is_refused_by_name() {
+    let refused =
+        |build: &(dyn Fn() -> Result<World, FabricError> + Sync)| match run_sharded(2, build) {
+            Err(ShardError::Stopped(_, why)) | Err(ShardError::Unsupported(why)) => why,
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("a split run accepted it"),
+        };
+    let faulty = || {
+        let (w, _) = world(
+            Topology::pair(LinkParams::default()),
+            FabricConfig::default(),
+            messy_rules(1, 0.1),
+            4096,
+        );
+        Ok(w)
+    };
+    let why = refused(&faulty);
+    assert!(why.contains("fault rule"), "{why}");
+    let trimming = || {
+        let params = LinkParams {
+            trim: true,
+            ..LinkParams::default()
+        };
+        let (w, _) = world(
+            Topology::star(2, params),
+            FabricConfig::default(),
+            RuleSet::new(),
+            4096,
+        );
+        Ok(w)
+    };
+    let why = refused(&trimming);
+    assert!(why.contains("h0-s0") && why.contains("trim"), "{why}");
+    let tapped = || {
+        let (mut w, _) = world(
+            Topology::pair(LinkParams::default()),
+            FabricConfig::default(),
+            RuleSet::new(),
+            4096,
+        );
+        w.tap_all(Box::new(std::io::sink()))?;
+        Ok(w)
+    };
+    assert!(refused(&tapped).contains("capture"));
+    for n in [0, udrma_fabric::MAX_SHARDS + 1] {
+        let e = run_sharded(n, tapped).expect_err("refused");
+        assert!(matches!(e, ShardError::Count(c) if c == n), "{e}");
+    }
+}
