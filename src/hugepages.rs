@@ -92,6 +92,8 @@ mod glibc {
     /// [`enable`] turned it on.
     pub(super) struct Heap {
         on: AtomicBool,
+        /// Where the main heap began when huge pages were turned on.
+        start: AtomicUsize,
         /// The end of the heap already marked.
         advised: AtomicUsize,
     }
@@ -99,8 +101,18 @@ mod glibc {
     #[global_allocator]
     static HEAP: Heap = Heap {
         on: AtomicBool::new(false),
+        start: AtomicUsize::new(0),
         advised: AtomicUsize::new(0),
     };
+
+    /// The size and alignment of each heap of a thread's arena: glibc
+    /// maps them one by one, 64 MiB each on 64-bit systems.
+    const ARENA_HEAP: usize = 64 << 20;
+
+    std::thread_local! {
+        /// The arena heap this thread last marked.
+        static MARKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
 
     /// Asks the kernel for huge pages under `len` bytes from `start` (the
     /// range widened to whole pages). Only a hint: a refusal changes
@@ -135,8 +147,19 @@ mod glibc {
                     advise(done, brk - done);
                 }
             }
+            let at = p as usize;
             if size >= HUGE {
-                advise(p as usize, size);
+                advise(at, size);
+            } else if at < self.start.load(Relaxed) || at >= brk {
+                // Not the main heap: a thread's arena (a split run's
+                // shards allocate there). Its heap is marked whole, once.
+                let heap = at & !(ARENA_HEAP - 1);
+                MARKED.with(|m| {
+                    if m.get() != heap {
+                        m.set(heap);
+                        advise(heap, ARENA_HEAP);
+                    }
+                });
             }
         }
     }
@@ -188,7 +211,9 @@ mod glibc {
         unsafe {
             libc::mallopt(libc::M_TOP_PAD, TOP_PAD);
             libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-            HEAP.advised.store(libc::sbrk(0) as usize, Relaxed);
+            let brk = libc::sbrk(0) as usize;
+            HEAP.start.store(brk, Relaxed);
+            HEAP.advised.store(brk, Relaxed);
         }
         HEAP.on.store(true, Relaxed);
         Status::On

@@ -263,6 +263,10 @@ enum Bench {
         /// large fabrics) or `time` (strictly by time, as scenarios run).
         #[arg(long, value_enum, default_value_t = Order::Windows)]
         order: Order,
+        /// Split the run across this many threads, node by node (windows
+        /// only; the same trace hash for any count).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+        threads: u16,
     },
 }
 
@@ -413,8 +417,9 @@ fn main() -> ExitCode {
                     seed,
                     matrix,
                     order,
+                    threads,
                 },
-        } => bench_sim(k, seed, matrix.as_deref(), order, huge),
+        } => bench_sim(k, seed, matrix.as_deref(), order, threads.into(), huge),
         Command::Decode { file, port, key } => decode(&file, port, key.as_deref()),
         Command::Demo { json } => demo(json),
         Command::Bridge { what } => bridge_cmd::bridge(what),
@@ -711,14 +716,12 @@ fn bench_sim(
     seed: u64,
     matrix: Option<&Path>,
     order: Order,
+    threads: usize,
     huge: hugepages::Status,
 ) -> anyhow::Result<ExitCode> {
     let build = Wall::now();
-    let (mut w, traffic) = match matrix {
-        None => (
-            udrma_fabric::shapes::speed_shape(k, seed).map_err(|e| BadInput(e.to_string()))?,
-            "permutation of 2 MB WRITEs".to_string(),
-        ),
+    let (flows, traffic) = match matrix {
+        None => (None, "permutation of 2 MB WRITEs".to_string()),
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
@@ -733,14 +736,37 @@ fn bench_sim(
                 ))
                 .into());
             }
-            let w = udrma_fabric::shapes::speed_shape_with(k, seed, &m.connections)
-                .map_err(|e| BadInput(e.to_string()))?;
-            (
-                w,
-                format!("{} connections of {}", m.connections.len(), path.display()),
-            )
+            let traffic = format!("{} connections of {}", m.connections.len(), path.display());
+            (Some(m.connections), traffic)
         }
     };
+    let make = || match &flows {
+        None => udrma_fabric::shapes::speed_shape(k, seed),
+        Some(f) => udrma_fabric::shapes::speed_shape_with(k, seed, f),
+    };
+    if threads > 1 {
+        if order == Order::Time {
+            return Err(
+                BadInput("--threads splits runs in windows: drop --order time".into()).into(),
+            );
+        }
+        let start = Wall::now();
+        let run = udrma_fabric::run_sharded(threads, make).map_err(|e| BadInput(e.to_string()))?;
+        let wall = start.elapsed().as_secs_f64();
+        let hosts = u64::from(k).pow(3) / 4;
+        let order = format!(
+            "windows of {:.3} us, node by node, split across {} threads",
+            run.window.as_ps() as f64 / 1e6,
+            run.shards
+        );
+        let took = format!("{wall:.3} s (each thread's build and the run)");
+        print_bench(
+            k, hosts, &traffic, run.now, &run.stats, &order, None, &took, wall, huge,
+        );
+        println!("trace hash     {:016x}", run.trace.hash());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut w = make().map_err(|e| BadInput(e.to_string()))?;
     let window = w
         .set_event_order(match order {
             Order::Time => udrma_fabric::EventOrder::Time,
@@ -751,14 +777,48 @@ fn bench_sim(
     let start = Wall::now();
     w.run();
     let wall = start.elapsed().as_secs_f64();
-    let s = w.stats();
+    let order = match window {
+        Some(d) => format!("windows of {:.3} us, node by node", d.as_ps() as f64 / 1e6),
+        None => "time".to_string(),
+    };
+    let hosts = w.topology().n_hosts() as u64;
+    let took = format!("{wall:.3} s (the run)");
+    print_bench(
+        k,
+        hosts,
+        &traffic,
+        w.now(),
+        w.stats(),
+        &order,
+        Some(built),
+        &took,
+        wall,
+        huge,
+    );
+    println!("trace hash     {:016x}", w.trace().hash());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `udrma bench sim` prints above the trace hash.
+#[allow(clippy::too_many_arguments)]
+fn print_bench(
+    k: u32,
+    hosts: u64,
+    traffic: &str,
+    now: udrma::proto::Instant,
+    s: &udrma_fabric::FabricStats,
+    order: &str,
+    built: Option<f64>,
+    took: &str,
+    wall: f64,
+    huge: hugepages::Status,
+) {
     println!(
-        "shape          fat tree k={k} ({} hosts), 100 Gb/s, 1 us, 4000 B packets, spraying, {traffic}",
-        w.topology().n_hosts()
+        "shape          fat tree k={k} ({hosts} hosts), 100 Gb/s, 1 us, 4000 B packets, spraying, {traffic}"
     );
     println!(
         "simulated      {:.1} us, {} events, {} packet-hops",
-        w.now().as_ps() as f64 / 1e6,
+        now.as_ps() as f64 / 1e6,
         s.events,
         s.packet_hops
     );
@@ -766,15 +826,11 @@ fn bench_sim(
         "event queue    {} events pending at most",
         s.max_event_queue
     );
-    match window {
-        Some(d) => println!(
-            "order          windows of {:.3} us, node by node",
-            d.as_ps() as f64 / 1e6
-        ),
-        None => println!("order          time"),
+    println!("order          {order}");
+    if let Some(b) = built {
+        println!("build          {b:.3} s (topology, NICs, posts)");
     }
-    println!("build          {built:.3} s (topology, NICs, posts)");
-    println!("wall           {wall:.3} s (the run)");
+    println!("wall           {took}");
     println!("packet-hops/s  {:.0}", s.packet_hops as f64 / wall);
     println!("events/s       {:.0}", s.events as f64 / wall);
     if let Some(m) = peak_rss_mib() {
@@ -791,8 +847,6 @@ fn bench_sim(
         ),
         (status, None) => println!("huge pages     {status}"),
     }
-    println!("trace hash     {:016x}", w.trace().hash());
-    Ok(ExitCode::SUCCESS)
 }
 
 fn decode(path: &Path, port: u16, key: Option<&Path>) -> anyhow::Result<ExitCode> {

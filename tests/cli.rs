@@ -282,6 +282,53 @@ fn bench_sim_prints_its_figures() {
     }
 }
 
+/// `--threads` splits the run and changes nothing it reports but the
+/// time it took: the same trace hash, events and packet-hops as one
+/// thread. Time order cannot be split, and says so.
+#[test]
+fn bench_sim_on_threads_reports_the_run_of_one() {
+    let figures = |args: &[&str]| {
+        let out = udrma(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        let keep: Vec<String> = text
+            .lines()
+            .filter(|l| {
+                ["simulated", "trace hash", "event queue"]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .map(String::from)
+            .collect();
+        (keep, text)
+    };
+    let (one, _) = figures(&["bench", "sim", "--k", "4"]);
+    let (three, text) = figures(&["bench", "sim", "--k", "4", "--threads", "3"]);
+    assert_eq!(one.len(), 3, "{one:?}");
+    assert_eq!(one, three);
+    assert!(text.contains("split across 3 threads"), "{text}");
+    let out = udrma(&[
+        "bench",
+        "sim",
+        "--k",
+        "4",
+        "--threads",
+        "2",
+        "--order",
+        "time",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--threads") && err.contains("--order time"),
+        "{err}"
+    );
+}
+
 /// The heap on huge pages (src/hugepages.rs) changes no outcome: the
 /// same fabric gives the same trace hash with them off. Where the kernel
 /// offers them, the run's memory is on them (a heap that forgot to ask
