@@ -272,11 +272,7 @@ impl EventQueue {
             self.renumber();
         }
         self.seq += 1;
-        self.insert(pack(t, self.seq, slot));
-        self.len += 1;
-        if self.calendar.is_none() && self.far.len() >= self.calendar_after {
-            self.build_calendar();
-        }
+        self.insert_key(pack(t, self.seq, slot));
     }
 
     /// The next key, left in the queue.
@@ -587,6 +583,55 @@ mod tests {
         assert_eq!(q.len(), 3);
         let order: Vec<u32> = std::iter::from_fn(|| q.take()).map(|k| k.slot).collect();
         assert_eq!(order, [3, 1, 2], "a stamped key sorts by its own fields");
+    }
+
+    /// Stamped keys build the calendar as pushed ones do, once the heap
+    /// holds enough of them, and never again: a key beyond the horizon
+    /// waits in the heap while later keys go to the calendar, and every
+    /// key comes out, in key order.
+    #[test]
+    fn stamped_keys_build_the_calendar_once() {
+        let mut q = EventQueue {
+            calendar_after: 4,
+            ..EventQueue::default()
+        };
+        for i in 0..3 {
+            q.insert_key(pack(Instant(10 + i), 0, i as u32));
+        }
+        assert!(q.calendar.is_none(), "three keys: the heap alone");
+        q.insert_key(pack(Instant(13), 0, 3));
+        assert!(q.calendar.is_some(), "four keys: the calendar");
+        let far = Instant(1 << 40);
+        q.insert_key(pack(far, 0, 9));
+        assert_eq!(q.far.len(), 1, "beyond the horizon");
+        for i in 4..8 {
+            q.insert_key(pack(Instant(10 + i), 0, i as u32));
+        }
+        let order: Vec<u32> = std::iter::from_fn(|| q.take()).map(|k| k.slot).collect();
+        assert_eq!(order, [0, 1, 2, 3, 4, 5, 6, 7, 9]);
+    }
+
+    /// Keeping some keys leaves the rest of the queue as it was: its
+    /// sequence goes on (a key pushed afterwards sorts after the kept
+    /// ones of its time), and so do its limits (renumbering, the
+    /// calendar's threshold).
+    #[test]
+    fn retain_keeps_the_sequence_and_the_limits() {
+        let mut q = EventQueue {
+            seq_limit: 8,
+            calendar_after: 3,
+            ..EventQueue::default()
+        };
+        for slot in 0..4 {
+            q.push(Instant(10), slot);
+        }
+        q.retain(|k| k as u32 % 2 == 1);
+        assert_eq!((q.len(), q.seq, q.seq_limit), (2, 4, 8));
+        assert!(q.calendar.is_none(), "two keys: under the threshold of 3");
+        q.push(Instant(10), 7);
+        assert!(q.calendar.is_some(), "three: the calendar");
+        let order: Vec<u32> = std::iter::from_fn(|| q.take()).map(|k| k.slot).collect();
+        assert_eq!(order, [1, 3, 7]);
     }
 
     #[test]

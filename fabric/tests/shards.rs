@@ -12,8 +12,8 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use udrma_fabric::{
-    run_sharded, EventOrder, FabricConfig, FabricError, FabricStats, HostEvent, LinkParams, Policy,
-    ShardError, Topology, World,
+    partition, run_sharded, EventOrder, FabricConfig, FabricError, FabricStats, HostEvent,
+    LinkParams, Policy, ShardError, Topology, World,
 };
 use udrma_faults::RuleSet;
 use udrma_nic::cost::CostModel;
@@ -99,6 +99,33 @@ fn dumbbell() -> Result<World, FabricError> {
     Ok(w)
 }
 
+/// Twelve hosts of the other pods of a k=4 fat tree write to the two
+/// hosts of one edge switch through short queues that mark ECN: the
+/// core switches' ports into that pod take three times their rate, so
+/// they drop and mark, and half of those ports send to another thread's
+/// pod (their queue judged from stand-ins).
+fn incast() -> Result<World, FabricError> {
+    let params = LinkParams {
+        queue_bytes: 16_000,
+        ecn_threshold: Some(6_000),
+        ..LinkParams::default()
+    };
+    let topo = Topology::fat_tree(4, params).unwrap();
+    let cfg = FabricConfig {
+        routing: Policy::Spray,
+        nic: NicConfig {
+            max_retries: 40,
+            ..NicConfig::default()
+        },
+        ..FabricConfig::default()
+    };
+    let (mut w, keys) = world(topo, cfg, RuleSet::new(), 32 * 1024);
+    for h in 4..16 {
+        write(&mut w, &keys, h, h % 2, 32 * 1024);
+    }
+    Ok(w)
+}
+
 /// A k-ary n-tree (a generic topology to the router: tables, not
 /// structure) whose NICs take time for every packet, so arrivals reach
 /// the NIC through the cost model's own events.
@@ -124,8 +151,9 @@ fn costed_tree() -> Result<World, FabricError> {
 
 #[test]
 fn a_run_split_across_threads_is_the_run_of_one() {
-    let shapes: [(&str, &Build); 3] = [
+    let shapes: [(&str, &Build); 4] = [
         ("fat tree", &|| fat_tree(3, 48 * 1024, 5)),
+        ("incast", &incast),
         ("dumbbell", &dumbbell),
         ("costed k-ary n-tree", &costed_tree),
     ];
@@ -137,7 +165,8 @@ fn a_run_split_across_threads_is_the_run_of_one() {
             .filter(|e| matches!(e.event, udrma_nic::Event::Completed { .. }))
             .count();
         assert!(completed >= 8, "{name}: {completed} completions");
-        if name == "dumbbell" {
+        assert!(want.2.sent >= want.2.delivered && want.2.delivered > 0);
+        if name == "dumbbell" || name == "incast" {
             let s = &want.2;
             assert!(
                 s.dropped_total() > 0 && s.ecn_marked > 0,
@@ -227,4 +256,61 @@ fn what_a_split_cannot_carry_is_refused_by_name() {
         let e = run_sharded(n, tapped).expect_err("refused");
         assert!(matches!(e, ShardError::Count(c) if c == n), "{e}");
     }
+    // As many threads as allowed, most of them with no node at all.
+    let pair = || {
+        let (mut w, keys) = world(
+            Topology::pair(LinkParams::default()),
+            FabricConfig::default(),
+            RuleSet::new(),
+            4096,
+        );
+        write(&mut w, &keys, 0, 1, 4096);
+        Ok(w)
+    };
+    let most = split(udrma_fabric::MAX_SHARDS, &pair);
+    assert_eq!(most.0, one_thread(&pair).0);
+}
+
+/// A fat tree is split pod by pod: a pod's hosts, edge and aggregation
+/// switches share a thread, pods are shared out in order, and so are the
+/// core switches, evenly; any other topology in runs of node numbers.
+/// (Any split gives the same run; this one keeps most packets on one
+/// thread.)
+#[test]
+fn a_fat_tree_is_split_pod_by_pod() {
+    let t = Topology::fat_tree(8, LinkParams::default()).unwrap();
+    let shard_of = |part: &[u16], name: &str| {
+        let i = t.nodes.iter().position(|n| n.name == name).unwrap();
+        part[i]
+    };
+    for n in [1usize, 2, 3, 4, 8] {
+        let part = partition(&t, n);
+        assert_eq!(part.len(), t.nodes.len());
+        for pod in 0..8 {
+            let want = (pod * n / 8) as u16;
+            for j in 0..16 {
+                assert_eq!(
+                    shard_of(&part, &format!("h{}", pod * 16 + j)),
+                    want,
+                    "n={n}"
+                );
+            }
+            for j in 0..4 {
+                assert_eq!(shard_of(&part, &format!("e{}", pod * 4 + j)), want, "n={n}");
+                assert_eq!(shard_of(&part, &format!("a{}", pod * 4 + j)), want, "n={n}");
+            }
+        }
+        let mut cores = vec![0; n];
+        for c in 0..16 {
+            let s = shard_of(&part, &format!("c{c}"));
+            assert_eq!(s as usize, c * n / 16, "n={n}, core {c}");
+            cores[s as usize] += 1;
+        }
+        assert!(
+            cores.iter().all(|&c| c == 16 / n || c == 16 / n + 1),
+            "n={n}: {cores:?}"
+        );
+    }
+    let d = Topology::dumbbell(4, LinkParams::default(), LinkParams::default());
+    assert_eq!(partition(&d, 2), [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
 }

@@ -8,8 +8,9 @@
 //! (the same build, so the same state at time zero) and keeps only its
 //! own nodes' part ([`World::keep_shard`]); between windows a coordinator
 //! hands each shard the packets other shards gave to ports whose far end
-//! it runs, takes the window's trace events and host events from every
-//! shard and records them in node order, and works out the next window.
+//! it runs, folds the window's node runs (each a digest of its trace
+//! events, `Trace::end_run`) and host events from every shard in node
+//! order, and works out the next window.
 //!
 //! The result is the run of one thread, exactly: the same trace (event
 //! for event, so the same hash), the same counters, the same host events
@@ -78,6 +79,9 @@ pub enum ShardError {
     /// A shard's thread stopped.
     #[error("shard {0} stopped: {1}")]
     Stopped(usize, String),
+    /// The other shards' threads ended without a word (one panicked).
+    #[error("the other shards' threads have ended")]
+    Lost,
 }
 
 /// What a split run did: what [`World`] would report after the same run
@@ -141,10 +145,13 @@ struct Done {
 
 /// What a shard tells the coordinator.
 enum Report {
+    /// Built and ready.
     Ready(Ready),
+    /// A window ran.
     Done(Done),
     /// The end: counters and clock.
     Final(FabricStats, Instant),
+    /// Building or keeping its part failed.
     Failed(ShardError),
 }
 
@@ -326,12 +333,13 @@ fn coordinate(
     reports: &mpsc::Receiver<(usize, Report)>,
 ) -> Result<ShardedRun, ShardError> {
     let stopped = |s: usize| ShardError::Stopped(s, "its thread has ended".into());
+    let lost = || ShardError::Lost;
     let out_of_step = |s: usize| ShardError::Stopped(s, "out of step".into());
     let mut next: Vec<Option<Instant>> = vec![None; shards];
     next[0] = ready0.next;
     let width = ready0.width;
     for _ in 1..shards {
-        match receive(reports, spin).ok_or_else(|| stopped(1))? {
+        match receive(reports, spin).ok_or_else(lost)? {
             (s, Report::Ready(r)) => {
                 if r.fingerprint != ready0.fingerprint {
                     return Err(ShardError::Differ(
@@ -387,7 +395,7 @@ fn coordinate(
         }
         done[0] = Some(window(&mut w0, own));
         for _ in 1..shards {
-            match receive(reports, spin).ok_or_else(|| stopped(1))? {
+            match receive(reports, spin).ok_or_else(lost)? {
                 (s, Report::Done(d)) => done[s] = Some(d),
                 (s, Report::Failed(e)) => return Err(ShardError::Stopped(s, e.to_string())),
                 (s, _) => return Err(out_of_step(s)),
@@ -422,12 +430,12 @@ fn coordinate(
         );
     }
     for c in commands {
-        c.send(Command::Finish).map_err(|_| stopped(1))?;
+        c.send(Command::Finish).map_err(|_| ShardError::Lost)?;
     }
     let mut finals = vec![(w0.stats.clone(), w0.now)];
     finals.resize(shards, (FabricStats::default(), Instant::ZERO));
     for _ in 1..shards {
-        match receive(reports, spin).ok_or_else(|| stopped(1))? {
+        match receive(reports, spin).ok_or_else(lost)? {
             (s, Report::Final(st, now)) => finals[s] = (st, now),
             (s, Report::Failed(e)) => return Err(ShardError::Stopped(s, e.to_string())),
             (s, _) => return Err(out_of_step(s)),

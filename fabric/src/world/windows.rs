@@ -432,6 +432,25 @@ mod tests {
         }
     }
 
+    /// An event a node schedules for the very end of the window being
+    /// run belongs to the next window (windows end before their end
+    /// time): it goes to the queue, where arrivals at that time sort
+    /// ahead of it, not into the running node's list.
+    #[test]
+    fn an_event_at_the_window_end_waits_for_the_next_window() {
+        let topo = Topology::pair(crate::LinkParams::default());
+        let mut w = World::new(topo, FabricConfig::default(), RuleSet::new()).unwrap();
+        w.set_event_order(EventOrder::Windows).unwrap();
+        let end = 3_000_000;
+        w.windows.end = end;
+        w.windows.node = w.topo.hosts[0];
+        let queued = w.queue.len();
+        w.schedule(Instant(end - 1), EvKind::Timer(0));
+        assert_eq!((w.windows.local.len(), w.queue.len()), (1, queued));
+        w.schedule(Instant(end), EvKind::Timer(0));
+        assert_eq!((w.windows.local.len(), w.queue.len()), (1, queued + 1));
+    }
+
     /// The window's promise is checked, not assumed: a window wider than
     /// the link lets a host's packet reach the other host inside it, and
     /// the loop stops there instead of running that arrival out of order.
