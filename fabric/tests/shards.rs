@@ -143,8 +143,24 @@ fn costed_tree() -> Result<World, FabricError> {
         ..FabricConfig::default()
     };
     let (mut w, keys) = world(topo, cfg, RuleSet::new(), 64 * 1024);
-    for h in 0..8 {
+    for h in 0..4 {
         write(&mut w, &keys, h, 7 - h, 64 * 1024);
+    }
+    // The others post later: events with data, filed before the split.
+    for h in 4..8 {
+        let wr = udrma_nic::WorkRequest::write(
+            udrma_proto::NodeAddr(7 - h),
+            keys[h as usize].0,
+            SRC,
+            64 * 1024,
+            keys[7 - h as usize].1 .0,
+            DST,
+        );
+        w.post_at(
+            Instant(3_500_000 * u64::from(h)),
+            udrma_proto::NodeAddr(h),
+            wr,
+        )?;
     }
     Ok(w)
 }
@@ -269,6 +285,31 @@ fn what_a_split_cannot_carry_is_refused_by_name() {
     };
     let most = split(udrma_fabric::MAX_SHARDS, &pair);
     assert_eq!(most.0, one_thread(&pair).0);
+}
+
+/// Each thread's build is checked against shard 0's: a build that is not
+/// the same every time is refused, naming the shard.
+#[test]
+fn a_build_that_differs_between_threads_is_refused() {
+    let calls = std::sync::atomic::AtomicU32::new(0);
+    let wobbly = || {
+        let n = calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (mut w, keys) = world(
+            Topology::pair(LinkParams::default()),
+            FabricConfig::default(),
+            RuleSet::new(),
+            8192,
+        );
+        write(&mut w, &keys, 0, 1, 4096);
+        if n % 2 == 1 {
+            write(&mut w, &keys, 1, 0, 4096);
+        }
+        Ok(w)
+    };
+    match run_sharded(2, wobbly) {
+        Err(ShardError::Differ(1, why)) => assert!(why.contains("against"), "{why}"),
+        other => panic!("{:?}", other.map(|r| r.trace.hash())),
+    }
 }
 
 /// A fat tree is split pod by pod: a pod's hosts, edge and aggregation
