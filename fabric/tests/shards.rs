@@ -16,9 +16,8 @@ use udrma_fabric::{
     LinkParams, Policy, ShardError, Topology, World,
 };
 use udrma_faults::RuleSet;
-use udrma_nic::cost::CostModel;
 use udrma_nic::NicConfig;
-use udrma_proto::{Duration, Instant};
+use udrma_proto::Instant;
 
 /// What a run leaves to compare: trace hash and event count, counters,
 /// clock and the hosts' events in order.
@@ -133,13 +132,7 @@ fn costed_tree() -> Result<World, FabricError> {
     let topo = Topology::kary_ntree(2, 3, 8, LinkParams::default()).unwrap();
     let cfg = FabricConfig {
         routing: Policy::Ecmp,
-        nic: NicConfig {
-            cost: CostModel {
-                nic_per_packet: Duration::from_nanos(150),
-                ..CostModel::ZERO
-            },
-            ..NicConfig::default()
-        },
+        nic: costed_nics(150),
         ..FabricConfig::default()
     };
     let (mut w, keys) = world(topo, cfg, RuleSet::new(), 64 * 1024);

@@ -9,7 +9,6 @@ mod common;
 use common::*;
 use udrma_fabric::{EventOrder, FabricConfig, LinkParams, Policy, Topology, WindowError, World};
 use udrma_faults::{Jitter, Model, Rule, RuleSet, Target};
-use udrma_nic::cost::CostModel;
 use udrma_nic::NicConfig;
 use udrma_proto::{Duration, Instant};
 
@@ -110,13 +109,7 @@ fn the_messy_fat_tree_lands_every_write_in_windows_too() {
 fn costed_nics_deliver_through_their_own_events_in_windows() {
     for order in [EventOrder::Time, EventOrder::Windows] {
         let cfg = FabricConfig {
-            nic: NicConfig {
-                cost: CostModel {
-                    nic_per_packet: Duration::from_nanos(150),
-                    ..CostModel::ZERO
-                },
-                ..NicConfig::default()
-            },
+            nic: costed_nics(150),
             ..FabricConfig::default()
         };
         let topo = Topology::fat_tree(4, LinkParams::default()).unwrap();

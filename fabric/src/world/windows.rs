@@ -108,7 +108,10 @@ impl Windows {
     /// whether the sender ran before the receiver in the window, but the
     /// key does not. Every other event is filed by the node it happens
     /// at (a host's wake-ups and timers, events with data), whose own
-    /// count breaks ties in time.
+    /// count breaks ties in time; the one exception, a header a switch
+    /// sends ahead of its queue, carries the sender's count, which is why
+    /// a split run refuses such ports (`shards`). The counts wrap after
+    /// 2^32 keys, which keeps the order deterministic if not FIFO.
     #[inline]
     pub(super) fn stamp(&mut self, t: Instant, slot: u32) -> u128 {
         if slot & !CODE_INDEX == CODE_ARRIVE {

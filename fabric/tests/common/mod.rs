@@ -79,6 +79,18 @@ pub fn landed(w: &World, keys: &[(MrKey, MrKey)], from: u32, to: u32, len: usize
     got == sent
 }
 
+/// NICs that take `ns` nanoseconds for every packet (the cost model's
+/// own events carry arrivals to the NIC), otherwise the defaults.
+pub fn costed_nics(ns: u64) -> NicConfig {
+    NicConfig {
+        cost: udrma_nic::cost::CostModel {
+            nic_per_packet: udrma_proto::Duration::from_nanos(ns),
+            ..udrma_nic::cost::CostModel::ZERO
+        },
+        ..NicConfig::default()
+    }
+}
+
 /// A star of `hosts` on links of `params`, no faults, 1 MiB regions.
 pub fn star(hosts: u32, params: LinkParams) -> (World, Vec<(MrKey, MrKey)>) {
     world(
