@@ -608,3 +608,39 @@ impl FabricStats {
         self.reordered += o.reordered;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counters add up across shards and maxima stay maxima, every field
+    /// (the stories of tests/shards.rs leave several at zero: no faults,
+    /// no trimming in a split run).
+    #[test]
+    fn counters_add_up_and_maxima_stay_maxima() {
+        let one = |n: u64| FabricStats {
+            events: n,
+            packet_hops: 2 * n,
+            delivered: 3 * n,
+            sent: 4 * n,
+            dropped: [(DropReason::QueueFull, 5 * n), (DropReason::Mtu, n)].into(),
+            duplicated: 6 * n,
+            delayed: 7 * n,
+            corrupted: 8 * n,
+            ecn_marked: 9 * n,
+            trimmed: 10 * n,
+            control_ahead: 11 * n,
+            max_queue_bytes: 12 * n,
+            max_event_queue: 13 * n,
+            reordered: 14 * n,
+        };
+        let mut sum = one(2);
+        sum.absorb(&one(3));
+        let mut want = one(5);
+        want.max_queue_bytes = 36;
+        want.max_event_queue = 39;
+        assert_eq!(sum, want);
+        sum.absorb(&FabricStats::default());
+        assert_eq!(sum, want, "nothing added");
+    }
+}
