@@ -248,6 +248,11 @@ impl Trace {
         self.events
     }
 
+    /// Whether events are written to a sink as well as hashed.
+    pub(crate) fn has_sink(&self) -> bool {
+        self.sink.is_some()
+    }
+
     /// A trace that goes on from where another was: its hash and its
     /// count of events ([`Trace::hash`], [`Trace::events`]).
     pub(crate) fn continuing((hash, events): (u64, u64)) -> Trace {

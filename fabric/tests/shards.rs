@@ -261,6 +261,20 @@ fn what_a_split_cannot_carry_is_refused_by_name() {
         Ok(w)
     };
     assert!(refused(&tapped).contains("capture"));
+    let traced = || {
+        let (mut w, _) = world(
+            Topology::pair(LinkParams::default()),
+            FabricConfig::default(),
+            RuleSet::new(),
+            4096,
+        );
+        w.set_trace_sink(
+            udrma_fabric::TraceFormat::JsonLines,
+            Box::new(std::io::sink()),
+        );
+        Ok(w)
+    };
+    assert!(refused(&traced).contains("trace sink"));
     for n in [0, udrma_fabric::MAX_SHARDS + 1] {
         let e = run_sharded(n, tapped).expect_err("refused");
         assert!(matches!(e, ShardError::Count(c) if c == n), "{e}");

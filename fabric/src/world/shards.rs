@@ -28,7 +28,7 @@
 //!
 //! What a split run cannot hold (refused by [`World::shardable`]): fault
 //! rules (their random streams are shared by every link they match), a
-//! capture, a ladder journal, host apps, and switch ports that send
+//! capture, a trace sink, a ladder journal, host apps, and switch ports that send
 //! headers ahead of their queue (trimming, control priority), whose
 //! events carry packets across nodes in the event slab.
 
@@ -494,6 +494,10 @@ impl World {
         }
         if self.pcap.is_some() {
             return Err("a capture is set up".into());
+        }
+        if self.trace.has_sink() {
+            // Each thread would write its own nodes' events.
+            return Err("a trace sink is set up (a split run has its hash, not its events)".into());
         }
         if self.watch.is_some() {
             return Err("a ladder journal is set up".into());
