@@ -366,7 +366,6 @@ fn coordinate(
         .map(|_| (0..shards).map(|_| Vec::new()).collect())
         .collect();
     let mut spare_runs: Vec<Vec<RunDigest>> = (0..shards).map(|_| Vec::new()).collect();
-    let mut spare_events = Vec::new();
     let mut done: Vec<Option<Done>> = (0..shards).map(|_| None).collect();
     let mut deepest = 0;
     loop {
@@ -416,18 +415,8 @@ fn coordinate(
             }
         }
         deepest = deepest.max(pending);
-        merge_into(
-            run_lists,
-            &mut spare_runs,
-            |r| r.0,
-            |r| run.trace.take_run(r),
-        );
-        merge_into(
-            event_lists,
-            &mut spare_events,
-            |e| e.host.0,
-            |e| run.host_events.push(e),
-        );
+        spare_runs = merge_into(run_lists, |r| r.0, |r| run.trace.take_run(r));
+        merge_into(event_lists, |e| e.host.0, |e| run.host_events.push(e));
     }
     for c in commands {
         c.send(Command::Finish).map_err(|_| ShardError::Lost)?;
@@ -451,14 +440,13 @@ fn coordinate(
 
 /// Hands `take` the items of `lists`, each list already in order of
 /// `node`, in that order (each node's items are in one list only, so
-/// ties cannot come up between lists), and leaves the emptied lists in
-/// `spare`, in their order, for their room to be used again.
+/// ties cannot come up between lists), and hands back the emptied lists,
+/// in their order, for their room to be used again.
 fn merge_into<T>(
     mut lists: Vec<Vec<T>>,
-    spare: &mut Vec<Vec<T>>,
     node: impl Fn(&T) -> u32,
     mut take: impl FnMut(T),
-) {
+) -> Vec<Vec<T>> {
     {
         let mut drains: Vec<_> = lists.iter_mut().map(|l| l.drain(..).peekable()).collect();
         loop {
@@ -479,8 +467,7 @@ fn merge_into<T>(
             }
         }
     }
-    spare.clear();
-    spare.append(&mut lists);
+    lists
 }
 
 impl World {
