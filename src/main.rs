@@ -759,11 +759,19 @@ fn bench_sim(
             run.window.as_ps() as f64 / 1e6,
             run.shards
         );
-        let took = format!("{wall:.3} s (each thread's build and the run)");
-        print_bench(
-            k, hosts, &traffic, run.now, &run.stats, &order, None, &took, wall, huge,
-        );
-        println!("trace hash     {:016x}", run.trace.hash());
+        Figures {
+            k,
+            hosts,
+            traffic: &traffic,
+            now: run.now,
+            stats: &run.stats,
+            order,
+            built: None,
+            took: format!("{wall:.3} s (each thread's build and the run)"),
+            wall,
+            hash: run.trace.hash(),
+        }
+        .print(huge);
         return Ok(ExitCode::SUCCESS);
     }
     let mut w = make().map_err(|e| BadInput(e.to_string()))?;
@@ -781,71 +789,89 @@ fn bench_sim(
         Some(d) => format!("windows of {:.3} us, node by node", d.as_ps() as f64 / 1e6),
         None => "time".to_string(),
     };
-    let hosts = w.topology().n_hosts() as u64;
-    let took = format!("{wall:.3} s (the run)");
-    print_bench(
+    Figures {
         k,
-        hosts,
-        &traffic,
-        w.now(),
-        w.stats(),
-        &order,
-        Some(built),
-        &took,
+        hosts: w.topology().n_hosts() as u64,
+        traffic: &traffic,
+        now: w.now(),
+        stats: w.stats(),
+        order,
+        built: Some(built),
+        took: format!("{wall:.3} s (the run)"),
         wall,
-        huge,
-    );
-    println!("trace hash     {:016x}", w.trace().hash());
+        hash: w.trace().hash(),
+    }
+    .print(huge);
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `udrma bench sim` prints above the trace hash.
-#[allow(clippy::too_many_arguments)]
-fn print_bench(
+/// What `udrma bench sim` prints, on one thread or several.
+struct Figures<'a> {
     k: u32,
     hosts: u64,
-    traffic: &str,
+    traffic: &'a str,
     now: udrma::proto::Instant,
-    s: &udrma_fabric::FabricStats,
-    order: &str,
+    stats: &'a udrma_fabric::FabricStats,
+    /// The order line's text.
+    order: String,
+    /// Build time, when it was measured apart from the run.
     built: Option<f64>,
-    took: &str,
+    /// The wall line's text.
+    took: String,
+    /// Seconds the rates are worked out over.
     wall: f64,
-    huge: hugepages::Status,
-) {
-    println!(
+    hash: u64,
+}
+
+impl Figures<'_> {
+    fn print(&self, huge: hugepages::Status) {
+        let Figures {
+            k,
+            hosts,
+            traffic,
+            now,
+            stats: s,
+            ref order,
+            built,
+            ref took,
+            wall,
+            hash,
+        } = *self;
+        println!(
         "shape          fat tree k={k} ({hosts} hosts), 100 Gb/s, 1 us, 4000 B packets, spraying, {traffic}"
     );
-    println!(
-        "simulated      {:.1} us, {} events, {} packet-hops",
-        now.as_ps() as f64 / 1e6,
-        s.events,
-        s.packet_hops
-    );
-    println!(
-        "event queue    {} events pending at most",
-        s.max_event_queue
-    );
-    println!("order          {order}");
-    if let Some(b) = built {
-        println!("build          {b:.3} s (topology, NICs, posts)");
-    }
-    println!("wall           {took}");
-    println!("packet-hops/s  {:.0}", s.packet_hops as f64 / wall);
-    println!("events/s       {:.0}", s.events as f64 / wall);
-    if let Some(m) = peak_rss_mib() {
-        println!("peak memory    {m:.1} MiB");
-    }
-    match (huge, hugepages::resident_huge_bytes()) {
-        (hugepages::Status::On, Some(b)) => println!(
-            "huge pages     on, {:.1} MiB of the memory at the end on huge pages",
-            b as f64 / f64::from(1 << 20)
-        ),
-        (status, Some(b)) => println!(
-            "huge pages     {status}, {:.1} MiB on huge pages",
-            b as f64 / f64::from(1 << 20)
-        ),
-        (status, None) => println!("huge pages     {status}"),
+        println!(
+            "simulated      {:.1} us, {} events, {} packet-hops",
+            now.as_ps() as f64 / 1e6,
+            s.events,
+            s.packet_hops
+        );
+        println!(
+            "event queue    {} events pending at most",
+            s.max_event_queue
+        );
+        println!("order          {order}");
+        if let Some(b) = built {
+            println!("build          {b:.3} s (topology, NICs, posts)");
+        }
+        println!("wall           {took}");
+        println!("packet-hops/s  {:.0}", s.packet_hops as f64 / wall);
+        println!("events/s       {:.0}", s.events as f64 / wall);
+        if let Some(m) = peak_rss_mib() {
+            println!("peak memory    {m:.1} MiB");
+        }
+        match (huge, hugepages::resident_huge_bytes()) {
+            (hugepages::Status::On, Some(b)) => println!(
+                "huge pages     on, {:.1} MiB of the memory at the end on huge pages",
+                b as f64 / f64::from(1 << 20)
+            ),
+            (status, Some(b)) => println!(
+                "huge pages     {status}, {:.1} MiB on huge pages",
+                b as f64 / f64::from(1 << 20)
+            ),
+            (status, None) => println!("huge pages     {status}"),
+        }
+        println!("trace hash     {hash:016x}");
     }
 }
 
