@@ -53,7 +53,7 @@ use events::EvKind;
 use hosts::HostState;
 pub use journey::Journey;
 use packet::{Head, Pkt};
-use ports::{PortHot, PortState};
+use ports::{InFlight, PortHot, PortState};
 pub use shards::{partition, run_sharded, ShardError, ShardedRun, MAX_SHARDS};
 pub use windows::{EventOrder, WindowError};
 
@@ -222,6 +222,10 @@ pub struct World {
     /// The window loop's state ([`EventOrder::Windows`]).
     windows: windows::Windows,
     slab: Vec<Option<EvKind>>,
+    /// Per port, the packets sent ahead of its queue (trimmed headers,
+    /// control packets under priority) not yet arrived, by arrival; only
+    /// as long as the last port that sent one.
+    ahead: Vec<VecDeque<InFlight>>,
     free: Vec<u32>,
     now: Instant,
     serial: u64,
@@ -376,6 +380,7 @@ impl World {
             queue: EventQueue::default(),
             windows: Default::default(),
             slab: Vec::new(),
+            ahead: Vec::new(),
             free: Vec::new(),
             now: Instant::ZERO,
             serial: 0,

@@ -4,7 +4,8 @@
 //! host events, for any number of threads. The stories cover what a
 //! split must carry between threads: packets on lines between shards,
 //! queues judged by a sender whose packets another shard holds (drops,
-//! ECN marks, retransmissions), NIC cost-model events, and topologies
+//! ECN marks, retransmissions), headers and control packets sent ahead
+//! of a queue to another shard, NIC cost-model events, and topologies
 //! split by pod and by node number.
 
 mod common;
@@ -104,10 +105,26 @@ fn dumbbell() -> Result<World, FabricError> {
 /// they drop and mark, and half of those ports send to another thread's
 /// pod (their queue judged from stand-ins).
 fn incast() -> Result<World, FabricError> {
+    incast_with(LinkParams::default())
+}
+
+/// The incast through switches that trim instead of dropping: the
+/// headers go ahead of the core switches' queues, most of them to
+/// another thread's pod, and every switch serves control packets ahead
+/// of its data.
+fn trimming_incast() -> Result<World, FabricError> {
+    incast_with(LinkParams {
+        trim: true,
+        control_priority: true,
+        ..LinkParams::default()
+    })
+}
+
+fn incast_with(base: LinkParams) -> Result<World, FabricError> {
     let params = LinkParams {
         queue_bytes: 16_000,
         ecn_threshold: Some(6_000),
-        ..LinkParams::default()
+        ..base
     };
     let topo = Topology::fat_tree(4, params).unwrap();
     let cfg = FabricConfig {
@@ -160,9 +177,10 @@ fn costed_tree() -> Result<World, FabricError> {
 
 #[test]
 fn a_run_split_across_threads_is_the_run_of_one() {
-    let shapes: [(&str, &Build); 4] = [
+    let shapes: [(&str, &Build); 5] = [
         ("fat tree", &|| fat_tree(3, 48 * 1024, 5)),
         ("incast", &incast),
+        ("trimming incast", &trimming_incast),
         ("dumbbell", &dumbbell),
         ("costed k-ary n-tree", &costed_tree),
     ];
@@ -180,6 +198,13 @@ fn a_run_split_across_threads_is_the_run_of_one() {
             assert!(
                 s.dropped_total() > 0 && s.ecn_marked > 0,
                 "{name}: the bottleneck drops and marks: {s:?}"
+            );
+        }
+        if name == "trimming incast" {
+            let s = &want.2;
+            assert!(
+                s.trimmed > 0 && s.control_ahead > 0,
+                "{name}: headers and control packets go ahead: {s:?}"
             );
         }
         for n in 1..=4 {
@@ -235,21 +260,6 @@ fn what_a_split_cannot_carry_is_refused_by_name() {
     };
     let why = refused(&faulty);
     assert!(why.contains("fault rule"), "{why}");
-    let trimming = || {
-        let params = LinkParams {
-            trim: true,
-            ..LinkParams::default()
-        };
-        let (w, _) = world(
-            Topology::star(2, params),
-            FabricConfig::default(),
-            RuleSet::new(),
-            4096,
-        );
-        Ok(w)
-    };
-    let why = refused(&trimming);
-    assert!(why.contains("h0-s0") && why.contains("trim"), "{why}");
     let tapped = || {
         let (mut w, _) = world(
             Topology::pair(LinkParams::default()),

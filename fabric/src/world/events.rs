@@ -16,8 +16,9 @@ pub(super) enum EvKind {
     Post(u32, Box<WorkRequest>),
     /// The host NIC's receive side has processed a packet (cost model).
     Deliver(u32, Pkt),
-    /// A trimmed header reaches the far end of a port, ahead of the queue.
-    ArriveTrimmed(PortId, Pkt),
+    /// The first packet of a port's ahead line (a header sent ahead of
+    /// its queue: trimmed, or control under priority) reaches the far end.
+    ArriveAhead(PortId),
 }
 
 /// Event codes in a queue key's `slot` (see `World::code`); 0 is the slab.
@@ -25,6 +26,9 @@ pub(super) const CODE_INDEX: u32 = (1 << 30) - 1;
 pub(super) const CODE_ARRIVE: u32 = 1 << 30;
 pub(super) const CODE_HOST_FREE: u32 = 2 << 30;
 pub(super) const CODE_TIMER: u32 = 3 << 30;
+/// Below the two top bits: set for an ahead arrival (its port below),
+/// clear for a slab slot.
+pub(super) const CODE_AHEAD: u32 = 1 << 29;
 /// Lines of a host's state asked for ahead of its events (deep pipeline):
 /// its own fields and the NIC's per-packet part (20 lines, 1,256 bytes,
 /// today).
@@ -43,6 +47,7 @@ impl World {
             EvKind::Arrive(port) => small(CODE_ARRIVE, port),
             EvKind::HostFree(h) => small(CODE_HOST_FREE, h),
             EvKind::Timer(h) => small(CODE_TIMER, h),
+            EvKind::ArriveAhead(port) => (port < CODE_AHEAD).then_some(CODE_AHEAD | port),
             _ => None,
         };
         if let Some(c) = coded {
@@ -58,10 +63,7 @@ impl World {
                 (self.slab.len() - 1) as u32
             }
         };
-        assert!(
-            slot <= CODE_INDEX,
-            "more than 2^30 events with data pending"
-        );
+        assert!(slot < CODE_AHEAD, "more than 2^29 events with data pending");
         slot
     }
 
@@ -72,6 +74,7 @@ impl World {
             CODE_ARRIVE => EvKind::Arrive(index),
             CODE_HOST_FREE => EvKind::HostFree(index),
             CODE_TIMER => EvKind::Timer(index),
+            _ if index & CODE_AHEAD != 0 => EvKind::ArriveAhead(index & !CODE_AHEAD),
             _ => {
                 let kind = self.slab[index as usize].take().expect("scheduled event");
                 self.free.push(index);
@@ -458,7 +461,12 @@ impl World {
                 self.arrive(port, f.pkt);
             }
             EvKind::Enqueue(port, pkt) => self.enqueue(port, pkt),
-            EvKind::ArriveTrimmed(port, pkt) => self.arrive(port, pkt),
+            EvKind::ArriveAhead(port) => {
+                let f = self.ahead[port as usize]
+                    .pop_front()
+                    .expect("scheduled ahead arrival");
+                self.arrive(port, f.pkt);
+            }
             EvKind::Deliver(h, pkt) => self.arrive_at_host(h, pkt),
             EvKind::Timer(h) => {
                 let host = &mut self.hosts[h as usize];

@@ -418,7 +418,9 @@ impl World {
         if hot.remote {
             st.flight.push_back(entry.stand_in());
             if let Some(shard) = self.shard.as_mut() {
-                shard.outbox[usize::from(hot.to_shard)].push((port, entry));
+                shard.outbox[usize::from(hot.to_shard)]
+                    .line
+                    .push((port, entry));
             }
         } else {
             st.flight.push_back(entry);
@@ -489,7 +491,34 @@ impl World {
             self.capture(self.now, &pkt);
         }
         let at = self.now + ser + hot.latency;
-        self.schedule(at, EvKind::ArriveTrimmed(port, pkt));
+        let f = InFlight { arrive: at, pkt };
+        if hot.remote {
+            // The far end's shard files it, with the key this node gives
+            // it (a later window's: the line's latency is at least one).
+            let key = self.windows.stamp(at, events::CODE_AHEAD | port);
+            if let Some(shard) = self.shard.as_mut() {
+                shard.outbox[usize::from(hot.to_shard)]
+                    .ahead
+                    .push((port, key, f));
+            }
+            return;
+        }
+        self.file_ahead(port, f);
+        self.schedule(at, EvKind::ArriveAhead(port));
+    }
+
+    /// Puts `f` in `port`'s ahead line, after every packet that arrives
+    /// no later. Its arrival event is filed by the caller; a port's ahead
+    /// arrivals at one time run in the order they were sent (their keys'
+    /// counts grow with it), which is the line's.
+    pub(super) fn file_ahead(&mut self, port: PortId, f: InFlight) {
+        let p = port as usize;
+        if self.ahead.len() <= p {
+            self.ahead.resize_with(p + 1, VecDeque::new);
+        }
+        let line = &mut self.ahead[p];
+        let at = line.partition_point(|g| g.arrive <= f.arrive);
+        line.insert(at, f);
     }
 
     /// Encapsulates a packet that starts crossing a tapped link at `t`;

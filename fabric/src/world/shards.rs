@@ -26,11 +26,13 @@
 //!   arrival, [`InFlight::stand_in`]) for its queue's count, and the
 //!   packet itself goes to the receiver's line.
 //!
+//! - a packet a switch sends ahead of its queue (trimmed, or control
+//!   under priority) goes to the far end's shard with the key its
+//!   arrival would have had on one thread.
+//!
 //! What a split run cannot hold (refused by [`World::shardable`]): fault
 //! rules (their random streams are shared by every link they match), a
-//! capture, a trace sink, a ladder journal, host apps, and switch ports that send
-//! headers ahead of their queue (trimming, control priority), whose
-//! events carry packets across nodes in the event slab.
+//! capture, a trace sink, a ladder journal, and host apps.
 
 use std::sync::mpsc;
 
@@ -44,8 +46,23 @@ use ports::InFlight;
 /// Most shards a run may be split into.
 pub const MAX_SHARDS: usize = 64;
 
-/// A packet handed from one shard to another, with the port it crosses.
-type Mail = Vec<(PortId, InFlight)>;
+/// Packets handed from one shard to another, with the ports they cross.
+#[derive(Debug, Default)]
+pub(super) struct Mail {
+    /// For the ports' lines, in the order they were given.
+    pub(super) line: Vec<(PortId, InFlight)>,
+    /// Sent ahead of the ports' queues, with the keys of their arrivals.
+    pub(super) ahead: Vec<(PortId, u128, InFlight)>,
+}
+
+impl Mail {
+    /// The earliest arrival among the packets.
+    fn first_arrival(&self) -> Option<Instant> {
+        let line = self.line.iter().map(|(_, f)| f.arrive);
+        line.chain(self.ahead.iter().map(|(_, _, f)| f.arrive))
+            .min()
+    }
+}
 
 /// What a world running as one shard keeps besides a world's state.
 #[derive(Debug, Default)]
@@ -363,7 +380,7 @@ fn coordinate(
     };
     // Per receiving shard, per sending shard: what it has to take in.
     let mut inboxes: Vec<Vec<Mail>> = (0..shards)
-        .map(|_| (0..shards).map(|_| Vec::new()).collect())
+        .map(|_| (0..shards).map(|_| Mail::default()).collect())
         .collect();
     let mut spare_runs: Vec<Vec<RunDigest>> = (0..shards).map(|_| Vec::new()).collect();
     let mut done: Vec<Option<Done>> = (0..shards).map(|_| None).collect();
@@ -372,8 +389,7 @@ fn coordinate(
         let in_mail = inboxes
             .iter()
             .flatten()
-            .flatten()
-            .map(|(_, f)| f.arrive)
+            .filter_map(Mail::first_arrival)
             .min();
         let Some(t) = next.iter().flatten().copied().chain(in_mail).min() else {
             break;
@@ -410,7 +426,7 @@ fn coordinate(
             run_lists.push(d.runs);
             event_lists.push(d.host_events);
             for (to, mail) in d.outbox.into_iter().enumerate() {
-                inboxes[to].resize_with(shards, Vec::new);
+                inboxes[to].resize_with(shards, Mail::default);
                 inboxes[to][s] = mail;
             }
         }
@@ -492,12 +508,6 @@ impl World {
         if let Some(h) = self.hosts.iter().position(|h| h.app.is_some()) {
             return Err(format!("host h{h} runs an app"));
         }
-        if let Some(st) = self.ports.iter().find(|st| st.hot.trim || st.hot.priority) {
-            return Err(format!(
-                "link {} sends headers ahead of its queue (trim or control_priority)",
-                self.topo.links[st.hot.link as usize].name
-            ));
-        }
         Ok(())
     }
 
@@ -545,6 +555,10 @@ impl World {
                 } else {
                     st.flight.clear();
                 }
+                // Its ahead arrivals' keys went with the other shard's.
+                if let Some(line) = self.ahead.get_mut(p) {
+                    line.clear();
+                }
             }
             if !mine(from) {
                 // Only the sender judges its queue.
@@ -554,7 +568,7 @@ impl World {
         }
         self.trace.held = Some(Vec::new());
         self.shard = Some(Box::new(Shard {
-            outbox: (0..shards).map(|_| Vec::new()).collect(),
+            outbox: (0..shards).map(|_| Mail::default()).collect(),
         }));
     }
 
@@ -563,8 +577,8 @@ impl World {
     /// Hands back the emptied lists, one per shard.
     fn take_mail(&mut self, mut inbox: Vec<Mail>) -> Vec<Mail> {
         let shards = self.shard.as_ref().map_or(0, |s| s.outbox.len());
-        inbox.resize_with(shards, Vec::new);
-        for (port, f) in inbox.iter_mut().flat_map(|m| m.drain(..)) {
+        inbox.resize_with(shards, Mail::default);
+        for (port, f) in inbox.iter_mut().flat_map(|m| m.line.drain(..)) {
             let arrive = f.arrive;
             let st = &mut self.ports[port as usize];
             st.flight.push_back(f);
@@ -573,6 +587,10 @@ impl World {
                 debug_assert_eq!(slot & !events::CODE_INDEX, CODE_ARRIVE);
                 self.queue.insert_key(pack(arrive, 0, slot));
             }
+        }
+        for (port, key, f) in inbox.iter_mut().flat_map(|m| m.ahead.drain(..)) {
+            self.file_ahead(port, f);
+            self.queue.insert_key(key);
         }
         inbox
     }
@@ -605,8 +623,8 @@ mod tests {
     use super::*;
 
     /// Counters add up across shards and maxima stay maxima, every field
-    /// (the stories of tests/shards.rs leave several at zero: no faults,
-    /// no trimming in a split run).
+    /// (the stories of tests/shards.rs leave several at zero: no faults
+    /// in a split run).
     #[test]
     fn counters_add_up_and_maxima_stay_maxima() {
         let one = |n: u64| FabricStats {

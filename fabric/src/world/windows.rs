@@ -39,7 +39,7 @@ use std::collections::BinaryHeap;
 
 use super::*;
 use crate::queue::unpack;
-use events::{CODE_ARRIVE, CODE_HOST_FREE, CODE_INDEX, CODE_TIMER};
+use events::{CODE_AHEAD, CODE_ARRIVE, CODE_HOST_FREE, CODE_INDEX, CODE_TIMER};
 
 /// The order the event loop runs events in ([`World::set_event_order`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -109,9 +109,12 @@ impl Windows {
     /// key does not. Every other event is filed by the node it happens
     /// at (a host's wake-ups and timers, events with data), whose own
     /// count breaks ties in time; the one exception, a header a switch
-    /// sends ahead of its queue, carries the sender's count, which is why
-    /// a split run refuses such ports (`shards`). The counts wrap after
-    /// 2^32 keys, which keeps the order deterministic if not FIFO.
+    /// sends ahead of its queue, carries the sender's count and its port
+    /// (the sender is the port's one sender, so no two such keys tie, and
+    /// a tie with the receiver's own events is broken by the slot: events
+    /// with data first, then ahead arrivals by port, whoever runs which
+    /// node). The counts wrap after 2^32 keys, which keeps the order
+    /// deterministic if not FIFO.
     #[inline]
     pub(super) fn stamp(&mut self, t: Instant, slot: u32) -> u128 {
         if slot & !CODE_INDEX == CODE_ARRIVE {
@@ -196,9 +199,10 @@ impl World {
         match slot & !CODE_INDEX {
             CODE_ARRIVE => self.ports[index as usize].hot.peer,
             CODE_HOST_FREE | CODE_TIMER => self.topo.hosts[index as usize],
+            _ if index & CODE_AHEAD != 0 => self.ports[(index & !CODE_AHEAD) as usize].hot.peer,
             _ => match self.slab[index as usize].as_ref() {
                 Some(EvKind::Enqueue(p, _)) => self.topo.ports[*p as usize].node,
-                Some(EvKind::ArriveTrimmed(p, _) | EvKind::Arrive(p)) => {
+                Some(EvKind::ArriveAhead(p) | EvKind::Arrive(p)) => {
                     self.ports[*p as usize].hot.peer
                 }
                 Some(
