@@ -329,6 +329,60 @@ fn bench_sim_on_threads_reports_the_run_of_one() {
     );
 }
 
+/// `udrma run --threads N` prints the report one thread prints running
+/// the file in windows, line for line, but for the wall time; what a
+/// split cannot carry is bad input (exit 2) that names it.
+#[test]
+fn run_on_threads_reports_what_one_thread_reports() {
+    let report = |args: &[&str]| {
+        let out = udrma(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| match l.strip_prefix("simulated") {
+                // Its wall time and rate, in brackets, differ run to run.
+                Some(rest) => rest.split(" (").next().unwrap_or(rest).to_string(),
+                None => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let file = "scenarios/examples/incast-trim.toml";
+    let windows = "topology.order=windows";
+    let one = report(&["run", file, "--set", windows]);
+    assert!(one.len() >= 8 && one[0].contains("trace"), "{one:?}");
+    assert_eq!(report(&["run", file, "--threads", "2"]), one);
+    assert_eq!(
+        report(&["run", file, "--threads", "3", "--set", windows]),
+        one
+    );
+    for (args, why) in [
+        (
+            vec![
+                "run",
+                "scenarios/examples/lossy-write.toml",
+                "--threads",
+                "2",
+            ],
+            "fault rule \"loss\"",
+        ),
+        (vec!["run", file, "--threads", "0"], "--threads"),
+        (
+            vec!["run", file, "--threads", "2", "--backend", "udp"],
+            "udp backend",
+        ),
+    ] {
+        let out = udrma(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+}
+
 /// The heap on huge pages (src/hugepages.rs) changes no outcome: the
 /// same fabric gives the same trace hash with them off. Where the kernel
 /// offers them, the run's memory is on them (a heap that forgot to ask

@@ -34,5 +34,5 @@ pub use topology::{LinkParams, Topology};
 pub use trace::{DropReason, Trace, TraceEvent, TraceFormat};
 pub use world::{
     partition, run_sharded, EventOrder, FabricConfig, FabricError, FabricStats, HostEvent, Journey,
-    ShardError, ShardedRun, WindowError, World, MAX_SHARDS, WIRE_OVERHEAD,
+    ShardError, ShardedRun, SplitWorld, WindowError, World, MAX_SHARDS, WIRE_OVERHEAD,
 };

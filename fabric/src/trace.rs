@@ -196,7 +196,7 @@ fn words(ev: &TraceEvent) -> ([u64; 5], usize) {
 pub struct Trace {
     hash: u64,
     events: u64,
-    sink: Option<(TraceFormat, Box<dyn Write>)>,
+    sink: Option<(TraceFormat, Box<dyn Write + Send>)>,
     error: Option<std::io::Error>,
     /// While a node's run in a window is being recorded: the hash before
     /// it, and the count of events before it ([`Trace::begin_run`]).
@@ -234,7 +234,7 @@ impl Default for Trace {
 
 impl Trace {
     /// Also writes every event to `sink`.
-    pub fn set_sink(&mut self, format: TraceFormat, sink: Box<dyn Write>) {
+    pub fn set_sink(&mut self, format: TraceFormat, sink: Box<dyn Write + Send>) {
         self.sink = Some((format, sink));
     }
 
@@ -471,10 +471,10 @@ mod tests {
     use super::*;
 
     #[derive(Clone, Default)]
-    struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
     impl Write for Shared {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.borrow_mut().extend_from_slice(b);
+            self.0.lock().unwrap().extend_from_slice(b);
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
@@ -505,7 +505,7 @@ mod tests {
             t.record(e);
         }
         t.finish().unwrap();
-        assert_eq!(read_postcard(&out.0.borrow()).unwrap(), evs);
+        assert_eq!(read_postcard(&out.0.lock().unwrap()).unwrap(), evs);
         // Pinned: the folds of the words [0x1_0000_0103, 5, 2] and
         // [0x3_0000_0101, 9, 4] from the seed (computed apart from this code,
         // in a few lines of Python). Changing the words or the fold changes
@@ -713,7 +713,7 @@ mod tests {
             host: 0,
             paused: true,
         });
-        let text = String::from_utf8(out.0.borrow().clone()).unwrap();
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
         assert_eq!(text, "{\"Pause\":{\"t\":1,\"host\":0,\"paused\":true}}\n");
     }
 }

@@ -46,6 +46,7 @@ mod journey;
 mod packet;
 mod ports;
 mod shards;
+mod split;
 mod windows;
 
 use arrivals::Arrivals;
@@ -55,6 +56,7 @@ pub use journey::Journey;
 use packet::{Head, Pkt};
 use ports::{InFlight, PortHot, PortState};
 pub use shards::{partition, run_sharded, ShardError, ShardedRun, MAX_SHARDS};
+pub use split::SplitWorld;
 pub use windows::{EventOrder, WindowError};
 
 use crate::queue::EventQueue;
@@ -231,7 +233,7 @@ pub struct World {
     serial: u64,
     stats: FabricStats,
     trace: Trace,
-    pcap: Option<PcapSink<Box<dyn Write>>>,
+    pcap: Option<PcapSink<Box<dyn Write + Send>>>,
     /// Captured frames waiting for simulated time to reach them.
     pcap_pending: BTreeMap<(Instant, u64), Vec<u8>>,
     pcap_error: Option<CaptureError>,
@@ -460,13 +462,13 @@ impl World {
     }
 
     /// Writes every event to `sink` as well as hashing it.
-    pub fn set_trace_sink(&mut self, format: TraceFormat, sink: Box<dyn Write>) {
+    pub fn set_trace_sink(&mut self, format: TraceFormat, sink: Box<dyn Write + Send>) {
         self.trace.set_sink(format, sink);
     }
 
     /// Captures every packet that starts crossing one of `links` (both
     /// directions) to a nanosecond pcap, timestamped with simulated time.
-    pub fn tap(&mut self, links: &[&str], sink: Box<dyn Write>) -> Result<(), FabricError> {
+    pub fn tap(&mut self, links: &[&str], sink: Box<dyn Write + Send>) -> Result<(), FabricError> {
         for name in links {
             let id = self
                 .topo
@@ -481,7 +483,7 @@ impl World {
     }
 
     /// Captures every link.
-    pub fn tap_all(&mut self, sink: Box<dyn Write>) -> Result<(), FabricError> {
+    pub fn tap_all(&mut self, sink: Box<dyn Write + Send>) -> Result<(), FabricError> {
         self.ports.iter_mut().for_each(|st| st.hot.tapped = true);
         self.pcap = Some(PcapSink::new(sink)?);
         Ok(())

@@ -173,13 +173,13 @@ fn events_reach_the_app_not_the_host_event_queue() {
     let mut sim = Sim::builder().build().unwrap();
     let src = sim.nic_mut(H0).register(0x1000, 4096, Access::ALL);
     let dst = sim.nic_mut(H1).register(0x9000, 4096, Access::ALL);
-    let seen = std::rc::Rc::new(std::cell::Cell::new(0u32));
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let counter = seen.clone();
     sim.add_app(
         H1,
         from_fn(move |_, _, event| {
             if matches!(event, Event::WriteReceived { .. }) {
-                counter.set(counter.get() + 1);
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }),
     )
@@ -193,7 +193,7 @@ fn events_reach_the_app_not_the_host_event_queue() {
         .unwrap();
     sim.service(H0);
     sim.run().assert_invariants();
-    assert_eq!(seen.get(), 1);
+    assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 1);
     let queued: Vec<_> = sim.world_mut().take_host_events();
     assert!(
         queued.iter().all(|e| e.host == H0),

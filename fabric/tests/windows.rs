@@ -68,7 +68,7 @@ fn messy_fat_tree(order: EventOrder) -> (u64, Vec<u64>) {
     );
     // Every hop is an event, and the events are counted in both orders.
     assert!(s.packet_hops > 0 && s.events > s.packet_hops, "{s:?}");
-    let frames: Vec<u64> = udrma_proto::pcap::PcapSource::new(&pcap.0.borrow()[..])
+    let frames: Vec<u64> = udrma_proto::pcap::PcapSource::new(&pcap.bytes()[..])
         .unwrap()
         .map(|f| f.unwrap().time_ns)
         .collect();

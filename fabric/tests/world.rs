@@ -83,7 +83,7 @@ fn trace_hash(seed: u64, policy: Policy, lossy: bool) -> u64 {
 #[test]
 fn stepping_one_event_at_a_time_is_running() {
     let frames = |pcap: &Shared| -> Vec<u64> {
-        udrma_proto::pcap::PcapSource::new(&pcap.0.borrow()[..])
+        udrma_proto::pcap::PcapSource::new(&pcap.bytes()[..])
             .unwrap()
             .map(|f| f.unwrap().time_ns)
             .collect()
@@ -118,11 +118,7 @@ fn stepping_one_event_at_a_time_is_running() {
     ran.finish().unwrap();
     assert_eq!(w.trace().hash(), ran.trace().hash());
     assert_eq!(format!("{:?}", w.stats()), format!("{:?}", ran.stats()));
-    assert_eq!(
-        stepped.0.borrow()[..],
-        whole.0.borrow()[..],
-        "the same capture"
-    );
+    assert_eq!(stepped.bytes()[..], whole.bytes()[..], "the same capture");
     assert_eq!(steps, w.stats().events, "one event a step");
     assert!(steps > 5000, "{steps} steps");
 }
@@ -274,13 +270,13 @@ fn pcap_tap_and_trace_sinks_agree_with_the_hash() {
     write(&mut w, &keys, 0, 9, 100 * 1024);
     assert!(w.run());
     w.finish().unwrap();
-    let events = udrma_fabric::trace::read_postcard(&trace.0.borrow()).unwrap();
+    let events = udrma_fabric::trace::read_postcard(&trace.bytes()).unwrap();
     assert_eq!(events.len() as u64, w.trace().events());
     let on_link: usize = events
         .iter()
         .filter(|e| matches!(e, udrma_fabric::TraceEvent::Tx { link: 0, .. }))
         .count();
-    let frames: Vec<_> = udrma_proto::pcap::PcapSource::new(&pcap.0.borrow()[..])
+    let frames: Vec<_> = udrma_proto::pcap::PcapSource::new(&pcap.bytes()[..])
         .unwrap()
         .map(Result::unwrap)
         .collect();

@@ -29,7 +29,7 @@ use udrma_proto::Instant;
 
 /// Host software driven by a backend (see the [module docs](self) for the
 /// calling rules).
-pub trait App: Any {
+pub trait App: Any + Send {
     /// Called once when the app is installed on its host, at `now`: post
     /// receives, register memory, start the first requests.
     fn start(&mut self, now: Instant, nic: &mut Nic) {
@@ -57,6 +57,14 @@ pub trait App: Any {
     fn is_done(&self) -> bool {
         true
     }
+
+    /// A copy of this app as it stands, for a run split across threads:
+    /// every thread builds the same world and installs the same apps, and
+    /// each drives the copies on its own hosts. `None` (the default)
+    /// says it cannot be copied, and such a run is refused.
+    fn fork(&self) -> Option<Box<dyn App>> {
+        None
+    }
 }
 
 /// An app made of one closure that reacts to events (see [`from_fn`]).
@@ -66,7 +74,7 @@ pub struct FnApp<F> {
 
 impl<F> App for FnApp<F>
 where
-    F: FnMut(Instant, &mut Nic, Event) + 'static,
+    F: FnMut(Instant, &mut Nic, Event) + Send + 'static,
 {
     fn handle_event(&mut self, now: Instant, nic: &mut Nic, event: Event) {
         (self.on_event)(now, nic, event);
@@ -90,7 +98,7 @@ where
 /// ```
 pub fn from_fn<F>(on_event: F) -> FnApp<F>
 where
-    F: FnMut(Instant, &mut Nic, Event) + 'static,
+    F: FnMut(Instant, &mut Nic, Event) + Send + 'static,
 {
     FnApp { on_event }
 }

@@ -5,7 +5,7 @@
 //! stack), all in this process or some in others.
 
 use udrma_bridge::Cluster;
-use udrma_fabric::World;
+use udrma_fabric::{FabricStats, SplitWorld, World};
 use udrma_host::App;
 use udrma_nic::Nic;
 use udrma_proto::{Instant, NodeAddr};
@@ -77,8 +77,9 @@ pub trait Backend {
         Ok(())
     }
     /// Lets time pass, driving the hosts and their apps, until nothing is
-    /// left to do or the next thing due is past `limit`.
-    fn run(&mut self, limit: Instant) -> Ending;
+    /// left to do or the next thing due is past `limit`. Fails only when
+    /// the run itself cannot go on (a split run's thread stopped).
+    fn run(&mut self, limit: Instant) -> Result<Ending, String>;
     /// Nothing left in flight and every NIC idle.
     fn is_idle(&self) -> bool;
     /// Flushes outputs (trace, capture); reports the first error.
@@ -127,12 +128,12 @@ impl Backend for World {
         World::app_dyn(self, h)
     }
 
-    fn run(&mut self, limit: Instant) -> Ending {
-        if self.run_until(limit) {
+    fn run(&mut self, limit: Instant) -> Result<Ending, String> {
+        Ok(if self.run_until(limit) {
             Ending::Quiet
         } else {
             Ending::Limit(self.peek_time().unwrap_or(limit))
-        }
+        })
     }
 
     fn is_idle(&self) -> bool {
@@ -144,7 +145,21 @@ impl Backend for World {
     }
 
     fn traffic(&self) -> Traffic {
-        let s = self.stats();
+        Traffic::of(self.stats())
+    }
+
+    fn trace_hash(&self) -> Option<u64> {
+        Some(self.trace().hash())
+    }
+
+    fn world(&self) -> Option<&World> {
+        Some(self)
+    }
+}
+
+impl Traffic {
+    /// The simulator's counters as a backend reports them.
+    fn of(s: &FabricStats) -> Traffic {
         Traffic {
             sent: s.sent,
             delivered: s.delivered,
@@ -158,13 +173,69 @@ impl Backend for World {
             packet_hops: s.packet_hops,
         }
     }
+}
+
+/// The simulated world split across threads (`udrma run --threads`):
+/// each host's NIC and app live in the world of the thread that runs it.
+/// Apps are copied onto every thread's world before the run
+/// ([`udrma_host::App::fork`]); working on a NIC from outside its app
+/// makes the next run fail, naming the host.
+impl Backend for SplitWorld {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn now(&self) -> Instant {
+        SplitWorld::now(self)
+    }
+
+    fn n_hosts(&self) -> usize {
+        self.topology().n_hosts()
+    }
+
+    fn nic(&self, h: NodeAddr) -> &Nic {
+        self.world_of(h).nic(h)
+    }
+
+    fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic {
+        SplitWorld::nic_mut(self, h)
+    }
+
+    fn service(&mut self, h: NodeAddr) {
+        // Only after nic_mut, which has already marked the run.
+        let _ = h;
+    }
+
+    fn set_app(&mut self, h: NodeAddr, app: Box<dyn App>) -> Result<(), String> {
+        SplitWorld::set_app(self, h, app).map_err(|e| e.to_string())
+    }
+
+    fn app(&self, h: NodeAddr) -> Option<&dyn App> {
+        self.world_of(h).app_dyn(h)
+    }
+
+    fn run(&mut self, limit: Instant) -> Result<Ending, String> {
+        match self.run_until(limit) {
+            Ok(true) => Ok(Ending::Quiet),
+            Ok(false) => Ok(Ending::Limit(self.peek_time().unwrap_or(limit))),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        SplitWorld::is_idle(self)
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        SplitWorld::finish(self).map_err(|e| e.to_string())
+    }
+
+    fn traffic(&self) -> Traffic {
+        Traffic::of(&self.stats())
+    }
 
     fn trace_hash(&self) -> Option<u64> {
         Some(self.trace().hash())
-    }
-
-    fn world(&self) -> Option<&World> {
-        Some(self)
     }
 }
 
@@ -230,11 +301,11 @@ impl Backend for Udp {
         self.cluster.meet().map_err(|e| e.to_string())
     }
 
-    fn run(&mut self, limit: Instant) -> Ending {
+    fn run(&mut self, limit: Instant) -> Result<Ending, String> {
         loop {
             let now = self.cluster.now();
             if now >= limit {
-                return Ending::Limit(now);
+                return Ok(Ending::Limit(now));
             }
             // Send what the last turn's arrivals produced (ACKs), so that
             // an idle host looks idle.
@@ -244,7 +315,7 @@ impl Backend for Udp {
             // hosts in other processes, stay (serving them) until every
             // one has said goodbye and heard ours.
             if done && (!self.cluster.has_remotes() || self.cluster.goodbye()) {
-                return Ending::Quiet;
+                return Ok(Ending::Quiet);
             }
             let until = match self.cluster.next_goodbye() {
                 Some(t) if done => self.cluster.now_of(t).min(limit),

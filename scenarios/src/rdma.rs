@@ -57,7 +57,11 @@ pub(crate) fn start_and_run(
         message: format!("{NETWORK}{e}"),
     })?;
     let limit = Instant::ZERO + sc.file.time_limit.0;
-    let ending = world.run(limit);
+    let ending = world.run(limit).map_err(|e| ScenarioError {
+        file: sc.path.clone(),
+        at: None,
+        message: e,
+    })?;
     world
         .finish()
         .map_err(|e| sc.error_at("outputs", format!("writing outputs: {e}")))?;

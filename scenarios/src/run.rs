@@ -7,7 +7,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 
 use udrma_bridge::{BridgeConfig, Cluster, FaultPlan};
-use udrma_fabric::{EventOrder, TraceFormat, World};
+use udrma_fabric::{EventOrder, SplitWorld, TraceFormat, World};
 use udrma_faults::Direction;
 use udrma_nic::NicConfig;
 use udrma_proto::{Duration, NodeAddr};
@@ -45,13 +45,17 @@ pub struct RunOptions {
     /// Overrides the file's seed.
     pub seed: Option<u64>,
     /// Capture to this sink, of these links (empty: all).
-    pub pcap: Option<(Box<dyn Write>, Vec<String>)>,
+    pub pcap: Option<(Box<dyn Write + Send>, Vec<String>)>,
     /// Trace to this sink.
-    pub trace: Option<(TraceFormat, Box<dyn Write>)>,
+    pub trace: Option<(TraceFormat, Box<dyn Write + Send>)>,
     /// Draw a ladder diagram (`Report::ladder_svg`).
     pub ladder: Option<Ladder>,
     /// Where the packets go (default: the simulated fabric).
     pub backend: BackendKind,
+    /// Split the simulated run across this many threads (in lookahead
+    /// windows, with the outcome of one thread in windows); `None` runs
+    /// one world as the file says.
+    pub threads: Option<usize>,
 }
 
 /// Runs `sc`. Fails only on invalid input; check failures are in the
@@ -59,7 +63,15 @@ pub struct RunOptions {
 pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError> {
     let seed = opts.seed.unwrap_or(sc.file.seed);
     if opts.backend == BackendKind::Udp {
+        if opts.threads.is_some() {
+            return Err(sc.error(
+                "--threads splits the simulated fabric; the udp backend runs real sockets".into(),
+            ));
+        }
         return run_udp(sc, seed, &opts);
+    }
+    if let Some(n) = opts.threads {
+        return run_split(sc, seed, n, &opts);
     }
     let mut world = sim_world(sc, seed)?;
     let n = world.n_hosts();
@@ -116,6 +128,57 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         _ => None,
     };
     crate::rdma::run(sc, seed, Box::new(world), ladder)
+}
+
+/// Runs `sc`'s RDMA workloads on `threads` copies of its world, each
+/// thread running its share of the nodes ([`SplitWorld`]).
+fn run_split(
+    sc: &Scenario,
+    seed: u64,
+    threads: usize,
+    opts: &RunOptions,
+) -> Result<Report, ScenarioError> {
+    let refuse = |what: &str| {
+        Err(sc.error(format!(
+            "--threads {threads}: {what} cannot be split across threads"
+        )))
+    };
+    if opts.pcap.is_some() || sc.file.outputs.pcap.is_some() {
+        return refuse("a capture");
+    }
+    if opts.trace.is_some() || sc.file.outputs.trace.is_some() {
+        return refuse("a trace file (a split run has the trace's hash, not its events)");
+    }
+    if opts.ladder.is_some() {
+        return refuse("a ladder diagram");
+    }
+    if let Some(w) = sc.file.workloads.iter().find(|w| !w.kind.is_rdma()) {
+        return refuse(&format!("the {} workload", w.kind.name()));
+    }
+    if !(1..=udrma_fabric::MAX_SHARDS).contains(&threads) {
+        return Err(sc.error(format!(
+            "--threads {threads}: from 1 to {}",
+            udrma_fabric::MAX_SHARDS
+        )));
+    }
+    // Every thread's copy of the world, built side by side.
+    let worlds: Vec<Result<World, ScenarioError>> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (1..threads)
+                .map(|_| scope.spawn(|| sim_world(sc, seed)))
+                .collect();
+            let mut worlds = vec![sim_world(sc, seed)];
+            for h in handles {
+                worlds.push(h.join().unwrap_or_else(|_| {
+                    Err(sc.error("a thread building the world stopped".into()))
+                }));
+            }
+            worlds
+        });
+    let worlds = worlds.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let split =
+        SplitWorld::new(worlds).map_err(|e| sc.error(format!("--threads {threads}: {e}")))?;
+    crate::rdma::run(sc, seed, Box::new(split), None)
 }
 
 /// The simulated fabric of `sc`: topology, NICs, fault rules, pauses.

@@ -84,6 +84,15 @@ impl Scenario {
         }
     }
 
+    /// An error about the whole file (no place in it).
+    pub fn error(&self, message: String) -> ScenarioError {
+        ScenarioError {
+            file: self.path.clone(),
+            at: None,
+            message,
+        }
+    }
+
     /// An error about `token` (located at its first quoted occurrence in
     /// the text, if any).
     pub fn error_at(&self, token: &str, message: String) -> ScenarioError {

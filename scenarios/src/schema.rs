@@ -375,6 +375,33 @@ pub enum WorkloadKind {
 }
 
 impl WorkloadKind {
+    /// Whether it is one of the RDMA workloads (operations posted
+    /// straight on the NICs), not messaging, non-contiguous or collective.
+    pub fn is_rdma(self) -> bool {
+        !self.is_messaging() && !matches!(self, WorkloadKind::Noncontig | WorkloadKind::Collective)
+    }
+
+    /// Its name in a scenario file.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkloadKind::Single => "single",
+            WorkloadKind::Many => "many",
+            WorkloadKind::Pingpong => "pingpong",
+            WorkloadKind::Window => "window",
+            WorkloadKind::AllToAll => "all-to-all",
+            WorkloadKind::Incast => "incast",
+            WorkloadKind::RandomPairs => "random-pairs",
+            WorkloadKind::Permutation => "permutation",
+            WorkloadKind::Reuse => "reuse",
+            WorkloadKind::MsgLatency => "msg-latency",
+            WorkloadKind::MsgBw => "msg-bw",
+            WorkloadKind::MsgBibw => "msg-bibw",
+            WorkloadKind::Noncontig => "noncontig",
+            WorkloadKind::MsgMixed => "msg-mixed",
+            WorkloadKind::Collective => "collective",
+        }
+    }
+
     /// Whether it runs on the messaging layer.
     pub fn is_messaging(self) -> bool {
         matches!(

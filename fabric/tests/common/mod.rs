@@ -4,9 +4,6 @@
 
 #![allow(dead_code)]
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
 use udrma_fabric::{FabricConfig, LinkParams, Topology, World};
 use udrma_faults::{Model, Rule, RuleSet, Target};
 use udrma_nic::{Access, Event, MrKey, NicConfig, WorkRequest, WrId};
@@ -158,10 +155,16 @@ pub fn messy_rules(seed: u64, loss: f64) -> RuleSet {
 
 /// A sink a test can read back (traces, captures).
 #[derive(Clone, Default)]
-pub struct Shared(pub Rc<RefCell<Vec<u8>>>);
+pub struct Shared(pub std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+impl Shared {
+    /// What was written so far.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.0.lock().unwrap().clone()
+    }
+}
 impl std::io::Write for Shared {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(b);
+        self.0.lock().unwrap().extend_from_slice(b);
         Ok(b.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {

@@ -242,7 +242,7 @@ enum Action {
 }
 
 /// One host's part of an [`RdmaPlan`], as an app.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RdmaApp {
     me: NodeAddr,
     plan: Arc<RdmaPlan>,
@@ -487,6 +487,10 @@ impl RdmaApp {
 }
 
 impl App for RdmaApp {
+    fn fork(&self) -> Option<Box<dyn App>> {
+        Some(Box::new(self.clone()))
+    }
+
     fn start(&mut self, _now: Instant, nic: &mut Nic) {
         let h = self.me.0 as usize;
         let (src_len, dst_len) = (self.plan.src_len[h].max(1), self.plan.dst_len[h].max(1));

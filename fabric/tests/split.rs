@@ -1,0 +1,222 @@
+//! A split world driven the way a scenario runner drives a world: an
+//! app on every host, a run to a time limit and then on to the end, and
+//! what each host did read from the world that ran it. Split across any
+//! number of threads it comes out as one world in windows does: the same
+//! trace at the limit and at the end, the same counters and clock, and
+//! the same apps' records.
+
+mod common;
+
+use common::*;
+use udrma_fabric::{
+    EventOrder, FabricConfig, FabricStats, LinkParams, Policy, ShardError, SplitWorld, Topology,
+    World,
+};
+use udrma_faults::RuleSet;
+use udrma_host::app::from_fn;
+use udrma_host::App;
+use udrma_nic::{Event, MrKey, Nic, NicConfig, WorkRequest};
+use udrma_proto::{Duration, Instant, NodeAddr};
+
+/// Writes `len` bytes to one host, `rounds` times, each after the last
+/// completed and a pause of its own (an app timer); records when each
+/// completed.
+#[derive(Debug, Clone)]
+struct Relay {
+    to: u32,
+    keys: Vec<(MrKey, MrKey)>,
+    me: u32,
+    len: u64,
+    left: u32,
+    pause: Duration,
+    wake: Option<Instant>,
+    done: Vec<(Instant, bool)>,
+}
+
+impl Relay {
+    fn post(&mut self, now: Instant, nic: &mut Nic) {
+        let wr = WorkRequest::write(
+            NodeAddr(self.to),
+            self.keys[self.me as usize].0,
+            SRC,
+            self.len,
+            self.keys[self.to as usize].1 .0,
+            DST,
+        );
+        nic.post(now, wr).unwrap();
+        self.left -= 1;
+    }
+}
+
+impl App for Relay {
+    fn start(&mut self, now: Instant, nic: &mut Nic) {
+        self.post(now, nic);
+    }
+
+    fn handle_event(&mut self, now: Instant, _nic: &mut Nic, event: Event) {
+        if let Event::Completed { result, .. } = event {
+            self.done.push((now, result.is_ok()));
+            if self.left > 0 {
+                self.wake = Some(now + self.pause);
+            }
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.wake
+    }
+
+    fn handle_timeout(&mut self, now: Instant, nic: &mut Nic) {
+        self.wake = None;
+        self.post(now, nic);
+    }
+
+    fn is_done(&self) -> bool {
+        self.left == 0 && self.wake.is_none()
+    }
+
+    fn fork(&self) -> Option<Box<dyn App>> {
+        Some(Box::new(self.clone()))
+    }
+}
+
+const LEN: u64 = 24 * 1024;
+
+/// A k=4 fat tree of trimming switches that serve control packets
+/// first, every host's regions registered (part of the build, so every
+/// copy has them).
+fn fabric() -> (World, Vec<(MrKey, MrKey)>) {
+    let params = LinkParams {
+        queue_bytes: 24_000,
+        ecn_threshold: Some(8_000),
+        trim: true,
+        control_priority: true,
+        ..LinkParams::default()
+    };
+    let topo = Topology::fat_tree(4, params).unwrap();
+    let cfg = FabricConfig {
+        routing: Policy::Spray,
+        seed: 7,
+        nic: NicConfig {
+            max_retries: 40,
+            ..NicConfig::default()
+        },
+        ..FabricConfig::default()
+    };
+    world(topo, cfg, RuleSet::new(), LEN as usize)
+}
+
+/// Host `h`'s app: three writes to a host in another pod (an incast on
+/// hosts 0 and 1 from half of the others).
+fn relay(h: u32, keys: &[(MrKey, MrKey)]) -> Relay {
+    Relay {
+        to: if h % 2 == 0 { (h + 5) % 16 } else { h % 2 },
+        keys: keys.to_vec(),
+        me: h,
+        len: LEN,
+        left: 3,
+        pause: Duration::from_nanos(300 + 50 * u64::from(h)),
+        wake: None,
+        done: Vec::new(),
+    }
+}
+
+/// What a run shows: trace hash and events, counters, clock.
+type Seen = (u64, u64, FabricStats, Instant);
+
+fn seen_one(w: &World) -> Seen {
+    (
+        w.trace().hash(),
+        w.trace().events(),
+        w.stats().clone(),
+        w.now(),
+    )
+}
+
+fn seen_split(s: &SplitWorld) -> Seen {
+    (s.trace().hash(), s.trace().events(), s.stats(), s.now())
+}
+
+fn records(get: impl Fn(NodeAddr) -> Vec<(Instant, bool)>) -> Vec<Vec<(Instant, bool)>> {
+    (0..16).map(|h| get(NodeAddr(h))).collect()
+}
+
+#[test]
+fn a_split_world_with_apps_runs_as_one_world_does() {
+    let limit = Instant::ZERO + Duration::from_nanos(6_500);
+    let mut one = fabric().0;
+    one.set_event_order(EventOrder::Windows).unwrap();
+    let keys = fabric().1;
+    for h in 0..16 {
+        one.set_app(NodeAddr(h), Box::new(relay(h, &keys))).unwrap();
+    }
+    assert!(!one.run_until(limit), "work left at the limit");
+    let at_limit = seen_one(&one);
+    assert!(one.run_until(Instant(u64::MAX)), "idle at the end");
+    let at_end = seen_one(&one);
+    let want = records(|h| one.app::<Relay>(h).unwrap().done.clone());
+    assert!(want.iter().all(|r| r.len() == 3 && r.iter().all(|d| d.1)));
+    let s = &at_end.2;
+    assert!(
+        s.trimmed > 0 && s.control_ahead > 0,
+        "the incast trims and sends control packets ahead: {s:?}"
+    );
+
+    for n in 1..=4 {
+        let copies = (0..n).map(|_| fabric().0).collect();
+        let mut split = SplitWorld::new(copies).unwrap();
+        for h in 0..16 {
+            split
+                .set_app(NodeAddr(h), Box::new(relay(h, &keys)))
+                .unwrap();
+        }
+        assert!(!split.run_until(limit).unwrap());
+        assert_eq!(seen_split(&split), at_limit, "{n} threads, at the limit");
+        assert!(!split.is_idle());
+        assert!(split.run_until(Instant(u64::MAX)).unwrap());
+        assert!(split.is_idle());
+        assert_eq!(seen_split(&split), at_end, "{n} threads, at the end");
+        let got = records(|h| split.world_of(h).app::<Relay>(h).unwrap().done.clone());
+        assert_eq!(got, want, "{n} threads: what the apps saw");
+        split.finish().unwrap();
+    }
+}
+
+#[test]
+fn what_a_split_world_cannot_copy_is_refused_by_name() {
+    // An app with no copy of itself.
+    let mut split = SplitWorld::new(vec![fabric().0, fabric().0]).unwrap();
+    let e = split
+        .set_app(NodeAddr(3), Box::new(from_fn(|_, _, _| {})))
+        .expect_err("refused");
+    assert!(e.to_string().contains("h3's app cannot be copied"), "{e}");
+
+    // Work on a NIC from outside its app.
+    let (_, keys) = fabric();
+    let mut split = SplitWorld::new(vec![fabric().0, fabric().0]).unwrap();
+    let wr = WorkRequest::write(NodeAddr(1), keys[5].0, SRC, 64, keys[1].1 .0, DST);
+    split.nic_mut(NodeAddr(5)).post(Instant::ZERO, wr).unwrap();
+    let e = split.run_until(Instant(u64::MAX)).expect_err("refused");
+    assert!(e.to_string().contains("h5's NIC was worked on"), "{e}");
+
+    // Copies that are not the same world.
+    let (mut other, keys) = fabric();
+    write(&mut other, &keys, 2, 9, 4096);
+    let mut split = SplitWorld::new(vec![fabric().0, other]).unwrap();
+    match split.run_until(Instant(u64::MAX)) {
+        Err(ShardError::Differ(1, why)) => assert!(why.contains("against"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+
+    // Apps go in before the first run.
+    let mut split = SplitWorld::new(vec![fabric().0]).unwrap();
+    split.run_until(Instant(u64::MAX)).unwrap();
+    let e = split
+        .set_app(NodeAddr(0), Box::new(relay(0, &keys)))
+        .expect_err("refused");
+    assert!(e.to_string().contains("before it first runs"), "{e}");
+    assert!(matches!(
+        SplitWorld::new(Vec::new()),
+        Err(ShardError::Count(0))
+    ));
+}

@@ -1,0 +1,75 @@
+//! `--threads`: an example split across threads reports exactly what one
+//! thread reports running it in windows (every count, percentile, check
+//! and note, and the trace hash), and what a split cannot carry (fault
+//! rules, captures, traces, ladders, workloads other than RDMA) is
+//! refused by name, never run differently.
+
+use std::path::PathBuf;
+
+use udrma_scenarios::{run, RunOptions, Scenario};
+
+/// Example `name`, in windows.
+fn example(name: &str) -> Scenario {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut sc = Scenario::parse(name, &text).unwrap_or_else(|e| panic!("{e}"));
+    sc.file.topology.order = udrma_scenarios::schema::OrderKind::Windows;
+    sc
+}
+
+fn threads(n: Option<usize>) -> RunOptions {
+    RunOptions {
+        threads: n,
+        ..RunOptions::default()
+    }
+}
+
+/// The examples without fault rules, split on one to three threads; the
+/// larger ones in release builds only (`cargo test --release`; CI runs
+/// them).
+#[test]
+fn a_split_example_reports_what_one_thread_does() {
+    let mut names = vec!["incast-trim.toml", "incast-rccc.toml"];
+    if !cfg!(debug_assertions) {
+        names.extend([
+            "authenticated-cost.toml",
+            "reorder-spray.toml",
+            "perm-128-uec.toml",
+            "all-to-all-k8-nscc.toml",
+            "bench-perm-k8.toml",
+        ]);
+    }
+    for name in names {
+        let sc = example(name);
+        let want = run(&sc, threads(None)).unwrap();
+        assert!(want.passed(), "{name}: {:?}", want.notes);
+        for n in [1, 2, 3] {
+            let got = run(&sc, threads(Some(n))).unwrap();
+            assert_eq!(got, want, "{name} on {n} threads");
+        }
+    }
+}
+
+#[test]
+fn what_a_split_cannot_carry_is_refused_by_name() {
+    for (name, why) in [
+        ("lossy-write.toml", "fault rule"),
+        ("two-hosts-msg.toml", "the msg-latency workload"),
+        ("noncontig-columns.toml", "the noncontig workload"),
+    ] {
+        let e = run(&example(name), threads(Some(2))).expect_err(name);
+        let e = e.to_string();
+        assert!(e.contains(why) && e.contains("--threads 2"), "{name}: {e}");
+    }
+    let mut opts = threads(Some(2));
+    opts.trace = Some((
+        udrma_fabric::TraceFormat::JsonLines,
+        Box::new(std::io::sink()),
+    ));
+    let e = run(&example("incast.toml"), opts).expect_err("a trace");
+    assert!(e.to_string().contains("a trace file"), "{e}");
+    let e = run(&example("incast.toml"), threads(Some(65))).expect_err("65");
+    assert!(e.to_string().contains("from 1 to 64"), "{e}");
+}
