@@ -3,7 +3,7 @@
 permutations, side by side in one run.
 
     python3 scripts/vs-htsim-uec.py UEC_DATACENTER_DIR [--hosts 128 1024] [--seeds 1 2 3]
-                                    [--order time|windows]
+                                    [--order time|windows] [--threads 1 2]
 
 UEC_DATACENTER_DIR is `sim/datacenter` of a built uet-htsim checkout
 (ultraethernet/uet-htsim, built with its CMake files): it holds
@@ -19,7 +19,10 @@ where SCENARIO is `scenarios/examples/perm-HOSTS-uec.toml` with its
 pairs replaced by the matrix's (same shape: a fat tree of 100 Gb/s, 1 us
 links, NSCC, REPS, ACKs served first; with `--order windows` the
 simulator runs its events in lookahead windows, `order = "windows"` in
-the scenario's [topology], instead of the examples' time order). It
+the scenario's [topology], instead of the examples' time order; with
+`--threads 1 2` udrma runs once per thread count, `udrma run --threads
+N` for N above 1, which needs `--order windows`: a split run is a run in
+windows, and reports what one thread in windows does). It
 prints, per matrix, both
 simulators' p50, p99 and last completion, their retransmissions and
 wall times, and at the end the means over the seeds: one matrix's tail
@@ -87,14 +90,19 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--order", choices=["time", "windows"], default="time",
                     help="the simulator's event order (the examples run in time order)")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1],
+                    help="udrma's thread counts, each run in turn (above 1: --order windows)")
     args = ap.parse_args()
+    if any(t > 1 for t in args.threads) and args.order != "windows":
+        sys.exit("--threads above 1 splits a run in windows: add --order windows")
     uec = os.path.join(args.uec_dir, "htsim_uec")
     gen = os.path.join(args.uec_dir, "connection_matrices", "gen_permutation.py")
     require([(uec, "htsim_uec (build uet-htsim first)"), (gen, "gen_permutation.py"),
              (UDRMA, "udrma (cargo build --release)")])
     work = tempfile.mkdtemp(prefix="vs-htsim-uec-")
+    walls_head = " / ".join(f"udrma {t} thr." for t in args.threads)
     print("| hosts | seed | htsim_uec p50 / p99 / tail | udrma p50 / p99 / tail | tail ratio "
-          "| retransmits (htsim_uec / udrma) | wall (htsim_uec / udrma) |")
+          f"| retransmits (htsim_uec / udrma) | wall (htsim_uec / {walls_head}) |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     means = []
     for n in args.hosts:
@@ -112,26 +120,39 @@ def main():
             h50, h99, hmax, hrts, flows = htsim_figures(htext)
             if flows != n:
                 sys.exit(f"htsim_uec finished {flows} of {n} flows (seed {seed})")
-            uw, _, utext = measure([UDRMA, "run", toml, "--json"], work)
-            r = json.loads(utext)
-            if r["ops"]["completed"] != n or not all(r["checks"].values()):
-                sys.exit(f"udrma run of seed {seed}: {r['ops']}, checks {r['checks']}")
+            uws, reports = [], []
+            for t in args.threads:
+                split = ["--threads", str(t)] if t > 1 else []
+                uw, _, utext = measure([UDRMA, "run", toml, "--json"] + split, work)
+                r = json.loads(utext)
+                if r["ops"]["completed"] != n or not all(r["checks"].values()):
+                    sys.exit(f"udrma run of seed {seed} on {t} threads: {r['ops']}, checks {r['checks']}")
+                uws.append(uw)
+                reports.append(r)
+            if len({r["trace_hash"] for r in reports}) != 1:
+                sys.exit(f"seed {seed}: the thread counts gave different trace hashes")
+            r = reports[0]
             c = r["completion_ns"]
             u50, u99, umax = c["p50"] / 1e3, c["p99"] / 1e3, c["max"] / 1e3
             tails.append((hmax, umax))
-            walls.append((hw, uw))
+            walls.append((hw, uws))
+            uw_text = " / ".join(f"{uw:.2f}" for uw in uws)
             print(f"| {n:,} | {seed} | {h50:.1f} / {h99:.1f} / {hmax:.1f} µs "
                   f"| {u50:.1f} / {u99:.1f} / {umax:.1f} µs | {umax / hmax:.3f} "
-                  f"| {hrts} / {r['retransmits']} | {hw:.2f} / {uw:.2f} s |", flush=True)
+                  f"| {hrts} / {r['retransmits']} | {hw:.2f} / {uw_text} s |", flush=True)
         means.append((n, statistics.mean(h for h, _ in tails), statistics.mean(u for _, u in tails),
-                      statistics.median(h for h, _ in walls), statistics.median(u for _, u in walls)))
+                      statistics.median(h for h, _ in walls),
+                      [statistics.median(u[i] for _, u in walls) for i in range(len(args.threads))]))
     print()
-    print("| hosts | mean tail, htsim_uec | mean tail, udrma | ratio | median wall, htsim_uec / udrma | speed-up |")
+    print("| hosts | mean tail, htsim_uec | mean tail, udrma | ratio "
+          f"| median wall, htsim_uec / {walls_head} | speed-up |")
     print("|---:|---:|---:|---:|---:|---:|")
-    for n, ht, ut, hw, uw in means:
-        print(f"| {n:,} | {ht:.1f} µs | {ut:.1f} µs | {ut / ht:.3f} | {hw:.2f} / {uw:.2f} s | {hw / uw:.1f}× |")
-    print(f"(seeds {' '.join(map(str, args.seeds))} of htsim_uec's gen_permutation.py; udrma in {args.order} order;"
-          f" whole processes;"
+    for n, ht, ut, hw, uws in means:
+        walls_text = " / ".join(f"{uw:.2f}" for uw in uws)
+        ups = " / ".join(f"{hw / uw:.1f}×" for uw in uws)
+        print(f"| {n:,} | {ht:.1f} µs | {ut:.1f} µs | {ut / ht:.3f} | {hw:.2f} / {walls_text} s | {ups} |")
+    print(f"(seeds {' '.join(map(str, args.seeds))} of htsim_uec's gen_permutation.py; udrma in {args.order} order"
+          f" on {' and '.join(map(str, args.threads))} thread(s); whole processes;"
           f" matrices and scenarios kept in {work})")
 
 
