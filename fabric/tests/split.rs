@@ -8,6 +8,7 @@
 mod common;
 
 use common::*;
+use proptest::prelude::*;
 use udrma_fabric::{
     EventOrder, FabricConfig, FabricStats, LinkParams, Policy, ShardError, SplitWorld, Topology,
     World,
@@ -86,6 +87,10 @@ const LEN: u64 = 24 * 1024;
 /// first, every host's regions registered (part of the build, so every
 /// copy has them).
 fn fabric() -> (World, Vec<(MrKey, MrKey)>) {
+    fabric_seeded(7)
+}
+
+fn fabric_seeded(seed: u64) -> (World, Vec<(MrKey, MrKey)>) {
     let params = LinkParams {
         queue_bytes: 24_000,
         ecn_threshold: Some(8_000),
@@ -96,7 +101,7 @@ fn fabric() -> (World, Vec<(MrKey, MrKey)>) {
     let topo = Topology::fat_tree(4, params).unwrap();
     let cfg = FabricConfig {
         routing: Policy::Spray,
-        seed: 7,
+        seed,
         nic: NicConfig {
             max_retries: 40,
             ..NicConfig::default()
@@ -109,8 +114,12 @@ fn fabric() -> (World, Vec<(MrKey, MrKey)>) {
 /// Host `h`'s app: three writes to a host in another pod (an incast on
 /// hosts 0 and 1 from half of the others).
 fn relay(h: u32, keys: &[(MrKey, MrKey)]) -> Relay {
+    relay_to(h, if h % 2 == 0 { (h + 5) % 16 } else { h % 2 }, keys)
+}
+
+fn relay_to(h: u32, to: u32, keys: &[(MrKey, MrKey)]) -> Relay {
     Relay {
-        to: if h % 2 == 0 { (h + 5) % 16 } else { h % 2 },
+        to,
         keys: keys.to_vec(),
         me: h,
         len: LEN,
@@ -219,4 +228,39 @@ fn what_a_split_world_cannot_copy_is_refused_by_name() {
         SplitWorld::new(Vec::new()),
         Err(ShardError::Count(0))
     ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// Whatever the seed, the pairing and the times the run is stopped
+    /// at, two and three threads give what one world gives at each stop.
+    #[test]
+    fn any_split_stopped_anywhere_is_one_world(
+        seed in 0u64..1000,
+        step in 1u32..16,
+        stops in proptest::collection::vec(1u64..40_000, 1..4),
+    ) {
+        let keys = fabric_seeded(seed).1;
+        let apps = |install: &mut dyn FnMut(NodeAddr, Box<dyn App>)| {
+            for h in 0..16 {
+                install(NodeAddr(h), Box::new(relay_to(h, (h + step) % 16, &keys)));
+            }
+        };
+        let mut stops: Vec<Instant> = stops.iter().map(|ns| Instant::ZERO + Duration::from_nanos(*ns)).collect();
+        stops.sort();
+        stops.push(Instant(u64::MAX));
+        let mut one = fabric_seeded(seed).0;
+        one.set_event_order(EventOrder::Windows).unwrap();
+        apps(&mut |h, app| one.set_app(h, app).unwrap());
+        let want: Vec<(bool, Seen)> = stops.iter().map(|t| (one.run_until(*t), seen_one(&one))).collect();
+        for n in [2, 3] {
+            let mut split = SplitWorld::new((0..n).map(|_| fabric_seeded(seed).0).collect()).unwrap();
+            apps(&mut |h, app| split.set_app(h, app).unwrap());
+            for (t, w) in stops.iter().zip(&want) {
+                let idle = split.run_until(*t).unwrap();
+                prop_assert_eq!(&(idle, seen_split(&split)), w, "{} threads, stop at {}", n, t);
+            }
+        }
+    }
 }
