@@ -153,14 +153,26 @@ fn records(get: impl Fn(NodeAddr) -> Vec<(Instant, bool)>) -> Vec<Vec<(Instant, 
 #[test]
 fn a_split_world_with_apps_runs_as_one_world_does() {
     let limit = Instant::ZERO + Duration::from_nanos(6_500);
-    let mut one = fabric().0;
-    one.set_event_order(EventOrder::Windows).unwrap();
     let keys = fabric().1;
-    for h in 0..16 {
-        one.set_app(NodeAddr(h), Box::new(relay(h, &keys))).unwrap();
-    }
+    let one_world = || {
+        let mut one = fabric().0;
+        one.set_event_order(EventOrder::Windows).unwrap();
+        for h in 0..16 {
+            one.set_app(NodeAddr(h), Box::new(relay(h, &keys))).unwrap();
+        }
+        one
+    };
+    // A stop exactly at an event's time: that event runs.
+    let mut probe = one_world();
+    probe.run_until(limit);
+    let exact = probe.peek_time().expect("work left at the limit");
+    assert!(exact > limit);
+    let mut one = one_world();
     assert!(!one.run_until(limit), "work left at the limit");
     let at_limit = seen_one(&one);
+    assert!(!one.run_until(exact));
+    let at_exact = seen_one(&one);
+    assert!(at_exact.1 > at_limit.1, "the event at {exact} ran");
     assert!(one.run_until(Instant(u64::MAX)), "idle at the end");
     let at_end = seen_one(&one);
     let want = records(|h| one.app::<Relay>(h).unwrap().done.clone());
@@ -181,6 +193,19 @@ fn a_split_world_with_apps_runs_as_one_world_does() {
         }
         assert!(!split.run_until(limit).unwrap());
         assert_eq!(seen_split(&split), at_limit, "{n} threads, at the limit");
+        assert!(!split.run_until(exact).unwrap());
+        assert_eq!(seen_split(&split), at_exact, "{n} threads, at {exact}");
+        if n == 2 {
+            // What the runner asks at a limit: when the next thing is due.
+            let mut peeked = SplitWorld::new(vec![fabric().0, fabric().0]).unwrap();
+            for h in 0..16 {
+                peeked
+                    .set_app(NodeAddr(h), Box::new(relay(h, &keys)))
+                    .unwrap();
+            }
+            peeked.run_until(limit).unwrap();
+            assert_eq!(peeked.peek_time(), Some(exact));
+        }
         assert!(!split.is_idle());
         assert!(split.run_until(Instant(u64::MAX)).unwrap());
         assert!(split.is_idle());
@@ -262,5 +287,31 @@ proptest! {
                 prop_assert_eq!(&(idle, seen_split(&split)), w, "{} threads, stop at {}", n, t);
             }
         }
+    }
+}
+
+/// Hosts without apps queue their NICs' events for the caller: a split
+/// world hands them over in the order one world does, from the writes
+/// every copy was built with.
+#[test]
+fn host_events_without_apps_come_in_one_world_order() {
+    let built = || {
+        let (mut w, keys) = fabric_seeded(11);
+        for h in 0..16 {
+            write(&mut w, &keys, h, (h + 3) % 16, LEN);
+        }
+        w
+    };
+    let mut one = built();
+    one.set_event_order(EventOrder::Windows).unwrap();
+    assert!(one.run_until(Instant(u64::MAX)));
+    let want = one.take_host_events();
+    assert!(want.len() >= 32, "{} events", want.len());
+    for n in [1, 2, 3] {
+        let mut split = SplitWorld::new((0..n).map(|_| built()).collect()).unwrap();
+        assert!(split.run_until(Instant(u64::MAX)).unwrap());
+        assert_eq!(seen_split(&split), seen_one(&one), "{n} threads");
+        assert_eq!(split.take_host_events(), want, "{n} threads");
+        assert!(split.take_host_events().is_empty());
     }
 }

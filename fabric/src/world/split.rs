@@ -127,7 +127,9 @@ impl SplitWorld {
     /// next run is refused, naming the host.
     pub fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic {
         self.touched.get_or_insert(h.0);
-        let s = self.shard_of(h).min(self.worlds.len() - 1);
+        let s = self.shard_of(h);
+        // After a failed run, shard 0's world stands in for all.
+        let s = if s < self.worlds.len() { s } else { 0 };
         self.worlds[s].nic_mut(h)
     }
 
