@@ -315,3 +315,28 @@ fn host_events_without_apps_come_in_one_world_order() {
         assert!(split.take_host_events().is_empty());
     }
 }
+
+/// A write posted for later leaves every NIC idle and the world not:
+/// until it has run, the split world is not idle either. After a run,
+/// work on a NIC from outside its app lands on the NIC of the thread
+/// that ran the host (and the next run is refused).
+#[test]
+fn idle_means_nothing_left_and_a_nic_is_worked_on_where_it_ran() {
+    let built = || {
+        let (mut w, keys) = fabric_seeded(5);
+        let wr = WorkRequest::write(NodeAddr(14), keys[2].0, SRC, 4096, keys[14].1 .0, DST);
+        w.post_at(Instant::ZERO + Duration::from_micros(3), NodeAddr(2), wr)
+            .unwrap();
+        w
+    };
+    let mut split = SplitWorld::new(vec![built(), built()]).unwrap();
+    assert!(!split.is_idle(), "a post is due");
+    assert!(split.run_until(Instant(u64::MAX)).unwrap());
+    assert!(split.is_idle());
+    let h = NodeAddr(15);
+    let key = split
+        .nic_mut(h)
+        .register(0x7000_0000, 64, udrma_nic::Access::ALL);
+    assert!(split.world_of(h).nic(h).memory().region(key).is_some());
+    assert!(split.run_until(Instant(u64::MAX)).is_err());
+}
