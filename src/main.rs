@@ -86,7 +86,8 @@ enum Command {
         /// Split the simulated run across N threads (1 to 64): it runs in
         /// lookahead windows, as `order = "windows"`, and gives the same
         /// report and trace hash as one thread in windows. RDMA workloads
-        /// only; no fault rules, captures, traces or ladders.
+        /// only; no fault rules with memory (correlation, Gilbert-Elliott,
+        /// n-th packet, reorder gap), captures, traces or ladders.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
         threads: Option<u16>,
     },

@@ -367,6 +367,8 @@ fn run_on_threads_reports_what_one_thread_reports() {
                 "scenarios/examples/lossy-write.toml",
                 "--threads",
                 "2",
+                "--set",
+                "fault.loss.correlation=0.25",
             ],
             "fault rule \"loss\"",
         ),

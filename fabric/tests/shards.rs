@@ -16,9 +16,9 @@ use udrma_fabric::{
     partition, run_sharded, EventOrder, FabricConfig, FabricError, FabricStats, HostEvent,
     LinkParams, Policy, ShardError, Topology, World,
 };
-use udrma_faults::RuleSet;
+use udrma_faults::{Jitter, Model, Rule, RuleSet, Target};
 use udrma_nic::NicConfig;
-use udrma_proto::Instant;
+use udrma_proto::{Duration, Instant};
 
 /// What a run leaves to compare: trace hash and event count, counters,
 /// clock and the hosts' events in order.
@@ -67,6 +67,67 @@ fn fat_tree(seed: u64, len: u64, step: u32) -> Result<World, FabricError> {
     let (mut w, keys) = world(topo, cfg, RuleSet::new(), len as usize);
     for h in 0..16 {
         write(&mut w, &keys, h, (h + step) % 16, len);
+    }
+    Ok(w)
+}
+
+/// The sprayed fat tree through every fault that judges each packet on
+/// its own: loss, duplication and corruption on every link, jittered
+/// delay on the links up from one edge switch, a reorder on another, and
+/// one pod cut off from another for a while. Each thread judges the
+/// packets its nodes send, drawing by packet and port.
+fn faulty_fat_tree() -> Result<World, FabricError> {
+    let topo = Topology::fat_tree(4, LinkParams::default()).unwrap();
+    let cfg = FabricConfig {
+        seed: 9,
+        routing: Policy::Spray,
+        nic: NicConfig {
+            max_retries: 40,
+            ..NicConfig::default()
+        },
+        ..FabricConfig::default()
+    };
+    let mut rules = messy_rules(9, 0.02);
+    for (name, target, model) in [
+        (
+            "jitter",
+            Target::any().links(&["e0-a0", "e0-a1"]),
+            Model::Delay {
+                base: Duration::from_nanos(500),
+                jitter: Duration::from_nanos(400),
+                dist: Jitter::Normal,
+                limit: None,
+            },
+        ),
+        (
+            "reorder",
+            Target::any().links(&["e2-a2"]),
+            Model::Reorder {
+                p: 0.5,
+                correlation: 0.0,
+                gap: 1,
+                delay: Duration::from_micros(2),
+                limit: None,
+            },
+        ),
+        (
+            "cut",
+            Target::any().window(
+                Instant::ZERO + Duration::from_micros(5),
+                Instant::ZERO + Duration::from_micros(40),
+            ),
+            Model::Partition {
+                a: (0..4).map(udrma_proto::NodeAddr).collect(),
+                b: (8..12).map(udrma_proto::NodeAddr).collect(),
+                two_way: true,
+            },
+        ),
+    ] {
+        rules.push(Rule::new(9, name, target, model).unwrap());
+    }
+    let (mut w, keys) = world(topo, cfg, rules, 32 * 1024);
+    for h in 0..16 {
+        write(&mut w, &keys, h, (h + 9) % 16, 32 * 1024);
     }
     Ok(w)
 }
@@ -177,8 +238,9 @@ fn costed_tree() -> Result<World, FabricError> {
 
 #[test]
 fn a_run_split_across_threads_is_the_run_of_one() {
-    let shapes: [(&str, &Build); 5] = [
+    let shapes: [(&str, &Build); 6] = [
         ("fat tree", &|| fat_tree(3, 48 * 1024, 5)),
+        ("faulty fat tree", &faulty_fat_tree),
         ("incast", &incast),
         ("trimming incast", &trimming_incast),
         ("dumbbell", &dumbbell),
@@ -198,6 +260,13 @@ fn a_run_split_across_threads_is_the_run_of_one() {
             assert!(
                 s.dropped_total() > 0 && s.ecn_marked > 0,
                 "{name}: the bottleneck drops and marks: {s:?}"
+            );
+        }
+        if name == "faulty fat tree" {
+            let s = &want.2;
+            assert!(
+                s.dropped_total() > 0 && s.duplicated > 0 && s.corrupted > 0 && s.delayed > 0,
+                "{name}: every fault fires: {s:?}"
             );
         }
         if name == "trimming incast" {
@@ -249,17 +318,27 @@ fn what_a_split_cannot_carry_is_refused_by_name() {
             Err(e) => e.to_string(),
             Ok(_) => panic!("a split run accepted it"),
         };
-    let faulty = || {
+    // A rule whose verdicts depend on the packets before it.
+    let bursty = || {
+        let ge = Model::GilbertElliott {
+            p: 0.01,
+            r: 0.25,
+            loss_good: 0.0,
+            loss_bad: 1.0,
+        };
         let (w, _) = world(
             Topology::pair(LinkParams::default()),
             FabricConfig::default(),
-            messy_rules(1, 0.1),
+            rules(1, vec![("bursty", Target::any(), ge)]),
             4096,
         );
         Ok(w)
     };
-    let why = refused(&faulty);
-    assert!(why.contains("fault rule"), "{why}");
+    let why = refused(&bursty);
+    assert!(
+        why.contains("fault rule \"bursty\"") && why.contains("Gilbert-Elliott"),
+        "{why}"
+    );
     let tapped = || {
         let (mut w, _) = world(
             Topology::pair(LinkParams::default()),

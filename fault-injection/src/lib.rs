@@ -5,7 +5,9 @@
 //! vocabulary: random and Gilbert-Elliott loss, duplication, reordering,
 //! delay with uniform/normal/pareto jitter, bit corruption, rate shaping
 //! with a queue limit, link down, partitions) and a ChaCha8 stream of its
-//! own derived from (master seed, rule name). A [`RuleSet`] applies rules
+//! own derived from (master seed, rule name); a rule without memory can
+//! also draw by packet from a key ([`Rule::judge_keyed`]), which the
+//! fabric does in lookahead windows. A [`RuleSet`] applies rules
 //! in install order; the first verdict other than `Pass` wins, so install
 //! losses before delays to have both.
 //!
@@ -22,11 +24,13 @@
 /// them; re-exported here for the fault rules' users).
 pub use udrma_proto::rng;
 pub mod rule;
+pub mod ruleset;
 
 pub use rule::{
-    closest, Direction, FaultError, Jitter, Model, Nth, PacketCtx, Rule, RuleCounters, RuleSet,
-    Target, Verdict,
+    closest, Direction, FaultError, Jitter, Model, Nth, PacketCtx, Rule, RuleCounters, Target,
+    Verdict,
 };
+pub use ruleset::RuleSet;
 
 use udrma_proto::{Instant, NodeAddr};
 

@@ -1,12 +1,19 @@
 //! Fault rules: a target (which packets), a model (what happens to them)
 //! and a random stream of their own. A [`RuleSet`] applies its rules in
 //! install order; the first verdict other than `Pass` wins.
+//!
+//! A rule whose verdict on a packet depends on nothing before it (see
+//! [`Rule::draws_by_packet`]) can also draw from a key instead of its
+//! stream ([`Rule::judge_keyed`]): the same packet at the same place then
+//! gets the same verdict whatever was judged before it, which is what a
+//! run split across threads needs.
 
 use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
 use thiserror::Error;
 use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode};
 
-use crate::rng::{below, normal, stream, unit, Correlated};
+use crate::rng::{below, mix, normal, stream, unit, Correlated};
 
 /// What happens to one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +80,7 @@ pub struct Target {
     /// Among the packets matching everything above, only the
     /// `offset`-th of every `every` (0-based), at most `limit` times.
     pub nth: Option<Nth>,
-    link_ids: Vec<u32>,
+    pub(crate) link_ids: Vec<u32>,
 }
 
 /// "Every `every`-th matching packet, starting at `offset`".
@@ -354,6 +361,8 @@ pub struct Rule {
     pub counters: RuleCounters,
     rng: ChaCha8Rng,
     state: State,
+    /// The seed of draws from a key ([`Rule::judge_keyed`]).
+    keyed: u64,
 }
 
 fn check_p(rule: &str, field: &'static str, value: f64) -> Result<(), FaultError> {
@@ -479,11 +488,47 @@ impl Rule {
             counters: RuleCounters::default(),
             rng: stream(seed, &format!("rule:{name}")),
             state: State::default(),
+            keyed: mix(seed ^ mix(crate::rng::component_id(&format!("rule-keyed:{name}")))),
         })
+    }
+
+    /// Whether a verdict depends only on the packet and its draws, not on
+    /// the packets the rule saw before: no n-th packet target, no
+    /// correlation between draws, no Gilbert-Elliott state, no reorder
+    /// gap, nothing that keeps time. Such a rule can draw by packet.
+    pub fn draws_by_packet(&self) -> bool {
+        self.target.nth.is_none()
+            && match &self.model {
+                Model::Loss { correlation, .. } | Model::Duplicate { correlation, .. } => {
+                    *correlation <= 0.0
+                }
+                Model::Reorder {
+                    correlation,
+                    gap,
+                    limit,
+                    ..
+                } => *correlation <= 0.0 && *gap <= 1 && limit.is_none(),
+                Model::Delay { limit, .. } => limit.is_none(),
+                Model::Corrupt { .. } | Model::Down | Model::Partition { .. } => true,
+                Model::GilbertElliott { .. } | Model::Rate { .. } => false,
+            }
+    }
+
+    /// Judges one packet with draws from `key` (which should name the
+    /// packet and where it is) instead of the rule's stream, if the rule
+    /// [draws by packet](Rule::draws_by_packet); otherwise as
+    /// [`Rule::judge`].
+    pub fn judge_keyed(&mut self, p: &PacketCtx, key: u64) -> Verdict {
+        let keyed = self.draws_by_packet().then_some(key);
+        self.judge_with(p, keyed)
     }
 
     /// Judges one packet.
     pub fn judge(&mut self, p: &PacketCtx) -> Verdict {
+        self.judge_with(p, None)
+    }
+
+    fn judge_with(&mut self, p: &PacketCtx, keyed: Option<u64>) -> Verdict {
         if !self.target.matches_static(p) {
             return Verdict::Pass;
         }
@@ -496,7 +541,13 @@ impl Rule {
             self.state.nth_fired += 1;
         }
         self.counters.matched += 1;
-        let v = self.decide(p);
+        let v = match keyed {
+            Some(key) => {
+                let mut rng = self.keyed_rng(key, 0);
+                decide(&self.model, &mut self.state, &mut rng, p)
+            }
+            None => decide(&self.model, &mut self.state, &mut self.rng, p),
+        };
         match v {
             Verdict::Pass => {}
             Verdict::Drop => self.counters.dropped += 1,
@@ -507,230 +558,175 @@ impl Rule {
         v
     }
 
-    fn decide(&mut self, p: &PacketCtx) -> Verdict {
-        let rng = &mut self.rng;
-        let st = &mut self.state;
-        match &self.model {
-            Model::Loss {
-                p: prob,
-                correlation,
-            } => {
-                if st.corr.next(rng, *correlation) < *prob {
-                    Verdict::Drop
-                } else {
-                    Verdict::Pass
-                }
-            }
-            Model::GilbertElliott {
-                p: to_bad,
-                r: to_good,
-                loss_good,
-                loss_bad,
-            } => {
-                // Transition first, then lose by the new state's rate
-                // (netem's order).
-                let u = unit(rng);
-                if st.ge_bad {
-                    if u < *to_good {
-                        st.ge_bad = false;
-                    }
-                } else if u < *to_bad {
-                    st.ge_bad = true;
-                }
-                let loss = if st.ge_bad { *loss_bad } else { *loss_good };
-                if unit(rng) < loss {
-                    Verdict::Drop
-                } else {
-                    Verdict::Pass
-                }
-            }
-            Model::Duplicate {
-                p: prob,
-                copies,
-                correlation,
-            } => {
-                if st.corr.next(rng, *correlation) < *prob {
-                    Verdict::Duplicate(*copies)
-                } else {
-                    Verdict::Pass
-                }
-            }
-            Model::Reorder {
-                p: prob,
-                correlation,
-                gap,
-                delay,
-                limit,
-            } => {
-                // netem: not reordered if gap not reached or the draw
-                // fails; those are delayed. Reordered ones go at once.
-                let eligible = st.reorder_count + 1 >= u64::from(*gap);
-                if eligible && st.corr.next(rng, *correlation) < *prob {
-                    st.reorder_count = 0;
-                    Verdict::Pass
-                } else if !st.room(p.now, *limit) {
-                    Verdict::Drop
-                } else {
-                    st.reorder_count += 1;
-                    if limit.is_some() {
-                        st.hold(p.now + *delay);
-                    }
-                    Verdict::Delay(*delay)
-                }
-            }
-            Model::Delay {
-                base,
-                jitter,
-                dist,
-                limit,
-            } => {
-                if !st.room(p.now, *limit) {
-                    return Verdict::Drop;
-                }
-                let j = jitter.as_ps() as f64;
-                let extra = match dist {
-                    Jitter::Uniform => (unit(rng) * 2.0 - 1.0) * j,
-                    Jitter::Normal => normal(rng) * j,
-                    Jitter::Pareto => j * ((1.0 - unit(rng)).powf(-1.0 / 3.0) - 1.0),
-                };
-                let total = (base.as_ps() as f64 + extra).max(0.0);
-                let d = Duration(total.min(u64::MAX as f64) as u64);
-                if limit.is_some() {
-                    st.hold(p.now + d);
-                }
-                Verdict::Delay(d)
-            }
-            Model::Corrupt { p: prob, bits } => {
-                if unit(rng) < *prob {
-                    Verdict::Corrupt(*bits)
-                } else {
-                    Verdict::Pass
-                }
-            }
-            Model::Rate {
-                bits_per_sec,
-                limit,
-            } => {
-                while st.rate_waiting.front().is_some_and(|t| *t <= p.now) {
-                    st.rate_waiting.pop_front();
-                }
-                if st.rate_waiting.len() >= *limit as usize {
-                    return Verdict::Drop;
-                }
-                let start = st.rate_free_at.max(p.now);
-                let ser = Duration(
-                    (u128::from(p.len) * 8 * 1_000_000_000_000 / u128::from(*bits_per_sec)) as u64,
-                );
-                st.rate_free_at = start + ser;
-                st.rate_waiting.push_back(start);
-                let wait = start - p.now;
-                if wait == Duration::ZERO {
-                    Verdict::Pass
-                } else {
-                    Verdict::Delay(wait)
-                }
-            }
-            Model::Down => Verdict::Drop,
-            Model::Partition { a, b, two_way } => {
-                let cut = (a.contains(&p.src) && b.contains(&p.dst))
-                    || (*two_way && b.contains(&p.src) && a.contains(&p.dst));
-                if cut {
-                    Verdict::Drop
-                } else {
-                    Verdict::Pass
-                }
-            }
-        }
+    /// The draws of `key`, for the verdict (`use_` 0) or the bits a
+    /// corruption flips (1).
+    fn keyed_rng(&self, key: u64, use_: u64) -> ChaCha8Rng {
+        ChaCha8Rng::seed_from_u64(mix(self.keyed ^ mix(key ^ use_)))
     }
 
     /// Flips `bits` distinct random bits of `bytes` with this rule's stream.
     pub fn corrupt(&mut self, bytes: &mut [u8], bits: u32) {
-        let total = bytes.len() as u64 * 8;
-        if total == 0 {
-            return;
+        flip(&mut self.rng, bytes, bits);
+    }
+
+    /// Flips bits as [`Rule::corrupt`] does, drawn from `key` (after
+    /// [`Rule::judge_keyed`] with the same key returned `Corrupt`).
+    pub fn corrupt_keyed(&mut self, key: u64, bytes: &mut [u8], bits: u32) {
+        if self.draws_by_packet() {
+            flip(&mut self.keyed_rng(key, 1), bytes, bits);
+        } else {
+            self.corrupt(bytes, bits);
         }
-        let mut flipped: Vec<u64> = Vec::with_capacity(bits as usize);
-        while flipped.len() < (bits as usize).min(total as usize) {
-            let b = below(&mut self.rng, total);
-            if !flipped.contains(&b) {
-                flipped.push(b);
-                bytes[(b / 8) as usize] ^= 1 << (b % 8);
+    }
+}
+
+/// The verdict of `model` (its state `st`) on `p`, drawing from `rng`.
+fn decide(model: &Model, st: &mut State, rng: &mut ChaCha8Rng, p: &PacketCtx) -> Verdict {
+    match model {
+        Model::Loss {
+            p: prob,
+            correlation,
+        } => {
+            if st.corr.next(rng, *correlation) < *prob {
+                Verdict::Drop
+            } else {
+                Verdict::Pass
             }
         }
-    }
-}
-
-/// Rules in install order.
-#[derive(Debug, Clone, Default)]
-pub struct RuleSet {
-    rules: Vec<Rule>,
-}
-
-impl RuleSet {
-    /// No rules: every packet passes.
-    pub fn new() -> RuleSet {
-        RuleSet::default()
-    }
-
-    /// Installs a rule after the existing ones.
-    pub fn push(&mut self, rule: Rule) {
-        self.rules.push(rule);
-    }
-
-    /// The rules, in install order.
-    pub fn rules(&self) -> &[Rule] {
-        &self.rules
-    }
-
-    /// Whether there are no rules.
-    pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
-    }
-
-    /// Resolves link names to indices with `lookup`; an unknown name is an
-    /// error that suggests the closest of `all_names`.
-    pub fn resolve(
-        &mut self,
-        lookup: impl Fn(&str) -> Option<u32>,
-        all_names: &[&str],
-    ) -> Result<(), FaultError> {
-        for rule in &mut self.rules {
-            let mut ids = Vec::with_capacity(rule.target.links.len());
-            for name in &rule.target.links {
-                match lookup(name) {
-                    Some(id) => ids.push(id),
-                    None => {
-                        return Err(FaultError::UnknownLink {
-                            rule: rule.name.clone(),
-                            link: name.clone(),
-                            suggestion: closest(name, all_names),
-                            known: all_names.iter().take(6).map(|n| n.to_string()).collect(),
-                            total: all_names.len(),
-                        })
-                    }
+        Model::GilbertElliott {
+            p: to_bad,
+            r: to_good,
+            loss_good,
+            loss_bad,
+        } => {
+            // Transition first, then lose by the new state's rate
+            // (netem's order).
+            let u = unit(rng);
+            if st.ge_bad {
+                if u < *to_good {
+                    st.ge_bad = false;
                 }
+            } else if u < *to_bad {
+                st.ge_bad = true;
             }
-            rule.target.link_ids = ids;
-        }
-        Ok(())
-    }
-
-    /// Applies the rules in order; the first verdict other than `Pass`
-    /// wins. Returns it with the index of the rule that gave it.
-    pub fn judge(&mut self, p: &PacketCtx) -> (Verdict, Option<usize>) {
-        for (i, rule) in self.rules.iter_mut().enumerate() {
-            let v = rule.judge(p);
-            if v != Verdict::Pass {
-                return (v, Some(i));
+            let loss = if st.ge_bad { *loss_bad } else { *loss_good };
+            if unit(rng) < loss {
+                Verdict::Drop
+            } else {
+                Verdict::Pass
             }
         }
-        (Verdict::Pass, None)
+        Model::Duplicate {
+            p: prob,
+            copies,
+            correlation,
+        } => {
+            if st.corr.next(rng, *correlation) < *prob {
+                Verdict::Duplicate(*copies)
+            } else {
+                Verdict::Pass
+            }
+        }
+        Model::Reorder {
+            p: prob,
+            correlation,
+            gap,
+            delay,
+            limit,
+        } => {
+            // netem: not reordered if gap not reached or the draw
+            // fails; those are delayed. Reordered ones go at once.
+            let eligible = st.reorder_count + 1 >= u64::from(*gap);
+            if eligible && st.corr.next(rng, *correlation) < *prob {
+                st.reorder_count = 0;
+                Verdict::Pass
+            } else if !st.room(p.now, *limit) {
+                Verdict::Drop
+            } else {
+                st.reorder_count += 1;
+                if limit.is_some() {
+                    st.hold(p.now + *delay);
+                }
+                Verdict::Delay(*delay)
+            }
+        }
+        Model::Delay {
+            base,
+            jitter,
+            dist,
+            limit,
+        } => {
+            if !st.room(p.now, *limit) {
+                return Verdict::Drop;
+            }
+            let j = jitter.as_ps() as f64;
+            let extra = match dist {
+                Jitter::Uniform => (unit(rng) * 2.0 - 1.0) * j,
+                Jitter::Normal => normal(rng) * j,
+                Jitter::Pareto => j * ((1.0 - unit(rng)).powf(-1.0 / 3.0) - 1.0),
+            };
+            let total = (base.as_ps() as f64 + extra).max(0.0);
+            let d = Duration(total.min(u64::MAX as f64) as u64);
+            if limit.is_some() {
+                st.hold(p.now + d);
+            }
+            Verdict::Delay(d)
+        }
+        Model::Corrupt { p: prob, bits } => {
+            if unit(rng) < *prob {
+                Verdict::Corrupt(*bits)
+            } else {
+                Verdict::Pass
+            }
+        }
+        Model::Rate {
+            bits_per_sec,
+            limit,
+        } => {
+            while st.rate_waiting.front().is_some_and(|t| *t <= p.now) {
+                st.rate_waiting.pop_front();
+            }
+            if st.rate_waiting.len() >= *limit as usize {
+                return Verdict::Drop;
+            }
+            let start = st.rate_free_at.max(p.now);
+            let ser = Duration(
+                (u128::from(p.len) * 8 * 1_000_000_000_000 / u128::from(*bits_per_sec)) as u64,
+            );
+            st.rate_free_at = start + ser;
+            st.rate_waiting.push_back(start);
+            let wait = start - p.now;
+            if wait == Duration::ZERO {
+                Verdict::Pass
+            } else {
+                Verdict::Delay(wait)
+            }
+        }
+        Model::Down => Verdict::Drop,
+        Model::Partition { a, b, two_way } => {
+            let cut = (a.contains(&p.src) && b.contains(&p.dst))
+                || (*two_way && b.contains(&p.src) && a.contains(&p.dst));
+            if cut {
+                Verdict::Drop
+            } else {
+                Verdict::Pass
+            }
+        }
     }
+}
 
-    /// Flips bits with rule `i`'s stream (after it returned `Corrupt`).
-    pub fn corrupt(&mut self, i: usize, bytes: &mut [u8], bits: u32) {
-        if let Some(rule) = self.rules.get_mut(i) {
-            rule.corrupt(bytes, bits);
+/// Flips `bits` distinct random bits of `bytes`, drawn from `rng`.
+fn flip(rng: &mut ChaCha8Rng, bytes: &mut [u8], bits: u32) {
+    let total = bytes.len() as u64 * 8;
+    if total == 0 {
+        return;
+    }
+    let mut flipped: Vec<u64> = Vec::with_capacity(bits as usize);
+    while flipped.len() < (bits as usize).min(total as usize) {
+        let b = below(rng, total);
+        if !flipped.contains(&b) {
+            flipped.push(b);
+            bytes[(b / 8) as usize] ^= 1 << (b % 8);
         }
     }
 }

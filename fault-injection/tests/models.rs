@@ -785,3 +785,136 @@ fn an_unknown_name_is_answered_with_the_nearest_known_one_if_near() {
     assert_eq!(closest("abcdefgh", &["abc"]), None);
     assert_eq!(closest("abcdefgh", &["abcd"]).as_deref(), Some("abcd"));
 }
+
+/// Drawing by packet: a key's verdict is the same whatever was judged
+/// before it, in any order, and the verdicts over many keys still have
+/// the model's statistics; the bits a corruption flips follow the key too.
+#[test]
+fn a_keyed_verdict_depends_on_its_key_alone() {
+    let models = [
+        Model::Loss {
+            p: 0.3,
+            correlation: 0.0,
+        },
+        Model::Duplicate {
+            p: 0.3,
+            copies: 2,
+            correlation: 0.0,
+        },
+        Model::Corrupt { p: 0.3, bits: 3 },
+        Model::Delay {
+            base: Duration::from_micros(1),
+            jitter: Duration::from_nanos(500),
+            dist: Jitter::Normal,
+            limit: None,
+        },
+        Model::Reorder {
+            p: 0.3,
+            correlation: 0.0,
+            gap: 1,
+            delay: Duration::from_micros(2),
+            limit: None,
+        },
+    ];
+    for model in models {
+        assert!(rule(model.clone()).draws_by_packet(), "{model:?}");
+        let keys: Vec<u64> = (0..8_000u64).map(|i| i.wrapping_mul(0x9E37_79B9)).collect();
+        let mut forward = rule(model.clone());
+        let ahead: Vec<Verdict> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| forward.judge_keyed(&ctx(i as u64), *k))
+            .collect();
+        let mut backward = rule(model.clone());
+        let mut behind: Vec<Verdict> = keys
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, k)| backward.judge_keyed(&ctx(i as u64), *k))
+            .collect();
+        behind.reverse();
+        assert_eq!(ahead, behind, "{model:?}: judged in the other order");
+        let fired = ahead.iter().filter(|v| **v != Verdict::Pass).count() as u64;
+        // A reorder sends 30 % at once and delays the rest.
+        match model {
+            Model::Delay { .. } => {}
+            Model::Reorder { .. } => assert_binomial(fired, 8_000, 0.7, &format!("{model:?}")),
+            _ => assert_binomial(fired, 8_000, 0.3, &format!("{model:?}")),
+        }
+        // A key is not the stream: the stream's verdicts differ.
+        assert_ne!(run(&mut rule(model.clone()), 8_000), ahead, "{model:?}");
+    }
+    let mut a = rule(Model::Corrupt { p: 1.0, bits: 5 });
+    let mut b = rule(Model::Corrupt { p: 1.0, bits: 5 });
+    let (mut x, mut y) = (vec![0u8; 64], vec![0u8; 64]);
+    b.corrupt_keyed(99, &mut [0u8; 64], 5);
+    a.corrupt_keyed(7, &mut x, 5);
+    b.corrupt_keyed(7, &mut y, 5);
+    assert_eq!(x, y, "the same key flips the same bits");
+    assert_eq!(x.iter().map(|b| b.count_ones()).sum::<u32>(), 5);
+    let mut z = vec![0u8; 64];
+    a.corrupt_keyed(8, &mut z, 5);
+    assert_ne!(x, z, "another key, other bits");
+}
+
+/// A rule whose verdicts depend on the packets before it does not draw
+/// by packet: given a key it draws from its stream, as before.
+#[test]
+fn rules_with_memory_draw_from_their_stream_even_when_keyed() {
+    let with_memory = [
+        (
+            Target::any(),
+            Model::GilbertElliott {
+                p: 0.1,
+                r: 0.25,
+                loss_good: 0.0,
+                loss_bad: 1.0,
+            },
+        ),
+        (
+            Target::any(),
+            Model::Loss {
+                p: 0.3,
+                correlation: 0.5,
+            },
+        ),
+        (
+            Target::any(),
+            Model::Reorder {
+                p: 0.3,
+                correlation: 0.0,
+                gap: 3,
+                delay: Duration::from_micros(2),
+                limit: None,
+            },
+        ),
+        (
+            Target::any().nth(3, 0, None),
+            Model::Loss {
+                p: 1.0,
+                correlation: 0.0,
+            },
+        ),
+        (
+            Target::any(),
+            Model::Delay {
+                base: Duration::from_micros(1),
+                jitter: Duration::ZERO,
+                dist: Jitter::Uniform,
+                limit: Some(10),
+            },
+        ),
+    ];
+    for (target, model) in with_memory {
+        let make = || Rule::new(42, "r", target.clone(), model.clone()).unwrap();
+        assert!(!make().draws_by_packet(), "{model:?}");
+        let (mut keyed, mut plain) = (make(), make());
+        for i in 0..2_000 {
+            assert_eq!(
+                keyed.judge_keyed(&ctx(i), i * 7),
+                plain.judge(&ctx(i)),
+                "{model:?}, packet {i}"
+            );
+        }
+    }
+}

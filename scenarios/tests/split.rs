@@ -1,8 +1,9 @@
 //! `--threads`: an example split across threads reports exactly what one
 //! thread reports running it in windows (every count, percentile, check
-//! and note, and the trace hash), and what a split cannot carry (fault
-//! rules, captures, traces, ladders, workloads other than RDMA) is
-//! refused by name, never run differently.
+//! and note, and the trace hash), faults and all, and what a split
+//! cannot carry (fault rules whose draws depend on the packets before,
+//! captures, traces, ladders, workloads other than RDMA) is refused by
+//! name, never run differently.
 
 use std::path::PathBuf;
 
@@ -26,14 +27,26 @@ fn threads(n: Option<usize>) -> RunOptions {
     }
 }
 
-/// The examples without fault rules, split on one to three threads; the
-/// larger ones in release builds only (`cargo test --release`; CI runs
+/// The RDMA examples, with and without fault rules, split on one to
+/// three threads; the larger ones in release builds only (`cargo test --release`; CI runs
 /// them).
 #[test]
 fn a_split_example_reports_what_one_thread_does() {
-    let mut names = vec!["incast-trim.toml", "incast-rccc.toml"];
+    let mut names = vec![
+        "incast-trim.toml",
+        "incast-rccc.toml",
+        "two-hosts.toml",
+        "dup-storm.toml",
+        "small-faults.toml",
+        "link-flap.toml",
+        "late-first-packet.toml",
+        "demo.toml",
+    ];
     if !cfg!(debug_assertions) {
         names.extend([
+            "lossy-write.toml",
+            "perm-k8-linkdown.toml",
+            "irn-gbn.toml",
             "authenticated-cost.toml",
             "reorder-spray.toml",
             "perm-128-uec.toml",
@@ -54,8 +67,22 @@ fn a_split_example_reports_what_one_thread_does() {
 
 #[test]
 fn what_a_split_cannot_carry_is_refused_by_name() {
+    // A loss rule whose draws are correlated depends on the packets
+    // judged before it.
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/lossy-write.toml");
+    let text = std::fs::read_to_string(path)
+        .unwrap()
+        .replace("p = 0.01", "p = 0.01\ncorrelation = 0.25");
+    let mut bursty = Scenario::parse("bursty.toml", &text).unwrap();
+    bursty.file.topology.order = udrma_scenarios::schema::OrderKind::Windows;
+    let e = run(&bursty, threads(Some(2)))
+        .expect_err("correlated")
+        .to_string();
+    assert!(
+        e.contains("fault rule \"loss\"") && e.contains("correlation"),
+        "{e}"
+    );
     for (name, why) in [
-        ("lossy-write.toml", "fault rule"),
         ("two-hosts-msg.toml", "the msg-latency workload"),
         ("noncontig-columns.toml", "the noncontig workload"),
     ] {

@@ -249,7 +249,15 @@ impl World {
             flags,
             len: pkt.len() as u32,
         };
-        let (verdict, rule) = self.faults.judge(&ctx);
+        // In windows a rule that can draws by the packet and the port, so
+        // that a verdict does not depend on which nodes were judged
+        // first (and a split run gets the verdicts one thread gets).
+        let key = (self.windows.width > 0)
+            .then(|| udrma_proto::rng::mix(udrma_proto::rng::mix(pkt.serial) ^ u64::from(port)));
+        let (verdict, rule) = match key {
+            Some(k) => self.faults.judge_keyed(&ctx, k),
+            None => self.faults.judge(&ctx),
+        };
         if let Some(r) = rule {
             tracing::debug!(
                 sim_ns = self.now.as_nanos(),
@@ -311,7 +319,12 @@ impl World {
                 if let Some(j) = self.journal_mut(pkt.serial) {
                     j.corrupted = true;
                 }
-                self.faults.corrupt(rule as usize, &mut pkt.bytes, bits);
+                match key {
+                    Some(k) => self
+                        .faults
+                        .corrupt_keyed(rule as usize, k, &mut pkt.bytes, bits),
+                    None => self.faults.corrupt(rule as usize, &mut pkt.bytes, bits),
+                }
                 pkt.head = Head::of(&pkt.bytes);
                 self.enqueue(port, pkt);
             }

@@ -30,9 +30,12 @@
 //!   under priority) goes to the far end's shard with the key its
 //!   arrival would have had on one thread.
 //!
+//! - fault rules judge a packet at its sender, and in windows a rule
+//!   without memory draws by packet and port, not from its stream.
+//!
 //! What a split run cannot hold (refused by [`World::shardable`]): fault
-//! rules (their random streams are shared by every link they match), a
-//! capture, a trace sink and a ladder journal. Host apps run on the
+//! rules with memory (their verdicts depend on the packets they judged
+//! before), a capture, a trace sink and a ladder journal. Host apps run on the
 //! thread of their host; [`SplitWorld`](super::SplitWorld) installs them
 //! and reads them back.
 
@@ -612,9 +615,9 @@ fn merge_into<T>(
 impl World {
     /// Whether this world can run split across threads, or what stops it.
     pub fn shardable(&self) -> Result<(), String> {
-        if let Some(r) = self.faults.rules().first() {
+        if let Some(r) = self.faults.rules().iter().find(|r| !r.draws_by_packet()) {
             return Err(format!(
-                "fault rule {:?}: fault rules draw from streams every link they match shares",
+                "fault rule {:?}: its verdicts depend on the packets it judged before (an n-th packet target, correlation, Gilbert-Elliott, a reorder gap), which the threads would see in another order",
                 r.name
             ));
         }
