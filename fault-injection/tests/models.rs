@@ -918,3 +918,52 @@ fn rules_with_memory_draw_from_their_stream_even_when_keyed() {
         }
     }
 }
+
+/// A rule set judging by key: the first rule with a verdict other than
+/// Pass wins and is named, and the bits it corrupts are the ones its
+/// rule draws for that key.
+#[test]
+fn a_rule_set_judges_by_key_in_install_order() {
+    let never = Rule::new(
+        42,
+        "never",
+        Target::any(),
+        Model::Loss {
+            p: 0.0,
+            correlation: 0.0,
+        },
+    )
+    .unwrap();
+    let always = || {
+        Rule::new(
+            42,
+            "flip",
+            Target::any(),
+            Model::Corrupt { p: 1.0, bits: 4 },
+        )
+        .unwrap()
+    };
+    let mut set = RuleSet::new();
+    set.push(never);
+    set.push(always());
+    assert_eq!(set.judge_keyed(&ctx(0), 5), (Verdict::Corrupt(4), Some(1)));
+    let (mut got, mut want) = ([0u8; 32], [0u8; 32]);
+    set.corrupt_keyed(1, 5, &mut got, 4);
+    always().corrupt_keyed(5, &mut want, 4);
+    assert_eq!(got, want);
+    assert_eq!(got.iter().map(|b| b.count_ones()).sum::<u32>(), 4);
+    let mut quiet = RuleSet::new();
+    quiet.push(
+        Rule::new(
+            42,
+            "never",
+            Target::any(),
+            Model::Loss {
+                p: 0.0,
+                correlation: 0.0,
+            },
+        )
+        .unwrap(),
+    );
+    assert_eq!(quiet.judge_keyed(&ctx(0), 5), (Verdict::Pass, None));
+}
