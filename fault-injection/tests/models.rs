@@ -924,16 +924,13 @@ fn rules_with_memory_draw_from_their_stream_even_when_keyed() {
 /// rule draws for that key.
 #[test]
 fn a_rule_set_judges_by_key_in_install_order() {
-    let never = Rule::new(
-        42,
-        "never",
-        Target::any(),
-        Model::Loss {
+    let never = || {
+        let model = Model::Loss {
             p: 0.0,
             correlation: 0.0,
-        },
-    )
-    .unwrap();
+        };
+        Rule::new(42, "never", Target::any(), model).unwrap()
+    };
     let always = || {
         Rule::new(
             42,
@@ -944,7 +941,7 @@ fn a_rule_set_judges_by_key_in_install_order() {
         .unwrap()
     };
     let mut set = RuleSet::new();
-    set.push(never);
+    set.push(never());
     set.push(always());
     assert_eq!(set.judge_keyed(&ctx(0), 5), (Verdict::Corrupt(4), Some(1)));
     let (mut got, mut want) = ([0u8; 32], [0u8; 32]);
@@ -953,17 +950,6 @@ fn a_rule_set_judges_by_key_in_install_order() {
     assert_eq!(got, want);
     assert_eq!(got.iter().map(|b| b.count_ones()).sum::<u32>(), 4);
     let mut quiet = RuleSet::new();
-    quiet.push(
-        Rule::new(
-            42,
-            "never",
-            Target::any(),
-            Model::Loss {
-                p: 0.0,
-                correlation: 0.0,
-            },
-        )
-        .unwrap(),
-    );
+    quiet.push(never());
     assert_eq!(quiet.judge_keyed(&ctx(0), 5), (Verdict::Pass, None));
 }
