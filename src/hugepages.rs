@@ -287,6 +287,47 @@ mod tests {
         );
     }
 
+    /// Small allocations of a thread other than the main one come from
+    /// its own glibc arena, away from the main heap: that heap is marked
+    /// too, so touched, they sit on huge pages. Where the kernel offers
+    /// none, the test says so and checks nothing.
+    #[test]
+    fn a_threads_arena_lands_on_huge_pages() {
+        if !kernel_offers() || refused() {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: no transparent huge pages here (or UDRMA_HUGE_PAGES=0)"
+            );
+            return;
+        }
+        assert_eq!(enable(), Status::On);
+        let before = resident_huge_bytes().unwrap_or(0);
+        let (pieces, after) = std::thread::spawn(|| {
+            let mut pieces: Vec<Vec<u8>> = Vec::new();
+            for i in 0..8192u32 {
+                let mut p = vec![0u8; 4096];
+                p[0] = i as u8;
+                p[4095] = 1;
+                pieces.push(p);
+            }
+            let after = resident_huge_bytes().unwrap_or(0);
+            (
+                pieces.iter().map(|p| usize::from(p[4095])).sum::<usize>(),
+                after,
+            )
+        })
+        .join()
+        .unwrap();
+        assert_eq!(pieces, 8192);
+        assert!(
+            after >= before + (16 << 20),
+            "{} MiB on huge pages before, {} MiB after a thread touched 32 MiB",
+            before >> 20,
+            after >> 20
+        );
+    }
+
     /// Each heap of a thread's arena is marked once, however the thread's
     /// allocations go back and forth between heaps (remembering only the
     /// last heap marked had a split run mark two heaps 230,000 times).
