@@ -255,20 +255,29 @@ pub fn enable() -> Status {
 mod tests {
     use super::*;
 
-    /// An allocation larger than glibc keeps on its heap (it maps those
-    /// apart) is marked itself: touched, it sits on huge pages. Where the
-    /// kernel offers none, the test says so and checks nothing.
-    #[test]
-    fn a_large_allocation_lands_on_huge_pages() {
+    /// Turns huge pages on; where the kernel offers none, says the test
+    /// is skipped and returns false.
+    fn turned_on() -> bool {
         if !kernel_offers() || refused() {
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr(),
                 "SKIPPED: no transparent huge pages here (or UDRMA_HUGE_PAGES=0)"
             );
-            return;
+            return false;
         }
         assert_eq!(enable(), Status::On);
+        true
+    }
+
+    /// An allocation larger than glibc keeps on its heap (it maps those
+    /// apart) is marked itself: touched, it sits on huge pages. Where the
+    /// kernel offers none, the test says so and checks nothing.
+    #[test]
+    fn a_large_allocation_lands_on_huge_pages() {
+        if !turned_on() {
+            return;
+        }
         let before = resident_huge_bytes().unwrap_or(0);
         let mut big = vec![0u8; 64 << 20];
         for i in (0..big.len()).step_by(4096) {
@@ -293,15 +302,9 @@ mod tests {
     /// none, the test says so and checks nothing.
     #[test]
     fn a_threads_arena_lands_on_huge_pages() {
-        if !kernel_offers() || refused() {
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: no transparent huge pages here (or UDRMA_HUGE_PAGES=0)"
-            );
+        if !turned_on() {
             return;
         }
-        assert_eq!(enable(), Status::On);
         let before = resident_huge_bytes().unwrap_or(0);
         let (pieces, after) = std::thread::spawn(|| {
             let mut pieces: Vec<Vec<u8>> = Vec::new();
