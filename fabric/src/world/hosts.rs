@@ -29,6 +29,20 @@ pub(super) struct HostState {
 }
 
 impl HostState {
+    /// Gives back what host `h` holds, for a world in which another
+    /// thread runs it (see `shards`): its state here is never read again,
+    /// and the build's posts, regions and app would otherwise stay in
+    /// every thread's memory. The NIC becomes a fresh one of the same
+    /// configuration.
+    pub(super) fn vacate(&mut self, h: NodeAddr) {
+        // The configuration built this NIC, so it builds another.
+        if let Ok(nic) = Nic::new(h, self.nic.config().clone()) {
+            self.nic = nic;
+        }
+        self.app = None;
+        self.held = VecDeque::new();
+    }
+
     /// The earlier of the NIC's and the app's deadlines.
     pub(super) fn deadline(&self) -> Option<Instant> {
         let nic = self.nic.poll_timeout();

@@ -648,9 +648,15 @@ impl World {
 
     /// Keeps shard `me`'s part of the world (`part`: each node's shard):
     /// its nodes' events, the lines that reach its nodes, and a stand-in
-    /// for each packet on a line from its nodes to another shard's.
+    /// for each packet on a line from its nodes to another shard's; the
+    /// other shards' hosts give their state back ([`HostState::vacate`]).
     fn keep_shard(&mut self, part: &[u16], me: u16, shards: usize) {
         let mine = |n: NodeId| part[n as usize] == me;
+        for (h, &node) in self.topo.hosts.iter().enumerate() {
+            if !mine(node) {
+                self.hosts[h].vacate(NodeAddr(h as u32));
+            }
+        }
         let mut queue = std::mem::take(&mut self.queue);
         let mut dropped = Vec::new();
         queue.retain(|k| {

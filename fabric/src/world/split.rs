@@ -295,3 +295,42 @@ impl SplitWorld {
         first
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Once split, a world keeps the state of the hosts its thread runs
+    /// and gives back the others' (their build's posts, regions and
+    /// apps), which no thread reads again; the hosts it runs keep theirs.
+    #[test]
+    fn a_thread_keeps_only_its_own_hosts() {
+        let build = || crate::shapes::speed_shape(4, 3).unwrap();
+        let mut split = SplitWorld::new(vec![build(), build()]).unwrap();
+        let regions = |w: &World, h: usize| w.hosts[h].nic.memory().regions().count();
+        let before = regions(&split.worlds[1], 0);
+        assert!(before > 0, "the build registers every host's regions");
+        assert!(!split
+            .run_until(Instant::ZERO + Duration::from_micros(3))
+            .unwrap());
+        let part = split.part.clone().unwrap();
+        let (mut kept, mut vacated) = (0, 0);
+        for (s, w) in split.worlds.iter().enumerate() {
+            for (h, &node) in w.topo.hosts.iter().enumerate() {
+                if usize::from(part[node as usize]) == s {
+                    assert_eq!(regions(w, h), before, "host {h} in shard {s}");
+                    kept += 1;
+                } else {
+                    assert_eq!(regions(w, h), 0, "host {h}, another shard's, in shard {s}");
+                    assert!(w.hosts[h].nic.is_idle() && w.hosts[h].app.is_none());
+                    vacated += 1;
+                }
+            }
+        }
+        assert_eq!((kept, vacated), (16, 16));
+        assert!(
+            split.run_until(Instant(u64::MAX)).unwrap(),
+            "runs to the end"
+        );
+    }
+}
