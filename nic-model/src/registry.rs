@@ -293,20 +293,31 @@ pub fn msg_before(a: u32, b: u32) -> bool {
 /// its oldest first, whatever the senders still send (the hazard).
 #[derive(Debug, Clone)]
 pub struct Tombstones {
-    mode: TombstoneMode,
+    memory: Memory,
     capacity: usize,
-    enabled: bool,
-    /// Fifo: the set and its order.
-    set: BTreeSet<OpKey>,
-    order: VecDeque<OpKey>,
-    /// Window: per peer, completed message ids in the sender's order.
-    windows: BTreeMap<NodeAddr, VecDeque<u32>>,
-    max_peers: usize,
-    /// Most windows ever kept at once.
-    peak_windows: usize,
-    len: usize,
-    peak: usize,
-    peers_overflow: u64,
+    len: u32,
+    peak: u32,
+}
+
+/// What [`Tombstones`] keeps, by mode (one enum, so that the engine's
+/// per-packet part stays as small as it was).
+#[derive(Debug, Clone)]
+enum Memory {
+    /// Tombstones off: nothing.
+    Off,
+    /// One set for all peers, and its order.
+    Fifo {
+        set: BTreeSet<OpKey>,
+        order: VecDeque<OpKey>,
+    },
+    /// Per peer, completed message ids in the sender's order.
+    Window {
+        windows: BTreeMap<NodeAddr, VecDeque<u32>>,
+        max_peers: u32,
+        /// Most windows ever kept at once.
+        peak_windows: u32,
+        peers_overflow: u64,
+    },
 }
 
 impl Tombstones {
@@ -319,18 +330,24 @@ impl Tombstones {
         mode: TombstoneMode,
         max_peers: usize,
     ) -> Tombstones {
+        let memory = match (enabled && capacity > 0, mode) {
+            (false, _) => Memory::Off,
+            (true, TombstoneMode::Fifo) => Memory::Fifo {
+                set: BTreeSet::new(),
+                order: VecDeque::new(),
+            },
+            (true, TombstoneMode::Window) => Memory::Window {
+                windows: BTreeMap::new(),
+                max_peers: u32::try_from(max_peers).unwrap_or(u32::MAX),
+                peak_windows: 0,
+                peers_overflow: 0,
+            },
+        };
         Tombstones {
-            mode,
+            memory,
             capacity,
-            enabled,
-            set: BTreeSet::new(),
-            order: VecDeque::new(),
-            windows: BTreeMap::new(),
-            max_peers,
-            peak_windows: 0,
             len: 0,
             peak: 0,
-            peers_overflow: 0,
         }
     }
 
@@ -338,34 +355,38 @@ impl Tombstones {
     /// could still name was forgotten (Fifo only: a window forgets only
     /// ids its sender has finished with).
     pub fn insert(&mut self, key: OpKey) -> bool {
-        if !self.enabled || self.capacity == 0 {
-            return false;
-        }
-        match self.mode {
-            TombstoneMode::Fifo => {
-                if !self.set.insert(key) {
+        let capacity = self.capacity;
+        let evicted = match &mut self.memory {
+            Memory::Off => return false,
+            Memory::Fifo { set, order } => {
+                if !set.insert(key) {
                     return false;
                 }
-                self.order.push_back(key);
+                order.push_back(key);
                 let mut evicted = false;
-                while self.order.len() > self.capacity {
-                    if let Some(old) = self.order.pop_front() {
-                        self.set.remove(&old);
+                while order.len() > capacity {
+                    if let Some(old) = order.pop_front() {
+                        set.remove(&old);
                         evicted = true;
                     }
                 }
-                self.len = self.set.len();
-                self.peak = self.peak.max(self.len);
+                self.len = set.len() as u32;
                 evicted
             }
-            TombstoneMode::Window => {
-                if !self.windows.contains_key(&key.from) && self.windows.len() >= self.max_peers {
-                    self.peers_overflow += 1;
-                    return false;
+            Memory::Window {
+                windows,
+                max_peers,
+                peak_windows,
+                peers_overflow,
+            } => {
+                if !windows.contains_key(&key.from) {
+                    if windows.len() >= *max_peers as usize {
+                        *peers_overflow += 1;
+                        return false;
+                    }
+                    *peak_windows = (*peak_windows).max(windows.len() as u32 + 1);
                 }
-                let peers = self.windows.len() + usize::from(!self.windows.contains_key(&key.from));
-                self.peak_windows = self.peak_windows.max(peers);
-                let w = self.windows.entry(key.from).or_default();
+                let w = windows.entry(key.from).or_default();
                 // Completions come mostly in the sender's order: look from
                 // the newest end.
                 let mut at = w.len();
@@ -375,44 +396,46 @@ impl Tombstones {
                 if at > 0 && w[at - 1] == key.msg_id {
                     return false;
                 }
-                if at == 0 && w.len() >= self.capacity {
+                if at == 0 && w.len() >= capacity {
                     // Older than a full window: finished at its sender.
                     return false;
                 }
                 w.insert(at, key.msg_id);
                 self.len += 1;
-                if w.len() > self.capacity {
+                if w.len() > capacity {
                     w.pop_front();
                     self.len -= 1;
                 }
-                self.peak = self.peak.max(self.len);
                 false
             }
-        }
+        };
+        self.peak = self.peak.max(self.len);
+        evicted
     }
 
     /// Forgets every operation from `from` (the peer restarted: its new
     /// life numbers its messages afresh); returns how many.
     pub fn forget_peer(&mut self, from: NodeAddr) -> usize {
-        let gone = match self.mode {
-            TombstoneMode::Fifo => {
-                let before = self.set.len();
-                self.set.retain(|k| k.from != from);
-                self.order.retain(|k| k.from != from);
-                before - self.set.len()
+        let gone = match &mut self.memory {
+            Memory::Off => 0,
+            Memory::Fifo { set, order } => {
+                let before = set.len();
+                set.retain(|k| k.from != from);
+                order.retain(|k| k.from != from);
+                before - set.len()
             }
-            TombstoneMode::Window => self.windows.remove(&from).map_or(0, |w| w.len()),
+            Memory::Window { windows, .. } => windows.remove(&from).map_or(0, |w| w.len()),
         };
-        self.len -= gone;
+        self.len -= gone as u32;
         gone
     }
 
     /// Whether `key` completed here and is still remembered.
     pub fn contains(&self, key: &OpKey) -> bool {
-        match self.mode {
-            TombstoneMode::Fifo => self.set.contains(key),
-            TombstoneMode::Window => self
-                .windows
+        match &self.memory {
+            Memory::Off => false,
+            Memory::Fifo { set, .. } => set.contains(key),
+            Memory::Window { windows, .. } => windows
                 .get(&key.from)
                 .is_some_and(|w| w.iter().rev().any(|m| *m == key.msg_id)),
         }
@@ -422,15 +445,17 @@ impl Tombstones {
     /// (Window only): its peer's window is full and every id in it is
     /// newer. Such a packet is a late copy, never a live operation's.
     pub fn finished(&self, key: &OpKey) -> bool {
-        self.mode == TombstoneMode::Window
-            && self.windows.get(&key.from).is_some_and(|w| {
+        match &self.memory {
+            Memory::Window { windows, .. } => windows.get(&key.from).is_some_and(|w| {
                 w.len() >= self.capacity && w.front().is_some_and(|f| msg_before(key.msg_id, *f))
-            })
+            }),
+            _ => false,
+        }
     }
 
     /// Remembered now.
     pub fn len(&self) -> usize {
-        self.len
+        self.len as usize
     }
 
     /// Nothing remembered.
@@ -440,24 +465,25 @@ impl Tombstones {
 
     /// Most ever remembered at once.
     pub fn peak(&self) -> usize {
-        self.peak
+        self.peak as usize
     }
 
     /// The most that may be remembered: the capacity, per peer window
     /// (as many windows as were ever kept at once).
     pub fn limit(&self) -> usize {
-        if !self.enabled {
-            return 0;
-        }
-        match self.mode {
-            TombstoneMode::Fifo => self.capacity,
-            TombstoneMode::Window => self.capacity * self.peak_windows.max(1),
+        match &self.memory {
+            Memory::Off => 0,
+            Memory::Fifo { .. } => self.capacity,
+            Memory::Window { peak_windows, .. } => self.capacity * (*peak_windows).max(1) as usize,
         }
     }
 
     /// Peers whose completions went unremembered: every window was taken.
     pub fn peers_overflow(&self) -> u64 {
-        self.peers_overflow
+        match &self.memory {
+            Memory::Window { peers_overflow, .. } => *peers_overflow,
+            _ => 0,
+        }
     }
 }
 

@@ -123,6 +123,10 @@ pub struct Stats {
     /// `tombstone_capacity` toward its peer from its oldest unfinished
     /// one on (the window the receiver remembers).
     pub window_waits: u64,
+    /// Operations sent again from their first packet because the receiver
+    /// refused a later packet after acknowledging the first: it had lost
+    /// the registration (`registry_timeout`), and says so only this way.
+    pub registrations_lost: u64,
     /// Receiver-side completions (registry mask full).
     pub receiver_completions: u64,
     /// Completion notices received by senders.

@@ -272,3 +272,60 @@ fn a_window_of_one_is_refused() {
     )
     .is_ok());
 }
+
+/// A WRITE's first packet registers it and is acknowledged; the others are
+/// lost for 1 ms, longer than h1's `registry_timeout` of 300 µs, so h1
+/// drops the half-received operation. Returns the WRITE's result, the
+/// refusals h0 heard, and how often it sent the whole WRITE again.
+fn lost_registration(mode: TombstoneMode) -> (Result<(), WcError>, u64, u64) {
+    let mut s = setup(NicConfig {
+        registry_timeout: udrma_nic::Duration::from_micros(300),
+        max_rnr_retries: 40,
+        ..four(mode)
+    });
+    s.pair.set_filter(|w| match w.repr {
+        Some(r)
+            if r.opcode() == Opcode::Write
+                && r.seg_index > 0
+                && w.at < udrma_nic::Instant::ZERO + udrma_nic::Duration::from_millis(1) =>
+        {
+            Verdict::Drop
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(3 * 1024);
+    s.pair.run();
+    let result = s.completions(0, wr);
+    assert_eq!(result.len(), 1);
+    let h0 = s.pair.nics[0].stats();
+    assert!(
+        s.pair.nics[1].stats().registry_expired >= 1,
+        "h1 dropped the half-received WRITE"
+    );
+    if result[0].is_ok() {
+        s.assert_written(3 * 1024);
+    }
+    (
+        result[0],
+        h0.nacks_received
+            .get(&Syndrome::ReceiverNotReady)
+            .copied()
+            .unwrap_or(0),
+        h0.registrations_lost,
+    )
+}
+
+#[test]
+fn a_receiver_that_lost_a_registration_gets_the_whole_operation_again() {
+    // With the window a refusal after the first packet's acknowledgement
+    // can only mean the registration is gone: the WRITE goes again from
+    // its first packet at the first refusal.
+    let (result, refusals, restarts) = lost_registration(TombstoneMode::Window);
+    assert_eq!((result, restarts), (Ok(()), 1));
+    assert!(refusals <= 2, "{refusals}");
+    // Without it the refused packets are offered until the refusal
+    // budget is spent.
+    let (result, refusals, restarts) = lost_registration(TombstoneMode::Fifo);
+    assert_eq!((result, restarts), (Err(WcError::RetryExceeded), 0));
+    assert!(refusals >= 40, "{refusals}");
+}

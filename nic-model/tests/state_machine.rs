@@ -731,7 +731,7 @@ impl StateMachineTest for NicMachine {
         }
     }
 
-    fn teardown(mut s: Sut, m: Model) {
+    fn teardown(mut s: Sut, _: Model) {
         // Faults stop; the run must drain (liveness) and every request must
         // have completed exactly once.
         s.plan.borrow_mut().clear();

@@ -216,6 +216,9 @@ struct Op {
     /// packet or had one acknowledged, the instant its probe timer is
     /// filed at (if it is), and how many probes went unanswered since.
     probe: probe::ProbeState,
+    /// Times the whole operation went again because its receiver had lost
+    /// its registration (`window.rs`).
+    restarts: u32,
 }
 
 /// An OP table entry: one outstanding packet.

@@ -176,6 +176,7 @@ impl Nic {
             read_mask,
             acked_sent: None,
             probe: Default::default(),
+            restarts: 0,
         });
         true
     }
@@ -509,6 +510,7 @@ impl Nic {
                 read_mask: None,
                 acked_sent: None,
                 probe: Default::default(),
+                restarts: 0,
             });
         } else {
             self.complete_request(now, op.wr, Ok(()));

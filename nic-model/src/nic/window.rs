@@ -6,6 +6,15 @@
 //! is remembered there, and a copy older than a full window is one its
 //! sender has finished with (`registry.rs`, `Tombstones::finished`).
 //! READ requests take no place: the responder keeps nothing for them.
+//!
+//! The window also lets a refusal say "never seen" with certainty: with
+//! it, a receiver that refuses a later packet of an operation whose first
+//! packet it acknowledged has neither completed the operation (its copy
+//! would have been acknowledged) nor still registered it (the packet would
+//! have been applied): it lost the registration (`registry_timeout` passed
+//! with nothing arriving). The whole operation goes again from its first
+//! packet at once, instead of the refused packet being offered until the
+//! refusal budget is spent.
 
 use super::*;
 use crate::config::TombstoneMode;
@@ -87,5 +96,59 @@ impl Nic {
                 .count();
             w.ids.len() - finished + w.notices_owed
         })
+    }
+
+    /// A receiver-not-ready refusal of `opn`: if it says the receiver lost
+    /// the operation's registration (module docs), every packet of the
+    /// operation goes again from the first, on the loss budget (the
+    /// operation's `restarts`, at most `max_retries`, then the request
+    /// fails `RetryExceeded`); returns whether it did.
+    pub(super) fn restart_if_unregistered(&mut self, now: Instant, opn: OpNumber) -> bool {
+        if !self.windowed() || self.cfg.registration != RegistrationMode::FirstOnly {
+            return false;
+        }
+        let Some(inf) = self.op_table.get(opn).copied() else {
+            return false;
+        };
+        let Some(op) = self.ops.get(&inf.msg_id) else {
+            return false;
+        };
+        let registered_once = inf.seg > 0 && op.pkts.first() == Some(&PktState::Acked);
+        if !registered_once || !matches!(op.kind, OpKind::Write | OpKind::Send) {
+            return false;
+        }
+        if op.restarts >= self.cfg.max_retries {
+            let wr = op.wr;
+            self.fail_request(now, wr, WcError::RetryExceeded);
+            return true;
+        }
+        self.stats.registrations_lost += 1;
+        let (dst, msg_id) = (op.dst, inf.msg_id);
+        let pkts = std::mem::take(&mut self.ops.get_mut(&msg_id).expect("found above").pkts);
+        for p in &pkts {
+            if let PktState::InFlight(o) = p {
+                if let Some(e) = self.op_table.remove(*o) {
+                    self.flow_released(dst, e.bytes);
+                    if let Some(d) = e.deadline {
+                        self.timers.remove(&(d, Timer::Retransmit(*o)));
+                        self.timers.remove(&(d, Timer::RnrRetry(*o)));
+                    }
+                }
+            }
+        }
+        let Some(op) = self.ops.get_mut(&msg_id) else {
+            return true;
+        };
+        op.pkts = vec![PktState::Unsent; pkts.len()];
+        op.restarts += 1;
+        op.next_unsent = 0;
+        op.first_unacked = 0;
+        op.first_sent.clear();
+        op.acked = 0;
+        op.acked_sent = None;
+        if !self.sendable.contains(&msg_id) {
+            self.sendable.push_back(msg_id);
+        }
+        true
     }
 }
