@@ -66,6 +66,7 @@ pub mod registry;
 pub mod rtt;
 pub mod sgl;
 pub mod stats;
+pub mod tombstones;
 pub mod translation;
 pub mod wr;
 
