@@ -13,6 +13,11 @@
 //! - `enumerate`: the level-by-level search, the estimate, the threads;
 //! - `counterexample`: the failing schedule as a scenario file, replayed;
 //! - `report`: what the command prints.
+//!
+//! With `--shrink`, the counterexample also goes through `udrma shrink`
+//! (`crate::shrink`): it cannot take a fault away (every smaller schedule
+//! ran and passed), but it can drop or halve workloads the failure does
+//! not need.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -66,6 +71,11 @@ pub struct CheckArgs {
     /// Seed (default: the file's).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Also hand the counterexample to `udrma shrink` (fewer or smaller
+    /// workloads while it still fails) and write
+    /// `<name>-counterexample-shrunk.toml`.
+    #[arg(long)]
+    pub shrink: bool,
 }
 
 /// Runs `udrma check`.
@@ -167,6 +177,12 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 args.seed,
             )?;
             report::print_replay(&written);
+            if args.shrink {
+                let stem = written.path.file_stem().unwrap_or_default().to_string_lossy();
+                let to = written.path.with_file_name(format!("{stem}-shrunk.toml"));
+                print!("shrink      ");
+                crate::shrink::shrink(&written.path, seed, &to)?;
+            }
             Ok(ExitCode::from(1))
         }
     }
