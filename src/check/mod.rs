@@ -101,6 +101,18 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             nic.rto_initial + nic.rto_initial
         }
     };
+    // Delays that add up to the time limit fail liveness by construction.
+    let limit = sc.file.time_limit.0;
+    if args.faults > 0 && delay.as_ps().saturating_mul(u64::from(args.faults)) >= limit.as_ps() {
+        return Err(BadInput(format!(
+            "{}: --faults {} delays of {} ns each reach the scenario's time_limit ({} ns): such runs would fail liveness by construction; use a shorter --delay or raise time_limit",
+            args.file.display(),
+            args.faults,
+            delay.as_ps() / 1000,
+            limit.as_ps() / 1000
+        ))
+        .into());
+    }
     let seed = args.seed.unwrap_or(sc.file.seed);
     let base = schedule::Base {
         scenario: sc,
