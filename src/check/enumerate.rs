@@ -240,7 +240,101 @@ pub fn estimate(packets: usize, kinds: usize, faults: usize) -> u128 {
 
 #[cfg(test)]
 mod tests {
-    use super::estimate;
+    use super::*;
+    use udrma_faults::Direction;
+    use udrma_proto::{Flags, Instant, NodeAddr, Opcode};
+
+    fn pkt(t_ns: u64, link: u32, reverse: bool, op: Opcode) -> Egress {
+        Egress {
+            t: Instant(t_ns * 1000),
+            link,
+            direction: if reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
+            src: NodeAddr(0),
+            dst: NodeAddr(1),
+            opcode: Some(op),
+            flags: Flags::empty(),
+            msg: 1,
+            seg: 0,
+        }
+    }
+
+    /// A rule's n counts the earlier packets of its link, direction and
+    /// opcode; a reorder holds just past the next packet of its link and
+    /// direction, and has none for the last.
+    #[test]
+    fn children_count_the_nth_packet_of_their_class_and_swap_with_the_next() {
+        let node = Node {
+            schedule: Vec::new(),
+            egress: vec![
+                pkt(0, 0, false, Opcode::Write),
+                pkt(1000, 0, true, Opcode::Ack),
+                pkt(1500, 0, false, Opcode::Write),
+                pkt(2000, 1, false, Opcode::Write),
+            ],
+        };
+        let bound = Bound {
+            faults: 2,
+            kinds: vec![Kind::Drop, Kind::Reorder],
+            delay_ns: 200_000,
+        };
+        let mut level = Level::default();
+        let kids = children(&node, &bound, &mut level);
+        // 4 drops, 1 reorder (the first write, swapped with the second).
+        assert_eq!(kids.len(), 5);
+        assert_eq!(level.not_applicable, 3);
+        let nths: Vec<(usize, u64, Kind)> = kids
+            .iter()
+            .map(|s| (s[0].pos, s[0].nth, s[0].kind))
+            .collect();
+        assert_eq!(
+            nths,
+            vec![
+                (0, 0, Kind::Drop),
+                (0, 0, Kind::Reorder),
+                (1, 0, Kind::Drop),
+                (2, 1, Kind::Drop),
+                (3, 0, Kind::Drop),
+            ]
+        );
+        // 1.5 us later, plus one nanosecond.
+        assert_eq!(kids[1][0].delay_ns, 1501);
+        // Children of a schedule come only after its last fault.
+        let deeper = Node {
+            schedule: kids[3].clone(),
+            egress: node.egress.clone(),
+        };
+        let grandkids = children(&deeper, &bound, &mut Level::default());
+        assert_eq!(grandkids.len(), 1);
+        assert_eq!(grandkids[0].len(), 2);
+        assert_eq!(grandkids[0][1].pos, 3);
+    }
+
+    /// A reorder whose hold is the delay bound is the delay rule itself.
+    #[test]
+    fn a_reorder_equal_to_the_delay_is_pruned() {
+        let node = Node {
+            schedule: Vec::new(),
+            egress: vec![
+                pkt(0, 0, false, Opcode::Write),
+                pkt(1999, 0, false, Opcode::Write),
+            ],
+        };
+        let bound = Bound {
+            faults: 1,
+            kinds: vec![Kind::Delay, Kind::Reorder],
+            delay_ns: 2000,
+        };
+        let mut level = Level::default();
+        let kids = children(&node, &bound, &mut level);
+        assert_eq!(level.same_rule, 1);
+        assert_eq!(level.not_applicable, 1);
+        assert_eq!(kids.len(), 2);
+        assert!(kids.iter().all(|s| s[0].kind == Kind::Delay));
+    }
 
     #[test]
     fn the_estimate_counts_sets_of_packets_times_kinds() {
