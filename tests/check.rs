@@ -69,7 +69,10 @@ fn the_small_pair_has_no_violation_within_two_faults_on_any_number_of_threads() 
     // The fault-free run judges 11 packets on the pair's one link: 55
     // single faults, less the two reorders of each direction's last
     // packet, which has nothing to swap with.
-    assert!(stdout.contains("fault-free  11 packets judged on 1 links"), "{stdout}");
+    assert!(
+        stdout.contains("fault-free  11 packets judged on 1 links"),
+        "{stdout}"
+    );
     assert_eq!(count(&stdout, "faults 0", "ran"), 1);
     assert_eq!(count(&stdout, "faults 1", "ran"), 53);
     assert_eq!(count(&stdout, "faults 1", "not applicable"), 2);
@@ -109,7 +112,10 @@ fn without_tombstones_the_check_finds_the_stale_duplicate_and_udrma_run_replays_
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     // The file's own two rules (which stage the hazard) are left out: the
     // search finds it by itself, with two faults and not fewer.
-    assert!(stdout.contains("the file's 2 [[fault]] rule(s) left out"), "{stdout}");
+    assert!(
+        stdout.contains("the file's 2 [[fault]] rule(s) left out"),
+        "{stdout}"
+    );
     assert_eq!(count(&stdout, "faults 1", "violations"), 0, "{stdout}");
     assert!(
         stdout.contains("result      VIOLATION with 2 fault(s)")
@@ -161,7 +167,11 @@ fn a_search_too_large_is_refused_before_it_runs() {
 #[test]
 fn bad_input_gets_the_usual_errors() {
     let bad = tmp("check-bad.toml");
-    std::fs::write(&bad, "name = \"x\"\n[topology]\nkind = \"pair\"\nbogus = 1\n").unwrap();
+    std::fs::write(
+        &bad,
+        "name = \"x\"\n[topology]\nkind = \"pair\"\nbogus = 1\n",
+    )
+    .unwrap();
     let out = udrma(&["check", bad.to_str().unwrap()]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -198,6 +208,12 @@ fn an_interrupt_prints_what_was_covered() {
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
-    assert!(stdout.contains("interrupted every schedule of up to"), "{stdout}");
-    assert!(stdout.contains("result      no violation in what ran"), "{stdout}");
+    assert!(
+        stdout.contains("interrupted every schedule of up to"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("result      no violation in what ran"),
+        "{stdout}"
+    );
 }

@@ -52,9 +52,9 @@ mod split;
 mod windows;
 
 use arrivals::Arrivals;
+pub use egress_log::Egress;
 use events::EvKind;
 use hosts::HostState;
-pub use egress_log::Egress;
 pub use journey::Journey;
 use packet::{Head, Pkt};
 use ports::{InFlight, PortHot, PortState};

@@ -158,7 +158,11 @@ pub fn search(
         for chunk in parents.chunks(CHUNK_PARENTS) {
             let mut cands: Vec<(usize, Schedule)> = Vec::new();
             for (k, node) in chunk.iter().enumerate() {
-                cands.extend(children(node, bound, &mut level).into_iter().map(|s| (k, s)));
+                cands.extend(
+                    children(node, bound, &mut level)
+                        .into_iter()
+                        .map(|s| (k, s)),
+                );
             }
             let results: Vec<Option<Result<Outcome, String>>> = pool.install(|| {
                 cands

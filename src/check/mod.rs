@@ -97,7 +97,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let delay = match args.delay {
         Some(d) => d,
         None => {
-            let nic = udrma_scenarios::build::nic_config(&sc).map_err(|e| BadInput(e.to_string()))?;
+            let nic =
+                udrma_scenarios::build::nic_config(&sc).map_err(|e| BadInput(e.to_string()))?;
             nic.rto_initial + nic.rto_initial
         }
     };
@@ -179,18 +180,15 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         Some((schedule, outcome)) => {
             report::print_violation(&found, schedule, outcome, &base.link_names);
             let written = counterexample::write(
-                &args.file,
-                &doc,
-                &base,
-                schedule,
-                outcome,
-                &args.out,
-                &bound,
-                args.seed,
+                &args.file, &doc, &base, schedule, outcome, &args.out, &bound, args.seed,
             )?;
             report::print_replay(&written);
             if args.shrink {
-                let stem = written.path.file_stem().unwrap_or_default().to_string_lossy();
+                let stem = written
+                    .path
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy();
                 let to = written.path.with_file_name(format!("{stem}-shrunk.toml"));
                 print!("shrink      ");
                 crate::shrink::shrink(&written.path, seed, &to)?;

@@ -99,7 +99,11 @@ pub fn print_search(s: &Search, bound: &Bound, wall_s: f64, jobs: usize) {
     }
     println!(
         "time        {wall_s:.2} s wall, {:.0} schedules/s, {jobs} jobs",
-        if wall_s > 0.0 { ran as f64 / wall_s } else { 0.0 }
+        if wall_s > 0.0 {
+            ran as f64 / wall_s
+        } else {
+            0.0
+        }
     );
 }
 
@@ -151,10 +155,10 @@ pub fn print_replay(w: &Written) {
             "; NOT the search's run: please report"
         }
     );
-    let stem = w
-        .path
-        .file_stem()
-        .map_or_else(|| "counterexample".into(), |s| s.to_string_lossy().to_string());
+    let stem = w.path.file_stem().map_or_else(
+        || "counterexample".into(),
+        |s| s.to_string_lossy().to_string(),
+    );
     println!("replay      udrma run {p}");
     println!(
         "ladder      udrma run {p} --ladder {stem}.svg --ladder-hosts h{},h{}",

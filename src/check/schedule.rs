@@ -168,9 +168,7 @@ impl Fault {
     /// One line for people: what, which packet, where, when.
     pub fn describe(&self, link_names: &[String]) -> String {
         let p = &self.packet;
-        let link = link_names
-            .get(p.link as usize)
-            .map_or("?", String::as_str);
+        let link = link_names.get(p.link as usize).map_or("?", String::as_str);
         let what = match self.kind {
             Kind::Delay => format!("delay {} ns", self.delay_ns),
             Kind::Reorder => format!("reorder (hold {} ns, past the next)", self.delay_ns),
