@@ -86,6 +86,20 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     kinds.sort();
     kinds.dedup();
     let mut sc: Scenario = crate::load(&args.file)?;
+    if sc
+        .file
+        .workloads
+        .iter()
+        .any(|w| w.kind == udrma_scenarios::schema::WorkloadKind::Collective)
+    {
+        // A collective study may run a second fabric (`method = "both"`)
+        // whose packets the fault rules would also count.
+        return Err(BadInput(format!(
+            "{}: udrma check takes RDMA, messaging and non-contiguous workloads, not collective ones (a study may run on two fabrics, and a rule's n-th packet would be counted in both)",
+            args.file.display()
+        ))
+        .into());
+    }
     let dropped_rules = sc.file.faults.len();
     sc.file.faults.clear();
     let topo = udrma_scenarios::build::topology(&sc).map_err(|e| BadInput(e.to_string()))?;

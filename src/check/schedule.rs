@@ -288,7 +288,7 @@ impl Base {
         .map_err(|e| e.to_string())?;
         let egress = report.egress.ok_or_else(|| {
             format!(
-                "{}: udrma check needs the egress log of one simulated world, which this scenario's runner does not keep (collective workloads)",
+                "{}: udrma check needs the egress log of one simulated world, which this scenario's runner does not keep",
                 self.scenario.path
             )
         })?;
