@@ -144,8 +144,8 @@ pub struct Report {
     #[serde(skip)]
     pub ladder_svg: Option<String>,
     /// Every packet presented to the fault rules, in judging order, when
-    /// [`RunOptions::egress_log`](crate::RunOptions::egress_log) asked
-    /// (the simulated fabric only).
+    /// the run's options asked (`RunOptions::egress_log`; the simulated
+    /// fabric only).
     #[serde(skip)]
     pub egress: Option<Vec<udrma_fabric::Egress>>,
 }
