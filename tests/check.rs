@@ -180,6 +180,11 @@ fn bad_input_gets_the_usual_errors() {
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("invalid value 'melt'"), "{stderr}");
+    // A collective study may run a second fabric: refused, not half-searched.
+    let out = udrma(&["check", &example("allreduce-lossy.toml"), "--faults", "1"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not collective ones"), "{stderr}");
 }
 
 #[test]
