@@ -19,6 +19,7 @@
 //! ran and passed), but it can drop or halve workloads the failure does
 //! not need.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -168,7 +169,9 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    report::print_head(&head);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    report::print_head(&mut out, &head)?;
     let jobs = args.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, usize::from),
         usize::from,
@@ -181,22 +184,26 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let found = enumerate::search(&base, zero.clone(), &bound, &pool, &stop)
         .map_err(|e| anyhow::anyhow!(e))?;
     let wall = start.elapsed().as_secs_f64();
-    report::print_search(&found, &bound, wall, jobs);
+    report::print_search(&mut out, &found, &bound, wall, jobs)?;
     if found.interrupted {
-        report::print_interrupted(&found, &bound);
+        report::print_interrupted(&mut out, &found, &bound)?;
         return Ok(ExitCode::from(130));
     }
     match &found.first {
         None => {
-            println!("result      no violation within {} faults", bound.faults);
+            writeln!(
+                out,
+                "result      no violation within {} faults",
+                bound.faults
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Some((schedule, outcome)) => {
-            report::print_violation(&found, schedule, outcome, &base.link_names);
+            report::print_violation(&mut out, &found, schedule, outcome, &base.link_names)?;
             let written = counterexample::write(
                 &args.file, &doc, &base, schedule, outcome, &args.out, &bound, args.seed,
             )?;
-            report::print_replay(&written);
+            report::print_replay(&mut out, &written)?;
             if args.shrink {
                 let stem = written
                     .path
@@ -204,7 +211,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                     .unwrap_or_default()
                     .to_string_lossy();
                 let to = written.path.with_file_name(format!("{stem}-shrunk.toml"));
-                print!("shrink      ");
+                write!(out, "shrink      ")?;
+                out.flush()?;
                 crate::shrink::shrink(&written.path, seed, &to)?;
             }
             Ok(ExitCode::from(1))

@@ -1,6 +1,7 @@
 //! What `udrma check` prints: the bound, the fault-free run, the search's
 //! counts and speed, and the result with how to replay it.
 
+use std::io::{self, Write};
 use std::path::Path;
 
 use super::counterexample::Written;
@@ -39,9 +40,10 @@ fn checks(o: &Outcome) -> String {
 }
 
 /// The lines before the search.
-pub fn print_head(h: &Head) {
+pub fn print_head(out: &mut dyn Write, h: &Head) -> io::Result<()> {
     let kinds: Vec<&str> = h.bound.kinds.iter().map(|k| k.name()).collect();
-    println!(
+    writeln!(
+        out,
         "check       {}  ({}, seed {}): up to {} faults of {}; delay holds {} ns",
         h.name,
         h.file.display(),
@@ -49,39 +51,51 @@ pub fn print_head(h: &Head) {
         h.bound.faults,
         kinds.join(","),
         h.bound.delay_ns
-    );
+    )?;
     if h.dropped_rules > 0 {
-        println!(
+        writeln!(
+        out,
             "note        the file's {} [[fault]] rule(s) left out: the search starts from a fault-free run",
             h.dropped_rules
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "fault-free  {} packets judged on {} links, trace {}",
         h.packets, h.links, h.zero.trace_hash
-    );
-    println!("checks      {}", checks(h.zero));
-    println!(
+    )?;
+    writeln!(out, "checks      {}", checks(h.zero))?;
+    writeln!(
+        out,
         "bound       about {} schedules within {} faults ({} packets, {} kinds; faulted runs judge more packets, so this estimates)",
         h.estimate,
         h.bound.faults,
         h.packets,
         h.bound.kinds.len()
-    );
+    )?;
+    Ok(())
 }
 
 /// The counts per number of faults, the totals and the speed.
-pub fn print_search(s: &Search, bound: &Bound, wall_s: f64, jobs: usize) {
+pub fn print_search(
+    out: &mut dyn Write,
+    s: &Search,
+    bound: &Bound,
+    wall_s: f64,
+    jobs: usize,
+) -> io::Result<()> {
     for (i, l) in s.levels.iter().enumerate() {
-        println!(
+        writeln!(
+            out,
             "faults {i:<4} ran {}  violations {}  pruned {}  not applicable {}",
             l.ran, l.violations, l.same_rule, l.not_applicable
-        );
+        )?;
     }
     let ran = s.ran();
     let pruned = s.pruned();
     let considered = ran + pruned;
-    println!(
+    writeln!(
+        out,
         "explored    {} schedules: ran {ran}, pruned as equivalent {pruned} ({:.1} %), not applicable {}",
         considered,
         if considered == 0 {
@@ -90,62 +104,77 @@ pub fn print_search(s: &Search, bound: &Bound, wall_s: f64, jobs: usize) {
             100.0 * pruned as f64 / considered as f64
         },
         s.not_applicable()
-    );
+    )?;
     if s.first.is_some() && s.levels.len() <= bound.faults {
-        println!(
+        writeln!(
+            out,
             "            stopped after {} faults: the smallest counterexample has that many",
             s.levels.len() - 1
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "time        {wall_s:.2} s wall, {:.0} schedules/s, {jobs} jobs",
         if wall_s > 0.0 {
             ran as f64 / wall_s
         } else {
             0.0
         }
-    );
+    )?;
+    Ok(())
 }
 
 /// What an interrupt left covered.
-pub fn print_interrupted(s: &Search, bound: &Bound) {
+pub fn print_interrupted(out: &mut dyn Write, s: &Search, bound: &Bound) -> io::Result<()> {
     let done = s.levels.len().saturating_sub(2);
-    println!(
+    writeln!(
+        out,
         "interrupted every schedule of up to {done} faults ran; {} with {} faults ran before the interrupt (of up to {} faults asked)",
         s.levels.last().map_or(0, |l| l.ran),
         s.levels.len().saturating_sub(1),
         bound.faults
-    );
+    )?;
     match &s.first {
-        Some((f, o)) => println!(
+        Some((f, o)) => writeln!(
+            out,
             "result      a violation with {} faults was found before the interrupt: fails {}",
             f.len(),
             o.failing().join(", ")
-        ),
-        None => println!("result      no violation in what ran"),
+        )?,
+        None => writeln!(out, "result      no violation in what ran")?,
     }
+    Ok(())
 }
 
 /// The smallest counterexample.
-pub fn print_violation(s: &Search, schedule: &[Fault], outcome: &Outcome, links: &[String]) {
+pub fn print_violation(
+    out: &mut dyn Write,
+    s: &Search,
+    schedule: &[Fault],
+    outcome: &Outcome,
+    links: &[String],
+) -> io::Result<()> {
     let n = schedule.len();
     let same = s.levels.get(n).map_or(1, |l| l.violations);
-    println!(
+    writeln!(
+        out,
         "result      VIOLATION with {n} fault(s) (the smallest; {same} schedule(s) with {n} faults violate): fails {}",
         outcome.failing().join(", ")
-    );
+    )?;
     for (i, f) in schedule.iter().enumerate() {
-        println!("fault {:<5} {}", i + 1, f.describe(links));
+        writeln!(out, "fault {:<5} {}", i + 1, f.describe(links))?;
     }
     for note in &outcome.notes {
-        println!("note        {note}");
+        writeln!(out, "note        {note}")?;
     }
+    Ok(())
 }
 
 /// Where the counterexample is and how to look at it.
-pub fn print_replay(w: &Written) {
+pub fn print_replay(out: &mut dyn Write, w: &Written) -> io::Result<()> {
     let p = w.path.display();
-    println!(
+    writeln!(
+        out,
         "wrote       {p} (replayed with udrma run: fails {}, trace {}{})",
         w.failing.join(", "),
         w.trace_hash,
@@ -154,15 +183,20 @@ pub fn print_replay(w: &Written) {
         } else {
             "; NOT the search's run: please report"
         }
-    );
+    )?;
     let stem = w.path.file_stem().map_or_else(
         || "counterexample".into(),
         |s| s.to_string_lossy().to_string(),
     );
-    println!("replay      udrma run {p}");
-    println!(
+    writeln!(out, "replay      udrma run {p}")?;
+    writeln!(
+        out,
         "ladder      udrma run {p} --ladder {stem}.svg --ladder-hosts h{},h{}",
         w.hosts.0, w.hosts.1
-    );
-    println!("capture     udrma run {p} --pcap {stem}.pcap && udrma decode {stem}.pcap");
+    )?;
+    writeln!(
+        out,
+        "capture     udrma run {p} --pcap {stem}.pcap && udrma decode {stem}.pcap"
+    )?;
+    Ok(())
 }
