@@ -109,13 +109,17 @@ impl Case {
             ["single", "spray", "reps"][((self.seed >> 9) % 3) as usize],
             registry,
             escape,
-            // Enough tombstones for these workloads (the engine's default
-            // is 4096): a tombstone evicted while a late duplicate SEND is
-            // still on its way lets the duplicate take a second receive
-            // buffer, seen here with 8 and with 64 (docs/testing.md,
-            // finding 3; the `stale-duplicate-hazard` example shows the
-            // WRITE case).
-            1024 + tombstones * 48,
+            // Small windows of completions in half the cases (2 to 16 per
+            // peer: senders wait for their oldest operation), large ones in
+            // the others. The per-peer window keeps exactly once at any
+            // size; one first-in, first-out set of 8 or 64 let a late
+            // duplicate SEND take a second receive buffer here
+            // (docs/testing.md, finding 3).
+            if tombstones < 32 {
+                [2, 4, 8, 16][tombstones % 4]
+            } else {
+                1024 + tombstones * 48
+            },
             ["first-only", "self-describing"][registration % 2],
             ["per-packet", "selective"][ack % 2],
             (ack / 4) % 2 == 1,

@@ -29,6 +29,24 @@ pub enum AckMode {
     },
 }
 
+/// How the receiver remembers completed operations, so that a late copy
+/// of one never writes again (docs/design.md, "Exactly once").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TombstoneMode {
+    /// Per peer, the `tombstone_capacity` newest completed message ids; a
+    /// sender opens at most `tombstone_capacity` operations toward a peer
+    /// from its oldest unfinished one on, so every completed operation it
+    /// may still send a copy of is among them, and a copy older than all
+    /// of a full window's is one its sender has finished with (dropped).
+    /// Exactly once with bounded state; the default.
+    Window,
+    /// One first-in, first-out set of `tombstone_capacity` completed
+    /// operations for all peers, with no limit on the sender: once a
+    /// completion is evicted, a late copy of it is taken as new (the
+    /// stale-duplicate hazard of bounded tombstones; kept to compare).
+    Fifo,
+}
+
 /// What the sender retransmits after a timeout or NACK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RetransmitMode {
@@ -79,9 +97,17 @@ pub struct NicConfig {
     /// How long a packet waits in the escape channel.
     pub escape_timeout: Duration,
     /// Whether completed operations are remembered (see `tombstone_capacity`).
+    /// Off is the published registry's pure behaviour: no memory of
+    /// finished operations, so a late copy of one registers again.
     pub tombstones: bool,
-    /// Completed operations remembered, oldest forgotten first.
+    /// [`TombstoneMode::Window`]: completed message ids remembered per
+    /// peer, and the most operations a sender opens toward one peer from
+    /// its oldest unfinished one on (peers must agree on it).
+    /// [`TombstoneMode::Fifo`]: completed operations remembered in all,
+    /// oldest forgotten first.
     pub tombstone_capacity: usize,
+    /// How completed operations are remembered.
+    pub tombstone_mode: TombstoneMode,
     /// Registration mode.
     pub registration: RegistrationMode,
     /// Acknowledgement mode.
@@ -220,6 +246,7 @@ impl Default for NicConfig {
             escape_timeout: Duration::from_micros(100),
             tombstones: true,
             tombstone_capacity: 4096,
+            tombstone_mode: TombstoneMode::Window,
             registration: RegistrationMode::FirstOnly,
             ack_mode: AckMode::PerPacket,
             completion_acks: false,
@@ -363,6 +390,17 @@ impl NicConfig {
                 "tombstone_capacity",
                 0,
                 "must be at least 1 when tombstones are on",
+            );
+        }
+        if self.tombstones
+            && self.tombstone_mode == TombstoneMode::Window
+            && self.tombstone_capacity < 2
+        {
+            return bad(
+                "tombstone_capacity",
+                self.tombstone_capacity as u64,
+                "must be at least 2 with tombstone_mode = window (a WRITE with \
+                 notification opens two operations: its data and its notice)",
             );
         }
         if self.ring_low_water >= self.descriptor_ring {

@@ -70,7 +70,9 @@ pub mod translation;
 pub mod wr;
 
 pub use cc::{CcAlgorithm, CcConfig, CongestionControl};
-pub use config::{AckMode, ConfigError, Multipath, NicConfig, RegistrationMode, RetransmitMode};
+pub use config::{
+    AckMode, ConfigError, Multipath, NicConfig, RegistrationMode, RetransmitMode, TombstoneMode,
+};
 pub use cost::CostModel;
 pub use memory::{Access, MemoryTable, MrKey};
 pub use nic::{Ecn, Nic, RxMeta, Transmit};

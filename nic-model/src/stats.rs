@@ -109,8 +109,24 @@ pub struct Stats {
     pub no_receive_buffer: u64,
     /// Registry entries evicted after `registry_timeout` without progress.
     pub registry_expired: u64,
-    /// Tombstones forgotten to make room.
+    /// Tombstones forgotten to make room while a late copy could still
+    /// name them (`tombstone_mode = "fifo"` only: a window forgets only
+    /// what its sender has finished with).
     pub tombstone_evictions: u64,
+    /// Late copies of operations their sender had finished with (older
+    /// than a full window of completions), dropped without a reply.
+    pub stale_finished: u64,
+    /// Completions not remembered because a window was kept for
+    /// [`crate::nic::MAX_PEERS`] peers already.
+    pub tombstone_peers_overflow: u64,
+    /// Times the sender held a new operation back because it had opened
+    /// `tombstone_capacity` toward its peer from its oldest unfinished
+    /// one on (the window the receiver remembers).
+    pub window_waits: u64,
+    /// Operations sent again from their first packet because the receiver
+    /// refused a later packet after acknowledging the first: it had lost
+    /// the registration (`registry_timeout`), and says so only this way.
+    pub registrations_lost: u64,
     /// Receiver-side completions (registry mask full).
     pub receiver_completions: u64,
     /// Completion notices received by senders.

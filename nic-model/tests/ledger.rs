@@ -11,7 +11,7 @@ use std::rc::Rc;
 
 use common::*;
 use udrma_nic::pair::Verdict;
-use udrma_nic::{NicConfig, WorkRequest};
+use udrma_nic::{NicConfig, TombstoneMode, WorkRequest};
 use udrma_proto::{NodeAddr, Syndrome};
 
 /// Message ids of the data packets h0 sent, distinct, in order.
@@ -90,11 +90,20 @@ fn a_write_does_not_wait_for_the_responses_of_a_read_before_it() {
 
 #[test]
 fn counters_tell_what_happened() {
+    // Five one-packet WRITEs into four tombstones. A window of four per
+    // peer holds the fifth until the first is acknowledged, and forgets
+    // only what its sender has finished with; one bounded set for all
+    // peers forgets the first completion while a copy could still come.
+    counters(TombstoneMode::Window, 0);
+    counters(TombstoneMode::Fifo, 1);
+}
+
+fn counters(tombstone_mode: TombstoneMode, evictions: u64) {
     let mut s = setup(NicConfig {
         tombstone_capacity: 4,
+        tombstone_mode,
         ..config()
     });
-    // Five one-packet WRITEs into four tombstones: one is forgotten.
     let writes: Vec<_> = (0..5).map(|i| s.write_at(i * 8192, 1024)).collect();
     s.pair.run();
     // A 4 KiB READ: its first response arrives twice (one copy dropped by
@@ -113,9 +122,12 @@ fn counters_tell_what_happened() {
     assert_eq!((h0.posted, h0.completed, h0.failed), (6, 6, 0));
     assert_eq!(
         (h1.receiver_completions, h1.tombstone_evictions),
-        (5, 1),
-        "five WRITEs completed at h1, one tombstone made room"
+        (5, evictions),
+        "{tombstone_mode:?}: five WRITEs completed at h1"
     );
+    let waited = tombstone_mode == TombstoneMode::Window;
+    assert_eq!(h0.window_waits > 0, waited, "{tombstone_mode:?}");
+    assert_eq!(s.pair.nics[1].occupancy().tombstones.0, 4);
     assert_eq!(h1.read_requests_served, 1);
     assert_eq!((h0.dup_dropped, h0.stale_read_responses), (1, 1));
     assert_eq!(h0.rx_invalid + h1.rx_invalid, 0);

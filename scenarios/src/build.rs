@@ -5,7 +5,7 @@
 use udrma_fabric::{FabricConfig, LinkParams, Policy, Topology};
 use udrma_faults::{Direction, HostPause, Jitter, Model, Rule, RuleSet, Target};
 use udrma_host::messaging::MsgConfig;
-use udrma_nic::{AckMode, NicConfig, RegistrationMode, RetransmitMode};
+use udrma_nic::{AckMode, NicConfig, RegistrationMode, RetransmitMode, TombstoneMode};
 use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode, Protocol};
 
 use crate::schema::{ModelKind, RoutingKind, TopologyKind};
@@ -212,6 +212,16 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         escape_timeout: t(n.escape_timeout, d.escape_timeout),
         tombstones: n.tombstones.unwrap_or(d.tombstones),
         tombstone_capacity: n.tombstone_capacity.unwrap_or(d.tombstone_capacity),
+        tombstone_mode: mode(
+            sc,
+            "tombstone_mode",
+            &n.tombstone_mode,
+            &[
+                ("window", TombstoneMode::Window),
+                ("fifo", TombstoneMode::Fifo),
+            ],
+            d.tombstone_mode,
+        )?,
         registration: mode(
             sc,
             "registration",

@@ -260,6 +260,8 @@ pub struct NicSpec {
     pub tombstones: Option<bool>,
     /// Tombstone capacity.
     pub tombstone_capacity: Option<usize>,
+    /// `window` (per peer, exactly once) or `fifo` (one bounded set).
+    pub tombstone_mode: Option<String>,
     /// `first-only` or `self-describing`.
     pub registration: Option<String>,
     /// `per-packet` or `selective`.

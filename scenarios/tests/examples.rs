@@ -186,6 +186,36 @@ fn the_hazard_passes_with_tombstones_on() {
 }
 
 #[test]
+fn the_late_send_passes_with_the_default_window() {
+    let (_, text) = examples()
+        .into_iter()
+        .find(|(n, _)| n == "stale-duplicate-send.toml")
+        .unwrap();
+    let fixed = text.replace("tombstone_mode = \"fifo\"", "");
+    assert_ne!(fixed, text, "the example names its mode");
+    let report = run(
+        &Scenario::parse("fixed", &fixed).unwrap(),
+        RunOptions::default(),
+    )
+    .unwrap();
+    assert!(report.passed(), "{:?}", report.notes);
+}
+
+#[test]
+fn a_tombstone_mode_is_one_of_two() {
+    let e = error(&format!("{BASE}[nic]\ntombstone_mode = \"lru\"\n"));
+    assert!(
+        e.contains("bad.toml:6:18") && e.contains("expected one of window, fifo"),
+        "{e}"
+    );
+    let e = error(&format!("{BASE}[nic]\ntombstone_capacity = 1\n"));
+    assert!(
+        e.contains("tombstone_capacity") && e.contains("at least 2"),
+        "{e}"
+    );
+}
+
+#[test]
 fn same_seed_same_hash_other_seed_other_hash() {
     let (_, text) = examples()
         .into_iter()

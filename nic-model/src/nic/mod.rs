@@ -22,8 +22,9 @@
 //! requester completions), `receive` (datagram checks, receive registry,
 //! escape channel, tombstones, READ service), `replies` (ACKs, SACK
 //! coalescing, NACKs, completion notices, both ways), `loss` (timeouts,
-//! fast retransmission, go-back-N, receiver-not-ready waits) and `peers` (credits,
-//! NOOPs, HELLO, control messages, boot epochs).
+//! fast retransmission, go-back-N, receiver-not-ready waits), `peers` (credits,
+//! NOOPs, HELLO, control messages, boot epochs) and `window` (the sender's
+//! per-peer window that lets the receiver's tombstones stay bounded).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -56,6 +57,7 @@ mod receive;
 mod replies;
 mod send;
 mod timers;
+mod window;
 
 /// A datagram [`Nic::poll_transmit`] wrote into the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,6 +216,9 @@ struct Op {
     /// packet or had one acknowledged, the instant its probe timer is
     /// filed at (if it is), and how many probes went unanswered since.
     probe: probe::ProbeState,
+    /// Times the whole operation went again because its receiver had lost
+    /// its registration (`window.rs`).
+    restarts: u32,
 }
 
 /// An OP table entry: one outstanding packet.
@@ -428,6 +433,9 @@ pub struct Nic {
     announced: Option<MrKey>,
     ring_peak: usize,
     next_wr: u64,
+    /// Per peer, the operations opened from the oldest unfinished one on
+    /// (`window.rs`; only with `tombstone_mode = "window"`).
+    send_windows: BTreeMap<NodeAddr, window::SendWindow>,
 }
 
 /// Most peers whose credit advertisements are tracked; beyond, new peers'
@@ -497,7 +505,12 @@ impl Nic {
             registry: ReceiveRegistry::new(cfg.registry_capacity),
             escape: EscapeChannel::new(cfg.escape_capacity, cfg.escape_bytes),
             gap_naks: VecDeque::new(),
-            tombstones: Tombstones::new(cfg.tombstone_capacity, cfg.tombstones),
+            tombstones: Tombstones::new(
+                cfg.tombstone_capacity,
+                cfg.tombstones,
+                cfg.tombstone_mode,
+                MAX_PEERS,
+            ),
             recv_queues: BTreeMap::new(),
             bound: BTreeMap::new(),
             sacks: BTreeMap::new(),
@@ -513,6 +526,7 @@ impl Nic {
             announced: None,
             ring_used: 0,
             ring_peak: 0,
+            send_windows: BTreeMap::new(),
             overflow: VecDeque::new(),
             refill_pending: false,
             fetch_unit: Serial::default(),
@@ -597,11 +611,7 @@ impl Nic {
             tombstones: (
                 self.tombstones.len(),
                 self.tombstones.peak(),
-                if c.tombstones {
-                    c.tombstone_capacity
-                } else {
-                    0
-                },
+                self.tombstones.limit(),
             ),
             transmit_queue: (
                 self.replies.len(),

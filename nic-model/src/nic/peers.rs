@@ -136,10 +136,21 @@ impl Nic {
             self.stats.stale_dropped += 1;
             return false;
         }
+        if self.tombstones.finished(&key) {
+            self.stats.stale_finished += 1;
+            return false;
+        }
+        self.remember(key);
+        true
+    }
+
+    /// Remembers a completed operation (a tombstone), counting what the
+    /// memory could not keep.
+    pub(super) fn remember(&mut self, key: OpKey) {
         if self.tombstones.insert(key) {
             self.stats.tombstone_evictions += 1;
         }
-        true
+        self.stats.tombstone_peers_overflow = self.tombstones.peers_overflow();
     }
 
     /// A control message: raised once (a tombstone drops later copies),

@@ -177,6 +177,14 @@ impl Nic {
             self.ack_duplicate(now, from, r);
             return;
         }
+        if self.tombstones.finished(&key) {
+            // Older than a full window of this peer's completions: its
+            // sender has finished with it, so this is a late copy of an
+            // operation that completed (or failed) long ago. Nobody waits
+            // for an answer.
+            self.stats.stale_finished += 1;
+            return;
+        }
         let described = match r.body {
             Body::Write { total_len, .. } => total_len != 0,
             _ => true,
@@ -421,9 +429,7 @@ impl Nic {
             return;
         };
         self.timers.remove(&(entry.armed, Timer::Registry(key)));
-        if self.tombstones.insert(key) {
-            self.stats.tombstone_evictions += 1;
-        }
+        self.remember(key);
         self.stats.receiver_completions += 1;
         match entry.target {
             Target::Write { lo, .. } => self.events.push_back(Event::WriteReceived {

@@ -121,6 +121,16 @@ impl Nic {
                 return false;
             }
         }
+        let Some(r) = self.requests.get(&wr) else {
+            return true;
+        };
+        let (req_kind, req_dst) = (r.req.kind, r.req.dst);
+        let notice = req_kind == WrKind::WriteNotify && r.cut + size >= r.req.len;
+        if req_kind != WrKind::Read && !self.window_room(req_dst, notice) {
+            // The receiver remembers only so many of this peer's
+            // completions: wait for the oldest open operation to finish.
+            return false;
+        }
         let Some(r) = self.requests.get_mut(&wr) else {
             return true;
         };
@@ -132,7 +142,6 @@ impl Nic {
             r.cut_done = true;
             self.command_queue.pop_front();
         }
-        let (req_kind, req_dst) = (r.req.kind, r.req.dst);
         let (kind, seg_count, read_mask) = match req_kind {
             WrKind::Read => (
                 OpKind::ReadRequest,
@@ -167,6 +176,7 @@ impl Nic {
             read_mask,
             acked_sent: None,
             probe: Default::default(),
+            restarts: 0,
         });
         true
     }
@@ -185,6 +195,13 @@ impl Nic {
             open.push_back(msg_id);
             self.flow(op.dst).open = open;
         }
+        let notice = op.last_segment
+            && op.kind == OpKind::Write
+            && self
+                .requests
+                .get(&op.wr)
+                .is_some_and(|r| r.req.kind == WrKind::WriteNotify);
+        self.window_opened(op.dst, msg_id, op.kind, notice);
         self.ops.insert(msg_id, op);
         self.sendable.push_back(msg_id);
     }
@@ -493,6 +510,7 @@ impl Nic {
                 read_mask: None,
                 acked_sent: None,
                 probe: Default::default(),
+                restarts: 0,
             });
         } else {
             self.complete_request(now, op.wr, Ok(()));
@@ -522,8 +540,17 @@ impl Nic {
 
     /// Completes `wr` in error and frees every piece of state it holds.
     pub(super) fn fail_request(&mut self, now: Instant, wr: WrId, err: WcError) {
-        if !self.requests.contains_key(&wr) {
+        let Some(r) = self.requests.get(&wr) else {
             return;
+        };
+        let owes_notice = r.req.kind == WrKind::WriteNotify
+            && r.cut_done
+            && !self
+                .ops
+                .values()
+                .any(|op| op.wr == wr && op.kind == OpKind::Notify);
+        if owes_notice {
+            self.window_notice_dropped(r.req.dst);
         }
         let msgs: Vec<u32> = self
             .ops

@@ -1,0 +1,331 @@
+//! Exactly once under bounded state: the stories of findings 3, 9 and 12
+//! (docs/testing.md), each told twice. With the default per-peer window of
+//! completions (`TombstoneMode::Window`) every operation completes once
+//! and nothing lands twice; with one first-in, first-out set of the same
+//! size for all peers (`TombstoneMode::Fifo`, the engine before the
+//! window) the same wire breaks it, as the findings said.
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use common::*;
+use udrma_nic::pair::Verdict;
+use udrma_nic::{Event, NicConfig, TombstoneMode, WcError, WorkRequest, WrId, WrKind};
+use udrma_proto::{NodeAddr, Opcode, Syndrome};
+
+/// Four tombstones, in `mode`.
+fn four(mode: TombstoneMode) -> NicConfig {
+    NicConfig {
+        tombstone_capacity: 4,
+        tombstone_mode: mode,
+        ..config()
+    }
+}
+
+/// What happened to the 3-packet operation whose middle packet's ACK and
+/// completion notice are lost while four one-packet operations follow it.
+struct LostAnswer {
+    first: Result<(), WcError>,
+    /// Receiver-not-ready NACKs h0 heard.
+    rnr_retries: u64,
+    later_ok: usize,
+    window_waits: u64,
+}
+
+/// Finding 12 (a WRITE) and finding 9 (a SEND): h1 completes the first
+/// operation, but the ACK of its middle packet and its completion notice
+/// are lost. Four more operations follow at once; with a first-in,
+/// first-out set of four, their completions push the first one's tombstone
+/// out before the copy of its middle packet arrives. The copy then finds
+/// neither a registry entry nor a tombstone, waits in the escape channel,
+/// is refused, and the sender spends its whole refusal budget.
+fn lost_answer(mode: TombstoneMode, send: bool) -> LostAnswer {
+    let mut s = setup(NicConfig {
+        max_rnr_retries: 40,
+        ..four(mode)
+    });
+    if send {
+        for i in 0..5 {
+            s.pair.nics[1]
+                .post_recv(s.pair.now, 0, s.dst, DST + i * 8192, 4096)
+                .unwrap();
+        }
+    }
+    let first_msg = Rc::new(RefCell::new(None));
+    let seen = first_msg.clone();
+    let mut lost = [false; 2];
+    s.pair.set_filter(move |w| {
+        let Some(r) = w.repr else {
+            return Verdict::Deliver;
+        };
+        if matches!(r.opcode(), Opcode::Write | Opcode::Send) && seen.borrow().is_none() {
+            *seen.borrow_mut() = Some(r.msg_id);
+        }
+        let ours = *seen.borrow() == Some(r.msg_id) && w.from == NodeAddr(1);
+        // The first answer of each kind to the middle packet is lost; the
+        // answers to its copies come through.
+        let kind = match r.opcode() {
+            Opcode::Ack if r.seg_index == 1 => 0,
+            Opcode::Completion => 1,
+            _ => return Verdict::Deliver,
+        };
+        if ours && !lost[kind] {
+            lost[kind] = true;
+            Verdict::Drop
+        } else {
+            Verdict::Deliver
+        }
+    });
+    let post = |s: &mut Setup, i: u64, len: u64| -> WrId {
+        let wr = if send {
+            WorkRequest::send(NodeAddr(1), s.src, SRC + i * 8192, len)
+        } else {
+            WorkRequest::write(
+                NodeAddr(1),
+                s.src,
+                SRC + i * 8192,
+                len,
+                s.dst.0,
+                DST + i * 8192,
+            )
+        };
+        s.pair.nics[0].post(s.pair.now, wr).unwrap()
+    };
+    let first = post(&mut s, 0, 3 * 1024);
+    let later: Vec<WrId> = (1..5).map(|i| post(&mut s, i, 512)).collect();
+    s.pair.run();
+    let results = |wr| s.completions(0, wr);
+    for wr in later.iter().chain([&first]) {
+        assert_eq!(results(*wr).len(), 1, "{wr} completes exactly once");
+    }
+    let h0 = s.pair.nics[0].stats();
+    LostAnswer {
+        first: results(first)[0],
+        rnr_retries: h0
+            .nacks_received
+            .get(&Syndrome::ReceiverNotReady)
+            .copied()
+            .unwrap_or(0),
+        later_ok: later.iter().filter(|w| results(**w)[0].is_ok()).count(),
+        window_waits: h0.window_waits,
+    }
+}
+
+#[test]
+fn a_completed_write_whose_answers_were_lost_is_acknowledged_by_its_copy() {
+    let w = lost_answer(TombstoneMode::Window, false);
+    assert_eq!((w.first, w.later_ok), (Ok(()), 4));
+    assert_eq!(w.rnr_retries, 0, "the copy found its WRITE complete");
+    assert!(w.window_waits > 0, "the fourth WRITE waited for the first");
+    // Finding 12 on the engine before the window: refused until the
+    // refusal budget is spent, with two datagrams harmed.
+    let f = lost_answer(TombstoneMode::Fifo, false);
+    assert_eq!((f.first, f.later_ok), (Err(WcError::RetryExceeded), 4));
+    assert!(f.rnr_retries >= 40, "{}", f.rnr_retries);
+}
+
+#[test]
+fn a_completed_send_whose_answers_were_lost_is_acknowledged_by_its_copy() {
+    let w = lost_answer(TombstoneMode::Window, true);
+    assert_eq!((w.first, w.later_ok, w.rnr_retries), (Ok(()), 4, 0));
+    // Finding 9: a SEND out of retries on a wire that harmed two
+    // datagrams.
+    let f = lost_answer(TombstoneMode::Fifo, true);
+    assert_eq!(f.first, Err(WcError::RetryExceeded));
+}
+
+/// Finding 3: a copy of a one-packet SEND is held on the wire while the
+/// SEND completes and five more follow; then it arrives. Returns how many
+/// receive buffers h1 filled, and the copies h1 dropped as finished.
+fn late_send_copy(mode: TombstoneMode) -> (usize, u64) {
+    let mut s = setup(four(mode));
+    for i in 0..7 {
+        s.pair.nics[1]
+            .post_recv(s.pair.now, 0, s.dst, DST + i * 4096, 4096)
+            .unwrap();
+    }
+    let held: Rc<RefCell<Vec<Vec<u8>>>> = Rc::default();
+    let keep = held.clone();
+    s.pair.set_filter(move |w| {
+        if let Some(r) = w.repr.filter(|r| r.opcode() == Opcode::Send) {
+            if keep.borrow().is_empty() {
+                let mut copy = Vec::new();
+                r.emit_vec(&mut copy).unwrap();
+                keep.borrow_mut().push(copy);
+            }
+        }
+        Verdict::Deliver
+    });
+    let sends: Vec<WrId> = (0..6)
+        .map(|i| {
+            let wr = WorkRequest::send(NodeAddr(1), s.src, SRC + i * 4096, 64);
+            let id = s.pair.nics[0].post(s.pair.now, wr).unwrap();
+            s.pair.run();
+            id
+        })
+        .collect();
+    for wr in &sends {
+        s.assert_ok_once(0, *wr);
+    }
+    let copy = held.borrow()[0].clone();
+    s.pair.inject(0, copy);
+    s.pair.run();
+    let filled = s
+        .pair
+        .events_of(1)
+        .filter(|e| {
+            matches!(
+                e,
+                Event::Completed {
+                    kind: WrKind::Recv,
+                    ..
+                }
+            )
+        })
+        .count();
+    (filled, s.pair.nics[1].stats().stale_finished)
+}
+
+#[test]
+fn a_late_copy_of_a_finished_send_takes_no_second_buffer() {
+    // Six SENDs, six buffers filled; the late copy is older than a full
+    // window of h0's completions, so h0 has finished with it: dropped.
+    assert_eq!(late_send_copy(TombstoneMode::Window), (6, 1));
+    // One first-in, first-out set of four had forgotten it: it registered
+    // as a new SEND and took a seventh buffer (finding 3).
+    assert_eq!(late_send_copy(TombstoneMode::Fifo), (7, 0));
+}
+
+#[test]
+fn a_sender_opens_no_more_than_the_window_toward_one_peer() {
+    let mut s = setup(four(TombstoneMode::Window));
+    // Every ACK is lost for a while: nothing finishes.
+    s.pair.set_filter(|w| {
+        if w.from == NodeAddr(1) {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver
+        }
+    });
+    let writes: Vec<WrId> = (0..9).map(|i| s.write_at(i * 4096, 100)).collect();
+    s.pair.flush();
+    assert_eq!(s.pair.nics[0].window_len(NodeAddr(1)), 4);
+    assert_eq!(s.pair.in_flight(), 4, "four WRITEs left, five wait");
+    s.pair.clear_filter();
+    s.pair.run();
+    for wr in writes {
+        s.assert_ok_once(0, wr);
+    }
+    assert_eq!(s.pair.nics[0].window_len(NodeAddr(1)), 0);
+    let occ = s.pair.nics[1].occupancy();
+    assert!(occ.tombstones.1 <= 4, "{:?}", occ.tombstones);
+}
+
+#[test]
+fn a_write_with_notification_keeps_a_place_for_its_notice() {
+    let mut s = setup(NicConfig {
+        tombstone_capacity: 2,
+        ..four(TombstoneMode::Window)
+    });
+    let notify = WorkRequest::write_notify(NodeAddr(1), s.src, SRC, 100, s.dst.0, DST, 7);
+    let first = s.pair.nics[0].post(s.pair.now, notify).unwrap();
+    let second = s.write_at(8192, 100);
+    s.pair.flush();
+    assert_eq!(
+        s.pair.nics[0].window_len(NodeAddr(1)),
+        2,
+        "the WRITE and its notice to come fill a window of two"
+    );
+    assert_eq!(s.pair.in_flight(), 1, "the plain WRITE waits");
+    s.pair.run();
+    s.assert_ok_once(0, first);
+    s.assert_ok_once(0, second);
+    let notices = s
+        .pair
+        .events_of(1)
+        .filter(|e| matches!(e, Event::DataArrived { .. }))
+        .count();
+    assert_eq!(notices, 1);
+}
+
+#[test]
+fn a_window_of_one_is_refused() {
+    let err = udrma_nic::Nic::new(
+        NodeAddr(0),
+        NicConfig {
+            tombstone_capacity: 1,
+            ..NicConfig::default()
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("tombstone_capacity"), "{err}");
+    // One set for all peers may be as small as it likes.
+    assert!(udrma_nic::Nic::new(
+        NodeAddr(0),
+        NicConfig {
+            tombstone_capacity: 1,
+            tombstone_mode: TombstoneMode::Fifo,
+            ..NicConfig::default()
+        },
+    )
+    .is_ok());
+}
+
+/// A WRITE's first packet registers it and is acknowledged; the others are
+/// lost for 1 ms, longer than h1's `registry_timeout` of 300 µs, so h1
+/// drops the half-received operation. Returns the WRITE's result, the
+/// refusals h0 heard, and how often it sent the whole WRITE again.
+fn lost_registration(mode: TombstoneMode) -> (Result<(), WcError>, u64, u64) {
+    let mut s = setup(NicConfig {
+        registry_timeout: udrma_nic::Duration::from_micros(300),
+        max_rnr_retries: 40,
+        ..four(mode)
+    });
+    s.pair.set_filter(|w| match w.repr {
+        Some(r)
+            if r.opcode() == Opcode::Write
+                && r.seg_index > 0
+                && w.at < udrma_nic::Instant::ZERO + udrma_nic::Duration::from_millis(1) =>
+        {
+            Verdict::Drop
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(3 * 1024);
+    s.pair.run();
+    let result = s.completions(0, wr);
+    assert_eq!(result.len(), 1);
+    let h0 = s.pair.nics[0].stats();
+    assert!(
+        s.pair.nics[1].stats().registry_expired >= 1,
+        "h1 dropped the half-received WRITE"
+    );
+    if result[0].is_ok() {
+        s.assert_written(3 * 1024);
+    }
+    (
+        result[0],
+        h0.nacks_received
+            .get(&Syndrome::ReceiverNotReady)
+            .copied()
+            .unwrap_or(0),
+        h0.registrations_lost,
+    )
+}
+
+#[test]
+fn a_receiver_that_lost_a_registration_gets_the_whole_operation_again() {
+    // With the window a refusal after the first packet's acknowledgement
+    // can only mean the registration is gone: the WRITE goes again from
+    // its first packet at the first refusal.
+    let (result, refusals, restarts) = lost_registration(TombstoneMode::Window);
+    assert_eq!((result, restarts), (Ok(()), 1));
+    assert!(refusals <= 2, "{refusals}");
+    // Without it the refused packets are offered until the refusal
+    // budget is spent.
+    let (result, refusals, restarts) = lost_registration(TombstoneMode::Fifo);
+    assert_eq!((result, restarts), (Err(WcError::RetryExceeded), 0));
+    assert!(refusals >= 40, "{refusals}");
+}
