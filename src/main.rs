@@ -18,6 +18,7 @@ use udrma_scenarios::{RunOptions, Scenario, ScenarioError};
 
 mod bench_cmd;
 mod bridge_cmd;
+mod check;
 mod hugepages;
 mod reproduce;
 mod shrink;
@@ -170,6 +171,12 @@ enum Command {
         #[command(subcommand)]
         what: slurm::SlurmCmd,
     },
+    /// Explore every placement of up to K faults (drop, duplicate, delay,
+    /// corrupt, reorder) over the packets of a scenario's run, on the real
+    /// engine; write the smallest failing schedule as a scenario file
+    /// (docs/check.md). Exit 0 when none fails, 1 when one does, 2 on bad
+    /// input, 130 when interrupted.
+    Check(check::CheckArgs),
     /// Reduce a failing case to a minimal scenario that still fails.
     Shrink {
         /// The scenario (TOML).
@@ -409,6 +416,7 @@ fn main() -> ExitCode {
             sweep::merge::merge(&parts, csv.as_deref(), plot.as_deref())
         }
         Command::Slurm { what } => slurm::main(what),
+        Command::Check(args) => check::check(args),
         Command::Shrink { file, seed, output } => shrink::shrink(&file, seed, &output),
         Command::Replay { file, seed } => replay(&file, seed),
         Command::Reproduce { markdown, plots } => {
@@ -704,6 +712,7 @@ fn runs_the_simulator(command: Option<&Command>) -> bool {
         | Some(Command::Demo { .. })
         | Some(Command::Sweep { .. })
         | Some(Command::Shrink { .. })
+        | Some(Command::Check(_))
         | Some(Command::Replay { .. })
         | Some(Command::Reproduce { .. })
         | Some(Command::Bench { .. }) => true,

@@ -33,6 +33,6 @@ pub use routing::{Policy, Router};
 pub use topology::{LinkParams, Topology};
 pub use trace::{DropReason, Trace, TraceEvent, TraceFormat};
 pub use world::{
-    partition, run_sharded, EventOrder, FabricConfig, FabricError, FabricStats, HostEvent, Journey,
-    ShardError, ShardedRun, SplitWorld, WindowError, World, MAX_SHARDS, WIRE_OVERHEAD,
+    partition, run_sharded, Egress, EventOrder, FabricConfig, FabricError, FabricStats, HostEvent,
+    Journey, ShardError, ShardedRun, SplitWorld, WindowError, World, MAX_SHARDS, WIRE_OVERHEAD,
 };

@@ -23,7 +23,8 @@
 //! This file holds the world's state, its configuration and its public
 //! surface; `events` is the event loop, `ports` the egress queues and
 //! links, `hosts` the driving of each NIC, `packet` the packet in flight,
-//! `journey` the ladder-diagram journal and `apps` host software.
+//! `journey` the ladder-diagram journal, `egress_log` the packets the fault
+//! rules judged (for `udrma check`) and `apps` host software.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
@@ -40,6 +41,7 @@ use udrma_proto::{
 
 mod apps;
 mod arrivals;
+mod egress_log;
 mod events;
 mod hosts;
 mod journey;
@@ -50,6 +52,7 @@ mod split;
 mod windows;
 
 use arrivals::Arrivals;
+pub use egress_log::Egress;
 use events::EvKind;
 use hosts::HostState;
 pub use journey::Journey;
@@ -256,6 +259,9 @@ pub struct World {
     journal_index: BTreeMap<u64, usize>,
     /// Completions on hosts with an app (exactly-once check of `sim`).
     completions: crate::sim::CompletionLog,
+    /// Every packet presented to the fault rules, when asked
+    /// ([`World::log_egress`]).
+    egress_log: Option<Vec<egress_log::Egress>>,
     /// In a split run, this shard's own state (`shards`).
     shard: Option<Box<shards::Shard>>,
 }
@@ -403,6 +409,7 @@ impl World {
             journal: Vec::new(),
             journal_index: BTreeMap::new(),
             completions: Default::default(),
+            egress_log: None,
             shard: None,
         })
     }

@@ -143,6 +143,11 @@ pub struct Report {
     /// The ladder diagram, when one was asked for.
     #[serde(skip)]
     pub ladder_svg: Option<String>,
+    /// Every packet presented to the fault rules, in judging order, when
+    /// the run's options asked (`RunOptions::egress_log`; the simulated
+    /// fabric only).
+    #[serde(skip)]
+    pub egress: Option<Vec<udrma_fabric::Egress>>,
 }
 
 impl Report {
@@ -424,6 +429,9 @@ pub(crate) fn build(
         noncontig: None,
         collective: None,
         ladder_svg: None,
+        egress: world
+            .world()
+            .and_then(|w| w.egress_log().map(<[_]>::to_vec)),
     }
 }
 

@@ -56,6 +56,9 @@ pub struct RunOptions {
     /// windows, with the outcome of one thread in windows); `None` runs
     /// one world as the file says.
     pub threads: Option<usize>,
+    /// Record every packet presented to the fault rules
+    /// ([`Report::egress`]; the simulated fabric, one thread).
+    pub egress_log: bool,
 }
 
 /// Runs `sc`. Fails only on invalid input; check failures are in the
@@ -74,6 +77,9 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         return run_split(sc, seed, n, &opts);
     }
     let mut world = sim_world(sc, seed)?;
+    if opts.egress_log {
+        world.log_egress();
+    }
     let n = world.n_hosts();
     if let Some((sink, links)) = opts.pcap.take() {
         let r = if links.is_empty() {

@@ -233,6 +233,9 @@ pub(super) fn ecn_marks(queued: u64, threshold: u64, span: u64, serial: u64, por
 impl World {
     /// A packet wants to cross the link of `port`: fault rules first.
     pub(super) fn egress(&mut self, port: PortId, mut pkt: Pkt) {
+        if self.egress_log.is_some() {
+            self.note_egress(port, &pkt);
+        }
         if self.faults.is_empty() {
             self.enqueue(port, pkt);
             return;

@@ -1,0 +1,350 @@
+//! The search: level by level (0 faults, 1, 2, ... up to the bound), each
+//! schedule's children are its own faults plus one more, on a packet its
+//! own run judged after its last fault. Runs go to a thread pool in
+//! chunks; results are read back in enumeration order, so any number of
+//! threads gives the same counts and the same counterexample.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rayon::prelude::*;
+use udrma_fabric::Egress;
+
+use super::schedule::{Base, Class, Fault, Kind, Outcome, Schedule};
+
+/// What to explore.
+pub struct Bound {
+    /// Most faults in a schedule.
+    pub faults: usize,
+    /// The fault kinds, in the order tried on each packet.
+    pub kinds: Vec<Kind>,
+    /// How long `delay` holds a packet, in nanoseconds.
+    pub delay_ns: u64,
+}
+
+/// Counts for one number of faults.
+#[derive(Debug, Clone, Default)]
+pub struct Level {
+    /// Schedules that ran.
+    pub ran: u64,
+    /// Of them, those that failed a check.
+    pub violations: u64,
+    /// Schedules not run because their rule is the same as a sibling's
+    /// (a reorder whose hold equals the delay bound).
+    pub same_rule: u64,
+    /// Reorders of a packet with nothing after it on its link.
+    pub not_applicable: u64,
+}
+
+/// What the search did.
+#[derive(Debug, Default)]
+pub struct Search {
+    /// Per number of faults (index 0: the fault-free run).
+    pub levels: Vec<Level>,
+    /// The first violation at the smallest number of faults.
+    pub first: Option<(Schedule, Outcome)>,
+    /// Stopped by an interrupt before the bound was covered.
+    pub interrupted: bool,
+}
+
+impl Search {
+    /// Schedules that ran.
+    pub fn ran(&self) -> u64 {
+        self.levels.iter().map(|l| l.ran).sum()
+    }
+
+    /// Schedules pruned as equivalent to one that ran.
+    pub fn pruned(&self) -> u64 {
+        self.levels.iter().map(|l| l.same_rule).sum()
+    }
+
+    /// Fault placements that do not exist (reorder with nothing to swap).
+    pub fn not_applicable(&self) -> u64 {
+        self.levels.iter().map(|l| l.not_applicable).sum()
+    }
+}
+
+/// A schedule that ran and passed, whose children come next.
+struct Node {
+    schedule: Schedule,
+    egress: Vec<Egress>,
+}
+
+/// Parents whose children go to the pool at once (bounds the schedules
+/// held in memory; large enough to keep the threads busy).
+const CHUNK_PARENTS: usize = 8;
+
+/// The children of `node`: one more fault on each packet its run judged
+/// after its last fault, of each kind.
+fn children(node: &Node, bound: &Bound, level: &mut Level) -> Vec<Schedule> {
+    let log = &node.egress;
+    let start = node.schedule.last().map_or(0, |f| f.pos + 1);
+    let mut out = Vec::new();
+    for i in start..log.len() {
+        let e = &log[i];
+        let class = Class::of(e);
+        // The rule counts what its target matches, from the start.
+        let nth = log[..i].iter().filter(|x| class.matches(x)).count() as u64;
+        for &kind in &bound.kinds {
+            let delay_ns = match kind {
+                Kind::Delay => bound.delay_ns,
+                Kind::Reorder => {
+                    let next = log[i + 1..]
+                        .iter()
+                        .find(|x| x.link == e.link && x.direction == e.direction);
+                    match next {
+                        // Enter the link just after the next one did.
+                        Some(x) => (x.t.as_ps() - e.t.as_ps()).div_ceil(1000) + 1,
+                        None => {
+                            level.not_applicable += 1;
+                            continue;
+                        }
+                    }
+                }
+                _ => 0,
+            };
+            if kind == Kind::Reorder
+                && delay_ns == bound.delay_ns
+                && bound.kinds.contains(&Kind::Delay)
+            {
+                level.same_rule += 1;
+                continue;
+            }
+            let mut s = node.schedule.clone();
+            s.push(Fault {
+                class,
+                nth,
+                kind,
+                delay_ns,
+                pos: i,
+                packet: *e,
+            });
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// Explores every schedule of up to `bound.faults` faults over `base`,
+/// starting from its fault-free run `zero`; stops after the first number
+/// of faults at which some schedule fails a check (the smallest
+/// counterexample has that many), or when `stop` is set.
+pub fn search(
+    base: &Base,
+    zero: Outcome,
+    bound: &Bound,
+    pool: &rayon::ThreadPool,
+    stop: &AtomicBool,
+) -> Result<Search, String> {
+    let mut out = Search {
+        levels: vec![Level {
+            ran: 1,
+            ..Level::default()
+        }],
+        ..Search::default()
+    };
+    if !zero.failing().is_empty() {
+        out.levels[0].violations = 1;
+        out.first = Some((Vec::new(), zero));
+        return Ok(out);
+    }
+    let mut parents = vec![Node {
+        schedule: Vec::new(),
+        egress: zero.egress,
+    }];
+    for depth in 1..=bound.faults {
+        let leaf = depth == bound.faults;
+        let mut level = Level::default();
+        let mut next = Vec::new();
+        for chunk in parents.chunks(CHUNK_PARENTS) {
+            let mut cands: Vec<(usize, Schedule)> = Vec::new();
+            for (k, node) in chunk.iter().enumerate() {
+                cands.extend(
+                    children(node, bound, &mut level)
+                        .into_iter()
+                        .map(|s| (k, s)),
+                );
+            }
+            let results: Vec<Option<Result<Outcome, String>>> = pool.install(|| {
+                cands
+                    .par_iter()
+                    .map(|(_, s)| (!stop.load(Ordering::Relaxed)).then(|| base.run(s)))
+                    .collect()
+            });
+            for ((k, schedule), r) in cands.into_iter().zip(results) {
+                let Some(r) = r else {
+                    out.interrupted = true;
+                    continue;
+                };
+                let outcome = r?;
+                level.ran += 1;
+                replayed_prefix(&chunk[k], &schedule, &outcome)?;
+                if !outcome.failing().is_empty() {
+                    level.violations += 1;
+                    if out.first.is_none() {
+                        out.first = Some((schedule, outcome));
+                    }
+                } else if !leaf {
+                    next.push(Node {
+                        schedule,
+                        egress: outcome.egress,
+                    });
+                }
+            }
+            if out.interrupted {
+                break;
+            }
+        }
+        out.levels.push(level);
+        if out.first.is_some() || out.interrupted {
+            break;
+        }
+        parents = next;
+    }
+    Ok(out)
+}
+
+/// The enumeration's premise, checked on every run: until the new fault
+/// strikes, a child's run is its parent's (the same packets judged in
+/// the same order), so the new rule's n-th packet is the one chosen.
+fn replayed_prefix(parent: &Node, child: &Schedule, outcome: &Outcome) -> Result<(), String> {
+    let Some(f) = child.last() else {
+        return Ok(());
+    };
+    let upto = f.pos + 1;
+    if outcome.egress.get(..upto) == parent.egress.get(..upto) {
+        Ok(())
+    } else {
+        Err(format!(
+            "internal: the run with fault {} judged other packets before it than its parent's run did (the engine or fabric is not deterministic)",
+            child.len()
+        ))
+    }
+}
+
+/// Schedules of up to `faults` faults of `kinds` kinds over `packets`
+/// packets (each packet at most one fault): the sum over j ≤ faults of
+/// C(packets, j) · kinds^j. Faulted runs judge more packets
+/// (retransmissions), so this estimates; it is not a bound.
+pub fn estimate(packets: usize, kinds: usize, faults: usize) -> u128 {
+    let mut total: u128 = 0;
+    let mut choose: u128 = 1; // C(packets, j)
+    let mut pow: u128 = 1; // kinds^j
+    for j in 0..=faults {
+        if j > 0 {
+            if j > packets {
+                break;
+            }
+            choose = choose.saturating_mul((packets - j + 1) as u128) / j as u128;
+            pow = pow.saturating_mul(kinds as u128);
+        }
+        total = total.saturating_add(choose.saturating_mul(pow));
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use udrma_faults::Direction;
+    use udrma_proto::{Flags, Instant, NodeAddr, Opcode};
+
+    fn pkt(t_ns: u64, link: u32, reverse: bool, op: Opcode) -> Egress {
+        Egress {
+            t: Instant(t_ns * 1000),
+            link,
+            direction: if reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
+            src: NodeAddr(0),
+            dst: NodeAddr(1),
+            opcode: Some(op),
+            flags: Flags::empty(),
+            msg: 1,
+            seg: 0,
+        }
+    }
+
+    /// A rule's n counts the earlier packets of its link, direction and
+    /// opcode; a reorder holds just past the next packet of its link and
+    /// direction, and has none for the last.
+    #[test]
+    fn children_count_the_nth_packet_of_their_class_and_swap_with_the_next() {
+        let node = Node {
+            schedule: Vec::new(),
+            egress: vec![
+                pkt(0, 0, false, Opcode::Write),
+                pkt(1000, 0, true, Opcode::Ack),
+                pkt(1500, 0, false, Opcode::Write),
+                pkt(2000, 1, false, Opcode::Write),
+            ],
+        };
+        let bound = Bound {
+            faults: 2,
+            kinds: vec![Kind::Drop, Kind::Reorder],
+            delay_ns: 200_000,
+        };
+        let mut level = Level::default();
+        let kids = children(&node, &bound, &mut level);
+        // 4 drops, 1 reorder (the first write, swapped with the second).
+        assert_eq!(kids.len(), 5);
+        assert_eq!(level.not_applicable, 3);
+        let nths: Vec<(usize, u64, Kind)> = kids
+            .iter()
+            .map(|s| (s[0].pos, s[0].nth, s[0].kind))
+            .collect();
+        assert_eq!(
+            nths,
+            vec![
+                (0, 0, Kind::Drop),
+                (0, 0, Kind::Reorder),
+                (1, 0, Kind::Drop),
+                (2, 1, Kind::Drop),
+                (3, 0, Kind::Drop),
+            ]
+        );
+        // 1.5 us later, plus one nanosecond.
+        assert_eq!(kids[1][0].delay_ns, 1501);
+        // Children of a schedule come only after its last fault.
+        let deeper = Node {
+            schedule: kids[3].clone(),
+            egress: node.egress.clone(),
+        };
+        let grandkids = children(&deeper, &bound, &mut Level::default());
+        assert_eq!(grandkids.len(), 1);
+        assert_eq!(grandkids[0].len(), 2);
+        assert_eq!(grandkids[0][1].pos, 3);
+    }
+
+    /// A reorder whose hold is the delay bound is the delay rule itself.
+    #[test]
+    fn a_reorder_equal_to_the_delay_is_pruned() {
+        let node = Node {
+            schedule: Vec::new(),
+            egress: vec![
+                pkt(0, 0, false, Opcode::Write),
+                pkt(1999, 0, false, Opcode::Write),
+            ],
+        };
+        let bound = Bound {
+            faults: 1,
+            kinds: vec![Kind::Delay, Kind::Reorder],
+            delay_ns: 2000,
+        };
+        let mut level = Level::default();
+        let kids = children(&node, &bound, &mut level);
+        assert_eq!(level.same_rule, 1);
+        assert_eq!(level.not_applicable, 1);
+        assert_eq!(kids.len(), 2);
+        assert!(kids.iter().all(|s| s[0].kind == Kind::Delay));
+    }
+
+    #[test]
+    fn the_estimate_counts_sets_of_packets_times_kinds() {
+        // 1 + 10·5 + 45·25
+        assert_eq!(estimate(10, 5, 2), 1 + 50 + 1125);
+        assert_eq!(estimate(3, 1, 5), 8);
+        assert_eq!(estimate(0, 5, 3), 1);
+    }
+}

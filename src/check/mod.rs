@@ -1,0 +1,254 @@
+//! `udrma check FILE`: an exhaustive, bounded search over fault
+//! placements, run on the real engine and fabric (docs/check.md).
+//!
+//! The scenario runs once without faults; every packet the fault rules
+//! would judge is logged. Then every schedule of up to K faults is run —
+//! each fault "the n-th packet of one link, direction and opcode",
+//! dropped, duplicated, delayed, corrupted or swapped with the next — as
+//! targeted `[[fault]]` rules, so a schedule that fails a check is
+//! written out as a scenario file `udrma run` replays.
+//!
+//! Children:
+//! - `schedule`: fault kinds, a fault as a `[[fault]]` rule, one run;
+//! - `enumerate`: the level-by-level search, the estimate, the threads;
+//! - `counterexample`: the failing schedule as a scenario file, replayed;
+//! - `report`: what the command prints.
+//!
+//! With `--shrink`, the counterexample also goes through `udrma shrink`
+//! (`crate::shrink`): it cannot take a fault away (every smaller schedule
+//! ran and passed), but it can drop or halve workloads the failure does
+//! not need.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant as Wall;
+
+use toml::Value;
+use udrma_scenarios::Scenario;
+
+use crate::BadInput;
+
+mod counterexample;
+mod enumerate;
+mod report;
+mod schedule;
+
+pub use schedule::Kind;
+
+/// The flags of `udrma check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The scenario (TOML). Its own `[[fault]]` rules are left out: the
+    /// search starts from a fault-free run.
+    pub file: PathBuf,
+    /// Most faults in one schedule.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=8))]
+    pub faults: u32,
+    /// Fault kinds to place, comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "drop,duplicate,delay,corrupt,reorder"
+    )]
+    pub kinds: Vec<Kind>,
+    /// How long `delay` holds a packet (default: twice the scenario's
+    /// initial retransmission timeout, so the sender has resent it).
+    #[arg(long, value_parser = crate::sim_time)]
+    pub delay: Option<udrma_proto::Duration>,
+    /// Threads running schedules (the output is the same for any count;
+    /// default: the machine's cores).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
+    /// Refuse to start when the estimated number of schedules is larger.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub max_schedules: u64,
+    /// Where to write `<name>-counterexample.toml`.
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    /// Seed (default: the file's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Also hand the counterexample to `udrma shrink` (fewer or smaller
+    /// workloads while it still fails) and write
+    /// `<name>-counterexample-shrunk.toml`.
+    #[arg(long)]
+    pub shrink: bool,
+}
+
+/// Runs `udrma check`.
+pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let start = Wall::now();
+    let (_, doc) = crate::sweep::read_doc(&args.file)?;
+    let mut kinds = args.kinds.clone();
+    kinds.sort();
+    kinds.dedup();
+    let mut sc: Scenario = crate::load(&args.file)?;
+    if sc
+        .file
+        .workloads
+        .iter()
+        .any(|w| w.kind == udrma_scenarios::schema::WorkloadKind::Collective)
+    {
+        // A collective study may run a second fabric (`method = "both"`)
+        // whose packets the fault rules would also count.
+        return Err(BadInput(format!(
+            "{}: udrma check takes RDMA, messaging and non-contiguous workloads, not collective ones (a study may run on two fabrics, and a rule's n-th packet would be counted in both)",
+            args.file.display()
+        ))
+        .into());
+    }
+    let dropped_rules = sc.file.faults.len();
+    sc.file.faults.clear();
+    let topo = udrma_scenarios::build::topology(&sc).map_err(|e| BadInput(e.to_string()))?;
+    let link_names = topo
+        .link_names()
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+    let delay = match args.delay {
+        Some(d) => d,
+        None => {
+            let nic =
+                udrma_scenarios::build::nic_config(&sc).map_err(|e| BadInput(e.to_string()))?;
+            nic.rto_initial + nic.rto_initial
+        }
+    };
+    // Delays that add up to the time limit fail liveness by construction.
+    let limit = sc.file.time_limit.0;
+    if args.faults > 0 && delay.as_ps().saturating_mul(u64::from(args.faults)) >= limit.as_ps() {
+        return Err(BadInput(format!(
+            "{}: --faults {} delays of {} ns each reach the scenario's time_limit ({} ns): such runs would fail liveness by construction; use a shorter --delay or raise time_limit",
+            args.file.display(),
+            args.faults,
+            delay.as_ps() / 1000,
+            limit.as_ps() / 1000
+        ))
+        .into());
+    }
+    let seed = args.seed.unwrap_or(sc.file.seed);
+    let base = schedule::Base {
+        scenario: sc,
+        seed,
+        link_names,
+    };
+    let zero = base.run(&[]).map_err(BadInput)?;
+    let bound = enumerate::Bound {
+        faults: args.faults as usize,
+        kinds,
+        delay_ns: delay.as_ps().div_ceil(1000).max(1),
+    };
+    let estimate = enumerate::estimate(zero.egress.len(), bound.kinds.len(), bound.faults);
+    let head = report::Head {
+        file: &args.file,
+        name: &base.scenario.file.name,
+        seed,
+        bound: &bound,
+        dropped_rules,
+        packets: zero.egress.len(),
+        links: zero
+            .egress
+            .iter()
+            .map(|e| e.link)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        estimate,
+        zero: &zero,
+    };
+    if estimate > u128::from(args.max_schedules) {
+        return Err(BadInput(format!(
+            "{}: about {estimate} schedules within {} faults of {} kinds over the {} packets of its fault-free run, more than --max-schedules {}; use fewer operations or smaller ones, a smaller --faults, fewer --kinds, or raise --max-schedules",
+            args.file.display(),
+            bound.faults,
+            bound.kinds.len(),
+            zero.egress.len(),
+            args.max_schedules
+        ))
+        .into());
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    report::print_head(&mut out, &head)?;
+    let jobs = args.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, usize::from),
+        usize::from,
+    );
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start {jobs} threads: {e}"))?;
+    let stop = interrupt_flag();
+    let found = enumerate::search(&base, zero.clone(), &bound, &pool, &stop)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let wall = start.elapsed().as_secs_f64();
+    report::print_search(&mut out, &found, &bound, wall, jobs)?;
+    if found.interrupted {
+        report::print_interrupted(&mut out, &found, &bound)?;
+        return Ok(ExitCode::from(130));
+    }
+    match &found.first {
+        None => {
+            writeln!(
+                out,
+                "result      no violation within {} faults",
+                bound.faults
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some((schedule, outcome)) => {
+            report::print_violation(&mut out, &found, schedule, outcome, &base.link_names)?;
+            let written = counterexample::write(
+                &args.file, &doc, &base, schedule, outcome, &args.out, &bound, args.seed,
+            )?;
+            report::print_replay(&mut out, &written)?;
+            if args.shrink {
+                let stem = written
+                    .path
+                    .file_stem()
+                    .unwrap_or_default()
+                    .to_string_lossy();
+                let to = written.path.with_file_name(format!("{stem}-shrunk.toml"));
+                write!(out, "shrink      ")?;
+                out.flush()?;
+                crate::shrink::shrink(&written.path, seed, &to)?;
+            }
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// Set on SIGINT (Ctrl-C): the search finishes the runs under way and
+/// prints what it covered.
+fn interrupt_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let set = flag.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    if let Ok(rt) = rt {
+        std::thread::spawn(move || {
+            rt.block_on(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    set.store(true, Ordering::Relaxed);
+                }
+            });
+        });
+    }
+    flag
+}
+
+/// The scenario document with `faults` as its only `[[fault]]` rules.
+fn with_faults(doc: &toml::Table, tables: Vec<toml::Table>) -> toml::Table {
+    let mut d = doc.clone();
+    d.remove("fault");
+    if !tables.is_empty() {
+        d.insert(
+            "fault".into(),
+            Value::Array(tables.into_iter().map(Value::Table).collect()),
+        );
+    }
+    d
+}

@@ -1,0 +1,202 @@
+//! What `udrma check` prints: the bound, the fault-free run, the search's
+//! counts and speed, and the result with how to replay it.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use super::counterexample::Written;
+use super::enumerate::{Bound, Search};
+use super::schedule::{Fault, Outcome};
+
+/// What is known before the search.
+pub struct Head<'a> {
+    /// The scenario file.
+    pub file: &'a Path,
+    /// Its name.
+    pub name: &'a str,
+    /// The seed every run uses.
+    pub seed: u64,
+    /// The bound.
+    pub bound: &'a Bound,
+    /// The file's own `[[fault]]` rules, left out.
+    pub dropped_rules: usize,
+    /// Packets the fault-free run judged (every link crossing).
+    pub packets: usize,
+    /// Links they crossed.
+    pub links: usize,
+    /// Estimated schedules within the bound.
+    pub estimate: u128,
+    /// The fault-free run.
+    pub zero: &'a Outcome,
+}
+
+/// `name:PASS name:FAIL ...`.
+fn checks(o: &Outcome) -> String {
+    o.checks
+        .iter()
+        .map(|(k, ok)| format!("{k}:{}", if *ok { "PASS" } else { "FAIL" }))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The lines before the search.
+pub fn print_head(out: &mut dyn Write, h: &Head) -> io::Result<()> {
+    let kinds: Vec<&str> = h.bound.kinds.iter().map(|k| k.name()).collect();
+    writeln!(
+        out,
+        "check       {}  ({}, seed {}): up to {} faults of {}; delay holds {} ns",
+        h.name,
+        h.file.display(),
+        h.seed,
+        h.bound.faults,
+        kinds.join(","),
+        h.bound.delay_ns
+    )?;
+    if h.dropped_rules > 0 {
+        writeln!(
+        out,
+            "note        the file's {} [[fault]] rule(s) left out: the search starts from a fault-free run",
+            h.dropped_rules
+        )?;
+    }
+    writeln!(
+        out,
+        "fault-free  {} packets judged on {} links, trace {}",
+        h.packets, h.links, h.zero.trace_hash
+    )?;
+    writeln!(out, "checks      {}", checks(h.zero))?;
+    writeln!(
+        out,
+        "bound       about {} schedules within {} faults ({} packets, {} kinds; faulted runs judge more packets, so this estimates)",
+        h.estimate,
+        h.bound.faults,
+        h.packets,
+        h.bound.kinds.len()
+    )?;
+    Ok(())
+}
+
+/// The counts per number of faults, the totals and the speed.
+pub fn print_search(
+    out: &mut dyn Write,
+    s: &Search,
+    bound: &Bound,
+    wall_s: f64,
+    jobs: usize,
+) -> io::Result<()> {
+    for (i, l) in s.levels.iter().enumerate() {
+        writeln!(
+            out,
+            "faults {i:<4} ran {}  violations {}  pruned {}  not applicable {}",
+            l.ran, l.violations, l.same_rule, l.not_applicable
+        )?;
+    }
+    let ran = s.ran();
+    let pruned = s.pruned();
+    let considered = ran + pruned;
+    writeln!(
+        out,
+        "explored    {} schedules: ran {ran}, pruned as equivalent {pruned} ({:.1} %), not applicable {}",
+        considered,
+        if considered == 0 {
+            0.0
+        } else {
+            100.0 * pruned as f64 / considered as f64
+        },
+        s.not_applicable()
+    )?;
+    if s.first.is_some() && s.levels.len() <= bound.faults {
+        writeln!(
+            out,
+            "            stopped after {} faults: the smallest counterexample has that many",
+            s.levels.len() - 1
+        )?;
+    }
+    writeln!(
+        out,
+        "time        {wall_s:.2} s wall, {:.0} schedules/s, {jobs} jobs",
+        if wall_s > 0.0 {
+            ran as f64 / wall_s
+        } else {
+            0.0
+        }
+    )?;
+    Ok(())
+}
+
+/// What an interrupt left covered.
+pub fn print_interrupted(out: &mut dyn Write, s: &Search, bound: &Bound) -> io::Result<()> {
+    let done = s.levels.len().saturating_sub(2);
+    writeln!(
+        out,
+        "interrupted every schedule of up to {done} faults ran; {} with {} faults ran before the interrupt (of up to {} faults asked)",
+        s.levels.last().map_or(0, |l| l.ran),
+        s.levels.len().saturating_sub(1),
+        bound.faults
+    )?;
+    match &s.first {
+        Some((f, o)) => writeln!(
+            out,
+            "result      a violation with {} faults was found before the interrupt: fails {}",
+            f.len(),
+            o.failing().join(", ")
+        )?,
+        None => writeln!(out, "result      no violation in what ran")?,
+    }
+    Ok(())
+}
+
+/// The smallest counterexample.
+pub fn print_violation(
+    out: &mut dyn Write,
+    s: &Search,
+    schedule: &[Fault],
+    outcome: &Outcome,
+    links: &[String],
+) -> io::Result<()> {
+    let n = schedule.len();
+    let same = s.levels.get(n).map_or(1, |l| l.violations);
+    writeln!(
+        out,
+        "result      VIOLATION with {n} fault(s) (the smallest; {same} schedule(s) with {n} faults violate): fails {}",
+        outcome.failing().join(", ")
+    )?;
+    for (i, f) in schedule.iter().enumerate() {
+        writeln!(out, "fault {:<5} {}", i + 1, f.describe(links))?;
+    }
+    for note in &outcome.notes {
+        writeln!(out, "note        {note}")?;
+    }
+    Ok(())
+}
+
+/// Where the counterexample is and how to look at it.
+pub fn print_replay(out: &mut dyn Write, w: &Written) -> io::Result<()> {
+    let p = w.path.display();
+    writeln!(
+        out,
+        "wrote       {p} (replayed with udrma run: fails {}, trace {}{})",
+        w.failing.join(", "),
+        w.trace_hash,
+        if w.same {
+            ", the search's run"
+        } else {
+            "; NOT the search's run: please report"
+        }
+    )?;
+    let stem = w.path.file_stem().map_or_else(
+        || "counterexample".into(),
+        |s| s.to_string_lossy().to_string(),
+    );
+    writeln!(out, "replay      udrma run {p}")?;
+    writeln!(
+        out,
+        "ladder      udrma run {p} --ladder {stem}.svg --ladder-hosts h{},h{}",
+        w.hosts.0, w.hosts.1
+    )?;
+    writeln!(
+        out,
+        "capture     udrma run {p} --pcap {stem}.pcap && udrma decode {stem}.pcap"
+    )?;
+    Ok(())
+}

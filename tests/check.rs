@@ -1,0 +1,226 @@
+//! `udrma check`: the exhaustive fault search, driven as a user runs it
+//! (docs/check.md). It must pass a small scenario within two faults, find
+//! the stale-duplicate hazard of the receive registry without tombstones
+//! (so it can fail), write a counterexample `udrma run` replays to the
+//! same failing check, and refuse bad input before running.
+
+use std::process::Output;
+
+mod common;
+use common::{command, example, tmp, udrma};
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The value after `key` on the line that starts with `line`.
+fn count(stdout: &str, line: &str, key: &str) -> u64 {
+    let l = stdout
+        .lines()
+        .find(|l| l.starts_with(line))
+        .unwrap_or_else(|| panic!("no line {line:?} in\n{stdout}"));
+    let rest = &l[l.find(key).unwrap_or_else(|| panic!("{key:?} in {l:?}")) + key.len()..];
+    rest.trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {key:?} in {l:?}"))
+}
+
+/// The output without the line that says how long it took.
+fn without_time(stdout: &str) -> String {
+    stdout
+        .lines()
+        .filter(|l| !l.starts_with("time "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "about 1,500 runs of the engine twice: seconds in release, minutes in debug: run with --release (CI does)"
+)]
+fn the_small_pair_has_no_violation_within_two_faults_on_any_number_of_threads() {
+    let file = example("check-pair.toml");
+    let out_dir = tmp("check-pair");
+    let run = |jobs: &str| {
+        udrma(&[
+            "check",
+            &file,
+            "--faults",
+            "2",
+            "--jobs",
+            jobs,
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+    };
+    let one = run("1");
+    let (stdout, stderr) = text(&one);
+    assert_eq!(one.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.lines().last() == Some("result      no violation within 2 faults"),
+        "{stdout}"
+    );
+    // The fault-free run judges 11 packets on the pair's one link: 55
+    // single faults, less the two reorders of each direction's last
+    // packet, which has nothing to swap with.
+    assert!(
+        stdout.contains("fault-free  11 packets judged on 1 links"),
+        "{stdout}"
+    );
+    assert_eq!(count(&stdout, "faults 0", "ran"), 1);
+    assert_eq!(count(&stdout, "faults 1", "ran"), 53);
+    assert_eq!(count(&stdout, "faults 1", "not applicable"), 2);
+    let two = count(&stdout, "faults 2", "ran");
+    // At least every pair of the fault-free run's packets (retransmissions
+    // add more).
+    assert!(two >= 55 * 50 / 2 - 200, "{stdout}");
+    let ran = count(&stdout, "explored", "ran");
+    let pruned = count(&stdout, "explored", "pruned as equivalent");
+    assert_eq!(ran, 1 + 53 + two, "{stdout}");
+    assert_eq!(count(&stdout, "explored", "explored"), ran + pruned);
+    assert_eq!(count(&stdout, "faults 2", "violations"), 0);
+    // Two threads: the same search, line for line.
+    let both = run("2");
+    let (stdout2, _) = text(&both);
+    assert_eq!(both.status.code(), Some(0), "{stdout2}");
+    assert_eq!(without_time(&stdout), without_time(&stdout2));
+}
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "about 1,500 runs of the engine: seconds in release, minutes in debug: run with --release (CI does)"
+)]
+fn without_tombstones_the_check_finds_the_stale_duplicate_and_udrma_run_replays_it() {
+    let out_dir = tmp("check-hazard");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let out = udrma(&[
+        "check",
+        &example("stale-duplicate-hazard.toml"),
+        "--faults",
+        "2",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    // The file's own two rules (which stage the hazard) are left out: the
+    // search finds it by itself, with two faults and not fewer.
+    assert!(
+        stdout.contains("the file's 2 [[fault]] rule(s) left out"),
+        "{stdout}"
+    );
+    assert_eq!(count(&stdout, "faults 1", "violations"), 0, "{stdout}");
+    assert!(
+        stdout.contains("result      VIOLATION with 2 fault(s)")
+            && stdout.contains("fails no-write-after-completion"),
+        "{stdout}"
+    );
+    // A copy of the WRITE, and one of the two held past the reuse.
+    assert!(stdout.contains("fault 1     duplicate"), "{stdout}");
+    assert!(stdout.contains("fault 2     delay"), "{stdout}");
+    assert!(stdout.contains("the search's run"), "{stdout}");
+    let file = out_dir.join("stale-duplicate-hazard-counterexample.toml");
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(
+        written.lines().filter(|l| *l == "[[fault]]").count(),
+        2,
+        "{written}"
+    );
+    assert!(written.contains("tombstones = false"), "{written}");
+    // `udrma run` replays it to the same failing check.
+    let replay = udrma(&["run", file.to_str().unwrap()]);
+    let (rout, rerr) = text(&replay);
+    assert_eq!(replay.status.code(), Some(1), "{rout}\n{rerr}");
+    let checks = rout.lines().find(|l| l.starts_with("checks")).unwrap();
+    let failing: Vec<&str> = checks
+        .split_whitespace()
+        .filter(|c| c.ends_with(":FAIL"))
+        .collect();
+    assert_eq!(failing, vec!["no-write-after-completion:FAIL"], "{rout}");
+}
+
+#[test]
+fn a_search_too_large_is_refused_before_it_runs() {
+    let out = udrma(&[
+        "check",
+        &example("check-pair.toml"),
+        "--faults",
+        "3",
+        "--max-schedules",
+        "1000",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    // 1 + 11·5 + 55·25 + 165·125
+    assert!(stderr.contains("about 22056 schedules"), "{stderr}");
+    assert!(stderr.contains("fewer --kinds"), "{stderr}");
+}
+
+#[test]
+fn bad_input_gets_the_usual_errors() {
+    let bad = tmp("check-bad.toml");
+    std::fs::write(
+        &bad,
+        "name = \"x\"\n[topology]\nkind = \"pair\"\nbogus = 1\n",
+    )
+    .unwrap();
+    let out = udrma(&["check", bad.to_str().unwrap()]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("check-bad.toml:4:1"), "{stderr}");
+    let out = udrma(&["check", &example("check-pair.toml"), "--kinds", "drop,melt"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("invalid value 'melt'"), "{stderr}");
+    // A collective study may run a second fabric: refused, not half-searched.
+    let out = udrma(&["check", &example("allreduce-lossy.toml"), "--faults", "1"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not collective ones"), "{stderr}");
+}
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "needs a search that runs for seconds: run with --release (CI does)"
+)]
+fn an_interrupt_prints_what_was_covered() {
+    let child = command()
+        .args([
+            "check",
+            &example("check-pair.toml"),
+            // About 230,000 schedules: a minute or more, so the interrupt
+            // comes first on any machine.
+            "--faults",
+            "4",
+            "--jobs",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill(2) reads no memory of ours; the pid is our own child's.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("interrupted every schedule of up to"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("result      no violation in what ran"),
+        "{stdout}"
+    );
+}
