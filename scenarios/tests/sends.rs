@@ -46,6 +46,23 @@ fn sends_of_different_sizes_into_one_host_all_land() {
 /// The same mix over a path that loses, duplicates and reorders, with a
 /// third size from h0 too: retransmissions and reordering change which
 /// SEND takes which buffer, never whether it fits.
+/// The longest SEND is planned last but arrives first: h1's 100 B SENDs
+/// come first in the file (their buffers are posted first) and are held
+/// 20 µs on h1's link, so h0's 4 KiB SENDs take the buffers planned for
+/// them. Those buffers must have grown when the longer SENDs were planned.
+#[test]
+fn buffers_planned_before_a_longer_send_grow_to_fit_it() {
+    let text = format!(
+        "name = \"sizes\"\ntime_limit = \"50ms\"\n[topology]\nkind = \"star\"\nhosts = 3\n{}{}\
+         [[fault]]\nmodel = \"delay\"\ndelay = \"20us\"\nsrc = [\"h1\"]\n",
+        sends("h1", "100B", 8, "0us"),
+        sends("h0", "4KiB", 8, "0us"),
+    );
+    let r = report(&text);
+    assert!(r.passed(), "{:?}\n{}", r.notes, r.table());
+    assert_eq!((r.ops.completed, r.ops.failed), (16, 0));
+}
+
 #[test]
 fn sends_of_three_sizes_from_two_senders_land_over_a_rough_path() {
     let text = format!(

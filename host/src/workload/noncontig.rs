@@ -732,4 +732,67 @@ mod tests {
         let (origin, len) = NcPlan::matrix(&l, 0x1000);
         assert_eq!((origin, len), (0x1008, 12));
     }
+
+    /// A send key replaced while the WRITE that names it is in flight
+    /// (the peer answered, but the WRITE's ACK was lost) stays until that
+    /// WRITE completes, then goes; a key nothing names goes at once.
+    #[test]
+    fn a_replaced_send_key_lives_until_the_request_naming_it_completes() {
+        let byte = crate::datatype::Datatype::byte();
+        let l = crate::datatype::Datatype::hvector(4, 64, 128, &byte)
+            .unwrap()
+            .commit()
+            .unwrap();
+        let plan = Arc::new(NcPlan {
+            a: NodeAddr(0),
+            b: NodeAddr(1),
+            layouts: [l.clone(), l],
+            method: Method::Indirect,
+            rdma: true,
+            count: 2,
+            warmup: 0,
+            key_cache: false,
+            max_sge: 30,
+            max_send: 1 << 18,
+            start: Instant::ZERO,
+        });
+        let mut nic = Nic::new(NodeAddr(0), udrma_nic::NicConfig::default()).unwrap();
+        let mut app = NcApp::new(NodeAddr(0), plan);
+        let now = Instant::ZERO;
+        app.start(now, &mut nic);
+        let k0 = app.keys.ikey_send;
+        assert!(nic.memory().indirect(k0).is_some());
+        // The first transfer: a fresh key; the one made at the start was
+        // named by nothing and is gone.
+        app.send(now, &mut nic);
+        let k1 = app.keys.ikey_send;
+        assert_ne!(k1, k0);
+        assert!(nic.memory().indirect(k0).is_none(), "an unused key is kept");
+        let (&wr1, _) = app.ledger.in_flight.first_key_value().unwrap();
+        // The peer's answer came: the next transfer, with its own key.
+        app.send(now, &mut nic);
+        let k2 = app.keys.ikey_send;
+        assert_ne!(k2, k1);
+        assert!(
+            nic.memory().indirect(k1).is_some(),
+            "the first WRITE may still retransmit through its key"
+        );
+        // The first WRITE completes: its key goes, the current one stays.
+        app.handle_event(
+            now,
+            &mut nic,
+            Event::Completed {
+                wr: wr1,
+                kind: WrKind::Write,
+                len: 256,
+                result: Ok(()),
+                at: now,
+            },
+        );
+        assert!(
+            nic.memory().indirect(k1).is_none(),
+            "a finished key is kept"
+        );
+        assert!(nic.memory().indirect(k2).is_some());
+    }
 }
