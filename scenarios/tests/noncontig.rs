@@ -90,6 +90,35 @@ fn the_indirect_key_pays_for_a_fresh_key_without_the_cache() {
     assert!(f.latency_p50_us > c.latency_p50_us, "{f:?} vs {c:?}");
 }
 
+/// The peer's answer is no sign that a transfer is over: the receiver
+/// completes one round trip before the sender does. Here h1's ACKs and
+/// completion notices for h0's first transfers are lost, so h1 answers
+/// while h0 still waits to hear that its transfer arrived. The answer
+/// lands, h0 makes a fresh key for the next transfer (no key cache), and
+/// then its timer fires and it sends the unacknowledged packets again,
+/// reading them through the key the first transfer named. That key must
+/// still exist: a key dies only when every request naming it has
+/// completed. The old app destroyed it when it made the next one, and the
+/// retransmission failed `local access error: BAD_RKEY`.
+#[test]
+fn a_fresh_key_leaves_the_old_one_alive_until_its_retransmissions_are_done() {
+    let layout = "block = \"1KiB\"\nblocks = 16\nstride = \"2KiB\"";
+    // Every ACK-like packet h1 sends for a while: h0's transfers stay
+    // unacknowledged while h1's answers (acknowledged by h0) go through.
+    let lost_acks = "[[fault]]\nmodel = \"loss\"\np = 1.0\nsrc = [\"h1\"]\n\
+                     opcodes = [\"ack\", \"sack\", \"completion\"]\ntimes = 12\n";
+    for method in ["indirect", "sgl", "pack"] {
+        for form in ["rdma", "messaging"] {
+            let sc = scenario(&format!(
+                "{}key_cache = false\n{lost_acks}",
+                workload(method, form, layout)
+            ));
+            let r = passes(&sc);
+            assert!(r.retransmits > 0, "{method}/{form}: the lost ACKs bit");
+        }
+    }
+}
+
 #[test]
 fn bad_noncontig_input_is_named_by_its_key() {
     let bad = |body: &str, needle: &str| {
@@ -161,6 +190,7 @@ proptest! {
         form in prop::sample::select(vec!["messaging", "rdma"]),
         contiguous_peer in any::<bool>(),
         rough in any::<bool>(),
+        key_cache in any::<bool>(),
         seed in 1u64..1000,
     ) {
         let layout = format!(
@@ -168,7 +198,11 @@ proptest! {
             block + gap,
             if contiguous_peer { "contiguous" } else { "same" }
         );
-        let body = format!("seed = {seed}\n{}{}", workload(method, form, &layout), if rough { ROUGH } else { "" });
+        let body = format!(
+            "seed = {seed}\n{}key_cache = {key_cache}\n{}",
+            workload(method, form, &layout),
+            if rough { ROUGH } else { "" }
+        );
         // `seed` must come before the tables.
         let text = format!(
             "name = \"nc\"\nprofile = \"connectx5-roce\"\ntime_limit = \"50ms\"\n{body}\n[topology]\nkind = \"pair\"\n"

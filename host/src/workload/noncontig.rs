@@ -20,6 +20,16 @@
 //!   cache the sender creates its send key afresh for every transfer
 //!   ([`CostModel::key_create`] of host time, and a cold translation cache).
 //!
+//! **Key lifetime.** A key is destroyed only once every work request that
+//! names it has completed (successfully or not) at this NIC. The peer's
+//! answer is no such sign: the receiver completes a transfer one round
+//! trip before the sender does, so when the answer arrives the sender may
+//! still be retransmitting a packet whose ACK was lost, and reads it
+//! through the key again. A replaced send key is therefore retired, and
+//! destroyed at the completion of the last request that names it. The
+//! receive key lives as long as the app (the peer's WRITEs, and this
+//! host's posted receives, name it at any time).
+//!
 //! SEND chunks name their own endpoint (chunk `i` goes to endpoint `i + 1`),
 //! because the transport does not keep SENDs in order and each chunk must
 //! fill the receive list that describes its bytes.
@@ -27,10 +37,11 @@
 //! [`CostModel::pack`]: udrma_nic::CostModel::pack
 //! [`CostModel::key_create`]: udrma_nic::CostModel::key_create
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use udrma_nic::cost::Serial;
-use udrma_nic::{Access, Event, MemoryTable, MrKey, Nic, Sge, Sgl, WorkRequest, WrKind};
+use udrma_nic::{Access, Event, MemoryTable, MrKey, Nic, Sge, Sgl, WorkRequest, WrId, WrKind};
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use super::pattern;
@@ -161,7 +172,47 @@ pub struct NcApp {
     arrived: u64,
     /// Requests refused for a full queue, posted again on a completion.
     backlog: Vec<WorkRequest>,
+    /// Which local keys the requests in flight name.
+    ledger: KeyLedger,
     rec: NcRecord,
+}
+
+/// The local keys each request in flight names, and the keys waiting for
+/// their last request to complete before they are destroyed.
+#[derive(Debug, Default)]
+struct KeyLedger {
+    /// Posted requests that have not completed: the keys they name.
+    in_flight: BTreeMap<WrId, Vec<MrKey>>,
+    /// Indirect keys replaced but still named by a request.
+    retired: Vec<MrKey>,
+}
+
+impl KeyLedger {
+    /// The local keys `wr` names (its buffer, or every entry of its list).
+    fn keys_of(wr: &WorkRequest) -> Vec<MrKey> {
+        match &wr.sgl {
+            Some(sgl) => sgl.entries().iter().map(|e| e.key).collect(),
+            None => vec![wr.local],
+        }
+    }
+
+    /// Whether a request in flight or waiting to be posted names `key`.
+    fn named(&self, key: MrKey, backlog: &[WorkRequest]) -> bool {
+        self.in_flight.values().any(|ks| ks.contains(&key))
+            || backlog.iter().any(|wr| Self::keys_of(wr).contains(&key))
+    }
+
+    /// Destroys every retired indirect key no request names any more.
+    fn reap(&mut self, mem: &mut MemoryTable, backlog: &[WorkRequest]) {
+        let retired = std::mem::take(&mut self.retired);
+        for key in retired {
+            if self.named(key, backlog) {
+                self.retired.push(key);
+            } else {
+                mem.deregister_indirect(key);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -217,6 +268,7 @@ impl NcApp {
             round_start: Instant::ZERO,
             arrived: 0,
             backlog: Vec::new(),
+            ledger: KeyLedger::default(),
             rec: NcRecord::default(),
             plan,
         }
@@ -271,10 +323,13 @@ impl NcApp {
         }
     }
 
+    /// Makes a fresh send key; the old one is destroyed once no request
+    /// names it (a retransmission of the last transfer may still read it).
     fn make_send_key(&mut self, nic: &mut Nic) {
         let mem = nic.memory_mut();
         if self.keys.ikey_send != MrKey(0) {
-            mem.deregister_indirect(self.keys.ikey_send);
+            self.ledger.retired.push(self.keys.ikey_send);
+            self.ledger.reap(mem, &self.backlog);
         }
         match mem.register_indirect(
             IKEY_SEND_BASE,
@@ -441,7 +496,10 @@ impl NcApp {
     fn flush(&mut self, now: Instant, nic: &mut Nic) {
         while let Some(wr) = self.backlog.pop() {
             match nic.post(now, wr.clone()) {
-                Ok(_) => self.rec.work_requests += 1,
+                Ok(id) => {
+                    self.rec.work_requests += 1;
+                    self.ledger.in_flight.insert(id, KeyLedger::keys_of(&wr));
+                }
                 Err(udrma_nic::PostError::QueueFull(_)) => {
                     self.backlog.push(wr);
                     return;
@@ -553,7 +611,12 @@ impl App for NcApp {
 
     fn handle_event(&mut self, now: Instant, nic: &mut Nic, event: Event) {
         match event {
-            Event::Completed { kind, result, .. } => {
+            Event::Completed {
+                wr, kind, result, ..
+            } => {
+                if self.ledger.in_flight.remove(&wr).is_some() {
+                    self.ledger.reap(nic.memory_mut(), &self.backlog);
+                }
                 match result {
                     Err(e) => self.rec.errors.push(format!("{kind:?} failed: {e}")),
                     Ok(()) if kind != WrKind::Recv => self.rec.completed += 1,
@@ -668,5 +731,68 @@ mod tests {
             .unwrap();
         let (origin, len) = NcPlan::matrix(&l, 0x1000);
         assert_eq!((origin, len), (0x1008, 12));
+    }
+
+    /// A send key replaced while the WRITE that names it is in flight
+    /// (the peer answered, but the WRITE's ACK was lost) stays until that
+    /// WRITE completes, then goes; a key nothing names goes at once.
+    #[test]
+    fn a_replaced_send_key_lives_until_the_request_naming_it_completes() {
+        let byte = crate::datatype::Datatype::byte();
+        let l = crate::datatype::Datatype::hvector(4, 64, 128, &byte)
+            .unwrap()
+            .commit()
+            .unwrap();
+        let plan = Arc::new(NcPlan {
+            a: NodeAddr(0),
+            b: NodeAddr(1),
+            layouts: [l.clone(), l],
+            method: Method::Indirect,
+            rdma: true,
+            count: 2,
+            warmup: 0,
+            key_cache: false,
+            max_sge: 30,
+            max_send: 1 << 18,
+            start: Instant::ZERO,
+        });
+        let mut nic = Nic::new(NodeAddr(0), udrma_nic::NicConfig::default()).unwrap();
+        let mut app = NcApp::new(NodeAddr(0), plan);
+        let now = Instant::ZERO;
+        app.start(now, &mut nic);
+        let k0 = app.keys.ikey_send;
+        assert!(nic.memory().indirect(k0).is_some());
+        // The first transfer: a fresh key; the one made at the start was
+        // named by nothing and is gone.
+        app.send(now, &mut nic);
+        let k1 = app.keys.ikey_send;
+        assert_ne!(k1, k0);
+        assert!(nic.memory().indirect(k0).is_none(), "an unused key is kept");
+        let (&wr1, _) = app.ledger.in_flight.first_key_value().unwrap();
+        // The peer's answer came: the next transfer, with its own key.
+        app.send(now, &mut nic);
+        let k2 = app.keys.ikey_send;
+        assert_ne!(k2, k1);
+        assert!(
+            nic.memory().indirect(k1).is_some(),
+            "the first WRITE may still retransmit through its key"
+        );
+        // The first WRITE completes: its key goes, the current one stays.
+        app.handle_event(
+            now,
+            &mut nic,
+            Event::Completed {
+                wr: wr1,
+                kind: WrKind::Write,
+                len: 256,
+                result: Ok(()),
+                at: now,
+            },
+        );
+        assert!(
+            nic.memory().indirect(k1).is_none(),
+            "a finished key is kept"
+        );
+        assert!(nic.memory().indirect(k2).is_some());
     }
 }

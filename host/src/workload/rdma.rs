@@ -15,7 +15,11 @@
 //!   completes (closed loop);
 //! - posts a ping-pong reply when the WRITE it answers has landed;
 //! - posts a receive buffer for every SEND aimed at it, at the SEND's
-//!   time (or its workload's start, for closed-loop SENDs);
+//!   time (or its workload's start, for closed-loop SENDs). As with verbs
+//!   over one shared receive queue, any SEND may take any buffer (the
+//!   transport does not keep SENDs in order, and SENDs from several
+//!   senders meet in one queue), so every buffer is as long as the
+//!   longest SEND aimed at the host ([`RdmaPlan::recv_len`]);
 //! - at a reuse time, overwrites the targets of the WRITEs that have
 //!   landed in it (a host re-using a buffer after the data arrived).
 //!
@@ -100,6 +104,10 @@ pub struct PlannedOp {
     pub when: When,
     /// For a SEND: when its receiver posts the buffer.
     pub recv_at: Instant,
+    /// For a SEND: the length of the receive buffer posted for it at
+    /// `dst_off` (the longest SEND aimed at its receiver); otherwise
+    /// `size`.
+    pub recv_len: u64,
 }
 
 impl PlannedOp {
@@ -139,6 +147,9 @@ pub struct RdmaPlan {
     pub src_len: Vec<u64>,
     /// Per host: bytes of its target region.
     pub dst_len: Vec<u64>,
+    /// Per host: the length of each receive buffer it posts, the longest
+    /// SEND aimed at it.
+    pub recv_len: Vec<u64>,
     /// Regions without bytes (addresses and lengths only): nothing is
     /// copied or compared.
     pub phantom: bool,
@@ -150,6 +161,7 @@ impl RdmaPlan {
         RdmaPlan {
             src_len: vec![0; hosts],
             dst_len: vec![0; hosts],
+            recv_len: vec![0; hosts],
             phantom,
             ..RdmaPlan::default()
         }
@@ -159,6 +171,11 @@ impl RdmaPlan {
     /// `peer` (for a READ, `peer` is the host read from), laid out after
     /// the operations already planned in both hosts' regions; a SEND's
     /// receiver posts its buffer at `recv_at`. Returns its index.
+    ///
+    /// A SEND's receive buffer is as long as the longest SEND planned
+    /// toward its receiver so far: a SEND longer than every earlier one
+    /// lengthens the buffers of the earlier ones, and the receiver's
+    /// targets are laid out again (in plan order, as they were added).
     #[allow(clippy::too_many_arguments)]
     pub fn add(
         &mut self,
@@ -176,8 +193,18 @@ impl RdmaPlan {
         };
         let src_off = self.src_len[from.0 as usize];
         self.src_len[from.0 as usize] += size;
-        let dst_off = self.dst_len[to.0 as usize];
-        self.dst_len[to.0 as usize] += size;
+        let t = to.0 as usize;
+        let longer = kind == OpKind::Send && size > self.recv_len[t];
+        if longer {
+            self.recv_len[t] = size;
+        }
+        let recv_len = if kind == OpKind::Send {
+            self.recv_len[t]
+        } else {
+            size
+        };
+        let dst_off = self.dst_len[t];
+        self.dst_len[t] += recv_len;
         self.ops.push(PlannedOp {
             workload,
             kind,
@@ -189,8 +216,27 @@ impl RdmaPlan {
             dst_off,
             when,
             recv_at,
+            recv_len,
         });
+        if longer {
+            self.lay_out_targets(to);
+        }
         self.ops.len() - 1
+    }
+
+    /// Lays out again, in plan order, the targets of every operation into
+    /// `to`, each SEND's buffer as long as `recv_len[to]`.
+    fn lay_out_targets(&mut self, to: NodeAddr) {
+        let t = to.0 as usize;
+        let mut at = 0;
+        for op in self.ops.iter_mut().filter(|op| op.to == to) {
+            if op.kind == OpKind::Send {
+                op.recv_len = self.recv_len[t];
+            }
+            op.dst_off = at;
+            at += op.recv_len;
+        }
+        self.dst_len[t] = at;
     }
 }
 
@@ -412,8 +458,8 @@ impl RdmaApp {
 
     fn post_recv(&mut self, now: Instant, nic: &mut Nic, i: usize) {
         let op = &self.plan.ops[i];
-        let (off, size) = (op.dst_off, op.size);
-        match nic.post_recv(now, 0, self.keys.dst, DST_BASE + off, size) {
+        let (off, len) = (op.dst_off, op.recv_len);
+        match nic.post_recv(now, 0, self.keys.dst, DST_BASE + off, len) {
             Ok(r) => {
                 self.recv_bufs.insert(r, off);
             }
@@ -614,5 +660,34 @@ impl App for RdmaApp {
 
     fn is_done(&self) -> bool {
         self.open == 0 && self.timed.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_receive_buffer_is_as_long_as_the_longest_send_to_its_host() {
+        let (h0, h1, h2) = (NodeAddr(0), NodeAddr(1), NodeAddr(2));
+        let at = When::At(Instant::ZERO);
+        let mut p = RdmaPlan::new(3, false);
+        p.add(0, OpKind::Send, h1, h2, 100, at, Instant::ZERO);
+        p.add(1, OpKind::Write, h0, h2, 10, at, Instant::ZERO);
+        p.add(2, OpKind::Send, h0, h2, 4096, at, Instant::ZERO);
+        p.add(3, OpKind::Send, h0, h1, 7, at, Instant::ZERO);
+        p.add(4, OpKind::Send, h1, h2, 50, at, Instant::ZERO);
+        let laid: Vec<(u64, u64)> = p.ops.iter().map(|o| (o.dst_off, o.recv_len)).collect();
+        // h2's targets in plan order: a 4096 B buffer, the WRITE's 10 B,
+        // two more 4096 B buffers; h1's one SEND keeps its own size.
+        assert_eq!(
+            laid,
+            [(0, 4096), (4096, 10), (4106, 4096), (0, 7), (8202, 4096)]
+        );
+        assert_eq!(p.dst_len, [0, 7, 12_298]);
+        assert_eq!(p.recv_len, [0, 7, 4096]);
+        // The bytes each moves are still its own.
+        assert_eq!(p.ops[0].size, 100);
+        assert_eq!(p.ops[4].size, 50);
     }
 }
