@@ -314,6 +314,7 @@ impl World {
                 arrivals: Arrivals::default(),
                 tx_lead: Duration::ZERO,
                 rx_unit: udrma_nic::cost::Serial::default(),
+                rx_ready: Instant::ZERO,
                 app: None,
             });
         }
