@@ -301,8 +301,11 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         ..d
     };
     // The first timer, before any round trip is measured, is never
-    // shorter than what the profile's own NIC work makes a round trip.
-    let floor = cost_round_trip(&cfg, &shape) + cfg.rto_min;
+    // shorter than an unloaded round trip, the cost model's NIC work at
+    // both ends included: one that is fires on every first packet (a
+    // profile whose NICs take long per packet, at a large MTU, has a
+    // round trip near the default 100 us).
+    let floor = cost_round_trip(&cfg, &shape);
     cfg.rto_initial = cfg.rto_initial.max(floor.min(cfg.rto_max));
     cfg.validate().map_err(|e| {
         let udrma_nic::ConfigError::OutOfRange { field, .. } = &e;
