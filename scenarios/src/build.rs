@@ -372,9 +372,8 @@ fn cost_round_trip(cfg: &NicConfig, shape: &PathShape) -> Duration {
     let header = (udrma_proto::HEADER_LEN + 16 + udrma_proto::ICRC_LEN) as u64;
     let data = (u64::from(cfg.mtu_payload) + header).min(shape.mtu);
     let ack = header;
-    let wire = |bytes: u64| {
-        udrma_nic::cc::serialization(bytes + udrma_fabric::WIRE_OVERHEAD, shape.rate)
-    };
+    let wire =
+        |bytes: u64| udrma_nic::cc::serialization(bytes + udrma_fabric::WIRE_OVERHEAD, shape.rate);
     let one_way = |bytes: u64| (shape.latency + wire(bytes)).saturating_mul(shape.links);
     let nic = |bytes: u64| cfg.cost.packet(bytes as usize).saturating_mul(2);
     one_way(data) + one_way(ack) + nic(data) + nic(ack)
