@@ -320,6 +320,7 @@ impl World {
                 arrivals: Arrivals::default(),
                 tx_lead: Duration::ZERO,
                 rx_unit: udrma_nic::cost::Serial::default(),
+                rx_ready: Instant::ZERO,
                 app: None,
             });
         }

@@ -88,3 +88,72 @@ fn go_back_n_resends_the_later_packets_when_the_first_timer_fires() {
         "go-back-N: the lost packet and everything after it, at once"
     );
 }
+
+/// A go-back-N pair whose loss budget is zero: the first timeout fails
+/// the request. Nothing in these stories is lost.
+fn go_back_n_without_a_loss_budget() -> Setup {
+    setup(NicConfig {
+        retransmit: RetransmitMode::GoBackN,
+        max_retries: 0,
+        ..config()
+    })
+}
+
+/// Packet 2 of an 8-packet WRITE is trimmed three times over (a switch
+/// queue full each time). A trim is congestion, not a failed try: the
+/// header comes back as a `TRIMMED` NACK, and under go-back-N every later
+/// packet, which the receiver discards as out of sequence, goes again
+/// with it at once. No timer fires and the loss budget is not touched.
+/// Before, the trimmed packet alone went again, the discarded ones each
+/// waited for their own timer, and each `SEQUENCE_ERROR` spent a retry:
+/// the WRITE failed with `RetryExceeded` having lost nothing.
+#[test]
+fn go_back_n_spends_no_retry_on_trimmed_packets() {
+    let mut s = go_back_n_without_a_loss_budget();
+    let mut trims = 0;
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if trims < 3 && r.opcode() == Opcode::Write && r.seg_index == 2 => {
+            trims += 1;
+            Verdict::Trim
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(8 * 1024);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s.assert_written(8 * 1024);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.timeouts, h0.retries_exhausted), (0, 0));
+    assert_eq!(
+        h0.nacks_received.get(&udrma_proto::Syndrome::Trimmed),
+        Some(&3)
+    );
+    // Each trim sends packet 2 and the five after it again.
+    assert_eq!(resent_segments(&s).len(), 3 * 6);
+}
+
+/// Packet 2's first copy is overtaken by 3 and 4 (held 3 µs on the way):
+/// the receiver discards them as out of sequence and NACKs
+/// `SEQUENCE_ERROR`. That is reordering, not loss: the sender goes back,
+/// spends nothing of its loss budget, and the WRITE completes.
+#[test]
+fn go_back_n_spends_no_retry_on_a_sequence_error() {
+    let mut s = go_back_n_without_a_loss_budget();
+    s.pair.set_filter(first_matching(
+        |w| is_data(w) && w.repr.is_some_and(|r| r.seg_index == 2),
+        Verdict::Delay(Duration::from_micros(3)),
+        1,
+    ));
+    let wr = s.write(8 * 1024);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s.assert_written(8 * 1024);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!(
+        h0.nacks_received
+            .get(&udrma_proto::Syndrome::SequenceError)
+            .copied(),
+        Some(1)
+    );
+    assert_eq!((h0.timeouts, h0.retries_exhausted), (0, 0));
+}

@@ -193,7 +193,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
     let sack_delay = t(n.sack_delay, Duration::from_micros(2));
     // Built once: the controller and the full-queue floor both read it.
     let shape = path_shape(sc)?;
-    let cfg = NicConfig {
+    let mut cfg = NicConfig {
         mtu_payload: n.mtu_payload.map_or(Ok(d.mtu_payload), |s| {
             u32::try_from(s.0)
                 .map_err(|_| sc.error_at("mtu_payload", "nic.mtu_payload is too large".into()))
@@ -310,6 +310,13 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
         },
         ..d
     };
+    // The first timer, before any round trip is measured, is never
+    // shorter than an unloaded round trip, the cost model's NIC work at
+    // both ends included: one that is fires on every first packet (a
+    // profile whose NICs take long per packet, at a large MTU, has a
+    // round trip near the default 100 us).
+    let floor = cost_round_trip(&cfg, &shape);
+    cfg.rto_initial = cfg.rto_initial.max(floor.min(cfg.rto_max));
     cfg.validate().map_err(|e| {
         let udrma_nic::ConfigError::OutOfRange { field, .. } = &e;
         sc.error_at_key(field, format!("nic: {e}"))
@@ -366,6 +373,20 @@ fn cc_config(
         unscheduled: n.cc_unscheduled.map_or(0, |s| s.0),
         pace_slack: Duration::ZERO,
     })
+}
+
+/// An unloaded round trip of a full packet out and its ACK back across
+/// the topology's longest path, with the cost model's NIC work at both
+/// ends of both (send and receive; zero without a cost model).
+fn cost_round_trip(cfg: &NicConfig, shape: &PathShape) -> Duration {
+    let header = (udrma_proto::HEADER_LEN + 16 + udrma_proto::ICRC_LEN) as u64;
+    let data = (u64::from(cfg.mtu_payload) + header).min(shape.mtu);
+    let ack = header;
+    let wire =
+        |bytes: u64| udrma_nic::cc::serialization(bytes + udrma_fabric::WIRE_OVERHEAD, shape.rate);
+    let one_way = |bytes: u64| (shape.latency + wire(bytes)).saturating_mul(shape.links);
+    let nic = |bytes: u64| cfg.cost.packet(bytes as usize).saturating_mul(2);
+    one_way(data) + one_way(ack) + nic(data) + nic(ack)
 }
 
 /// What the timers and controllers are told about the topology: its

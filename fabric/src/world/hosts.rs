@@ -26,6 +26,12 @@ pub(super) struct HostState {
     pub(super) held: VecDeque<Pkt>,
     /// The NIC's receive processing unit (cost model).
     pub(super) rx_unit: udrma_nic::cost::Serial,
+    /// When the receive unit will have taken every packet already given
+    /// to the link into this host, as the port feeding it works it out
+    /// (a host has one link, so that port alone feeds the unit): the
+    /// link's flow control holds the next packet back until then (see
+    /// `World::enqueue`).
+    pub(super) rx_ready: Instant,
 }
 
 impl HostState {

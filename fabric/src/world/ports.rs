@@ -408,8 +408,30 @@ impl World {
             }
             _ => Duration::ZERO,
         };
-        let start = st.free_at.max(now + nic_cost);
-        st.free_at = start + hot.serialization(len);
+        let mut start = st.free_at.max(now + nic_cost);
+        let ser = hot.serialization(len);
+        if let Some(to) = hot.peer_host().filter(|_| self.costed) {
+            // Link-level flow control into a NIC that works packets one at
+            // a time (Myrinet's stop-and-go, InfiniBand's link credits,
+            // PFC): a packet starts only once it will reach the receive
+            // unit no sooner than one packet's work before the unit frees
+            // up (the NIC buffers the packet it works on and one more), so
+            // the far NIC holds no queue of its own. Without it, a NIC slower than its wire (MyVIA at
+            // 512-byte packets) let the queue grow by milliseconds, inside
+            // the round trip of every packet behind it: the sender's
+            // timers fired on packets that were only waiting, and the
+            // copies queued up behind them in turn (docs/testing.md).
+            // The wait is the sender's (a host: its next packet leaves
+            // later, and no timer runs for a packet not yet sent) or a
+            // switch's queue, which drops, trims and marks as any does.
+            let ready = self.hosts[to as usize].rx_ready;
+            let work = self.cost.packet(pkt.len() as usize);
+            let reach = hot.latency + ser + work;
+            start = start.max(Instant(ready.as_ps().saturating_sub(reach.as_ps())));
+            self.hosts[to as usize].rx_ready = (start + hot.latency + ser).max(ready) + work;
+        }
+        let st = &mut self.ports[port as usize];
+        st.free_at = start + ser;
         let waits = start > now;
         if waits {
             st.queued_bytes += len;

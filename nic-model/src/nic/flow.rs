@@ -404,13 +404,85 @@ impl Nic {
             return Some(i);
         }
         if let Some(t) = wake {
-            if self.pace_at.is_none_or(|p| p > t) {
-                if let Some(p) = self.pace_at.take() {
-                    self.timers.remove(&(p, Timer::Pace));
-                }
-                self.pace_at = Some(t);
-                self.timers.insert((t, Timer::Pace));
+            self.wake_to_pace(t);
+        }
+        None
+    }
+
+    /// Keeps a wake-up at `t` (or sooner) for a packet its pacer holds.
+    fn wake_to_pace(&mut self, t: Instant) {
+        if self.pace_at.is_none_or(|p| p > t) {
+            if let Some(p) = self.pace_at.take() {
+                self.timers.remove(&(p, Timer::Pace));
             }
+            self.pace_at = Some(t);
+            self.timers.insert((t, Timer::Pace));
+        }
+    }
+
+    /// The next packet of the retransmit queue to send now, taken out of
+    /// it. Without a controller, its head. With one, a packet judged lost
+    /// goes through its peer's gate as new data does (its bytes left the
+    /// flight when it was judged lost): the first, among the first
+    /// [`GATE_SCAN`], whose peer's gate is open; the others keep their
+    /// places (a peer's copies stay in order). Before, a go-back-N resend
+    /// of a window left at line rate whatever the controller said, into
+    /// the queue that had just trimmed it: 277,337 copies for 241,969
+    /// trims on a dumbbell where selective retransmission sent 24,746.
+    /// A packet sent again for a receiver-not-ready never left the flight
+    /// and is not held.
+    pub(super) fn next_retransmit(&mut self, now: Instant) -> Option<OpNumber> {
+        if !self.cc_active() {
+            return self.retransmit_queue.pop_front();
+        }
+        let mut wake: Option<Instant> = None;
+        // Peers whose gate is shut, with the bytes of their copies held
+        // (what a receiver-credit controller asks credit for).
+        let mut held: BTreeMap<NodeAddr, (Gate, u64)> = BTreeMap::new();
+        let mut pick = None;
+        for (i, opn) in self.retransmit_queue.iter().take(GATE_SCAN).enumerate() {
+            let Some(inf) = self.op_table.get(*opn).filter(|e| e.lost) else {
+                // (Freed since it was queued, or never out of flight.)
+                pick = Some(i);
+                break;
+            };
+            let Some(dst) = self.ops.get(&inf.msg_id).map(|op| op.dst) else {
+                pick = Some(i);
+                break;
+            };
+            let bytes = u64::from(inf.bytes);
+            if let Some((_, b)) = held.get_mut(&dst) {
+                *b += bytes;
+                continue;
+            }
+            match self.gate(now, dst, bytes) {
+                Gate::Open => {
+                    pick = Some(i);
+                    break;
+                }
+                gate => {
+                    if let Gate::Pace(t) = gate {
+                        wake = Some(wake.map_or(t, |w| w.min(t)));
+                    }
+                    held.insert(dst, (gate, bytes));
+                }
+            }
+        }
+        let starved: Vec<(NodeAddr, u64)> = held
+            .into_iter()
+            .filter(|(_, (g, _))| *g == Gate::Credit)
+            .map(|(p, (_, b))| (p, b))
+            .collect();
+        if let Some(i) = pick {
+            return self.retransmit_queue.remove(i);
+        }
+        for (peer, backlog) in starved {
+            if let Some(t) = self.ask_credit(now, peer, backlog) {
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+        }
+        if let Some(t) = wake {
+            self.wake_to_pace(t);
         }
         None
     }

@@ -171,16 +171,28 @@ impl Nic {
     /// copy (the timer's, a probe's) makes it forgotten, since a duplicate
     /// reported after that may be the later copy's and say nothing about
     /// the first one.
+    ///
+    /// Under a controller the packet leaves the bytes in flight toward its
+    /// peer until its copy is sent (`Inflight::lost`): the copy goes
+    /// through the send gate, as new data does (`next_retransmit`).
     pub(super) fn queue_retransmit(&mut self, opn: OpNumber) {
+        let judged = self.cc_active();
         if let Some(inf) = self.op_table.get_mut(opn) {
             inf.fast = false;
             if let Some(d) = inf.deadline.take() {
                 self.timers.remove(&(d, Timer::Retransmit(opn)));
                 self.timers.remove(&(d, Timer::RnrRetry(opn)));
             }
+            let released = if judged && !inf.lost {
+                inf.lost = true;
+                inf.bytes
+            } else {
+                0
+            };
             self.retransmit_queue.push_back(opn);
             let (msg_id, seg) = (inf.msg_id, inf.seg);
             if let Some(dst) = self.ops.get(&msg_id).map(|op| op.dst) {
+                self.flow_released(dst, released);
                 self.flow(dst).take_resent(msg_id, seg);
             }
         }
@@ -513,8 +525,13 @@ impl Nic {
     /// Go-back-N: the receiver discarded `opn` for being ahead of segment
     /// `expected` of its operation. That segment and every later one out
     /// go again now, unless its latest copy left after `opn`'s (a go-back
-    /// already under way) or it waits to go already. It is a loss: the
-    /// controller hears it and it spends a retry.
+    /// already under way) or it waits to go already. The controller hears
+    /// it as a loss, but the receiver answered: it is congestion (a packet
+    /// trimmed or dropped in a queue ahead of it, or overtaken), not a
+    /// failed try, so it spends the busy budget (`max_rnr_retries`), as a
+    /// trim does, not `max_retries`, and does not back off the RTO. Only a
+    /// timeout spends the loss budget: before, a go-back-N transfer on a
+    /// trimming fabric that lost nothing failed with `RetryExceeded`.
     pub(super) fn on_sequence_error(&mut self, now: Instant, opn: OpNumber, expected: u32) {
         let Some(nacked) = self.op_table.get(opn).copied() else {
             return;
@@ -533,7 +550,7 @@ impl Nic {
             return;
         }
         self.flow_lost(now, dst, inf.bytes, LossCause::Nack);
-        if !self.count_retry(now, first) {
+        if !self.count_rnr_retry(now, first) {
             return;
         }
         self.queue_retransmit(first);

@@ -243,6 +243,21 @@ struct Inflight {
     entropy: u16,
     /// `None` while waiting in the retransmit queue.
     deadline: Option<Instant>,
+    /// Judged lost and not yet sent again, under a controller: its bytes
+    /// no longer count in flight toward its peer, and its copy goes
+    /// through the send gate as new data does (`Nic::next_retransmit`).
+    lost: bool,
+}
+
+impl Inflight {
+    /// The bytes it counts in flight now (none while judged lost).
+    fn in_flight(&self) -> u32 {
+        if self.lost {
+            0
+        } else {
+            self.bytes
+        }
+    }
 }
 
 /// A posted receive buffer.

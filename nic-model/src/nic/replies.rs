@@ -315,6 +315,14 @@ impl Nic {
             }
             if self.count_rnr_retry(now, opn) {
                 self.queue_retransmit(opn);
+                if self.cfg.retransmit == RetransmitMode::GoBackN {
+                    // The receiver discards every later packet of the
+                    // operation as out of sequence: they go again now, in
+                    // order after it, instead of each on its own timer
+                    // (which spent the loss budget on packets only
+                    // discarded).
+                    self.go_back_after(opn);
+                }
             }
             return;
         }

@@ -22,7 +22,7 @@ impl Nic {
             if let Some(t) = self.poll_reduce(now, buf) {
                 return Some(t);
             }
-            if let Some(opn) = self.retransmit_queue.pop_front() {
+            if let Some(opn) = self.next_retransmit(now) {
                 if let Some(t) = self.send_packet(now, opn, true, buf) {
                     return Some(t);
                 }
@@ -78,6 +78,7 @@ impl Nic {
                 bytes: 0,
                 entropy: 0,
                 deadline: None,
+                lost: false,
             };
             let opn = self.op_table.insert(inflight).expect("checked not full");
             if let Some(op) = self.ops.get_mut(&msg_id) {
@@ -327,7 +328,9 @@ impl Nic {
             Some(len) => len.min(u64::from(u32::MAX)) as u32,
             None => (buf.len() + usize::from(elided)) as u32,
         };
+        let back_in_flight = retransmit && inf.lost;
         if let Some(e) = self.op_table.get_mut(opn) {
+            e.lost = false;
             e.sent_at = now;
             e.deadline = Some(deadline);
             e.retransmitted |= retransmit;
@@ -340,6 +343,11 @@ impl Nic {
         }
         if !retransmit {
             self.flow_sent(now, dst, u64::from(counted));
+        } else if back_in_flight {
+            // A copy of a packet judged lost is sent as new data is: its
+            // bytes are in flight again and its controller hears it
+            // (window, pacing, receiver credit).
+            self.flow_sent(now, dst, u64::from(inf.bytes));
         }
         self.timers.insert((deadline, Timer::Retransmit(opn)));
         self.probe_activity(now, inf.msg_id, false);
@@ -414,7 +422,7 @@ impl Nic {
             self.rtt_sample(dst, r);
             rtt = Some(r);
         }
-        self.flow_released(dst, inf.bytes);
+        self.flow_released(dst, inf.in_flight());
         if sample {
             self.entropy_feedback(dst, inf.entropy, !ce);
         }
@@ -564,7 +572,7 @@ impl Nic {
                 for p in op.pkts {
                     if let PktState::InFlight(opn) = p {
                         if let Some(inf) = self.op_table.remove(opn) {
-                            self.flow_released(op.dst, inf.bytes);
+                            self.flow_released(op.dst, inf.in_flight());
                             if let Some(d) = inf.deadline {
                                 self.timers.remove(&(d, Timer::Retransmit(opn)));
                                 self.timers.remove(&(d, Timer::RnrRetry(opn)));
