@@ -499,28 +499,31 @@ pub fn host(
     }
 }
 
+/// The opcodes a `[[fault]]` rule can name (`opcodes = [...]`), by the
+/// name a scenario file gives them.
+pub const OPCODE_NAMES: [(&str, Opcode); 13] = [
+    ("write", Opcode::Write),
+    ("read-request", Opcode::ReadRequest),
+    ("read-response", Opcode::ReadResponse),
+    ("send", Opcode::Send),
+    ("ack", Opcode::Ack),
+    ("sack", Opcode::SelectiveAck),
+    ("nack", Opcode::Nack),
+    ("completion", Opcode::Completion),
+    ("data-arrived", Opcode::DataArrived),
+    ("credit", Opcode::Credit),
+    ("rts", Opcode::Rts),
+    ("cts", Opcode::Cts),
+    ("fin", Opcode::Fin),
+];
+
 fn opcode(sc: &Scenario, name: &str) -> Result<Opcode, ScenarioError> {
-    const NAMES: [(&str, Opcode); 13] = [
-        ("write", Opcode::Write),
-        ("read-request", Opcode::ReadRequest),
-        ("read-response", Opcode::ReadResponse),
-        ("send", Opcode::Send),
-        ("ack", Opcode::Ack),
-        ("sack", Opcode::SelectiveAck),
-        ("nack", Opcode::Nack),
-        ("completion", Opcode::Completion),
-        ("data-arrived", Opcode::DataArrived),
-        ("credit", Opcode::Credit),
-        ("rts", Opcode::Rts),
-        ("cts", Opcode::Cts),
-        ("fin", Opcode::Fin),
-    ];
-    NAMES
+    OPCODE_NAMES
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, o)| *o)
         .ok_or_else(|| {
-            let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
+            let names: Vec<&str> = OPCODE_NAMES.iter().map(|(n, _)| *n).collect();
             let hint = udrma_faults::closest(name, &names)
                 .map(|b| format!(" (did you mean {b:?}?)"))
                 .unwrap_or_default();

@@ -40,27 +40,13 @@ impl Kind {
     }
 }
 
-/// The opcodes a `[[fault]]` rule can name (`opcodes = [...]`).
-const OPCODES: [(&str, Opcode); 13] = [
-    ("write", Opcode::Write),
-    ("read-request", Opcode::ReadRequest),
-    ("read-response", Opcode::ReadResponse),
-    ("send", Opcode::Send),
-    ("ack", Opcode::Ack),
-    ("sack", Opcode::SelectiveAck),
-    ("nack", Opcode::Nack),
-    ("completion", Opcode::Completion),
-    ("data-arrived", Opcode::DataArrived),
-    ("credit", Opcode::Credit),
-    ("rts", Opcode::Rts),
-    ("cts", Opcode::Cts),
-    ("fin", Opcode::Fin),
-];
-
 /// The rule vocabulary's name of `op`, if it has one.
 fn opcode_name(op: Option<Opcode>) -> Option<&'static str> {
     let op = op?;
-    OPCODES.iter().find(|(_, o)| *o == op).map(|(n, _)| *n)
+    udrma_scenarios::build::OPCODE_NAMES
+        .iter()
+        .find(|(_, o)| *o == op)
+        .map(|(n, _)| *n)
 }
 
 /// Which packets a fault's rule counts: one link, one direction, and the
