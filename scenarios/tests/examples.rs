@@ -170,13 +170,12 @@ fn large_example_trace_hashes_are_pinned() {
     check_hashes(true);
 }
 
-#[test]
-fn the_hazard_passes_with_tombstones_on() {
-    let (_, text) = examples()
-        .into_iter()
-        .find(|(n, _)| n == "stale-duplicate-hazard.toml")
-        .unwrap();
-    let fixed = text.replace("tombstones = false", "tombstones = true");
+/// Runs example `name` with `from` replaced by `to` (which must occur)
+/// and requires every check to pass.
+fn passes_with(name: &str, from: &str, to: &str) {
+    let (_, text) = examples().into_iter().find(|(n, _)| n == name).unwrap();
+    let fixed = text.replace(from, to);
+    assert_ne!(fixed, text, "{name} says {from:?}");
     let report = run(
         &Scenario::parse("fixed", &fixed).unwrap(),
         RunOptions::default(),
@@ -186,19 +185,17 @@ fn the_hazard_passes_with_tombstones_on() {
 }
 
 #[test]
+fn the_hazard_passes_with_tombstones_on() {
+    passes_with(
+        "stale-duplicate-hazard.toml",
+        "tombstones = false",
+        "tombstones = true",
+    );
+}
+
+#[test]
 fn the_late_send_passes_with_the_default_window() {
-    let (_, text) = examples()
-        .into_iter()
-        .find(|(n, _)| n == "stale-duplicate-send.toml")
-        .unwrap();
-    let fixed = text.replace("tombstone_mode = \"fifo\"", "");
-    assert_ne!(fixed, text, "the example names its mode");
-    let report = run(
-        &Scenario::parse("fixed", &fixed).unwrap(),
-        RunOptions::default(),
-    )
-    .unwrap();
-    assert!(report.passed(), "{:?}", report.notes);
+    passes_with("stale-duplicate-send.toml", "tombstone_mode = \"fifo\"", "");
 }
 
 #[test]
