@@ -16,6 +16,17 @@ pub fn msg_before(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
 }
 
+/// [`msg_before`] as an ordering.
+fn serial_cmp(a: u32, b: u32) -> std::cmp::Ordering {
+    if a == b {
+        std::cmp::Ordering::Equal
+    } else if msg_before(a, b) {
+        std::cmp::Ordering::Less
+    } else {
+        std::cmp::Ordering::Greater
+    }
+}
+
 /// Completed operations, remembered so late duplicates never write again.
 ///
 /// In [`TombstoneMode::Window`] each peer has a window of its
@@ -171,9 +182,11 @@ impl Tombstones {
         match &self.memory {
             Memory::Off => false,
             Memory::Fifo { set, .. } => set.contains(key),
+            // A window is sorted in the sender's order: every new
+            // operation's first packet asks, so search, not scan.
             Memory::Window { windows, .. } => windows
                 .get(&key.from)
-                .is_some_and(|w| w.iter().rev().any(|m| *m == key.msg_id)),
+                .is_some_and(|w| w.binary_search_by(|m| serial_cmp(*m, key.msg_id)).is_ok()),
         }
     }
 
