@@ -506,11 +506,18 @@ impl Nic {
                 }
             }
         };
-        let credits = self.advertised.get(&reply.to).copied();
-        if let Some(c) = credits {
-            self.credits_carried.insert(reply.to, c);
-        }
-        flags.set(Flags::CREDITS_VALID, credits.is_some());
+        let noop = matches!(reply.body, ReplyBody::Credit);
+        let (credit_flags, credits) = peers::credit_field(
+            peers::CreditBook {
+                advertised: &self.advertised,
+                seen: &self.credits_seen,
+                carried: &mut self.credits_carried,
+                echo_next: &mut self.echo_next,
+            },
+            reply.to,
+            noop,
+        );
+        flags |= credit_flags;
         let repr = Repr {
             flags,
             src_ep: reply.src_ep,
@@ -519,7 +526,7 @@ impl Nic {
             msg_id: reply.msg_id,
             seg_index: reply.seg_index,
             seg_count: reply.seg_count,
-            credits: credits.unwrap_or(0),
+            credits,
             epoch: self.cfg.epoch,
             body,
         };

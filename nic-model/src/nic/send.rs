@@ -284,11 +284,17 @@ impl Nic {
                 (seg_index, seg_count) = (lo, hi - lo + 1);
             }
         }
-        let credits = self.advertised.get(&dst).copied();
-        if let Some(c) = credits {
-            self.credits_carried.insert(dst, c);
-        }
-        flags.set(Flags::CREDITS_VALID, credits.is_some());
+        let (credit_flags, credits) = peers::credit_field(
+            peers::CreditBook {
+                advertised: &self.advertised,
+                seen: &self.credits_seen,
+                carried: &mut self.credits_carried,
+                echo_next: &mut self.echo_next,
+            },
+            dst,
+            false,
+        );
+        flags |= credit_flags;
         let repr = Repr {
             flags,
             src_ep: r.req.src_ep,
@@ -297,7 +303,7 @@ impl Nic {
             msg_id: inf.msg_id,
             seg_index,
             seg_count,
-            credits: credits.unwrap_or(0),
+            credits,
             epoch: self.cfg.epoch,
             body,
         };
