@@ -390,9 +390,9 @@ pub struct Nic {
     credits_carried: PeerMap<u16, 2>,
     /// Newest echo of our count each peer sent.
     credits_echoed: PeerMap<u16, 2>,
-    /// Per peer, the carried count a stale echo put in doubt, and when its
-    /// `CreditCheck` timer fires.
-    credits_doubted: PeerMap<(u16, Instant), 2>,
+    /// Per peer, the carried count a stale echo put in doubt, when its
+    /// `CreditCheck` timer fires, and how many NOOPs it has drawn.
+    credits_doubted: PeerMap<(u16, Instant, u32), 2>,
     /// Peers whose next packet echoes their count rather than advertising
     /// ours (the two take turns while ours keeps changing).
     echo_next: PeerMap<bool, 2>,
@@ -445,6 +445,11 @@ pub struct Nic {
 /// advertisements are ignored (and counted), so a flood of forged sources
 /// cannot grow the table.
 pub const MAX_CREDIT_PEERS: usize = 65_536;
+
+/// NOOPs one doubted credit count draws at most while its peer stays
+/// silent, each a doubled retransmit timeout after the last
+/// ([`Nic`]'s credit echo, docs/wire-format.md "Credit echo").
+pub const CREDIT_REPAIRS: u32 = 8;
 
 /// Most peers whose boot epochs are tracked. Packets from further peers are
 /// still served, but their restarts go unnoticed (counted in
@@ -703,7 +708,7 @@ impl Nic {
                 Timer::Pace => self.pace_at = None,
                 Timer::Grant => self.grant_tick(now),
                 Timer::Probe(msg_id) => self.on_probe_timeout(now, t, msg_id),
-                Timer::CreditCheck(peer) => self.check_echo(peer),
+                Timer::CreditCheck(peer) => self.check_echo(now, peer),
             }
         }
     }

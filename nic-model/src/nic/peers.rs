@@ -123,31 +123,39 @@ impl Nic {
                 self.credits_echoed.insert(from, echo);
             }
         }
-        let Some(carried) = self.credits_carried.get(&from).copied() else {
+        self.doubt(now, from, 0);
+    }
+
+    /// Puts the count carried to `peer` in doubt unless an echo has shown
+    /// it: a `CreditCheck` one retransmit timeout from now, which may draw
+    /// up to `CREDIT_REPAIRS - tries` NOOPs. A count already in doubt keeps
+    /// its check.
+    pub(super) fn doubt(&mut self, now: Instant, peer: NodeAddr, tries: u32) {
+        let Some(carried) = self.credits_carried.get(&peer).copied() else {
             return;
         };
-        let echoed = self.credits_echoed.get(&from).copied().unwrap_or(0);
+        let echoed = self.credits_echoed.get(&peer).copied().unwrap_or(0);
         let behind = |count: u16| (1..0x8000).contains(&count.wrapping_sub(echoed));
         if !behind(carried) {
             return;
         }
-        if let Some((doubted, at)) = self.credits_doubted.get(&from).copied() {
+        if let Some((doubted, at, _)) = self.credits_doubted.get(&peer).copied() {
             if behind(doubted) {
                 // Its check is armed: that count has had less than a
                 // retransmit timeout to be echoed.
                 return;
             }
             // Echoed since: doubt the newer count from now on.
-            self.timers.remove(&(at, Timer::CreditCheck(from)));
+            self.timers.remove(&(at, Timer::CreditCheck(peer)));
         }
-        let at = now + self.rtt_to(from).rto();
-        self.credits_doubted.insert(from, (carried, at));
-        self.timers.insert((at, Timer::CreditCheck(from)));
+        let at = now + self.rtt_to(peer).rto();
+        self.credits_doubted.insert(peer, (carried, at, tries));
+        self.timers.insert((at, Timer::CreditCheck(peer)));
     }
 
     /// The `CreditCheck` timer of [`Nic::note_echo`].
-    pub(super) fn check_echo(&mut self, peer: NodeAddr) {
-        let Some((doubted, _)) = self.credits_doubted.remove(&peer) else {
+    pub(super) fn check_echo(&mut self, now: Instant, peer: NodeAddr) {
+        let Some((doubted, _, tries)) = self.credits_doubted.remove(&peer) else {
             return;
         };
         let echoed = self.credits_echoed.get(&peer).copied().unwrap_or(0);
@@ -170,6 +178,14 @@ impl Nic {
         if self.push_reply(noop) {
             self.stats.noops_sent += 1;
             self.stats.credit_repairs += 1;
+        }
+        // The NOOP may be lost too, and a silent peer would never say so:
+        // check again, later each time, a bounded number of times.
+        if tries + 1 < CREDIT_REPAIRS {
+            let count = self.advertised.get(&peer).copied().unwrap_or(doubted);
+            let at = now + self.rtt_to(peer).rto().saturating_mul(2 << tries.min(6));
+            self.credits_doubted.insert(peer, (count, at, tries + 1));
+            self.timers.insert((at, Timer::CreditCheck(peer)));
         }
     }
 
@@ -370,7 +386,7 @@ pub(super) struct CreditBook<'a> {
 /// carried yet) goes out at once unless the last packet carried news
 /// too and an echo is owed: while our count keeps changing the two take
 /// turns. A NOOP always advertises.
-pub(super) fn credit_field(b: CreditBook<'_>, to: NodeAddr, noop: bool) -> (Flags, u16) {
+pub(super) fn credit_field(b: CreditBook<'_>, to: NodeAddr, noop: bool) -> (Flags, u16, bool) {
     let adv = b.advertised.get(&to).copied();
     // Counts start at zero: a peer that advertises to us and has not
     // reached us yet is echoed as 0.
@@ -379,10 +395,10 @@ pub(super) fn credit_field(b: CreditBook<'_>, to: NodeAddr, noop: bool) -> (Flag
     let echo_next = b.echo_next.get(&to).copied().unwrap_or(false);
     if let Some(s) = seen.filter(|_| adv.is_none() || (!noop && (!news || echo_next))) {
         b.echo_next.insert(to, false);
-        return (Flags::CREDITS_ECHO, s);
+        return (Flags::CREDITS_ECHO, s, false);
     }
     let Some(a) = adv else {
-        return (Flags::empty(), 0);
+        return (Flags::empty(), 0, false);
     };
     if news {
         b.carried.insert(to, a);
@@ -390,5 +406,5 @@ pub(super) fn credit_field(b: CreditBook<'_>, to: NodeAddr, noop: bool) -> (Flag
     if seen.is_some() {
         b.echo_next.insert(to, true);
     }
-    (Flags::CREDITS_VALID, a)
+    (Flags::CREDITS_VALID, a, news)
 }

@@ -422,7 +422,12 @@ impl Nic {
 
     /// Emits a reply; READ responses read memory now (a region deregistered
     /// meanwhile sends nothing: the requester retries and is NACKed).
-    pub(super) fn build_reply(&mut self, reply: &Reply, buf: &mut Vec<u8>) -> Option<Transmit> {
+    pub(super) fn build_reply(
+        &mut self,
+        now: Instant,
+        reply: &Reply,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
         let mtu = u64::from(self.cfg.mtu_payload);
         let mut flags = Flags::empty();
         let mut touch = None;
@@ -507,7 +512,7 @@ impl Nic {
             }
         };
         let noop = matches!(reply.body, ReplyBody::Credit);
-        let (credit_flags, credits) = peers::credit_field(
+        let (credit_flags, credits, news) = peers::credit_field(
             peers::CreditBook {
                 advertised: &self.advertised,
                 seen: &self.credits_seen,
@@ -531,6 +536,11 @@ impl Nic {
             body,
         };
         let elided = send::emit(&repr, buf, self.elide_zeros)?;
+        if news && !noop {
+            // An answer is never sent again: if the peer does not show
+            // this count within a retransmit timeout, a NOOP carries it.
+            self.doubt(now, reply.to, 0);
+        }
         let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
         Some(Transmit {
             dst: reply.to,

@@ -13,7 +13,7 @@ impl Nic {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         loop {
             if let Some(reply) = self.replies.pop_front() {
-                if let Some(t) = self.build_reply(&reply, buf) {
+                if let Some(t) = self.build_reply(now, &reply, buf) {
                     self.stats.control_sent += 1;
                     return Some(t);
                 }
@@ -284,7 +284,7 @@ impl Nic {
                 (seg_index, seg_count) = (lo, hi - lo + 1);
             }
         }
-        let (credit_flags, credits) = peers::credit_field(
+        let (credit_flags, credits, _) = peers::credit_field(
             peers::CreditBook {
                 advertised: &self.advertised,
                 seen: &self.credits_seen,
