@@ -149,6 +149,9 @@ pub struct Stats {
     pub noops_sent: u64,
     /// CREDIT (NOOP) packets received.
     pub noops_received: u64,
+    /// NOOPs sent because a peer's echo showed that the newest credit
+    /// count carried to it never arrived (its packet was lost).
+    pub credit_repairs: u64,
     /// Newer credit advertisements raised as events.
     pub credit_updates: u64,
     /// Advertisements ignored because too many peers were tracked.

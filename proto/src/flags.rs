@@ -47,9 +47,15 @@ impl Flags {
     /// copy itself overtook the late first one and timing alone cannot
     /// tell. Other kinds send it as zero.
     pub const DUP: Flags = Flags(1 << 10);
+    /// The `credits` header field echoes the newest credit count the
+    /// sender has seen from the receiver, instead of advertising its own
+    /// (never set together with `CREDITS`). A peer whose newest count rode
+    /// on a packet the wire lost learns it from the echo and sends it
+    /// again (docs/wire-format.md, "Credit echo").
+    pub const CREDITS_ECHO: Flags = Flags(1 << 11);
 
     /// Every named flag with its short name, in bit order.
-    pub const NAMED: [(Flags, &'static str); 11] = [
+    pub const NAMED: [(Flags, &'static str); 12] = [
         (Flags::ACK_REQ, "ACK_REQ"),
         (Flags::FIRST, "FIRST"),
         (Flags::LAST, "LAST"),
@@ -61,6 +67,7 @@ impl Flags {
         (Flags::PARTIAL, "PARTIAL"),
         (Flags::ACKS, "ACKS"),
         (Flags::DUP, "DUP"),
+        (Flags::CREDITS_ECHO, "ECHO"),
     ];
 
     /// No flag set.

@@ -90,6 +90,15 @@ const ACK_DUP_ANSWERED: [u8; 36] = [
     // ICRC
     0xa9, 0xfb, 0xd8, 0xc3,
 ];
+// ACK echoing the receiver's credit count 5 (flags CREDITS_ECHO, 0x0800):
+// 36 bytes; ICRC checked against Python's zlib.crc32
+const ACK_ECHO: [u8; 36] = [
+    // header
+    0x01, 0x10, 0x08, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x04, 0x00, 0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a,
+    // ICRC
+    0xb4, 0xfe, 0xe8, 0x40,
+];
 // SACK: 48 bytes
 const SACK: [u8; 48] = [
     // header
@@ -372,6 +381,11 @@ fn table() -> Vec<(&'static str, &'static [u8], Repr<'static>)> {
             "ACK of a duplicate that came after an answer",
             &ACK_DUP_ANSWERED,
             repr(Flags::DUP | Flags::RETRANSMIT, 2, 4, 0, Body::Ack),
+        ),
+        (
+            "ACK echoing a credit count",
+            &ACK_ECHO,
+            repr(Flags::CREDITS_ECHO, 2, 4, 5, Body::Ack),
         ),
         (
             "SACK",

@@ -153,6 +153,9 @@ enum Timer {
     Grant,
     /// An operation's tail loss probe is due (`tail_probe`).
     Probe(u32),
+    /// A peer's echo was behind the credit count carried to it: unless a
+    /// later echo has caught up by now, that count is sent again.
+    CreditCheck(NodeAddr),
 }
 
 #[derive(Debug, Clone)]
@@ -406,6 +409,14 @@ pub struct Nic {
     credits_seen: PeerMap<u16, 2>,
     /// Newest credit count that really left toward each peer on a packet.
     credits_carried: PeerMap<u16, 2>,
+    /// Newest echo of our count each peer sent.
+    credits_echoed: PeerMap<u16, 2>,
+    /// Per peer, the carried count a stale echo put in doubt, when its
+    /// `CreditCheck` timer fires, and how many NOOPs it has drawn.
+    credits_doubted: PeerMap<(u16, Instant, u32), 2>,
+    /// Peers whose next packet echoes their count rather than advertising
+    /// ours (the two take turns while ours keeps changing).
+    echo_next: PeerMap<bool, 2>,
     /// Boot epoch each peer last showed (at most [`MAX_PEERS`] peers).
     peer_epochs: PeerMap<u32, 2>,
     /// Receiver credit: the grant scheduler for senders that ask.
@@ -458,6 +469,11 @@ pub struct Nic {
 /// advertisements are ignored (and counted), so a flood of forged sources
 /// cannot grow the table.
 pub const MAX_CREDIT_PEERS: usize = 65_536;
+
+/// NOOPs one doubted credit count draws at most while its peer stays
+/// silent, each a doubled retransmit timeout after the last
+/// ([`Nic`]'s credit echo, docs/wire-format.md "Credit echo").
+pub const CREDIT_REPAIRS: u32 = 8;
 
 /// Most peers whose boot epochs are tracked. Packets from further peers are
 /// still served, but their restarts go unnoticed (counted in
@@ -538,6 +554,9 @@ impl Nic {
             advertised: PeerMap::new(),
             credits_seen: PeerMap::new(),
             credits_carried: PeerMap::new(),
+            echo_next: PeerMap::new(),
+            credits_echoed: PeerMap::new(),
+            credits_doubted: PeerMap::new(),
             peer_epochs: PeerMap::new(),
             announced: None,
             ring_used: 0,
@@ -715,6 +734,7 @@ impl Nic {
                 Timer::Pace => self.pace_at = None,
                 Timer::Grant => self.grant_tick(now),
                 Timer::Probe(msg_id) => self.on_probe_timeout(now, t, msg_id),
+                Timer::CreditCheck(peer) => self.check_echo(now, peer),
             }
         }
     }

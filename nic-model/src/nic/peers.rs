@@ -105,6 +105,90 @@ impl Nic {
         }
     }
 
+    /// A packet from `from` arrived, echoing the newest count of ours it
+    /// has seen (`Some`), or advertising its own instead (`None`: the two
+    /// share the header field). If it does not show our newest carried
+    /// count, that count may have crossed it on the wire, or the packet
+    /// that carried it was lost (a count that rode on an ACK is not sent
+    /// again with the ACK). A check one retransmit timeout later tells
+    /// them apart: unless an echo has caught up by then, a NOOP carries
+    /// the count again. A peer that never speaks again never draws one.
+    pub(super) fn note_echo(&mut self, now: Instant, from: NodeAddr, echo: Option<u16>) {
+        if let Some(echo) = echo {
+            let newer = match self.credits_echoed.get(&from) {
+                None => true,
+                Some(old) => (1..0x8000).contains(&echo.wrapping_sub(*old)),
+            };
+            if newer {
+                self.credits_echoed.insert(from, echo);
+            }
+        }
+        self.doubt(now, from, 0);
+    }
+
+    /// Puts the count carried to `peer` in doubt unless an echo has shown
+    /// it: a `CreditCheck` one retransmit timeout from now, which may draw
+    /// up to `CREDIT_REPAIRS - tries` NOOPs. A count already in doubt keeps
+    /// its check.
+    pub(super) fn doubt(&mut self, now: Instant, peer: NodeAddr, tries: u32) {
+        let Some(carried) = self.credits_carried.get(&peer).copied() else {
+            return;
+        };
+        let echoed = self.credits_echoed.get(&peer).copied().unwrap_or(0);
+        let behind = |count: u16| (1..0x8000).contains(&count.wrapping_sub(echoed));
+        if !behind(carried) {
+            return;
+        }
+        if let Some((doubted, at, _)) = self.credits_doubted.get(&peer).copied() {
+            if behind(doubted) {
+                // Its check is armed: that count has had less than a
+                // retransmit timeout to be echoed.
+                return;
+            }
+            // Echoed since: doubt the newer count from now on.
+            self.timers.remove(&(at, Timer::CreditCheck(peer)));
+        }
+        let at = now + self.rtt_to(peer).rto();
+        self.credits_doubted.insert(peer, (carried, at, tries));
+        self.timers.insert((at, Timer::CreditCheck(peer)));
+    }
+
+    /// The `CreditCheck` timer of [`Nic::note_echo`].
+    pub(super) fn check_echo(&mut self, now: Instant, peer: NodeAddr) {
+        let Some((doubted, _, tries)) = self.credits_doubted.remove(&peer) else {
+            return;
+        };
+        let echoed = self.credits_echoed.get(&peer).copied().unwrap_or(0);
+        if !(1..0x8000).contains(&doubted.wrapping_sub(echoed)) {
+            return;
+        }
+        // Forget that it was carried: the NOOP carries it as news.
+        self.credits_carried.insert(peer, echoed);
+        let noop = Reply {
+            port: 0,
+            to: peer,
+            src_ep: 0,
+            dst_ep: 0,
+            op_num: 0,
+            msg_id: 0,
+            seg_index: 0,
+            seg_count: 0,
+            body: ReplyBody::Credit,
+        };
+        if self.push_reply(noop) {
+            self.stats.noops_sent += 1;
+            self.stats.credit_repairs += 1;
+        }
+        // The NOOP may be lost too, and a silent peer would never say so:
+        // check again, later each time, a bounded number of times.
+        if tries + 1 < CREDIT_REPAIRS {
+            let count = self.advertised.get(&peer).copied().unwrap_or(doubted);
+            let at = now + self.rtt_to(peer).rto().saturating_mul(2 << tries.min(6));
+            self.credits_doubted.insert(peer, (count, at, tries + 1));
+            self.timers.insert((at, Timer::CreditCheck(peer)));
+        }
+    }
+
     /// Raises `Event::Credits` when `from` advertises a newer count
     /// (modulo 2^16: newer means 1..32767 ahead).
     pub(super) fn note_credits(&mut self, now: Instant, from: NodeAddr, cumulative: u16) {
@@ -244,6 +328,9 @@ impl Nic {
         self.advertised.remove(&peer);
         self.credits_seen.remove(&peer);
         self.credits_carried.remove(&peer);
+        self.echo_next.remove(&peer);
+        self.credits_echoed.remove(&peer);
+        self.credits_doubted.remove(&peer);
         self.peer_epochs.remove(&peer);
         self.flows.remove(&peer);
         self.rnr_hold.remove(&peer);
@@ -293,4 +380,42 @@ impl Nic {
             at: now,
         });
     }
+}
+
+/// The per-peer credit maps [`credit_field`] reads and updates, borrowed
+/// apart from the rest of the NIC (a packet's payload may borrow it).
+pub(super) struct CreditBook<'a> {
+    pub(super) advertised: &'a PeerMap<u16, 2>,
+    pub(super) seen: &'a PeerMap<u16, 2>,
+    pub(super) carried: &'a mut PeerMap<u16, 2>,
+    pub(super) echo_next: &'a mut PeerMap<bool, 2>,
+}
+
+/// What the `credits` field of the next packet to `to` carries: our
+/// advertisement (`CREDITS`), or an echo of the newest count `to`
+/// advertised to us (`CREDITS_ECHO`). News (a count no packet has
+/// carried yet) goes out at once unless the last packet carried news
+/// too and an echo is owed: while our count keeps changing the two take
+/// turns. A NOOP always advertises.
+pub(super) fn credit_field(b: CreditBook<'_>, to: NodeAddr, noop: bool) -> (Flags, u16, bool) {
+    let adv = b.advertised.get(&to).copied();
+    // Counts start at zero: a peer that advertises to us and has not
+    // reached us yet is echoed as 0.
+    let seen = b.seen.get(&to).copied().or(adv.map(|_| 0));
+    let news = adv.is_some() && adv != b.carried.get(&to).copied();
+    let echo_next = b.echo_next.get(&to).copied().unwrap_or(false);
+    if let Some(s) = seen.filter(|_| adv.is_none() || (!noop && (!news || echo_next))) {
+        b.echo_next.insert(to, false);
+        return (Flags::CREDITS_ECHO, s, false);
+    }
+    let Some(a) = adv else {
+        return (Flags::empty(), 0, false);
+    };
+    if news {
+        b.carried.insert(to, a);
+    }
+    if seen.is_some() {
+        b.echo_next.insert(to, true);
+    }
+    (Flags::CREDITS_VALID, a, news)
 }

@@ -107,8 +107,16 @@ impl Nic {
         if !self.check_epoch(now, from, repr.epoch) {
             return;
         }
-        if repr.flags.contains(Flags::CREDITS_VALID) {
-            self.note_credits(now, from, repr.credits);
+        if repr.flags.contains(Flags::CREDITS_ECHO) {
+            self.note_echo(now, from, Some(repr.credits));
+        } else {
+            if repr.flags.contains(Flags::CREDITS_VALID) {
+                self.note_credits(now, from, repr.credits);
+            }
+            // A NOOP answers nothing (two NOOPs must not draw each other).
+            if !matches!(repr.body, Body::Credit) {
+                self.note_echo(now, from, None);
+            }
         }
         match repr.body {
             Body::Write { .. } | Body::Send { .. } => {

@@ -430,7 +430,12 @@ impl Nic {
 
     /// Emits a reply; READ responses read memory now (a region deregistered
     /// meanwhile sends nothing: the requester retries and is NACKed).
-    pub(super) fn build_reply(&mut self, reply: &Reply, buf: &mut Vec<u8>) -> Option<Transmit> {
+    pub(super) fn build_reply(
+        &mut self,
+        now: Instant,
+        reply: &Reply,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
         let mtu = u64::from(self.cfg.mtu_payload);
         let mut flags = Flags::empty();
         let mut touch = None;
@@ -514,11 +519,18 @@ impl Nic {
                 }
             }
         };
-        let credits = self.advertised.get(&reply.to).copied();
-        if let Some(c) = credits {
-            self.credits_carried.insert(reply.to, c);
-        }
-        flags.set(Flags::CREDITS_VALID, credits.is_some());
+        let noop = matches!(reply.body, ReplyBody::Credit);
+        let (credit_flags, credits, news) = peers::credit_field(
+            peers::CreditBook {
+                advertised: &self.advertised,
+                seen: &self.credits_seen,
+                carried: &mut self.credits_carried,
+                echo_next: &mut self.echo_next,
+            },
+            reply.to,
+            noop,
+        );
+        flags |= credit_flags;
         let repr = Repr {
             flags,
             src_ep: reply.src_ep,
@@ -527,11 +539,16 @@ impl Nic {
             msg_id: reply.msg_id,
             seg_index: reply.seg_index,
             seg_count: reply.seg_count,
-            credits: credits.unwrap_or(0),
+            credits,
             epoch: self.cfg.epoch,
             body,
         };
         let elided = send::emit(&repr, buf, self.elide_zeros)?;
+        if news && !noop {
+            // An answer is never sent again: if the peer does not show
+            // this count within a retransmit timeout, a NOOP carries it.
+            self.doubt(now, reply.to, 0);
+        }
         let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
         Some(Transmit {
             dst: reply.to,

@@ -13,7 +13,7 @@ impl Nic {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         loop {
             if let Some(reply) = self.replies.pop_front() {
-                if let Some(t) = self.build_reply(&reply, buf) {
+                if let Some(t) = self.build_reply(now, &reply, buf) {
                     self.stats.control_sent += 1;
                     return Some(t);
                 }
@@ -302,11 +302,17 @@ impl Nic {
                 (seg_index, seg_count) = (lo, hi - lo + 1);
             }
         }
-        let credits = self.advertised.get(&dst).copied();
-        if let Some(c) = credits {
-            self.credits_carried.insert(dst, c);
-        }
-        flags.set(Flags::CREDITS_VALID, credits.is_some());
+        let (credit_flags, credits, _) = peers::credit_field(
+            peers::CreditBook {
+                advertised: &self.advertised,
+                seen: &self.credits_seen,
+                carried: &mut self.credits_carried,
+                echo_next: &mut self.echo_next,
+            },
+            dst,
+            false,
+        );
+        flags |= credit_flags;
         let repr = Repr {
             flags,
             src_ep: r.req.src_ep,
@@ -315,7 +321,7 @@ impl Nic {
             msg_id: inf.msg_id,
             seg_index,
             seg_count,
-            credits: credits.unwrap_or(0),
+            credits,
             epoch: self.cfg.epoch,
             body,
         };
