@@ -31,14 +31,44 @@ struct Case {
     faults: Vec<FaultCase>,
     pause: Option<(u32, u64, u64)>,
     vbufs: u16,
+    /// (what runs: 0-5 the workloads above, 6 one non-contiguous
+    /// transfer, 7 one reduction study; the profile; the authenticated
+    /// mode; three knobs).
+    special: (usize, usize, bool, u32, u32, u32),
     seed: u64,
 }
 
-const TOPOLOGIES: [&str; 4] = [
+const TOPOLOGIES: [&str; 5] = [
     "kind = \"pair\"",
     "kind = \"star\"\nhosts = 4",
     "kind = \"dumbbell\"\nhosts = 2\nbottleneck = \"25Gbps\"",
     "kind = \"fat-tree\"\nk = 4",
+    "kind = \"kary-ntree\"\nk = 2\nhosts = 8",
+];
+/// Hosts of each of `TOPOLOGIES`.
+const HOSTS: [u32; 5] = [2, 4, 4, 16, 8];
+/// No profile (the defaults), or one of `scenarios/profiles/`.
+const PROFILES: [&str; 6] = [
+    "",
+    "ideal",
+    "myrinet-lanai9",
+    "roce-100g",
+    "tianhe-nic",
+    "connectx5-roce",
+];
+const NC_METHODS: [&str; 4] = ["pack", "sgl", "indirect", "auto"];
+const NC_LAYOUTS: [&str; 6] = ["vector", "transpose", "halo", "face-x", "face-y", "face-z"];
+const COLLECTIVES: [&str; 3] = ["allreduce", "reduce", "broadcast"];
+const REDUCE_OPS: [&str; 11] = [
+    "sum", "min", "max", "minloc", "maxloc", "land", "lor", "lxor", "band", "bor", "bxor",
+];
+const DATATYPES: [(&str, u32); 6] = [
+    ("f32", 4),
+    ("f64", 8),
+    ("i32", 4),
+    ("i64", 8),
+    ("u32", 4),
+    ("u64", 8),
 ];
 const ROUTING: [&str; 3] = ["ecmp", "spray", "shortest"];
 const RDMA: [&str; 8] = [
@@ -67,7 +97,18 @@ const FLAGS: [&str; 4] = ["first", "last", "ack-req", "retransmit"];
 
 impl Case {
     fn hosts(&self) -> u32 {
-        [2, 4, 4, 16][self.topology]
+        HOSTS[self.topology]
+    }
+
+    /// What runs: RDMA or messaging workloads, one non-contiguous
+    /// transfer or one reduction study.
+    fn what(&self) -> &'static str {
+        match self.special.0 {
+            6 => "noncontig",
+            7 => "collective",
+            _ if self.messaging => "messaging",
+            _ => "rdma",
+        }
     }
 
     fn toml(&self) -> String {
@@ -85,8 +126,12 @@ impl Case {
         // default 1024, one 1 MB message through the dumbbell's bottleneck
         // overflows its queue and go-back-N never recovers (finding 5).
         let mut s = format!(
-            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\n{}trim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nrto_restart = {}\ntail_probe = {}\nretransmit = \"{}\"\nmax_retries = 40\n{}\n",
+            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n{}\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\n{}trim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nrto_restart = {}\ntail_probe = {}\nretransmit = \"{}\"\nmax_retries = 40\n{}\n",
             self.seed,
+            match PROFILES[self.special.1 % PROFILES.len()] {
+                "" => String::new(),
+                p => format!("profile = \"{p}\"\n"),
+            },
             TOPOLOGIES[self.topology],
             ROUTING[routing % ROUTING.len()],
             // Queue limits of 256 KiB to 1 MiB per port (a smaller queue
@@ -129,16 +174,63 @@ impl Case {
             (self.seed >> 16) % 2 == 1,
             ["selective", "go-back-n"][(ack / 2) % 2],
             // The timer's floor worked out from the queues in a quarter
-            // (up to 2 ms behind the dumbbell's 25 Gb/s port, so a higher
+            // (up to 51 ms behind a slow profile's links, so a higher
             // ceiling there).
             if (self.seed >> 13) % 4 == 0 {
-                "rto_min = \"full-queues\"\nrto_max = \"5ms\""
+                "rto_min = \"full-queues\"\nrto_max = \"80ms\""
             } else {
                 "rto_max = \"2ms\""
             },
         );
         let pair = |a: u32, b: u32| (a % n, (a % n + 1 + b % (n - 1)) % n);
-        if self.messaging {
+        if self.special.2 {
+            // The authenticated mode's header bytes and crypto time.
+            s += "\n[security]\nmode = \"aead\"\n";
+        }
+        let (_, _, _, k1, k2, k3) = self.special;
+        let (_, _, a0, b0, _, count0) = self.workloads[0];
+        if self.what() == "noncontig" {
+            let (src, dst) = pair(a0, b0);
+            let layout = NC_LAYOUTS[k1 as usize % NC_LAYOUTS.len()];
+            let block = 8u32 << (k2 % 5);
+            // Face layouts move blocks² doubles: keep them to 32 KiB.
+            let blocks = if layout.starts_with("face") {
+                1 + k2 % 64
+            } else {
+                1 + k2 % 256
+            };
+            s += &format!(
+                "\n[messaging]\nvbufs_per_peer = {}\n\n[[workload]]\nkind = \"noncontig\"\nsrc = \"h{src}\"\ndst = \"h{dst}\"\nmethod = \"{}\"\nform = \"{}\"\nlayout = \"{layout}\"\nblocks = {blocks}\nkey_cache = {}\npeer_layout = \"{}\"\ncount = {count0}\n",
+                self.vbufs,
+                NC_METHODS[k3 as usize % NC_METHODS.len()],
+                ["messaging", "rdma"][(k3 / 4) as usize % 2],
+                (k3 / 8) % 2 == 1,
+                ["same", "contiguous"][(k3 / 16) as usize % 2],
+            );
+            match layout {
+                "vector" => {
+                    s += &format!(
+                        "block = \"{block}B\"\nstride = \"{}B\"\n",
+                        block * (1 + k1 / 8 % 4)
+                    )
+                }
+                "transpose" => s += &format!("block = \"{block}B\"\n"),
+                "halo" => s += &format!("halo = {}\n", 1 + k1 / 8 % blocks),
+                _ => {}
+            }
+        } else if self.what() == "collective" {
+            let (dt, width) = DATATYPES[k2 as usize % DATATYPES.len()];
+            let nodes = 2 + k1 % (n - 1);
+            s += &format!(
+                "\n[[workload]]\nkind = \"collective\"\ncollective = \"{}\"\nreduce_op = \"{}\"\ndatatype = \"{dt}\"\nsize = \"{}B\"\nfan_in = {}\nnodes = {nodes}\ncount = {count0}\ninterval = \"200us\"\nmethod = \"{}\"\n",
+                COLLECTIVES[k3 as usize % COLLECTIVES.len()],
+                // Logical and bitwise operations take integers.
+                REDUCE_OPS[(k3 / 4) as usize % if dt.starts_with('f') { 5 } else { REDUCE_OPS.len() }],
+                width * (1 + k2 / 8 % 64),
+                2 + k1 / 16 % 7,
+                ["nic", "host", "both"][(k3 / 64) as usize % 3],
+            );
+        } else if self.messaging {
             s += &format!("\n[messaging]\nvbufs_per_peer = {}\n", self.vbufs);
             for (i, (kind, _, a, b, size, count)) in self.workloads.iter().enumerate() {
                 let (src, dst) = pair(*a, *b);
@@ -182,7 +274,7 @@ impl Case {
         // without congestion control those can collapse (docs/testing.md,
         // finding 5). SENDs of different sizes to one host must succeed: a
         // receiver's buffers are as long as the longest SEND aimed at it.
-        let crowd = !self.messaging
+        let crowd = self.what() == "rdma"
             && self.workloads.iter().any(|w| {
                 matches!(
                     RDMA[w.0 % RDMA.len()],
@@ -225,7 +317,7 @@ fn link(t: usize, pick: u32) -> String {
 /// A `[[fault]]` table: one of every model, a finite window, and one way
 /// of targeting, on topology `t`.
 fn fault(i: usize, f: &FaultCase, t: usize) -> String {
-    let n = [2, 4, 4, 16][t];
+    let n = HOSTS[t];
     let &(model, p, corr, from, len, target, pick) = f;
     let mut s = format!("\n[[fault]]\nname = \"f{i}\"\n");
     match model % 9 {
@@ -273,7 +365,14 @@ fn fault(i: usize, f: &FaultCase, t: usize) -> String {
     s += &format!("from = \"{from}us\"\nuntil = \"{}us\"\n", from + len);
     match target % 6 {
         0 => {}
-        5 => s += &format!("links = [\"{}\"]\n", link(t, pick)),
+        // A k-ary n-tree's links are targeted by direction instead.
+        5 if t < 4 => s += &format!("links = [\"{}\"]\n", link(t, pick)),
+        5 => {
+            s += &format!(
+                "direction = \"{}\"\n",
+                ["forward", "reverse"][pick as usize % 2]
+            )
+        }
         1 => {
             s += &format!(
                 "direction = \"{}\"\n",
@@ -310,8 +409,16 @@ fn case() -> impl Strategy<Value = Case> {
         0usize..6,
         any::<u32>(),
     );
+    let special = (
+        0usize..8,
+        0usize..6,
+        proptest::bool::weighted(0.25),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+    );
     (
-        0usize..4,
+        0usize..5,
         (
             0usize..12,
             0usize..16,
@@ -325,10 +432,11 @@ fn case() -> impl Strategy<Value = Case> {
         proptest::collection::vec(fault, 0..4),
         proptest::option::of((any::<u32>(), 0u64..500, 1u64..800)),
         4u16..16,
+        special,
         any::<u64>(),
     )
         .prop_map(
-            |(topology, nic, messaging, workloads, faults, pause, vbufs, seed)| Case {
+            |(topology, nic, messaging, workloads, faults, pause, vbufs, special, seed)| Case {
                 topology,
                 nic,
                 messaging,
@@ -336,9 +444,46 @@ fn case() -> impl Strategy<Value = Case> {
                 faults,
                 pause,
                 vbufs,
+                special,
                 seed,
             },
         )
+}
+
+/// Every case a hunt over this vocabulary found, fixed since, as the
+/// scenario file it printed (`tests/found/`, each headed by what failed
+/// and what fixed it): every check must pass, every time.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "fat trees on slow profiles take minutes in debug: run with --release (CI does)"
+)]
+fn every_case_a_hunt_found_passes() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/found");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no case in {}", dir.display());
+    for path in files {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let sc = Scenario::parse(&name, &text).unwrap_or_else(|e| panic!("{e}"));
+        let r = run(&sc, RunOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let failed: Vec<&String> = r
+            .checks
+            .iter()
+            .filter(|(_, ok)| !**ok)
+            .map(|(k, _)| k)
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "{name}: checks failed: {failed:?}; notes: {:?}",
+            r.notes
+        );
+    }
 }
 
 proptest! {
