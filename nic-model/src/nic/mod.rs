@@ -283,6 +283,19 @@ enum Dup {
     Reported { answered: bool },
 }
 
+/// What a NOOP (CREDIT packet) is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Noop {
+    /// Carries a credit advertisement nothing else would carry.
+    Advertise,
+    /// Carries again a count whose echo never came, and asks (`ACK_REQ`)
+    /// for one NOOP back that echoes it: a quiet peer says nothing else.
+    Repair,
+    /// The answer to a `Repair`: echoes the newest count seen
+    /// (`CREDITS_ECHO`) and asks for nothing.
+    Echo,
+}
+
 #[derive(Debug, Clone, Copy)]
 enum ReplyBody {
     /// `ece`: the acknowledged packet arrived CE-marked. `dup`: whether
@@ -313,7 +326,8 @@ enum ReplyBody {
         addr: u64,
         total_len: u32,
     },
-    Credit,
+    /// A NOOP: see [`Noop`].
+    Credit(Noop),
     Hello {
         reply: bool,
         nonce: u32,
@@ -361,7 +375,7 @@ struct PendingSack {
 /// Laid out in this order (`repr(C)`): what the engine reads for every
 /// packet it sends or takes in (timers, the OP table, the operations, the
 /// queues of replies and events, the registry, the per-peer state) comes
-/// first, in the struct's first [`Nic::HOT_BYTES`] (1,128 today), and
+/// first, in the struct's first [`Nic::HOT_BYTES`] (1,296 today), and
 /// the large parts that a packet reads a little of or nothing (counters,
 /// congestion state, configuration, the reduce unit) after it, so that a
 /// simulator that asks for a host's first lines ahead of its events asks

@@ -33,7 +33,7 @@ impl Nic {
             msg_id: 0,
             seg_index: 0,
             seg_count: 0,
-            body: ReplyBody::Credit,
+            body: ReplyBody::Credit(Noop::Advertise),
         }) {
             self.stats.noops_sent += 1;
         }
@@ -105,6 +105,24 @@ impl Nic {
         }
     }
 
+    /// A repair NOOP from `from` asks for an echo of the count it carried
+    /// (already noted): one NOOP answers it, and draws nothing itself.
+    pub(super) fn answer_repair(&mut self, from: NodeAddr) {
+        if self.push_reply(Reply {
+            port: 0,
+            to: from,
+            src_ep: 0,
+            dst_ep: 0,
+            op_num: 0,
+            msg_id: 0,
+            seg_index: 0,
+            seg_count: 0,
+            body: ReplyBody::Credit(Noop::Echo),
+        }) {
+            self.stats.noops_sent += 1;
+        }
+    }
+
     /// A packet from `from` arrived, echoing the newest count of ours it
     /// has seen (`Some`), or advertising its own instead (`None`: the two
     /// share the header field). If it does not show our newest carried
@@ -173,17 +191,18 @@ impl Nic {
             msg_id: 0,
             seg_index: 0,
             seg_count: 0,
-            body: ReplyBody::Credit,
+            body: ReplyBody::Credit(Noop::Repair),
         };
         if self.push_reply(noop) {
             self.stats.noops_sent += 1;
             self.stats.credit_repairs += 1;
         }
-        // The NOOP may be lost too, and a silent peer would never say so:
-        // check again, later each time, a bounded number of times.
+        // The NOOP asks for an echo; it or the echo may be lost too:
+        // check again, later each time (up to `rto_max` apart), a bounded
+        // number of times.
         if tries + 1 < CREDIT_REPAIRS {
             let count = self.advertised.get(&peer).copied().unwrap_or(doubted);
-            let at = now + self.rtt_to(peer).rto().saturating_mul(2 << tries.min(6));
+            let at = now + self.rtt_to(peer).backoff(tries + 1);
             self.credits_doubted.insert(peer, (count, at, tries + 1));
             self.timers.insert((at, Timer::CreditCheck(peer)));
         }
@@ -382,6 +401,17 @@ impl Nic {
     }
 }
 
+/// What a packet's `credits` field may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Carry {
+    /// A data packet or an answer: news first, echoes in turn.
+    Any,
+    /// A NOOP that advertises (a credit return or a repair).
+    Advertise,
+    /// A NOOP answering a repair: the echo.
+    Echo,
+}
+
 /// The per-peer credit maps [`credit_field`] reads and updates, borrowed
 /// apart from the rest of the NIC (a packet's payload may borrow it).
 pub(super) struct CreditBook<'a> {
@@ -396,15 +426,21 @@ pub(super) struct CreditBook<'a> {
 /// advertised to us (`CREDITS_ECHO`). News (a count no packet has
 /// carried yet) goes out at once unless the last packet carried news
 /// too and an echo is owed: while our count keeps changing the two take
-/// turns. A NOOP always advertises.
-pub(super) fn credit_field(b: CreditBook<'_>, to: NodeAddr, noop: bool) -> (Flags, u16, bool) {
+/// turns. An advertising NOOP always advertises; an echo NOOP always
+/// echoes.
+pub(super) fn credit_field(b: CreditBook<'_>, to: NodeAddr, carry: Carry) -> (Flags, u16, bool) {
     let adv = b.advertised.get(&to).copied();
     // Counts start at zero: a peer that advertises to us and has not
     // reached us yet is echoed as 0.
     let seen = b.seen.get(&to).copied().or(adv.map(|_| 0));
     let news = adv.is_some() && adv != b.carried.get(&to).copied();
     let echo_next = b.echo_next.get(&to).copied().unwrap_or(false);
-    if let Some(s) = seen.filter(|_| adv.is_none() || (!noop && (!news || echo_next))) {
+    let echo = match carry {
+        Carry::Echo => true,
+        Carry::Advertise => adv.is_none(),
+        Carry::Any => adv.is_none() || !news || echo_next,
+    };
+    if let Some(s) = seen.filter(|_| echo) {
         b.echo_next.insert(to, false);
         return (Flags::CREDITS_ECHO, s, false);
     }

@@ -113,9 +113,12 @@ impl Nic {
             if repr.flags.contains(Flags::CREDITS_VALID) {
                 self.note_credits(now, from, repr.credits);
             }
-            // A NOOP answers nothing (two NOOPs must not draw each other).
+            // A NOOP answers nothing (two NOOPs must not draw each other),
+            // except that a repair asks for one echo.
             if !matches!(repr.body, Body::Credit) {
                 self.note_echo(now, from, None);
+            } else if repr.flags.contains(Flags::ACK_REQ) {
+                self.answer_repair(from);
             }
         }
         match repr.body {

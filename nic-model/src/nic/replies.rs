@@ -453,7 +453,10 @@ impl Nic {
                 Body::SelectiveAck { base, bitmap }
             }
             ReplyBody::Nack { syndrome, detail } => Body::Nack { syndrome, detail },
-            ReplyBody::Credit => Body::Credit,
+            ReplyBody::Credit(noop) => {
+                flags.set(Flags::ACK_REQ, noop == Noop::Repair);
+                Body::Credit
+            }
             ReplyBody::Demand { wanted, free } => Body::Demand { wanted, free },
             ReplyBody::Grant { granted } => Body::Grant { granted },
             ReplyBody::Hello {
@@ -519,7 +522,11 @@ impl Nic {
                 }
             }
         };
-        let noop = matches!(reply.body, ReplyBody::Credit);
+        let noop = match reply.body {
+            ReplyBody::Credit(Noop::Echo) => peers::Carry::Echo,
+            ReplyBody::Credit(_) => peers::Carry::Advertise,
+            _ => peers::Carry::Any,
+        };
         let (credit_flags, credits, news) = peers::credit_field(
             peers::CreditBook {
                 advertised: &self.advertised,
@@ -544,7 +551,7 @@ impl Nic {
             body,
         };
         let elided = send::emit(&repr, buf, self.elide_zeros)?;
-        if news && !noop {
+        if news && noop == peers::Carry::Any {
             // An answer is never sent again: if the peer does not show
             // this count within a retransmit timeout, a NOOP carries it.
             self.doubt(now, reply.to, 0);

@@ -310,7 +310,7 @@ impl Nic {
                 echo_next: &mut self.echo_next,
             },
             dst,
-            false,
+            peers::Carry::Any,
         );
         flags |= credit_flags;
         let repr = Repr {
