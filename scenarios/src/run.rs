@@ -434,13 +434,12 @@ pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> 
             missing.join(", ")
         )));
     }
-    // Datagrams must fit a 1500-byte Ethernet path: the sockets set
-    // don't-fragment, so a larger one would be refused by the kernel.
     let nic = real_time_floors(build::nic_config(sc)?);
+    let peer_addrs: Vec<SocketAddr> = remotes.iter().map(|(_, a)| *a).collect();
     let cfg = BridgeConfig {
         nic: NicConfig {
             epoch: udrma_bridge::clock::boot_epoch(),
-            mtu_payload: nic.mtu_payload.min(ETHERNET_PAYLOAD),
+            mtu_payload: host_payload(nic.mtu_payload, &peer_addrs),
             ..nic
         },
         ..BridgeConfig::default()
@@ -462,6 +461,23 @@ pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> 
     })
 }
 
+/// The data payload `udrma host` sends to `peers`, from the file's
+/// `mtu_payload`. Datagrams must fit the path: the sockets set
+/// don't-fragment, so over anything but loopback the payload is cut to
+/// [`ETHERNET_PAYLOAD`]. Loopback carries 64 KiB datagrams, so peers
+/// that are all on it get the file's payload, as `udrma run --backend
+/// udp` does: cut to 1,400 bytes, a 256 KiB operation is 188 packets
+/// instead of 64, and when its first packet is overtaken the other 187
+/// overrun the escape channel the file sized in packets of its own
+/// payload (docs/bridge.md, "What a split run costs").
+pub fn host_payload(file_payload: u32, peers: &[SocketAddr]) -> u32 {
+    if !peers.is_empty() && peers.iter().all(|a| a.ip().is_loopback()) {
+        file_payload
+    } else {
+        file_payload.min(ETHERNET_PAYLOAD)
+    }
+}
+
 /// The scenario's NIC with timers no finer than a real-time driver can
 /// keep (tokio's timers have millisecond resolution, and a loopback
 /// round trip under load takes tens of microseconds to milliseconds).
@@ -475,4 +491,24 @@ pub fn real_time_floors(mut nic: NicConfig) -> NicConfig {
     at_least(&mut nic.registry_timeout, Duration::from_millis(2000));
     nic.max_retries = nic.max_retries.max(16);
     nic
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_run_keeps_the_files_payload_only_where_the_path_carries_it() {
+        let lo: SocketAddr = "127.0.0.1:19000".parse().unwrap();
+        let lo6: SocketAddr = "[::1]:19000".parse().unwrap();
+        let lan: SocketAddr = "10.0.0.2:19000".parse().unwrap();
+        // Loopback carries the file's 4 KiB payloads, as the one-process
+        // form sends them.
+        assert_eq!(host_payload(4096, &[lo, lo6]), 4096);
+        // One peer across an Ethernet path cuts every datagram to fit it.
+        assert_eq!(host_payload(4096, &[lo, lan]), ETHERNET_PAYLOAD);
+        assert_eq!(host_payload(4096, &[]), ETHERNET_PAYLOAD);
+        // A payload already small enough stays.
+        assert_eq!(host_payload(1024, &[lan]), 1024);
+    }
 }

@@ -41,6 +41,7 @@ impl Endpoint {
         }
         let mut batch: Vec<u8> = Vec::new();
         while !self.pending.is_empty() {
+            self.release_due_holds();
             let (to, path, first_len) = {
                 let (to, path, b) = &self.pending[0];
                 (*to, *path, b.len())
@@ -105,5 +106,25 @@ impl Endpoint {
             }
         }
         Ok(())
+    }
+
+    /// Puts the egress rules' held datagrams that are due at the head of
+    /// the send queue. A long flush (a burst of operations posted at once
+    /// is hundreds of datagrams, milliseconds of `sendmsg`) checks between
+    /// batches, so a datagram held for 20 µs is overtaken by what leaves
+    /// in those 20 µs, as behind netem or on a simulated link, and not by
+    /// the whole rest of the burst: released only after the flush, a
+    /// reordered first packet arrived behind every later packet of its
+    /// operation, and with two of them in one burst the receiver's
+    /// escape channel overflowed.
+    fn release_due_holds(&mut self) {
+        let now = std::time::Instant::now();
+        let mut due = Vec::new();
+        while let Some(held) = self.egress.release(now) {
+            due.push(held);
+        }
+        for held in due.into_iter().rev() {
+            self.pending.push_front(held);
+        }
     }
 }
