@@ -100,6 +100,11 @@ impl Case {
         HOSTS[self.topology]
     }
 
+    /// Whether the timer's floor is worked out from the queues.
+    fn full_queues(&self) -> bool {
+        (self.seed >> 13) % 4 == 0
+    }
+
     /// What runs: RDMA or messaging workloads, one non-contiguous
     /// transfer or one reduction study.
     fn what(&self) -> &'static str {
@@ -126,8 +131,11 @@ impl Case {
         // default 1024, one 1 MB message through the dumbbell's bottleneck
         // overflows its queue and go-back-N never recovers (finding 5).
         let mut s = format!(
-            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"2s\"\n{}\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\n{}trim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nrto_restart = {}\ntail_probe = {}\nretransmit = \"{}\"\nmax_retries = 40\n{}\n",
+            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"{}\"\n{}\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\n{}trim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nrto_restart = {}\ntail_probe = {}\nretransmit = \"{}\"\nmax_retries = 40\n{}\n",
             self.seed,
+            // Room for the whole retry budget: 40 timeouts of up to 80 ms
+            // where the timer's floor comes from full queues.
+            if self.full_queues() { "5s" } else { "2s" },
             match PROFILES[self.special.1 % PROFILES.len()] {
                 "" => String::new(),
                 p => format!("profile = \"{p}\"\n"),
@@ -176,7 +184,7 @@ impl Case {
             // The timer's floor worked out from the queues in a quarter
             // (up to 51 ms behind a slow profile's links, so a higher
             // ceiling there).
-            if (self.seed >> 13) % 4 == 0 {
+            if self.full_queues() {
                 "rto_min = \"full-queues\"\nrto_max = \"80ms\""
             } else {
                 "rto_max = \"2ms\""

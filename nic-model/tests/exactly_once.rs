@@ -12,7 +12,9 @@ use std::rc::Rc;
 
 use common::*;
 use udrma_nic::pair::Verdict;
-use udrma_nic::{Event, NicConfig, TombstoneMode, WcError, WorkRequest, WrId, WrKind};
+use udrma_nic::{
+    Event, NicConfig, RetransmitMode, TombstoneMode, WcError, WorkRequest, WrId, WrKind,
+};
 use udrma_proto::{NodeAddr, Opcode, Syndrome};
 
 /// Four tombstones, in `mode`.
@@ -276,11 +278,17 @@ fn a_window_of_one_is_refused() {
 /// A WRITE's first packet registers it and is acknowledged; the others are
 /// lost for 1 ms, longer than h1's `registry_timeout` of 300 µs, so h1
 /// drops the half-received operation. Returns the WRITE's result, the
-/// refusals h0 heard, and how often it sent the whole WRITE again.
-fn lost_registration(mode: TombstoneMode) -> (Result<(), WcError>, u64, u64) {
+/// refusals h0 heard (receiver-not-ready, or with go-back-N the one
+/// out-of-sequence NACK that asks for the first packet again), and how
+/// often it sent the whole WRITE again.
+fn lost_registration(
+    mode: TombstoneMode,
+    retransmit: RetransmitMode,
+) -> (Result<(), WcError>, u64, u64) {
     let mut s = setup(NicConfig {
         registry_timeout: udrma_nic::Duration::from_micros(300),
         max_rnr_retries: 40,
+        retransmit,
         ..four(mode)
     });
     s.pair.set_filter(|w| match w.repr {
@@ -305,12 +313,13 @@ fn lost_registration(mode: TombstoneMode) -> (Result<(), WcError>, u64, u64) {
     if result[0].is_ok() {
         s.assert_written(3 * 1024);
     }
+    let refusal = match retransmit {
+        RetransmitMode::GoBackN => Syndrome::SequenceError,
+        _ => Syndrome::ReceiverNotReady,
+    };
     (
         result[0],
-        h0.nacks_received
-            .get(&Syndrome::ReceiverNotReady)
-            .copied()
-            .unwrap_or(0),
+        h0.nacks_received.get(&refusal).copied().unwrap_or(0),
         h0.registrations_lost,
     )
 }
@@ -320,12 +329,28 @@ fn a_receiver_that_lost_a_registration_gets_the_whole_operation_again() {
     // With the window a refusal after the first packet's acknowledgement
     // can only mean the registration is gone: the WRITE goes again from
     // its first packet at the first refusal.
-    let (result, refusals, restarts) = lost_registration(TombstoneMode::Window);
+    let selective = RetransmitMode::Selective;
+    let (result, refusals, restarts) = lost_registration(TombstoneMode::Window, selective);
     assert_eq!((result, restarts), (Ok(()), 1));
     assert!(refusals <= 2, "{refusals}");
     // Without it the refused packets are offered until the refusal
     // budget is spent.
-    let (result, refusals, restarts) = lost_registration(TombstoneMode::Fifo);
+    let (result, refusals, restarts) = lost_registration(TombstoneMode::Fifo, selective);
     assert_eq!((result, restarts), (Err(WcError::RetryExceeded), 0));
     assert!(refusals >= 40, "{refusals}");
+}
+
+/// The same under go-back-N, whose receiver keeps nothing out of
+/// sequence: it answers the first packet after the dropped registration
+/// with one out-of-sequence NACK asking for packet 0, which the sender
+/// had seen acknowledged, and discards the rest quietly. Found by the
+/// whole-vocabulary property (tests/found/gbn-lost-registration.toml):
+/// the sender kept resending the unacknowledged packets into that silence
+/// until its retries ran out.
+#[test]
+fn a_go_back_n_receiver_that_lost_a_registration_gets_the_whole_operation_again() {
+    let gbn = RetransmitMode::GoBackN;
+    let (result, refusals, restarts) = lost_registration(TombstoneMode::Window, gbn);
+    assert_eq!((result, restarts), (Ok(()), 1));
+    assert!(refusals >= 1, "the receiver asked for packet 0");
 }

@@ -540,6 +540,13 @@ impl Nic {
             return;
         };
         let dst = op.dst;
+        if op.pkts.get(expected as usize) == Some(&PktState::Acked) {
+            // It asks for a packet it acknowledged: it dropped the
+            // operation (its first packet registered it, then the registry
+            // let it go), and only the whole operation again registers it.
+            self.restart_if_unregistered(now, opn);
+            return;
+        }
         let Some(PktState::InFlight(first)) = op.pkts.get(expected as usize).copied() else {
             return;
         };

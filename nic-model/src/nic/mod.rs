@@ -375,7 +375,7 @@ struct PendingSack {
 /// Laid out in this order (`repr(C)`): what the engine reads for every
 /// packet it sends or takes in (timers, the OP table, the operations, the
 /// queues of replies and events, the registry, the per-peer state) comes
-/// first, in the struct's first [`Nic::HOT_BYTES`] (1,296 today), and
+/// first, in the struct's first [`Nic::HOT_BYTES`] (1,128 today), and
 /// the large parts that a packet reads a little of or nothing (counters,
 /// congestion state, configuration, the reduce unit) after it, so that a
 /// simulator that asks for a host's first lines ahead of its events asks
@@ -423,14 +423,6 @@ pub struct Nic {
     credits_seen: PeerMap<u16, 2>,
     /// Newest credit count that really left toward each peer on a packet.
     credits_carried: PeerMap<u16, 2>,
-    /// Newest echo of our count each peer sent.
-    credits_echoed: PeerMap<u16, 2>,
-    /// Per peer, the carried count a stale echo put in doubt, when its
-    /// `CreditCheck` timer fires, and how many NOOPs it has drawn.
-    credits_doubted: PeerMap<(u16, Instant, u32), 2>,
-    /// Peers whose next packet echoes their count rather than advertising
-    /// ours (the two take turns while ours keeps changing).
-    echo_next: PeerMap<bool, 2>,
     /// Boot epoch each peer last showed (at most [`MAX_PEERS`] peers).
     peer_epochs: PeerMap<u32, 2>,
     /// Receiver credit: the grant scheduler for senders that ask.
@@ -441,6 +433,16 @@ pub struct Nic {
     /// Descriptor ring slots in use, and their peak.
     ring_used: usize,
     stats: Stats,
+    // The credit echo's state: read only by messaging, which advertises
+    // credits, so after the hot part (an RDMA run never touches it).
+    /// Newest echo of our count each peer sent.
+    credits_echoed: PeerMap<u16, 2>,
+    /// Per peer, the carried count a stale echo put in doubt, when its
+    /// `CreditCheck` timer fires, and how many NOOPs it has drawn.
+    credits_doubted: PeerMap<(u16, Instant, u32), 2>,
+    /// Peers whose next packet echoes their count rather than advertising
+    /// ours (the two take turns while ours keeps changing).
+    echo_next: PeerMap<bool, 2>,
     /// Congestion state toward each peer this NIC sends to.
     flows: PeerMap<flow::Flow, 1>,
     cfg: NicConfig,

@@ -433,6 +433,10 @@ pub(super) fn credit_field(b: CreditBook<'_>, to: NodeAddr, carry: Carry) -> (Fl
     // Counts start at zero: a peer that advertises to us and has not
     // reached us yet is echoed as 0.
     let seen = b.seen.get(&to).copied().or(adv.map(|_| 0));
+    if adv.is_none() && seen.is_none() {
+        // No credits between us (RDMA only): the echo's state stays cold.
+        return (Flags::empty(), 0, false);
+    }
     let news = adv.is_some() && adv != b.carried.get(&to).copied();
     let echo_next = b.echo_next.get(&to).copied().unwrap_or(false);
     let echo = match carry {
