@@ -18,7 +18,10 @@
 //! change the rate: loss is for recovery (selective repeat, go-back-N) to
 //! repair, and only a congestion notification says the path is full. A
 //! fabric that drops without marking therefore gives DCQCN nothing to act
-//! on, as a RoCE fabric without ECN would.
+//! on, as a RoCE fabric without ECN would. A trimmed packet is the
+//! exception: the switch cut it on a full queue, so its NACK is taken as
+//! the notification its lost mark would have drawn (with go-back-N the
+//! receiver discards the packets after it, so no echo would come at all).
 
 use udrma_proto::time::{Duration, Instant};
 
@@ -116,6 +119,16 @@ impl Dcqcn {
     }
 }
 
+impl Dcqcn {
+    /// A congestion notification: alpha moves toward 1 and the rate is
+    /// cut (at most once per `CUT_PERIOD`).
+    fn notified(&mut self, now: Instant) {
+        self.echo_since_update = true;
+        self.alpha = (1.0 - G) * self.alpha + G;
+        self.cut(now, 1.0 - self.alpha / 2.0);
+    }
+}
+
 impl CongestionControl for Dcqcn {
     fn on_send(&mut self, now: Instant, bytes: u64) {
         self.advance(now);
@@ -126,13 +139,20 @@ impl CongestionControl for Dcqcn {
     fn on_ack(&mut self, now: Instant, ack: AckSample) {
         self.advance(now);
         if ack.ce {
-            self.echo_since_update = true;
-            self.alpha = (1.0 - G) * self.alpha + G;
-            self.cut(now, 1.0 - self.alpha / 2.0);
+            self.notified(now);
         }
     }
 
-    fn on_loss(&mut self, now: Instant, _bytes: u64, _cause: LossCause) {
+    fn on_loss(&mut self, now: Instant, _bytes: u64, cause: LossCause) {
+        if cause == LossCause::Trimmed {
+            // A trimmed header says a queue on the path was full: the
+            // congestion notification a marked packet would have sent,
+            // which the trim (or go-back-N's discarding what follows it)
+            // kept the receiver from echoing.
+            self.advance(now);
+            self.notified(now);
+            return;
+        }
         // Only the time-driven steps due by now; the rate stays.
         self.advance(now);
     }
@@ -218,8 +238,8 @@ mod tests {
         // takes less than half.
         c.on_ack(at(800), ce());
         assert_eq!(c.rate_bps(), 46_042_180_576);
-        // Losses of every kind leave the rate alone (random loss is not
-        // congestion); only the recovery steps due by then apply.
+        // Losses of every other kind leave the rate alone (random loss is
+        // not congestion); only the recovery steps due by then apply.
         c.on_send(at(900), 64);
         assert_eq!(c.rate_bps(), 67_051_028_032);
         for cause in [LossCause::Timeout, LossCause::Nack, LossCause::Overtaken] {
@@ -231,6 +251,24 @@ mod tests {
         assert!(c.rate_bps() > 67_051_028_032);
         assert_eq!(c.window(), u64::MAX);
         assert_eq!(c.name(), "dcqcn");
+    }
+
+    /// A trimmed header is the one loss that says a queue was full: it
+    /// cuts the rate as an echo does (go-back-N discards what follows a
+    /// trim, so no echo may ever come), and only once per cut period.
+    #[test]
+    fn a_trim_cuts_as_an_echo_does() {
+        let (mut a, mut b) = (
+            Dcqcn::new(&CcConfig::default()),
+            Dcqcn::new(&CcConfig::default()),
+        );
+        let line = a.rate_bps();
+        a.on_ack(Instant::ZERO, ce());
+        b.on_loss(Instant::ZERO, 4160, LossCause::Trimmed);
+        assert!(b.rate_bps() < line);
+        assert_eq!(b.rate_bps(), a.rate_bps());
+        b.on_loss(Instant::ZERO, 4160, LossCause::Trimmed);
+        assert_eq!(b.rate_bps(), a.rate_bps(), "one cut per period");
     }
 
     #[test]

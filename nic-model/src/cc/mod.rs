@@ -55,8 +55,12 @@ pub struct AckSample {
 pub enum LossCause {
     /// Its retransmit timer expired.
     Timeout,
-    /// The receiver NACKed it as out of sequence or trimmed.
+    /// The receiver NACKed it as out of sequence.
     Nack,
+    /// A switch trimmed it to its header on a full queue, and the
+    /// receiver NACKed the header: a loss that is also a congestion
+    /// notification.
+    Trimmed,
     /// A packet sent well after it was acknowledged first (selective-ACK
     /// loss detection, before any timer).
     Overtaken,

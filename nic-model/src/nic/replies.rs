@@ -310,7 +310,7 @@ impl Nic {
                 return;
             }
             if let Some(dst) = self.ops.get(&inf.msg_id).map(|op| op.dst) {
-                self.flow_lost(now, dst, inf.bytes, LossCause::Nack);
+                self.flow_lost(now, dst, inf.bytes, LossCause::Trimmed);
                 self.entropy_feedback(dst, inf.entropy, false);
             }
             if self.count_rnr_retry(now, opn) {
