@@ -1279,13 +1279,13 @@ fn a_cts_or_fin_that_does_not_fit_the_sends_state_is_refused() {
 /// saw the count; h1's engine sends it again, once. Before the echo h0's
 /// view stayed a vbuf short ("left: Some(31), right: Some(32)") until
 /// h1's application happened to send again.
-#[test]
-fn a_credit_count_lost_with_an_answer_is_repaired_by_the_peers_echo() {
+/// The story below, on a wire that also loses every NOOP from h0 when
+/// `lose_echoes`; returns the pair once quiet.
+fn credit_lost_with_an_answer(lose_echoes: bool) -> MsgPair {
     let msg = MsgConfig {
         noop_interval: Duration::from_millis(5),
         ..MsgConfig::default()
     };
-    let vbufs = msg.vbufs_per_peer;
     // h1 waits longer before sending B again than the wire holds it.
     let patient = NicConfig {
         rto_initial: Duration::from_millis(1),
@@ -1294,9 +1294,16 @@ fn a_credit_count_lost_with_an_answer_is_repaired_by_the_peers_echo() {
     let mut mp = MsgPair::with_nics(NicConfig::default(), patient, msg.clone(), msg);
     let (mut lost, mut held) = (false, false);
     mp.pair.set_filter(move |w| {
-        let Some(r) = w.repr.filter(|_| w.from == NodeAddr(1)) else {
+        let Some(r) = w.repr else {
             return Verdict::Deliver;
         };
+        if w.from == NodeAddr(0) {
+            return if lose_echoes && r.kind_name() == "CREDIT" {
+                Verdict::Drop
+            } else {
+                Verdict::Deliver
+            };
+        }
         let early = w.at.as_ps() < 50_000_000;
         match r.kind_name().as_str() {
             _ if r.flags.contains(udrma_proto::Flags::CREDITS_VALID) && !lost => {
@@ -1318,6 +1325,21 @@ fn a_credit_count_lost_with_an_answer_is_repaired_by_the_peers_echo() {
     mp.run();
     assert_eq!(mp.received(0).len(), 1);
     assert_eq!(mp.received(1).len(), 1);
+    mp
+}
+
+/// NOOPs h1 sent (repairs: its messenger sends none here).
+fn noops_from_h1(mp: &MsgPair) -> usize {
+    mp.pair
+        .log
+        .iter()
+        .filter(|l| l.from == NodeAddr(1) && l.kind == "CREDIT")
+        .count()
+}
+
+#[test]
+fn a_credit_count_lost_with_an_answer_is_repaired_by_the_peers_echo() {
+    let mp = credit_lost_with_an_answer(false);
     let dropped: Vec<String> = mp
         .pair
         .log
@@ -1329,7 +1351,7 @@ fn a_credit_count_lost_with_an_answer_is_repaired_by_the_peers_echo() {
     assert_eq!(mp.m[1].stats().noops, 0, "h1's messenger sent no NOOP");
     assert_eq!(
         mp.m[0].remote_credit(NodeAddr(1)),
-        Some(u32::from(vbufs)),
+        Some(u32::from(MsgConfig::default().vbufs_per_peer)),
         "h0 sees every vbuf of h1's again"
     );
     // The first NOOP repaired it and asked for an echo (ACK_REQ); h0's
@@ -1337,12 +1359,31 @@ fn a_credit_count_lost_with_an_answer_is_repaired_by_the_peers_echo() {
     // fell quiet (before the echo was asked for, h1 could not tell and
     // repeated it CREDIT_REPAIRS times, a doubled timeout apart).
     assert_eq!(mp.pair.nics[1].stats().credit_repairs, 1);
-    let noops = |from: u32| {
-        mp.pair
-            .log
-            .iter()
-            .filter(|l| l.from == NodeAddr(from) && l.kind == "CREDIT")
-            .count()
-    };
-    assert_eq!(noops(1), 1, "one repair");
+    assert_eq!(noops_from_h1(&mp), 1, "one repair");
+}
+
+/// When no echo comes back (the wire loses them), the repair is repeated
+/// exactly `CREDIT_REPAIRS` times, each check a doubled retransmit
+/// timeout after the last, never more than `rto_max` apart.
+#[test]
+fn an_unanswered_credit_repair_stops_after_its_budget() {
+    let mp = credit_lost_with_an_answer(true);
+    let repairs = udrma_nic::nic::CREDIT_REPAIRS;
+    assert_eq!(mp.pair.nics[1].stats().credit_repairs, u64::from(repairs));
+    assert_eq!(noops_from_h1(&mp), repairs as usize);
+    let at: Vec<u64> = mp
+        .pair
+        .log
+        .iter()
+        .filter(|l| l.from == NodeAddr(1) && l.kind == "CREDIT")
+        .map(|l| l.at.as_ps())
+        .collect();
+    let gaps: Vec<u64> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps.windows(2).all(|g| g[1] >= g[0]), "{gaps:?}");
+    let rto_max = NicConfig::default().rto_max.as_ps();
+    assert!(gaps.iter().all(|g| *g <= rto_max), "{gaps:?}");
+    assert!(
+        gaps.iter().any(|g| *g == rto_max),
+        "the cap is reached: {gaps:?}"
+    );
 }
