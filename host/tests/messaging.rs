@@ -1279,6 +1279,32 @@ fn a_cts_or_fin_that_does_not_fit_the_sends_state_is_refused() {
 /// saw the count; h1's engine sends it again, once. Before the echo h0's
 /// view stayed a vbuf short ("left: Some(31), right: Some(32)") until
 /// h1's application happened to send again.
+/// Two hosts that keep sending to each other echo each other's credit
+/// counts on their own packets, news and echo in turn, so every count is
+/// shown back within a round trip and a lossless exchange draws no
+/// repair NOOP at all.
+#[test]
+fn a_busy_two_way_exchange_draws_no_credit_repair() {
+    let mut mp = MsgPair::same(MsgConfig {
+        vbufs_per_peer: 4,
+        ..MsgConfig::default()
+    });
+    for i in 0..40u8 {
+        mp.send(0, 0, bytes(200, i));
+        mp.send(1, 0, bytes(200, i));
+    }
+    for _ in 0..40 {
+        mp.recv(1, Some(0), Some(0), 4096);
+        mp.recv(0, Some(1), Some(0), 4096);
+    }
+    mp.run();
+    assert_eq!((mp.received(0).len(), mp.received(1).len()), (40, 40));
+    let repairs = |h: usize| mp.pair.nics[h].stats().credit_repairs;
+    assert_eq!((repairs(0), repairs(1)), (0, 0));
+    assert_eq!(mp.m[0].remote_credit(NodeAddr(1)), Some(4));
+    assert_eq!(mp.m[1].remote_credit(NodeAddr(0)), Some(4));
+}
+
 /// The story below, on a wire that also loses every NOOP from h0 when
 /// `lose_echoes`; returns the pair once quiet.
 fn credit_lost_with_an_answer(lose_echoes: bool) -> MsgPair {

@@ -459,3 +459,92 @@ pub(super) fn credit_field(b: CreditBook<'_>, to: NodeAddr, carry: Carry) -> (Fl
     }
     (Flags::CREDITS_VALID, a, news)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PEER: NodeAddr = NodeAddr(1);
+
+    /// The four maps of one NIC toward `PEER`: what it advertises, the
+    /// newest count it saw, what a packet last carried, whether an echo
+    /// is owed next.
+    #[derive(Default)]
+    struct Book {
+        advertised: PeerMap<u16, 2>,
+        seen: PeerMap<u16, 2>,
+        carried: PeerMap<u16, 2>,
+        echo_next: PeerMap<bool, 2>,
+    }
+
+    impl Book {
+        fn new(adv: Option<u16>, seen: Option<u16>, carried: Option<u16>) -> Book {
+            let mut b = Book::default();
+            for (map, v) in [
+                (&mut b.advertised, adv),
+                (&mut b.seen, seen),
+                (&mut b.carried, carried),
+            ] {
+                if let Some(v) = v {
+                    map.insert(PEER, v);
+                }
+            }
+            b
+        }
+
+        fn field(&mut self, carry: Carry) -> (Flags, u16, bool) {
+            credit_field(
+                CreditBook {
+                    advertised: &self.advertised,
+                    seen: &self.seen,
+                    carried: &mut self.carried,
+                    echo_next: &mut self.echo_next,
+                },
+                PEER,
+                carry,
+            )
+        }
+    }
+
+    #[test]
+    fn no_credits_either_way_carry_nothing() {
+        let mut b = Book::new(None, None, None);
+        assert_eq!(b.field(Carry::Any), (Flags::empty(), 0, false));
+        assert_eq!(b.field(Carry::Echo), (Flags::empty(), 0, false));
+    }
+
+    #[test]
+    fn a_host_that_advertises_nothing_echoes_the_peers_count() {
+        let mut b = Book::new(None, Some(5), None);
+        assert_eq!(b.field(Carry::Any), (Flags::CREDITS_ECHO, 5, false));
+        assert_eq!(b.field(Carry::Advertise), (Flags::CREDITS_ECHO, 5, false));
+    }
+
+    #[test]
+    fn news_and_echo_take_turns_and_old_news_is_echoed() {
+        // A count no packet carried yet goes out as news...
+        let mut b = Book::new(Some(4), Some(9), Some(3));
+        assert_eq!(b.field(Carry::Any), (Flags::CREDITS_VALID, 4, true));
+        assert_eq!(b.carried.get(&PEER), Some(&4));
+        // ... the next packet owes the peer an echo ...
+        assert_eq!(b.field(Carry::Any), (Flags::CREDITS_ECHO, 9, false));
+        // ... and with nothing new, every packet echoes.
+        assert_eq!(b.field(Carry::Any), (Flags::CREDITS_ECHO, 9, false));
+        b.advertised.insert(PEER, 5);
+        b.advertised.insert(PEER, 6);
+        assert_eq!(b.field(Carry::Any), (Flags::CREDITS_VALID, 6, true));
+        assert_eq!(b.field(Carry::Any), (Flags::CREDITS_ECHO, 9, false));
+    }
+
+    #[test]
+    fn a_noop_advertises_and_an_echo_noop_echoes() {
+        // A NOOP carries the count even when it is not news.
+        let mut b = Book::new(Some(4), Some(9), Some(4));
+        assert_eq!(b.field(Carry::Advertise), (Flags::CREDITS_VALID, 4, false));
+        assert_eq!(b.field(Carry::Echo), (Flags::CREDITS_ECHO, 9, false));
+        // A peer that advertised to us and has not reached us yet is
+        // echoed as 0.
+        let mut b = Book::new(Some(4), None, Some(4));
+        assert_eq!(b.field(Carry::Echo), (Flags::CREDITS_ECHO, 0, false));
+    }
+}
