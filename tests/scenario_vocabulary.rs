@@ -496,6 +496,42 @@ fn every_case_a_hunt_found_passes() {
     }
 }
 
+/// Every case a hunt found that is not fixed yet (`tests/open/`), each
+/// headed by what is wrong and a `# fails: CHECK` line: it must still
+/// fail that check. When a fix makes one pass, this says so, and the file
+/// moves to `tests/found/` with what fixed it.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "fat trees on slow profiles take minutes in debug: run with --release (CI does)"
+)]
+fn every_open_case_still_fails_as_documented() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/open");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    for path in files {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let check = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# fails: "))
+            .unwrap_or_else(|| panic!("{name} has no `# fails: CHECK` line"))
+            .trim()
+            .to_string();
+        let sc = Scenario::parse(&name, &text).unwrap_or_else(|e| panic!("{e}"));
+        let r = run(&sc, RunOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            r.checks.get(&check),
+            Some(&false),
+            "{name} no longer fails {check}: move it to tests/found/ and say what fixed it"
+        );
+    }
+}
+
 proptest! {
     // 24 cases by default (CI runs it in release); `PROPTEST_CASES=100000
     // cargo test --release --test scenario_vocabulary` for the long hunt.
