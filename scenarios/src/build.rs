@@ -798,7 +798,17 @@ pub fn msg_config(
         registration_failure_window: window,
         seed,
     };
-    cfg.validate(nic)
-        .map_err(|e| sc.error_at("messaging", format!("[messaging] {e}")))?;
+    cfg.validate(nic).map_err(|e| {
+        // At the key when the file gives it, else at the table (the value
+        // is a default's), never at a comment that mentions messaging.
+        let udrma_host::messaging::MsgConfigError::Field { field, .. } = &e;
+        let message = format!("[messaging] {e}");
+        let at_key = sc.error_at_key(field, message.clone());
+        if at_key.at.is_some() {
+            at_key
+        } else {
+            sc.error_at("[messaging]", message)
+        }
+    })?;
     Ok(cfg)
 }

@@ -256,6 +256,21 @@ fn invalid_files_say_where_and_what() {
         error(&format!("{BASE}ecn_threshold = \"64KiB\"\necn_max = \"16KiB\"\n")),
         "bad.toml:6:1: topology.ecn_max (16384 B) must be above ecn_threshold (65536 B): the ramp marks more as the queue grows from one to the other"
     );
+    // A messaging setting out of range: at its key when the file gives
+    // it, else at the table (the value is a default's), never at a
+    // comment that happens to say "messaging".
+    let msg = "name = \"x\"\n# a messaging case\n[topology]\nkind = \"pair\"\n[messaging]\nvbufs_per_peer = 2\n";
+    assert!(
+        error(msg).starts_with("bad.toml:5:1: [messaging] credit_preserve: 2 must be below"),
+        "{}",
+        error(msg)
+    );
+    let msg = format!("{msg}credit_preserve = 5\n");
+    assert!(
+        error(&msg).starts_with("bad.toml:7:1: [messaging] credit_preserve: 5 must be below"),
+        "{}",
+        error(&msg)
+    );
     // A size that does not parse.
     let e = error(&format!(
         "{BASE}[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"1MIB\"\n"
