@@ -609,15 +609,6 @@ impl World {
                 };
                 let cost = self.cost.packet(pkt.len() as usize) + work;
                 let done = self.hosts[h as usize].rx_unit.take(self.now, cost);
-                if work > Duration::ZERO {
-                    // The link's flow control counted one packet's work
-                    // when it let this packet go: the rest (translation,
-                    // blocks, a receive descriptor) holds the next ones
-                    // back too, or they would queue inside the NIC, in the
-                    // round trip of every packet behind them.
-                    let ready = &mut self.hosts[h as usize].rx_ready;
-                    *ready = (*ready).max(done);
-                }
                 self.schedule(done, EvKind::Deliver(h, pkt));
             }
             Some(h) => self.arrive_at_host(h, pkt),

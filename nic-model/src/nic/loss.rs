@@ -540,10 +540,13 @@ impl Nic {
             return;
         };
         let dst = op.dst;
-        if op.pkts.get(expected as usize) == Some(&PktState::Acked) {
-            // It asks for a packet it acknowledged: it dropped the
-            // operation (its first packet registered it, then the registry
-            // let it go), and only the whole operation again registers it.
+        if expected == 0 && op.pkts.first() == Some(&PktState::Acked) {
+            // It asks for the first packet, which it acknowledged: it
+            // dropped the operation (the first packet registered it, then
+            // the registry let it go), and only the whole operation again
+            // registers it. A receiver that holds the registration has
+            // seen packet 0 and asks for a later one; such a NACK for a
+            // packet acknowledged since is merely stale.
             self.restart_if_unregistered(now, opn);
             return;
         }
