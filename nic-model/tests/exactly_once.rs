@@ -354,3 +354,40 @@ fn a_go_back_n_receiver_that_lost_a_registration_gets_the_whole_operation_again(
     assert_eq!((result, restarts), (Ok(()), 1));
     assert!(refusals >= 1, "the receiver asked for packet 0");
 }
+
+/// A go-back-N receiver that holds the registration NACKs a gap for the
+/// packet it expects next, never for packet 0. When that NACK comes back
+/// late, after the packet it asked for was acknowledged, it is stale: the
+/// operation goes on, nothing is restarted.
+#[test]
+fn a_stale_go_back_n_nack_for_a_later_packet_restarts_nothing() {
+    let mut s = setup(NicConfig {
+        retransmit: RetransmitMode::GoBackN,
+        ..four(TombstoneMode::Window)
+    });
+    let (mut held, mut late) = (false, false);
+    s.pair.set_filter(move |w| match w.repr {
+        // Packet 1 is overtaken by packet 2: the receiver asks for 1 ...
+        Some(r) if r.opcode() == Opcode::Write && r.seg_index == 1 && !held => {
+            held = true;
+            Verdict::Delay(udrma_nic::Duration::from_micros(3))
+        }
+        // ... and its NACK comes back after 1 arrived and was acknowledged.
+        Some(r) if r.opcode() == Opcode::Nack && !late => {
+            late = true;
+            Verdict::Delay(udrma_nic::Duration::from_micros(20))
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(4 * 1024);
+    s.pair.run();
+    assert_eq!(s.completions(0, wr), [Ok(())]);
+    s.assert_written(4 * 1024);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!(
+        h0.nacks_received.get(&Syndrome::SequenceError).copied(),
+        Some(1),
+        "the receiver asked once"
+    );
+    assert_eq!(h0.registrations_lost, 0, "a stale NACK restarts nothing");
+}
