@@ -535,8 +535,14 @@ fn every_open_case_still_fails_as_documented() {
 proptest! {
     // 24 cases by default (CI runs it in release); `PROPTEST_CASES=100000
     // cargo test --release --test scenario_vocabulary` for the long hunt.
+    // The cases are drawn from a fixed seed unless PROPTEST_RNG_SEED
+    // names another (a hunt's shards do), so CI draws the same cases
+    // every run and a rare failure cannot come and go with the weather.
     #![proptest_config(ProptestConfig {
         cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24),
+        rng_seed: proptest::test_runner::RngSeed::Fixed(
+            std::env::var("PROPTEST_RNG_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(20_261_127),
+        ),
         ..ProptestConfig::default()
     })]
 
