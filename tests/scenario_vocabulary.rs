@@ -460,6 +460,30 @@ fn case() -> impl Strategy<Value = Case> {
         )
 }
 
+/// The scenario files in `tests/<dir>/`, in name order: each one's name,
+/// text and report.
+fn cases_in(dir: &str) -> Vec<(String, String, udrma_scenarios::Report)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(dir);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let sc = Scenario::parse(&name, &text).unwrap_or_else(|e| panic!("{e}"));
+            let r = run(&sc, RunOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, text, r)
+        })
+        .collect()
+}
+
 /// Every case a hunt over this vocabulary found, fixed since, as the
 /// scenario file it printed (`tests/found/`, each headed by what failed
 /// and what fixed it): every check must pass, every time.
@@ -469,19 +493,9 @@ fn case() -> impl Strategy<Value = Case> {
     ignore = "fat trees on slow profiles take minutes in debug: run with --release (CI does)"
 )]
 fn every_case_a_hunt_found_passes() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/found");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no case in {}", dir.display());
-    for path in files {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(&path).unwrap();
-        let sc = Scenario::parse(&name, &text).unwrap_or_else(|e| panic!("{e}"));
-        let r = run(&sc, RunOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let cases = cases_in("found");
+    assert!(!cases.is_empty(), "no case in tests/found");
+    for (name, _, r) in cases {
         let failed: Vec<&String> = r
             .checks
             .iter()
@@ -506,24 +520,13 @@ fn every_case_a_hunt_found_passes() {
     ignore = "fat trees on slow profiles take minutes in debug: run with --release (CI does)"
 )]
 fn every_open_case_still_fails_as_documented() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/open");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    files.sort();
-    for path in files {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(&path).unwrap();
+    for (name, text, r) in cases_in("open") {
         let check = text
             .lines()
             .find_map(|l| l.strip_prefix("# fails: "))
             .unwrap_or_else(|| panic!("{name} has no `# fails: CHECK` line"))
             .trim()
             .to_string();
-        let sc = Scenario::parse(&name, &text).unwrap_or_else(|e| panic!("{e}"));
-        let r = run(&sc, RunOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(
             r.checks.get(&check),
             Some(&false),

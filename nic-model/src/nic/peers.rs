@@ -24,19 +24,27 @@ impl Nic {
     /// advertisement: for when nothing else would carry it. Not
     /// acknowledged: the next advertisement repairs a lost one.
     pub fn send_noop(&mut self, peer: NodeAddr, src_ep: u16, dst_ep: u16) {
-        if self.push_reply(Reply {
+        self.push_noop(peer, src_ep, dst_ep, Noop::Advertise);
+    }
+
+    /// Queues a CREDIT (NOOP) packet of `kind` to `to` (it names no
+    /// operation); whether it was queued.
+    fn push_noop(&mut self, to: NodeAddr, src_ep: u16, dst_ep: u16, kind: Noop) -> bool {
+        let queued = self.push_reply(Reply {
             port: 0,
-            to: peer,
+            to,
             src_ep,
             dst_ep,
             op_num: 0,
             msg_id: 0,
             seg_index: 0,
             seg_count: 0,
-            body: ReplyBody::Credit(Noop::Advertise),
-        }) {
+            body: ReplyBody::Credit(kind),
+        });
+        if queued {
             self.stats.noops_sent += 1;
         }
+        queued
     }
 
     /// Chooses the region this NIC's HELLOs (asks and replies) announce:
@@ -108,19 +116,7 @@ impl Nic {
     /// A repair NOOP from `from` asks for an echo of the count it carried
     /// (already noted): one NOOP answers it, and draws nothing itself.
     pub(super) fn answer_repair(&mut self, from: NodeAddr) {
-        if self.push_reply(Reply {
-            port: 0,
-            to: from,
-            src_ep: 0,
-            dst_ep: 0,
-            op_num: 0,
-            msg_id: 0,
-            seg_index: 0,
-            seg_count: 0,
-            body: ReplyBody::Credit(Noop::Echo),
-        }) {
-            self.stats.noops_sent += 1;
-        }
+        self.push_noop(from, 0, 0, Noop::Echo);
     }
 
     /// A packet from `from` arrived, echoing the newest count of ours it
@@ -182,19 +178,7 @@ impl Nic {
         }
         // Forget that it was carried: the NOOP carries it as news.
         self.credits_carried.insert(peer, echoed);
-        let noop = Reply {
-            port: 0,
-            to: peer,
-            src_ep: 0,
-            dst_ep: 0,
-            op_num: 0,
-            msg_id: 0,
-            seg_index: 0,
-            seg_count: 0,
-            body: ReplyBody::Credit(Noop::Repair),
-        };
-        if self.push_reply(noop) {
-            self.stats.noops_sent += 1;
+        if self.push_noop(peer, 0, 0, Noop::Repair) {
             self.stats.credit_repairs += 1;
         }
         // The NOOP asks for an echo; it or the echo may be lost too:
