@@ -8,8 +8,8 @@ mod common;
 use common::*;
 use udrma_nic::pair::{Pair, Verdict};
 use udrma_nic::{
-    Access, CostModel, Duration, Event, MrKey, Nic, NicConfig, PostError, Sge, Sgl, WcError,
-    WorkRequest,
+    Access, CostModel, Duration, Event, MrKey, Nic, NicConfig, PostError, RetransmitMode, Sge, Sgl,
+    WcError, WorkRequest,
 };
 use udrma_proto::{NodeAddr, Opcode, Syndrome};
 
@@ -420,6 +420,61 @@ fn a_sends_first_packet_fetches_the_receive_list_and_each_packet_pays_its_blocks
         .is_some_and(|e| matches!(e, Event::Completed { len: 2000, .. })));
     // Not data: nothing to place.
     assert_eq!(b.receive_work(NodeAddr(0), &[1, 2, 3]), Duration::ZERO);
+}
+
+/// A copy the receiver will discard never reaches its DMA engine: a copy
+/// of a packet the bitmask holds, one go-back-N's sequence turns away, and
+/// a late copy of a finished SEND cost no block setup. When they did, a
+/// slow NIC that timed out spent its time translating copies it then
+/// dropped, and its queue fed itself (docs/testing.md, finding 22).
+#[test]
+fn copies_the_receiver_discards_cost_its_dma_engine_nothing() {
+    let cost = CostModel {
+        dma_setup: Duration::from_nanos(50),
+        ..CostModel::ZERO
+    };
+    let cfg = NicConfig {
+        cost,
+        retransmit: RetransmitMode::GoBackN,
+        ..config()
+    };
+    let mut a = Nic::new(NodeAddr(0), cfg.clone()).unwrap();
+    let mut b = Nic::new(NodeAddr(1), cfg).unwrap();
+    let src = a.register(SRC, 4096, Access::ALL);
+    let dst = b.register(DST, 65_536, Access::ALL);
+    let t = udrma_nic::Instant::ZERO;
+    // Each packet spans two blocks: one extra setup each.
+    let blocks = [
+        (DST, 500),
+        (DST + 4000, 1000),
+        (DST + 9000, 700),
+        (DST + 12_000, 400),
+    ];
+    b.post_recv_sgl(t, 0, list(dst, &blocks)).unwrap();
+    a.post(t, WorkRequest::send(NodeAddr(1), src, SRC, 2500))
+        .unwrap();
+    let t = t + Duration::from_micros(1);
+    a.handle_timeout(t);
+    let pkts = drain(&mut a, t);
+    assert_eq!(pkts.len(), 3);
+    let one_extra_block = Duration::from_nanos(50);
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), one_extra_block);
+    b.handle_datagram(t, NodeAddr(0), &pkts[0]);
+    // A copy of packet 0: the bitmask holds it.
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), Duration::ZERO);
+    // Packet 2 before packet 1: go-back-N discards it.
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[2]), Duration::ZERO);
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[1]), one_extra_block);
+    b.handle_datagram(t, NodeAddr(0), &pkts[1]);
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[2]), one_extra_block);
+    b.handle_datagram(t, NodeAddr(0), &pkts[2]);
+    assert!(b
+        .poll_event()
+        .is_some_and(|e| matches!(e, Event::Completed { len: 2500, .. })));
+    // Late copies of the finished SEND.
+    for p in &pkts {
+        assert_eq!(b.receive_work(NodeAddr(0), p), Duration::ZERO);
+    }
 }
 
 #[test]

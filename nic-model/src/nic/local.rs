@@ -202,6 +202,11 @@ impl Nic {
         if r.opcode() == udrma_proto::Opcode::ReduceBcast {
             return self.reduce_receive_work(&r);
         }
+        if !self.would_place(from, &r) {
+            // A copy the bitmask or go-back-N's sequence discards never
+            // reaches the DMA engine: no translation, no descriptor.
+            return Duration::ZERO;
+        }
         let mut fetch = Duration::ZERO;
         let touch = match r.body {
             Body::Write {

@@ -247,6 +247,47 @@ impl Nic {
         }
     }
 
+    /// Whether a WRITE or SEND packet arriving now would have its payload
+    /// placed, as [`Nic::on_data`] and [`Nic::apply`] decide: not a copy
+    /// the bitmask already holds, not a late copy of a finished operation,
+    /// not one go-back-N discards as out of sequence. Anything else
+    /// (another opcode, a packet that will be refused) counts as placed:
+    /// the caller prices its work as before.
+    pub(super) fn would_place(&self, from: NodeAddr, r: &Repr<'_>) -> bool {
+        if !matches!(r.body, Body::Write { .. } | Body::Send { .. }) {
+            return true;
+        }
+        let key = OpKey {
+            from,
+            src_ep: r.src_ep,
+            msg_id: r.msg_id,
+        };
+        let go_back_n = self.cfg.retransmit == RetransmitMode::GoBackN;
+        if let Some(entry) = self.registry.get(&key) {
+            if r.seg_count != entry.mask.count() || r.seg_index >= r.seg_count {
+                return true;
+            }
+            if entry.mask.is_set(r.seg_index) {
+                return false;
+            }
+            let expected = entry
+                .mask
+                .missing_span()
+                .map_or(entry.mask.count(), |(lo, _)| lo);
+            return !go_back_n || r.seg_index == expected;
+        }
+        if self.tombstones.contains(&key) || self.tombstones.finished(&key) {
+            return false;
+        }
+        let described = match r.body {
+            Body::Write { total_len, .. } => total_len != 0,
+            _ => true,
+        };
+        let can_register = r.flags.contains(Flags::FIRST)
+            || (self.cfg.registration == RegistrationMode::SelfDescribing && described);
+        can_register || !go_back_n
+    }
+
     /// Registers an operation: checks the target (memory or a posted
     /// receive buffer) and creates its registry entry with a fresh mask.
     pub(super) fn register_op(&mut self, now: Instant, key: OpKey, r: &Repr<'_>) -> bool {
