@@ -38,7 +38,12 @@ impl Case {
                 "star" => "kind = \"star\"\nhosts = 5".to_string(),
                 _ => "kind = \"fat-tree\"\nk = 4".to_string(),
             },
-            self.routing,
+            // Go-back-N is refused on sprayed paths (findings 24 and 25):
+            // such draws take one path per flow.
+            match (self.routing, self.retransmit) {
+                ("spray", "go-back-n") => "ecmp",
+                (routing, _) => routing,
+            },
             self.registration,
             self.ack,
             self.retransmit

@@ -100,6 +100,12 @@ impl Case {
         HOSTS[self.topology]
     }
 
+    /// Whether the sender resends windows (go-back-N) rather than single
+    /// packets.
+    fn go_back_n(&self) -> bool {
+        (self.nic.5 / 2) % 2 == 1
+    }
+
     /// Whether the timer's floor is worked out from the queues.
     fn full_queues(&self) -> bool {
         (self.seed >> 13) % 4 == 0
@@ -141,7 +147,10 @@ impl Case {
                 p => format!("profile = \"{p}\"\n"),
             },
             TOPOLOGIES[self.topology],
-            ROUTING[routing % ROUTING.len()],
+            match ROUTING[routing % ROUTING.len()] {
+                "spray" if self.go_back_n() => "ecmp",
+                r => r,
+            },
             // Queue limits of 256 KiB to 1 MiB per port (a smaller queue
             // than 4 OP tables' worth collapses: finding 5).
             256 << (self.seed % 3),
@@ -159,7 +168,13 @@ impl Case {
             // Acknowledgements served ahead of data in half the cases.
             (self.seed >> 11) % 2 == 1,
             ["none", "nscc", "dcqcn", "rccc"][(routing / ROUTING.len()) % 4],
-            ["single", "spray", "reps"][((self.seed >> 9) % 3) as usize],
+            // Go-back-N takes one path per flow: a file that sprays it is
+            // refused (findings 24 and 25).
+            if self.go_back_n() {
+                "single"
+            } else {
+                ["single", "spray", "reps"][((self.seed >> 9) % 3) as usize]
+            },
             registry,
             escape,
             // Small windows of completions in half the cases (2 to 16 per
@@ -180,7 +195,11 @@ impl Case {
             (self.seed >> 12) % 2 == 1,
             // Tail loss probes in half.
             (self.seed >> 16) % 2 == 1,
-            ["selective", "go-back-n"][(ack / 2) % 2],
+            if self.go_back_n() {
+                "go-back-n"
+            } else {
+                "selective"
+            },
             // The timer's floor worked out from the queues in a quarter
             // (up to 51 ms behind a slow profile's links, so a higher
             // ceiling there).

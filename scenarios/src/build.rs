@@ -317,11 +317,43 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
     // round trip near the default 100 us).
     let floor = cost_round_trip(&cfg, &shape);
     cfg.rto_initial = cfg.rto_initial.max(floor.min(cfg.rto_max));
+    refuse_reordering_go_back_n(sc, &cfg)?;
     cfg.validate().map_err(|e| {
         let udrma_nic::ConfigError::OutOfRange { field, .. } = &e;
         sc.error_at_key(field, format!("nic: {e}"))
     })?;
     Ok(cfg)
+}
+
+/// Go-back-N assumes one path: its receiver discards every packet after
+/// a gap and NACKs it, so spreading one flow over paths of different
+/// delay turns each early arrival into a NACK and a resent window
+/// (docs/testing.md, findings 24 and 25: 23,046 NACKs for 53 drops, and
+/// congestion marks lost with the discarded packets). RoCE NICs that
+/// resend windows do not spray; a file that asks for both is refused.
+fn refuse_reordering_go_back_n(sc: &Scenario, cfg: &NicConfig) -> Result<(), ScenarioError> {
+    if cfg.retransmit != RetransmitMode::GoBackN {
+        return Ok(());
+    }
+    let spreading = match cfg.multipath {
+        udrma_nic::Multipath::Single => None,
+        udrma_nic::Multipath::Spray => Some(("multipath", "nic.multipath = \"spray\"")),
+        udrma_nic::Multipath::Reps => Some(("multipath", "nic.multipath = \"reps\"")),
+    }
+    .or((sc.file.topology.routing == RoutingKind::Spray)
+        .then_some(("routing", "topology.routing = \"spray\"")));
+    match spreading {
+        None => Ok(()),
+        Some((key, what)) => Err(sc.error_at_key(
+            key,
+            format!(
+                "{what} reorders every flow, and retransmit = \"go-back-n\" discards \
+                 every packet after a gap: use retransmit = \"selective\" to spread \
+                 packets over paths, or one path per flow (multipath = \"single\", \
+                 routing = \"ecmp\" or \"shortest\") with go-back-n"
+            ),
+        )),
+    }
 }
 
 /// The congestion controller and what it is told about the network: the

@@ -313,3 +313,48 @@ fn bad_pairs_are_named_with_the_workload() {
         assert!(e.contains("workload 0"), "{e}");
     }
 }
+
+/// Go-back-N on sprayed paths: every early arrival is discarded and NACKed
+/// (the hunt's findings 24 and 25 were 23,046 NACKs for 53 drops, and
+/// congestion marks lost with the discarded packets). The file is refused
+/// at the key that spreads, and one path per flow is accepted.
+#[test]
+fn go_back_n_on_sprayed_paths_is_refused_at_the_key_that_sprays() {
+    let file = |routing: &str, multipath: &str| {
+        format!(
+            "name = \"gbn\"\nseed = 1\n\n[topology]\nkind = \"fat-tree\"\nk = 4\nrouting = \"{routing}\"\n\n[nic]\nretransmit = \"go-back-n\"\nmultipath = \"{multipath}\"\n\n[[workload]]\nkind = \"incast\"\ndst = \"h0\"\nsize = \"64KiB\"\n"
+        )
+    };
+    for (routing, multipath, line, what) in [
+        (
+            "ecmp",
+            "spray",
+            11,
+            r#"nic.multipath = "spray" reorders every flow"#,
+        ),
+        (
+            "ecmp",
+            "reps",
+            11,
+            r#"nic.multipath = "reps" reorders every flow"#,
+        ),
+        (
+            "spray",
+            "single",
+            7,
+            r#"topology.routing = "spray" reorders every flow"#,
+        ),
+    ] {
+        let e = Scenario::parse("gbn.toml", &file(routing, multipath))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("gbn.toml:{line}:")), "{e}");
+        assert!(e.contains(what), "{e}");
+        assert!(e.contains(r#"use retransmit = "selective""#), "{e}");
+    }
+    let ok = Scenario::parse("gbn.toml", &file("ecmp", "single")).unwrap();
+    let r = run(&ok, RunOptions::default()).unwrap();
+    assert!(r.passed(), "{:?}", r.notes);
+    let sprayed = file("spray", "spray").replace("go-back-n", "selective");
+    assert!(Scenario::parse("gbn.toml", &sprayed).is_ok());
+}
