@@ -13,8 +13,11 @@ use std::rc::Rc;
 use common::*;
 use udrma_nic::pair::Verdict;
 use udrma_nic::{
-    Event, NicConfig, RetransmitMode, TombstoneMode, WcError, WorkRequest, WrId, WrKind,
+    Event, NicConfig, RegistrationMode, RetransmitMode, TombstoneMode, WcError, WorkRequest, WrId,
+    WrKind,
 };
+
+const FIRST_ONLY: RegistrationMode = RegistrationMode::FirstOnly;
 use udrma_proto::{NodeAddr, Opcode, Syndrome};
 
 /// Four tombstones, in `mode`.
@@ -284,11 +287,13 @@ fn a_window_of_one_is_refused() {
 fn lost_registration(
     mode: TombstoneMode,
     retransmit: RetransmitMode,
+    registration: RegistrationMode,
 ) -> (Result<(), WcError>, u64, u64) {
     let mut s = setup(NicConfig {
         registry_timeout: udrma_nic::Duration::from_micros(300),
         max_rnr_retries: 40,
         retransmit,
+        registration,
         ..four(mode)
     });
     s.pair.set_filter(|w| match w.repr {
@@ -330,12 +335,14 @@ fn a_receiver_that_lost_a_registration_gets_the_whole_operation_again() {
     // can only mean the registration is gone: the WRITE goes again from
     // its first packet at the first refusal.
     let selective = RetransmitMode::Selective;
-    let (result, refusals, restarts) = lost_registration(TombstoneMode::Window, selective);
+    let (result, refusals, restarts) =
+        lost_registration(TombstoneMode::Window, selective, FIRST_ONLY);
     assert_eq!((result, restarts), (Ok(()), 1));
     assert!(refusals <= 2, "{refusals}");
     // Without it the refused packets are offered until the refusal
     // budget is spent.
-    let (result, refusals, restarts) = lost_registration(TombstoneMode::Fifo, selective);
+    let (result, refusals, restarts) =
+        lost_registration(TombstoneMode::Fifo, selective, FIRST_ONLY);
     assert_eq!((result, restarts), (Err(WcError::RetryExceeded), 0));
     assert!(refusals >= 40, "{refusals}");
 }
@@ -350,7 +357,22 @@ fn a_receiver_that_lost_a_registration_gets_the_whole_operation_again() {
 #[test]
 fn a_go_back_n_receiver_that_lost_a_registration_gets_the_whole_operation_again() {
     let gbn = RetransmitMode::GoBackN;
-    let (result, refusals, restarts) = lost_registration(TombstoneMode::Window, gbn);
+    let (result, refusals, restarts) = lost_registration(TombstoneMode::Window, gbn, FIRST_ONLY);
+    assert_eq!((result, restarts), (Ok(()), 1));
+    assert!(refusals >= 1, "the receiver asked for packet 0");
+}
+
+/// The same with self-describing registration: the first retransmitted
+/// packet registers the WRITE again, but go-back-N waits for packet 0,
+/// which its sender saw acknowledged. Found by the whole-vocabulary hunt
+/// (tests/found/gbn-self-describing-lost-registration.toml): the sender
+/// resent its unacknowledged packets one timeout apart, each drawing a
+/// NACK for packet 0, until the time limit.
+#[test]
+fn a_self_describing_go_back_n_receiver_that_lost_a_registration_gets_it_all_again() {
+    let gbn = RetransmitMode::GoBackN;
+    let described = RegistrationMode::SelfDescribing;
+    let (result, refusals, restarts) = lost_registration(TombstoneMode::Window, gbn, described);
     assert_eq!((result, restarts), (Ok(()), 1));
     assert!(refusals >= 1, "the receiver asked for packet 0");
 }

@@ -546,8 +546,10 @@ impl Nic {
             // the registry let it go), and only the whole operation again
             // registers it. A receiver that holds the registration has
             // seen packet 0 and asks for a later one; such a NACK for a
-            // packet acknowledged since is merely stale.
-            self.restart_if_unregistered(now, opn);
+            // packet acknowledged since is merely stale. With
+            // self-describing registration a later packet registered it
+            // again, but go-back-N still waits for packet 0.
+            self.restart_lost_registration(now, opn);
             return;
         }
         let Some(PktState::InFlight(first)) = op.pkts.get(expected as usize).copied() else {

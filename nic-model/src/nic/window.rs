@@ -104,7 +104,21 @@ impl Nic {
     /// operation's `restarts`, at most `max_retries`, then the request
     /// fails `RetryExceeded`); returns whether it did.
     pub(super) fn restart_if_unregistered(&mut self, now: Instant, opn: OpNumber) -> bool {
-        if !self.windowed() || self.cfg.registration != RegistrationMode::FirstOnly {
+        if self.cfg.registration != RegistrationMode::FirstOnly {
+            return false;
+        }
+        self.restart_lost_registration(now, opn)
+    }
+
+    /// The receiver lost `opn`'s operation after acknowledging its first
+    /// packet: send it all again from the first packet (as
+    /// [`Nic::restart_if_unregistered`] says); returns whether it did.
+    /// Any registration mode: a go-back-N NACK asking for packet 0 once
+    /// packet 0 was acknowledged says it whichever packet registered the
+    /// operation again (a self-describing one registers from any packet,
+    /// then waits for packet 0 that its sender will never resend).
+    pub(super) fn restart_lost_registration(&mut self, now: Instant, opn: OpNumber) -> bool {
+        if !self.windowed() {
             return false;
         }
         let Some(inf) = self.op_table.get(opn).copied() else {
