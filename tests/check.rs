@@ -92,6 +92,34 @@ fn the_small_pair_has_no_violation_within_two_faults_on_any_number_of_threads() 
     assert_eq!(without_time(&stdout), without_time(&stdout2));
 }
 
+/// Finding 8 within its bound: on the credit ping-pong no placement of two
+/// faults leaves a credit count lost once the run is quiet. With the
+/// engine's credit repair switched off, one dropped ACK does (docs/check.md).
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "about 8,500 runs of the engine: seconds in release, minutes in debug: run with --release (CI does)"
+)]
+fn the_credit_pingpong_loses_no_credit_within_two_faults() {
+    let out_dir = tmp("check-credits");
+    let out = udrma(&[
+        "check",
+        &example("check-credits.toml"),
+        "--faults",
+        "2",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("credits:PASS"), "{stdout}");
+    assert!(
+        stdout.lines().last() == Some("result      no violation within 2 faults"),
+        "{stdout}"
+    );
+    assert!(count(&stdout, "faults 2", "ran") > 8_000, "{stdout}");
+}
+
 #[test]
 #[cfg_attr(
     debug_assertions,

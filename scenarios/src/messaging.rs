@@ -260,6 +260,16 @@ fn check(
     let quiet = apps.iter().all(|(_, a)| a.messenger().is_quiet());
     let idle = world.is_idle() && quiet;
     checks.insert("liveness".into(), idle && all_done);
+    if idle && all_done {
+        // Every credit comes back once both sides are quiet: a count that
+        // rode on a lost packet and was never repaired leaves the peer
+        // short of vbufs for good (docs/testing.md, finding 8).
+        let short = credits_not_back(&apps);
+        if !short.is_empty() {
+            checks.insert("credits".into(), false);
+            notes.extend(short);
+        }
+    }
     if !idle {
         let note = crate::leftover::note(world, limit, ending, |h| {
             apps.iter()
@@ -350,6 +360,28 @@ fn size_row(w: &MsgWorkload, r: &msg::SizeRow) -> SizeRow {
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
+}
+
+/// Each host's view of a peer's vbufs for it that differs from what the
+/// peer has posted, in words (both ends must run here).
+fn credits_not_back(apps: &[(NodeAddr, &MsgApp)]) -> Vec<String> {
+    let mut short = Vec::new();
+    for (h, app) in apps {
+        for (peer, other) in apps {
+            let (Some(seen), Some(posted)) = (
+                app.messenger().remote_credit(*peer),
+                other.messenger().vbufs_posted_for(*h),
+            ) else {
+                continue;
+            };
+            if seen as usize != posted {
+                short.push(format!(
+                    "{h} sees {seen} of the {posted} vbufs {peer} has posted for it once the run is quiet (a credit count was lost)"
+                ));
+            }
+        }
+    }
+    short
 }
 
 /// The file name of a workload kind.

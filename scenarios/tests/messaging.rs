@@ -108,3 +108,37 @@ fn bad_messaging_input_is_located_and_explained() {
     let e = err("[cost]\ndoorbel = \"1us\"\n");
     assert!(e.contains("doorbell"), "{e}");
 }
+
+/// The `credits` check once the run is quiet: every count a side re-posted
+/// must reach the other. `check-credits.toml` with the one ACK that carries
+/// h1's last count dropped: the engine's repair NOOP brings it back (finding
+/// 8). When every NOOP from h1 is lost too, the repairs run out and h0 stays
+/// a vbuf short for good: the check fails and says by how much.
+#[test]
+fn a_credit_count_lost_for_good_fails_the_credits_check() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/check-credits.toml");
+    let base = std::fs::read_to_string(path).unwrap();
+    let ack = "\n[[fault]]\nmodel = \"loss\"\np = 1.0\nlinks = [\"h0-h1\"]\ndirection = \"reverse\"\nopcodes = [\"ack\"]\nevery = 4\noffset = 3\ntimes = 1\n";
+    let noops = "\n[[fault]]\nmodel = \"loss\"\np = 1.0\nlinks = [\"h0-h1\"]\ndirection = \"reverse\"\nopcodes = [\"credit\"]\n";
+    let report = |text: String| {
+        let sc = Scenario::parse("check-credits.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+        run(&sc, RunOptions::default()).unwrap()
+    };
+    let repaired = report(format!("{base}{ack}"));
+    assert!(repaired.passed(), "{:?}", repaired.notes);
+    let lost = report(format!("{base}{ack}{noops}"));
+    assert_eq!(
+        lost.checks.get("credits"),
+        Some(&false),
+        "{:?}",
+        lost.checks
+    );
+    assert_eq!(lost.checks.get("liveness"), Some(&true), "quiet, not stuck");
+    assert!(
+        lost.notes
+            .iter()
+            .any(|n| n == "h0 sees 2 of the 3 vbufs h1 has posted for it once the run is quiet (a credit count was lost)"),
+        "{:?}",
+        lost.notes
+    );
+}

@@ -289,6 +289,15 @@ impl Messenger {
         self.peers.get(&peer).map(|p| p.remote_credit)
     }
 
+    /// vbufs posted for `peer` now (receives the peer's chunks may use),
+    /// once connected to it. Once both sides are quiet, the peer's
+    /// [`Messenger::remote_credit`] toward us must equal this: a count
+    /// lost on the way is a credit the peer never gets back.
+    pub fn vbufs_posted_for(&self, peer: NodeAddr) -> Option<usize> {
+        let p = self.peers.get(&peer)?;
+        Some(self.via.queue_depths(p.ep).map_or(0, |(_, r)| r))
+    }
+
     /// Messages waiting in the unexpected queue, and their eager bytes.
     pub fn unexpected(&self) -> (usize, u64) {
         (self.unexpected.len(), self.unexpected_bytes)
