@@ -462,6 +462,11 @@ fn copies_the_receiver_discards_cost_its_dma_engine_nothing() {
     b.handle_datagram(t, NodeAddr(0), &pkts[0]);
     // A copy of packet 0: the bitmask holds it.
     assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), Duration::ZERO);
+    // Packet 1 forged to say the SEND has 4 packets, not 3: refused.
+    let mut forged = udrma_proto::Repr::parse_bytes(&pkts[1]).unwrap();
+    forged.seg_count = 4;
+    let forged = forged.to_vec().unwrap();
+    assert_eq!(b.receive_work(NodeAddr(0), &forged), Duration::ZERO);
     // Packet 2 before packet 1: go-back-N discards it.
     assert_eq!(b.receive_work(NodeAddr(0), &pkts[2]), Duration::ZERO);
     assert_eq!(b.receive_work(NodeAddr(0), &pkts[1]), one_extra_block);
@@ -471,9 +476,54 @@ fn copies_the_receiver_discards_cost_its_dma_engine_nothing() {
     assert!(b
         .poll_event()
         .is_some_and(|e| matches!(e, Event::Completed { len: 2500, .. })));
-    // Late copies of the finished SEND.
+    // Late copies of the finished SEND, with a buffer posted they could
+    // take if they were new.
+    b.post_recv_sgl(t, 0, list(dst, &blocks)).unwrap();
     for p in &pkts {
         assert_eq!(b.receive_work(NodeAddr(0), p), Duration::ZERO);
+    }
+}
+
+/// A packet of an operation not registered yet: go-back-N discards all
+/// but packet 0, while selective retransmission keeps it in the escape
+/// channel and places it later, so its work counts.
+#[test]
+fn a_packet_ahead_of_its_registration_costs_work_only_if_it_will_be_placed() {
+    let cost = CostModel {
+        dma_setup: Duration::from_nanos(50),
+        ..CostModel::ZERO
+    };
+    for retransmit in [RetransmitMode::GoBackN, RetransmitMode::Selective] {
+        let cfg = NicConfig {
+            cost,
+            retransmit,
+            ..config()
+        };
+        let mut a = Nic::new(NodeAddr(0), cfg.clone()).unwrap();
+        let mut b = Nic::new(NodeAddr(1), cfg).unwrap();
+        let src = a.register(SRC, 4096, Access::ALL);
+        let dst = b.register(DST, 65_536, Access::ALL);
+        let t = udrma_nic::Instant::ZERO;
+        // Each packet spans two blocks: one extra setup each.
+        let blocks = [(DST, 500), (DST + 4000, 1000), (DST + 9000, 500)];
+        b.post_recv_sgl(t, 0, list(dst, &blocks)).unwrap();
+        a.post(t, WorkRequest::send(NodeAddr(1), src, SRC, 2000))
+            .unwrap();
+        let t = t + Duration::from_micros(1);
+        a.handle_timeout(t);
+        let pkts = drain(&mut a, t);
+        assert_eq!(pkts.len(), 2);
+        let one_extra_block = Duration::from_nanos(50);
+        let want = match retransmit {
+            RetransmitMode::GoBackN => Duration::ZERO,
+            _ => one_extra_block,
+        };
+        assert_eq!(
+            b.receive_work(NodeAddr(0), &pkts[1]),
+            want,
+            "{retransmit:?}"
+        );
+        assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), one_extra_block);
     }
 }
 

@@ -165,10 +165,7 @@ impl Nic {
     /// WRITE or SEND data: apply it to its registered operation, register
     /// the operation, or park the packet in the escape channel.
     pub(super) fn on_data(&mut self, now: Instant, from: NodeAddr, r: &Repr<'_>, d: Datagram<'_>) {
-        if r.seg_count == 0
-            || r.seg_index >= r.seg_count
-            || u64::from(r.seg_count) > self.cfg.max_packets_per_op()
-        {
+        if self.invalid_segment(r) {
             self.stats.rx_invalid += 1;
             self.nack(from, r, Syndrome::InvalidRequest, r.seg_count);
             return;
@@ -248,44 +245,51 @@ impl Nic {
     }
 
     /// Whether a WRITE or SEND packet arriving now would have its payload
-    /// placed, as [`Nic::on_data`] and [`Nic::apply`] decide: not a copy
-    /// the bitmask already holds, not a late copy of a finished operation,
-    /// not one go-back-N discards as out of sequence. Anything else
-    /// (another opcode, a packet that will be refused) counts as placed:
-    /// the caller prices its work as before.
+    /// placed, as [`Nic::on_data`] and [`Nic::apply`] decide: not one
+    /// refused as invalid, not a copy the bitmask already holds, not a
+    /// late copy of a finished operation, not one go-back-N discards as
+    /// out of sequence. Other opcodes count as placed: the caller prices
+    /// their work as before.
     pub(super) fn would_place(&self, from: NodeAddr, r: &Repr<'_>) -> bool {
         if !matches!(r.body, Body::Write { .. } | Body::Send { .. }) {
             return true;
+        }
+        if self.invalid_segment(r) {
+            return false;
         }
         let key = OpKey {
             from,
             src_ep: r.src_ep,
             msg_id: r.msg_id,
         };
-        let go_back_n = self.cfg.retransmit == RetransmitMode::GoBackN;
-        if let Some(entry) = self.registry.get(&key) {
-            if r.seg_count != entry.mask.count() || r.seg_index >= r.seg_count {
-                return true;
+        // The packet go-back-N takes next: the first one missing, packet 0
+        // of an operation not registered yet.
+        let expected = match self.registry.get(&key) {
+            Some(entry) => {
+                if r.seg_count != entry.mask.count() || entry.mask.is_set(r.seg_index) {
+                    return false;
+                }
+                entry
+                    .mask
+                    .missing_span()
+                    .map_or(entry.mask.count(), |(lo, _)| lo)
             }
-            if entry.mask.is_set(r.seg_index) {
+            None if self.tombstones.contains(&key) || self.tombstones.finished(&key) => {
                 return false;
             }
-            let expected = entry
-                .mask
-                .missing_span()
-                .map_or(entry.mask.count(), |(lo, _)| lo);
-            return !go_back_n || r.seg_index == expected;
-        }
-        if self.tombstones.contains(&key) || self.tombstones.finished(&key) {
-            return false;
-        }
-        let described = match r.body {
-            Body::Write { total_len, .. } => total_len != 0,
-            _ => true,
+            // Selective retransmission places it, or keeps it in the escape
+            // channel to place later: its work is counted now.
+            None => 0,
         };
-        let can_register = r.flags.contains(Flags::FIRST)
-            || (self.cfg.registration == RegistrationMode::SelfDescribing && described);
-        can_register || !go_back_n
+        self.cfg.retransmit != RetransmitMode::GoBackN || r.seg_index == expected
+    }
+
+    /// Whether a data packet's segment fields are refused as invalid
+    /// before anything else (`INVALID_REQUEST`).
+    fn invalid_segment(&self, r: &Repr<'_>) -> bool {
+        r.seg_count == 0
+            || r.seg_index >= r.seg_count
+            || u64::from(r.seg_count) > self.cfg.max_packets_per_op()
     }
 
     /// Registers an operation: checks the target (memory or a posted
