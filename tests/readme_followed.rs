@@ -415,13 +415,15 @@ fn steady(line: &str) -> String {
 struct Shown {
     doc: &'static str,
     line: usize,
+    /// The command as the doc shows it.
+    shown: String,
     args: Vec<String>,
     echo_exit: bool,
     expected: Vec<String>,
 }
 
-/// Every deterministic `udrma run scenarios/examples/...`, `udrma replay`
-/// and `udrma bench sim` transcript in `doc`: real-time runs
+/// Every deterministic `udrma run scenarios/examples/...`, `udrma replay`,
+/// `udrma bench sim` and `cargo run --release` (the demo) transcript in `doc`: real-time runs
 /// (`--backend udp`) and commands that write files are left out.
 fn transcripts(doc: &'static str) -> Vec<Shown> {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -437,15 +439,24 @@ fn transcripts(doc: &'static str) -> Vec<Shown> {
         if !in_fence {
             continue;
         }
-        let Some(cmd) = l.strip_prefix("$ udrma ") else {
+        // `cargo run --release` is `udrma` with no arguments: the demo.
+        let cmd = if *l == "$ cargo run --release" {
+            "demo"
+        } else if let Some(cmd) = l.strip_prefix("$ udrma ") {
+            cmd
+        } else {
             continue;
         };
         let (cmd, echo_exit) = match cmd.strip_suffix("; echo \"exit $?\"") {
             Some(c) => (c, true),
             None => (cmd, false),
         };
-        let args: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        let mut args: Vec<String> = cmd.split_whitespace().map(String::from).collect();
         let deterministic = match args.first().map(String::as_str) {
+            Some("demo") => {
+                args.clear();
+                true
+            }
             Some("run") | Some("replay") => {
                 args[1].starts_with("scenarios/examples/")
                     && !args.iter().any(|a| {
@@ -467,6 +478,7 @@ fn transcripts(doc: &'static str) -> Vec<Shown> {
         shown.push(Shown {
             doc,
             line: i + 1,
+            shown: l.trim_start_matches("$ ").to_string(),
             args,
             echo_exit,
             expected,
@@ -505,10 +517,10 @@ fn check_transcripts(docs: &[&'static str], at_least: usize) {
             for e in &expected {
                 assert!(
                     rest.any(|p| p == e),
-                    "{}:{}: `udrma {}` no longer prints, in this order,\n{e}\nIt printed:\n{}",
+                    "{}:{}: `{}` no longer prints, in this order,\n{e}\nIt printed:\n{}",
                     s.doc,
                     s.line,
-                    s.args.join(" "),
+                    s.shown,
                     printed.join("\n")
                 );
             }
@@ -516,10 +528,10 @@ fn check_transcripts(docs: &[&'static str], at_least: usize) {
                 assert_eq!(
                     printed.len(),
                     expected.len(),
-                    "{}:{}: `udrma {}` prints other lines than shown:\n{}",
+                    "{}:{}: `{}` prints other lines than shown:\n{}",
                     s.doc,
                     s.line,
-                    s.args.join(" "),
+                    s.shown,
                     printed.join("\n")
                 );
             }
@@ -551,6 +563,6 @@ fn the_cli_page_and_the_area_docs_show_what_their_runs_print() {
             "docs/collectives.md",
             "docs/congestion.md",
         ],
-        14,
+        15,
     );
 }
