@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod common;
-use common::{example, tmp, udrma};
+use common::{command, example, tmp, udrma};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -383,4 +383,186 @@ fn the_ladder_has_a_time_scale_a_lane_per_message_and_a_window() {
         &text[text.len() - 400..]
     );
     assert_eq!(text.matches("marker-end").count(), 100);
+}
+
+/// The parts of a printed line that change from run to run (wall-clock
+/// time and rates, memory): blanked, so that the rest is compared.
+fn steady(line: &str) -> String {
+    let line = line.trim_end();
+    // `simulated ... (0.034 s wall, 0.39 M hops/s)`
+    if let Some(at) = line.find(" s wall") {
+        if let Some(open) = line[..at].rfind(" (") {
+            return line[..open].to_string();
+        }
+    }
+    // `udrma bench sim`: the label of a measured line, not its figure.
+    const MEASURED: [&str; 6] = [
+        "build",
+        "wall",
+        "packet-hops/s",
+        "events/s",
+        "peak memory",
+        "huge pages",
+    ];
+    let label = line.split("  ").next().unwrap_or("");
+    if MEASURED.contains(&label) {
+        return label.to_string();
+    }
+    line.to_string()
+}
+
+/// A command shown in a doc with the output shown under it.
+struct Shown {
+    doc: &'static str,
+    line: usize,
+    /// The command as the doc shows it.
+    shown: String,
+    args: Vec<String>,
+    echo_exit: bool,
+    expected: Vec<String>,
+}
+
+/// Every deterministic `udrma run scenarios/examples/...`, `udrma replay`,
+/// `udrma bench sim` and `cargo run --release` (the demo) transcript in `doc`: real-time runs
+/// (`--backend udp`) and commands that write files are left out.
+fn transcripts(doc: &'static str) -> Vec<Shown> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut shown = Vec::new();
+    let mut in_fence = false;
+    for (i, l) in lines.iter().enumerate() {
+        if l.starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if !in_fence {
+            continue;
+        }
+        // `cargo run --release` is `udrma` with no arguments: the demo.
+        let cmd = if *l == "$ cargo run --release" {
+            "demo"
+        } else if let Some(cmd) = l.strip_prefix("$ udrma ") {
+            cmd
+        } else {
+            continue;
+        };
+        let (cmd, echo_exit) = match cmd.strip_suffix("; echo \"exit $?\"") {
+            Some(c) => (c, true),
+            None => (cmd, false),
+        };
+        let mut args: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+        let deterministic = match args.first().map(String::as_str) {
+            Some("demo") => {
+                args.clear();
+                true
+            }
+            Some("run") | Some("replay") => {
+                args[1].starts_with("scenarios/examples/")
+                    && !args.iter().any(|a| {
+                        ["--backend", "--ladder", "--pcap", "--trace", "--json"]
+                            .contains(&a.as_str())
+                    })
+            }
+            Some("bench") => args.get(1).map(String::as_str) == Some("sim"),
+            _ => false,
+        };
+        if !deterministic || cmd.contains(['|', '&', '>', '\\']) {
+            continue;
+        }
+        let expected = lines[i + 1..]
+            .iter()
+            .take_while(|o| !o.starts_with("$ ") && !o.starts_with("```"))
+            .map(|o| o.to_string())
+            .collect();
+        shown.push(Shown {
+            doc,
+            line: i + 1,
+            shown: l.trim_start_matches("$ ").to_string(),
+            args,
+            echo_exit,
+            expected,
+        });
+    }
+    shown
+}
+
+/// Runs each transcript and requires every line shown (`...` stands for
+/// lines left out) in the order shown; with no `...`, nothing more.
+fn check_transcripts(docs: &[&'static str], at_least: usize) {
+    let mut checked = 0;
+    for doc in docs {
+        for s in transcripts(doc) {
+            let out = command()
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .args(&s.args)
+                .output()
+                .unwrap();
+            let mut printed: Vec<String> = stdout(&out)
+                .lines()
+                .chain(stderr(&out).lines())
+                .map(steady)
+                .collect();
+            if s.echo_exit {
+                printed.push(format!("exit {}", out.status.code().unwrap_or(-1)));
+            }
+            let elided = s.expected.iter().any(|e| e.trim() == "...");
+            let expected: Vec<String> = s
+                .expected
+                .iter()
+                .filter(|e| e.trim() != "...")
+                .map(|e| steady(e))
+                .collect();
+            let mut rest = printed.iter();
+            for e in &expected {
+                assert!(
+                    rest.any(|p| p == e),
+                    "{}:{}: `{}` no longer prints, in this order,\n{e}\nIt printed:\n{}",
+                    s.doc,
+                    s.line,
+                    s.shown,
+                    printed.join("\n")
+                );
+            }
+            if !elided {
+                assert_eq!(
+                    printed.len(),
+                    expected.len(),
+                    "{}:{}: `{}` prints other lines than shown:\n{}",
+                    s.doc,
+                    s.line,
+                    s.shown,
+                    printed.join("\n")
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= at_least,
+        "only {checked} transcripts found in {docs:?}: the check lost its examples"
+    );
+}
+
+#[test]
+fn the_readme_shows_what_its_run_prints() {
+    check_transcripts(&["README.md"], 1);
+}
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "reruns fat-tree and all-to-all examples (millions of events): run with --release (CI does)"
+)]
+fn the_cli_page_and_the_area_docs_show_what_their_runs_print() {
+    check_transcripts(
+        &[
+            "docs/cli.md",
+            "docs/messaging.md",
+            "docs/noncontig.md",
+            "docs/collectives.md",
+            "docs/congestion.md",
+        ],
+        15,
+    );
 }
