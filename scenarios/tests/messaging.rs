@@ -126,6 +126,18 @@ fn a_credit_count_lost_for_good_fails_the_credits_check() {
     };
     let repaired = report(format!("{base}{ack}"));
     assert!(repaired.passed(), "{:?}", repaired.notes);
+    // Stopped after every message arrived but before the repair went out:
+    // liveness fails, and the count still in repair is not called lost.
+    let cut =
+        report(format!("{base}{ack}").replace("time_limit = \"100ms\"", "time_limit = \"20us\""));
+    assert_eq!(
+        cut.checks.get("all-complete"),
+        Some(&true),
+        "{:?}",
+        cut.checks
+    );
+    assert_eq!(cut.checks.get("liveness"), Some(&false), "{:?}", cut.checks);
+    assert_eq!(cut.checks.get("credits"), Some(&true), "{:?}", cut.notes);
     let lost = report(format!("{base}{ack}{noops}"));
     assert_eq!(
         lost.checks.get("credits"),
