@@ -108,6 +108,40 @@ impl Scenario {
             message,
         }
     }
+
+    /// An error about the `nth` (from 0) line that sets `key` to the
+    /// string `value` (the first such line if there are fewer; unlocated
+    /// if none).
+    pub fn error_at_nth_setting(
+        &self,
+        key: &str,
+        value: &str,
+        nth: usize,
+        message: String,
+    ) -> ScenarioError {
+        let quoted = format!("\"{value}\"");
+        let mut offset = 0;
+        let mut found = Vec::new();
+        for line in self.text.split_inclusive('\n') {
+            let trimmed = line.trim_start();
+            let sets = trimmed
+                .strip_prefix(key)
+                .and_then(|r| r.trim_start().strip_prefix('='))
+                .is_some_and(|v| v.trim_start().starts_with(&quoted));
+            if sets {
+                found.push(offset + (line.len() - trimmed.len()));
+            }
+            offset += line.len();
+        }
+        ScenarioError {
+            file: self.path.clone(),
+            at: found
+                .get(nth)
+                .or(found.first())
+                .map(|&o| line_col(&self.text, o)),
+            message,
+        }
+    }
 }
 
 /// Adds "did you mean" to serde's unknown-field and unknown-variant errors.

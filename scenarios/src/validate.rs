@@ -13,6 +13,7 @@ use crate::{Scenario, ScenarioError};
 
 /// Checks everything that can be checked without running.
 pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
+    unique_fault_names(sc)?;
     let topo = topology(sc)?;
     let n = topo.n_hosts();
     let cfg = fabric_config(sc, sc.file.seed)?;
@@ -253,6 +254,30 @@ fn validate_messaging(sc: &Scenario) -> Result<(), ScenarioError> {
             "workload",
             format!("the messaging workloads move {bytes} bytes; at most 64 GiB are allowed"),
         ));
+    }
+    Ok(())
+}
+
+/// Fault rules are addressed by name (`--set fault.NAME.p=...`, sweeps,
+/// shrinking): two rules of one name would leave it to chance which one a
+/// setting reaches.
+fn unique_fault_names(sc: &Scenario) -> Result<(), ScenarioError> {
+    let mut seen: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for (i, f) in sc.file.faults.iter().enumerate() {
+        let name = f.name.clone().unwrap_or_else(|| format!("fault{i}"));
+        if let Some(&first) = seen.get(&name) {
+            // Located at the name's second spelling in the file.
+            return Err(sc.error_at_nth_setting(
+                "name",
+                &name,
+                1,
+                format!(
+                    "fault {i} is named {name:?} like fault {first}: rules are addressed by name \
+                     (--set fault.{name}.KEY=...), so each needs its own"
+                ),
+            ));
+        }
+        seen.insert(name, i);
     }
     Ok(())
 }

@@ -397,3 +397,31 @@ fn a_time_limit_too_short_fails_all_complete_and_liveness() {
         r.notes
     );
 }
+
+/// Fault rules are addressed by name (`--set fault.NAME.KEY=...`): a
+/// second rule of the same name is refused at its own `name` line, and a
+/// default name (`fault<i>`) taken by hand counts too.
+#[test]
+fn two_fault_rules_of_one_name_are_refused_at_the_second() {
+    let file = |a: &str, b: &str| {
+        format!(
+            "name = \"dup\"\n[topology]\nkind = \"pair\"\n[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 100\n[[fault]]\n{a}model = \"loss\"\np = 0.1\n[[fault]]\n{b}model = \"duplicate\"\np = 0.1\n"
+        )
+    };
+    let e = Scenario::parse("dup.toml", &file("name = \"loss\"\n", "name = \"loss\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("dup.toml:14:1: fault 1 is named \"loss\" like fault 0"),
+        "{e}"
+    );
+    assert!(e.contains("--set fault.loss.KEY"), "{e}");
+    let e = Scenario::parse("dup.toml", &file("", "name = \"fault0\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("fault 1 is named \"fault0\" like fault 0"),
+        "{e}"
+    );
+    assert!(Scenario::parse("dup.toml", &file("name = \"a\"\n", "name = \"b\"\n")).is_ok());
+}
