@@ -422,20 +422,20 @@ fn a_sends_first_packet_fetches_the_receive_list_and_each_packet_pays_its_blocks
     assert_eq!(b.receive_work(NodeAddr(0), &[1, 2, 3]), Duration::ZERO);
 }
 
-/// A copy the receiver will discard never reaches its DMA engine: a copy
-/// of a packet the bitmask holds, one go-back-N's sequence turns away, and
-/// a late copy of a finished SEND cost no block setup. When they did, a
-/// slow NIC that timed out spent its time translating copies it then
-/// dropped, and its queue fed itself (docs/testing.md, finding 22).
-#[test]
-fn copies_the_receiver_discards_cost_its_dma_engine_nothing() {
-    let cost = CostModel {
-        dma_setup: Duration::from_nanos(50),
-        ..CostModel::ZERO
-    };
+/// h0's SEND of `len` bytes toward h1, whose receive list is `blocks`,
+/// with a DMA setup of 50 ns per extra block and `retransmit`: h1 and the
+/// SEND's packets, not yet delivered.
+fn send_into_list(
+    retransmit: RetransmitMode,
+    blocks: &[(u64, u64)],
+    len: u64,
+) -> (Nic, MrKey, Vec<Vec<u8>>) {
     let cfg = NicConfig {
-        cost,
-        retransmit: RetransmitMode::GoBackN,
+        cost: CostModel {
+            dma_setup: Duration::from_nanos(50),
+            ..CostModel::ZERO
+        },
+        retransmit,
         ..config()
     };
     let mut a = Nic::new(NodeAddr(0), cfg.clone()).unwrap();
@@ -443,6 +443,22 @@ fn copies_the_receiver_discards_cost_its_dma_engine_nothing() {
     let src = a.register(SRC, 4096, Access::ALL);
     let dst = b.register(DST, 65_536, Access::ALL);
     let t = udrma_nic::Instant::ZERO;
+    b.post_recv_sgl(t, 0, list(dst, blocks)).unwrap();
+    a.post(t, WorkRequest::send(NodeAddr(1), src, SRC, len))
+        .unwrap();
+    let t = t + Duration::from_micros(1);
+    a.handle_timeout(t);
+    let pkts = drain(&mut a, t);
+    (b, dst, pkts)
+}
+
+/// A copy the receiver will discard never reaches its DMA engine: a copy
+/// of a packet the bitmask holds, one go-back-N's sequence turns away, and
+/// a late copy of a finished SEND cost no block setup. When they did, a
+/// slow NIC that timed out spent its time translating copies it then
+/// dropped, and its queue fed itself (docs/testing.md, finding 22).
+#[test]
+fn copies_the_receiver_discards_cost_its_dma_engine_nothing() {
     // Each packet spans two blocks: one extra setup each.
     let blocks = [
         (DST, 500),
@@ -450,13 +466,9 @@ fn copies_the_receiver_discards_cost_its_dma_engine_nothing() {
         (DST + 9000, 700),
         (DST + 12_000, 400),
     ];
-    b.post_recv_sgl(t, 0, list(dst, &blocks)).unwrap();
-    a.post(t, WorkRequest::send(NodeAddr(1), src, SRC, 2500))
-        .unwrap();
-    let t = t + Duration::from_micros(1);
-    a.handle_timeout(t);
-    let pkts = drain(&mut a, t);
+    let (mut b, dst, pkts) = send_into_list(RetransmitMode::GoBackN, &blocks, 2500);
     assert_eq!(pkts.len(), 3);
+    let t = udrma_nic::Instant::ZERO + Duration::from_micros(1);
     let one_extra_block = Duration::from_nanos(50);
     assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), one_extra_block);
     b.handle_datagram(t, NodeAddr(0), &pkts[0]);
@@ -489,31 +501,12 @@ fn copies_the_receiver_discards_cost_its_dma_engine_nothing() {
 /// channel and places it later, so its work counts.
 #[test]
 fn a_packet_ahead_of_its_registration_costs_work_only_if_it_will_be_placed() {
-    let cost = CostModel {
-        dma_setup: Duration::from_nanos(50),
-        ..CostModel::ZERO
-    };
+    // Each packet spans two blocks: one extra setup each.
+    let blocks = [(DST, 500), (DST + 4000, 1000), (DST + 9000, 500)];
+    let one_extra_block = Duration::from_nanos(50);
     for retransmit in [RetransmitMode::GoBackN, RetransmitMode::Selective] {
-        let cfg = NicConfig {
-            cost,
-            retransmit,
-            ..config()
-        };
-        let mut a = Nic::new(NodeAddr(0), cfg.clone()).unwrap();
-        let mut b = Nic::new(NodeAddr(1), cfg).unwrap();
-        let src = a.register(SRC, 4096, Access::ALL);
-        let dst = b.register(DST, 65_536, Access::ALL);
-        let t = udrma_nic::Instant::ZERO;
-        // Each packet spans two blocks: one extra setup each.
-        let blocks = [(DST, 500), (DST + 4000, 1000), (DST + 9000, 500)];
-        b.post_recv_sgl(t, 0, list(dst, &blocks)).unwrap();
-        a.post(t, WorkRequest::send(NodeAddr(1), src, SRC, 2000))
-            .unwrap();
-        let t = t + Duration::from_micros(1);
-        a.handle_timeout(t);
-        let pkts = drain(&mut a, t);
+        let (mut b, _, pkts) = send_into_list(retransmit, &blocks, 2000);
         assert_eq!(pkts.len(), 2);
-        let one_extra_block = Duration::from_nanos(50);
         let want = match retransmit {
             RetransmitMode::GoBackN => Duration::ZERO,
             _ => one_extra_block,
