@@ -65,23 +65,38 @@ impl Scenario {
     /// An error about the key `key` (located at the first line that sets
     /// it, if any).
     pub fn error_at_key(&self, key: &str, message: String) -> ScenarioError {
+        ScenarioError {
+            file: self.path.clone(),
+            at: self
+                .settings(key, None)
+                .first()
+                .map(|&o| line_col(&self.text, o)),
+            message,
+        }
+    }
+
+    /// Where the lines that set `key` (to the string `value`, if given)
+    /// start, in order.
+    fn settings(&self, key: &str, value: Option<&str>) -> Vec<usize> {
+        let quoted = value.map(|v| format!("\"{v}\""));
         let mut offset = 0;
-        let mut at = None;
+        let mut found = Vec::new();
         for line in self.text.split_inclusive('\n') {
             let trimmed = line.trim_start();
-            if let Some(rest) = trimmed.strip_prefix(key) {
-                if rest.trim_start().starts_with('=') {
-                    at = Some(line_col(&self.text, offset + (line.len() - trimmed.len())));
-                    break;
-                }
+            let sets = trimmed
+                .strip_prefix(key)
+                .and_then(|r| r.trim_start().strip_prefix('='))
+                .is_some_and(|v| {
+                    quoted
+                        .as_ref()
+                        .is_none_or(|q| v.trim_start().starts_with(q))
+                });
+            if sets {
+                found.push(offset + (line.len() - trimmed.len()));
             }
             offset += line.len();
         }
-        ScenarioError {
-            file: self.path.clone(),
-            at,
-            message,
-        }
+        found
     }
 
     /// An error about the whole file (no place in it).
@@ -119,20 +134,7 @@ impl Scenario {
         nth: usize,
         message: String,
     ) -> ScenarioError {
-        let quoted = format!("\"{value}\"");
-        let mut offset = 0;
-        let mut found = Vec::new();
-        for line in self.text.split_inclusive('\n') {
-            let trimmed = line.trim_start();
-            let sets = trimmed
-                .strip_prefix(key)
-                .and_then(|r| r.trim_start().strip_prefix('='))
-                .is_some_and(|v| v.trim_start().starts_with(&quoted));
-            if sets {
-                found.push(offset + (line.len() - trimmed.len()));
-            }
-            offset += line.len();
-        }
+        let found = self.settings(key, Some(value));
         ScenarioError {
             file: self.path.clone(),
             at: found
