@@ -428,6 +428,88 @@ fn a_retried_read_asks_only_for_the_span_still_missing() {
 }
 
 #[test]
+fn a_trimmed_read_response_is_asked_for_again_at_once_on_the_busy_budget() {
+    // Finding 27 (docs/testing.md): a trimmed READ response was left to
+    // the request's timer, each trim a try of the loss budget, and READs
+    // on a trimming fabric that dropped nothing failed `retries
+    // exhausted`. The requester now asks for the one segment again.
+    let mut p = read_pair();
+    let heard = with_fixed(&mut p, u64::MAX, Duration::ZERO);
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    let mut trims = 0;
+    p.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode() == Opcode::ReadRequest => {
+            seen.lock().unwrap().push((
+                r.flags.contains(Flags::PARTIAL),
+                r.flags.contains(Flags::RETRANSMIT),
+                r.seg_index,
+                r.seg_count,
+            ));
+            Verdict::Deliver
+        }
+        // Response 3 is trimmed on its first two copies.
+        Some(r) if r.opcode() == Opcode::ReadResponse && r.seg_index == 3 && trims < 2 => {
+            trims += 1;
+            Verdict::Trim
+        }
+        _ => Verdict::Deliver,
+    });
+    p.run();
+    assert!(completed_ok(&p));
+    assert_eq!(
+        requests.lock().unwrap().clone(),
+        [(false, false, 0, 1), (true, true, 3, 1), (true, true, 3, 1)],
+        "each trim asks for response 3 alone"
+    );
+    // Asked again on the trims, not on the timer (which asked for the
+    // same span, one RTO later each time, on the loss budget).
+    let tx = p.nics[0].stats();
+    assert_eq!((tx.timeouts, tx.retries_exhausted), (0, 0));
+    assert_eq!(tx.read_responses_trimmed, 2);
+    assert_eq!(p.nics[1].stats().read_requests_partial, 2);
+    let responses = p
+        .log
+        .iter()
+        .filter(|l| l.kind.starts_with("READ_RESP"))
+        .count();
+    assert_eq!(responses, 8 + 2);
+    assert_eq!(
+        heard.lock().unwrap().losses,
+        [LossCause::Trimmed, LossCause::Trimmed]
+    );
+    let got = &p.nics[0].memory().regions().next().unwrap().1.bytes[..8000];
+    assert!(got.iter().enumerate().all(|(i, b)| *b == i as u8));
+}
+
+#[test]
+fn a_trimmed_read_response_of_nobody_s_read_changes_nothing() {
+    let mut p = read_pair();
+    p.run();
+    assert!(completed_ok(&p));
+    let before = p.nics[0].occupancy();
+    let mut fake = udrma_proto::samples::every_kind()
+        .into_iter()
+        .find(|r| r.opcode() == Opcode::ReadResponse)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    fake[28..32].copy_from_slice(&1u32.to_be_bytes());
+    let meta = udrma_nic::RxMeta {
+        trimmed: true,
+        ..Default::default()
+    };
+    let now = p.now;
+    p.nics[0].handle_datagram_meta(now, NodeAddr(1), meta, &fake[..udrma_proto::HEADER_LEN]);
+    let tx = p.nics[0].stats();
+    assert_eq!((tx.rx_trimmed, tx.read_responses_trimmed), (1, 0));
+    assert_eq!(tx.stale_read_responses, 1);
+    let mut buf = Vec::new();
+    assert!(p.nics[0].poll_transmit(now, &mut buf).is_none());
+    assert_eq!(p.nics[0].occupancy(), before);
+}
+
+#[test]
 fn a_partial_read_beyond_the_range_is_refused() {
     let mut p = read_pair();
     p.set_filter(|w| match w.repr {

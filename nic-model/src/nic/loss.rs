@@ -109,6 +109,88 @@ impl Nic {
         }
     }
 
+    /// A response to this NIC's READ `msg_id` from `from` (segment `seg`)
+    /// arrived trimmed: the responder answers and the path works, but a
+    /// queue on it overflowed. As a trimmed WRITE draws a TRIMMED NACK and
+    /// goes again at once, the segment is asked for again now, alone (a
+    /// PARTIAL request for one segment), on the busy budget
+    /// (`max_rnr_retries`); the request's timer starts over without
+    /// backing off, and the controller toward the responder hears a trim.
+    /// Before, the segment was left to the request's timer and each trim
+    /// spent a try of the loss budget: READs on a trimming fabric that
+    /// dropped nothing failed with `RetryExceeded`. A request already
+    /// waiting to go again (it asks for the whole missing span) sends
+    /// nothing more.
+    pub(super) fn read_response_trimmed(
+        &mut self,
+        now: Instant,
+        from: NodeAddr,
+        msg_id: u32,
+        seg: u32,
+    ) {
+        let Some(op) = self.ops.get(&msg_id) else {
+            self.stats.stale_read_responses += 1;
+            return;
+        };
+        let (Some(mask), Some(&PktState::InFlight(opn))) = (op.read_mask.as_ref(), op.pkts.first())
+        else {
+            self.stats.stale_read_responses += 1;
+            return;
+        };
+        if op.kind != OpKind::ReadRequest
+            || op.dst != from
+            || seg >= mask.count()
+            || mask.is_set(seg)
+        {
+            self.stats.stale_read_responses += 1;
+            return;
+        }
+        let (wr, offset, len) = (op.wr, op.offset, op.len);
+        let Some(inf) = self.op_table.get(opn).copied() else {
+            return;
+        };
+        let Some(deadline) = inf
+            .deadline
+            .filter(|d| !self.timers.contains(&(*d, Timer::RnrRetry(opn))))
+        else {
+            return;
+        };
+        let Some(req) = self.requests.get(&wr).map(|q| &q.req) else {
+            return;
+        };
+        let (src_ep, dst_ep, addr, rkey) =
+            (req.src_ep, req.dst_ep, req.remote_addr + offset, req.rkey);
+        self.stats.read_responses_trimmed += 1;
+        self.flow(from).responded = now;
+        let mtu = u64::from(self.cfg.mtu_payload);
+        let seg_bytes = len.saturating_sub(u64::from(seg) * mtu).min(mtu);
+        self.flow_lost(now, from, seg_bytes as u32, LossCause::Trimmed);
+        if !self.count_rnr_retry(now, opn) {
+            return;
+        }
+        let again = now + self.rtt_to(from).backoff(inf.retries);
+        self.timers.remove(&(deadline, Timer::Retransmit(opn)));
+        self.timers.insert((again, Timer::Retransmit(opn)));
+        if let Some(e) = self.op_table.get_mut(opn) {
+            e.deadline = Some(again);
+        }
+        self.push_reply(Reply {
+            port: 0,
+            to: from,
+            src_ep,
+            dst_ep,
+            op_num: opn.0,
+            msg_id,
+            seg_index: seg,
+            seg_count: 1,
+            body: ReplyBody::ReadAgain {
+                rkey,
+                addr,
+                length: len as u32,
+            },
+        });
+    }
+
     /// Counts one retry of `opn`; fails its request and returns `false`
     /// when `max_retries` is exhausted.
     pub(super) fn count_retry(&mut self, now: Instant, opn: OpNumber) -> bool {

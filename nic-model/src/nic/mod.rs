@@ -326,6 +326,14 @@ enum ReplyBody {
         addr: u64,
         total_len: u32,
     },
+    /// A READ request asking again for the segments the reply names (its
+    /// `seg_index` and `seg_count`; flags `PARTIAL` and `RETRANSMIT`):
+    /// sent by the requester when one of its responses was trimmed.
+    ReadAgain {
+        rkey: u32,
+        addr: u64,
+        length: u32,
+    },
     /// A NOOP: see [`Noop`].
     Credit(Noop),
     Hello {

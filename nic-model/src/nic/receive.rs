@@ -36,7 +36,7 @@ impl Nic {
             self.stats.rx_ce += 1;
         }
         if meta.trimmed {
-            self.on_trimmed(from, d.bytes);
+            self.on_trimmed(now, from, d.bytes);
         } else {
             self.receive(now, from, d);
         }
@@ -49,8 +49,9 @@ impl Nic {
     /// to its claimed sender: no state changes here (not even a first
     /// sighting of the peer's epoch), and no NACK for a packet of another
     /// life than the one the peer last showed (dropped and counted). The
-    /// sender retransmits at once.
-    fn on_trimmed(&mut self, from: NodeAddr, bytes: &[u8]) {
+    /// sender retransmits at once; a trimmed READ response is asked for
+    /// again by this NIC, its requester.
+    fn on_trimmed(&mut self, now: Instant, from: NodeAddr, bytes: &[u8]) {
         self.stats.rx_datagrams += 1;
         self.stats.rx_trimmed += 1;
         if bytes.len() < udrma_proto::HEADER_LEN {
@@ -70,8 +71,12 @@ impl Nic {
             udrma_proto::Opcode::Write | udrma_proto::Opcode::Send => {
                 self.nack_header(from, &p, Syndrome::Trimmed, 0);
             }
-            // A READ response, a reduce packet or a control packet: its
-            // sender's timer recovers it.
+            // This NIC asked for it: it asks again.
+            udrma_proto::Opcode::ReadResponse => {
+                self.read_response_trimmed(now, from, p.msg_id(), p.seg_index());
+            }
+            // A reduce packet or a control packet: its sender's timer
+            // recovers it.
             _ => {}
         }
     }

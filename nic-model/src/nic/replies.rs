@@ -453,6 +453,14 @@ impl Nic {
                 Body::SelectiveAck { base, bitmap }
             }
             ReplyBody::Nack { syndrome, detail } => Body::Nack { syndrome, detail },
+            ReplyBody::ReadAgain { rkey, addr, length } => {
+                flags |= Flags::PARTIAL | Flags::RETRANSMIT;
+                Body::ReadRequest {
+                    remote_addr: addr,
+                    rkey,
+                    length,
+                }
+            }
             ReplyBody::Credit(noop) => {
                 flags.set(Flags::ACK_REQ, noop == Noop::Repair);
                 Body::Credit
