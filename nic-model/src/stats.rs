@@ -165,9 +165,13 @@ pub struct Stats {
     /// because the responder had answered other READs since (congestion
     /// this requester caused, not a dead path).
     pub read_retries_congested: u64,
-    /// READ responses to this requester that arrived trimmed, each asked
-    /// for again at once by itself.
+    /// READ responses to this requester that arrived trimmed and were
+    /// asked for again at once, alone.
     pub read_responses_trimmed: u64,
+    /// Trimmed READ responses that came too soon to answer the latest ask
+    /// for their segment (a duplicate's, or an older ask's): not asked for
+    /// again.
+    pub read_trims_of_older_asks: u64,
     /// Responses a retried READ asked for again that were still waiting in
     /// this responder's transmit queue, and so were not queued twice.
     pub read_responses_still_queued: u64,

@@ -483,6 +483,61 @@ fn a_trimmed_read_response_is_asked_for_again_at_once_on_the_busy_budget() {
 }
 
 #[test]
+fn copies_of_a_trimmed_read_response_ask_again_once() {
+    // The hunt's shard 7004 (docs/testing.md, finding 28): on duplicating
+    // links every copy of a trimmed response asked again, each ask's
+    // answer was copied and trimmed in turn, and a READ spent its busy
+    // budget with nothing dropped. Two more copies of the trimmed header
+    // land at the instant the first did: they answer no later ask.
+    let mut p = read_pair();
+    let header = Arc::new(Mutex::new(None));
+    let h = header.clone();
+    let asks = Arc::new(Mutex::new(0));
+    let a = asks.clone();
+    let mut trimmed = false;
+    p.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode() == Opcode::ReadRequest => {
+            *a.lock().unwrap() += 1;
+            Verdict::Deliver
+        }
+        Some(r) if !trimmed && r.opcode() == Opcode::ReadResponse && r.seg_index == 3 => {
+            trimmed = true;
+            *h.lock().unwrap() = Some(r.to_vec().unwrap());
+            Verdict::Trim
+        }
+        _ => Verdict::Deliver,
+    });
+    let meta = udrma_nic::RxMeta {
+        trimmed: true,
+        ..Default::default()
+    };
+    let mut copied = false;
+    while p.step() {
+        if !copied && p.nics[0].stats().rx_trimmed == 1 {
+            copied = true;
+            let bytes = header.lock().unwrap().clone().unwrap();
+            let now = p.now;
+            for _ in 0..2 {
+                p.nics[0].handle_datagram_meta(
+                    now,
+                    NodeAddr(1),
+                    meta,
+                    &bytes[..udrma_proto::HEADER_LEN],
+                );
+            }
+        }
+    }
+    assert!(copied && completed_ok(&p));
+    let tx = p.nics[0].stats();
+    assert_eq!(*asks.lock().unwrap(), 2, "the request and one ask again");
+    assert_eq!(
+        (tx.read_responses_trimmed, tx.read_trims_of_older_asks),
+        (1, 2)
+    );
+    assert_eq!((tx.timeouts, tx.retries_exhausted), (0, 0));
+}
+
+#[test]
 fn a_trimmed_read_response_of_nobody_s_read_changes_nothing() {
     let mut p = read_pair();
     p.run();

@@ -120,7 +120,10 @@ impl Nic {
     /// spent a try of the loss budget: READs on a trimming fabric that
     /// dropped nothing failed with `RetryExceeded`. A request already
     /// waiting to go again (it asks for the whole missing span) sends
-    /// nothing more.
+    /// nothing more, nor does a trimmed copy that came too soon to answer
+    /// the segment's latest ask (`too_soon_for_copy`): with duplicating
+    /// links every copy of a trimmed answer asked again, and each ask's
+    /// answer was copied and trimmed in turn.
     pub(super) fn read_response_trimmed(
         &mut self,
         now: Instant,
@@ -146,9 +149,24 @@ impl Nic {
             return;
         }
         let (wr, offset, len) = (op.wr, op.offset, op.len);
+        let asked = op
+            .asked_again
+            .iter()
+            .find(|(s, _)| *s == seg)
+            .map(|(_, t)| *t);
         let Some(inf) = self.op_table.get(opn).copied() else {
             return;
         };
+        // A trimmed copy too soon to answer the latest ask for this
+        // segment (the request's latest copy, or this segment asked again
+        // alone) answers an older one: a duplicate's, or one the latest
+        // ask repeats. It is not asked for again, so copies do not
+        // multiply asks.
+        let latest = asked.map_or(inf.sent_at, |t| t.max(inf.sent_at));
+        if self.too_soon_for_copy(now, from, latest) {
+            self.stats.read_trims_of_older_asks += 1;
+            return;
+        }
         let Some(deadline) = inf
             .deadline
             .filter(|d| !self.timers.contains(&(*d, Timer::RnrRetry(opn))))
@@ -167,6 +185,12 @@ impl Nic {
         self.flow_lost(now, from, seg_bytes as u32, LossCause::Trimmed);
         if !self.count_rnr_retry(now, opn) {
             return;
+        }
+        if let Some(op) = self.ops.get_mut(&msg_id) {
+            match op.asked_again.iter_mut().find(|(s, _)| *s == seg) {
+                Some(e) => e.1 = now,
+                None => op.asked_again.push((seg, now)),
+            }
         }
         let again = now + self.rtt_to(from).backoff(inf.retries);
         self.timers.remove(&(deadline, Timer::Retransmit(opn)));

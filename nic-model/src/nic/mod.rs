@@ -212,6 +212,10 @@ struct Op {
     last_segment: bool,
     /// READ: which response packets have arrived.
     read_mask: Option<Mask>,
+    /// READ: when each segment whose response arrived trimmed was last
+    /// asked for again by itself (`Nic::read_response_trimmed`), at most
+    /// one entry a segment.
+    asked_again: Vec<(u32, Instant)>,
     /// When the latest-sent packet acknowledged so far left (first copies
     /// only): packets sent well before it and still unacknowledged are
     /// lost.
