@@ -264,9 +264,17 @@ impl Case {
                 let kind = MSG[*kind % MSG.len()];
                 let sizes = format!("\"1B..{}B\"", 1 + size % 20_000);
                 s += &format!(
-                    "\n[[workload]]\nkind = \"{kind}\"\nsrc = \"h{src}\"\ndst = \"h{dst}\"\nsizes = {sizes}\ncount = {count}\nwarmup = 1\nwindow = 4\nstart = \"{}us\"\n",
+                    "\n[[workload]]\nkind = \"{kind}\"\nsrc = \"h{src}\"\ndst = \"h{dst}\"\ncount = {count}\nstart = \"{}us\"\n",
                     i * 7
                 );
+                // A mixed run draws its own sizes; only the bandwidth
+                // shapes have a window.
+                if kind != "msg-mixed" {
+                    s += &format!("sizes = {sizes}\nwarmup = 1\n");
+                }
+                if kind == "msg-bw" || kind == "msg-bibw" {
+                    s += "window = 4\n";
+                }
             }
         } else {
             for (kind, op, a, b, size, count) in &self.workloads {
@@ -277,7 +285,20 @@ impl Case {
                 let op = if kind == "pingpong" { "write" } else { op };
                 let size = if op == "send" { size.min(&16384) } else { size };
                 let count = if kind == "all-to-all" { 1 } else { *count };
-                s += &format!("\n[[workload]]\nkind = \"{kind}\"\nop = \"{op}\"\nsrc = \"h{src}\"\ndst = \"h{dst}\"\nsize = {size}\ncount = {count}\nwindow = 2\n");
+                s += &format!("\n[[workload]]\nkind = \"{kind}\"\nop = \"{op}\"\nsize = {size}\n");
+                // Each kind gets the keys it takes, and no other (a key
+                // that does not apply is refused).
+                if matches!(kind, "single" | "many" | "pingpong" | "window") {
+                    s += &format!("src = \"h{src}\"\ndst = \"h{dst}\"\n");
+                } else if kind == "incast" {
+                    s += &format!("dst = \"h{dst}\"\n");
+                }
+                if kind != "single" {
+                    s += &format!("count = {count}\n");
+                }
+                if kind == "window" {
+                    s += "window = 2\n";
+                }
             }
             // Buffer reuse at the end of the fault windows.
             let (_, _, a, _, _, _) = self.workloads[0];

@@ -7,7 +7,7 @@ use udrma_nic::reduce::CollectiveKind;
 use udrma_proto::{Duration, Instant, ReduceOp, ReduceType};
 
 use crate::build;
-use crate::schema::{TopologyKind, WorkloadKind, WorkloadSpec};
+use crate::schema::{TopologyKind, WorkloadKind};
 use crate::{Scenario, ScenarioError};
 
 /// Most iterations a collective workload may run.
@@ -24,32 +24,6 @@ pub enum Method {
     Host,
     /// Both, on identical fabrics (the default).
     Both,
-}
-
-/// The keys only a collective workload takes.
-const KEYS: [&str; 6] = [
-    "collective",
-    "reduce_op",
-    "datatype",
-    "fan_in",
-    "interval",
-    "nodes",
-];
-
-fn set_keys(w: &WorkloadSpec) -> Vec<&'static str> {
-    let set = [
-        w.collective.is_some(),
-        w.reduce_op.is_some(),
-        w.datatype.is_some(),
-        w.fan_in.is_some(),
-        w.interval.is_some(),
-        w.nodes.is_some(),
-    ];
-    KEYS.iter()
-        .zip(set)
-        .filter(|(_, s)| *s)
-        .map(|(k, _)| *k)
-        .collect()
 }
 
 fn bad(sc: &Scenario, key: &str, msg: String) -> ScenarioError {
@@ -216,18 +190,13 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<Planned, ScenarioError
     })
 }
 
-/// Refuses collective keys on other workloads, and a collective beside
-/// other workloads.
+/// Refuses a collective beside other workloads, and plans it (its keys on
+/// other kinds are refused in `applies`).
 pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
     let mut count = 0;
-    for (i, w) in sc.file.workloads.iter().enumerate() {
+    for w in &sc.file.workloads {
         if w.kind == WorkloadKind::Collective {
             count += 1;
-        } else if let Some(k) = set_keys(w).first() {
-            return Err(sc.error_at_key(
-                k,
-                format!("workload {i}: `{k}` applies to `kind = \"collective\"` workloads only"),
-            ));
         }
     }
     if count > 0 && sc.file.workloads.len() > 1 {

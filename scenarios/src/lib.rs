@@ -7,7 +7,7 @@
 //! Modules, from the bottom up (each imports only those above it):
 //! - the spec: [`units`], [`schema`], [`edit`] (dotted-path edits for
 //!   sweeps), [`scenario`] (parsed text and located errors), [`checks`]
-//!   (check names);
+//!   (check names), [`applies`] (which keys each workload kind takes);
 //! - the build: [`profile`] (hardware profiles, cost model, messaging
 //!   configuration), [`build`] (topology, NICs, fault rules, pauses),
 //!   [`ncplan`] (the non-contiguous workload's layouts and method),
@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod applies;
 pub mod backend;
 pub mod build;
 pub mod checks;

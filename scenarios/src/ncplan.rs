@@ -31,40 +31,8 @@ pub struct Planned {
     pub estimates: Vec<(Method, f64)>,
 }
 
-/// The keys of the noncontig workload, refused elsewhere.
-const KEYS: [&str; 9] = [
-    "method",
-    "form",
-    "layout",
-    "block",
-    "blocks",
-    "stride",
-    "peer_layout",
-    "halo",
-    "key_cache",
-];
-
-fn set_keys(w: &WorkloadSpec) -> Vec<&'static str> {
-    let set = [
-        w.method.is_some(),
-        w.form.is_some(),
-        w.layout.is_some(),
-        w.block.is_some(),
-        w.blocks.is_some(),
-        w.stride.is_some(),
-        w.peer_layout.is_some(),
-        w.halo.is_some(),
-        w.key_cache.is_some(),
-    ];
-    KEYS.iter()
-        .zip(set)
-        .filter(|(_, s)| *s)
-        .map(|(k, _)| *k)
-        .collect()
-}
-
-/// Refuses noncontig keys on other workloads, and a noncontig workload
-/// beside others.
+/// Refuses a noncontig workload beside others, and plans it (its keys on
+/// other kinds are refused in `applies`).
 pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
     let nc = sc
         .file
@@ -72,18 +40,6 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         .iter()
         .filter(|w| w.kind == WorkloadKind::Noncontig)
         .count();
-    for (i, w) in sc.file.workloads.iter().enumerate() {
-        if w.kind != WorkloadKind::Noncontig {
-            // A collective names its method (nic, host or both) too.
-            let own = |k: &&&str| !(w.kind == WorkloadKind::Collective && **k == "method");
-            if let Some(k) = set_keys(w).iter().find(own) {
-                return Err(sc.error_at_key(
-                    k,
-                    format!("workload {i}: `{k}` applies to `kind = \"noncontig\"` workloads only"),
-                ));
-            }
-        }
-    }
     if nc > 0 && sc.file.workloads.len() > 1 {
         return Err(sc.error_at(
             "noncontig",

@@ -99,6 +99,15 @@ impl Scenario {
         found
     }
 
+    /// An error at byte `offset` of the text.
+    pub fn error_at_offset(&self, offset: usize, message: String) -> ScenarioError {
+        ScenarioError {
+            file: self.path.clone(),
+            at: Some(line_col(&self.text, offset)),
+            message,
+        }
+    }
+
     /// An error about the whole file (no place in it).
     pub fn error(&self, message: String) -> ScenarioError {
         ScenarioError {

@@ -13,6 +13,7 @@ use crate::{Scenario, ScenarioError};
 
 /// Checks everything that can be checked without running.
 pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
+    crate::applies::check(sc)?;
     unique_fault_names(sc)?;
     let topo = topology(sc)?;
     let n = topo.n_hosts();
@@ -39,12 +40,6 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         let who = format!("workload {i} ({:?})", w.kind).to_lowercase();
         for h in w.src.iter().chain(w.dst.iter()).chain(w.srcs.iter()) {
             host(sc, h, n, &who)?;
-        }
-        if !w.pairs.is_empty() && w.kind != WorkloadKind::Permutation {
-            return Err(sc.error_at_key(
-                "pairs",
-                format!("{who}: `pairs` belongs to a permutation workload"),
-            ));
         }
         for (k, [a, b]) in w.pairs.iter().enumerate() {
             let (x, y) = (host(sc, a, n, &who)?, host(sc, b, n, &who)?);

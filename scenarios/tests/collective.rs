@@ -171,7 +171,9 @@ fn bad_collective_keys_are_named() {
                 src = \"h0\"\ndst = \"h1\"\nsize = \"8B\"\nreduce_op = \"sum\"\n";
     let e = Scenario::parse("bad.toml", text).unwrap_err().to_string();
     assert!(
-        e.contains("applies to `kind = \"collective\"` workloads only"),
+        e.starts_with(
+            "bad.toml:9:1: workload 0: `reduce_op` does not apply to `kind = \"single\"`"
+        ),
         "{e}"
     );
 }

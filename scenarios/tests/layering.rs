@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The floors, bottom first (as the crate docs list them).
-const FLOORS: [&str; 20] = [
+const FLOORS: [&str; 21] = [
     "units",
     "schema",
     "edit",
     "scenario",
     "checks",
+    "applies",
     "profile",
     "build",
     "ncplan",

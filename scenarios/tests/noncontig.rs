@@ -162,7 +162,7 @@ fn bad_noncontig_input_is_named_by_its_key() {
     );
     bad(
         "[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"1KiB\"\nmethod = \"sgl\"\n",
-        "applies to `kind = \"noncontig\"` workloads only",
+        "`method` does not apply to `kind = \"single\"`, which takes `op`, `src`, `dst`, `size`, `start`",
     );
     bad(
         &format!(

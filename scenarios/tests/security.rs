@@ -31,7 +31,6 @@ src = "h0"
 dst = "h1"
 size = "1MiB"
 count = 8
-window = 8
 "#
     )
 }
