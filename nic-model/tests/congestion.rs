@@ -39,6 +39,7 @@ struct Heard {
     acks: u32,
     marked: u32,
     losses: Vec<LossCause>,
+    lost_bytes: Vec<u64>,
     sends: Vec<Instant>,
 }
 
@@ -63,8 +64,10 @@ impl CongestionControl for Fixed {
         h.acks += 1;
         h.marked += u32::from(ack.ce);
     }
-    fn on_loss(&mut self, _: Instant, _: u64, cause: LossCause) {
-        self.heard.lock().unwrap().losses.push(cause);
+    fn on_loss(&mut self, _: Instant, bytes: u64, cause: LossCause) {
+        let mut h = self.heard.lock().unwrap();
+        h.losses.push(cause);
+        h.lost_bytes.push(bytes);
     }
     fn window(&self) -> u64 {
         self.window
@@ -535,6 +538,127 @@ fn copies_of_a_trimmed_read_response_ask_again_once() {
         (1, 2)
     );
     assert_eq!((tx.timeouts, tx.retries_exhausted), (0, 0));
+}
+
+#[test]
+fn a_trimmed_response_of_a_read_s_later_operation_is_asked_for_at_its_own_place() {
+    // A 7,500-byte READ cut into two operations of 4,000 and 3,500 bytes:
+    // the second operation's last response (500 bytes) is trimmed, and
+    // the ask names that operation's own address and bytes.
+    let cfg = NicConfig {
+        segment_threshold: 4000,
+        segment_size: 4000,
+        ..small()
+    };
+    let mut p = Pair::new(cfg);
+    let local = p.nics[0].register(0x1000, 1 << 16, Access::ALL);
+    let remote = p.nics[1].register(0x9000, 1 << 16, Access::ALL);
+    p.nics[1]
+        .memory_mut()
+        .region_mut(remote)
+        .unwrap()
+        .bytes
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = (i % 251) as u8);
+    p.nics[0]
+        .post(
+            p.now,
+            WorkRequest::read(NodeAddr(1), local, 0x1000, 7500, remote.0, 0x9000),
+        )
+        .unwrap();
+    let heard = with_fixed(&mut p, u64::MAX, Duration::ZERO);
+    let asks = Arc::new(Mutex::new(Vec::new()));
+    let a = asks.clone();
+    let mut trimmed = false;
+    p.set_filter(move |w| match &w.repr {
+        Some(r) if r.opcode() == Opcode::ReadRequest => {
+            if let udrma_proto::Body::ReadRequest {
+                remote_addr,
+                length,
+                ..
+            } = r.body
+            {
+                a.lock().unwrap().push((remote_addr, length, r.seg_index));
+            }
+            Verdict::Deliver
+        }
+        Some(r)
+            if !trimmed
+                && matches!(&r.body, udrma_proto::Body::ReadResponse { data, .. } if data.len() == 500) =>
+        {
+            trimmed = true;
+            Verdict::Trim
+        }
+        _ => Verdict::Deliver,
+    });
+    p.run();
+    assert!(completed_ok(&p));
+    assert_eq!(
+        asks.lock().unwrap().clone(),
+        [
+            (0x9000, 4000, 0),
+            (0x9000 + 4000, 3500, 0),
+            (0x9000 + 4000, 3500, 3)
+        ]
+    );
+    assert_eq!(heard.lock().unwrap().lost_bytes, [500]);
+    let got = &p.nics[0].memory().regions().next().unwrap().1.bytes[..7500];
+    assert!(got.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
+}
+
+#[test]
+fn trimmed_headers_that_name_no_missing_response_ask_nothing() {
+    // Response 7's first copy is lost, so the READ waits for its timer;
+    // meanwhile trimmed headers arrive that name a response already here
+    // (2), one past the READ's eight (9), and response 7 from a host the
+    // READ did not ask. None is asked for again; response 7 from the
+    // responder is.
+    let mut p = read_pair();
+    let lost = Arc::new(Mutex::new(None));
+    let l = lost.clone();
+    p.set_filter(move |w| match &w.repr {
+        Some(r) if r.opcode() == Opcode::ReadResponse && r.seg_index == 7 => {
+            let mut l = l.lock().unwrap();
+            if l.is_none() {
+                *l = Some(r.to_vec().unwrap());
+                return Verdict::Drop;
+            }
+            Verdict::Deliver
+        }
+        _ => Verdict::Deliver,
+    });
+    while lost.lock().unwrap().is_none() {
+        assert!(p.step());
+    }
+    // Responses 0 to 6 land (a few wire latencies; the RTO is far).
+    let t = p.now + p.latency + p.latency;
+    p.advance_to(t);
+    assert_eq!(p.nics[0].stats().timeouts, 0);
+    let header = lost.lock().unwrap().clone().unwrap()[..udrma_proto::HEADER_LEN].to_vec();
+    let with_seg = |seg: u32| {
+        let mut h = header.clone();
+        udrma_proto::Packet::new_unchecked(&mut h[..]).set_seg_index(seg);
+        h
+    };
+    let meta = udrma_nic::RxMeta {
+        trimmed: true,
+        ..Default::default()
+    };
+    let now = p.now;
+    let nic = &mut p.nics[0];
+    nic.handle_datagram_meta(now, NodeAddr(1), meta, &with_seg(2));
+    nic.handle_datagram_meta(now, NodeAddr(1), meta, &with_seg(9));
+    nic.handle_datagram_meta(now, NodeAddr(5), meta, &with_seg(7));
+    assert_eq!(nic.stats().stale_read_responses, 3);
+    assert_eq!(nic.stats().read_responses_trimmed, 0);
+    let mut buf = Vec::new();
+    assert!(nic.poll_transmit(now, &mut buf).is_none(), "nothing asked");
+    nic.handle_datagram_meta(now, NodeAddr(1), meta, &with_seg(7));
+    assert_eq!(nic.stats().read_responses_trimmed, 1);
+    p.run();
+    assert!(completed_ok(&p));
+    assert_eq!(p.nics[0].stats().timeouts, 0);
 }
 
 #[test]
