@@ -251,6 +251,38 @@ fn run_set_changes_one_setting_and_names_a_bad_one() {
 }
 
 #[test]
+fn run_set_takes_every_seed_that_seed_takes() {
+    // TOML integers stop at i64::MAX; seeds go to u64::MAX, and a hunt's
+    // files carry such seeds. `--set` edits them as `--seed` takes them.
+    let file = example("two-hosts.toml");
+    let hash = |args: &[&str]| {
+        let out = udrma(args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["trace_hash"].as_str().unwrap().to_string()
+    };
+    let max = "18446744073709551615";
+    let by_flag = hash(&["run", &file, "--json", "--seed", max]);
+    let by_set = hash(&["run", &file, "--json", "--set", &format!("seed={max}")]);
+    assert_eq!(by_flag, by_set);
+    let dir = tmp("big-seed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let text = text.replacen("seed = 1\n", &format!("seed = {max}\n"), 1);
+    assert!(text.contains(max), "two-hosts.toml sets seed = 1");
+    std::fs::write(&big, text).unwrap();
+    let big = big.display().to_string();
+    let same_limit = "time_limit=\"100ms\"";
+    assert_eq!(hash(&["run", &big, "--json", "--set", same_limit]), by_flag);
+}
+
+#[test]
 fn run_writes_a_pcap_that_decode_reads() {
     let pcap = tmp("cli-run.pcap");
     let out = udrma(&[
@@ -669,6 +701,21 @@ fn udrma_host_runs_a_scenario_split_across_two_processes() {
     let out = udrma(&["host", &file, "--as", "h0", "--bind", &a0]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no --peer for h1"));
+    // A peer that never comes: exit 1 after the HELLOs (about 5 s), and
+    // the hint names what should run there.
+    let nobody = format!("h1=127.0.0.1:{}", free_port());
+    let out = udrma(&[
+        "host", &file, "--as", "h0", "--bind", &a0, "--peer", &nobody,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is unreachable")
+            && err.contains(
+                "is `udrma host` for that host (with the same scenario file) running there"
+            ),
+        "{err}"
+    );
 }
 
 /// What a run's loss cost it, from a JSON report (or the sum of a

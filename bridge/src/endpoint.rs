@@ -75,6 +75,9 @@ pub struct BridgeConfig {
     /// kernel's scheduler), at the price of a core kept busy while the
     /// endpoint waits. For latency runs.
     pub busy_poll: bool,
+    /// What an unreachable peer should be running, as the error's hint
+    /// says it (default: `udrma bridge serve`).
+    pub peer_program: &'static str,
 }
 
 impl Default for BridgeConfig {
@@ -91,6 +94,7 @@ impl Default for BridgeConfig {
             peer_idle: std::time::Duration::from_secs(60),
             keys: None,
             busy_poll: false,
+            peer_program: "`udrma bridge serve`",
         }
     }
 }
@@ -456,6 +460,7 @@ impl Endpoint {
             addr,
             tries: self.cfg.hello_tries.max(1),
             waited: started.elapsed(),
+            program: self.cfg.peer_program,
         })
     }
 

@@ -75,7 +75,7 @@ pub enum BridgeError {
     #[error("peer {0} is full: it answered that its peer table holds as many peers as it admits (try again when its idle peers have left, or ask its operator to raise --max-peers)")]
     ServerFull(SocketAddr),
     /// No HELLO reply came back.
-    #[error("peer {addr} is unreachable: no answer to {tries} HELLOs over {:.1} s (is `udrma bridge serve` running there, is UDP allowed through, and does it need --key, or this side a different one?)", waited.as_secs_f64())]
+    #[error("peer {addr} is unreachable: no answer to {tries} HELLOs over {:.1} s (is {program} running there, is UDP allowed through, and does it need --key, or this side a different one?)", waited.as_secs_f64())]
     Unreachable {
         /// The peer.
         addr: SocketAddr,
@@ -83,6 +83,8 @@ pub enum BridgeError {
         tries: u32,
         /// Time spent.
         waited: std::time::Duration,
+        /// What should be running there (`BridgeConfig::peer_program`).
+        program: &'static str,
     },
     /// The peer answered but announced no region.
     #[error("peer {0} announces no memory region")]

@@ -119,7 +119,7 @@ pub fn check(sc: &Scenario) -> Result<(), ScenarioError> {
     for (i, f) in sc.file.faults.iter().enumerate() {
         let takes = model_keys(f.model);
         let packets = f.model != ModelKind::RegistrationFailure;
-        let name = format!("{:?}", f.model).to_lowercase();
+        let name = f.model.name();
         refuse_other(
             sc,
             &doc,

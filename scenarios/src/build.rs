@@ -38,6 +38,15 @@ pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
         trim: t.trim,
         control_priority: t.control_priority,
     };
+    if u64::from(params.mtu) > params.queue_bytes {
+        return Err(sc.error_at_key(
+            "queue",
+            format!(
+                "topology.queue = {} B holds no packet: every port would drop all it is given; it must hold at least one of the link's MTU ({} B)",
+                params.queue_bytes, params.mtu
+            ),
+        ));
+    }
     if let Some(max) = t.ecn_max {
         match t.ecn_threshold {
             None => {
@@ -600,7 +609,7 @@ pub fn rules(sc: &Scenario, seed: u64, n_hosts: usize) -> Result<RuleSet, Scenar
     let mut set = RuleSet::new();
     for (i, f) in sc.file.faults.iter().enumerate() {
         let name = f.name.clone().unwrap_or_else(|| format!("fault{i}"));
-        let model_name = format!("{:?}", f.model).to_lowercase();
+        let model_name = f.model.name();
         let need = |what: &str| {
             sc.error_at(
                 &name,
@@ -834,7 +843,9 @@ pub fn msg_config(
         // At the key when the file gives it, else at the table (the value
         // is a default's), never at a comment that mentions messaging.
         let udrma_host::messaging::MsgConfigError::Field { field, .. } = &e;
-        let message = format!("[messaging] {e}");
+        // The messaging layer names the NIC's fields as the engine spells
+        // them; a scenario file spells them in [nic].
+        let message = format!("[messaging] {e}").replace("recv_queue_capacity", "[nic] recv_queue");
         let at_key = sc.error_at_key(field, message.clone());
         if at_key.at.is_some() {
             at_key

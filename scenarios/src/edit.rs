@@ -14,6 +14,29 @@ pub fn value(raw: &str) -> Value {
     }
 }
 
+/// Parses scenario text as a table to edit. TOML integers are 64-bit
+/// signed but a seed is any u64 (as `--seed` takes it): a top-level
+/// `seed` above i64::MAX is read as its string of digits, which the
+/// scenario schema takes too.
+pub fn parse_doc(text: &str) -> Result<Table, String> {
+    let mut out = String::with_capacity(text.len() + 2);
+    let mut top = true;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        top &= !t.starts_with('[');
+        let big = t
+            .strip_prefix("seed")
+            .and_then(|r| r.trim_start().strip_prefix('='))
+            .map(|v| v.split('#').next().unwrap_or("").trim())
+            .filter(|d| d.parse::<u64>().is_ok() && d.parse::<i64>().is_err());
+        match big {
+            Some(digits) if top => out.push_str(&format!("seed = \"{digits}\"\n")),
+            _ => out.push_str(line),
+        }
+    }
+    out.parse::<Table>().map_err(|e| e.to_string())
+}
+
 /// Sets `path` in `doc` to `v`. Arrays of tables (`fault`, `workload`,
 /// `pause`) are indexed by position or, for faults, by `name`.
 pub fn set(doc: &mut Table, path: &str, v: Value) -> Result<(), String> {
@@ -204,6 +227,18 @@ mod tests {
             .ends_with("no `fault` named \"los\"; the names are \"loss\""));
         assert_eq!(value("true"), Value::Boolean(true));
         assert_eq!(value("h3"), Value::String("h3".into()));
+    }
+
+    #[test]
+    fn a_seed_above_what_toml_integers_hold_is_edited_as_digits() {
+        let text = "name = \"x\"\nseed = 18446744073709551615 # u64::MAX\n[nic]\nseed = 1\n";
+        let mut doc = parse_doc(text).unwrap();
+        assert_eq!(doc["seed"], Value::String("18446744073709551615".into()));
+        assert_eq!(doc["nic"]["seed"], Value::Integer(1));
+        set(&mut doc, "seed", value("9223372036854775808")).unwrap();
+        assert!(render(&doc).contains("seed = \"9223372036854775808\""));
+        set(&mut doc, "seed", value("7")).unwrap();
+        assert!(render(&doc).contains("seed = 7"));
     }
 
     #[test]

@@ -442,6 +442,7 @@ pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> 
             mtu_payload: host_payload(nic.mtu_payload, &peer_addrs),
             ..nic
         },
+        peer_program: "`udrma host` for that host (with the same scenario file)",
         ..BridgeConfig::default()
     };
     let plan = plans[local.0 as usize].clone();

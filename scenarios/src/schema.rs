@@ -15,8 +15,10 @@ pub struct ScenarioFile {
     /// What it demonstrates, and the outcome to expect.
     #[serde(default)]
     pub description: String,
-    /// Master seed (overridable with `--seed`).
-    #[serde(default = "one")]
+    /// Master seed (overridable with `--seed`): any u64, written as an
+    /// integer or, above what TOML's 64-bit signed integers hold, as a
+    /// string of digits.
+    #[serde(default = "one", deserialize_with = "seed")]
     pub seed: u64,
     /// Simulated time after which the run stops (liveness fails if work
     /// remains).
@@ -136,6 +138,32 @@ pub struct MessagingSpec {
 
 fn one() -> u64 {
     1
+}
+
+/// A seed: an integer, or a string of digits (TOML integers stop at
+/// i64::MAX; seeds, as `--seed` takes them, go to u64::MAX).
+fn seed<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a seed: an integer 0..=18446744073709551615, or one in a string")
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::custom(format!("seed {v} is negative")))
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<u64, E> {
+            v.parse().map_err(|_| {
+                E::custom(format!(
+                    "seed {v:?} is not an integer 0..=18446744073709551615"
+                ))
+            })
+        }
+    }
+    d.deserialize_any(V)
 }
 
 fn default_limit() -> Time {
@@ -544,6 +572,24 @@ pub enum ModelKind {
     /// Memory registrations fail with probability `p` on the hosts in
     /// `src` (default all), within `from`..`until` (messaging layer).
     RegistrationFailure,
+}
+
+impl ModelKind {
+    /// Its name in a scenario file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Loss => "loss",
+            ModelKind::GilbertElliott => "gilbert-elliott",
+            ModelKind::Duplicate => "duplicate",
+            ModelKind::Reorder => "reorder",
+            ModelKind::Delay => "delay",
+            ModelKind::Corrupt => "corrupt",
+            ModelKind::Rate => "rate",
+            ModelKind::Down => "down",
+            ModelKind::Partition => "partition",
+            ModelKind::RegistrationFailure => "registration-failure",
+        }
+    }
 }
 
 /// `[[fault]]`: a model and its target.

@@ -37,7 +37,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "GB" => 1e9,
         other => {
             return Err(format!(
-                "unknown size unit {other:?} in {s:?} (expected B, KiB, MiB, GiB, KB, MB or GB)"
+                "unknown size unit {other:?} in {s:?} (expected B, KiB, MiB, GiB, KB, MB or GB){}",
+                near(other, &["B", "KiB", "MiB", "GiB", "KB", "MB", "GB"])
             ))
         }
     };
@@ -46,6 +47,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         return Err(format!("{s:?} is not a whole number of bytes"));
     }
     Ok(bytes as u64)
+}
+
+/// " (did you mean `X`?)" for a unit that is one of `units` but for
+/// case, or a letter or two away; empty if none is near.
+fn near(unit: &str, units: &[&str]) -> String {
+    units
+        .iter()
+        .find(|u| u.eq_ignore_ascii_case(unit))
+        .map(|u| u.to_string())
+        .or_else(|| udrma_faults::closest(unit, units))
+        .map_or_else(String::new, |u| format!(" (did you mean `{u}`?)"))
 }
 
 /// Parses a time: `500ps`, `10ns`, `2us`, `1.5ms`, `1s`.
@@ -61,7 +73,8 @@ pub fn parse_time(s: &str) -> Result<Duration, String> {
         "" => return Err(format!("{s:?} needs a unit (ps, ns, us, ms or s)")),
         other => {
             return Err(format!(
-                "unknown time unit {other:?} in {s:?} (expected ps, ns, us, ms or s)"
+                "unknown time unit {other:?} in {s:?} (expected ps, ns, us, ms or s){}",
+                near(other, &["ps", "ns", "us", "ms", "s"])
             ))
         }
     };
@@ -84,7 +97,8 @@ pub fn parse_rate(s: &str) -> Result<u64, String> {
         "Tbps" => 1e12,
         other => {
             return Err(format!(
-                "unknown rate unit {other:?} in {s:?} (expected bps, Kbps, Mbps, Gbps or Tbps)"
+                "unknown rate unit {other:?} in {s:?} (expected bps, Kbps, Mbps, Gbps or Tbps){}",
+                near(other, &["bps", "Kbps", "Mbps", "Gbps", "Tbps"])
             ))
         }
     };
@@ -177,8 +191,19 @@ mod tests {
         assert_eq!(parse_rate("100Gbps"), Ok(100_000_000_000));
         assert_eq!(
             parse_size("1MIB").unwrap_err(),
-            "unknown size unit \"MIB\" in \"1MIB\" (expected B, KiB, MiB, GiB, KB, MB or GB)"
+            "unknown size unit \"MIB\" in \"1MIB\" (expected B, KiB, MiB, GiB, KB, MB or GB) (did you mean `MiB`?)"
         );
+        // A near miss is named: by case, or by a letter.
+        assert!(parse_rate("10gbps")
+            .unwrap_err()
+            .ends_with("(did you mean `Gbps`?)"));
+        assert!(parse_time("3msec")
+            .unwrap_err()
+            .ends_with("(did you mean `ms`?)"));
+        assert!(parse_size("4Kib")
+            .unwrap_err()
+            .ends_with("(did you mean `KiB`?)"));
+        assert!(!parse_size("4parsecs").unwrap_err().contains("did you mean"));
         assert_eq!(
             parse_time("5").unwrap_err(),
             "\"5\" needs a unit (ps, ns, us, ms or s)"

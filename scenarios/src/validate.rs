@@ -37,7 +37,7 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         {
             continue;
         }
-        let who = format!("workload {i} ({:?})", w.kind).to_lowercase();
+        let who = format!("workload {i} ({})", w.kind.name());
         for h in w.src.iter().chain(w.dst.iter()).chain(w.srcs.iter()) {
             host(sc, h, n, &who)?;
         }
@@ -216,7 +216,7 @@ fn validate_messaging(sc: &Scenario) -> Result<(), ScenarioError> {
         if !w.kind.is_messaging() {
             continue;
         }
-        let who = format!("workload {i} ({:?})", w.kind).to_lowercase();
+        let who = format!("workload {i} ({})", w.kind.name());
         if w.src.is_none() || w.dst.is_none() {
             return Err(sc.error_at("workload", format!("{who} needs `src` and `dst`")));
         }

@@ -256,6 +256,37 @@ fn invalid_files_say_where_and_what() {
         error(&format!("{BASE}ecn_threshold = \"64KiB\"\necn_max = \"16KiB\"\n")),
         "bad.toml:6:1: topology.ecn_max (16384 B) must be above ecn_threshold (65536 B): the ramp marks more as the queue grows from one to the other"
     );
+    // The NIC's receive queue is named as the file spells it.
+    let e = error("name = \"x\"\n[topology]\nkind = \"pair\"\n[nic]\nrecv_queue = 4\n[messaging]\nvbufs_per_peer = 8\n[[workload]]\nkind = \"msg-latency\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 8\n");
+    assert!(
+        e.contains("8 must be 1..=4 (the NIC's [nic] recv_queue)"),
+        "{e}"
+    );
+    // A workload kind is named as the file spells it.
+    let e = error(&format!(
+        "{BASE}[[workload]]\nkind = \"msg-latency\"\nsrc = \"h0\"\nsize = 8\n"
+    ));
+    assert!(
+        e.ends_with("workload 0 (msg-latency) needs `src` and `dst`"),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{BASE}[[workload]]\nkind = \"random-pairs\"\nop = \"write\"\n"
+    ));
+    assert!(e.ends_with("workload 0 (random-pairs) needs `size`"), "{e}");
+    // A queue that holds no packet (issue 51: `queue = 0` ran, dropping
+    // everything).
+    assert_eq!(
+        error(&format!("{BASE}queue = 0\n")),
+        "bad.toml:5:1: topology.queue = 0 B holds no packet: every port would drop all it is given; it must hold at least one of the link's MTU (9216 B)"
+    );
+    assert!(error(&format!("{BASE}mtu = 1500\nqueue = \"1KB\"\n")).contains("(1500 B)"));
+    // A unit off by case is named.
+    assert!(
+        error(&format!("{BASE}bandwidth = \"10gbps\"\n")).ends_with("(did you mean `Gbps`?)"),
+        "{}",
+        error(&format!("{BASE}bandwidth = \"10gbps\"\n"))
+    );
     // A messaging setting out of range: at its key when the file gives
     // it, else at the table (the value is a default's), never at a
     // comment that happens to say "messaging".

@@ -80,8 +80,7 @@ pub(crate) fn read_doc(file: &Path) -> anyhow::Result<(String, Table)> {
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     // Parse once as a scenario for located errors, then as a table to edit.
     Scenario::parse(&file.display().to_string(), &text).map_err(|e| bad(e.to_string()))?;
-    let doc: Table = text
-        .parse()
+    let doc: Table = udrma_scenarios::edit::parse_doc(&text)
         .map_err(|e| bad(format!("{}: {e}", file.display())))?;
     Ok((text, doc))
 }
