@@ -99,10 +99,22 @@ fn main() {
         )
         .build()
         .expect("valid faults");
-    let src = sim.nic_mut(H0).register(0x1000, PING, Access::ALL);
-    let dst = sim.nic_mut(H1).register(0x9000, PING, Access::ALL);
-    let back = sim.nic_mut(H1).register(0x1000, PING, Access::ALL);
-    let pong = sim.nic_mut(H0).register(0x9000, PING, Access::ALL);
+    let src = sim
+        .nic_mut(H0)
+        .expect("h0 exists")
+        .register(0x1000, PING, Access::ALL);
+    let dst = sim
+        .nic_mut(H1)
+        .expect("h1 exists")
+        .register(0x9000, PING, Access::ALL);
+    let back = sim
+        .nic_mut(H1)
+        .expect("h1 exists")
+        .register(0x1000, PING, Access::ALL);
+    let pong = sim
+        .nic_mut(H0)
+        .expect("h0 exists")
+        .register(0x9000, PING, Access::ALL);
 
     // h1's side is three lines: answer every ping with a pong.
     sim.add_app(

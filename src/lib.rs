@@ -27,8 +27,8 @@
 //!     .fault("dup", Target::any(), Model::Duplicate { p: 0.2, copies: 1, correlation: 0.0 })
 //!     .build()
 //!     .unwrap();
-//! let src = sim.nic_mut(h0).register(0x1000, 8192, Access::ALL);
-//! let dst = sim.nic_mut(h1).register(0x9000, 8192, Access::ALL);
+//! let src = sim.nic_mut(h0).unwrap().register(0x1000, 8192, Access::ALL);
+//! let dst = sim.nic_mut(h1).unwrap().register(0x9000, 8192, Access::ALL);
 //! // h1 answers every WRITE that lands with a WRITE of its own.
 //! sim.add_app(h1, from_fn(move |now, nic, event| {
 //!     if let Event::WriteReceived { from, len, .. } = event {
@@ -37,11 +37,8 @@
 //!     }
 //! }))
 //! .unwrap();
-//! let now = sim.world().now();
-//! sim.nic_mut(h0)
-//!     .post(now, WorkRequest::write(h1, src, 0x1000, 8192, dst.0, 0x9000))
+//! sim.post(h0, WorkRequest::write(h1, src, 0x1000, 8192, dst.0, 0x9000))
 //!     .unwrap();
-//! sim.service(h0);
 //! let outcome = sim.run();
 //! outcome.assert_invariants();
 //! ```

@@ -93,7 +93,7 @@ fn the_same_pingpong_app_runs_in_the_simulator_and_over_sockets() {
         )
         .build()
         .unwrap();
-    let keys = regions(|h, at| sim.nic_mut(h).register(at, LEN, Access::ALL));
+    let keys = regions(|h, at| sim.nic_mut(h).unwrap().register(at, LEN, Access::ALL));
     let (pinger, echo) = apps(keys);
     sim.add_app(H1, echo).unwrap();
     sim.add_app(H0, pinger).unwrap();

@@ -10,34 +10,31 @@
 //! use udrma_nic::{Access, Event, WorkRequest};
 //! use udrma_proto::NodeAddr;
 //!
-//! let (h0, h1) = (NodeAddr(0), NodeAddr(1));
 //! // Two hosts on one link that loses 5 % of packets.
 //! let mut sim = Sim::builder()
 //!     .seed(7)
 //!     .fault("loss", Target::any(), Model::Loss { p: 0.05, correlation: 0.0 })
 //!     .build()
 //!     .unwrap();
-//! let src = sim.nic_mut(h0).register(0x1000, 64 << 10, Access::ALL);
-//! let dst = sim.nic_mut(h1).register(0x9000, 64 << 10, Access::ALL);
-//! sim.nic_mut(h0).memory_mut().region_mut(src).unwrap().bytes.fill(0xab);
+//! let src = sim.nic_mut("h0").unwrap().register(0x1000, 64 << 10, Access::ALL);
+//! let dst = sim.nic_mut("h1").unwrap().register(0x9000, 64 << 10, Access::ALL);
+//! sim.nic_mut("h0").unwrap().memory_mut().region_mut(src).unwrap().bytes.fill(0xab);
 //!
-//! // h0 writes 64 KiB to h1 when it starts, and counts its completions.
-//! let wr = WorkRequest::write(h1, src, 0x1000, 64 << 10, dst.0, 0x9000);
+//! // h0 counts its completions; it writes 64 KiB to h1 now.
 //! let mut done = 0;
-//! sim.add_app(h0, from_fn(move |_now, _nic, event| {
-//!     if let Event::Completed { result, .. } = event {
-//!         assert!(result.is_ok());
+//! sim.add_app("h0", from_fn(move |_now, _nic, event| {
+//!     if let Event::Completed { .. } = event {
 //!         done += 1;
 //!     }
 //! }))
 //! .unwrap();
-//! let now = sim.world().now();
-//! sim.nic_mut(h0).post(now, wr).unwrap();
-//! sim.service(h0);
+//! let wr = WorkRequest::write(NodeAddr(1), src, 0x1000, 64 << 10, dst.0, 0x9000);
+//! sim.post("h0", wr).unwrap();
 //!
+//! // Every invariant held, and every request succeeded.
 //! let outcome = sim.run();
 //! outcome.assert_invariants();
-//! let landed = &sim.world().nic(h1).memory().region(dst).unwrap().bytes;
+//! let landed = &sim.world().nic(NodeAddr(1)).memory().region(dst).unwrap().bytes;
 //! assert!(landed.iter().all(|b| *b == 0xab));
 //! ```
 
@@ -45,20 +42,44 @@ use std::collections::BTreeMap;
 
 use udrma_faults::{Model, Rule, RuleSet, Target};
 use udrma_host::App;
-use udrma_nic::{Nic, NicConfig, WrId};
+use udrma_nic::{Nic, NicConfig, WcError, WorkRequest, WrId};
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::routing::Policy;
 use crate::topology::{LinkParams, Topology};
 use crate::world::{FabricConfig, FabricError, World};
 
+/// A host, by address (`NodeAddr(1)`) or by name (`"h1"`).
+pub trait Host {
+    /// Its address (an error for a name that is not `h` and a number).
+    fn addr(&self) -> Result<NodeAddr, FabricError>;
+}
+
+impl Host for NodeAddr {
+    fn addr(&self) -> Result<NodeAddr, FabricError> {
+        Ok(*self)
+    }
+}
+
+impl Host for &str {
+    fn addr(&self) -> Result<NodeAddr, FabricError> {
+        self.strip_prefix('h')
+            .filter(|n| !n.starts_with('+'))
+            .and_then(|n| n.parse().ok())
+            .map(NodeAddr)
+            .ok_or_else(|| FabricError::HostName(self.to_string()))
+    }
+}
+
 /// Builds a [`Sim`]: every setting has a default (two hosts on one
-/// 100 Gb/s, 1 µs link; seed 1; the default NIC; no faults; 1 s limit).
+/// 100 Gb/s, 1 µs link; seed 1; the default NIC; no faults; 1 s limit;
+/// every request must succeed).
 pub struct SimBuilder {
     topology: Option<Topology>,
     cfg: FabricConfig,
     faults: Vec<(String, Target, Model)>,
     limit: Duration,
+    expect_failures: bool,
 }
 
 impl SimBuilder {
@@ -102,6 +123,15 @@ impl SimBuilder {
         self
     }
 
+    /// Failed requests are expected (a fault plan no retry budget
+    /// survives): [`Sim::run`] then does not require every request to
+    /// succeed. Off by default, so a READ that fails `BadRkey` fails the
+    /// run.
+    pub fn expect_failures(mut self, expect: bool) -> SimBuilder {
+        self.expect_failures = expect;
+        self
+    }
+
     /// The world, with its fault rules checked (a bad probability or an
     /// unknown link is an error here, not a panic later).
     pub fn build(self) -> Result<Sim, FabricError> {
@@ -115,6 +145,7 @@ impl SimBuilder {
         Ok(Sim {
             world: World::new(topology, self.cfg, rules)?,
             limit: Instant::ZERO + self.limit,
+            expect_failures: self.expect_failures,
         })
     }
 }
@@ -123,6 +154,7 @@ impl SimBuilder {
 pub struct Sim {
     world: World,
     limit: Instant,
+    expect_failures: bool,
 }
 
 impl Sim {
@@ -133,6 +165,7 @@ impl Sim {
             cfg: FabricConfig::default(),
             faults: Vec::new(),
             limit: Duration::from_millis(1000),
+            expect_failures: false,
         }
     }
 
@@ -146,26 +179,45 @@ impl Sim {
         &mut self.world
     }
 
-    /// Host `h`'s NIC, to register memory or post requests before the
-    /// run (call [`Sim::service`] after posting). Panics if `h` is not a
-    /// host of the topology.
-    pub fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic {
-        self.world.nic_mut(h)
+    /// Host `h`'s address, checked against the topology.
+    fn host(&self, h: impl Host) -> Result<NodeAddr, FabricError> {
+        let a = h.addr()?;
+        let n = self.world.topology().n_hosts();
+        if a.0 as usize >= n {
+            return Err(FabricError::NoHost(a.0, n));
+        }
+        Ok(a)
+    }
+
+    /// Host `h`'s NIC, to register memory or look at it (post with
+    /// [`Sim::post`]; after posting on the NIC itself, call
+    /// [`Sim::service`]).
+    pub fn nic_mut(&mut self, h: impl Host) -> Result<&mut Nic, FabricError> {
+        let h = self.host(h)?;
+        Ok(self.world.nic_mut(h))
+    }
+
+    /// Posts `wr` on host `h` now and lets the NIC send it.
+    pub fn post(&mut self, h: impl Host, wr: WorkRequest) -> Result<WrId, FabricError> {
+        let h = self.host(h)?;
+        self.world.post(h, wr)
     }
 
     /// After working on host `h`'s NIC directly: lets it send.
-    pub fn service(&mut self, h: NodeAddr) {
-        let _ = self.world.service(h);
+    pub fn service(&mut self, h: impl Host) -> Result<(), FabricError> {
+        let h = self.host(h)?;
+        self.world.service(h)
     }
 
     /// Installs and starts `app` on host `h`.
-    pub fn add_app(&mut self, h: NodeAddr, app: impl App) -> Result<(), FabricError> {
+    pub fn add_app(&mut self, h: impl Host, app: impl App) -> Result<(), FabricError> {
+        let h = self.host(h)?;
         self.world.set_app(h, Box::new(app))
     }
 
     /// Host `h`'s app, if it is a `T`.
-    pub fn app<T: App>(&self, h: NodeAddr) -> Option<&T> {
-        self.world.app::<T>(h)
+    pub fn app<T: App>(&self, h: impl Host) -> Option<&T> {
+        self.world.app::<T>(h.addr().ok()?)
     }
 
     /// Runs until nothing is left to happen or the time limit, then
@@ -193,6 +245,18 @@ impl Sim {
         for (h, wr) in self.world.completed_twice() {
             violations.push(format!(
                 "{h}: request {wr:?} completed twice (exactly-once)"
+            ));
+        }
+        // Every request succeeded, unless failures were expected.
+        let (failed, first) = self.world.failed_requests();
+        if !self.expect_failures && failed > 0 {
+            let shown: Vec<String> = first
+                .iter()
+                .map(|(h, wr, e)| format!("{h} request {wr:?}: {e}"))
+                .collect();
+            violations.push(format!(
+                "{failed} requests failed, first {} (all-succeeded; SimBuilder::expect_failures if the faults make failures expected)",
+                shown.join("; ")
             ));
         }
         // Invariant 8: liveness.
@@ -244,15 +308,32 @@ impl Outcome {
 }
 
 /// Completions seen per request on hosts that run an app (to catch a
-/// request completed twice).
+/// request completed twice), and the failed ones on every host (a count,
+/// and the first few with their errors).
 #[derive(Debug, Default)]
 pub(crate) struct CompletionLog {
     seen: BTreeMap<(NodeAddr, WrId), u32>,
+    failed: u64,
+    first_failed: Vec<(NodeAddr, WrId, WcError)>,
 }
+
+/// Failed requests kept with their errors, for the report.
+const FAILURES_SHOWN: usize = 4;
 
 impl CompletionLog {
     pub(crate) fn record(&mut self, h: NodeAddr, wr: WrId) {
         *self.seen.entry((h, wr)).or_default() += 1;
+    }
+
+    pub(crate) fn record_failure(&mut self, h: NodeAddr, wr: WrId, e: WcError) {
+        self.failed += 1;
+        if self.first_failed.len() < FAILURES_SHOWN {
+            self.first_failed.push((h, wr, e));
+        }
+    }
+
+    pub(crate) fn failures(&self) -> (u64, &[(NodeAddr, WrId, WcError)]) {
+        (self.failed, &self.first_failed)
     }
 
     pub(crate) fn twice(&self) -> Vec<(NodeAddr, WrId)> {

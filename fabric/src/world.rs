@@ -128,6 +128,9 @@ pub enum FabricError {
     /// A host index beyond the topology.
     #[error("no host h{0} (the topology has {1})")]
     NoHost(u32, usize),
+    /// A host name that is not `h` and a number (`h0`, `h12`).
+    #[error("no host named {0:?}: hosts are named h0, h1, ...")]
+    HostName(String),
     /// A link name the topology lacks; `known` lists the names it has (a
     /// closest match first, when one is near).
     #[error("unknown link {name:?}; {known}")]

@@ -66,9 +66,16 @@ fn writer_sim(seed: u64, model: Option<Model>, at: Instant) -> Sim {
         b = b.fault("f", Target::any(), m);
     }
     let mut sim = b.build().unwrap();
-    let src = sim.nic_mut(H0).register(0x1000, 1 << 20, Access::ALL);
-    let dst = sim.nic_mut(H1).register(0x9000, 1 << 20, Access::ALL);
+    let src = sim
+        .nic_mut(H0)
+        .unwrap()
+        .register(0x1000, 1 << 20, Access::ALL);
+    let dst = sim
+        .nic_mut(H1)
+        .unwrap()
+        .register(0x9000, 1 << 20, Access::ALL);
     sim.nic_mut(H0)
+        .unwrap()
         .memory_mut()
         .region_mut(src)
         .unwrap()
@@ -171,8 +178,8 @@ fn an_unfinished_app_is_a_violation() {
 #[test]
 fn events_reach_the_app_not_the_host_event_queue() {
     let mut sim = Sim::builder().build().unwrap();
-    let src = sim.nic_mut(H0).register(0x1000, 4096, Access::ALL);
-    let dst = sim.nic_mut(H1).register(0x9000, 4096, Access::ALL);
+    let src = sim.nic_mut(H0).unwrap().register(0x1000, 4096, Access::ALL);
+    let dst = sim.nic_mut(H1).unwrap().register(0x9000, 4096, Access::ALL);
     let seen = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let counter = seen.clone();
     sim.add_app(
@@ -184,14 +191,8 @@ fn events_reach_the_app_not_the_host_event_queue() {
         }),
     )
     .unwrap();
-    let now = sim.world().now();
-    sim.nic_mut(H0)
-        .post(
-            now,
-            WorkRequest::write(H1, src, 0x1000, 4096, dst.0, 0x9000),
-        )
+    sim.post(H0, WorkRequest::write(H1, src, 0x1000, 4096, dst.0, 0x9000))
         .unwrap();
-    sim.service(H0);
     sim.run().assert_invariants();
     assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 1);
     let queued: Vec<_> = sim.world_mut().take_host_events();
@@ -202,4 +203,45 @@ fn events_reach_the_app_not_the_host_event_queue() {
     assert!(queued
         .iter()
         .any(|e| matches!(e.event, Event::Completed { .. })));
+}
+
+#[test]
+fn a_host_the_topology_lacks_is_an_error_not_a_panic() {
+    let mut sim = Sim::builder().build().unwrap();
+    let e = sim.nic_mut(NodeAddr(7)).err().unwrap().to_string();
+    assert_eq!(e, "no host h7 (the topology has 2)");
+    let e = sim.nic_mut("host1").err().unwrap().to_string();
+    assert_eq!(e, "no host named \"host1\": hosts are named h0, h1, ...");
+    assert!(sim
+        .post("h2", WorkRequest::read(H0, MrKey(1), 0, 8, 1, 0))
+        .is_err());
+    assert!(sim.service("h9").is_err());
+    assert!(sim.nic_mut("h1").is_ok());
+}
+
+#[test]
+fn a_failed_request_fails_the_run_unless_failures_are_expected() {
+    // A READ of a key h1 never registered completes `BadRkey`: every
+    // invariant of the engine holds, but the run did not do its work.
+    for expect in [false, true] {
+        let mut sim = Sim::builder().expect_failures(expect).build().unwrap();
+        let local = sim
+            .nic_mut("h0")
+            .unwrap()
+            .register(0x1000, 4096, Access::ALL);
+        sim.post("h0", WorkRequest::read(H1, local, 0x1000, 4096, 77, 0x9000))
+            .unwrap();
+        let out = sim.run();
+        if expect {
+            out.assert_invariants();
+        } else {
+            assert_eq!(out.violations.len(), 1, "{:?}", out.violations);
+            let v = &out.violations[0];
+            assert!(
+                v.starts_with("1 requests failed, first h0 request WrId(")
+                    && v.contains("(all-succeeded; SimBuilder::expect_failures"),
+                "{v}"
+            );
+        }
+    }
 }

@@ -200,8 +200,9 @@ fn both_sides_of_an_osu_latency_loop_run_on_their_own() {
         .unwrap();
     for (me, peer) in [(H0, H1), (H1, H0)] {
         let mut m = Messenger::new(MsgConfig::default(), sim.world().nic(me)).unwrap();
-        m.connect(Instant::ZERO, sim.nic_mut(me), peer).unwrap();
-        sim.service(me);
+        m.connect(Instant::ZERO, sim.nic_mut(me).unwrap(), peer)
+            .unwrap();
+        sim.service(me).unwrap();
         sim.add_app(me, MsgApp::new(me, m, vec![w.clone()]))
             .unwrap();
     }

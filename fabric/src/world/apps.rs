@@ -61,6 +61,12 @@ impl World {
         self.completions.twice()
     }
 
+    /// How many requests completed with an error, on any host, and the
+    /// first few with their errors.
+    pub fn failed_requests(&self) -> (u64, &[(NodeAddr, udrma_nic::WrId, udrma_nic::WcError)]) {
+        self.completions.failures()
+    }
+
     /// Hosts whose app says it is not done, in host order.
     pub fn unfinished_apps(&self) -> Vec<NodeAddr> {
         self.hosts

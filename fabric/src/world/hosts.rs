@@ -79,12 +79,17 @@ impl World {
         while let Some(e) = host.nic.poll_event() {
             tracing::info!(sim_ns = now.as_nanos(), host = h, event = ?e, "host event");
             match &e {
-                Event::Completed { wr, result, .. } => self.trace.record(&TraceEvent::Completed {
-                    t: now.as_ps(),
-                    host: h,
-                    wr: wr.0,
-                    ok: result.is_ok(),
-                }),
+                Event::Completed { wr, result, .. } => {
+                    if let Err(e) = result {
+                        self.completions.record_failure(NodeAddr(h), *wr, *e);
+                    }
+                    self.trace.record(&TraceEvent::Completed {
+                        t: now.as_ps(),
+                        host: h,
+                        wr: wr.0,
+                        ok: result.is_ok(),
+                    })
+                }
                 Event::WriteReceived { from, msg_id, .. } => {
                     self.trace.record(&TraceEvent::WriteReceived {
                         t: now.as_ps(),
