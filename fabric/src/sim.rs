@@ -7,7 +7,7 @@
 //! use udrma_fabric::sim::Sim;
 //! use udrma_faults::{Model, Target};
 //! use udrma_host::app::from_fn;
-//! use udrma_nic::{Access, Event, WorkRequest};
+//! use udrma_nic::{Access, Event, Transfer};
 //! use udrma_proto::NodeAddr;
 //!
 //! // Two hosts on one link that loses 5 % of packets.
@@ -28,8 +28,15 @@
 //!     }
 //! }))
 //! .unwrap();
-//! let wr = WorkRequest::write(NodeAddr(1), src, 0x1000, 64 << 10, dst.0, 0x9000);
-//! sim.post("h0", wr).unwrap();
+//! let wr = Transfer {
+//!     peer: NodeAddr(1),
+//!     local: src,
+//!     local_addr: 0x1000,
+//!     remote: dst,
+//!     remote_addr: 0x9000,
+//!     len: 64 << 10,
+//! };
+//! sim.post("h0", wr.write()).unwrap();
 //!
 //! // Every invariant held, and every request succeeded.
 //! let outcome = sim.run();

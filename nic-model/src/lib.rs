@@ -80,4 +80,4 @@ pub use nic::{Ecn, Nic, RxMeta, Transmit};
 pub use sgl::{Sge, Sgl};
 pub use stats::{Occupancy, Stats};
 pub use udrma_proto::time::{self, Duration, Instant};
-pub use wr::{Control, Event, PostError, WcError, WorkRequest, WrId, WrKind};
+pub use wr::{Control, Event, PostError, Transfer, WcError, WorkRequest, WrId, WrKind};

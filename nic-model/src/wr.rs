@@ -58,6 +58,54 @@ pub enum Control {
     },
 }
 
+/// One RDMA transfer between a local and a remote region, by name:
+///
+/// ```
+/// use udrma_nic::{MrKey, Transfer, WorkRequest};
+/// use udrma_proto::NodeAddr;
+///
+/// let t = Transfer {
+///     peer: NodeAddr(1),
+///     local: MrKey(1),
+///     local_addr: 0x1000,
+///     remote: MrKey(2),
+///     remote_addr: 0x9000,
+///     len: 8192,
+/// };
+/// // The positional forms take the same values, the remote key as a u32.
+/// let positional = WorkRequest::write(NodeAddr(1), MrKey(1), 0x1000, 8192, 2, 0x9000);
+/// assert_eq!(t.write(), positional);
+/// let positional = WorkRequest::read(NodeAddr(1), MrKey(1), 0x1000, 8192, 2, 0x9000);
+/// assert_eq!(t.read(), positional);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transfer {
+    /// The other host.
+    pub peer: NodeAddr,
+    /// This host's region (source of a WRITE, destination of a READ).
+    pub local: MrKey,
+    /// Where in it the bytes start.
+    pub local_addr: u64,
+    /// The peer's region (its key, as the peer registered it).
+    pub remote: MrKey,
+    /// Where in it the bytes start.
+    pub remote_addr: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+impl Transfer {
+    /// This transfer as an RDMA WRITE (local → peer).
+    pub fn write(self) -> WorkRequest {
+        WorkRequest::transfer(WrKind::Write, self)
+    }
+
+    /// This transfer as an RDMA READ (peer → local).
+    pub fn read(self) -> WorkRequest {
+        WorkRequest::transfer(WrKind::Read, self)
+    }
+}
+
 /// A request for the NIC: move `len` bytes between local memory
 /// (`local`, `local_addr`, or the scatter-gather list `sgl`) and the peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +162,16 @@ impl WorkRequest {
         WorkRequest {
             control: Some(c),
             ..WorkRequest::new(WrKind::Control, dst, MrKey(0), 0, 0)
+        }
+    }
+
+    /// An RDMA WRITE or READ between two regions, by named fields (see
+    /// [`Transfer`]); the positional forms below take the same values.
+    pub fn transfer(kind: WrKind, t: Transfer) -> WorkRequest {
+        WorkRequest {
+            rkey: t.remote.0,
+            remote_addr: t.remote_addr,
+            ..WorkRequest::new(kind, t.peer, t.local, t.local_addr, t.len)
         }
     }
 

@@ -8,11 +8,11 @@ use core::fmt;
 use core::ops::{Add, AddAssign, Sub};
 
 /// A point in time, in picoseconds since the start of the run.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Hash, Default)]
+#[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Hash, Default)]
 pub struct Instant(pub u64);
 
 /// A span of time in picoseconds.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Hash, Default)]
+#[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Hash, Default)]
 pub struct Duration(pub u64);
 
 impl Instant {
@@ -112,6 +112,38 @@ fn human(ps: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     }
 }
 
+/// The picoseconds `human` leaves out: what is below its last digit.
+fn lost(ps: u64) -> u64 {
+    match ps {
+        0..1_000_000 => 0,
+        1_000_000..1_000_000_000 => ps % 1_000,
+        _ => ps % 1_000_000,
+    }
+}
+
+/// As `Display` shows it, with the exact picoseconds when that rounds:
+/// `t=12.500us`, `t=12.500us (12500001 ps)`.
+impl fmt::Debug for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)?;
+        if lost(self.0) != 0 {
+            write!(f, " ({} ps)", self.0)?;
+        }
+        Ok(())
+    }
+}
+
+/// As `Display` shows it, with the exact picoseconds when that rounds.
+impl fmt::Debug for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)?;
+        if lost(self.0) != 0 {
+            write!(f, " ({} ps)", self.0)?;
+        }
+        Ok(())
+    }
+}
+
 /// `t=12.500us`.
 impl fmt::Display for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -136,6 +168,13 @@ mod tests {
         let t = Instant::ZERO + Duration::from_micros(12) + Duration::from_nanos(500);
         assert_eq!(t.as_ps(), 12_500_000);
         assert_eq!(t.to_string(), "t=12.500us");
+        assert_eq!(format!("{t:?}"), "t=12.500us");
+        assert_eq!(
+            format!("{:?}", Instant(12_500_001)),
+            "t=12.500us (12500001 ps)"
+        );
+        assert_eq!(format!("{:?}", Duration(999)), "999ps");
+        assert_eq!(format!("{:?}", Duration::from_millis(3)), "3.000ms");
         assert_eq!(Instant(5) - Instant(9), Duration::ZERO);
         assert_eq!(Instant(u64::MAX) + Duration(1), Instant(u64::MAX));
         assert_eq!(Duration::from_millis(2).to_string(), "2.000ms");
