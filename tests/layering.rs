@@ -1,25 +1,31 @@
 //! The workspace's crates are floors with one-way dependencies (see
-//! docs/design.md): proto ← nic-model ← host ← fabric, bridge ←
-//! scenarios ← the root; fault-injection depends on proto only. A crate
-//! that depends on one above it fails this test.
+//! docs/design.md): proto ← nic-model ← app ← host; app ← fabric,
+//! bridge (which drive apps without the host software) ← scenarios ←
+//! the root; fault-injection depends on proto only. A crate that depends
+//! on one above it (fabric or bridge on host, say) fails this test.
 
 use std::path::Path;
 
 /// (directory, package, the udrma crates it may depend on).
-const FLOORS: [(&str, &str, &[&str]); 7] = [
+const FLOORS: [(&str, &str, &[&str]); 8] = [
     ("proto", "udrma-proto", &[]),
     ("fault-injection", "udrma-faults", &["udrma-proto"]),
     ("nic-model", "udrma-nic", &["udrma-proto"]),
-    ("host", "udrma-host", &["udrma-proto", "udrma-nic"]),
+    ("app", "udrma-app", &["udrma-proto", "udrma-nic"]),
+    (
+        "host",
+        "udrma-host",
+        &["udrma-proto", "udrma-nic", "udrma-app"],
+    ),
     (
         "fabric",
         "udrma-fabric",
-        &["udrma-proto", "udrma-nic", "udrma-host", "udrma-faults"],
+        &["udrma-proto", "udrma-nic", "udrma-app", "udrma-faults"],
     ),
     (
         "bridge",
         "udrma-bridge",
-        &["udrma-proto", "udrma-nic", "udrma-host", "udrma-faults"],
+        &["udrma-proto", "udrma-nic", "udrma-app", "udrma-faults"],
     ),
     (
         "scenarios",
@@ -27,6 +33,7 @@ const FLOORS: [(&str, &str, &[&str]); 7] = [
         &[
             "udrma-proto",
             "udrma-nic",
+            "udrma-app",
             "udrma-host",
             "udrma-faults",
             "udrma-fabric",

@@ -272,7 +272,7 @@ impl Cluster {
     pub fn set_app(
         &mut self,
         h: NodeAddr,
-        app: Box<dyn udrma_host::App>,
+        app: Box<dyn udrma_app::App>,
     ) -> Result<(), BridgeError> {
         let i = self.index(h);
         self.eps[i].set_app(app);
@@ -284,7 +284,7 @@ impl Cluster {
 
     /// Host `h`'s app, whatever its type (`None` for a host of another
     /// process).
-    pub fn app_dyn(&self, h: NodeAddr) -> Option<&dyn udrma_host::App> {
+    pub fn app_dyn(&self, h: NodeAddr) -> Option<&dyn udrma_app::App> {
         if !self.is_local(h) {
             return None;
         }
@@ -297,8 +297,8 @@ impl Cluster {
     }
 
     /// Host `h`'s app, if it is a `T`.
-    pub fn app<T: udrma_host::App>(&self, h: NodeAddr) -> Option<&T> {
-        udrma_host::app::downcast_ref::<T>(self.app_dyn(h)?)
+    pub fn app<T: udrma_app::App>(&self, h: NodeAddr) -> Option<&T> {
+        udrma_app::downcast_ref::<T>(self.app_dyn(h)?)
     }
 
     /// Drives the hosts until every local app says it is done, or

@@ -17,7 +17,7 @@ use quinn_udp::BATCH_SIZE;
 use udrma_nic::{Event, Nic, NicConfig, PostError, WorkRequest, WrId};
 use udrma_proto::NodeAddr;
 
-use udrma_host::App;
+use udrma_app::App;
 
 use crate::admission::Admission;
 use crate::clock::Clock;
@@ -543,7 +543,7 @@ impl Endpoint {
     }
 
     /// Installs `app` on this endpoint and starts it now (see
-    /// `udrma_host::app` for the calling rules, the same as in the
+    /// `udrma_app` for the calling rules, the same as in the
     /// simulator); its events no longer reach [`Endpoint::poll_event`].
     pub fn set_app(&mut self, app: Box<dyn App>) {
         let now = self.clock.now();
@@ -554,7 +554,7 @@ impl Endpoint {
 
     /// The app, if it is a `T`.
     pub fn app<T: App>(&self) -> Option<&T> {
-        udrma_host::app::downcast_ref::<T>(self.app.as_deref()?)
+        udrma_app::downcast_ref::<T>(self.app.as_deref()?)
     }
 
     /// Removes the app and gives it back (events queue for

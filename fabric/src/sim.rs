@@ -4,9 +4,9 @@
 //! from its tests, as `turmoil` is used from `cargo test`.
 //!
 //! ```
+//! use udrma_app::from_fn;
 //! use udrma_fabric::sim::Sim;
 //! use udrma_faults::{Model, Target};
-//! use udrma_host::app::from_fn;
 //! use udrma_nic::{Access, Event, Transfer};
 //! use udrma_proto::NodeAddr;
 //!
@@ -47,8 +47,8 @@
 
 use std::collections::BTreeMap;
 
+use udrma_app::App;
 use udrma_faults::{Model, Rule, RuleSet, Target};
-use udrma_host::App;
 use udrma_nic::{Nic, NicConfig, WcError, WorkRequest, WrId};
 use udrma_proto::{Duration, Instant, NodeAddr};
 

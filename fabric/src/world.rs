@@ -29,9 +29,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 
+use udrma_app::App;
 use udrma_faults::rng::stream;
 use udrma_faults::{Direction, FaultError, HostPause, PacketCtx, RuleSet, Verdict};
-use udrma_host::App;
 use udrma_nic::{Event, Nic, NicConfig, PostError, WorkRequest, WrId};
 use udrma_proto::encap::{encapsulate, UdpEndpoint, FRAME_OVERHEAD};
 use udrma_proto::pcap::{CaptureError, PcapSink};

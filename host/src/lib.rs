@@ -28,7 +28,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod app;
+pub use udrma_app as app;
 pub mod collective;
 pub mod datatype;
 pub mod messaging;

@@ -17,7 +17,7 @@
 
 use std::net::SocketAddr;
 
-use udrma_host::App;
+use udrma_app::App;
 use udrma_nic::{Access, MrKey, WorkRequest};
 use udrma_proto::NodeAddr;
 
@@ -171,7 +171,7 @@ async fn drive<T: App>(ep: &mut Endpoint, app: T) -> Result<T, BridgeError> {
     while !ep.app_done() {
         ep.turn(None).await?;
     }
-    match ep.take_app().map(udrma_host::app::downcast_box::<T>) {
+    match ep.take_app().map(udrma_app::downcast_box::<T>) {
         Some(Ok(app)) => Ok(*app),
         _ => unreachable!("the app installed above is still there"),
     }

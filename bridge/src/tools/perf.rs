@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
-use udrma_host::App;
+use udrma_app::App;
 use udrma_nic::{Event, Nic, WcError, WrId};
 use udrma_proto::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use udrma_host::App;
+use udrma_app::App;
 use udrma_nic::{Access, Event, MrKey, Nic, WorkRequest, WrId};
 use udrma_proto::{Instant, NodeAddr};
 

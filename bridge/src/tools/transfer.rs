@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use udrma_host::App;
+use udrma_app::App;
 use udrma_nic::{Access, Event, MrKey, Nic, WcError, WorkRequest, WrId};
 use udrma_proto::{Duration, Instant};
 

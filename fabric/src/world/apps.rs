@@ -1,10 +1,10 @@
 //! Host apps in the simulated world: one [`App`] per host at most, driven
-//! by the same event loop as the NICs (see `udrma_host::app` for the
+//! by the same event loop as the NICs (see `udrma_app` for the
 //! calling rules). A host with an app hands its NIC's events to the app;
 //! the app's deadline joins the NIC's in the host's single wake-up.
 
-use udrma_host::app::{downcast_mut, downcast_ref};
-use udrma_host::App;
+use udrma_app::App;
+use udrma_app::{downcast_mut, downcast_ref};
 use udrma_nic::Nic;
 use udrma_proto::NodeAddr;
 

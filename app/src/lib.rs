@@ -1,4 +1,8 @@
-//! The host app surface: what a backend calls, and when.
+//! `udrma-app`: the host app surface, what a backend calls and when. A
+//! crate of its own so that the backends (`udrma-fabric`, `udrma-bridge`)
+//! drive apps without depending on the host software (`udrma-host`) that
+//! implements them; `udrma_host::app` re-exports it.
+//!
 //!
 //! An [`App`] is host software as a sans-IO state machine, one per host.
 //! A backend (the simulated fabric, or real sockets) owns the host's
@@ -21,6 +25,9 @@
 //!
 //! Results stay inside the app: a backend hands it back by type
 //! (`World::app::<MyApp>(host)` in the fabric), since `App: Any`.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use core::any::Any;
 
