@@ -15,10 +15,18 @@
 //! number of threads ([`run_sharded`]).
 //! Nothing here reads a file, a clock or the environment: sinks are
 //! handed in by the caller.
+//!
+//! Modules, from the bottom up (each imports only those below it, so
+//! there is no import circle): [`error`] (`FabricError`), [`matrix`]
+//! (traffic matrices), `prefetch` and `queue` (the event queue), [`trace`],
+//! [`topology`], [`routing`], [`world`] (the event loop; its children are
+//! listed in its docs), [`shapes`] (worlds for benchmarks), [`sim`] (a
+//! simulation built in Rust).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod error;
 pub mod matrix;
 mod prefetch;
 mod queue;

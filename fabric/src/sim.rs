@@ -45,11 +45,9 @@
 //! assert!(landed.iter().all(|b| *b == 0xab));
 //! ```
 
-use std::collections::BTreeMap;
-
 use udrma_app::App;
 use udrma_faults::{Model, Rule, RuleSet, Target};
-use udrma_nic::{Nic, NicConfig, WcError, WorkRequest, WrId};
+use udrma_nic::{Nic, NicConfig, WorkRequest, WrId};
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::routing::Policy;
@@ -311,43 +309,5 @@ impl Outcome {
             "invariants failed:\n  {}",
             self.violations.join("\n  ")
         );
-    }
-}
-
-/// Completions seen per request on hosts that run an app (to catch a
-/// request completed twice), and the failed ones on every host (a count,
-/// and the first few with their errors).
-#[derive(Debug, Default)]
-pub(crate) struct CompletionLog {
-    seen: BTreeMap<(NodeAddr, WrId), u32>,
-    failed: u64,
-    first_failed: Vec<(NodeAddr, WrId, WcError)>,
-}
-
-/// Failed requests kept with their errors, for the report.
-const FAILURES_SHOWN: usize = 4;
-
-impl CompletionLog {
-    pub(crate) fn record(&mut self, h: NodeAddr, wr: WrId) {
-        *self.seen.entry((h, wr)).or_default() += 1;
-    }
-
-    pub(crate) fn record_failure(&mut self, h: NodeAddr, wr: WrId, e: WcError) {
-        self.failed += 1;
-        if self.first_failed.len() < FAILURES_SHOWN {
-            self.first_failed.push((h, wr, e));
-        }
-    }
-
-    pub(crate) fn failures(&self) -> (u64, &[(NodeAddr, WrId, WcError)]) {
-        (self.failed, &self.first_failed)
-    }
-
-    pub(crate) fn twice(&self) -> Vec<(NodeAddr, WrId)> {
-        self.seen
-            .iter()
-            .filter(|(_, n)| **n > 1)
-            .map(|(k, _)| *k)
-            .collect()
     }
 }

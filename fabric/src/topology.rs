@@ -364,7 +364,7 @@ impl Topology {
     /// The error for a link name this topology lacks: the closest name if
     /// one is near, then the valid names (the first dozen and a count when
     /// there are more).
-    pub fn unknown_link(&self, name: &str) -> crate::world::FabricError {
+    pub fn unknown_link(&self, name: &str) -> crate::error::FabricError {
         let names = self.link_names();
         let mut known = String::new();
         if let Some(best) = udrma_faults::closest(name, &names) {
@@ -383,7 +383,7 @@ impl Topology {
         if names.len() > SHOWN {
             known.push_str(&format!(", ... ({} in all)", names.len()));
         }
-        crate::world::FabricError::NoLink {
+        crate::error::FabricError::NoLink {
             name: name.to_string(),
             known,
         }

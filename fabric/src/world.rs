@@ -21,18 +21,22 @@
 //! so the NIC is pulled for its next datagram at line rate.
 //!
 //! This file holds the world's state, its configuration and its public
-//! surface; `events` is the event loop, `ports` the egress queues and
-//! links, `hosts` the driving of each NIC, `packet` the packet in flight,
-//! `journey` the ladder-diagram journal, `egress_log` the packets the fault
-//! rules judged (for `udrma check`) and `apps` host software.
+//! surface. Its children: `events` is the event loop, `ports` the egress
+//! queues and links, `hosts` the driving of each NIC, `packet` the packet
+//! in flight, `arrivals` what each host heard from each source (to count
+//! reordering), `journey` the ladder-diagram journal, `egress_log` the
+//! packets the fault rules judged (for `udrma check`), `apps` host
+//! software and the completion log, `windows` the lookahead windows (the
+//! event loop's second order), `shards` one run split by node across
+//! threads, and `split` a world that stays split from run to run.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 
 use udrma_app::App;
 use udrma_faults::rng::stream;
-use udrma_faults::{Direction, FaultError, HostPause, PacketCtx, RuleSet, Verdict};
-use udrma_nic::{Event, Nic, NicConfig, PostError, WorkRequest, WrId};
+use udrma_faults::{Direction, HostPause, PacketCtx, RuleSet, Verdict};
+use udrma_nic::{Event, Nic, NicConfig, WorkRequest, WrId};
 use udrma_proto::encap::{encapsulate, UdpEndpoint, FRAME_OVERHEAD};
 use udrma_proto::pcap::{CaptureError, PcapSink};
 use udrma_proto::{
@@ -62,6 +66,7 @@ pub use shards::{partition, run_sharded, ShardError, ShardedRun, MAX_SHARDS};
 pub use split::SplitWorld;
 pub use windows::{EventOrder, WindowError};
 
+pub use crate::error::FabricError;
 use crate::queue::EventQueue;
 use crate::routing::{Policy, Router, SwitchRng};
 use crate::topology::{LinkId, NodeId, NodeKind, PortId, Topology};
@@ -114,41 +119,6 @@ impl Default for FabricConfig {
             seal_bytes: 0,
         }
     }
-}
-
-/// Why a world could not be built or a request not posted.
-#[derive(Debug, thiserror::Error)]
-pub enum FabricError {
-    /// A fault rule is invalid or names an unknown link.
-    #[error(transparent)]
-    Fault(#[from] FaultError),
-    /// The NIC configuration is invalid.
-    #[error("nic: {0}")]
-    Nic(#[from] udrma_nic::ConfigError),
-    /// A host index beyond the topology.
-    #[error("no host h{0} (the topology has {1})")]
-    NoHost(u32, usize),
-    /// A host name that is not `h` and a number (`h0`, `h12`).
-    #[error("no host named {0:?}: hosts are named h0, h1, ...")]
-    HostName(String),
-    /// A link name the topology lacks; `known` lists the names it has (a
-    /// closest match first, when one is near).
-    #[error("unknown link {name:?}; {known}")]
-    NoLink {
-        /// The name asked for.
-        name: String,
-        /// What the topology offers, for the message.
-        known: String,
-    },
-    /// The topology's shape is impossible (e.g. a fat tree of odd arity).
-    #[error("topology: {0}")]
-    Topology(String),
-    /// The NIC refused a request.
-    #[error("post on h{0}: {1}")]
-    Post(u32, PostError),
-    /// Writing a capture failed.
-    #[error(transparent)]
-    Capture(#[from] CaptureError),
 }
 
 /// Counters of the fabric (the NICs keep their own).
@@ -261,7 +231,7 @@ pub struct World {
     journal: Vec<Journey>,
     journal_index: BTreeMap<u64, usize>,
     /// Completions on hosts with an app (exactly-once check of `sim`).
-    completions: crate::sim::CompletionLog,
+    completions: apps::CompletionLog,
     /// Every packet presented to the fault rules, when asked
     /// ([`World::log_egress`]).
     egress_log: Option<Vec<egress_log::Egress>>,

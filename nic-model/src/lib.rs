@@ -55,6 +55,7 @@
 pub mod cc;
 pub mod config;
 pub mod cost;
+pub mod ids;
 pub mod mask;
 pub mod memory;
 pub mod nic;

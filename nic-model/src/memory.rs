@@ -44,9 +44,7 @@ impl Access {
     };
 }
 
-/// A memory region key (lkey = rkey).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MrKey(pub u32);
+pub use crate::ids::MrKey;
 
 /// One registered region.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use crate::memory::MrKey;
+use crate::ids::MrKey;
 
 /// One scatter-gather entry: `len` bytes at `addr` under `key`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

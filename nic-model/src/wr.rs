@@ -5,7 +5,7 @@ use core::fmt;
 use thiserror::Error;
 use udrma_proto::{NodeAddr, Syndrome};
 
-use crate::memory::MrKey;
+use crate::ids::MrKey;
 use crate::sgl::Sgl;
 use udrma_proto::time::Instant;
 

@@ -1,11 +1,15 @@
 //! Host apps in the simulated world: one [`App`] per host at most, driven
 //! by the same event loop as the NICs (see `udrma_app` for the
 //! calling rules). A host with an app hands its NIC's events to the app;
-//! the app's deadline joins the NIC's in the host's single wake-up.
+//! the app's deadline joins the NIC's in the host's single wake-up. The
+//! completion log counts completions per request (for exactly-once) and
+//! failed requests (for `sim`'s all-succeeded).
+
+use std::collections::BTreeMap;
 
 use udrma_app::App;
 use udrma_app::{downcast_mut, downcast_ref};
-use udrma_nic::Nic;
+use udrma_nic::{Nic, WcError, WrId};
 use udrma_proto::NodeAddr;
 
 use super::{FabricError, World};
@@ -74,6 +78,44 @@ impl World {
             .enumerate()
             .filter(|(_, h)| h.app.as_ref().is_some_and(|a| !a.is_done()))
             .map(|(i, _)| NodeAddr(i as u32))
+            .collect()
+    }
+}
+
+/// Completions seen per request on hosts that run an app (to catch a
+/// request completed twice), and the failed ones on every host (a count,
+/// and the first few with their errors).
+#[derive(Debug, Default)]
+pub(crate) struct CompletionLog {
+    seen: BTreeMap<(NodeAddr, WrId), u32>,
+    failed: u64,
+    first_failed: Vec<(NodeAddr, WrId, WcError)>,
+}
+
+/// Failed requests kept with their errors, for the report.
+const FAILURES_SHOWN: usize = 4;
+
+impl CompletionLog {
+    pub(crate) fn record(&mut self, h: NodeAddr, wr: WrId) {
+        *self.seen.entry((h, wr)).or_default() += 1;
+    }
+
+    pub(crate) fn record_failure(&mut self, h: NodeAddr, wr: WrId, e: WcError) {
+        self.failed += 1;
+        if self.first_failed.len() < FAILURES_SHOWN {
+            self.first_failed.push((h, wr, e));
+        }
+    }
+
+    pub(crate) fn failures(&self) -> (u64, &[(NodeAddr, WrId, WcError)]) {
+        (self.failed, &self.first_failed)
+    }
+
+    pub(crate) fn twice(&self) -> Vec<(NodeAddr, WrId)> {
+        self.seen
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(k, _)| *k)
             .collect()
     }
 }

@@ -23,8 +23,13 @@
 //! escape channel, tombstones, READ service), `replies` (ACKs, SACK
 //! coalescing, NACKs, completion notices, both ways), `loss` (timeouts,
 //! fast retransmission, go-back-N, receiver-not-ready waits), `peers` (credits,
-//! NOOPs, HELLO, control messages, boot epochs) and `window` (the sender's
-//! per-peer window that lets the receiver's tombstones stay bounded).
+//! NOOPs, HELLO, control messages, boot epochs), `window` (the sender's
+//! per-peer window that lets the receiver's tombstones stay bounded),
+//! `flow` (the send gate: congestion state and bytes in flight per peer;
+//! its unit tests are `flow_tests`), `grants` (receiver credit), `probe`
+//! (tail loss probes), `timers` (the deadlines), `local` (where a
+//! request's bytes are, and the DMA work of touching them) and
+//! `collective` (the reduce unit at work).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
