@@ -2,6 +2,15 @@
 //!
 //! Exit codes: 0 when every check passes (or the command succeeded), 1 when
 //! a check fails, 2 on bad input (a file that does not parse, a wrong flag).
+//!
+//! Children not named above:
+//! - `bench_cmd`: `udrma bench sim`
+//! - `bridge_cmd`: `udrma bridge serve/put/get` and `udrma perf latency/bandwidth`
+//! - `hugepages`: Transparent huge pages under the heap (Linux with glibc)
+//! - `reproduce`: `udrma reproduce`
+//! - `shrink`: `udrma shrink`: reduce a failing case to a smaller scenario that still fails the same check
+//! - `slurm`: `udrma slurm`: a sweep as a Slurm job array
+//! - `sweep`: `udrma sweep`
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Write};

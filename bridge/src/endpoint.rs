@@ -9,6 +9,11 @@
 //! where the kernel offers it); sent ones are grouped by destination and
 //! size into GSO batches (one `sendmsg` for many datagrams) where the
 //! kernel offers it, plain `sendmsg` otherwise. Both come from quinn-udp.
+//!
+//! Children:
+//! - `admit`: Strangers at the door
+//! - `receive`: The receive path
+//! - `send`: The send path: pending datagrams to the kernel, grouped into GSO batches per destination, socket and size
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;

@@ -30,6 +30,12 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Children not named above:
+//! - `admission`: Admission of strangers
+//! - `cluster`: The hosts of a scenario on real UDP sockets, named like the scenario's hosts
+//! - `endpoint`: [`Endpoint`]
+//! - `secure`: The authenticated mode (`--key FILE`)
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

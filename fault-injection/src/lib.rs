@@ -16,6 +16,9 @@
 //!
 //! This crate depends on `udrma-proto` only and never reads a clock or an
 //! unseeded random source.
+//!
+//! Children not named above:
+//! - `ruleset`: A rule set: rules in install order, the first verdict other than `Pass` wins
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

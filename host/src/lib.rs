@@ -24,6 +24,9 @@
 //!
 //! [`Nic`]: udrma_nic::Nic
 //! [`Event`]: udrma_nic::Event
+//!
+//! Children not named above:
+//! - `workload`: Workloads as host apps: the scenario workloads, one [`App`] per host
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

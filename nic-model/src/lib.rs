@@ -48,6 +48,19 @@
 //! // The three packets behind the lost FIRST waited in the escape channel.
 //! assert_eq!(pair.nics[1].stats().escape_buffered, 3);
 //! ```
+//!
+//! Children not named above:
+//! - `cc`: Congestion control: the seam between the send gate and a controller
+//! - `config`: `NicConfig`: every knob of the engine, with defaults and validation
+//! - `cost`: The cost model: how long host and NIC work takes in simulated time
+//! - `ids`: Identifiers shared by the modules that hold memory and the ones that name it
+//! - `mask`: `Mask`: the receive registry's bitmask (the patent's barrel-shifter rule)
+//! - `optable`: `OpTable`: the DMA OP table
+//! - `peermap`: A map from peers to what a NIC keeps about each, its first few entries inline
+//! - `reduce`: NIC-offloaded reductions: counters, triggered descriptors and an ALU
+//! - `rtt`: `RttEstimator`, the adaptive retransmission timeout of RFC 6298
+//! - `sgl`: Scatter-gather lists: one logical run of bytes made of blocks in registered memory
+//! - `translation`: The NIC's address translation cache for indirect keys
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

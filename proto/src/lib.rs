@@ -28,6 +28,16 @@
 //! Layout follows smoltcp's `wire` module: a zero-copy checked view
 //! ([`Packet`]) beside a typed representation ([`Repr`]) with `parse`,
 //! `emit` and `buffer_len`.
+//!
+//! Children not named above:
+//! - `macros`: `enum_with_unknown!`: wire codes whose unknown values stay values
+//! - `addr`: `NodeAddr`: how the engine names a host, and the Ethernet/IPv4 addresses captures give it
+//! - `elide`: Elided payloads: a datagram whose payload is all zeros, carried without it
+//! - `error`: Why a buffer is not a valid udrma packet, and why a `Repr` cannot be emitted
+//! - `flags`: The 16-bit flags field of the common header
+//! - `icrc`: The ICRC: a CRC-32
+//! - `samples`: One packet of every kind, with plausible field values
+//! - `secure`: The authenticated mode's framing (docs/wire-format.md, "Authenticated mode")
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -1,5 +1,8 @@
 //! `Repr`: the typed form of a udrma packet, with `parse`, `emit` and
 //! `buffer_len`.
+//!
+//! Children:
+//! - `ext`: Byte ranges inside each opcode's extension header (offsets from the end of the common header)
 
 use core::fmt;
 

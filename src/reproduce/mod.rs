@@ -6,6 +6,11 @@
 //! Each source is one function returning a [`Section`]: rows of
 //! comparisons plus, where the result is a curve, the curve itself. The
 //! Markdown rendering is `docs/reproduce.md` (a test keeps it current).
+//!
+//! Children:
+//! - `classic`: MyVIA's pingpong and bandwidth
+//! - `collectives`: The NIC-offloaded reduction work
+//! - `study`: The non-contiguous study
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -2,6 +2,11 @@
 //! into shards for a batch system (`--shard I/N`, Slurm array tasks,
 //! Kubernetes Indexed Jobs), and `udrma merge`, which puts the shards'
 //! part files back together.
+//!
+//! Children not named above:
+//! - `output`: A sweep's outputs from its records: the CSV (one row per run), the table on stdout and the plot
+//! - `plan`: What a sweep runs
+//! - `record`: What a sweep keeps of each run: the figures its CSV, table and plot read, and nothing else
 
 use std::path::Path;
 use std::process::ExitCode;

@@ -14,6 +14,9 @@
 //!   the server WRITEs the same bytes back to the same offset of the
 //!   client's announced region the moment its registry sees the WRITE
 //!   complete (the pingpong of `perf latency`).
+//!
+//! Children not named above:
+//! - `transfer`: `udrma bridge put/get`
 
 use std::net::SocketAddr;
 

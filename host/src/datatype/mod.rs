@@ -29,6 +29,9 @@
 //! Types are immutable and cheap to clone (shared). Everything is checked:
 //! a negative count, an overflowing displacement or a layout of more than
 //! [`MAX_BLOCKS`] blocks is a [`TypeError`], never a panic.
+//!
+//! Children not named above:
+//! - `flatten`: Committing: a datatype flattened into its blocks
 
 use std::sync::Arc;
 

@@ -22,6 +22,11 @@
 //!
 //! Controllers read no clock: `now` comes with every call, so a run stays
 //! deterministic.
+//!
+//! Children:
+//! - `dcqcn`: `Dcqcn`: an ECN-driven rate controller, after DCQCN
+//! - `nscc`: `Nscc`: a sender window driven by queueing delay and ECN, after Ultra Ethernet's sender-based controller
+//! - `rccc`: `rccc`: a receiver-credit controller, after Ultra Ethernet's RCCC and the pull-based designs it draws on
 
 use core::fmt::Debug;
 

@@ -30,6 +30,9 @@
 //! one descriptor and one packet per chunk per tree edge.
 //!
 //! [`alu`] holds the element-wise operations and their exact semantics.
+//!
+//! Children not named above:
+//! - `state`: The reduce unit's state inside one NIC
 
 pub mod alu;
 pub(crate) mod state;
