@@ -1,0 +1,210 @@
+//! Inside a crate the modules form floors too (docs/design.md §2): each
+//! imports only modules on floors below its own, so no crate has an
+//! import circle. A `crate::` path (or a `use crate::{..}` group) in a
+//! module's code that names a module on its floor's level or above fails
+//! this test. Comments and `#[cfg(test)]` code are not read: tests may
+//! reach anywhere.
+
+use std::path::Path;
+
+/// A crate's folder and its top-level modules, bottom floor first; and
+/// the items its root re-exports, with the module each comes from.
+struct Floors {
+    src: &'static str,
+    order: &'static [&'static str],
+    root_items: &'static [(&'static str, &'static str)],
+}
+
+const CRATES: [Floors; 3] = [
+    Floors {
+        src: "nic-model/src",
+        order: &[
+            "ids",
+            "mask",
+            "optable",
+            "peermap",
+            "rtt",
+            "cc",
+            "cost",
+            "sgl",
+            "memory",
+            "translation",
+            "config",
+            "wr",
+            "registry",
+            "tombstones",
+            "reduce",
+            "stats",
+            "nic",
+            "pair",
+        ],
+        root_items: &[
+            ("Access", "memory"),
+            ("MrKey", "ids"),
+            ("AckMode", "config"),
+            ("NicConfig", "config"),
+            ("CostModel", "cost"),
+            ("Nic", "nic"),
+            ("Ecn", "nic"),
+            ("RxMeta", "nic"),
+            ("Transmit", "nic"),
+            ("WorkRequest", "wr"),
+            ("Event", "wr"),
+            ("WrId", "wr"),
+            ("Stats", "stats"),
+            ("Occupancy", "stats"),
+        ],
+    },
+    Floors {
+        src: "fabric/src",
+        order: &[
+            "error", "matrix", "prefetch", "queue", "trace", "topology", "routing", "world",
+            "shapes", "sim",
+        ],
+        root_items: &[
+            ("LinkParams", "topology"),
+            ("Topology", "topology"),
+            ("World", "world"),
+        ],
+    },
+    Floors {
+        src: "scenarios/src",
+        order: &[
+            "units",
+            "schema",
+            "edit",
+            "scenario",
+            "checks",
+            "applies",
+            "profile",
+            "build",
+            "ncplan",
+            "collplan",
+            "validate",
+            "backend",
+            "report",
+            "leftover",
+            "svg",
+            "ladder",
+            "rdma",
+            "messaging",
+            "noncontig",
+            "collective",
+            "run",
+        ],
+        root_items: &[
+            ("Scenario", "scenario"),
+            ("ScenarioError", "scenario"),
+            ("ScenarioFile", "schema"),
+            ("Report", "report"),
+            ("Ladder", "ladder"),
+            ("RunOptions", "run"),
+            ("run", "run"),
+        ],
+    },
+];
+
+/// Modules a crate root declares.
+fn declared(lib: &str) -> Vec<String> {
+    lib.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("pub(crate) mod "))
+                .or_else(|| l.strip_prefix("mod "))
+                .and_then(|m| m.strip_suffix(';'))
+        })
+        .map(String::from)
+        .collect()
+}
+
+/// A module's code: its file and, for a folder module, every file in the
+/// folder; comment lines and `#[cfg(test)]` code left out.
+fn code_of(src: &Path, m: &str) -> String {
+    let mut files = vec![src.join(format!("{m}.rs"))];
+    let dir = src.join(m);
+    if dir.is_dir() {
+        let mut inner: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+            .collect();
+        inner.sort();
+        files.extend(inner);
+    }
+    let mut out = String::new();
+    for f in files.iter().filter(|f| f.exists()) {
+        let text = std::fs::read_to_string(f).unwrap();
+        let text = text.split("#[cfg(test)]").next().unwrap_or("");
+        for l in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The modules `code` names through `crate::` (paths and `use` groups).
+fn imports(code: &str, f: &Floors) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        rest = &rest[at + "crate::".len()..];
+        let names: Vec<&str> = if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            group[..end]
+                .split(',')
+                .map(|n| n.trim().split("::").next().unwrap_or("").trim())
+                .collect()
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            vec![&rest[..end]]
+        };
+        for n in names {
+            if f.order.contains(&n) {
+                out.push(n.to_string());
+            } else if let Some((_, m)) = f.root_items.iter().find(|(i, _)| *i == n) {
+                out.push(m.to_string());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn modules_import_only_the_floors_below_them() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut wrong = Vec::new();
+    for f in &CRATES {
+        let src = root.join(f.src);
+        let mut modules = declared(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+        modules.sort();
+        let mut floors: Vec<String> = f.order.iter().map(|s| s.to_string()).collect();
+        floors.sort();
+        assert_eq!(
+            modules, floors,
+            "{}: every module has a floor, and only those",
+            f.src
+        );
+        for (i, m) in f.order.iter().enumerate() {
+            for dep in imports(&code_of(&src, m), f) {
+                let j = f.order.iter().position(|o| *o == dep).unwrap();
+                if j > i {
+                    wrong.push(format!("{}: {m} imports {dep}, a floor above it", f.src));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_reader_finds_imports_as_written() {
+    let f = &CRATES[2];
+    let code = "use crate::build::{self, host};\nuse crate::{Scenario, report::Report};\nlet x = crate::run::go();";
+    assert_eq!(imports(code, f), ["build", "report", "run", "scenario"]);
+}
