@@ -5,14 +5,14 @@
 //! cargo run --release --example custom_app
 //! ```
 //!
-//! The same shape works from a test in your own crate with `udrma` as a
-//! dev-dependency: build a [`Sim`], add apps, run, assert.
+//! It uses only `udrma-sim`, the lean library: the same file runs from a
+//! crate of your own with `udrma-sim` as a (dev-)dependency, which CI
+//! checks by building it outside the workspace.
 
-use udrma::faults::{Model, Target};
-use udrma::host::app::{from_fn, App};
-use udrma::nic::{Access, Event, MrKey, Nic, WorkRequest};
-use udrma::proto::{Duration, Instant, NodeAddr};
-use udrma::sim::Sim;
+use udrma_sim::{
+    from_fn, Access, App, Duration, Event, Instant, Model, MrKey, Nic, NodeAddr, Sim, Target,
+    WorkRequest,
+};
 
 /// Bytes per ping and per pong.
 const PING: usize = 4096;

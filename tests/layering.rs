@@ -7,7 +7,7 @@
 use std::path::Path;
 
 /// (directory, package, the udrma crates it may depend on).
-const FLOORS: [(&str, &str, &[&str]); 8] = [
+const FLOORS: [(&str, &str, &[&str]); 9] = [
     ("proto", "udrma-proto", &[]),
     ("fault-injection", "udrma-faults", &["udrma-proto"]),
     ("nic-model", "udrma-nic", &["udrma-proto"]),
@@ -21,6 +21,17 @@ const FLOORS: [(&str, &str, &[&str]); 8] = [
         "fabric",
         "udrma-fabric",
         &["udrma-proto", "udrma-nic", "udrma-app", "udrma-faults"],
+    ),
+    (
+        "sim",
+        "udrma-sim",
+        &[
+            "udrma-proto",
+            "udrma-nic",
+            "udrma-app",
+            "udrma-faults",
+            "udrma-fabric",
+        ],
     ),
     (
         "bridge",
