@@ -58,7 +58,17 @@ impl Case {
             } else {
                 size
             };
-            s += &format!("\n[[workload]]\nkind = \"{kind}\"\nop = \"{op}\"\nsrc = \"h{src}\"\ndst = \"h{dst}\"\nsize = {size}\ncount = {count}\nwindow = 2\n");
+            // Each kind gets only the keys it takes (others are refused).
+            s += &format!("\n[[workload]]\nkind = \"{kind}\"\nop = \"{op}\"\ndst = \"h{dst}\"\nsize = {size}\n");
+            if kind != "incast" {
+                s += &format!("src = \"h{src}\"\n");
+            }
+            if kind != "single" {
+                s += &format!("count = {count}\n");
+            }
+            if kind == "window" {
+                s += "window = 2\n";
+            }
         }
         const MODELS: [&str; 5] = ["loss", "duplicate", "reorder", "delay", "corrupt"];
         for (i, (model, p, from_us, len_us)) in self.faults.iter().enumerate() {
