@@ -92,7 +92,7 @@ where
 /// way to put a few lines of host logic on a simulated host.
 ///
 /// ```
-/// use udrma_host::app::{from_fn, App};
+/// use udrma_app::{from_fn, App};
 /// use udrma_nic::Event;
 ///
 /// let mut landed = 0u32;
