@@ -112,35 +112,33 @@ fn human(ps: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     }
 }
 
-/// The picoseconds `human` leaves out: what is below its last digit.
-fn lost(ps: u64) -> u64 {
-    match ps {
+/// `shown` (a time as `Display` writes it), then the exact picoseconds
+/// `ps` when that rounds (below its last digit something is left out):
+/// `t=12.500us`, `t=12.500us (12500001 ps)`.
+fn debug(shown: &dyn fmt::Display, ps: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let lost = match ps {
         0..1_000_000 => 0,
         1_000_000..1_000_000_000 => ps % 1_000,
         _ => ps % 1_000_000,
+    };
+    write!(f, "{shown}")?;
+    if lost != 0 {
+        write!(f, " ({ps} ps)")?;
     }
+    Ok(())
 }
 
-/// As `Display` shows it, with the exact picoseconds when that rounds:
-/// `t=12.500us`, `t=12.500us (12500001 ps)`.
+/// As `Display` shows it, with the exact picoseconds when that rounds.
 impl fmt::Debug for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)?;
-        if lost(self.0) != 0 {
-            write!(f, " ({} ps)", self.0)?;
-        }
-        Ok(())
+        debug(self, self.0, f)
     }
 }
 
 /// As `Display` shows it, with the exact picoseconds when that rounds.
 impl fmt::Debug for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)?;
-        if lost(self.0) != 0 {
-            write!(f, " ({} ps)", self.0)?;
-        }
-        Ok(())
+        debug(self, self.0, f)
     }
 }
 

@@ -57,7 +57,7 @@ pub fn keys_of(kind: WorkloadKind) -> &'static [&'static str] {
 }
 
 /// The keys that say which packets a fault rule touches, and when.
-const TARGETING: [&str; 11] = [
+pub const TARGETING: [&str; 11] = [
     "links",
     "direction",
     "src",
