@@ -335,6 +335,27 @@ fn a_trimmed_packet_is_nacked_at_once_and_sent_again_without_a_timeout() {
     );
 }
 
+/// The sample packet of kind `op` (udrma_proto::samples), claiming boot
+/// epoch `epoch` (bytes 28..32 of the common header).
+fn sample_of(op: Opcode, epoch: u32) -> Vec<u8> {
+    let mut bytes = udrma_proto::samples::every_kind()
+        .into_iter()
+        .find(|r| r.opcode() == op)
+        .unwrap()
+        .to_vec()
+        .unwrap();
+    bytes[28..32].copy_from_slice(&epoch.to_be_bytes());
+    bytes
+}
+
+/// What the network says of a header whose payload a switch cut off.
+fn trimmed_meta() -> udrma_nic::RxMeta {
+    udrma_nic::RxMeta {
+        trimmed: true,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn a_trimmed_header_changes_nothing_and_answers_only_the_current_life() {
     let mut p = write_pair(small(), 2000);
@@ -343,17 +364,8 @@ fn a_trimmed_header_changes_nothing_and_answers_only_the_current_life() {
     let before = p.nics[1].occupancy();
     // A trimmed header claiming another epoch of h0: dropped, counted,
     // no NACK. A header shorter than a header: truncated.
-    let mut fake = udrma_proto::samples::every_kind()
-        .into_iter()
-        .find(|r| r.opcode() == Opcode::Write)
-        .unwrap()
-        .to_vec()
-        .unwrap();
-    fake[28..32].copy_from_slice(&77u32.to_be_bytes());
-    let meta = udrma_nic::RxMeta {
-        trimmed: true,
-        ..Default::default()
-    };
+    let fake = sample_of(Opcode::Write, 77);
+    let meta = trimmed_meta();
     let now = p.now;
     p.nics[1].handle_datagram_meta(now, NodeAddr(0), meta, &fake[..udrma_proto::HEADER_LEN]);
     p.nics[1].handle_datagram_meta(now, NodeAddr(0), meta, &fake[..10]);
@@ -510,10 +522,7 @@ fn copies_of_a_trimmed_read_response_ask_again_once() {
         }
         _ => Verdict::Deliver,
     });
-    let meta = udrma_nic::RxMeta {
-        trimmed: true,
-        ..Default::default()
-    };
+    let meta = trimmed_meta();
     let mut copied = false;
     while p.step() {
         if !copied && p.nics[0].stats().rx_trimmed == 1 {
@@ -641,10 +650,7 @@ fn trimmed_headers_that_name_no_missing_response_ask_nothing() {
         udrma_proto::Packet::new_unchecked(&mut h[..]).set_seg_index(seg);
         h
     };
-    let meta = udrma_nic::RxMeta {
-        trimmed: true,
-        ..Default::default()
-    };
+    let meta = trimmed_meta();
     let now = p.now;
     let nic = &mut p.nics[0];
     nic.handle_datagram_meta(now, NodeAddr(1), meta, &with_seg(2));
@@ -684,17 +690,8 @@ fn a_trimmed_read_response_of_nobody_s_read_changes_nothing() {
     p.run();
     assert!(completed_ok(&p));
     let before = p.nics[0].occupancy();
-    let mut fake = udrma_proto::samples::every_kind()
-        .into_iter()
-        .find(|r| r.opcode() == Opcode::ReadResponse)
-        .unwrap()
-        .to_vec()
-        .unwrap();
-    fake[28..32].copy_from_slice(&1u32.to_be_bytes());
-    let meta = udrma_nic::RxMeta {
-        trimmed: true,
-        ..Default::default()
-    };
+    let fake = sample_of(Opcode::ReadResponse, 1);
+    let meta = trimmed_meta();
     let now = p.now;
     p.nics[0].handle_datagram_meta(now, NodeAddr(1), meta, &fake[..udrma_proto::HEADER_LEN]);
     let tx = p.nics[0].stats();
