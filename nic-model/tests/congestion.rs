@@ -497,27 +497,29 @@ fn a_trimmed_read_response_is_asked_for_again_at_once_on_the_busy_budget() {
     assert!(got.iter().enumerate().all(|(i, b)| *b == i as u8));
 }
 
-#[test]
-fn copies_of_a_trimmed_read_response_ask_again_once() {
-    // The hunt's shard 7004 (docs/testing.md, finding 28): on duplicating
-    // links every copy of a trimmed response asked again, each ask's
-    // answer was copied and trimmed in turn, and a READ spent its busy
-    // budget with nothing dropped. Two more copies of the trimmed header
-    // land at the instant the first did: they answer no later ask.
+/// Runs [`read_pair`] with the first copy of each response in `segs`
+/// trimmed and two more copies of the first trimmed header landing at the
+/// instant it did; returns the READ requests h1 heard (the request and
+/// every ask again) and h0's stats.
+fn copies_of_a_trim_of(segs: std::ops::Range<u32>) -> (u32, udrma_nic::Stats) {
     let mut p = read_pair();
     let header = Arc::new(Mutex::new(None));
     let h = header.clone();
     let asks = Arc::new(Mutex::new(0));
     let a = asks.clone();
-    let mut trimmed = false;
+    let mut trimmed = Vec::new();
     p.set_filter(move |w| match w.repr {
         Some(r) if r.opcode() == Opcode::ReadRequest => {
             *a.lock().unwrap() += 1;
             Verdict::Deliver
         }
-        Some(r) if !trimmed && r.opcode() == Opcode::ReadResponse && r.seg_index == 3 => {
-            trimmed = true;
-            *h.lock().unwrap() = Some(r.to_vec().unwrap());
+        Some(r)
+            if r.opcode() == Opcode::ReadResponse
+                && segs.contains(&r.seg_index)
+                && !trimmed.contains(&r.seg_index) =>
+        {
+            trimmed.push(r.seg_index);
+            h.lock().unwrap().get_or_insert(r.to_vec().unwrap());
             Verdict::Trim
         }
         _ => Verdict::Deliver,
@@ -525,7 +527,7 @@ fn copies_of_a_trimmed_read_response_ask_again_once() {
     let meta = trimmed_meta();
     let mut copied = false;
     while p.step() {
-        if !copied && p.nics[0].stats().rx_trimmed == 1 {
+        if !copied && p.nics[0].stats().rx_trimmed > 0 {
             copied = true;
             let bytes = header.lock().unwrap().clone().unwrap();
             let now = p.now;
@@ -540,12 +542,40 @@ fn copies_of_a_trimmed_read_response_ask_again_once() {
         }
     }
     assert!(copied && completed_ok(&p));
-    let tx = p.nics[0].stats();
-    assert_eq!(*asks.lock().unwrap(), 2, "the request and one ask again");
+    let asks = *asks.lock().unwrap();
+    (asks, p.nics[0].stats().clone())
+}
+
+#[test]
+fn copies_of_a_trimmed_read_response_ask_again_once() {
+    // The hunt's shard 7004 (docs/testing.md, finding 28): on duplicating
+    // links every copy of a trimmed response asked again, each ask's
+    // answer was copied and trimmed in turn, and a READ spent its busy
+    // budget with nothing dropped. The copies answer no later ask.
+    let (asks, tx) = copies_of_a_trim_of(3..4);
+    assert_eq!(asks, 2, "the request and one ask again");
     assert_eq!(
         (tx.read_responses_trimmed, tx.read_trims_of_older_asks),
         (1, 2)
     );
+    assert_eq!((tx.timeouts, tx.retries_exhausted), (0, 0));
+}
+
+#[test]
+fn a_trim_that_is_the_first_word_of_a_read_teaches_the_round_trip() {
+    // The hunt's shard 8052 (finding 29): in an all-to-all of READs every
+    // response's first copy was trimmed, so no requester ever had a round
+    // trip to judge copies by, and each copy asked again. The first
+    // trimmed header of a request sent once is that READ's round trip: its
+    // copies are then too soon to answer the ask it draws. It judges
+    // copies only; the RTO learns from the first whole response.
+    let (asks, tx) = copies_of_a_trim_of(0..8);
+    assert_eq!(asks, 9, "the request and one ask for each response");
+    assert_eq!(
+        (tx.read_responses_trimmed, tx.read_trims_of_older_asks),
+        (8, 2)
+    );
+    assert_eq!(tx.rtt_samples, 1, "the first whole response, not the trim");
     assert_eq!((tx.timeouts, tx.retries_exhausted), (0, 0));
 }
 

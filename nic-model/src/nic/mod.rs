@@ -221,6 +221,12 @@ struct Op {
     /// asked for again by itself (`Nic::read_response_trimmed`), at most
     /// one entry a segment.
     asked_again: Vec<(u32, Instant)>,
+    /// READ: the round trip of the first word heard of a request sent
+    /// once, when that word was a trimmed response. It judges copies of
+    /// trimmed responses while the path has no whole round trip sampled
+    /// (`Nic::read_response_trimmed`). It does not feed the RTO: a
+    /// trimmed header does not queue as a whole response does.
+    trim_rtt: Option<udrma_proto::time::Duration>,
     /// When the latest-sent packet acknowledged so far left (first copies
     /// only): packets sent well before it and still unacknowledged are
     /// lost.
