@@ -73,14 +73,16 @@ const CRATES: [Floors; 3] = [
             "units",
             "schema",
             "edit",
-            "scenario",
+            "source",
             "checks",
             "applies",
             "profile",
             "build",
+            "resolved",
             "ncplan",
             "collplan",
             "validate",
+            "scenario",
             "backend",
             "report",
             "leftover",
@@ -93,8 +95,9 @@ const CRATES: [Floors; 3] = [
             "run",
         ],
         root_items: &[
-            ("Scenario", "scenario"),
-            ("ScenarioError", "scenario"),
+            ("Scenario", "source"),
+            ("ScenarioError", "source"),
+            ("Resolved", "resolved"),
             ("ScenarioFile", "schema"),
             ("Report", "report"),
             ("Ladder", "ladder"),
@@ -206,5 +209,5 @@ fn modules_import_only_the_floors_below_them() {
 fn the_reader_finds_imports_as_written() {
     let f = &CRATES[2];
     let code = "use crate::build::{self, host};\nuse crate::{Scenario, report::Report};\nlet x = crate::run::go();";
-    assert_eq!(imports(code, f), ["build", "report", "run", "scenario"]);
+    assert_eq!(imports(code, f), ["build", "report", "run", "source"]);
 }

@@ -8,6 +8,7 @@ use udrma_host::messaging::MsgConfig;
 use udrma_nic::{AckMode, NicConfig, RegistrationMode, RetransmitMode, TombstoneMode};
 use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode, Protocol};
 
+use crate::profile::Profile;
 use crate::schema::{ModelKind, RoutingKind, TopologyKind};
 use crate::units::RtoFloor;
 use crate::{Scenario, ScenarioError};
@@ -20,11 +21,11 @@ pub const MAX_OPS: u128 = 2_000_000;
 /// stored twice: at its source and at its target).
 pub const MAX_STORED_BYTES: u128 = 4 << 30;
 
-/// Builds the topology.
-pub fn topology(sc: &Scenario) -> Result<Topology, ScenarioError> {
+/// Builds the topology (over the hardware profile's link, if any).
+pub fn topology(sc: &Scenario, profile: Option<&Profile>) -> Result<Topology, ScenarioError> {
     let t = &sc.file.topology;
     let mut d = LinkParams::default();
-    if let Some(p) = crate::profile::profile(sc)? {
+    if let Some(p) = profile {
         d.bandwidth_bps = p.link.bandwidth.map_or(d.bandwidth_bps, |r| r.0);
         d.latency = p.link.latency.map_or(d.latency, |l| l.0);
     }
@@ -171,11 +172,16 @@ fn mode<T: Copy>(
         })
 }
 
-/// Builds and validates the NIC configuration.
-pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
+/// Builds and validates the NIC configuration (over the hardware
+/// profile's, if any; timer floors from the topology's paths).
+pub fn nic_config(
+    sc: &Scenario,
+    profile: Option<&Profile>,
+    topo: &Topology,
+) -> Result<NicConfig, ScenarioError> {
     let n = &sc.file.nic;
     let mut d = NicConfig::default();
-    if let Some(p) = crate::profile::profile(sc)? {
+    if let Some(p) = profile {
         if let Some(m) = p.mtu_payload {
             d.mtu_payload = m.0 as u32;
         }
@@ -191,7 +197,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
             .translation_entries_per_line
             .unwrap_or(t.entries_per_line);
     }
-    d.cost = crate::profile::cost_model(sc)?;
+    d.cost = crate::profile::cost_model(sc, profile);
     if let Some(r) = n.descriptor_ring {
         d.descriptor_ring = r;
         d.ring_low_water = n.ring_low_water.unwrap_or(r / 4);
@@ -201,7 +207,7 @@ pub fn nic_config(sc: &Scenario) -> Result<NicConfig, ScenarioError> {
     let t = |v: Option<crate::units::Time>, d: Duration| v.map_or(d, |x| x.0);
     let sack_delay = t(n.sack_delay, Duration::from_micros(2));
     // Built once: the controller and the full-queue floor both read it.
-    let shape = path_shape(sc)?;
+    let shape = path_shape(sc, topo);
     let mut cfg = NicConfig {
         mtu_payload: n.mtu_payload.map_or(Ok(d.mtu_payload), |s| {
             u32::try_from(s.0)
@@ -443,8 +449,7 @@ struct PathShape {
     control_priority: bool,
 }
 
-fn path_shape(sc: &Scenario) -> Result<PathShape, ScenarioError> {
-    let topo = topology(sc)?;
+fn path_shape(sc: &Scenario, topo: &Topology) -> PathShape {
     let link = topo.links.first().map(|l| l.params);
     let (rate, latency, mtu) = link
         .map_or((100_000_000_000, Duration::from_micros(1), 9216), |p| {
@@ -470,14 +475,14 @@ fn path_shape(sc: &Scenario) -> Result<PathShape, ScenarioError> {
             )
         }
     };
-    Ok(PathShape {
+    PathShape {
         rate,
         latency,
         mtu,
         links,
         drain,
         control_priority: t.control_priority,
-    })
+    }
 }
 
 /// `rto_min = "full-queues"`: the time every queue a packet and its
@@ -492,8 +497,12 @@ fn full_queue_floor(p: &PathShape) -> Duration {
     p.drain.saturating_mul(p.links + back)
 }
 
-/// The fabric configuration for `seed`.
-pub fn fabric_config(sc: &Scenario, seed: u64) -> Result<FabricConfig, ScenarioError> {
+/// The fabric configuration for `seed`, with NICs configured as `nic`.
+pub fn fabric_config(
+    sc: &Scenario,
+    seed: u64,
+    nic: &NicConfig,
+) -> Result<FabricConfig, ScenarioError> {
     Ok(FabricConfig {
         seed,
         routing: match sc.file.topology.routing {
@@ -501,7 +510,7 @@ pub fn fabric_config(sc: &Scenario, seed: u64) -> Result<FabricConfig, ScenarioE
             RoutingKind::Ecmp => Policy::Ecmp,
             RoutingKind::Spray => Policy::Spray,
         },
-        nic: nic_config(sc)?,
+        nic: nic.clone(),
         phantom_payload: sc.file.topology.phantom,
         seal_bytes: match sc.file.security.mode.as_deref() {
             None | Some("none") => 0,

@@ -6,7 +6,6 @@ use udrma_host::collective::{CollectivePlan, Tree};
 use udrma_nic::reduce::CollectiveKind;
 use udrma_proto::{Duration, Instant, ReduceOp, ReduceType};
 
-use crate::build;
 use crate::schema::{TopologyKind, WorkloadKind};
 use crate::{Scenario, ScenarioError};
 
@@ -192,7 +191,7 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<Planned, ScenarioError
 
 /// Refuses a collective beside other workloads, and plans it (its keys on
 /// other kinds are refused in `applies`).
-pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
+pub fn validate(sc: &Scenario, n: usize) -> Result<(), ScenarioError> {
     let mut count = 0;
     for w in &sc.file.workloads {
         if w.kind == WorkloadKind::Collective {
@@ -206,7 +205,6 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         ));
     }
     if count == 1 {
-        let n = build::topology(sc)?.n_hosts();
         plan(sc, sc.file.seed, n)?;
     }
     Ok(())

@@ -6,13 +6,16 @@
 //!
 //! Modules, from the bottom up (each imports only those above it):
 //! - the spec: [`units`], [`schema`], [`edit`] (dotted-path edits for
-//!   sweeps), [`scenario`] (parsed text and located errors), [`checks`]
+//!   sweeps), [`source`] (parsed text and located errors), [`checks`]
 //!   (check names), [`applies`] (which keys each workload kind takes);
 //! - the build: [`profile`] (hardware profiles, cost model, messaging
 //!   configuration), [`build`] (topology, NICs, fault rules, pauses),
+//!   [`resolved`] (the one pass from file to profile, topology and NIC
+//!   configuration that validation and each run take),
 //!   [`ncplan`] (the non-contiguous workload's layouts and method),
 //!   [`collplan`] (the collective study's trees and iterations),
-//!   [`validate`] (the one validation pass);
+//!   [`validate`] (the one validation pass), [`scenario`]
+//!   (`Scenario::parse`: text to a validated scenario);
 //! - the run: [`backend`] (the seam between what the hosts do and where
 //!   the packets go: the simulated world or real sockets), [`report`],
 //!   [`leftover`] (what a run left undone), [`svg`], [`ladder`], [`rdma`]
@@ -38,27 +41,21 @@ pub mod noncontig;
 pub mod profile;
 pub mod rdma;
 pub mod report;
+pub mod resolved;
 pub mod run;
 pub mod scenario;
 pub mod schema;
+pub mod source;
 pub mod svg;
 pub mod units;
 pub mod validate;
 
 pub use ladder::Ladder;
 pub use report::Report;
+pub use resolved::Resolved;
 pub use run::{run, run_host, BackendKind, HostError, HostOptions, RunOptions};
-pub use scenario::{Scenario, ScenarioError};
 pub use schema::ScenarioFile;
+pub use source::{Scenario, ScenarioError};
 
 /// The built-in demo (also `scenarios/examples/demo.toml`).
 pub const DEMO: &str = include_str!("../examples/demo.toml");
-
-impl Scenario {
-    /// Parses and validates scenario text. `path` names it in errors.
-    pub fn parse(path: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let sc = Scenario::parse_unchecked(path, text)?;
-        validate::validate(&sc)?;
-        Ok(sc)
-    }
-}

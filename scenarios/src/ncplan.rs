@@ -9,6 +9,7 @@ use udrma_host::workload::noncontig::NcPlan;
 use udrma_proto::{Duration, Instant};
 
 use crate::build;
+use crate::resolved::Resolved;
 use crate::schema::{WorkloadKind, WorkloadSpec};
 use crate::{Scenario, ScenarioError};
 
@@ -33,7 +34,7 @@ pub struct Planned {
 
 /// Refuses a noncontig workload beside others, and plans it (its keys on
 /// other kinds are refused in `applies`).
-pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
+pub fn validate(sc: &Scenario, r: &Resolved) -> Result<(), ScenarioError> {
     let nc = sc
         .file
         .workloads
@@ -47,8 +48,7 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
         ));
     }
     if nc == 1 {
-        let n = build::topology(sc)?.n_hosts();
-        plan(sc, n)?;
+        plan(sc, r)?;
     }
     Ok(())
 }
@@ -162,7 +162,8 @@ fn layouts(sc: &Scenario, w: &WorkloadSpec) -> Result<(String, Layout, Layout), 
 }
 
 /// The plan of the scenario's noncontig workload.
-pub fn plan(sc: &Scenario, n: usize) -> Result<Planned, ScenarioError> {
+pub fn plan(sc: &Scenario, r: &Resolved) -> Result<Planned, ScenarioError> {
+    let n = r.n_hosts();
     let Some(w) = sc
         .file
         .workloads
@@ -203,8 +204,7 @@ pub fn plan(sc: &Scenario, n: usize) -> Result<Planned, ScenarioError> {
         }
     };
     let (layout, la, lb) = layouts(sc, w)?;
-    let cfg = build::nic_config(sc)?;
-    let topo = build::topology(sc)?;
+    let (cfg, topo) = (&r.nic, &r.topology);
     let bps = topo
         .links
         .iter()

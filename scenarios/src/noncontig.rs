@@ -12,16 +12,17 @@ use udrma_proto::NodeAddr;
 use crate::backend::Backend;
 use crate::ncplan::plan;
 use crate::report::{self, NoncontigReport, Report};
+use crate::resolved::Resolved;
 use crate::{Scenario, ScenarioError};
 
 /// Runs the noncontig ping-pong on `world` and checks it.
 pub(crate) fn run(
     sc: &Scenario,
+    r: &Resolved,
     seed: u64,
     mut world: Box<dyn Backend>,
 ) -> Result<Report, ScenarioError> {
-    let n = world.n_hosts();
-    let planned = plan(sc, n)?;
+    let planned = plan(sc, r)?;
     let plan = Arc::new(planned.plan.clone());
     for h in [plan.a, plan.b] {
         if world.is_local(h) {

@@ -102,11 +102,11 @@ fn ps_per_byte(r: Option<Rate>) -> Option<u64> {
 }
 
 /// The cost model: the profile's, with the scenario's `[cost]` on top.
-pub fn cost_model(sc: &Scenario) -> Result<CostModel, ScenarioError> {
-    let base = profile(sc)?.map(|p| p.cost).unwrap_or_default();
+pub fn cost_model(sc: &Scenario, profile: Option<&Profile>) -> CostModel {
+    let base = profile.map(|p| p.cost.clone()).unwrap_or_default();
     let o = &sc.file.cost;
     let t = |a: Option<Time>, b: Option<Time>| a.or(b).map_or(Duration::ZERO, |t| t.0);
-    Ok(CostModel {
+    CostModel {
         doorbell: t(o.doorbell, base.doorbell),
         descriptor_fetch: t(o.descriptor_fetch, base.descriptor_fetch),
         per_sge: t(o.per_sge, base.per_sge),
@@ -125,5 +125,5 @@ pub fn cost_model(sc: &Scenario) -> Result<CostModel, ScenarioError> {
         alu_per_operand: t(o.alu_per_operand, base.alu_per_operand),
         aead_per_packet: t(o.aead_per_packet, base.aead_per_packet),
         aead_ps_per_byte: ps_per_byte(o.aead_bandwidth.or(base.aead_bandwidth)).unwrap_or(0),
-    })
+    }
 }

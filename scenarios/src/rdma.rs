@@ -274,7 +274,7 @@ pub(crate) fn run(
     );
     if let Some((a, b, spec)) = ladder {
         let first_only =
-            build::nic_config(sc)?.registration == udrma_nic::RegistrationMode::FirstOnly;
+            world.nic(a).config().registration == udrma_nic::RegistrationMode::FirstOnly;
         report.ladder_svg = world
             .world()
             .map(|w| crate::ladder::draw(w, a, b, spec, first_only, &sc.file.name));

@@ -16,6 +16,7 @@ use crate::backend::{Backend, Udp};
 use crate::build;
 use crate::ladder::Ladder;
 use crate::report::Report;
+use crate::resolved::{resolve, Resolved};
 use crate::schema::{OrderKind, TopologyKind, WorkloadKind};
 use crate::units::Time;
 use crate::{Scenario, ScenarioError};
@@ -65,18 +66,19 @@ pub struct RunOptions {
 /// report.
 pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError> {
     let seed = opts.seed.unwrap_or(sc.file.seed);
+    let r = &resolve(sc)?;
     if opts.backend == BackendKind::Udp {
         if opts.threads.is_some() {
             return Err(sc.error(
                 "--threads splits the simulated fabric; the udp backend runs real sockets".into(),
             ));
         }
-        return run_udp(sc, seed, &opts);
+        return run_udp(sc, r, seed, &opts);
     }
     if let Some(n) = opts.threads {
-        return run_split(sc, seed, n, &opts);
+        return run_split(sc, r, seed, n, &opts);
     }
-    let mut world = sim_world(sc, seed)?;
+    let mut world = sim_world(sc, r, seed)?;
     if opts.egress_log {
         world.log_egress();
     }
@@ -109,7 +111,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         .iter()
         .any(|w| w.kind == WorkloadKind::Noncontig)
     {
-        return crate::noncontig::run(sc, seed, Box::new(world));
+        return crate::noncontig::run(sc, r, seed, Box::new(world));
     }
     if sc
         .file
@@ -117,7 +119,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         .iter()
         .any(|w| w.kind == WorkloadKind::Collective)
     {
-        let rebuild = || sim_world(sc, seed).map(|w| Box::new(w) as Box<dyn Backend>);
+        let rebuild = || sim_world(sc, r, seed).map(|w| Box::new(w) as Box<dyn Backend>);
         return crate::collective::run(sc, seed, Box::new(world), &rebuild);
     }
     if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
@@ -140,6 +142,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
 /// thread running its share of the nodes ([`SplitWorld`]).
 fn run_split(
     sc: &Scenario,
+    r: &Resolved,
     seed: u64,
     threads: usize,
     opts: &RunOptions,
@@ -171,9 +174,9 @@ fn run_split(
     let worlds: Vec<Result<World, ScenarioError>> =
         std::thread::scope(|scope| {
             let handles: Vec<_> = (1..threads)
-                .map(|_| scope.spawn(|| sim_world(sc, seed)))
+                .map(|_| scope.spawn(|| sim_world(sc, r, seed)))
                 .collect();
-            let mut worlds = vec![sim_world(sc, seed)];
+            let mut worlds = vec![sim_world(sc, r, seed)];
             for h in handles {
                 worlds.push(h.join().unwrap_or_else(|_| {
                     Err(sc.error("a thread building the world stopped".into()))
@@ -188,10 +191,10 @@ fn run_split(
 }
 
 /// The simulated fabric of `sc`: topology, NICs, fault rules, pauses.
-fn sim_world(sc: &Scenario, seed: u64) -> Result<World, ScenarioError> {
-    let topo = build::topology(sc)?;
+fn sim_world(sc: &Scenario, r: &Resolved, seed: u64) -> Result<World, ScenarioError> {
+    let topo = r.topology.clone();
     let n = topo.n_hosts();
-    let cfg = build::fabric_config(sc, seed)?;
+    let cfg = build::fabric_config(sc, seed, &r.nic)?;
     let rules = build::rules(sc, seed, n)?;
     let pauses = build::pauses(sc, n)?;
     let mut world =
@@ -214,12 +217,17 @@ fn sim_world(sc: &Scenario, seed: u64) -> Result<World, ScenarioError> {
 /// millisecond clock, and a time limit of at least
 /// [`UDP_MIN_TIME_LIMIT`]. What has no meaning on real sockets is refused
 /// with the key that asks for it.
-fn run_udp(sc: &Scenario, seed: u64, opts: &RunOptions) -> Result<Report, ScenarioError> {
+fn run_udp(
+    sc: &Scenario,
+    r: &Resolved,
+    seed: u64,
+    opts: &RunOptions,
+) -> Result<Report, ScenarioError> {
     refuse_simulated_only(sc, opts)?;
-    let plans = egress_plans(sc, seed)?;
+    let plans = egress_plans(sc, r, seed)?;
     let n = plans.len();
     let cfg = BridgeConfig {
-        nic: real_time_floors(build::nic_config(sc)?),
+        nic: real_time_floors(r.nic.clone()),
         ..BridgeConfig::default()
     };
     let loopback = || {
@@ -243,7 +251,7 @@ fn run_udp(sc: &Scenario, seed: u64, opts: &RunOptions) -> Result<Report, Scenar
         .iter()
         .any(|w| w.kind == WorkloadKind::Noncontig)
     {
-        crate::noncontig::run(&sc, seed, backend)
+        crate::noncontig::run(&sc, r, seed, backend)
     } else if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
         crate::messaging::run(&sc, seed, backend)
     } else {
@@ -314,8 +322,8 @@ fn refuse_simulated_only(sc: &Scenario, opts: &RunOptions) -> Result<(), Scenari
 /// Each host's egress fault rules over real sockets: the scenario's rules
 /// with a stream per host, judged on the links a datagram between two
 /// hosts would cross in the simulated topology.
-fn egress_plans(sc: &Scenario, seed: u64) -> Result<Vec<FaultPlan>, ScenarioError> {
-    let topo = build::topology(sc)?;
+fn egress_plans(sc: &Scenario, r: &Resolved, seed: u64) -> Result<Vec<FaultPlan>, ScenarioError> {
+    let topo = &r.topology;
     let n = topo.n_hosts();
     // Which links a datagram between two hosts crosses in the simulated
     // topology: the sender's link forward, then the receiver's in reverse
@@ -403,7 +411,8 @@ impl From<ScenarioError> for HostError {
 pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> {
     refuse_simulated_only(sc, &RunOptions::default())?;
     let seed = opts.seed.unwrap_or(sc.file.seed);
-    let plans = egress_plans(sc, seed)?;
+    let r = &resolve(sc)?;
+    let plans = egress_plans(sc, r, seed)?;
     let n = plans.len();
     let bad = |message: String| {
         HostError::Input(ScenarioError {
@@ -434,7 +443,7 @@ pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> 
             missing.join(", ")
         )));
     }
-    let nic = real_time_floors(build::nic_config(sc)?);
+    let nic = real_time_floors(r.nic.clone());
     let peer_addrs: Vec<SocketAddr> = remotes.iter().map(|(_, a)| *a).collect();
     let cfg = BridgeConfig {
         nic: NicConfig {

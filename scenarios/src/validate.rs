@@ -1,23 +1,24 @@
 //! The one validation pass: everything that can be checked without
-//! running, each error located at its key in the file.
+//! running, each error located at its key in the file; it returns the
+//! resolved scenario ([`Resolved`]) it checked.
 
 use udrma_proto::NodeAddr;
 
-use crate::build::{
-    fabric_config, host, msg_config, nic_config, pauses, rules, topology, MAX_OPS, MAX_STORED_BYTES,
-};
-use crate::profile::cost_model;
+use crate::build::{fabric_config, host, msg_config, pauses, rules, MAX_OPS, MAX_STORED_BYTES};
+use crate::resolved::{resolve, Resolved};
 use crate::schema::{OpKind, SizesSpec, WorkloadKind, WorkloadSpec};
 use crate::units::parse_size;
 use crate::{Scenario, ScenarioError};
 
-/// Checks everything that can be checked without running.
-pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
+/// Checks everything that can be checked without running; returns what
+/// `sc` resolves to.
+pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
     crate::applies::check(sc)?;
     unique_fault_names(sc)?;
-    let topo = topology(sc)?;
+    let r = resolve(sc)?;
+    let topo = &r.topology;
     let n = topo.n_hosts();
-    let cfg = fabric_config(sc, sc.file.seed)?;
+    let cfg = fabric_config(sc, sc.file.seed, &r.nic)?;
     let mut rules = rules(sc, sc.file.seed, n)?;
     let names = topo.link_names();
     rules
@@ -27,9 +28,9 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
             _ => sc.error_at("fault", e.to_string()),
         })?;
     pauses(sc, n)?;
-    validate_messaging(sc)?;
-    crate::ncplan::validate(sc)?;
-    crate::collplan::validate(sc)?;
+    validate_messaging(sc, &r)?;
+    crate::ncplan::validate(sc, &r)?;
+    crate::collplan::validate(sc, n)?;
     for (i, w) in sc.file.workloads.iter().enumerate() {
         if w.kind.is_messaging()
             || w.kind == WorkloadKind::Noncontig
@@ -147,7 +148,7 @@ pub fn validate(sc: &Scenario) -> Result<(), ScenarioError> {
             ));
         }
     }
-    Ok(())
+    Ok(r)
 }
 
 /// The message sizes of a `msg-*` workload.
@@ -195,8 +196,7 @@ pub fn sizes(sc: &Scenario, w: &WorkloadSpec, who: &str) -> Result<Vec<u64>, Sce
 }
 
 /// Checks the messaging parts of a scenario.
-fn validate_messaging(sc: &Scenario) -> Result<(), ScenarioError> {
-    cost_model(sc)?;
+fn validate_messaging(sc: &Scenario, r: &Resolved) -> Result<(), ScenarioError> {
     let msg = sc.file.workloads.iter().any(|w| w.kind.is_messaging());
     let rdma = sc.file.workloads.iter().any(|w| !w.kind.is_messaging());
     if msg && rdma {
@@ -208,8 +208,7 @@ fn validate_messaging(sc: &Scenario) -> Result<(), ScenarioError> {
     }
     // Hosts differ only in registration faults, which are checked for
     // every fault whatever the host.
-    let n = topology(sc)?.n_hosts();
-    msg_config(sc, sc.file.seed, NodeAddr(0), n, &nic_config(sc)?)?;
+    msg_config(sc, sc.file.seed, NodeAddr(0), r.n_hosts(), &r.nic)?;
     let mut messages: u128 = 0;
     let mut bytes: u128 = 0;
     for (i, w) in sc.file.workloads.iter().enumerate() {

@@ -210,11 +210,10 @@ fn a_full_queue_timer_floor_leaves_recovery_to_the_acks_and_resends_only_what_wa
 
 #[test]
 fn the_full_queue_floor_is_worked_out_from_the_topology() {
-    use udrma_scenarios::build::nic_config;
     let floor = |extra: &str| {
         let text = deep_incast("nscc", "full-queues").replace("[nic]", &format!("{extra}\n[nic]"));
         let sc = Scenario::parse("test.toml", &text).unwrap_or_else(|e| panic!("{e}"));
-        nic_config(&sc).unwrap().rto_min.as_ps()
+        sc.resolve().unwrap().nic.rto_min.as_ps()
     };
     // 1 MiB at 100 Gb/s drains in 83.886 us; a star's round trip crosses
     // two queues out and two back.
@@ -229,7 +228,7 @@ fn the_full_queue_floor_is_worked_out_from_the_topology() {
             .replace("kind = \"star\"\nhosts = 16", topology)
             .replace("dst = \"h0\"", "dst = \"h0\"\nsrcs = [\"h1\"]");
         let sc = Scenario::parse("test.toml", &text).unwrap_or_else(|e| panic!("{e}"));
-        nic_config(&sc).unwrap().rto_min.as_ps()
+        sc.resolve().unwrap().nic.rto_min.as_ps()
     };
     assert_eq!(shape("kind = \"fat-tree\"\nk = 4"), 12 * drain);
     assert_eq!(
@@ -242,11 +241,11 @@ fn the_full_queue_floor_is_worked_out_from_the_topology() {
         &format!("rto_max = \"{}ps\"\nmax_retries", 4 * drain),
     );
     let sc = Scenario::parse("test.toml", &text).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(nic_config(&sc).unwrap().rto_min.as_ps(), 4 * drain);
+    assert_eq!(sc.resolve().unwrap().nic.rto_min.as_ps(), 4 * drain);
     // A fixed floor is taken as given.
     let text = deep_incast("nscc", "35us");
     let sc = Scenario::parse("test.toml", &text).unwrap();
-    assert_eq!(nic_config(&sc).unwrap().rto_min.as_ps(), 35_000_000);
+    assert_eq!(sc.resolve().unwrap().nic.rto_min.as_ps(), 35_000_000);
 }
 
 #[test]

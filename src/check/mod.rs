@@ -103,7 +103,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     let dropped_rules = sc.file.faults.len();
     sc.file.faults.clear();
-    let topo = udrma_scenarios::build::topology(&sc).map_err(|e| BadInput(e.to_string()))?;
+    let resolved = udrma_scenarios::resolved::resolve(&sc).map_err(|e| BadInput(e.to_string()))?;
+    let topo = &resolved.topology;
     let link_names = topo
         .link_names()
         .into_iter()
@@ -112,8 +113,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let delay = match args.delay {
         Some(d) => d,
         None => {
-            let nic =
-                udrma_scenarios::build::nic_config(&sc).map_err(|e| BadInput(e.to_string()))?;
+            let nic = &resolved.nic;
             nic.rto_initial + nic.rto_initial
         }
     };

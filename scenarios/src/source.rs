@@ -1,0 +1,172 @@
+//! A scenario as parsed from its TOML text, and the errors that point
+//! into that text.
+
+use core::fmt;
+
+use crate::schema::ScenarioFile;
+
+/// What is wrong with a scenario, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// File name as given.
+    pub file: String,
+    /// 1-based line and column, when known.
+    pub at: Option<(usize, usize)>,
+    /// What is wrong and what was expected.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.at {
+            Some((line, col)) => write!(f, "{}:{line}:{col}: {}", self.file, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// A parsed scenario with its source (for error locations).
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// The parsed file.
+    pub file: ScenarioFile,
+    /// Its name as given (path or `<demo>`).
+    pub path: String,
+    /// Its text.
+    pub text: String,
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+impl Scenario {
+    /// Parses scenario text without validating it (see
+    /// [`Scenario::parse`], which does both). `path` names it in errors.
+    pub fn parse_unchecked(path: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        let file: ScenarioFile = toml::from_str(text).map_err(|e| ScenarioError {
+            file: path.to_string(),
+            at: e.span().map(|s| line_col(text, s.start)),
+            message: improve(e.message()),
+        })?;
+        let sc = Scenario {
+            file,
+            path: path.to_string(),
+            text: text.to_string(),
+        };
+        Ok(sc)
+    }
+
+    /// An error about the key `key` (located at the first line that sets
+    /// it, if any).
+    pub fn error_at_key(&self, key: &str, message: String) -> ScenarioError {
+        ScenarioError {
+            file: self.path.clone(),
+            at: self
+                .settings(key, None)
+                .first()
+                .map(|&o| line_col(&self.text, o)),
+            message,
+        }
+    }
+
+    /// Where the lines that set `key` (to the string `value`, if given)
+    /// start, in order.
+    fn settings(&self, key: &str, value: Option<&str>) -> Vec<usize> {
+        let quoted = value.map(|v| format!("\"{v}\""));
+        let mut offset = 0;
+        let mut found = Vec::new();
+        for line in self.text.split_inclusive('\n') {
+            let trimmed = line.trim_start();
+            let sets = trimmed
+                .strip_prefix(key)
+                .and_then(|r| r.trim_start().strip_prefix('='))
+                .is_some_and(|v| {
+                    quoted
+                        .as_ref()
+                        .is_none_or(|q| v.trim_start().starts_with(q))
+                });
+            if sets {
+                found.push(offset + (line.len() - trimmed.len()));
+            }
+            offset += line.len();
+        }
+        found
+    }
+
+    /// An error at byte `offset` of the text.
+    pub fn error_at_offset(&self, offset: usize, message: String) -> ScenarioError {
+        ScenarioError {
+            file: self.path.clone(),
+            at: Some(line_col(&self.text, offset)),
+            message,
+        }
+    }
+
+    /// An error about the whole file (no place in it).
+    pub fn error(&self, message: String) -> ScenarioError {
+        ScenarioError {
+            file: self.path.clone(),
+            at: None,
+            message,
+        }
+    }
+
+    /// An error about `token` (located at its first quoted occurrence in
+    /// the text, if any).
+    pub fn error_at(&self, token: &str, message: String) -> ScenarioError {
+        let quoted = format!("\"{token}\"");
+        let at = self
+            .text
+            .find(&quoted)
+            .or_else(|| self.text.find(token))
+            .map(|o| line_col(&self.text, o));
+        ScenarioError {
+            file: self.path.clone(),
+            at,
+            message,
+        }
+    }
+
+    /// An error about the `nth` (from 0) line that sets `key` to the
+    /// string `value` (the first such line if there are fewer; unlocated
+    /// if none).
+    pub fn error_at_nth_setting(
+        &self,
+        key: &str,
+        value: &str,
+        nth: usize,
+        message: String,
+    ) -> ScenarioError {
+        let found = self.settings(key, Some(value));
+        ScenarioError {
+            file: self.path.clone(),
+            at: found
+                .get(nth)
+                .or(found.first())
+                .map(|&o| line_col(&self.text, o)),
+            message,
+        }
+    }
+}
+
+/// Adds "did you mean" to serde's unknown-field and unknown-variant errors.
+fn improve(message: &str) -> String {
+    let Some((head, expected)) = message
+        .split_once(", expected one of ")
+        .or_else(|| message.split_once(", expected "))
+    else {
+        return message.to_string();
+    };
+    let got = head.split('`').nth(1).unwrap_or("");
+    let names: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    match udrma_faults::closest(got, &names) {
+        Some(best) => format!("{message} (did you mean `{best}`?)"),
+        None => message.to_string(),
+    }
+}
