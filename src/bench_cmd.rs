@@ -9,7 +9,7 @@ use std::time::Instant as Wall;
 
 use anyhow::Context;
 
-use crate::{hugepages, BadInput, Order};
+use crate::{BadInput, Order};
 
 fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -18,13 +18,20 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// Bytes of the process's anonymous memory on transparent huge pages.
+fn resident_huge_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    let line = text.lines().find(|l| l.starts_with("AnonHugePages:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 pub(crate) fn bench_sim(
     k: u32,
     seed: u64,
     matrix: Option<&Path>,
     order: Order,
     threads: usize,
-    huge: hugepages::Status,
 ) -> anyhow::Result<ExitCode> {
     let build = Wall::now();
     let (flows, traffic) = match matrix {
@@ -78,7 +85,7 @@ pub(crate) fn bench_sim(
             wall,
             hash: run.trace.hash(),
         }
-        .print(huge);
+        .print();
         return Ok(ExitCode::SUCCESS);
     }
     let mut w = make().map_err(|e| BadInput(e.to_string()))?;
@@ -108,7 +115,7 @@ pub(crate) fn bench_sim(
         wall,
         hash: w.trace().hash(),
     }
-    .print(huge);
+    .print();
     Ok(ExitCode::SUCCESS)
 }
 
@@ -131,7 +138,7 @@ struct Figures<'a> {
 }
 
 impl Figures<'_> {
-    fn print(&self, huge: hugepages::Status) {
+    fn print(&self) {
         let Figures {
             k,
             hosts,
@@ -167,16 +174,12 @@ impl Figures<'_> {
         if let Some(m) = peak_rss_mib() {
             println!("peak memory    {m:.1} MiB");
         }
-        match (huge, hugepages::resident_huge_bytes()) {
-            (hugepages::Status::On, Some(b)) => println!(
-                "huge pages     on, {:.1} MiB of the memory at the end on huge pages",
+        match resident_huge_bytes() {
+            Some(b) => println!(
+                "huge pages     {:.1} MiB of the memory at the end",
                 b as f64 / f64::from(1 << 20)
             ),
-            (status, Some(b)) => println!(
-                "huge pages     {status}, {:.1} MiB on huge pages",
-                b as f64 / f64::from(1 << 20)
-            ),
-            (status, None) => println!("huge pages     {status}"),
+            None => println!("huge pages     unknown (no /proc/self/smaps_rollup)"),
         }
         println!("trace hash     {hash:016x}");
     }

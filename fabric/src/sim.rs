@@ -259,8 +259,9 @@ impl Sim {
                 .iter()
                 .map(|(h, wr, e)| format!("{h} request {wr:?}: {e}"))
                 .collect();
+            let requests = if failed == 1 { "request" } else { "requests" };
             violations.push(format!(
-                "{failed} requests failed, first {} (all-succeeded; SimBuilder::expect_failures if the faults make failures expected)",
+                "{failed} {requests} failed, first {} (all-succeeded; SimBuilder::expect_failures if the faults make failures expected)",
                 shown.join("; ")
             ));
         }

@@ -238,7 +238,7 @@ fn a_failed_request_fails_the_run_unless_failures_are_expected() {
             assert_eq!(out.violations.len(), 1, "{:?}", out.violations);
             let v = &out.violations[0];
             assert!(
-                v.starts_with("1 requests failed, first h0 request WrId(")
+                v.starts_with("1 request failed, first h0 request WrId(")
                     && v.contains("(all-succeeded; SimBuilder::expect_failures"),
                 "{v}"
             );
