@@ -69,7 +69,7 @@ fn the_congestion_tables_say_what_the_examples_print() {
     let congestion = doc("congestion.md");
     let cli = doc("cli.md");
     let a2a = "all-to-all-k8-nscc.toml";
-    for cc in ["nscc", "dcqcn", "rccc"] {
+    for cc in ["none", "nscc", "dcqcn", "rccc"] {
         let set = format!("nic.cc={cc}");
         let r = run_example(a2a, &[&set]);
         let row = format!(
@@ -142,7 +142,7 @@ fn the_incast_and_rendezvous_figures_say_what_the_examples_print() {
     let congestion = doc("congestion.md");
     let cli = doc("cli.md");
     for (file, switches) in [("incast.toml", "drop"), ("incast-trim.toml", "trim")] {
-        for cc in ["nscc", "dcqcn"] {
+        for cc in ["none", "nscc", "dcqcn", "rccc"] {
             let set = format!("nic.cc={cc}");
             let r = run_example(file, &[&set]);
             let row = format!(
@@ -168,6 +168,31 @@ fn the_incast_and_rendezvous_figures_say_what_the_examples_print() {
                 require("cli.md", &cli, &line, "udrma run incast-trim.toml");
             }
         }
+    }
+    for cc in ["none", "nscc", "dcqcn", "rccc"] {
+        let set = format!("nic.cc={cc}");
+        let fifo = "topology.control_priority=false";
+        let r = run_example("perm-128-uec.toml", &[&set, fifo]);
+        let row = format!(
+            "| permutation (perm-128-uec, REPS) | {cc} | {} Gb/s | {} µs | {} | {} | 0 |",
+            commas(r.goodput_gbps.round() as u64),
+            us(r.completion_ns.p99),
+            commas(r.packets.dropped),
+            commas(r.retransmits)
+        );
+        let cmd = format!("udrma run perm-128-uec.toml --set {set} --set {fifo}");
+        require("congestion.md", &congestion, &row, &cmd);
+        let selective = "nic.retransmit=selective";
+        let r = run_example("irn-gbn.toml", &[&set, selective]);
+        let row = format!(
+            "| 1 % loss (16 MiB, 100 Gb/s pair, 40 µs links, selective) | {cc} | {:.1} Gb/s | {} µs | {} | {} | 0 |",
+            r.goodput_gbps,
+            us(r.completion_ns.p99),
+            commas(r.packets.dropped),
+            commas(r.retransmits)
+        );
+        let cmd = format!("udrma run irn-gbn.toml --set {set} --set {selective}");
+        require("congestion.md", &congestion, &row, &cmd);
     }
     let r = run_example("rget-bottleneck.toml", &[]);
     let ms = (r.sim_time_ns as f64 / 1e6).round() as u64;
