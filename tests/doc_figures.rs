@@ -69,9 +69,13 @@ fn the_congestion_tables_say_what_the_examples_print() {
     let congestion = doc("congestion.md");
     let cli = doc("cli.md");
     let a2a = "all-to-all-k8-nscc.toml";
+    let mut default_timeouts = 0;
     for cc in ["none", "nscc", "dcqcn", "rccc"] {
         let set = format!("nic.cc={cc}");
         let r = run_example(a2a, &[&set]);
+        if cc == "none" {
+            default_timeouts = r.timeouts;
+        }
         let row = format!(
             "| {cc} | {} | {} | {} | {} | {} µs | {} µs | {} |",
             commas(r.packets.dropped),
@@ -112,6 +116,20 @@ fn the_congestion_tables_say_what_the_examples_print() {
             require("cli.md", &cli, &floor, &format!("udrma run {a2a}"));
         }
     }
+    let r = run_example("all-to-all-k8-probes.toml", &[]);
+    let probes = format!(
+        "{} drops, {} timeouts ({} with the defaults), {:.2} ms",
+        commas(r.packets.dropped),
+        commas(r.timeouts),
+        commas(default_timeouts),
+        r.completion_ns.max as f64 / 1e6
+    );
+    require(
+        "cli.md",
+        &cli,
+        &probes,
+        "udrma run all-to-all-k8-probes.toml",
+    );
     let r = run_example("all-to-all-k8-rccc.toml", &[]);
     let row = format!(
         "| rccc, sprayed | 0 | {} | {} | {} | {} µs | {} µs | {} |",
