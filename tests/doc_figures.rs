@@ -56,6 +56,30 @@ fn ratio(ns: u64) -> String {
     format!("{:.2}×", ns as f64 / 1000.0 / IDEAL_US)
 }
 
+/// A row of congestion.md's all-to-all tables: drops, retransmits,
+/// timeouts, duplicates dropped, p99, all done, against the ideal.
+fn a2a_row(label: &str, r: &Report) -> String {
+    format!(
+        "| {label} | {} | {} | {} | {} | {} µs | {} µs | {} |",
+        commas(r.packets.dropped),
+        commas(r.retransmits),
+        commas(r.timeouts),
+        commas(r.dup_dropped),
+        us(r.completion_ns.p99),
+        us(r.completion_ns.max),
+        ratio(r.completion_ns.max)
+    )
+}
+
+/// How cli.md's example table sums up a drop-free all-to-all.
+fn no_drop(r: &Report) -> String {
+    format!(
+        "no drop, {} µs ({} the ideal)",
+        us(r.completion_ns.max),
+        ratio(r.completion_ns.max)
+    )
+}
+
 fn require(doc_name: &str, text: &str, want: &str, run: &str) {
     assert!(
         text.contains(want),
@@ -76,16 +100,7 @@ fn the_congestion_tables_say_what_the_examples_print() {
         if cc == "none" {
             default_timeouts = r.timeouts;
         }
-        let row = format!(
-            "| {cc} | {} | {} | {} | {} | {} µs | {} µs | {} |",
-            commas(r.packets.dropped),
-            commas(r.retransmits),
-            commas(r.timeouts),
-            commas(r.dup_dropped),
-            us(r.completion_ns.p99),
-            us(r.completion_ns.max),
-            ratio(r.completion_ns.max)
-        );
+        let row = a2a_row(cc, &r);
         require(
             "congestion.md",
             &congestion,
@@ -106,12 +121,7 @@ fn the_congestion_tables_say_what_the_examples_print() {
             &format!("udrma run {a2a} --set {set}"),
         );
         if cc == "nscc" {
-            let first = format!(
-                "no drop, {} µs ({} the ideal)",
-                us(r.completion_ns.max),
-                ratio(r.completion_ns.max)
-            );
-            require("cli.md", &cli, &first, &format!("udrma run {a2a}"));
+            require("cli.md", &cli, &no_drop(&r), &format!("udrma run {a2a}"));
             let floor = format!("({} with the 20 µs floor)", commas(r.retransmits));
             require("cli.md", &cli, &floor, &format!("udrma run {a2a}"));
         }
@@ -131,27 +141,19 @@ fn the_congestion_tables_say_what_the_examples_print() {
         "udrma run all-to-all-k8-probes.toml",
     );
     let r = run_example("all-to-all-k8-rccc.toml", &[]);
-    let row = format!(
-        "| rccc, sprayed | 0 | {} | {} | {} | {} µs | {} µs | {} |",
-        commas(r.retransmits),
-        commas(r.timeouts),
-        commas(r.dup_dropped),
-        us(r.completion_ns.p99),
-        us(r.completion_ns.max),
-        ratio(r.completion_ns.max)
-    );
+    let row = a2a_row("rccc, sprayed", &r);
     require(
         "congestion.md",
         &congestion,
         &row,
         "udrma run all-to-all-k8-rccc.toml",
     );
-    let line = format!(
-        "no drop, {} µs ({} the ideal)",
-        us(r.completion_ns.max),
-        ratio(r.completion_ns.max)
+    require(
+        "cli.md",
+        &cli,
+        &no_drop(&r),
+        "udrma run all-to-all-k8-rccc.toml",
     );
-    require("cli.md", &cli, &line, "udrma run all-to-all-k8-rccc.toml");
 }
 
 #[test]
