@@ -150,6 +150,11 @@ pub struct FabricStats {
     pub control_ahead: u64,
     /// Deepest egress queue seen, in bytes.
     pub max_queue_bytes: u64,
+    /// Longest any packet waited in a costed NIC's receive unit for the
+    /// packets ahead of it, in picoseconds. The link-level flow control
+    /// into such a NIC keeps it under about one packet's work: packets
+    /// wait in the switch's queue instead, which drops, trims and marks.
+    pub max_rx_wait_ps: u64,
     /// Most events pending at once (bounded by ports + hosts + delayed
     /// packets: lazy timer cancellation leaves at most a few per host).
     /// In lookahead windows it is counted as each window begins and at

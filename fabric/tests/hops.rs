@@ -99,6 +99,44 @@ fn a_costed_nic_spends_its_work_on_the_way_out_and_on_the_way_in() {
     );
 }
 
+/// Trimmed headers wait for a slow NIC as data does. Eight hosts WRITE
+/// 64 KiB each into h0, whose NIC spends 2 µs on every packet (a whole
+/// packet's time on the wire is a tenth of that), through a trimming
+/// switch port of 16 KiB. The port fills and trims; the headers go ahead
+/// of its queue but, like the data, only as fast as h0's receive unit
+/// takes packets in, so no packet waits in that unit for more than the
+/// one it is working on. Before (finding 30), the headers went straight
+/// into the unit and every packet behind them waited there, out of the
+/// switch's reach and inside its sender's round trip.
+#[test]
+fn trimmed_headers_wait_for_a_slow_nic_as_data_does() {
+    let params = LinkParams {
+        queue_bytes: 16 * 1024,
+        trim: true,
+        ..LinkParams::default()
+    };
+    let cfg = FabricConfig {
+        nic: costed_nics(2_000),
+        ..FabricConfig::default()
+    };
+    let (mut w, keys) = world(Topology::star(9, params), cfg, RuleSet::new(), 1 << 20);
+    let wrs: Vec<WrId> = (1..9)
+        .map(|h| write(&mut w, &keys, h, 0, 64 * 1024))
+        .collect();
+    assert!(w.run());
+    for (i, wr) in wrs.iter().enumerate() {
+        assert_eq!(completions(&w, i as u32 + 1, *wr), vec![true]);
+    }
+    let s = w.stats();
+    assert!(s.trimmed > 50, "the port trims: {}", s.trimmed);
+    let work = Duration::from_micros(2).as_ps();
+    assert!(
+        s.max_rx_wait_ps <= work,
+        "a packet waited {} ps in h0's receive unit (one packet's work is {work} ps)",
+        s.max_rx_wait_ps
+    );
+}
+
 /// A link carries a datagram of exactly its MTU (and drops one byte
 /// more): a one-packet WRITE through links whose MTU is that packet's
 /// datagram crosses, and is counted hop by hop (two links each for the

@@ -519,16 +519,44 @@ impl World {
     /// Sends `pkt` ahead of `port`'s queue, as the high level of a
     /// priority queue would: it serializes at the line rate and arrives
     /// after the link's latency, whatever the queue holds.
+    ///
+    /// Into a NIC that works packets one at a time (a costed host), the
+    /// lane obeys the link-level flow control that `enqueue` applies to
+    /// data: a packet starts only when the receive unit will be ready for
+    /// it, and one that would wait longer than a lane as large as the
+    /// port's queue takes that NIC to work through is dropped (the lane's
+    /// buffer is full). Before, the lane had
+    /// no bound and skipped the flow control, so trimmed headers, each
+    /// a whole packet's firmware time on a slow NIC, piled up in its
+    /// receive unit: 105 ms of backlog on `myrinet-lanai9`, and every
+    /// packet behind them timed out while it waited (finding 30).
     pub(super) fn ahead(&mut self, port: PortId, pkt: Pkt) {
         let hot = self.ports[port as usize].hot;
         let bits = (pkt.len() + self.seal_bytes + WIRE_OVERHEAD) * 8;
         let ser = Duration(
             (u128::from(bits) * u128::from(PS_PER_S) / u128::from(hot.bandwidth_bps)) as u64,
         );
-        if hot.tapped {
-            self.capture(self.now, &pkt);
+        let mut start = self.now;
+        if let Some(to) = hot.peer_host().filter(|_| self.costed) {
+            let ready = self.hosts[to as usize].rx_ready;
+            let work = self.cost.packet(pkt.len() as usize);
+            let reach = hot.latency + ser + work;
+            start = start.max(Instant(ready.as_ps().saturating_sub(reach.as_ps())));
+            // The lane holds as many bytes as the port's queue: a packet
+            // waits no longer than a full lane of packets like it takes
+            // this NIC to work through.
+            let room = hot.queue_bytes / (pkt.len() + self.seal_bytes).max(1);
+            let drain = Duration(work.as_ps().saturating_mul(room));
+            if start > self.now + drain {
+                self.drop_pkt(hot.link, pkt, DropReason::QueueFull);
+                return;
+            }
+            self.hosts[to as usize].rx_ready = (start + hot.latency + ser).max(ready) + work;
         }
-        let at = self.now + ser + hot.latency;
+        if hot.tapped {
+            self.capture(start, &pkt);
+        }
+        let at = start + ser + hot.latency;
         let f = InFlight { arrive: at, pkt };
         if hot.remote {
             // The far end's shard files it, with the key this node gives
@@ -609,6 +637,8 @@ impl World {
                 };
                 let cost = self.cost.packet(pkt.len() as usize) + work;
                 let done = self.hosts[h as usize].rx_unit.take(self.now, cost);
+                let waited = (done - self.now).as_ps().saturating_sub(cost.as_ps());
+                self.stats.max_rx_wait_ps = self.stats.max_rx_wait_ps.max(waited);
                 self.schedule(done, EvKind::Deliver(h, pkt));
             }
             Some(h) => self.arrive_at_host(h, pkt),
