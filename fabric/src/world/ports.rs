@@ -424,11 +424,9 @@ impl World {
             // The wait is the sender's (a host: its next packet leaves
             // later, and no timer runs for a packet not yet sent) or a
             // switch's queue, which drops, trims and marks as any does.
-            let ready = self.hosts[to as usize].rx_ready;
             let work = self.cost.packet(pkt.len() as usize);
-            let reach = hot.latency + ser + work;
-            start = start.max(Instant(ready.as_ps().saturating_sub(reach.as_ps())));
-            self.hosts[to as usize].rx_ready = (start + hot.latency + ser).max(ready) + work;
+            start = self.rx_slot(to, &hot, ser, work, start);
+            self.take_rx_slot(to, &hot, ser, work, start);
         }
         let st = &mut self.ports[port as usize];
         st.free_at = start + ser;
@@ -516,6 +514,38 @@ impl World {
         self.ahead(port, pkt);
     }
 
+    /// The link-level flow control into costed host `to`: the earliest
+    /// instant, no sooner than `earliest`, at which a packet that takes
+    /// `ser` to cross `hot`'s link and `work` of the NIC may start, so that
+    /// it reaches the receive unit no sooner than one packet's work
+    /// before the unit frees up (see `enqueue`).
+    fn rx_slot(
+        &self,
+        to: u32,
+        hot: &PortHot,
+        ser: Duration,
+        work: Duration,
+        earliest: Instant,
+    ) -> Instant {
+        let ready = self.hosts[to as usize].rx_ready;
+        let reach = hot.latency + ser + work;
+        earliest.max(Instant(ready.as_ps().saturating_sub(reach.as_ps())))
+    }
+
+    /// Books host `to`'s receive unit for a packet that starts across
+    /// `hot`'s link at `start` (from `rx_slot`).
+    fn take_rx_slot(
+        &mut self,
+        to: u32,
+        hot: &PortHot,
+        ser: Duration,
+        work: Duration,
+        start: Instant,
+    ) {
+        let host = &mut self.hosts[to as usize];
+        host.rx_ready = (start + hot.latency + ser).max(host.rx_ready) + work;
+    }
+
     /// Sends `pkt` ahead of `port`'s queue, as the high level of a
     /// priority queue would: it serializes at the line rate and arrives
     /// after the link's latency, whatever the queue holds.
@@ -538,10 +568,8 @@ impl World {
         );
         let mut start = self.now;
         if let Some(to) = hot.peer_host().filter(|_| self.costed) {
-            let ready = self.hosts[to as usize].rx_ready;
             let work = self.cost.packet(pkt.len() as usize);
-            let reach = hot.latency + ser + work;
-            start = start.max(Instant(ready.as_ps().saturating_sub(reach.as_ps())));
+            start = self.rx_slot(to, &hot, ser, work, start);
             // The lane holds as many bytes as the port's queue: a packet
             // waits no longer than a full lane of packets like it takes
             // this NIC to work through.
@@ -551,7 +579,7 @@ impl World {
                 self.drop_pkt(hot.link, pkt, DropReason::QueueFull);
                 return;
             }
-            self.hosts[to as usize].rx_ready = (start + hot.latency + ser).max(ready) + work;
+            self.take_rx_slot(to, &hot, ser, work, start);
         }
         if hot.tapped {
             self.capture(start, &pkt);
