@@ -137,6 +137,58 @@ fn trimmed_headers_wait_for_a_slow_nic_as_data_does() {
     );
 }
 
+/// The header lane into a slow NIC is bounded: it holds as many bytes
+/// as the port's queue, and a header that would wait longer than a full
+/// lane takes the NIC is dropped there. Eight hosts WRITE 64 KiB each
+/// into h0, whose NIC spends 20 µs on every packet, through a trimming
+/// port of 16 KiB: some 200 headers fill the lane (4 ms of the NIC's
+/// work), and later headers are dropped on h0's link, 488 in the first
+/// 20 ms (where nothing else is dropped: the port trims data, and h0's
+/// own replies leave no faster than they are asked for). Without the
+/// bound none is. Every packet that got through still waited in the NIC
+/// for no more than one packet's work.
+#[test]
+fn a_full_header_lane_into_a_slow_nic_drops_the_header() {
+    let params = LinkParams {
+        queue_bytes: 16 * 1024,
+        trim: true,
+        ..LinkParams::default()
+    };
+    let cfg = FabricConfig {
+        nic: costed_nics(20_000),
+        ..FabricConfig::default()
+    };
+    let (mut w, keys) = world(Topology::star(9, params), cfg, RuleSet::new(), 1 << 20);
+    let trace = Shared::default();
+    w.set_trace_sink(udrma_fabric::TraceFormat::Postcard, Box::new(trace.clone()));
+    for h in 1..9 {
+        write(&mut w, &keys, h, 0, 64 * 1024);
+    }
+    w.run_until(Instant::ZERO + Duration::from_millis(20));
+    w.finish().unwrap();
+    let events = udrma_fabric::trace::read_postcard(&trace.bytes()).unwrap();
+    let lane_drops = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                udrma_fabric::TraceEvent::Drop {
+                    link: 0,
+                    reason: DropReason::QueueFull,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert!(lane_drops > 0, "no header dropped on h0's link");
+    let work = Duration::from_micros(20).as_ps();
+    assert!(
+        w.stats().max_rx_wait_ps <= work,
+        "{}",
+        w.stats().max_rx_wait_ps
+    );
+}
+
 /// A link carries a datagram of exactly its MTU (and drops one byte
 /// more): a one-packet WRITE through links whose MTU is that packet's
 /// datagram crosses, and is counted hop by hop (two links each for the
