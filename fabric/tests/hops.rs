@@ -99,6 +99,21 @@ fn a_costed_nic_spends_its_work_on_the_way_out_and_on_the_way_in() {
     );
 }
 
+/// A star of nine hosts whose switch trims on a 16 KiB queue, every NIC
+/// spending `ns` nanoseconds on each packet.
+fn trimming_star_into_a_slow_nic(ns: u64) -> (World, Vec<(udrma_nic::MrKey, udrma_nic::MrKey)>) {
+    let params = LinkParams {
+        queue_bytes: 16 * 1024,
+        trim: true,
+        ..LinkParams::default()
+    };
+    let cfg = FabricConfig {
+        nic: costed_nics(ns),
+        ..FabricConfig::default()
+    };
+    world(Topology::star(9, params), cfg, RuleSet::new(), 1 << 20)
+}
+
 /// Trimmed headers wait for a slow NIC as data does. Eight hosts WRITE
 /// 64 KiB each into h0, whose NIC spends 2 µs on every packet (a whole
 /// packet's time on the wire is a tenth of that), through a trimming
@@ -110,16 +125,7 @@ fn a_costed_nic_spends_its_work_on_the_way_out_and_on_the_way_in() {
 /// switch's reach and inside its sender's round trip.
 #[test]
 fn trimmed_headers_wait_for_a_slow_nic_as_data_does() {
-    let params = LinkParams {
-        queue_bytes: 16 * 1024,
-        trim: true,
-        ..LinkParams::default()
-    };
-    let cfg = FabricConfig {
-        nic: costed_nics(2_000),
-        ..FabricConfig::default()
-    };
-    let (mut w, keys) = world(Topology::star(9, params), cfg, RuleSet::new(), 1 << 20);
+    let (mut w, keys) = trimming_star_into_a_slow_nic(2_000);
     let wrs: Vec<WrId> = (1..9)
         .map(|h| write(&mut w, &keys, h, 0, 64 * 1024))
         .collect();
@@ -149,16 +155,7 @@ fn trimmed_headers_wait_for_a_slow_nic_as_data_does() {
 /// for no more than one packet's work.
 #[test]
 fn a_full_header_lane_into_a_slow_nic_drops_the_header() {
-    let params = LinkParams {
-        queue_bytes: 16 * 1024,
-        trim: true,
-        ..LinkParams::default()
-    };
-    let cfg = FabricConfig {
-        nic: costed_nics(20_000),
-        ..FabricConfig::default()
-    };
-    let (mut w, keys) = world(Topology::star(9, params), cfg, RuleSet::new(), 1 << 20);
+    let (mut w, keys) = trimming_star_into_a_slow_nic(20_000);
     let trace = Shared::default();
     w.set_trace_sink(udrma_fabric::TraceFormat::Postcard, Box::new(trace.clone()));
     for h in 1..9 {

@@ -555,11 +555,11 @@ impl World {
     /// data: a packet starts only when the receive unit will be ready for
     /// it, and one that would wait longer than a lane as large as the
     /// port's queue takes that NIC to work through is dropped (the lane's
-    /// buffer is full). Before, the lane had
-    /// no bound and skipped the flow control, so trimmed headers, each
-    /// a whole packet's firmware time on a slow NIC, piled up in its
-    /// receive unit: 105 ms of backlog on `myrinet-lanai9`, and every
-    /// packet behind them timed out while it waited (finding 30).
+    /// buffer is full). Before, the lane had no bound and skipped the
+    /// flow control, so trimmed headers, each a whole packet's firmware
+    /// time on a slow NIC, piled up in its receive unit: 105 ms of
+    /// backlog on `myrinet-lanai9`, and every packet behind them timed
+    /// out while it waited (finding 30).
     pub(super) fn ahead(&mut self, port: PortId, pkt: Pkt) {
         let hot = self.ports[port as usize].hot;
         let bits = (pkt.len() + self.seal_bytes + WIRE_OVERHEAD) * 8;
