@@ -502,6 +502,12 @@ fn a_trimmed_read_response_is_asked_for_again_at_once_on_the_busy_budget() {
 /// instant it did; returns the READ requests h1 heard (the request and
 /// every ask again) and h0's stats.
 fn copies_of_a_trim_of(segs: std::ops::Range<u32>) -> (u32, udrma_nic::Stats) {
+    copies_of_a_trim_after(0, segs)
+}
+
+/// [`copies_of_a_trim_of`], with the first `lost` copies of the READ
+/// request dropped on the way (so the request goes again on its timer).
+fn copies_of_a_trim_after(lost: u32, segs: std::ops::Range<u32>) -> (u32, udrma_nic::Stats) {
     let mut p = read_pair();
     let header = Arc::new(Mutex::new(None));
     let h = header.clone();
@@ -510,8 +516,13 @@ fn copies_of_a_trim_of(segs: std::ops::Range<u32>) -> (u32, udrma_nic::Stats) {
     let mut trimmed = Vec::new();
     p.set_filter(move |w| match w.repr {
         Some(r) if r.opcode() == Opcode::ReadRequest => {
-            *a.lock().unwrap() += 1;
-            Verdict::Deliver
+            let mut asks = a.lock().unwrap();
+            *asks += 1;
+            if *asks <= lost {
+                Verdict::Drop
+            } else {
+                Verdict::Deliver
+            }
         }
         Some(r)
             if r.opcode() == Opcode::ReadResponse
@@ -577,6 +588,24 @@ fn a_trim_that_is_the_first_word_of_a_read_teaches_the_round_trip() {
     );
     assert_eq!(tx.rtt_samples, 1, "the first whole response, not the trim");
     assert_eq!((tx.timeouts, tx.retries_exhausted), (0, 0));
+}
+
+#[test]
+fn a_trim_after_the_request_went_again_teaches_the_round_trip_too() {
+    // The hunt's shard 10033 (finding 31): an all-to-all of READs after
+    // every link was down for 160 us. A request that went again on its
+    // timer has no first word of a request sent once, so finding 29's
+    // round trip was never kept, and each trimmed copy asked again (1,001
+    // asks for one READ). The first trim heard is a round trip of the
+    // latest ask, or less; its copies are too soon to answer the ask it
+    // draws.
+    let (asks, tx) = copies_of_a_trim_after(1, 0..8);
+    assert_eq!(asks, 10, "the request twice and one ask for each response");
+    assert_eq!(
+        (tx.read_responses_trimmed, tx.read_trims_of_older_asks),
+        (8, 2)
+    );
+    assert_eq!((tx.timeouts, tx.retries_exhausted), (1, 0));
 }
 
 #[test]

@@ -157,30 +157,27 @@ impl Nic {
         let Some(inf) = self.op_table.get(opn).copied() else {
             return;
         };
-        // The first word heard of a request sent once, before anything
-        // was asked again, is a round trip: a trim cuts the payload, not
-        // the path. Kept for this READ alone, it stands in for the path's
-        // when no whole response or ACK has been sampled yet (finding 29:
-        // a READ whose every first response is trimmed).
-        let first_word =
-            !inf.retransmitted && op.asked_again.is_empty() && mask.missing() == mask.count();
-        let trim_rtt = match op.trim_rtt {
-            None if first_word => Some(now - inf.sent_at),
-            r => r,
-        };
-        // A trimmed copy too soon to answer the latest ask for this
-        // segment (the request's latest copy, or this segment asked again
-        // alone) answers an older one: a duplicate's, or one the latest
-        // ask repeats. It is not asked for again, so copies do not
-        // multiply asks.
+        // The latest ask for this segment: the request's latest copy, or
+        // this segment asked again alone.
         let latest = asked.map_or(inf.sent_at, |t| t.max(inf.sent_at));
+        // The first trim heard of this READ is a round trip of its latest
+        // ask, or less (it may answer an older copy): a trim cuts the
+        // payload, not the path. Kept for this READ alone, it stands in
+        // for the path's when no whole response or ACK has been sampled
+        // yet (finding 29: a READ whose every first response is trimmed;
+        // finding 31: one whose request went again after a link failure,
+        // so that no trim was the first word of a request sent once). A
+        // bound from below errs toward asking again.
+        let trim_rtt = op.trim_rtt.unwrap_or(now - latest);
+        // A trimmed copy too soon to answer the latest ask answers an
+        // older one: a duplicate's, or one the latest ask repeats. It is
+        // not asked for again, so copies do not multiply asks.
         let unsampled = self.rtt_to(from).srtt().is_none();
         if let Some(op) = self.ops.get_mut(&msg_id) {
-            op.trim_rtt = trim_rtt;
+            op.trim_rtt = Some(trim_rtt);
         }
         if self.too_soon_for_copy(now, from, latest)
-            || trim_rtt
-                .is_some_and(|r| unsampled && now - latest < udrma_proto::time::Duration(r.0 / 2))
+            || (unsampled && now - latest < udrma_proto::time::Duration(trim_rtt.0 / 2))
         {
             self.stats.read_trims_of_older_asks += 1;
             return;

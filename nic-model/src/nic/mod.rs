@@ -221,9 +221,10 @@ struct Op {
     /// asked for again by itself (`Nic::read_response_trimmed`), at most
     /// one entry a segment.
     asked_again: Vec<(u32, Instant)>,
-    /// READ: the round trip of the first word heard of a request sent
-    /// once, when that word was a trimmed response. It judges copies of
-    /// trimmed responses while the path has no whole round trip sampled
+    /// READ: the round trip of the first trimmed response heard, since
+    /// the latest ask for its segment (a bound from below: the trim may
+    /// answer an older copy). It judges copies of trimmed responses
+    /// while the path has no whole round trip sampled
     /// (`Nic::read_response_trimmed`). It does not feed the RTO: a
     /// trimmed header does not queue as a whole response does.
     trim_rtt: Option<udrma_proto::time::Duration>,
