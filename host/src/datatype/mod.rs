@@ -14,7 +14,8 @@
 //! Every type has a lower bound, an upper bound and their difference, the
 //! *extent*: element `i` of a buffer starts `i × extent` bytes after the
 //! first. The rules are MPI's: the bounds of a constructed type are the
-//! least and greatest bounds of its copies of the inner type; `resized`
+//! least and greatest bounds of its copies of the inner type (copies of a
+//! type with no data and no bounds set outright give none); `resized`
 //! sets them outright; a subarray's bounds are those of the whole array.
 //! Unlike MPI, no alignment padding is added to a struct's upper bound
 //! (use `resized` to say it).
@@ -159,7 +160,18 @@ struct Node {
     size: u64,
     /// One element's data is exactly the bytes `[lb, ub)`, in order.
     dense: bool,
+    /// The bounds were set outright (by `resized` or `subarray`, here or
+    /// in a copy this type holds), as MPI's bound markers are: only then
+    /// does a type with no data have bounds of its own to give the types
+    /// built from it.
+    marked: bool,
 }
+
+/// Bounds, size and flags of a type: `(lb, ub, size, dense, marked)`.
+type Shape = (i64, i64, u64, bool, bool);
+
+/// The shape of a type whose copies give no bounds: MPI's empty type.
+const EMPTY: Shape = (0, 0, 0, true, false);
 
 fn ck<T>(v: Option<T>, what: &'static str) -> Result<T, TypeError> {
     v.ok_or(TypeError::Overflow(what))
@@ -170,11 +182,18 @@ fn to_i64(v: u64, what: &'static str) -> Result<i64, TypeError> {
 }
 
 /// Bounds and size of `blocks` of copies of `inner`: `(copies, byte
-/// displacement)` each. Returns `(lb, ub, size, dense)`.
+/// displacement)` each. `None` when no copy gives bounds: there are none,
+/// or `inner` has no data and no bounds set outright. Copies of such an
+/// empty type are nothing (MPICH and Open MPI agree); giving them the
+/// bounds of a point at their displacement once moved the data of an
+/// enclosing struct.
 fn replicate(
     inner: &Datatype,
     blocks: impl Iterator<Item = (u64, i64)>,
-) -> Result<(i64, i64, u64, bool), TypeError> {
+) -> Result<Option<Shape>, TypeError> {
+    if inner.size() == 0 && !inner.0.marked {
+        return Ok(None);
+    }
     let e = inner.extent();
     let (mut lb, mut ub, mut size) = (i64::MAX, i64::MIN, 0u64);
     let mut dense = inner.0.dense;
@@ -203,19 +222,22 @@ fn replicate(
         next = Some(start + span + e);
     }
     if lb > ub {
-        return Ok((0, 0, 0, true));
+        return Ok(None);
     }
-    Ok((lb, ub, size, dense && size == (ub - lb) as u64))
+    let dense = dense && size == (ub - lb) as u64;
+    Ok(Some((lb, ub, size, dense, inner.0.marked)))
 }
 
 impl Datatype {
-    fn node(ctor: Constructor, (lb, ub, size, dense): (i64, i64, u64, bool)) -> Datatype {
+    fn node(ctor: Constructor, shape: Option<Shape>) -> Datatype {
+        let (lb, ub, size, dense, marked) = shape.unwrap_or(EMPTY);
         Datatype(Arc::new(Node {
             ctor,
             lb,
             ub,
             size,
             dense,
+            marked,
         }))
     }
 
@@ -229,18 +251,24 @@ impl Datatype {
         }
         Ok(Datatype::node(
             Constructor::Primitive { size },
-            (0, size as i64, size, true),
+            Some((0, size as i64, size, true, false)),
         ))
     }
 
     /// One byte.
     pub fn byte() -> Datatype {
-        Datatype::node(Constructor::Primitive { size: 1 }, (0, 1, 1, true))
+        Datatype::node(
+            Constructor::Primitive { size: 1 },
+            Some((0, 1, 1, true, false)),
+        )
     }
 
     /// An 8-byte double.
     pub fn double() -> Datatype {
-        Datatype::node(Constructor::Primitive { size: 8 }, (0, 8, 8, true))
+        Datatype::node(
+            Constructor::Primitive { size: 8 },
+            Some((0, 8, 8, true, false)),
+        )
     }
 
     /// `count` copies of `inner`, one extent apart (MPI_Type_contiguous).
@@ -363,24 +391,27 @@ impl Datatype {
         if fields.len() > MAX_BLOCKS {
             return Err(TypeError::TooManyBlocks { limit: MAX_BLOCKS });
         }
-        let (mut lb, mut ub, mut size, mut dense) = (i64::MAX, i64::MIN, 0u64, true);
+        let mut shape: Option<Shape> = None;
         let mut next: Option<i64> = None;
         for (copies, d, t) in fields {
-            let (l, u, s, dn) = replicate(t, std::iter::once((*copies, *d)))?;
-            if s == 0 && l == u {
+            // An empty field with no bounds of its own is nothing, even
+            // with copies (MPI implementations count its displacement).
+            let Some((l, u, s, dn, m)) = replicate(t, std::iter::once((*copies, *d)))? else {
                 continue;
-            }
-            lb = lb.min(l);
-            ub = ub.max(u);
-            size = ck(size.checked_add(s), "the struct's size")?;
-            dense &= dn && next.is_none_or(|n| n == l);
+            };
+            let (lb, ub, size, dense, marked) = shape.unwrap_or((l, u, 0, true, false));
+            shape = Some((
+                lb.min(l),
+                ub.max(u),
+                ck(size.checked_add(s), "the struct's size")?,
+                dense && dn && next.is_none_or(|n| n == l),
+                marked || m,
+            ));
             next = Some(u);
         }
-        let b = if lb > ub {
-            (0, 0, 0, true)
-        } else {
-            (lb, ub, size, dense && size == (ub - lb) as u64)
-        };
+        let b = shape.map(|(lb, ub, size, dense, marked)| {
+            (lb, ub, size, dense && size == (ub - lb) as u64, marked)
+        });
         Ok(Datatype::node(
             Constructor::Struct {
                 fields: fields.to_vec(),
@@ -440,7 +471,7 @@ impl Datatype {
                 order,
                 inner: inner.clone(),
             },
-            (0, extent, size, dense && inner.lb() == 0),
+            Some((0, extent, size, dense && inner.lb() == 0, true)),
         ))
     }
 
@@ -460,7 +491,7 @@ impl Datatype {
                 extent,
                 inner: inner.clone(),
             },
-            (lb, ub, inner.size(), dense),
+            Some((lb, ub, inner.size(), dense, true)),
         ))
     }
 
@@ -527,6 +558,28 @@ mod tests {
         // Empty types have zero bounds.
         let e = Datatype::contiguous(0, &d).unwrap();
         assert_eq!((e.lb(), e.extent(), e.size()), (0, 0, 0));
+    }
+
+    #[test]
+    fn copies_of_an_empty_type_are_nothing() {
+        // Found by comparing with MPICH (host/tests/mpi_conformance.rs):
+        // copies of an empty type took the bounds of a point at their
+        // displacement, so two of them at 0 and 15 had extent 15 (MPICH
+        // and Open MPI give 0), and the data of a struct that held them
+        // moved.
+        let d = Datatype::double();
+        let empty = Datatype::contiguous(0, &d).unwrap();
+        let two = Datatype::hindexed(&[1, 1], &[0, 15], &empty).unwrap();
+        assert_eq!((two.lb(), two.extent(), two.size()), (0, 0, 0));
+        let s = Datatype::structure(&[(1, 0, two), (1, 0, d.clone())]).unwrap();
+        assert_eq!((s.lb(), s.extent()), (0, 8));
+        let blocks = s.commit().unwrap().repeat(2).unwrap();
+        let offsets: Vec<i64> = blocks.blocks().iter().map(|b| b.offset).collect();
+        assert_eq!(offsets, [0], "two doubles, one after the other");
+        // Bounds set outright stay: an empty type resized is a marker.
+        let marked = Datatype::resized(&empty, 4, 4).unwrap();
+        let two = Datatype::hindexed(&[1, 1], &[0, 15], &marked).unwrap();
+        assert_eq!((two.lb(), two.ub(), two.size()), (4, 23, 0));
     }
 
     #[test]
