@@ -580,6 +580,10 @@ mod tests {
         let marked = Datatype::resized(&empty, 4, 4).unwrap();
         let two = Datatype::hindexed(&[1, 1], &[0, 15], &marked).unwrap();
         assert_eq!((two.lb(), two.ub(), two.size()), (4, 23, 0));
+        // ... through a struct that holds it, too.
+        let held = Datatype::structure(&[(1, 0, marked)]).unwrap();
+        let moved = Datatype::hindexed(&[1], &[10], &held).unwrap();
+        assert_eq!((moved.lb(), moved.ub()), (14, 18));
     }
 
     #[test]
@@ -609,5 +613,15 @@ mod tests {
         assert!(!Datatype::vector(3, 2, 3, &d).unwrap().is_dense());
         assert!(!Datatype::vector(3, 1, -1, &d).unwrap().is_dense());
         assert!(!Datatype::resized(&d, 0, 16).unwrap().is_dense());
+        // Away from zero too: two doubles at 8, and fields that abut.
+        assert!(Datatype::hindexed(&[2], &[8], &d).unwrap().is_dense());
+        let s = |f: &[(u64, i64)]| {
+            let f: Vec<_> = f.iter().map(|&(n, at)| (n, at, d.clone())).collect();
+            Datatype::structure(&f).unwrap().is_dense()
+        };
+        assert!(s(&[(1, 0), (1, 8)]));
+        assert!(s(&[(1, 8), (2, 16)]));
+        assert!(!s(&[(1, 0), (1, 16)]));
+        assert!(!s(&[(1, 8), (1, 0)]), "out of order");
     }
 }
