@@ -15,7 +15,13 @@ them. The profile's values came from three fits: 5 rounds from round
 numbers with 64 sets x 8 ways x 4 entries per line (rms 0.152); with all
 translation overlapping the DMA, 4 rounds with 16 x 4 x 2 (rms 0.087, but
 sgl never overtook the indirect key); with fetched lines adding in full
-(PCIe reads), 3 rounds (rms 0.108, and the study's crossovers).
+(PCIe reads), 3 rounds (rms 0.108, and the study's crossovers); with the
+indirect key's lookup walking its entries (translate_search) and the
+ordering at 512 blocks of 1 KiB as a constraint, 4 rounds from 0.5 ns
+(rms 0.104; unconstrained, the fit drove translate_search to 0.19 ns and
+the indirect key stayed faster than copying there), then 4 more with the
+table's ordering at 16 blocks of 1 and 4 KiB as a second one (rms 0.103;
+without it lists overtook the key at once at every size).
 """
 import json, math, os, subprocess, sys, tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -46,9 +52,9 @@ COUNTS = [16, 32, 64, 128]
 
 # Starting costs: name -> (value, unit). Times in ns, rates in Gbps.
 START = {
-    "doorbell": 148, "descriptor_fetch": 2089, "recv_fetch": 1139, "per_sge": 0.42,
-    "dma_setup": 13, "nic_per_packet": 67, "translate_hit": 58.6,
-    "translate_miss": 178, "host_copy_per_block": 8.7,
+    "doorbell": 15.6, "descriptor_fetch": 2089, "recv_fetch": 1477, "per_sge": 3.66,
+    "dma_setup": 3.25, "nic_per_packet": 61.4, "translate_hit": 49.3,
+    "translate_miss": 178, "translate_search": 0.5, "host_copy_per_block": 6.71,
     "dma_bandwidth": 64.6, "host_copy_bandwidth": 80,
 }
 NIC = {"translation_sets": 16, "translation_ways": 4, "translation_entries_per_line": 2}
@@ -83,6 +89,14 @@ def run_point(args):
         os.unlink(path)
 
 
+# The study's statement beyond its table (its Figure 23, 16 to 512 blocks):
+# with many 1 KiB blocks the indirect key is slower even than copying. The
+# fit takes it as a constraint: each indirect-key method at 512 blocks of
+# 1 KiB must be at least ORDER_MARGIN times copy's, or the error grows.
+ORDER = (1024, 512)
+ORDER_MARGIN = 1.02
+
+
 def evaluate(costs, pool):
     jobs, keys = [], []
     for (block, m), lat in PUBLISHED.items():
@@ -90,9 +104,22 @@ def evaluate(costs, pool):
         for i, c in enumerate(COUNTS):
             jobs.append((costs, block, c, method, form))
             keys.append((block, m, c, lat[i]))
+    for m in ("copy", "umr_sr", "umr_w"):
+        jobs.append((costs, ORDER[0], ORDER[1]) + METHODS[m])
     ours = list(pool.map(run_point, jobs))
+    order = dict(zip(("copy", "umr_sr", "umr_w"), ours[len(keys):]))
+    ours = ours[:len(keys)]
     err = sum(math.log(o / k[3]) ** 2 for o, k in zip(ours, keys)) / len(keys)
-    return err, list(zip(keys, ours))
+    # The rms reported is the table's alone; the penalty only steers.
+    penalty = sum(max(0.0, math.log(ORDER_MARGIN * order["copy"] / order[m])) ** 2
+                  for m in ("umr_sr", "umr_w"))
+    # The table's own ordering at 16 blocks of 1 and 4 KiB (the indirect
+    # key ahead of lists, by 3 % and 0.5 %), which sets where lists
+    # overtake it: a log fit alone does not keep differences that small.
+    at = {(k[0], k[1], k[2]): o for k, o in zip(keys, ours)}
+    penalty += sum(max(0.0, math.log(at[(b, "umr_sr", 16)] / (0.99 * at[(b, "sgrs", 16)]))) ** 2
+                   for b in (1024, 4096))
+    return err + 10 * penalty, list(zip(keys, ours)), err, order
 
 
 def main():
@@ -102,24 +129,25 @@ def main():
         NIC[k] = int(v)
     costs = dict(START)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        best, _ = evaluate(costs, pool)
+        best, _, _, _ = evaluate(costs, pool)
         step = 2.0
         for r in range(rounds):
             for k in list(costs):
                 for f in (step, 1 / step):
                     trial = dict(costs)
                     trial[k] = costs[k] * f
-                    e, _ = evaluate(trial, pool)
+                    e, _, _, _ = evaluate(trial, pool)
                     if e < best:
                         best, costs = e, trial
-                        print(f"round {r} {k} -> {costs[k]:.4g}: rms log ratio {math.sqrt(best):.3f}", file=sys.stderr)
+                        print(f"round {r} {k} -> {costs[k]:.4g}: error {best:.4f}", file=sys.stderr)
             step = math.sqrt(step)
-        _, points = evaluate(costs, pool)
+        _, points, table_err, order = evaluate(costs, pool)
     print("[cost]")
     for k, v in costs.items():
         unit = "Gbps" if k.endswith("bandwidth") else "ns"
         print(f'{k} = "{v:.4g}{unit}"')
-    print(f"# rms log ratio {math.sqrt(best):.3f}")
+    print(f"# rms log ratio {math.sqrt(table_err):.3f} (the table's 64 points)")
+    print("# 512 blocks of 1 KiB: " + ", ".join(f"{m} {v:.1f} us" for m, v in order.items()))
     for (block, m, c, pub), o in points:
         print(f"{block:>6} {m:<7} {c:>4} published {pub:>8.2f} ours {o:>8.2f} ratio {o / pub:.2f}")
 

@@ -17,6 +17,7 @@
 //! | `key_create` | host software (non-contiguous workloads) | per indirect key created |
 //! | `recv_fetch` | the engine ([`crate::Nic::receive_work`]) | when a SEND's first packet takes a receive buffer |
 //! | `translate_hit`, `translate_miss` | the engine | per translation-table line an indirect key's access needs ([`crate::translation`]) |
+//! | `translate_search` | the engine | per indirect-key entry an access's lookup steps over to find its first entry ([`crate::translation`]) |
 //! | `dma_setup` per extra piece | the engine | per further block a packet's bytes touch (gather lists, indirect keys) |
 //! | `reduce_trigger`, `alu_per_operand` | the engine ([`crate::reduce`]) | per triggered descriptor that fires, and per operand its ALU folds |
 //! | `aead_per_packet`, `aead_ps_per_byte` | the fabric | per packet sealed (sent) and opened (received), in the authenticated mode |
@@ -52,6 +53,11 @@ pub struct CostModel {
     pub translate_hit: Duration,
     /// A translation-table line read from host memory.
     pub translate_miss: Duration,
+    /// One step of an indirect key's lookup: the NIC walks the key's
+    /// entries from the first, adding up their lengths, to the one that
+    /// holds an access's first byte (its entries have lengths of their
+    /// own, so an offset does not index them). Per entry stepped over.
+    pub translate_search: Duration,
     /// Host and NIC time to create one indirect key (charged by the host
     /// software that creates it).
     pub key_create: Duration,
@@ -84,6 +90,7 @@ impl CostModel {
         host_copy_per_block: Duration::ZERO,
         translate_hit: Duration::ZERO,
         translate_miss: Duration::ZERO,
+        translate_search: Duration::ZERO,
         key_create: Duration::ZERO,
         recv_fetch: Duration::ZERO,
         reduce_trigger: Duration::ZERO,
@@ -137,10 +144,19 @@ impl CostModel {
         )
     }
 
+    /// NIC time of an indirect key's lookup that steps over `steps`
+    /// entries to find an access's first one. It runs before the DMA can
+    /// start (the entry names the address), so it adds in full.
+    pub fn search(&self, steps: u64) -> Duration {
+        Duration::from_ps(self.translate_search.as_ps().saturating_mul(steps))
+    }
+
     /// Whether translation-table lookups cost anything (only then are
     /// page tables walked for every packet).
     pub fn prices_translation(&self) -> bool {
-        self.translate_hit > Duration::ZERO || self.translate_miss > Duration::ZERO
+        self.translate_hit > Duration::ZERO
+            || self.translate_miss > Duration::ZERO
+            || self.translate_search > Duration::ZERO
     }
 
     /// Host time to copy `len` bytes.
@@ -250,6 +266,17 @@ mod tests {
         );
         assert_eq!(c.scatter_gather(1000, 3, 0, 2), Duration::from_nanos(700));
         assert_eq!(c.scatter_gather(0, 1, 0, 0), Duration::ZERO);
+    }
+
+    #[test]
+    fn an_indirect_key_s_lookup_costs_per_entry_stepped_over() {
+        let c = CostModel {
+            translate_search: Duration::from_nanos(2),
+            ..CostModel::ZERO
+        };
+        assert!(c.prices_translation());
+        assert_eq!(c.search(0), Duration::ZERO);
+        assert_eq!(c.search(300), Duration::from_nanos(600));
     }
 
     #[test]

@@ -190,6 +190,9 @@ pub struct Stats {
     pub translation_hits: u64,
     /// Indirect-key translation lines read from host memory.
     pub translation_misses: u64,
+    /// Indirect-key entries stepped over by lookups to find an access's
+    /// first entry ([`crate::CostModel::search`]).
+    pub translation_search_steps: u64,
     /// Blocks touched by packets whose bytes span several blocks (each one
     /// DMA setup).
     pub dma_pieces: u64,

@@ -362,6 +362,59 @@ fn the_receiver_pays_for_translation_misses_then_hits_on_a_repeat() {
         .any(|e| matches!(e, Event::WriteReceived { len: 1024, .. })));
 }
 
+#[test]
+fn an_indirect_key_s_lookup_walks_its_entries_so_deep_blocks_cost_more() {
+    // The study's explanation of the indirect key's slow-down: its
+    // translation is a two-level lookup whose first level grows with the
+    // blocks. Entries have lengths of their own, so the NIC walks them
+    // from the first to each block's: a packet deep in the key pays for
+    // every entry before its own, and a whole transfer's walks grow with
+    // the square of its blocks.
+    let cost = CostModel {
+        translate_search: Duration::from_nanos(1),
+        ..CostModel::ZERO
+    };
+    let cfg = NicConfig { cost, ..config() };
+    let mut pair = Pair::new(cfg);
+    let src = pair.nics[0].register(SRC, 65_536, Access::ALL);
+    let dst = pair.nics[1].register(DST, 65_536, Access::ALL);
+    // 128 blocks of 32 bytes: 32 to a 1024-byte WRITE.
+    let blocks: Vec<Sge> = (0..128)
+        .map(|i| Sge {
+            key: dst,
+            addr: DST + 64 * i,
+            len: 32,
+        })
+        .collect();
+    let ikey = pair.nics[1]
+        .memory_mut()
+        .register_indirect(0, Sgl::new(blocks).unwrap(), Access::ALL)
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut work = Vec::new();
+    for k in 0..4u64 {
+        let t = pair.now;
+        pair.nics[0]
+            .post(
+                t,
+                WorkRequest::write(NodeAddr(1), src, SRC, 1024, ikey.0, 1024 * k),
+            )
+            .unwrap();
+        pair.nics[0].handle_timeout(t);
+        let tx = pair.nics[0].poll_transmit(t, &mut buf).unwrap();
+        work.push(pair.nics[1].receive_work(NodeAddr(0), &buf[..tx.len]));
+        pair.nics[1].handle_datagram(t, NodeAddr(0), &buf[..tx.len]);
+        pair.run();
+    }
+    // WRITE k touches entries 32k to 32k + 31: it steps over 32 × 32k +
+    // (0 + 1 + ... + 31) = 1024k + 496 entries.
+    let ns: Vec<u64> = work.iter().map(|d| d.as_ps() / 1000).collect();
+    assert_eq!(ns, [496, 1520, 2544, 3568]);
+    // All 128 blocks once: 0 + 1 + ... + 127 steps; twice the blocks
+    // would be four times the walk.
+    assert_eq!(pair.nics[1].stats().translation_search_steps, 8128);
+}
+
 /// Datagrams `from` sends now, in order.
 fn drain(nic: &mut Nic, now: udrma_nic::Instant) -> Vec<Vec<u8>> {
     let mut out = Vec::new();

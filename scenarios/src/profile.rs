@@ -119,6 +119,7 @@ pub fn cost_model(sc: &Scenario, profile: Option<&Profile>) -> CostModel {
         host_copy_per_block: t(o.host_copy_per_block, base.host_copy_per_block),
         translate_hit: t(o.translate_hit, base.translate_hit),
         translate_miss: t(o.translate_miss, base.translate_miss),
+        translate_search: t(o.translate_search, base.translate_search),
         key_create: t(o.key_create, base.key_create),
         recv_fetch: t(o.recv_fetch, base.recv_fetch),
         reduce_trigger: t(o.reduce_trigger, base.reduce_trigger),

@@ -85,6 +85,8 @@ pub struct CostSpec {
     pub translate_hit: Option<Time>,
     /// An indirect-key translation line read from host memory.
     pub translate_miss: Option<Time>,
+    /// One indirect-key entry a lookup steps over.
+    pub translate_search: Option<Time>,
     /// Creating one indirect key.
     pub key_create: Option<Time>,
     /// Fetching a receive descriptor when a SEND arrives.

@@ -8,8 +8,8 @@
 //! sending NIC's work and the receiving NIC's work (the three overlap from
 //! packet to packet). A packet's NIC work is the per-packet cost plus a DMA
 //! setup per extra block it touches and, through an indirect key, its
-//! translation-table lines: cached if the key's lines fit the cache, else
-//! fetched. The one-way latency of the path is the same for every method
+//! translation-table lines (cached if the key's lines fit the cache, else
+//! fetched) and the walk of the key's entries that finds each block's. The one-way latency of the path is the same for every method
 //! and left out, so estimates compare methods; they are not latencies.
 
 use udrma_nic::translation::TranslationConfig;
@@ -163,6 +163,13 @@ pub fn predict(shape: &Shape<'_>, method: Method) -> Result<Estimate, CutError> 
             };
             let (sh, sm) = lines(sb);
             let (dh, dm) = lines(db);
+            // Each piece's lookup walks the key's entries to its own: a
+            // piece of entry j steps over j of them, pieces spread evenly.
+            let search = |blocks: u64| {
+                let pieces = blocks + packets;
+                c.search(pieces.saturating_mul(blocks.saturating_sub(1)) / 2)
+                    .as_ps()
+            };
             let create = if shape.key_cache {
                 Duration::ZERO
             } else {
@@ -172,7 +179,10 @@ pub fn predict(shape: &Shape<'_>, method: Method) -> Result<Estimate, CutError> 
                 method: Method::Indirect,
                 time: create
                     + times(post(1) + recv(1), sends)
-                    + stream(nic(sb + packets, sh, sm), nic(db + packets, dh, dm)),
+                    + stream(
+                        nic(sb + packets, sh, sm) + search(sb),
+                        nic(db + packets, dh, dm) + search(db),
+                    ),
                 work_requests: sends,
                 bytes_copied: 0,
                 keys_created: if shape.key_cache { 0 } else { 2 },

@@ -130,15 +130,19 @@ impl Nic {
     /// table lines (its first level) and, when the cost model prices
     /// translation, the page-table lines of every block touched (its second
     /// level, and the one direct keys use too). Lookups warm or churn the
-    /// translation cache.
+    /// translation cache. Through an indirect key the lookup first walks
+    /// the key's entries to the access's first one ([`CostModel::search`]),
+    /// so a packet deep in a key of many blocks pays for all before it.
     ///
     /// [`CostModel::scatter_gather`]: crate::CostModel::scatter_gather
+    /// [`CostModel::search`]: crate::CostModel::search
     pub(super) fn dma_work(&mut self, t: Touch) -> Duration {
         let priced = self.cfg.cost.prices_translation();
         let len = match &t {
             Touch::Key { len, .. } | Touch::List { len, .. } => *len,
         };
         let mut pieces = 0usize;
+        let mut steps = 0u64;
         let mut l = Lookups::default();
         let tc = &mut self.translation;
         let mut pages = |tc: &mut TranslationCache, key: MrKey, addr: u64, len: u64| {
@@ -156,6 +160,7 @@ impl Nic {
                         .flat_map(|off| ind.blocks.pieces(off, len))
                     {
                         pieces += 1;
+                        steps += p.entry as u64;
                         span = Some(span.map_or((p.entry, p.entry), |(f, _)| (f, p.entry)));
                         pages(tc, p.sge.key, p.sge.addr, p.sge.len);
                     }
@@ -177,12 +182,14 @@ impl Nic {
         }
         self.stats.translation_hits += l.hits;
         self.stats.translation_misses += l.misses;
+        self.stats.translation_search_steps += steps;
         if pieces > 1 {
             self.stats.dma_pieces += pieces as u64;
         }
         self.cfg
             .cost
             .scatter_gather(len as usize, pieces, l.hits, l.misses)
+            + self.cfg.cost.search(steps)
     }
 
     /// The NIC's receive side looks at a datagram before it is handled
