@@ -17,7 +17,7 @@
 //! | `key_create` | host software (non-contiguous workloads) | per indirect key created |
 //! | `recv_fetch` | the engine ([`crate::Nic::receive_work`]) | when a SEND's first packet takes a receive buffer |
 //! | `translate_hit`, `translate_miss` | the engine | per translation-table line an indirect key's access needs ([`crate::translation`]) |
-//! | `translate_search` | the engine | per indirect-key entry an access's lookup steps over to find its first entry ([`crate::translation`]) |
+//! | `translate_search` | the engine | per indirect-key entry the lookup of each block a packet touches steps over ([`crate::translation`]) |
 //! | `dma_setup` per extra piece | the engine | per further block a packet's bytes touch (gather lists, indirect keys) |
 //! | `reduce_trigger`, `alu_per_operand` | the engine ([`crate::reduce`]) | per triggered descriptor that fires, and per operand its ALU folds |
 //! | `aead_per_packet`, `aead_ps_per_byte` | the fabric | per packet sealed (sent) and opened (received), in the authenticated mode |
@@ -53,9 +53,9 @@ pub struct CostModel {
     pub translate_hit: Duration,
     /// A translation-table line read from host memory.
     pub translate_miss: Duration,
-    /// One step of an indirect key's lookup: the NIC walks the key's
-    /// entries from the first, adding up their lengths, to the one that
-    /// holds an access's first byte (its entries have lengths of their
+    /// One step of an indirect key's lookup: for each block a packet
+    /// touches, the NIC walks the key's entries from the first, adding up
+    /// their lengths, to that block's (its entries have lengths of their
     /// own, so an offset does not index them). Per entry stepped over.
     pub translate_search: Duration,
     /// Host and NIC time to create one indirect key (charged by the host
@@ -144,9 +144,9 @@ impl CostModel {
         )
     }
 
-    /// NIC time of an indirect key's lookup that steps over `steps`
-    /// entries to find an access's first one. It runs before the DMA can
-    /// start (the entry names the address), so it adds in full.
+    /// NIC time of indirect-key lookups that step over `steps` entries in
+    /// all. A lookup runs before its block's DMA can start (the entry
+    /// names the address), so it adds in full.
     pub fn search(&self, steps: u64) -> Duration {
         Duration::from_ps(self.translate_search.as_ps().saturating_mul(steps))
     }

@@ -190,8 +190,8 @@ pub struct Stats {
     pub translation_hits: u64,
     /// Indirect-key translation lines read from host memory.
     pub translation_misses: u64,
-    /// Indirect-key entries stepped over by lookups to find an access's
-    /// first entry ([`crate::CostModel::search`]).
+    /// Indirect-key entries stepped over by the lookups of the blocks
+    /// packets touched ([`crate::CostModel::search`]).
     pub translation_search_steps: u64,
     /// Blocks touched by packets whose bytes span several blocks (each one
     /// DMA setup).

@@ -2,11 +2,13 @@
 //!
 //! An indirect key (like an mlx5 user-mode memory registration, UMR) maps
 //! one contiguous range onto a list of blocks. The NIC keeps that list in
-//! host memory as a two-level table: the first level, small and always on
-//! the NIC, says which line of the second level holds the entry for an
-//! offset; the second level holds the entries themselves, `entries_per_line`
-//! to a line (16-byte entries in a 64-byte line: 4). To move bytes through
-//! the key the NIC needs the line of every entry the access touches. Lines
+//! host memory, `entries_per_line` entries to a line (16-byte entries in a
+//! 64-byte line: 4), and each entry names a region whose own page table is
+//! the translation's second level. Entries have lengths of their own, so
+//! an offset does not index them: the NIC walks them from the first to the
+//! block's ([`CostModel::translate_search`] per entry stepped over). To
+//! move bytes through the key the NIC needs the line of every entry the
+//! access touches. Lines
 //! it holds in its translation cache cost [`CostModel::translate_hit`]; the
 //! rest are read over PCIe and cost [`CostModel::translate_miss`], and push
 //! the least recently used line of their set out.
@@ -20,6 +22,7 @@
 //!
 //! [`CostModel::translate_hit`]: crate::CostModel::translate_hit
 //! [`CostModel::translate_miss`]: crate::CostModel::translate_miss
+//! [`CostModel::translate_search`]: crate::CostModel::translate_search
 
 use crate::memory::MrKey;
 

@@ -302,19 +302,15 @@ fn gathering_costs_a_setup_per_extra_block_and_a_longer_descriptor_fetch() {
     assert_eq!(plain.nic_work, Duration::ZERO);
 }
 
-#[test]
-fn the_receiver_pays_for_translation_misses_then_hits_on_a_repeat() {
-    let cost = CostModel {
-        translate_hit: Duration::from_nanos(5),
-        translate_miss: Duration::from_nanos(500),
-        ..CostModel::ZERO
-    };
+/// A pair with `cost` whose h1 holds an indirect key over `blocks` blocks
+/// of 32 bytes, 64 apart; returns the pair, h0's source key and the
+/// indirect key.
+fn pair_with_indirect_target(cost: CostModel, blocks: u64) -> (Pair, MrKey, MrKey) {
     let cfg = NicConfig { cost, ..config() };
     let mut pair = Pair::new(cfg);
     let src = pair.nics[0].register(SRC, 65_536, Access::ALL);
     let dst = pair.nics[1].register(DST, 65_536, Access::ALL);
-    // 32 blocks of 32 bytes: one 1024-byte packet, 8 table lines.
-    let blocks: Vec<Sge> = (0..32)
+    let entries: Vec<Sge> = (0..blocks)
         .map(|i| Sge {
             key: dst,
             addr: DST + 64 * i,
@@ -323,25 +319,43 @@ fn the_receiver_pays_for_translation_misses_then_hits_on_a_repeat() {
         .collect();
     let ikey = pair.nics[1]
         .memory_mut()
-        .register_indirect(0, Sgl::new(blocks).unwrap(), Access::ALL)
+        .register_indirect(0, Sgl::new(entries).unwrap(), Access::ALL)
         .unwrap();
+    (pair, src, ikey)
+}
+
+/// h0 WRITEs 1024 bytes at `offset` of h1's indirect key `ikey`, one
+/// packet; returns the work h1's NIC prices for receiving it.
+fn write_one_packet(pair: &mut Pair, src: MrKey, ikey: MrKey, offset: u64) -> Duration {
     let mut buf = Vec::new();
-    let mut work = Vec::new();
-    for _ in 0..2 {
-        let t = pair.now;
-        pair.nics[0]
-            .post(
-                t,
-                WorkRequest::write(NodeAddr(1), src, SRC, 1024, ikey.0, 0),
-            )
-            .unwrap();
-        // (The descriptor fetch costs nothing here, but is still a step.)
-        pair.nics[0].handle_timeout(t);
-        let tx = pair.nics[0].poll_transmit(t, &mut buf).unwrap();
-        work.push(pair.nics[1].receive_work(NodeAddr(0), &buf[..tx.len]));
-        pair.nics[1].handle_datagram(t, NodeAddr(0), &buf[..tx.len]);
-        pair.run();
-    }
+    let t = pair.now;
+    pair.nics[0]
+        .post(
+            t,
+            WorkRequest::write(NodeAddr(1), src, SRC, 1024, ikey.0, offset),
+        )
+        .unwrap();
+    // (The descriptor fetch costs nothing here, but is still a step.)
+    pair.nics[0].handle_timeout(t);
+    let tx = pair.nics[0].poll_transmit(t, &mut buf).unwrap();
+    let work = pair.nics[1].receive_work(NodeAddr(0), &buf[..tx.len]);
+    pair.nics[1].handle_datagram(t, NodeAddr(0), &buf[..tx.len]);
+    pair.run();
+    work
+}
+
+#[test]
+fn the_receiver_pays_for_translation_misses_then_hits_on_a_repeat() {
+    let cost = CostModel {
+        translate_hit: Duration::from_nanos(5),
+        translate_miss: Duration::from_nanos(500),
+        ..CostModel::ZERO
+    };
+    // 32 blocks of 32 bytes: one 1024-byte packet, 8 table lines.
+    let (mut pair, src, ikey) = pair_with_indirect_target(cost, 32);
+    let work: Vec<Duration> = (0..2)
+        .map(|_| write_one_packet(&mut pair, src, ikey, 0))
+        .collect();
     // Both levels: 8 lines of key entries, and for each of the 32 blocks
     // the page-table line of its page (all in one line: 32 KiB of pages).
     // The 31 extra DMA setups cost nothing here (dma_setup is zero).
@@ -374,38 +388,11 @@ fn an_indirect_key_s_lookup_walks_its_entries_so_deep_blocks_cost_more() {
         translate_search: Duration::from_nanos(1),
         ..CostModel::ZERO
     };
-    let cfg = NicConfig { cost, ..config() };
-    let mut pair = Pair::new(cfg);
-    let src = pair.nics[0].register(SRC, 65_536, Access::ALL);
-    let dst = pair.nics[1].register(DST, 65_536, Access::ALL);
     // 128 blocks of 32 bytes: 32 to a 1024-byte WRITE.
-    let blocks: Vec<Sge> = (0..128)
-        .map(|i| Sge {
-            key: dst,
-            addr: DST + 64 * i,
-            len: 32,
-        })
+    let (mut pair, src, ikey) = pair_with_indirect_target(cost, 128);
+    let work: Vec<Duration> = (0..4u64)
+        .map(|k| write_one_packet(&mut pair, src, ikey, 1024 * k))
         .collect();
-    let ikey = pair.nics[1]
-        .memory_mut()
-        .register_indirect(0, Sgl::new(blocks).unwrap(), Access::ALL)
-        .unwrap();
-    let mut buf = Vec::new();
-    let mut work = Vec::new();
-    for k in 0..4u64 {
-        let t = pair.now;
-        pair.nics[0]
-            .post(
-                t,
-                WorkRequest::write(NodeAddr(1), src, SRC, 1024, ikey.0, 1024 * k),
-            )
-            .unwrap();
-        pair.nics[0].handle_timeout(t);
-        let tx = pair.nics[0].poll_transmit(t, &mut buf).unwrap();
-        work.push(pair.nics[1].receive_work(NodeAddr(0), &buf[..tx.len]));
-        pair.nics[1].handle_datagram(t, NodeAddr(0), &buf[..tx.len]);
-        pair.run();
-    }
     // WRITE k touches entries 32k to 32k + 31: it steps over 32 × 32k +
     // (0 + 1 + ... + 31) = 1024k + 496 entries.
     let ns: Vec<u64> = work.iter().map(|d| d.as_ps() / 1000).collect();

@@ -355,11 +355,15 @@ pub fn noncontig() -> anyhow::Result<Section> {
             );
         }
     }
+    // The walk's cost as the shipped profile has it, not as written here.
+    let study = scenario("noncontig-study.toml", STUDY, &[])?;
+    let profile = udrma_scenarios::profile::profile(&study).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let search = udrma_scenarios::profile::cost_model(&study, profile.as_ref()).translate_search;
     let _ = writeln!(
         extra,
         "\nWhy: an indirect key's entries have lengths of their own, so an offset does not \
          index them: to find the entry of each block it touches, the NIC walks the key's \
-         entries from the first (`translate_search` per entry stepped over, 0.5 ns), a \
+         entries from the first (`translate_search` per entry stepped over, {} ns), a \
          two-level lookup whose first level grows with the key. A packet deep in a key of \
          many blocks pays for every entry before its own, so the walks of a transfer grow \
          with the square of its blocks. Past the translation cache's reach (16 sets × 4 ways \
@@ -368,8 +372,9 @@ pub fn noncontig() -> anyhow::Result<Section> {
          entry and a DMA setup per block but walk only the page tables, whose lines stay \
          cached, and copying pays per byte: both stay linear. The walk's cost is set by the \
          study's statement at 512 blocks of 1 KiB (the fit's one constraint beyond the \
-         table); unconstrained, the 64 points alone put it at 0.19 ns, too little to order \
-         the methods as the study saw them."
+         table); unconstrained, `scripts/fit-noncontig.py` puts it at 0.19 ns on the 64 \
+         points alone, too little to order the methods as the study saw them.",
+        search.as_ps() as f64 / 1000.0
     );
     let series = |xs: &[u64], at: &dyn Fn(&'static str, u64) -> f64| -> Vec<Series> {
         METHODS

@@ -9,8 +9,9 @@
 //! packet to packet). A packet's NIC work is the per-packet cost plus a DMA
 //! setup per extra block it touches and, through an indirect key, its
 //! translation-table lines (cached if the key's lines fit the cache, else
-//! fetched) and the walk of the key's entries that finds each block's. The one-way latency of the path is the same for every method
-//! and left out, so estimates compare methods; they are not latencies.
+//! fetched) and the walk of the key's entries that finds each block's.
+//! The one-way latency of the path is the same for every method and left
+//! out, so estimates compare methods; they are not latencies.
 
 use udrma_nic::translation::TranslationConfig;
 use udrma_nic::CostModel;

@@ -130,9 +130,10 @@ impl Nic {
     /// table lines (its first level) and, when the cost model prices
     /// translation, the page-table lines of every block touched (its second
     /// level, and the one direct keys use too). Lookups warm or churn the
-    /// translation cache. Through an indirect key the lookup first walks
-    /// the key's entries to the access's first one ([`CostModel::search`]),
-    /// so a packet deep in a key of many blocks pays for all before it.
+    /// translation cache. Through an indirect key each block's lookup
+    /// walks the key's entries from the first to its own
+    /// ([`CostModel::search`]), so a packet deep in a key of many blocks
+    /// pays for every entry before its blocks.
     ///
     /// [`CostModel::scatter_gather`]: crate::CostModel::scatter_gather
     /// [`CostModel::search`]: crate::CostModel::search
