@@ -127,10 +127,19 @@ pub(crate) fn run(
     let mine = |op: &Op| local[op.plan.poster.0 as usize];
     // ---- checks
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
+    let ended = chains_ended_by_failure(&ops);
+    for (i, j) in &ended {
+        let p = &ops[*i].plan;
+        notes.push(format!(
+            "op {i} ({:?} {}→{} {} B) not posted: op {j}, whose landing it waits for, failed",
+            p.kind, p.from, p.to, p.size
+        ));
+    }
     let all_done = ops
         .iter()
-        .filter(|o| mine(o))
-        .all(|o| o.rec.completions > 0);
+        .enumerate()
+        .filter(|(_, o)| mine(o))
+        .all(|(i, o)| o.rec.completions > 0 || ended.contains_key(&i));
     checks.insert("all-complete".into(), all_done);
     if !sc.file.checks.expect_failures {
         checks.insert(
@@ -280,6 +289,31 @@ pub(crate) fn run(
             .map(|w| crate::ladder::draw(w, a, b, spec, first_only, &sc.file.name));
     }
     Ok(report)
+}
+
+/// The operations never posted because the WRITE whose landing they wait
+/// for (a ping-pong's) failed, or was itself never posted for that
+/// reason: operation → the failed WRITE that ended its chain. A failure
+/// is reported where it happens (all-succeeded, the failure's own note);
+/// what waited on it is accounted, not lost. A chain whose WRITE
+/// succeeded and whose next operation still never came is not in here:
+/// that is a lost event, and all-complete fails on it.
+fn chains_ended_by_failure(ops: &[Op]) -> BTreeMap<usize, usize> {
+    let mut ended: BTreeMap<usize, usize> = BTreeMap::new();
+    for (i, op) in ops.iter().enumerate() {
+        let When::AfterLanded(j) = op.plan.when else {
+            continue;
+        };
+        if op.rec.completions > 0 || op.rec.ok.is_some() || op.rec.posted_at.is_some() {
+            continue;
+        }
+        if let Some(&root) = ended.get(&j) {
+            ended.insert(i, root);
+        } else if ops.get(j).is_some_and(|w| w.rec.ok == Some(false)) {
+            ended.insert(i, j);
+        }
+    }
+    ended
 }
 
 /// Bytes `off .. off + len` of host `h`'s region `key` (empty if there

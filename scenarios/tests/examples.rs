@@ -456,3 +456,31 @@ fn two_fault_rules_of_one_name_are_refused_at_the_second() {
     );
     assert!(Scenario::parse("dup.toml", &file("name = \"a\"\n", "name = \"b\"\n")).is_ok());
 }
+
+/// A ping-pong whose first WRITE runs out of retries (the link is down
+/// for the whole run): the failure is reported, and the rounds that wait
+/// for that WRITE to land are never posted. They are accounted, each
+/// with a note naming the failure that ended its chain, not lost:
+/// all-complete and liveness hold, all-succeeded does not.
+#[test]
+fn a_ping_pong_ends_where_its_write_failed_and_says_so() {
+    let r = run_text(
+        "name = \"cut\"\ntime_limit = \"1s\"\n[topology]\nkind = \"pair\"\n[nic]\nmax_retries = 3\n\
+         [[workload]]\nkind = \"pingpong\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"4KiB\"\ncount = 2\n\
+         [[fault]]\nname = \"cut\"\nmodel = \"down\"\nlinks = [\"h0-h1\"]\nfrom = \"0us\"\nuntil = \"1s\"\n",
+    );
+    assert_eq!((r.ops.posted, r.ops.failed), (1, 1), "{:?}", r.notes);
+    assert!(r.checks["all-complete"], "{:?}", r.notes);
+    assert!(r.checks["liveness"], "{:?}", r.notes);
+    assert!(!r.checks["all-succeeded"]);
+    let ended: Vec<&String> = r
+        .notes
+        .iter()
+        .filter(|n| n.ends_with("not posted: op 0, whose landing it waits for, failed"))
+        .collect();
+    assert_eq!(ended.len(), 3, "{:?}", r.notes);
+    assert!(
+        ended[0].starts_with("op 1 (Write h1→h0 4096 B)"),
+        "{ended:?}"
+    );
+}
