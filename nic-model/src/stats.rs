@@ -127,6 +127,15 @@ pub struct Stats {
     /// refused a later packet after acknowledging the first: it had lost
     /// the registration (`registry_timeout`), and says so only this way.
     pub registrations_lost: u64,
+    /// Self-describing registration: later packets of an operation whose
+    /// entry expired holding acknowledged packets, refused (receiver-not-
+    /// ready) so that its sender sends it all again, instead of
+    /// registering an entry that waits for packets never sent again.
+    pub lost_registration_refusals: u64,
+    /// Records of such operations forgotten to make room (more than
+    /// `registry_capacity` waiting for their restart at once): a later
+    /// packet of one registers it again, which can wait for ever.
+    pub lost_registrations_forgotten: u64,
     /// Receiver-side completions (registry mask full).
     pub receiver_completions: u64,
     /// Completion notices received by senders.

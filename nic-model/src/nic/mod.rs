@@ -487,6 +487,15 @@ pub struct Nic {
     /// the first packet costs the sender timeouts that back off, not a NACK
     /// per round trip that spends its retry budget in microseconds.
     gap_naks: VecDeque<OpKey>,
+    /// Self-describing registration: operations whose registry entry
+    /// expired holding packets it had acknowledged, oldest first, at most
+    /// `registry_capacity`. A later packet of one registers nothing: the
+    /// new entry would wait for the packets its sender saw acknowledged
+    /// and never sends again, and its host would never hear the data
+    /// landed. The packet is refused instead, which tells the sender to
+    /// send the whole operation again (`window.rs`); the first packet of
+    /// that restart registers it and ends the record.
+    lost_registrations: VecDeque<OpKey>,
     recv_queues: BTreeMap<u16, VecDeque<RecvBuf>>,
     /// Receive buffers a SEND in the registry is filling.
     bound: BTreeMap<WrId, RecvBuf>,
@@ -577,6 +586,7 @@ impl Nic {
             registry: ReceiveRegistry::new(cfg.registry_capacity),
             escape: EscapeChannel::new(cfg.escape_capacity, cfg.escape_bytes),
             gap_naks: VecDeque::new(),
+            lost_registrations: VecDeque::new(),
             tombstones: Tombstones::new(
                 cfg.tombstone_capacity,
                 cfg.tombstones,

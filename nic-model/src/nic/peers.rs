@@ -339,6 +339,7 @@ impl Nic {
         self.rnr_hold.remove(&peer);
         self.grants.forget(peer);
         self.tombstones.forget_peer(peer);
+        self.lost_registrations.retain(|k| k.from != peer);
         true
     }
 
@@ -354,6 +355,7 @@ impl Nic {
         for (id, e) in self.escape.take_from(peer) {
             self.timers.remove(&(e.deadline, Timer::Escape(id)));
         }
+        self.lost_registrations.retain(|k| k.from != peer);
         let sacks: Vec<OpKey> = self
             .sacks
             .keys()

@@ -202,11 +202,22 @@ impl Nic {
             Body::Write { total_len, .. } => total_len != 0,
             _ => true,
         };
-        let can_register = r.flags.contains(Flags::FIRST)
-            || (self.cfg.registration == RegistrationMode::SelfDescribing && described);
+        let first = r.flags.contains(Flags::FIRST);
+        if !first && self.lost_registrations.contains(&key) {
+            // Its entry expired holding acknowledged packets: only the
+            // whole operation again can complete it (the field's docs).
+            self.stats.lost_registration_refusals += 1;
+            self.nack(from, r, Syndrome::ReceiverNotReady, 0);
+            return;
+        }
+        let can_register =
+            first || (self.cfg.registration == RegistrationMode::SelfDescribing && described);
         if can_register {
             if let Some(i) = self.gap_naks.iter().position(|k| *k == key) {
                 self.gap_naks.remove(i);
+            }
+            if let Some(i) = self.lost_registrations.iter().position(|k| *k == key) {
+                self.lost_registrations.remove(i);
             }
             if self.register_op(now, key, r) {
                 self.apply(now, key, r);
@@ -559,7 +570,15 @@ impl Nic {
             return;
         }
         self.stats.registry_expired += 1;
+        let acknowledged = entry.received > 0;
         self.drop_entry(key);
+        if acknowledged && self.cfg.registration == RegistrationMode::SelfDescribing {
+            if self.lost_registrations.len() >= self.cfg.registry_capacity.max(1) {
+                self.lost_registrations.pop_front();
+                self.stats.lost_registrations_forgotten += 1;
+            }
+            self.lost_registrations.push_back(key);
+        }
     }
 
     /// Applies every escaped packet of a newly registered operation.

@@ -14,7 +14,11 @@
 //! have been applied): it lost the registration (`registry_timeout` passed
 //! with nothing arriving). The whole operation goes again from its first
 //! packet at once, instead of the refused packet being offered until the
-//! refusal budget is spent.
+//! refusal budget is spent. Under self-describing registration a later
+//! packet would register the operation again and wait for the packets its
+//! sender saw acknowledged; so a receiver whose entry expired holding
+//! acknowledged packets keeps a bounded record of it and refuses its later
+//! packets instead (`Nic::lost_registrations`), to the same effect.
 
 use super::*;
 use crate::config::TombstoneMode;
@@ -98,21 +102,12 @@ impl Nic {
         })
     }
 
-    /// A receiver-not-ready refusal of `opn`: if it says the receiver lost
-    /// the operation's registration (module docs), every packet of the
-    /// operation goes again from the first, on the loss budget (the
-    /// operation's `restarts`, at most `max_retries`, then the request
-    /// fails `RetryExceeded`); returns whether it did.
-    pub(super) fn restart_if_unregistered(&mut self, now: Instant, opn: OpNumber) -> bool {
-        if self.cfg.registration != RegistrationMode::FirstOnly {
-            return false;
-        }
-        self.restart_lost_registration(now, opn)
-    }
-
     /// The receiver lost `opn`'s operation after acknowledging its first
-    /// packet: send it all again from the first packet (as
-    /// [`Nic::restart_if_unregistered`] says); returns whether it did.
+    /// packet, as a receiver-not-ready refusal of a later packet says
+    /// (module docs): every packet of the operation goes again from the
+    /// first, on the loss budget (the operation's `restarts`, at most
+    /// `max_retries`, then the request fails `RetryExceeded`); returns
+    /// whether it did.
     /// Any registration mode: a go-back-N NACK asking for packet 0 once
     /// packet 0 was acknowledged says it whichever packet registered the
     /// operation again (a self-describing one registers from any packet,
