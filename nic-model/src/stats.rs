@@ -127,10 +127,12 @@ pub struct Stats {
     /// refused a later packet after acknowledging the first: it had lost
     /// the registration (`registry_timeout`), and says so only this way.
     pub registrations_lost: u64,
-    /// Self-describing registration: later packets of an operation whose
-    /// entry expired holding acknowledged packets, refused (receiver-not-
-    /// ready) so that its sender sends it all again, instead of
-    /// registering an entry that waits for packets never sent again.
+    /// Later packets of an operation whose registry entry expired holding
+    /// acknowledged packets, refused at once (receiver-not-ready) so that
+    /// its sender sends it all again, instead of registering an entry
+    /// that waits for packets never sent again (self-describing
+    /// registration) or escaping to wait for a first packet that is not
+    /// coming (first-only).
     pub lost_registration_refusals: u64,
     /// Records of such operations forgotten to make room (more than
     /// `registry_capacity` waiting for their restart at once): a later
@@ -269,6 +271,9 @@ pub struct Occupancy {
     pub descriptor_ring: (usize, usize, usize),
     /// Reduce chunks tracked (now, peak, limit).
     pub reduce_chunks: (usize, usize, usize),
+    /// Operations remembered after their registry entry expired (now,
+    /// peak, limit).
+    pub lost_registrations: (usize, usize, usize),
 }
 
 impl Occupancy {
@@ -284,6 +289,7 @@ impl Occupancy {
             ("requests", self.requests),
             ("descriptor ring", self.descriptor_ring),
             ("reduce chunks", self.reduce_chunks),
+            ("lost registrations", self.lost_registrations),
         ];
         all.into_iter()
             .find(|(_, (now, peak, limit))| now > limit || peak > limit)

@@ -433,3 +433,42 @@ fn a_stale_go_back_n_nack_for_a_later_packet_restarts_nothing() {
     );
     assert_eq!(h0.registrations_lost, 0, "a stale NACK restarts nothing");
 }
+
+/// The receiver remembers at most `registry_capacity` operations whose
+/// entry expired. With room for one, two WRITEs lose their registration
+/// one after the other (the second registers once the first's entry has
+/// expired): the first's record is forgotten to make room for the
+/// second's. The second is refused and sent again whole; the first's
+/// later packets register it again and that entry waits for packet 0,
+/// which h0 saw acknowledged (the limit docs/engine.md states): h0
+/// completes both, h1 only the second.
+#[test]
+fn a_receiver_remembers_a_registry_s_worth_of_lost_registrations() {
+    let mut s = setup(NicConfig {
+        registry_capacity: 1,
+        registry_timeout: udrma_nic::Duration::from_micros(300),
+        registration: RegistrationMode::SelfDescribing,
+        ..four(TombstoneMode::Window)
+    });
+    s.pair.set_filter(|w| match w.repr {
+        Some(r)
+            if r.opcode() == Opcode::Write
+                && r.seg_index > 0
+                && w.at < udrma_nic::Instant::ZERO + udrma_nic::Duration::from_millis(1) =>
+        {
+            Verdict::Drop
+        }
+        _ => Verdict::Deliver,
+    });
+    let first = s.write_at(0, 3 * 1024);
+    let second = s.write_at(8192, 3 * 1024);
+    s.pair.run();
+    let h1 = s.pair.nics[1].stats();
+    assert_eq!(h1.registry_expired, 3, "both expired, then the first again");
+    assert_eq!(h1.lost_registrations_forgotten, 1);
+    assert!(h1.lost_registration_refusals >= 1);
+    assert_eq!(h1.receiver_completions, 1, "the second only");
+    assert_eq!(s.completions(0, first), [Ok(())]);
+    assert_eq!(s.completions(0, second), [Ok(())]);
+    assert_eq!(s.pair.nics[0].stats().registrations_lost, 1);
+}

@@ -291,3 +291,32 @@ fn a_queued_reply_is_work_toward_its_peer() {
     assert!(!nic.busy_with(NodeAddr(5)));
     assert!(nic.release_peer(NodeAddr(5)));
 }
+
+/// h1's entry for h0's WRITE expired holding only its first packet, so
+/// h1 remembers the operation, to refuse its later packets until h0
+/// sends it all again. h0 reboots instead: its first packet of the new
+/// life tells h1, which forgets the old life's record at once, as it does
+/// the rest of that life's state.
+#[test]
+fn a_restart_forgets_the_previous_lifes_lost_registrations() {
+    let mut s = setup(NicConfig {
+        registry_timeout: Duration::from_micros(100),
+        ..life(1)
+    });
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if r.kind_name().starts_with("WRITE") && r.seg_index > 0 => Verdict::Drop,
+        _ => Verdict::Deliver,
+    });
+    s.write(LEN4K);
+    s.pair
+        .advance_to(Instant::ZERO + Duration::from_micros(150));
+    assert_eq!(s.pair.nics[1].stats().registry_expired, 1);
+    assert_eq!(s.pair.nics[1].occupancy().lost_registrations.0, 1);
+    reboot(&mut s, 2, 0x44);
+    s.pair.clear_filter();
+    let wr = s.write(LEN4K);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    assert!(s.dst_bytes(0, 4096).iter().all(|b| *b == 0x44));
+    assert_eq!(s.pair.nics[1].occupancy().lost_registrations, (0, 1, 256));
+}

@@ -487,15 +487,18 @@ pub struct Nic {
     /// the first packet costs the sender timeouts that back off, not a NACK
     /// per round trip that spends its retry budget in microseconds.
     gap_naks: VecDeque<OpKey>,
-    /// Self-describing registration: operations whose registry entry
-    /// expired holding packets it had acknowledged, oldest first, at most
-    /// `registry_capacity`. A later packet of one registers nothing: the
-    /// new entry would wait for the packets its sender saw acknowledged
-    /// and never sends again, and its host would never hear the data
-    /// landed. The packet is refused instead, which tells the sender to
-    /// send the whole operation again (`window.rs`); the first packet of
-    /// that restart registers it and ends the record.
+    /// Operations whose registry entry expired (holding the packets it had
+    /// acknowledged, the registering one at least), oldest first, at most
+    /// `registry_capacity`. A later packet of one registers nothing: under
+    /// self-describing registration the new entry would wait for the
+    /// packets its sender saw acknowledged and never sends again, and its
+    /// host would never hear the data landed; under first-only it would
+    /// wait in the escape channel for a first packet that is not coming.
+    /// It is refused at once instead, which tells the sender to send the
+    /// whole operation again (`window.rs`); the first packet of that
+    /// restart registers it and ends the record.
     lost_registrations: VecDeque<OpKey>,
+    lost_registrations_peak: usize,
     recv_queues: BTreeMap<u16, VecDeque<RecvBuf>>,
     /// Receive buffers a SEND in the registry is filling.
     bound: BTreeMap<WrId, RecvBuf>,
@@ -587,6 +590,7 @@ impl Nic {
             escape: EscapeChannel::new(cfg.escape_capacity, cfg.escape_bytes),
             gap_naks: VecDeque::new(),
             lost_registrations: VecDeque::new(),
+            lost_registrations_peak: 0,
             tombstones: Tombstones::new(
                 cfg.tombstone_capacity,
                 cfg.tombstones,
@@ -710,6 +714,11 @@ impl Nic {
             ),
             descriptor_ring: (self.ring_used, self.ring_peak, c.descriptor_ring),
             reduce_chunks: self.reduce_occupancy(),
+            lost_registrations: (
+                self.lost_registrations.len(),
+                self.lost_registrations_peak,
+                c.registry_capacity.max(1),
+            ),
         }
     }
 

@@ -339,7 +339,9 @@ impl Nic {
         self.rnr_hold.remove(&peer);
         self.grants.forget(peer);
         self.tombstones.forget_peer(peer);
-        self.lost_registrations.retain(|k| k.from != peer);
+        // Its lost registrations stay (bounded by `registry_capacity`):
+        // the sender still holds those operations and will send them
+        // again, and only the refusal gets them restarted.
         true
     }
 

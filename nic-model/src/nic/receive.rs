@@ -216,9 +216,7 @@ impl Nic {
             if let Some(i) = self.gap_naks.iter().position(|k| *k == key) {
                 self.gap_naks.remove(i);
             }
-            if let Some(i) = self.lost_registrations.iter().position(|k| *k == key) {
-                self.lost_registrations.remove(i);
-            }
+            self.lost_registrations.retain(|k| *k != key);
             if self.register_op(now, key, r) {
                 self.apply(now, key, r);
                 self.drain_escape(now, key);
@@ -570,15 +568,17 @@ impl Nic {
             return;
         }
         self.stats.registry_expired += 1;
-        let acknowledged = entry.received > 0;
         self.drop_entry(key);
-        if acknowledged && self.cfg.registration == RegistrationMode::SelfDescribing {
-            if self.lost_registrations.len() >= self.cfg.registry_capacity.max(1) {
-                self.lost_registrations.pop_front();
-                self.stats.lost_registrations_forgotten += 1;
-            }
-            self.lost_registrations.push_back(key);
+        // The entry held at least the packet that registered it, which
+        // was acknowledged: remember that only a restart can complete it.
+        if self.lost_registrations.len() >= self.cfg.registry_capacity.max(1) {
+            self.lost_registrations.pop_front();
+            self.stats.lost_registrations_forgotten += 1;
         }
+        self.lost_registrations.push_back(key);
+        self.lost_registrations_peak = self
+            .lost_registrations_peak
+            .max(self.lost_registrations.len());
     }
 
     /// Applies every escaped packet of a newly registered operation.
