@@ -10,6 +10,8 @@
 //! Children:
 //! - `classic`: MyVIA's pingpong and bandwidth
 //! - `collectives`: The NIC-offloaded reduction work
+//! - `fit`: coordinate search and the error measure, for the
+//!   cross-validation of fitted profiles
 //! - `study`: The non-contiguous study
 
 use std::fmt::Write as _;
@@ -21,6 +23,7 @@ use udrma_scenarios::{run, Report, RunOptions, Scenario};
 
 mod classic;
 mod collectives;
+mod fit;
 mod study;
 
 /// One comparison.
