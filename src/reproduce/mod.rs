@@ -13,6 +13,7 @@
 //! - `fit`: coordinate search and the error measure, for the
 //!   cross-validation of fitted profiles
 //! - `study`: The non-contiguous study
+//! - `study_cv`: its profile's cross-validation
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -25,6 +26,7 @@ mod classic;
 mod collectives;
 mod fit;
 mod study;
+mod study_cv;
 
 /// One comparison.
 #[derive(Debug, Clone)]
