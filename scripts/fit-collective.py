@@ -9,7 +9,8 @@ the model has no part for). Each evaluation runs `udrma run --json` on a
 4-ary n-tree with the NIC tree's radix at 2 and `method = "both"`, and the
 fit minimises the mean squared log ratio (ours / published) by coordinate
 search: each value in turn multiplied or divided by a factor that shrinks
-every round. Prints the profile's values and every point's ratio.
+every round. Prints the profile's values, every point's ratio, and the
+speedup those values predict at 48 B from 16 to 256 nodes.
 
     cargo build --release && python3 scripts/fit-collective.py [ROUNDS]
 
@@ -96,6 +97,13 @@ def main():
     for n, s, ph, h, pc, c in points:
         print(f"{n:>3} nodes {s:>2} B  host {ph:7.3f} ours {h:7.3f} ({h / ph:.3f})"
               f"  nic {pc:7.3f} ours {c:7.3f} ({c / pc:.3f})")
+    # What these values predict (not fitted): the speedup at 48 B from 16
+    # to 256 nodes, on the same tree.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        nodes = [16, 32, 64, 128, 256]
+        times = list(pool.map(run_point, [(v, n, 48) for n in nodes]))
+    print("# predicted speedup at 48 B, 16 to 256 nodes: "
+          + ", ".join(f"{h / c:.2f}" for h, c in times))
 
 
 if __name__ == "__main__":

@@ -261,16 +261,31 @@ impl Report {
                 c.radix, c.fan_in, c.depth, c.host_depth, c.iterations
             );
             for (name, side) in [("nic", &c.nic), ("host", &c.host)] {
-                if let Some(x) = side {
+                if let Some(x) = side.as_ref().filter(|x| x.completed_iterations == 0) {
+                    // Times of no iteration would read as zeros.
+                    let _ = writeln!(
+                        s,
+                        "  {name:<5} no iteration finished (of {});  packets {}  retransmits {}",
+                        c.iterations, x.packets, x.retransmits
+                    );
+                } else if let Some(x) = side {
+                    let partial = if x.completed_iterations < c.iterations {
+                        format!(
+                            "  ({} of {} iterations finished)",
+                            x.completed_iterations, c.iterations
+                        )
+                    } else {
+                        String::new()
+                    };
                     let _ = writeln!(
                         s,
                         "  {name:<5} all nodes done p50 {:.3} us (min {:.3}, max {:.3});  per node p50 {:.3} p99 {:.3} us;  packets {}  retransmits {}{}",
                         x.completion_us.p50, x.completion_us.min, x.completion_us.max,
                         x.per_node_us.p50, x.per_node_us.p99, x.packets, x.retransmits,
                         if name == "nic" {
-                            format!("  descriptors fired {}  duplicates dropped {}", x.descriptors_fired, x.duplicates)
+                            format!("  descriptors fired {}  duplicates dropped {}{partial}", x.descriptors_fired, x.duplicates)
                         } else {
-                            String::new()
+                            partial
                         }
                     );
                 }

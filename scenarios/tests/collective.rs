@@ -219,3 +219,26 @@ proptest! {
         prop_assert!(r.passed(), "{:?}\n{}", r.notes, r.table());
     }
 }
+
+/// A time limit that lets the offload finish one iteration of ten and the
+/// host baseline none: the summary says so, rather than showing times of
+/// zero for iterations that never finished.
+#[test]
+fn a_version_that_finished_no_iteration_says_so() {
+    let text = "name = \"short\"\ntime_limit = \"30us\"\nprofile = \"tianhe-nic\"\n\
+                [topology]\nkind = \"kary-ntree\"\nk = 2\nhosts = 32\n\
+                [[workload]]\nkind = \"collective\"\nsize = \"48B\"\nfan_in = 2\ncount = 10\n";
+    let sc = Scenario::parse("short.toml", text).unwrap();
+    let r = run(&sc, RunOptions::default()).unwrap();
+    assert!(!r.checks["all-complete"]);
+    let table = r.table();
+    assert!(
+        table.contains("  host  no iteration finished (of 10);  packets "),
+        "{table}"
+    );
+    assert!(
+        table.contains("  (1 of 10 iterations finished)\n"),
+        "{table}"
+    );
+    assert!(!table.contains("all nodes done p50 0.000"), "{table}");
+}
