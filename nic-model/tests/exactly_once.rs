@@ -278,6 +278,21 @@ fn a_window_of_one_is_refused() {
     .is_ok());
 }
 
+/// Every WRITE packet but each operation's first is lost for the first
+/// millisecond.
+fn drop_later_packets_for_a_millisecond(s: &mut Setup) {
+    s.pair.set_filter(|w| match w.repr {
+        Some(r)
+            if r.opcode() == Opcode::Write
+                && r.seg_index > 0
+                && w.at < udrma_nic::Instant::ZERO + udrma_nic::Duration::from_millis(1) =>
+        {
+            Verdict::Drop
+        }
+        _ => Verdict::Deliver,
+    });
+}
+
 /// A WRITE's first packet registers it and is acknowledged; the others are
 /// lost for 1 ms, longer than h1's `registry_timeout` of 300 µs, so h1
 /// drops the half-received operation. Returns the WRITE's result, the
@@ -296,16 +311,7 @@ fn lost_registration(
         registration,
         ..four(mode)
     });
-    s.pair.set_filter(|w| match w.repr {
-        Some(r)
-            if r.opcode() == Opcode::Write
-                && r.seg_index > 0
-                && w.at < udrma_nic::Instant::ZERO + udrma_nic::Duration::from_millis(1) =>
-        {
-            Verdict::Drop
-        }
-        _ => Verdict::Deliver,
-    });
+    drop_later_packets_for_a_millisecond(&mut s);
     let wr = s.write(3 * 1024);
     s.pair.run();
     let result = s.completions(0, wr);
@@ -450,16 +456,7 @@ fn a_receiver_remembers_a_registry_s_worth_of_lost_registrations() {
         registration: RegistrationMode::SelfDescribing,
         ..four(TombstoneMode::Window)
     });
-    s.pair.set_filter(|w| match w.repr {
-        Some(r)
-            if r.opcode() == Opcode::Write
-                && r.seg_index > 0
-                && w.at < udrma_nic::Instant::ZERO + udrma_nic::Duration::from_millis(1) =>
-        {
-            Verdict::Drop
-        }
-        _ => Verdict::Deliver,
-    });
+    drop_later_packets_for_a_millisecond(&mut s);
     let first = s.write_at(0, 3 * 1024);
     let second = s.write_at(8192, 3 * 1024);
     s.pair.run();

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use rayon::prelude::*;
 use udrma_scenarios::svg::{lines_plot, Series, Spot, XAxis};
 
-use super::fit::{coordinate_search, rms_log_ratio, Values};
+use super::fit::{self, rms_log_ratio, Values};
 use super::{scenario, simulate, Row, Section};
 
 const TIANHE: &str = include_str!("../../scenarios/reproduce/collective-tianhe.toml");
@@ -139,15 +139,9 @@ fn cross_validate() -> anyhow::Result<Vec<(u32, f64, u32, f64)>> {
         .zip(NEUTRAL)
         .map(|((n, _), x)| (*n, x))
         .collect();
-    let mut out = Vec::new();
-    for (on, held) in [(16, 32), (32, 16)] {
-        let err = |v: &Values| -> anyhow::Result<f64> {
-            Ok(rms_log_ratio(&fitted_pairs(v, on)?).powi(2))
-        };
-        let (v, e) = coordinate_search(&start, CV_ROUNDS, &err)?;
-        out.push((on, e.sqrt(), held, rms_log_ratio(&fitted_pairs(&v, held)?)));
-    }
-    Ok(out)
+    fit::cross_validate(&start, CV_ROUNDS, &[(16, 32), (32, 16)], &|v, n| {
+        fitted_pairs(v, *n)
+    })
 }
 
 fn row(what: String, published: f64, ours: f64, tol: (f64, f64)) -> Row {

@@ -9,6 +9,9 @@
 /// Named values (times in ns).
 pub type Values = Vec<(&'static str, f64)>;
 
+/// (ours, published) pairs for some points, given the values.
+pub type Pairs<'a, F> = &'a dyn Fn(&Values, &F) -> anyhow::Result<Vec<(f64, f64)>>;
+
 /// Minimises `err` from `start` over `rounds` rounds of coordinate search
 /// with a first factor of 2; returns the best values and their error.
 pub fn coordinate_search(
@@ -34,6 +37,31 @@ pub fn coordinate_search(
         step = step.sqrt();
     }
     Ok((best, best_err))
+}
+
+/// Cross-validation: for each fold `(on, held)`, fits from `start` to the
+/// points `pairs(values, on)` gives (`rounds` rounds, the squared rms log
+/// ratio as the error), then scores the fitted values on `pairs(values,
+/// held)`. Returns, per fold, (on, the fit's error there, held, the error
+/// there), errors as rms log ratios.
+pub fn cross_validate<F: Clone>(
+    start: &Values,
+    rounds: u32,
+    folds: &[(F, F)],
+    pairs: Pairs<'_, F>,
+) -> anyhow::Result<Vec<(F, f64, F, f64)>> {
+    let mut out = Vec::new();
+    for (on, held) in folds {
+        let err = |v: &Values| -> anyhow::Result<f64> { Ok(rms_log_ratio(&pairs(v, on)?).powi(2)) };
+        let (v, e) = coordinate_search(start, rounds, &err)?;
+        out.push((
+            on.clone(),
+            e.sqrt(),
+            held.clone(),
+            rms_log_ratio(&pairs(&v, held)?),
+        ));
+    }
+    Ok(out)
 }
 
 /// The root mean square of the natural log of each ratio (ours over

@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::fit::{coordinate_search, rms_log_ratio, Values};
+use super::fit::{self, Values};
 use super::study::{METHODS, PUBLISHED, STUDY};
 use super::{scenario, simulate};
 
@@ -88,16 +88,9 @@ pub fn cross_validate() -> anyhow::Result<Vec<Fold>> {
         .zip(NEUTRAL)
         .map(|((n, _), x)| (*n, x))
         .collect();
-    let mut out = Vec::new();
-    for (on, held) in FOLDS {
-        let err = |v: &Values| -> anyhow::Result<f64> { Ok(rms_log_ratio(&pairs(v, on)?).powi(2)) };
-        let (v, e) = coordinate_search(&start, ROUNDS, &err)?;
-        out.push((
-            on.to_vec(),
-            e.sqrt(),
-            held.to_vec(),
-            rms_log_ratio(&pairs(&v, held)?),
-        ));
-    }
-    Ok(out)
+    let folds: Vec<(Vec<u64>, Vec<u64>)> = FOLDS
+        .iter()
+        .map(|(on, held)| (on.to_vec(), held.to_vec()))
+        .collect();
+    fit::cross_validate(&start, ROUNDS, &folds, &|v, counts| pairs(v, counts))
 }
