@@ -72,17 +72,24 @@ type Times = (f64, f64, u8);
 
 /// Our (host, NIC) completion times in µs, and the NIC tree's depth.
 fn times(points: &[Point]) -> anyhow::Result<BTreeMap<Point, Times>> {
+    times_with(points, &[])
+}
+
+/// [`times`] with further settings applied to every point (the profile's
+/// fitted values replaced, for cross-validation).
+fn times_with(
+    points: &[Point],
+    extra: &[(&str, String)],
+) -> anyhow::Result<BTreeMap<Point, Times>> {
     let results: Vec<anyhow::Result<(Point, Times)>> = points
         .par_iter()
         .map(|&(nodes, size)| {
-            let sc = scenario(
-                "collective-tianhe.toml",
-                TIANHE,
-                &[
-                    ("topology.hosts", nodes.to_string()),
-                    ("workload.0.size", format!("\"{size}B\"")),
-                ],
-            )?;
+            let mut sets = vec![
+                ("topology.hosts", nodes.to_string()),
+                ("workload.0.size", format!("\"{size}B\"")),
+            ];
+            sets.extend(extra.iter().cloned());
+            let sc = scenario("collective-tianhe.toml", TIANHE, &sets)?;
             let r = simulate(&sc)?;
             let c = r
                 .collective
@@ -99,35 +106,21 @@ fn times(points: &[Point]) -> anyhow::Result<BTreeMap<Point, Times>> {
 /// (ours, published) for the host and the NIC time of every fitted
 /// payload at `nodes`, with the profile's fitted values replaced by `v`.
 fn fitted_pairs(v: &Values, nodes: u32) -> anyhow::Result<Vec<(f64, f64)>> {
-    let runs: Vec<anyhow::Result<Vec<(f64, f64)>>> = FITTED
-        .par_iter()
-        .map(|&size| {
-            let mut sets = vec![
-                ("topology.hosts", nodes.to_string()),
-                ("workload.0.size", format!("\"{size}B\"")),
-            ];
-            for ((name, key), (n, x)) in KEYS.iter().zip(v) {
-                debug_assert_eq!(name, n);
-                sets.push((key, format!("\"{x:.4}ns\"")));
-            }
-            let sc = scenario("collective-tianhe.toml", TIANHE, &sets)?;
-            let c = simulate(&sc)?
-                .collective
-                .ok_or_else(|| anyhow::anyhow!("no collective report"))?;
-            let p50 = |s: &Option<udrma_scenarios::report::CollectiveSide>| {
-                s.as_ref().map_or(0.0, |s| s.completion_us.p50)
-            };
-            let p = PUBLISHED
-                .iter()
-                .find(|p| p.0 == nodes && p.1 == size)
-                .ok_or_else(|| anyhow::anyhow!("no published point at {nodes} nodes, {size} B"))?;
-            Ok(vec![(p50(&c.host), p.2), (p50(&c.nic), p.3)])
-        })
+    let extra: Vec<(&str, String)> = KEYS
+        .iter()
+        .zip(v)
+        .map(|((_, key), (_, x))| (*key, format!("\"{x:.4}ns\"")))
         .collect();
-    Ok(runs
-        .into_iter()
-        .collect::<anyhow::Result<Vec<_>>>()?
-        .concat())
+    let points: Vec<Point> = FITTED.iter().map(|s| (nodes, *s)).collect();
+    let t = times_with(&points, &extra)?;
+    Ok(PUBLISHED
+        .iter()
+        .filter(|p| p.0 == nodes && FITTED.contains(&p.1))
+        .flat_map(|p| {
+            let (h, c, _) = t[&(p.0, p.1)];
+            [(h, p.2), (c, p.3)]
+        })
+        .collect())
 }
 
 /// Cross-validation by node count: fitted from [`NEUTRAL`] to one node
@@ -175,15 +168,17 @@ pub fn tianhe() -> anyhow::Result<Section> {
         rows.push(row(format!("{n} nodes, 48 B: host software"), p.2, h, TOL));
         rows.push(row(format!("{n} nodes, 48 B: NIC offload"), p.3, c, TOL));
     }
-    // Every fitted point (24 to 48 B) within the tolerance.
-    let fitted: Vec<f64> = PUBLISHED
+    // Every fitted point (24 to 48 B) within the tolerance: (ours,
+    // published) for the host and the NIC.
+    let used: Vec<(f64, f64)> = PUBLISHED
         .iter()
-        .filter(|p| p.1 >= 24)
+        .filter(|p| FITTED.contains(&p.1))
         .flat_map(|p| {
             let (h, c, _) = get(p.0, p.1);
-            [h / p.2, c / p.3]
+            [(h, p.2), (c, p.3)]
         })
         .collect();
+    let fitted: Vec<f64> = used.iter().map(|(o, p)| o / p).collect();
     let worst = fitted
         .iter()
         .copied()
@@ -199,14 +194,6 @@ pub fn tianhe() -> anyhow::Result<Section> {
     });
     // The fit's error on the points it used, then how well a fit predicts
     // points it did not use.
-    let used: Vec<(f64, f64)> = PUBLISHED
-        .iter()
-        .filter(|p| p.1 >= 24)
-        .flat_map(|p| {
-            let (h, c, _) = get(p.0, p.1);
-            [(h, p.2), (c, p.3)]
-        })
-        .collect();
     let fit_err = rms_log_ratio(&used);
     rows.push(Row {
         what: "fit error: rms log ratio over the 16 points used".into(),

@@ -10,10 +10,10 @@ use udrma_scenarios::svg::{lines_plot, Series, Spot, XAxis};
 
 use super::{scenario, simulate, Row, Section};
 
-pub(super) const STUDY: &str = include_str!("../../scenarios/reproduce/noncontig-study.toml");
+const STUDY: &str = include_str!("../../scenarios/reproduce/noncontig-study.toml");
 
 /// The study's methods: (name, our method, our form).
-pub(super) const METHODS: [(&str, &str, &str); 4] = [
+const METHODS: [(&str, &str, &str); 4] = [
     ("sgrs", "sgl", "messaging"),
     ("copy", "pack", "messaging"),
     ("umr_sr", "indirect", "messaging"),
@@ -45,10 +45,19 @@ pub(super) const PUBLISHED: [(u64, &str, [f64; 4]); 16] = [
 /// Each point's ratio must lie in `1/TOL ..= TOL`.
 const TOL: f64 = 1.6;
 
-type Key = (&'static str, u64, u64);
+pub(super) type Key = (&'static str, u64, u64);
 
 /// Our one-way latency (µs) for every (study method, block, count) asked.
 fn latencies(points: &[Key]) -> anyhow::Result<BTreeMap<Key, f64>> {
+    latencies_with(points, &[])
+}
+
+/// [`latencies`] with further settings applied to every point (other
+/// costs and fewer iterations, for cross-validation).
+pub(super) fn latencies_with(
+    points: &[Key],
+    extra: &[(&str, String)],
+) -> anyhow::Result<BTreeMap<Key, f64>> {
     let results: Vec<anyhow::Result<(Key, f64)>> = points
         .par_iter()
         .map(|&(m, block, count)| {
@@ -57,16 +66,14 @@ fn latencies(points: &[Key]) -> anyhow::Result<BTreeMap<Key, f64>> {
                 .find(|x| x.0 == m)
                 .copied()
                 .unwrap_or(METHODS[0]);
-            let sc = scenario(
-                "noncontig-study.toml",
-                STUDY,
-                &[
-                    ("workload.0.method", format!("\"{method}\"")),
-                    ("workload.0.form", format!("\"{form}\"")),
-                    ("workload.0.block", format!("\"{block}B\"")),
-                    ("workload.0.blocks", count.to_string()),
-                ],
-            )?;
+            let mut sets = vec![
+                ("workload.0.method", format!("\"{method}\"")),
+                ("workload.0.form", format!("\"{form}\"")),
+                ("workload.0.block", format!("\"{block}B\"")),
+                ("workload.0.blocks", count.to_string()),
+            ];
+            sets.extend(extra.iter().cloned());
+            let sc = scenario("noncontig-study.toml", STUDY, &sets)?;
             let r = simulate(&sc)?;
             let lat = r.noncontig.as_ref().map_or(0.0, |n| n.latency_p50_us);
             Ok(((m, block, count), lat))

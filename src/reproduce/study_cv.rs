@@ -4,11 +4,8 @@
 //! block counts left out. Fitting on 16–64 blocks and predicting 128 asks
 //! the model what a user asks of it: a count nobody measured.
 
-use rayon::prelude::*;
-
 use super::fit::{self, Values};
-use super::study::{METHODS, PUBLISHED, STUDY};
-use super::{scenario, simulate};
+use super::study::{latencies_with, Key, COUNTS, PUBLISHED};
 
 /// The costs `scripts/fit-noncontig.py` fits, each with its unit.
 const KEYS: [(&str, &str); 12] = [
@@ -42,39 +39,26 @@ pub const FOLDS: [(&[u64], &[u64]); 2] = [(&[16, 32, 64], &[128]), (&[32, 64, 12
 /// profile's costs replaced by `v` (3 iterations after 1 warm-up, as the
 /// fit script runs them).
 fn pairs(v: &Values, counts: &[u64]) -> anyhow::Result<Vec<(f64, f64)>> {
-    let mut jobs = Vec::new();
-    for (block, m, published) in PUBLISHED {
-        for (i, c) in super::study::COUNTS.iter().enumerate() {
+    let keys: Vec<String> = KEYS.iter().map(|(k, _)| format!("cost.{k}")).collect();
+    let mut extra = vec![
+        ("workload.0.count", "3".to_string()),
+        ("workload.0.warmup", "1".to_string()),
+    ];
+    for ((key, (_, unit)), (_, x)) in keys.iter().zip(KEYS).zip(v) {
+        extra.push((key.as_str(), format!("\"{x:.4}{unit}\"")));
+    }
+    let mut points: Vec<Key> = Vec::new();
+    let mut published = Vec::new();
+    for (block, m, lat) in PUBLISHED {
+        for (c, l) in COUNTS.iter().zip(lat) {
             if counts.contains(c) {
-                jobs.push((m, block, *c, published[i]));
+                points.push((m, block, *c));
+                published.push(l);
             }
         }
     }
-    jobs.par_iter()
-        .map(|&(m, block, count, published)| {
-            let (_, method, form) = METHODS
-                .iter()
-                .find(|x| x.0 == m)
-                .copied()
-                .unwrap_or(METHODS[0]);
-            let mut sets = vec![
-                ("workload.0.method", format!("\"{method}\"")),
-                ("workload.0.form", format!("\"{form}\"")),
-                ("workload.0.block", format!("\"{block}B\"")),
-                ("workload.0.blocks", count.to_string()),
-                ("workload.0.count", "3".to_string()),
-                ("workload.0.warmup", "1".to_string()),
-            ];
-            let keys: Vec<String> = KEYS.iter().map(|(k, _)| format!("cost.{k}")).collect();
-            for ((key, (_, unit)), (_, x)) in keys.iter().zip(KEYS).zip(v) {
-                sets.push((key.as_str(), format!("\"{x:.4}{unit}\"")));
-            }
-            let sc = scenario("noncontig-study.toml", STUDY, &sets)?;
-            let r = simulate(&sc)?;
-            let ours = r.noncontig.as_ref().map_or(0.0, |n| n.latency_p50_us);
-            Ok((ours, published))
-        })
-        .collect()
+    let ours = latencies_with(&points, &extra)?;
+    Ok(points.iter().map(|k| ours[k]).zip(published).collect())
 }
 
 /// One fold's result: (block counts fitted, the fit's error there, block
