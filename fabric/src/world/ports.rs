@@ -664,7 +664,19 @@ impl World {
                     Duration::ZERO
                 };
                 let cost = self.cost.packet(pkt.len() as usize) + work;
-                let done = self.hosts[h as usize].rx_unit.take(self.now, cost);
+                let host = &mut self.hosts[h as usize];
+                let done = host.rx_unit.take(self.now, cost);
+                // The link's flow control booked the packet's own work
+                // only (its placing work depends on the registry, the
+                // translation cache and the receive buffer, known when the
+                // NIC takes it): what it finds now holds back every packet
+                // booked after this one, as a link credit that comes back
+                // later would. Without it, SENDs through an indirect key,
+                // 30 to 150 us of placing a packet, queued in the NIC past
+                // the sender's timer cap (docs/testing.md, finding 34).
+                if work > Duration::ZERO {
+                    host.rx_ready = (host.rx_ready + work).max(done);
+                }
                 let waited = (done - self.now).as_ps().saturating_sub(cost.as_ps());
                 self.stats.max_rx_wait_ps = self.stats.max_rx_wait_ps.max(waited);
                 self.schedule(done, EvKind::Deliver(h, pkt));

@@ -69,7 +69,9 @@ impl Nic {
             return;
         };
         let p = &mut op.probe;
-        p.active = now;
+        // A packet's activity counts from when it leaves, which can be
+        // later than an answer heard since (a slow gather).
+        p.active = p.active.max(now);
         if acked {
             p.unanswered = 0;
         }

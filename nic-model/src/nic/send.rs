@@ -329,8 +329,14 @@ impl Nic {
         };
         let elided = emit(&repr, buf, self.elide_zeros)?;
         let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
+        // The packet leaves once the NIC has gathered it: its timer and its
+        // round-trip sample count from then, not from the hand-over (the
+        // timer rule, docs/engine.md). A gather through an indirect key
+        // can take this NIC hundreds of microseconds (docs/testing.md,
+        // finding 34).
+        let leaves = now + nic_work;
         let rto = self.rtt_to(dst).backoff(inf.retries);
-        let deadline = now + rto;
+        let deadline = leaves + rto;
         let entropy = self.pick_entropy(now, dst);
         let counted = match read_len {
             Some(len) => len.min(u64::from(u32::MAX)) as u32,
@@ -339,7 +345,7 @@ impl Nic {
         let back_in_flight = retransmit && inf.lost;
         if let Some(e) = self.op_table.get_mut(opn) {
             e.lost = false;
-            e.sent_at = now;
+            e.sent_at = leaves;
             e.deadline = Some(deadline);
             e.retransmitted |= retransmit;
             e.fast = retransmit && e.fast;
@@ -358,7 +364,7 @@ impl Nic {
             self.flow_sent(now, dst, u64::from(inf.bytes));
         }
         self.timers.insert((deadline, Timer::Retransmit(opn)));
-        self.probe_activity(now, inf.msg_id, false);
+        self.probe_activity(leaves, inf.msg_id, false);
         if retransmit {
             self.stats.retransmits += 1;
         } else {
