@@ -302,6 +302,45 @@ fn gathering_costs_a_setup_per_extra_block_and_a_longer_descriptor_fetch() {
     assert_eq!(plain.nic_work, Duration::ZERO);
 }
 
+/// A packet whose gather takes its NIC a while leaves only once gathered:
+/// its retransmit timer counts from then, so a slow gather (an indirect
+/// key's walk took up to 276 us a packet in finding 34) is never taken
+/// for a loss.
+#[test]
+fn a_packets_timer_counts_from_when_its_gather_is_done() {
+    let cost = CostModel {
+        dma_setup: Duration::from_micros(10),
+        ..CostModel::ZERO
+    };
+    let rto = Duration::from_micros(100);
+    let cfg = NicConfig {
+        cost,
+        rto_initial: rto,
+        ..config()
+    };
+    let mut nic = Nic::new(NodeAddr(0), cfg).unwrap();
+    let k = nic.register(SRC, 65_536, Access::ALL);
+    let blocks: Vec<(u64, u64)> = (0..20).map(|i| (SRC + 1000 * i, 100)).collect();
+    let t0 = udrma_nic::Instant::ZERO;
+    nic.post(
+        t0,
+        WorkRequest::write(NodeAddr(1), MrKey(0), 0, 0, 7, 0).gather(list(k, &blocks)),
+    )
+    .unwrap();
+    let t1 = nic.poll_timeout().expect("the descriptor fetch");
+    nic.handle_timeout(t1);
+    let mut buf = Vec::new();
+    let first = nic.poll_transmit(t1, &mut buf).unwrap();
+    assert_eq!(first.nic_work, Duration::from_micros(10 * 10), "11 pieces");
+    let second = nic.poll_transmit(t1, &mut buf).unwrap();
+    assert_eq!(second.nic_work, Duration::from_micros(9 * 10), "10 pieces");
+    // The second packet, gathered sooner, is due first.
+    assert_eq!(nic.poll_timeout(), Some(t1 + second.nic_work + rto));
+    nic.handle_timeout(t1 + second.nic_work + rto);
+    assert_eq!(nic.poll_timeout(), Some(t1 + first.nic_work + rto));
+    assert_eq!(nic.stats().timeouts, 1);
+}
+
 /// A pair with `cost` whose h1 holds an indirect key over `blocks` blocks
 /// of 32 bytes, 64 apart; returns the pair, h0's source key and the
 /// indirect key.

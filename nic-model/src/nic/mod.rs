@@ -80,7 +80,9 @@ pub struct Transmit {
     pub src_port: u16,
     /// NIC time this packet's DMA takes beyond the per-packet cost of the
     /// cost model: a setup per extra block it gathers and the translation
-    /// of indirect-key table lines. Zero for a contiguous buffer.
+    /// of indirect-key table lines. Zero for a contiguous buffer. A data
+    /// packet's retransmit deadline counts from `now + nic_work`: a driver
+    /// should not send it sooner.
     pub nic_work: udrma_proto::time::Duration,
 }
 
