@@ -267,6 +267,20 @@ fn an_indirect_key_whose_region_is_gone_is_refused_and_writes_nothing() {
     );
 }
 
+/// A NIC with `cfg` that has posted, at time zero, a WRITE of 2,000 bytes
+/// gathered from 20 blocks of 100 bytes, 1,000 apart; and the blocks' key.
+fn posted_gather_of_twenty_blocks(cfg: NicConfig) -> (Nic, MrKey) {
+    let mut nic = Nic::new(NodeAddr(0), cfg).unwrap();
+    let k = nic.register(SRC, 65_536, Access::ALL);
+    let blocks: Vec<(u64, u64)> = (0..20).map(|i| (SRC + 1000 * i, 100)).collect();
+    nic.post(
+        udrma_nic::Instant::ZERO,
+        WorkRequest::write(NodeAddr(1), MrKey(0), 0, 0, 7, 0).gather(list(k, &blocks)),
+    )
+    .unwrap();
+    (nic, k)
+}
+
 #[test]
 fn gathering_costs_a_setup_per_extra_block_and_a_longer_descriptor_fetch() {
     let cost = CostModel {
@@ -275,15 +289,8 @@ fn gathering_costs_a_setup_per_extra_block_and_a_longer_descriptor_fetch() {
         dma_setup: Duration::from_nanos(50),
         ..CostModel::ZERO
     };
-    let mut nic = Nic::new(NodeAddr(0), NicConfig { cost, ..config() }).unwrap();
-    let k = nic.register(SRC, 65_536, Access::ALL);
-    let blocks: Vec<(u64, u64)> = (0..20).map(|i| (SRC + 1000 * i, 100)).collect();
+    let (mut nic, k) = posted_gather_of_twenty_blocks(NicConfig { cost, ..config() });
     let t0 = udrma_nic::Instant::ZERO;
-    nic.post(
-        t0,
-        WorkRequest::write(NodeAddr(1), MrKey(0), 0, 0, 7, 0).gather(list(k, &blocks)),
-    )
-    .unwrap();
     // The descriptor with 20 entries is fetched 400 + 20 × 10 ns later.
     assert_eq!(nic.poll_timeout(), Some(t0 + Duration::from_nanos(600)));
     nic.handle_timeout(t0 + Duration::from_nanos(600));
@@ -318,15 +325,7 @@ fn a_packets_timer_counts_from_when_its_gather_is_done() {
         rto_initial: rto,
         ..config()
     };
-    let mut nic = Nic::new(NodeAddr(0), cfg).unwrap();
-    let k = nic.register(SRC, 65_536, Access::ALL);
-    let blocks: Vec<(u64, u64)> = (0..20).map(|i| (SRC + 1000 * i, 100)).collect();
-    let t0 = udrma_nic::Instant::ZERO;
-    nic.post(
-        t0,
-        WorkRequest::write(NodeAddr(1), MrKey(0), 0, 0, 7, 0).gather(list(k, &blocks)),
-    )
-    .unwrap();
+    let (mut nic, _) = posted_gather_of_twenty_blocks(cfg);
     let t1 = nic.poll_timeout().expect("the descriptor fetch");
     nic.handle_timeout(t1);
     let mut buf = Vec::new();
