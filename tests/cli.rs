@@ -218,7 +218,7 @@ fn run_exit_codes_are_0_pass_1_check_failed_2_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("cli-bad-scenario.toml:3:8: unknown variant `pear`")
+        err.contains("cli-bad-scenario.toml:3:8: topology.kind: unknown variant `pear`")
             && err.contains("did you mean `pair`"),
         "{err}"
     );

@@ -52,7 +52,7 @@ impl Scenario {
         let file: ScenarioFile = toml::from_str(text).map_err(|e| ScenarioError {
             file: path.to_string(),
             at: e.span().map(|s| line_col(text, s.start)),
-            message: improve(e.message()),
+            message: name_the_key(text, e.span().map(|s| s.start), improve(e.message())),
         })?;
         let sc = Scenario {
             file,
@@ -157,6 +157,18 @@ impl Scenario {
 
 /// Adds "did you mean" to serde's unknown-field and unknown-variant errors.
 fn improve(message: &str) -> String {
+    for (rust, words) in [
+        ("expected u8", "expected a whole number 0..=255"),
+        ("expected u16", "expected a whole number 0..=65535"),
+        ("expected u32", "expected a whole number 0..=4294967295"),
+        ("expected u64", "expected a whole number 0 or more"),
+        ("expected usize", "expected a whole number 0 or more"),
+        ("expected f64", "expected a number"),
+    ] {
+        if let Some(head) = message.strip_suffix(rust) {
+            return format!("{head}{words}");
+        }
+    }
     let Some((head, expected)) = message
         .split_once(", expected one of ")
         .or_else(|| message.split_once(", expected "))
@@ -169,4 +181,55 @@ fn improve(message: &str) -> String {
         Some(best) => format!("{message} (did you mean `{best}`?)"),
         None => message.to_string(),
     }
+}
+
+/// Names the key a parse error is about, when the error points into a
+/// line that sets one: `nic.op_table: invalid value: integer `-64`,
+/// expected a whole number 0..=65535`, `duplicate key `seed``. An error
+/// that points at the key itself (an unknown field) names it already.
+fn name_the_key(text: &str, offset: Option<usize>, message: String) -> String {
+    let Some((key, in_value)) = offset.and_then(|o| key_at(text, o)) else {
+        return message;
+    };
+    if in_value {
+        format!("{key}: {message}")
+    } else if message == "duplicate key" {
+        format!("duplicate key `{key}`")
+    } else {
+        message
+    }
+}
+
+/// The key that the line holding byte `offset` sets, with its table
+/// (`nic.op_table`; `workload[2].size` in the third `[[workload]]`), and
+/// whether `offset` lies after its `=`.
+fn key_at(text: &str, offset: usize) -> Option<(String, bool)> {
+    let offset = offset.min(text.len());
+    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].split('\n').next()?;
+    let eq = line.find('=')?;
+    let key = line[..eq].trim();
+    let bare = |c: char| c.is_ascii_alphanumeric() || "_-.\"".contains(c);
+    if key.is_empty() || !key.chars().all(bare) {
+        return None;
+    }
+    let header = text[..start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['));
+    let name = match header {
+        None => key.to_string(),
+        Some(h) if h.starts_with("[[") => {
+            let table = h.trim_matches(|c| c == '[' || c == ']').trim();
+            let index = text[..start]
+                .lines()
+                .filter(|l| l.trim() == h)
+                .count()
+                .saturating_sub(1);
+            format!("{table}[{index}].{key}")
+        }
+        Some(h) => format!("{}.{key}", h.trim_matches(|c| c == '[' || c == ']').trim()),
+    };
+    Some((name, offset >= start + eq))
 }

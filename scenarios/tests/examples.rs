@@ -281,6 +281,29 @@ fn invalid_files_say_where_and_what() {
         "bad.toml:5:1: topology.queue = 0 B holds no packet: every port would drop all it is given; it must hold at least one of the link's MTU (9216 B)"
     );
     assert!(error(&format!("{BASE}mtu = 1500\nqueue = \"1KB\"\n")).contains("(1500 B)"));
+    // A value of the wrong type or out of its type's range names its key
+    // and says what it takes, in words; a duplicate key is named too.
+    assert_eq!(
+        error(&format!("{BASE}[nic]\nop_table = -64\n")),
+        "bad.toml:6:12: nic.op_table: invalid value: integer `-64`, expected a whole number 0..=65535"
+    );
+    assert_eq!(
+        error(&format!("{BASE}[nic]\nmtu_payload = \"-64\"\n")),
+        "bad.toml:6:15: nic.mtu_payload: \"-64\" does not start with a number"
+    );
+    assert_eq!(
+        error("name = \"x\"\nseed = 1\nseed = 2\n"),
+        "bad.toml:3:1: duplicate key `seed`"
+    );
+    let two = "[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 8\n";
+    let e = error(&format!(
+        "{BASE}{two}{}",
+        two.replace("size = 8", "size = -8")
+    ));
+    assert!(
+        e.ends_with("14:8: workload[1].size: \"-8\" does not start with a number"),
+        "{e}"
+    );
     // A unit off by case is named.
     assert!(
         error(&format!("{BASE}bandwidth = \"10gbps\"\n")).ends_with("(did you mean `Gbps`?)"),
@@ -307,7 +330,7 @@ fn invalid_files_say_where_and_what() {
         "{BASE}[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"1MIB\"\n"
     ));
     assert!(
-        e.starts_with("bad.toml:9:8: unknown size unit \"MIB\""),
+        e.starts_with("bad.toml:9:8: workload[0].size: unknown size unit \"MIB\""),
         "{e}"
     );
     // A host the topology lacks.
@@ -331,7 +354,8 @@ fn invalid_files_say_where_and_what() {
     assert!(e.contains("fault \"l\": model loss needs `p`"), "{e}");
     let e = error(&format!("{BASE}[[fault]]\nmodel = \"lose\"\np = 0.1\n"));
     assert!(
-        e.starts_with("bad.toml:6:9: unknown variant `lose`") && e.contains("did you mean `loss`"),
+        e.starts_with("bad.toml:6:9: fault[0].model: unknown variant `lose`")
+            && e.contains("did you mean `loss`"),
         "{e}"
     );
     // Broken TOML.
