@@ -254,11 +254,28 @@ impl Report {
             );
         }
         if let Some(c) = &self.collective {
+            // The trees of the versions that ran (`method` picks them).
+            let mut trees = Vec::new();
+            if c.nic.is_some() {
+                trees.push(format!(
+                    "NIC tree radix {} (root fan-in {}, depth {})",
+                    c.radix, c.fan_in, c.depth
+                ));
+            }
+            if c.host.is_some() {
+                trees.push(format!("host tree binomial (depth {})", c.host_depth));
+            }
             let _ = writeln!(
                 s,
-                "collective  {} {} of {} x {} ({} B) over {} nodes: NIC tree radix {} (root fan-in {}, depth {}), host tree binomial (depth {}), {} iterations",
-                c.collective, c.op, c.elements, c.datatype, c.bytes, c.nodes,
-                c.radix, c.fan_in, c.depth, c.host_depth, c.iterations
+                "collective  {} {} of {} x {} ({} B) over {} nodes: {}, {} iterations",
+                c.collective,
+                c.op,
+                c.elements,
+                c.datatype,
+                c.bytes,
+                c.nodes,
+                trees.join(", "),
+                c.iterations
             );
             for (name, side) in [("nic", &c.nic), ("host", &c.host)] {
                 if let Some(x) = side.as_ref().filter(|x| x.completed_iterations == 0) {

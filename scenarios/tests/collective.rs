@@ -242,3 +242,30 @@ fn a_version_that_finished_no_iteration_says_so() {
     );
     assert!(!table.contains("all nodes done p50 0.000"), "{table}");
 }
+
+/// The summary describes the trees of the versions that ran: with
+/// `method = "host"` no NIC tree (it printed one before), with
+/// `method = "nic"` no host tree, with both (the default) both.
+#[test]
+fn the_summary_names_only_the_trees_that_ran() {
+    let topo = "kind = \"star\"\nhosts = 9";
+    for (method, nic, host) in [
+        ("host", false, true),
+        ("nic", true, false),
+        ("both", true, true),
+    ] {
+        let w = format!(
+            "collective = \"allreduce\"\nreduce_op = \"sum\"\ndatatype = \"f64\"\n\
+             size = \"48B\"\ncount = 2\nmethod = \"{method}\""
+        );
+        let r = passes(&scenario(topo, &w, ""), BackendKind::Sim);
+        let line = r
+            .table()
+            .lines()
+            .find(|l| l.starts_with("collective"))
+            .expect("a collective line")
+            .to_string();
+        assert_eq!(line.contains("NIC tree"), nic, "{method}: {line}");
+        assert_eq!(line.contains("host tree"), host, "{method}: {line}");
+    }
+}
