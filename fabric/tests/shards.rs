@@ -410,9 +410,11 @@ fn a_build_that_differs_between_threads_is_refused() {
 
 /// A fat tree is split pod by pod: a pod's hosts, edge and aggregation
 /// switches share a thread, pods are shared out in order, and so are the
-/// core switches, evenly; any other topology in runs of node numbers.
-/// (Any split gives the same run; this one keeps most packets on one
-/// thread.)
+/// core switches, evenly; any other topology its switches in runs of
+/// their numbers, each host with the node its link goes to (that node's
+/// port books the host's receive unit, and the host's placing work moves
+/// the booking on: both on one thread), a pair on one thread. (Any split
+/// gives the same run; this one keeps most packets on one thread.)
 #[test]
 fn a_fat_tree_is_split_pod_by_pod() {
     let t = Topology::fat_tree(8, LinkParams::default()).unwrap();
@@ -449,5 +451,8 @@ fn a_fat_tree_is_split_pod_by_pod() {
         );
     }
     let d = Topology::dumbbell(4, LinkParams::default(), LinkParams::default());
-    assert_eq!(partition(&d, 2), [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]);
+    // Hosts 0-3 hang off switch 8, hosts 4-7 off switch 9.
+    assert_eq!(partition(&d, 2), [0, 0, 0, 0, 1, 1, 1, 1, 0, 1]);
+    let p = Topology::pair(LinkParams::default());
+    assert_eq!(partition(&p, 2), [0, 0]);
 }

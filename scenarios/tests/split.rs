@@ -65,6 +65,27 @@ fn a_split_example_reports_what_one_thread_does() {
     }
 }
 
+/// A NIC that prices address translation moves its link's booking on by
+/// each packet's placing work when it takes the packet (docs/engine.md,
+/// "The timer rule"), on the receiving host's thread: so a host shares
+/// its thread with the switch that feeds it, and a split incast into
+/// `connectx5-roce` NICs reports what one thread does. (With hosts split
+/// from their switch it did not.)
+#[test]
+fn a_split_run_with_placing_work_reports_what_one_thread_does() {
+    let text =
+        "name = \"placing\"\nseed = 3\nprofile = \"connectx5-roce\"\ntime_limit = \"50ms\"\n\
+                [topology]\nkind = \"star\"\nhosts = 6\norder = \"windows\"\n\
+                [[workload]]\nkind = \"incast\"\ndst = \"h0\"\nsize = \"64KiB\"\ncount = 4\n";
+    let sc = Scenario::parse("placing.toml", text).unwrap_or_else(|e| panic!("{e}"));
+    let want = run(&sc, threads(None)).unwrap();
+    assert!(want.passed(), "{:?}", want.notes);
+    for n in [2, 3] {
+        let got = run(&sc, threads(Some(n))).unwrap();
+        assert_eq!(got, want, "on {n} threads");
+    }
+}
+
 #[test]
 fn what_a_split_cannot_carry_is_refused_by_name() {
     // A loss rule whose draws are correlated depends on the packets

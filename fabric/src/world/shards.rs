@@ -184,8 +184,8 @@ enum Report {
 /// Per node, the shard that runs it, for `n` shards: on a fat tree pod
 /// by pod (a pod's hosts, edge and aggregation switches together, the
 /// core switches shared out evenly), so that only packets between pods
-/// change shard, at most twice; on any other topology in runs of node
-/// numbers.
+/// change shard, at most twice; on any other topology the switches in
+/// runs of their numbers and each host with the node its link goes to.
 pub fn partition(topo: &Topology, n: usize) -> Vec<u16> {
     let n = n.clamp(1, MAX_SHARDS);
     let nodes = topo.nodes.len();
@@ -207,7 +207,32 @@ pub fn partition(topo: &Topology, n: usize) -> Vec<u16> {
                 })
                 .collect()
         }
-        Shape::Generic => (0..nodes).map(|i| share(i, nodes)).collect(),
+        Shape::Generic => {
+            // Switches in runs of their numbers; each host with the node
+            // at the other end of its link, whose port books the host's
+            // receive unit and which the host's placing work moves on
+            // (`World::arrive`): both must be one thread's. Hosts linked
+            // to hosts only (a pair) share the first thread.
+            let switches: Vec<usize> = (0..nodes)
+                .filter(|&i| matches!(topo.nodes[i].kind, NodeKind::Switch))
+                .collect();
+            let mut part = vec![0u16; nodes];
+            for (j, &i) in switches.iter().enumerate() {
+                part[i] = share(j, switches.len());
+            }
+            for i in 0..nodes {
+                if matches!(topo.nodes[i].kind, NodeKind::Host(_)) {
+                    let peer = topo.nodes[i]
+                        .ports
+                        .first()
+                        .map(|&p| topo.ports[p as usize].peer as usize);
+                    part[i] = peer
+                        .filter(|&q| matches!(topo.nodes[q].kind, NodeKind::Switch))
+                        .map_or(0, |q| part[q]);
+                }
+            }
+            part
+        }
     }
 }
 
