@@ -188,48 +188,56 @@ fn improve(message: &str) -> String {
 /// expected a whole number 0..=65535`, `duplicate key `seed``. An error
 /// that points at the key itself (an unknown field) names it already.
 fn name_the_key(text: &str, offset: Option<usize>, message: String) -> String {
-    let Some((key, in_value)) = offset.and_then(|o| key_at(text, o)) else {
+    let Some(offset) = offset else {
         return message;
     };
-    if in_value {
-        format!("{key}: {message}")
-    } else if message == "duplicate key" {
-        format!("duplicate key `{key}`")
-    } else {
-        message
+    if message == "duplicate key" {
+        // The file does not parse into a tree: the key is the one its
+        // line sets.
+        let start = text[..offset.min(text.len())]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let line = text[start..].lines().next().unwrap_or("");
+        return match line.split_once('=') {
+            Some((key, _)) => format!("duplicate key `{}`", key.trim()),
+            None => message,
+        };
+    }
+    match toml::de::DeTable::parse(text)
+        .ok()
+        .and_then(|doc| key_at(doc.get_ref(), offset, ""))
+    {
+        Some(key) => format!("{key}: {message}"),
+        None => message,
     }
 }
 
-/// The key that the line holding byte `offset` sets, with its table
-/// (`nic.op_table`; `workload[2].size` in the third `[[workload]]`), and
-/// whether `offset` lies after its `=`.
-fn key_at(text: &str, offset: usize) -> Option<(String, bool)> {
-    let offset = offset.min(text.len());
-    let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
-    let line = text[start..].split('\n').next()?;
-    let eq = line.find('=')?;
-    let key = line[..eq].trim();
-    let bare = |c: char| c.is_ascii_alphanumeric() || "_-.\"".contains(c);
-    if key.is_empty() || !key.chars().all(bare) {
-        return None;
+/// The dotted key (`nic.op_table`, `workload[2].size`) under `prefix`
+/// whose value's span holds byte `offset` of the text `table` was parsed
+/// from (the same tree `applies` checks keys in).
+fn key_at(table: &toml::de::DeTable<'_>, offset: usize, prefix: &str) -> Option<String> {
+    table.iter().find_map(|(k, v)| {
+        let name = if prefix.is_empty() {
+            k.get_ref().to_string()
+        } else {
+            format!("{prefix}.{}", k.get_ref())
+        };
+        value_at(v, offset, name)
+    })
+}
+
+fn value_at(
+    v: &toml::Spanned<toml::de::DeValue<'_>>,
+    offset: usize,
+    name: String,
+) -> Option<String> {
+    match v.get_ref() {
+        toml::de::DeValue::Table(t) => key_at(t, offset, &name),
+        toml::de::DeValue::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, e)| value_at(e, offset, format!("{name}[{i}]")))
+            .or_else(|| v.span().contains(&offset).then_some(name)),
+        _ => v.span().contains(&offset).then_some(name),
     }
-    let header = text[..start]
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('['));
-    let name = match header {
-        None => key.to_string(),
-        Some(h) if h.starts_with("[[") => {
-            let table = h.trim_matches(|c| c == '[' || c == ']').trim();
-            let index = text[..start]
-                .lines()
-                .filter(|l| l.trim() == h)
-                .count()
-                .saturating_sub(1);
-            format!("{table}[{index}].{key}")
-        }
-        Some(h) => format!("{}.{key}", h.trim_matches(|c| c == '[' || c == ']').trim()),
-    };
-    Some((name, offset >= start + eq))
 }
