@@ -105,6 +105,8 @@ pub struct Pair {
     wire: BTreeMap<(Instant, u64), Flight>,
     seq: u64,
     sent: u64,
+    /// When each NIC's last datagram left.
+    last_leave: [Instant; 2],
     filter: Option<Filter>,
     buf: Vec<u8>,
 }
@@ -139,6 +141,7 @@ impl Pair {
             wire: BTreeMap::new(),
             seq: 0,
             sent: 0,
+            last_leave: [Instant::ZERO; 2],
             filter: None,
             buf: Vec::new(),
         }
@@ -166,7 +169,7 @@ impl Pair {
             while let Some(t) = self.nics[i].poll_transmit(self.now, &mut self.buf) {
                 let bytes = self.buf[..t.len].to_vec();
                 let to = if t.dst == NodeAddr(0) { 0 } else { 1 };
-                self.put_on_wire_from(i, to, bytes, t.src_port);
+                self.put_on_wire_from(i, to, bytes, t.src_port, t.leaves_in);
             }
             while let Some(e) = self.nics[i].poll_event() {
                 self.events.push((i, e));
@@ -176,16 +179,28 @@ impl Pair {
 
     fn put_on_wire(&mut self, from: usize, to: usize, bytes: Vec<u8>) {
         let port = self.nics[from].config().src_port;
-        self.put_on_wire_from(from, to, bytes, port);
+        self.put_on_wire_from(from, to, bytes, port, Duration::ZERO);
     }
 
-    fn put_on_wire_from(&mut self, from: usize, to: usize, bytes: Vec<u8>, src_port: u16) {
+    /// Puts a datagram on the wire; it leaves `leaves_in` from now, when
+    /// its sender's NIC has gathered it ([`crate::Transmit::leaves_in`]).
+    fn put_on_wire_from(
+        &mut self,
+        from: usize,
+        to: usize,
+        bytes: Vec<u8>,
+        src_port: u16,
+        leaves_in: Duration,
+    ) {
+        // A NIC's datagrams leave in the order it hands them out.
+        let leaves = (self.now + leaves_in).max(self.last_leave[from]);
+        self.last_leave[from] = leaves;
         let n = self.sent;
         self.sent += 1;
         let repr = Repr::parse_bytes(&bytes).ok();
         let wire = Wire {
             n,
-            at: self.now,
+            at: leaves,
             from: self.nics[from].addr(),
             to: self.nics[to].addr(),
             repr,
@@ -197,7 +212,7 @@ impl Pair {
         };
         self.log.push(Logged {
             n,
-            at: self.now,
+            at: leaves,
             from: wire.from,
             kind: repr.map_or_else(|| "?".to_string(), |r| r.kind_name()),
             msg_id: repr.map_or(0, |r| r.msg_id),
@@ -223,7 +238,7 @@ impl Pair {
                 (1, Duration::ZERO)
             }
         };
-        let at = self.now + self.latency + extra;
+        let at = leaves + self.latency + extra;
         let src = self.nics[from].addr();
         for _ in 0..copies {
             self.wire.insert(

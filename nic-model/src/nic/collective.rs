@@ -588,6 +588,7 @@ impl Nic {
                 elided: 0,
                 src_port: self.cfg.src_port,
                 nic_work: Duration::ZERO,
+                leaves_in: Duration::ZERO,
             });
         }
         while let Some(key) = self.reduce.tx.pop_front() {
@@ -647,6 +648,7 @@ impl Nic {
                 elided: 0,
                 src_port: self.cfg.src_port,
                 nic_work: work,
+                leaves_in: work,
             });
         }
         None

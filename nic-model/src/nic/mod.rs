@@ -80,10 +80,16 @@ pub struct Transmit {
     pub src_port: u16,
     /// NIC time this packet's DMA takes beyond the per-packet cost of the
     /// cost model: a setup per extra block it gathers and the translation
-    /// of indirect-key table lines. Zero for a contiguous buffer. A data
-    /// packet's retransmit deadline counts from `now + nic_work`: a driver
-    /// should not send it sooner.
+    /// of indirect-key table lines. Zero for a contiguous buffer.
     pub nic_work: udrma_proto::time::Duration,
+    /// How long after `now` the engine counts the datagram as leaving:
+    /// `nic_work`, or longer for a data packet handed out behind one that
+    /// leaves later (the NIC sends data in the order it hands it out). A
+    /// data packet's retransmit deadline and round-trip sample count from
+    /// then, so a driver should not send it sooner: the fabric's port
+    /// keeps that order and adds the work, and the bridge holds the
+    /// datagram this long.
+    pub leaves_in: udrma_proto::time::Duration,
 }
 
 /// What the network says about a received datagram besides its bytes (as
@@ -439,6 +445,11 @@ pub struct Nic {
     rtt: PeerMap<RttEstimator, 1>,
     /// The pacing wake-up armed, if any.
     pace_at: Option<Instant>,
+    /// When the last data packet handed out leaves, once gathered: the
+    /// NIC sends in the order it hands packets out, so no packet leaves
+    /// before the one handed out ahead of it (the timer rule,
+    /// docs/engine.md).
+    tx_frontier: Instant,
     /// Peers that said "receiver not ready": no new packet goes to them
     /// before the time given (back-pressure, as an RNR NAK stops a queue
     /// pair for its RNR timer). Entries leave once they pass.
@@ -628,6 +639,7 @@ impl Nic {
             flows: PeerMap::new(),
             factory: flow::Factory::default(),
             pace_at: None,
+            tx_frontier: Instant::ZERO,
             rr_last: None,
             rnr_hold: PeerMap::new(),
             grants: grants::Grants::default(),

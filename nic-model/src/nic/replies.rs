@@ -575,6 +575,7 @@ impl Nic {
                 self.cfg.src_port
             },
             nic_work,
+            leaves_in: nic_work,
         })
     }
 }

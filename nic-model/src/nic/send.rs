@@ -329,12 +329,14 @@ impl Nic {
         };
         let elided = emit(&repr, buf, self.elide_zeros)?;
         let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
-        // The packet leaves once the NIC has gathered it: its timer and its
-        // round-trip sample count from then, not from the hand-over (the
-        // timer rule, docs/engine.md). A gather through an indirect key
-        // can take this NIC hundreds of microseconds (docs/testing.md,
-        // finding 34).
-        let leaves = now + nic_work;
+        // The packet leaves once the NIC has gathered it, and not before
+        // the packet handed out ahead of it: its timer, its round-trip
+        // sample and its place in overtaken-loss detection count from
+        // then, not from the hand-over (the timer rule, docs/engine.md).
+        // A gather through an indirect key can take this NIC hundreds of
+        // microseconds (docs/testing.md, finding 34).
+        let leaves = (now + nic_work).max(self.tx_frontier);
+        self.tx_frontier = leaves;
         let rto = self.rtt_to(dst).backoff(inf.retries);
         let deadline = leaves + rto;
         let entropy = self.pick_entropy(now, dst);
@@ -343,6 +345,15 @@ impl Nic {
             None => (buf.len() + usize::from(elided)) as u32,
         };
         let back_in_flight = retransmit && inf.lost;
+        if !retransmit {
+            if let Some(t) = self
+                .ops
+                .get_mut(&inf.msg_id)
+                .and_then(|op| op.first_sent.get_mut(seg as usize))
+            {
+                *t = leaves;
+            }
+        }
         if let Some(e) = self.op_table.get_mut(opn) {
             e.lost = false;
             e.sent_at = leaves;
@@ -376,6 +387,7 @@ impl Nic {
             elided,
             src_port: self.cfg.src_port.wrapping_add(entropy),
             nic_work,
+            leaves_in: leaves - now,
         })
     }
 
