@@ -246,6 +246,26 @@ impl Egress {
         Ok(())
     }
 
+    /// Holds a datagram until `at`, when the engine counts it as leaving
+    /// its NIC (`Transmit::leaves_in`: a gather's work, or a packet ahead
+    /// of it still gathering). Not a fault: `delayed` does not count it.
+    /// Gives it back when the hold queue is full (counted), to go now.
+    pub fn hold_for_nic(
+        &mut self,
+        at: std::time::Instant,
+        to: SocketAddr,
+        path: usize,
+        bytes: Vec<u8>,
+    ) -> Result<(), Vec<u8>> {
+        if self.held.len() >= MAX_HELD {
+            self.stats.hold_overflow += 1;
+            return Err(bytes);
+        }
+        self.seq += 1;
+        self.held.insert((at, self.seq), (to, path, bytes));
+        Ok(())
+    }
+
     /// When the next held datagram is due.
     pub fn next_release(&self) -> Option<std::time::Instant> {
         self.held.keys().next().map(|(t, _)| *t)

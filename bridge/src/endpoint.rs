@@ -680,25 +680,38 @@ impl Endpoint {
             }
             let to = peer.addr;
             let path = path_of(t.src_port, self.cfg.nic.src_port, self.socks.len());
-            if !self.egress.is_active() {
-                self.pending.push_back((to, path, buf));
-                continue;
-            }
-            let fate = self.egress.judge(now, self.nic.addr(), t.dst, &mut buf);
-            if fate.copies == 0 {
+            // The datagram leaves when the engine counts it as gone: after
+            // its NIC's gather, as in the fabric (the timer rule,
+            // docs/engine.md). Sent sooner, its round trip would look
+            // that much shorter.
+            let leaves = os_now + std::time::Duration::from_nanos(t.leaves_in.as_nanos());
+            let (copies, delay) = if self.egress.is_active() {
+                let fate = self.egress.judge(now, self.nic.addr(), t.dst, &mut buf);
+                (
+                    fate.copies,
+                    std::time::Duration::from_nanos(fate.delay.as_nanos()),
+                )
+            } else {
+                (1, std::time::Duration::ZERO)
+            };
+            if copies == 0 {
                 self.pool.push(buf);
                 continue;
             }
-            let delay = std::time::Duration::from_nanos(fate.delay.as_nanos());
-            for i in 0..fate.copies {
-                let copy = if i + 1 == fate.copies {
+            for i in 0..copies {
+                let copy = if i + 1 == copies {
                     std::mem::take(&mut buf)
                 } else {
                     buf.clone()
                 };
-                if delay.is_zero() {
-                    self.pending.push_back((to, path, copy));
-                } else if let Err(copy) = self.egress.hold(os_now + delay, to, path, copy) {
+                let held = if !delay.is_zero() {
+                    self.egress.hold(leaves + delay, to, path, copy)
+                } else if leaves > os_now {
+                    self.egress.hold_for_nic(leaves, to, path, copy)
+                } else {
+                    Err(copy)
+                };
+                if let Err(copy) = held {
                     self.pending.push_back((to, path, copy));
                 }
             }

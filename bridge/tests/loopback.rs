@@ -308,3 +308,71 @@ async fn busy_polling_endpoints_put_byte_exact_through_faults_and_pingpong() {
     let lat = lat.expect("pingpong, busy-polling");
     assert_eq!(lat.len(), 2);
 }
+
+/// A WRITE gathered from three blocks, on a NIC whose cost model prices a
+/// DMA setup per extra block at 20 ms: the datagram leaves the socket
+/// only once its gather is done, as it leaves the fabric's port (the
+/// timer rule, docs/engine.md). Sent at once, its ACK came back before
+/// the engine counted it as gone, and the round trip was taken as zero.
+#[tokio::test(flavor = "current_thread")]
+async fn a_gathered_write_leaves_the_socket_only_once_its_gather_is_done() {
+    use udrma_nic::{Access, CostModel, Event, Sge, Sgl, WorkRequest};
+    let setup = std::time::Duration::from_millis(20);
+    let ((took, srtt), _) = with_server(BridgeConfig::default(), 1 << 20, async |addr| {
+        let mut cfg = BridgeConfig::default();
+        cfg.nic.cost = CostModel {
+            dma_setup: udrma_nic::Duration::from_nanos(setup.as_nanos() as u64),
+            ..CostModel::ZERO
+        };
+        let mut client = Endpoint::bind(loopback(), cfg).await.unwrap();
+        let peer = client.connect(addr).await.unwrap();
+        let region = peer.region.expect("the server announced its region");
+        let base = 1 << 30;
+        let key = client.nic_mut().register(base, 4096, Access::ALL);
+        let blocks = (0..3)
+            .map(|i| Sge {
+                key,
+                addr: base + 1000 * i,
+                len: 100,
+            })
+            .collect();
+        let wr = WorkRequest::write(
+            peer.node,
+            udrma_nic::MrKey(0),
+            0,
+            0,
+            region.rkey,
+            region.addr,
+        )
+        .gather(Sgl::new(blocks).unwrap());
+        let posted = std::time::Instant::now();
+        let id = client.post(wr).unwrap();
+        loop {
+            client
+                .turn(Some(std::time::Instant::now() + setup))
+                .await
+                .unwrap();
+            let mut done = None;
+            while let Some(e) = client.poll_event() {
+                if let Event::Completed { wr, result, .. } = e {
+                    if wr == id {
+                        done = Some(result);
+                    }
+                }
+            }
+            if let Some(result) = done {
+                result.expect("the WRITE completed");
+                break;
+            }
+        }
+        let srtt = client
+            .nic()
+            .rtt(peer.node)
+            .and_then(|r| r.srtt())
+            .expect("a round trip was sampled");
+        (posted.elapsed(), srtt)
+    })
+    .await;
+    assert!(took >= 2 * setup, "completed {took:?} after posting");
+    assert!(srtt > udrma_nic::Duration::ZERO, "a round trip of {srtt:?}");
+}
