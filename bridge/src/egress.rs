@@ -338,4 +338,27 @@ mod tests {
         );
         assert_eq!(e.stats().dropped, 1);
     }
+
+    #[test]
+    fn datagrams_held_for_their_nic_keep_their_order_and_are_not_faults() {
+        let mut e = Egress::new(FaultPlan::default());
+        let to: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let t0 = std::time::Instant::now();
+        let at = t0 + std::time::Duration::from_micros(50);
+        // Two datagrams due at the same instant are both kept, in order.
+        e.hold_for_nic(at, to, 0, vec![1]).unwrap();
+        e.hold_for_nic(at, to, 0, vec![2]).unwrap();
+        assert_eq!(e.next_release(), Some(at));
+        assert!(e.release(t0).is_none(), "not before it is due");
+        assert_eq!(e.release(at).map(|h| h.2), Some(vec![1]));
+        assert_eq!(e.release(at).map(|h| h.2), Some(vec![2]));
+        assert_eq!(e.stats(), EgressStats::default());
+        // A full hold queue gives the datagram back to go now, counted.
+        for i in 0..MAX_HELD {
+            e.hold_for_nic(at, to, 0, vec![i as u8]).unwrap();
+        }
+        assert_eq!(e.hold_for_nic(at, to, 0, vec![7]), Err(vec![7]));
+        assert_eq!(e.stats().hold_overflow, 1);
+        assert_eq!(e.stats().delayed, 0);
+    }
 }

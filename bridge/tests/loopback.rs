@@ -370,6 +370,8 @@ async fn a_gathered_write_leaves_the_socket_only_once_its_gather_is_done() {
             .rtt(peer.node)
             .and_then(|r| r.srtt())
             .expect("a round trip was sampled");
+        // Held for its NIC, not by a fault rule.
+        assert_eq!(client.fault_stats().delayed, 0);
         (posted.elapsed(), srtt)
     })
     .await;

@@ -3,8 +3,9 @@
 //! operation's end, which no later packet can reveal, is found by a probe
 //! within a few round trips; the probe's acknowledgement shows what was
 //! lost before it; a probe for a packet that was only late is counted
-//! spurious; an operation whose first packet is lost is probed with that
-//! packet; and a probe spends no retry. A READ whose last response is
+//! spurious, and its late answer is dated from when the first copy left;
+//! an operation whose first packet is lost is probed with that packet;
+//! and a probe spends no retry. A READ whose last response is
 //! lost asks again for it after the same silence; one nothing of which
 //! came back is left to its timer; and a READ probe for a response that
 //! was only late is counted spurious.
@@ -382,4 +383,38 @@ fn a_probe_holds_off_the_timers_of_the_packets_it_will_answer_for() {
         .map(|l| l.seg_index)
         .collect();
     assert_eq!(again, vec![7, 2, 3, 4, 5, 6]);
+}
+
+#[test]
+fn a_late_first_copy_answered_after_its_probe_dates_from_when_it_first_left() {
+    // As above, packet 7 of a WRITE is held 5 µs and probed at 6.7 µs. A
+    // second WRITE, posted at 4 µs, has its packets held 4 µs (its own
+    // tail is probed too). The acknowledgement back at 7 µs is the first
+    // copy's, which left at about 1 µs: it says nothing of the second
+    // WRITE's packets, all sent after it. Dated from the probe instead
+    // (a packet's first send time overwritten by a copy's), it convicted
+    // one as overtaken and sent it again, spuriously.
+    let mut s = setup(cfg(true));
+    s.pair.set_filter(|w| match w.repr {
+        Some(r) if is_data(w) && w.at.0 < us(3).0 && r.seg_index == 7 => Verdict::Delay(us(5)),
+        Some(_) if is_data(w) && w.at.0 >= us(3).0 => Verdict::Delay(us(4)),
+        _ => Verdict::Deliver,
+    });
+    let first = s.write(8192);
+    s.pair.run_until(udrma_nic::Instant(us(4).0));
+    let second = s.write_at(8192, 8192);
+    s.pair.run();
+    s.assert_ok_once(0, first);
+    s.assert_ok_once(0, second);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!(
+        (
+            h0.tail_probes,
+            h0.spurious_tail_probes,
+            h0.fast_retransmits,
+            h0.spurious_fast_retransmits
+        ),
+        (2, 1, 0, 0),
+        "{h0:?}"
+    );
 }
