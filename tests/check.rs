@@ -70,7 +70,7 @@ fn the_small_pair_has_no_violation_within_two_faults_on_any_number_of_threads() 
     // single faults, less the two reorders of each direction's last
     // packet, which has nothing to swap with.
     assert!(
-        stdout.contains("fault-free  11 packets judged on 1 links"),
+        stdout.contains("fault-free  11 packets judged on 1 link,"),
         "{stdout}"
     );
     assert_eq!(count(&stdout, "faults 0", "ran"), 1);
@@ -172,6 +172,43 @@ fn without_tombstones_the_check_finds_the_stale_duplicate_and_udrma_run_replays_
         .filter(|c| c.ends_with(":FAIL"))
         .collect();
     assert_eq!(failing, vec!["no-write-after-completion:FAIL"], "{rout}");
+    // The capture line still decodes when the replay fails (it must), and
+    // it and the ladder go beside the file.
+    let dir = out_dir.to_str().unwrap();
+    assert!(
+        stdout.contains(&format!(
+            "--pcap {dir}/stale-duplicate-hazard-counterexample.pcap; udrma decode {dir}/"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "--ladder {dir}/stale-duplicate-hazard-counterexample.svg"
+        )),
+        "{stdout}"
+    );
+    // A search with its own --delay says so in the file's header, so the
+    // command there searches again as this one did.
+    let out = udrma(&[
+        "check",
+        &example("stale-duplicate-hazard.toml"),
+        "--kinds",
+        "duplicate,delay",
+        "--delay",
+        "60us",
+        "--out",
+        dir,
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        written
+            .lines()
+            .next()
+            .is_some_and(|l| l.ends_with("--kinds duplicate,delay --delay 60000ns`:")),
+        "{written}"
+    );
 }
 
 #[test]
@@ -213,6 +250,24 @@ fn bad_input_gets_the_usual_errors() {
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("not collective ones"), "{stderr}");
+    // A delay of nothing is no delay.
+    let out = udrma(&["check", &example("check-pair.toml"), "--delay", "0ns"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--delay 0"), "{stderr}");
+    // A delay past the time limit matters only when delays are placed.
+    let long = ["check", &example("check-pair.toml"), "--delay", "1s"];
+    let out = udrma(&[&long[..], &["--faults", "1"]].concat());
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("reach the scenario's time_limit"),
+        "{stderr}"
+    );
+    let out = udrma(&[&long[..], &["--faults", "1", "--kinds", "drop"]].concat());
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("delay holds"), "{stdout}");
 }
 
 #[test]

@@ -35,7 +35,7 @@ pub fn write(
     outcome: &Outcome,
     out: &Path,
     bound: &Bound,
-    seed: Option<u64>,
+    flags: &str,
 ) -> anyhow::Result<Written> {
     let name = &base.scenario.file.name;
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
@@ -59,7 +59,7 @@ pub fn write(
         file.display(),
         bound.faults,
         kinds.join(","),
-        seed.map(|s| format!(" --seed {s}")).unwrap_or_default(),
+        flags,
         schedule.len(),
         failing.join(", "),
     );

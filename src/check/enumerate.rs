@@ -124,16 +124,26 @@ fn children(node: &Node, bound: &Bound, level: &mut Level) -> Vec<Schedule> {
     out
 }
 
+/// What the search reports as it goes.
+pub enum Progress<'a> {
+    /// This many more schedules were run.
+    Ran(u64),
+    /// Every schedule with this many faults was run (or the interrupt came).
+    Level(usize, &'a Level),
+}
+
 /// Explores every schedule of up to `bound.faults` faults over `base`,
 /// starting from its fault-free run `zero`; stops after the first number
 /// of faults at which some schedule fails a check (the smallest
-/// counterexample has that many), or when `stop` is set.
+/// counterexample has that many), or when `stop` is set. Tells
+/// `progress` of each batch run and each number of faults finished.
 pub fn search(
     base: &Base,
     zero: Outcome,
     bound: &Bound,
     pool: &rayon::ThreadPool,
     stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Search, String> {
     let mut out = Search {
         levels: vec![Level {
@@ -145,8 +155,10 @@ pub fn search(
     if !zero.failing().is_empty() {
         out.levels[0].violations = 1;
         out.first = Some((Vec::new(), zero));
+        progress(Progress::Level(0, &out.levels[0]));
         return Ok(out);
     }
+    progress(Progress::Level(0, &out.levels[0]));
     let mut parents = vec![Node {
         schedule: Vec::new(),
         egress: zero.egress,
@@ -170,6 +182,7 @@ pub fn search(
                     .map(|(_, s)| (!stop.load(Ordering::Relaxed)).then(|| base.run(s)))
                     .collect()
             });
+            progress(Progress::Ran(cands.len() as u64));
             for ((k, schedule), r) in cands.into_iter().zip(results) {
                 let Some(r) = r else {
                     out.interrupted = true;
@@ -194,6 +207,7 @@ pub fn search(
                 break;
             }
         }
+        progress(Progress::Level(depth, &level));
         out.levels.push(level);
         if out.first.is_some() || out.interrupted {
             break;

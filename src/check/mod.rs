@@ -30,6 +30,7 @@ use toml::Value;
 use udrma_scenarios::Scenario;
 
 use crate::BadInput;
+use indicatif::{ProgressBar, ProgressStyle};
 
 mod counterexample;
 mod enumerate;
@@ -44,7 +45,7 @@ pub struct CheckArgs {
     /// The scenario (TOML). Its own `[[fault]]` rules are left out: the
     /// search starts from a fault-free run.
     pub file: PathBuf,
-    /// Most faults in one schedule.
+    /// Most faults in one schedule (0 to 8).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=8))]
     pub faults: u32,
     /// Fault kinds to place, comma-separated.
@@ -111,6 +112,12 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .map(String::from)
         .collect::<Vec<_>>();
     let delay = match args.delay {
+        Some(d) if d == udrma_proto::Duration::ZERO => {
+            return Err(BadInput(
+                "--delay 0: a delayed packet must be held for some time (at least 1ns)".into(),
+            )
+            .into());
+        }
         Some(d) => d,
         None => {
             let nic = &resolved.nic;
@@ -119,7 +126,10 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     };
     // Delays that add up to the time limit fail liveness by construction.
     let limit = sc.file.time_limit.0;
-    if args.faults > 0 && delay.as_ps().saturating_mul(u64::from(args.faults)) >= limit.as_ps() {
+    if args.faults > 0
+        && kinds.contains(&Kind::Delay)
+        && delay.as_ps().saturating_mul(u64::from(args.faults)) >= limit.as_ps()
+    {
         return Err(BadInput(format!(
             "{}: --faults {} delays of {} ns each reach the scenario's time_limit ({} ns): such runs would fail liveness by construction; use a shorter --delay or raise time_limit",
             args.file.display(),
@@ -181,8 +191,34 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start {jobs} threads: {e}"))?;
     let stop = interrupt_flag();
-    let found = enumerate::search(&base, zero.clone(), &bound, &pool, &stop)
-        .map_err(|e| anyhow::anyhow!(e))?;
+    // A bar on stderr (drawn only on a terminal) while a number of faults
+    // runs; its counts on stdout as soon as they are all run.
+    let bar = ProgressBar::new(u64::try_from(estimate).unwrap_or(u64::MAX));
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/~{len} schedules ({per_sec})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut printed = Ok(());
+    let found = enumerate::search(
+        &base,
+        zero.clone(),
+        &bound,
+        &pool,
+        &stop,
+        &mut |p| match p {
+            enumerate::Progress::Ran(n) => bar.inc(n),
+            enumerate::Progress::Level(i, l) => {
+                if printed.is_ok() {
+                    printed = bar.suspend(|| report::print_level(&mut out, i, l));
+                }
+            }
+        },
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    bar.finish_and_clear();
+    printed?;
     let wall = start.elapsed().as_secs_f64();
     report::print_search(&mut out, &found, &bound, wall, jobs)?;
     if found.interrupted {
@@ -200,8 +236,17 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
         Some((schedule, outcome)) => {
             report::print_violation(&mut out, &found, schedule, outcome, &base.link_names)?;
+            // The flags that change the search, so the header's command
+            // searches again as this one did.
+            let mut flags = String::new();
+            if let Some(s) = args.seed {
+                flags.push_str(&format!(" --seed {s}"));
+            }
+            if args.delay.is_some() {
+                flags.push_str(&format!(" --delay {}ns", bound.delay_ns));
+            }
             let written = counterexample::write(
-                &args.file, &doc, &base, schedule, outcome, &args.out, &bound, args.seed,
+                &args.file, &doc, &base, schedule, outcome, &args.out, &bound, &flags,
             )?;
             report::print_replay(&mut out, &written)?;
             if args.shrink {

@@ -5,8 +5,8 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use super::counterexample::Written;
-use super::enumerate::{Bound, Search};
-use super::schedule::{Fault, Outcome};
+use super::enumerate::{Bound, Level, Search};
+use super::schedule::{Fault, Kind, Outcome};
 
 /// What is known before the search.
 pub struct Head<'a> {
@@ -39,18 +39,32 @@ fn checks(o: &Outcome) -> String {
         .join(" ")
 }
 
+/// `n thing` or `n things`.
+fn count(n: impl Into<u128>, thing: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("{n} {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
+}
+
 /// The lines before the search.
 pub fn print_head(out: &mut dyn Write, h: &Head) -> io::Result<()> {
     let kinds: Vec<&str> = h.bound.kinds.iter().map(|k| k.name()).collect();
+    let delay = if h.bound.kinds.contains(&Kind::Delay) {
+        format!("; delay holds {} ns", h.bound.delay_ns)
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "check       {}  ({}, seed {}): up to {} faults of {}; delay holds {} ns",
+        "check       {}  ({}, seed {}): up to {} of {}{delay}",
         h.name,
         h.file.display(),
         h.seed,
-        h.bound.faults,
+        count(h.bound.faults as u64, "fault"),
         kinds.join(","),
-        h.bound.delay_ns
     )?;
     if h.dropped_rules > 0 {
         writeln!(
@@ -61,22 +75,33 @@ pub fn print_head(out: &mut dyn Write, h: &Head) -> io::Result<()> {
     }
     writeln!(
         out,
-        "fault-free  {} packets judged on {} links, trace {}",
-        h.packets, h.links, h.zero.trace_hash
+        "fault-free  {} judged on {}, trace {}",
+        count(h.packets as u64, "packet"),
+        count(h.links as u64, "link"),
+        h.zero.trace_hash
     )?;
     writeln!(out, "checks      {}", checks(h.zero))?;
     writeln!(
         out,
-        "bound       about {} schedules within {} faults ({} packets, {} kinds; faulted runs judge more packets, so this estimates)",
-        h.estimate,
-        h.bound.faults,
-        h.packets,
-        h.bound.kinds.len()
+        "bound       about {} within {} ({}, {}; faulted runs judge more packets, so this estimates)",
+        count(h.estimate, "schedule"),
+        count(h.bound.faults as u64, "fault"),
+        count(h.packets as u64, "packet"),
+        count(h.bound.kinds.len() as u64, "kind"),
     )?;
     Ok(())
 }
 
-/// The counts per number of faults, the totals and the speed.
+/// The counts for `i` faults, printed as soon as they are all run.
+pub fn print_level(out: &mut dyn Write, i: usize, l: &Level) -> io::Result<()> {
+    writeln!(
+        out,
+        "faults {i:<4} ran {}  violations {}  pruned {}  not applicable {}",
+        l.ran, l.violations, l.same_rule, l.not_applicable
+    )
+}
+
+/// The totals and the speed (after the counts per number of faults).
 pub fn print_search(
     out: &mut dyn Write,
     s: &Search,
@@ -84,13 +109,6 @@ pub fn print_search(
     wall_s: f64,
     jobs: usize,
 ) -> io::Result<()> {
-    for (i, l) in s.levels.iter().enumerate() {
-        writeln!(
-            out,
-            "faults {i:<4} ran {}  violations {}  pruned {}  not applicable {}",
-            l.ran, l.violations, l.same_rule, l.not_applicable
-        )?;
-    }
     let ran = s.ran();
     let pruned = s.pruned();
     let considered = ran + pruned;
@@ -114,12 +132,13 @@ pub fn print_search(
     }
     writeln!(
         out,
-        "time        {wall_s:.2} s wall, {:.0} schedules/s, {jobs} jobs",
+        "time        {wall_s:.2} s wall, {:.0} schedules/s, {}",
         if wall_s > 0.0 {
             ran as f64 / wall_s
         } else {
             0.0
-        }
+        },
+        count(jobs as u64, "job"),
     )?;
     Ok(())
 }
@@ -129,10 +148,11 @@ pub fn print_interrupted(out: &mut dyn Write, s: &Search, bound: &Bound) -> io::
     let done = s.levels.len().saturating_sub(2);
     writeln!(
         out,
-        "interrupted every schedule of up to {done} faults ran; {} with {} faults ran before the interrupt (of up to {} faults asked)",
+        "interrupted every schedule of up to {} ran; {} with {} ran before the interrupt (of up to {} asked)",
+        count(done as u64, "fault"),
         s.levels.last().map_or(0, |l| l.ran),
-        s.levels.len().saturating_sub(1),
-        bound.faults
+        count(s.levels.len().saturating_sub(1) as u64, "fault"),
+        count(bound.faults as u64, "fault"),
     )?;
     match &s.first {
         Some((f, o)) => writeln!(
@@ -188,15 +208,20 @@ pub fn print_replay(out: &mut dyn Write, w: &Written) -> io::Result<()> {
         || "counterexample".into(),
         |s| s.to_string_lossy().to_string(),
     );
+    // The ladder and the capture go beside the file (`--out`).
+    let dir = match w.path.parent().map(|d| d.display().to_string()) {
+        Some(d) if !d.is_empty() && d != "." => format!("{d}/"),
+        _ => String::new(),
+    };
     writeln!(out, "replay      udrma run {p}")?;
     writeln!(
         out,
-        "ladder      udrma run {p} --ladder {stem}.svg --ladder-hosts h{},h{}",
+        "ladder      udrma run {p} --ladder {dir}{stem}.svg --ladder-hosts h{},h{}",
         w.hosts.0, w.hosts.1
     )?;
     writeln!(
         out,
-        "capture     udrma run {p} --pcap {stem}.pcap && udrma decode {stem}.pcap"
+        "capture     udrma run {p} --pcap {dir}{stem}.pcap; udrma decode {dir}{stem}.pcap"
     )?;
     Ok(())
 }

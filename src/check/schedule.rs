@@ -18,12 +18,12 @@ pub enum Kind {
     Drop,
     /// Sent twice.
     Duplicate,
-    /// Held past the bound (`--delay`) before it enters the link.
+    /// Held for `--delay` before it enters the link.
     Delay,
     /// One bit flipped (the receiver's ICRC check must catch it).
     Corrupt,
-    /// Held until just after the next packet on the same link entered it:
-    /// the two swap.
+    /// Held until just after the next packet on the same link, in the
+    /// same direction, entered it: the two swap.
     Reorder,
 }
 
