@@ -250,6 +250,13 @@ fn bad_input_gets_the_usual_errors() {
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("not collective ones"), "{stderr}");
+    // A scenario that sends nothing has nothing to search.
+    let empty = tmp("check-empty.toml");
+    std::fs::write(&empty, "name = \"x\"\n[topology]\nkind = \"pair\"\n").unwrap();
+    let out = udrma(&["check", empty.to_str().unwrap()]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no [[workload]]"), "{stderr}");
     // A delay of nothing is no delay.
     let out = udrma(&["check", &example("check-pair.toml"), "--delay", "0ns"]);
     let (_, stderr) = text(&out);

@@ -175,9 +175,14 @@ fn improve(message: &str) -> String {
     else {
         return message.to_string();
     };
-    let got = head.split('`').nth(1).unwrap_or("");
+    // Only a name the file gave (an unknown field or variant) has a
+    // nearest known one; a syntax error ("unclosed table, expected `]`")
+    // names none.
+    let Some(got) = head.split('`').nth(1).filter(|g| !g.is_empty()) else {
+        return message.to_string();
+    };
     let names: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-    match udrma_faults::closest(got, &names) {
+    match udrma_faults::closest(got, &names).filter(|b| *b != got) {
         Some(best) => format!("{message} (did you mean `{best}`?)"),
         None => message.to_string(),
     }

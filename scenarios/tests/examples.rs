@@ -304,6 +304,12 @@ fn invalid_files_say_where_and_what() {
         e.ends_with("14:8: workload[1].size: \"-8\" does not start with a number"),
         "{e}"
     );
+    // A syntax error names what the parser expected, and suggests
+    // nothing (there is no name to correct).
+    assert_eq!(
+        error("name = \"x\"\n[topology\nkind = \"pair\"\n"),
+        "bad.toml:2:10: unclosed table, expected `]`"
+    );
     // A unit off by case is named.
     assert!(
         error(&format!("{BASE}bandwidth = \"10gbps\"\n")).ends_with("(did you mean `Gbps`?)"),

@@ -102,6 +102,14 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    if sc.file.workloads.is_empty() {
+        // Nothing would be sent, so "no violation" would say nothing.
+        return Err(BadInput(format!(
+            "{}: no [[workload]]: nothing is sent, so there is nothing to search",
+            args.file.display()
+        ))
+        .into());
+    }
     let dropped_rules = sc.file.faults.len();
     sc.file.faults.clear();
     let resolved = udrma_scenarios::resolved::resolve(&sc).map_err(|e| BadInput(e.to_string()))?;
