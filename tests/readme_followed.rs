@@ -396,8 +396,10 @@ fn steady(line: &str) -> String {
         }
     }
     // `udrma bench sim`: the label of a measured line, not its figure.
-    const MEASURED: [&str; 6] = [
+    const MEASURED: [&str; 7] = [
         "build",
+        // `udrma check`'s speed.
+        "time",
         "wall",
         "packet-hops/s",
         "events/s",
@@ -465,6 +467,11 @@ fn transcripts(doc: &'static str) -> Vec<Shown> {
                     })
             }
             Some("bench") => args.get(1).map(String::as_str) == Some("sim"),
+            // (Run where its counterexample may be written: see
+            // `check_transcripts`.)
+            Some("check") => args
+                .get(1)
+                .is_some_and(|f| f.starts_with("scenarios/examples/")),
             _ => false,
         };
         if !deterministic || cmd.contains(['|', '&', '>', '\\']) {
@@ -493,11 +500,26 @@ fn check_transcripts(docs: &[&'static str], at_least: usize) {
     let mut checked = 0;
     for doc in docs {
         for s in transcripts(doc) {
-            let out = command()
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .args(&s.args)
-                .output()
+            // `udrma check` writes its counterexample in the working
+            // directory: a scratch one, which sees the examples.
+            let dir = if s.args.first().map(String::as_str) == Some("check") {
+                let d = tmp(&format!(
+                    "transcript-{}-{}",
+                    s.doc.replace('/', "-"),
+                    s.line
+                ));
+                let _ = std::fs::remove_dir_all(&d);
+                std::fs::create_dir_all(&d).unwrap();
+                std::os::unix::fs::symlink(
+                    format!("{}/scenarios", env!("CARGO_MANIFEST_DIR")),
+                    d.join("scenarios"),
+                )
                 .unwrap();
+                d
+            } else {
+                env!("CARGO_MANIFEST_DIR").into()
+            };
+            let out = command().current_dir(&dir).args(&s.args).output().unwrap();
             let mut printed: Vec<String> = stdout(&out)
                 .lines()
                 .chain(stderr(&out).lines())
@@ -562,6 +584,7 @@ fn the_cli_page_and_the_area_docs_show_what_their_runs_print() {
             "docs/noncontig.md",
             "docs/collectives.md",
             "docs/congestion.md",
+            "docs/check.md",
         ],
         15,
     );
