@@ -236,13 +236,8 @@ impl Egress {
         path: usize,
         bytes: Vec<u8>,
     ) -> Result<(), Vec<u8>> {
-        if self.held.len() >= MAX_HELD {
-            self.stats.hold_overflow += 1;
-            return Err(bytes);
-        }
+        self.keep(at, to, path, bytes)?;
         self.stats.delayed += 1;
-        self.seq += 1;
-        self.held.insert((at, self.seq), (to, path, bytes));
         Ok(())
     }
 
@@ -251,6 +246,16 @@ impl Egress {
     /// of it still gathering). Not a fault: `delayed` does not count it.
     /// Gives it back when the hold queue is full (counted), to go now.
     pub fn hold_for_nic(
+        &mut self,
+        at: std::time::Instant,
+        to: SocketAddr,
+        path: usize,
+        bytes: Vec<u8>,
+    ) -> Result<(), Vec<u8>> {
+        self.keep(at, to, path, bytes)
+    }
+
+    fn keep(
         &mut self,
         at: std::time::Instant,
         to: SocketAddr,
