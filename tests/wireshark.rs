@@ -431,3 +431,39 @@ fn tshark_shows_a_sealed_datagrams_security_header_and_clear_headers() {
         assert!(r[5].starts_with("SEALED key=9"), "{stdout}");
     }
 }
+
+/// PFC frames as udrma-proto writes them (`proto/src/pfc.rs`) decode in
+/// tshark's own MAC Control dissector: opcode, class-enable vector and
+/// the pause time of the priority they name.
+#[test]
+fn tshark_reads_pfc_pause_and_resume_frames() {
+    use udrma::proto::pcap::PcapSink;
+    use udrma::proto::pfc::PfcRepr;
+    let Some(tshark) = tshark() else { return };
+    let pcap = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wireshark-pfc.pcap");
+    let mac = [0x02, 0, 0, 0, 0, 0x07];
+    let mut sink = PcapSink::new(std::fs::File::create(&pcap).unwrap()).unwrap();
+    sink.write_frame(1_000, &PfcRepr::pause(mac, 3).to_bytes())
+        .unwrap();
+    sink.write_frame(2_000, &PfcRepr::resume(mac, 3).to_bytes())
+        .unwrap();
+    drop(sink);
+    let out = Command::new(tshark)
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-T", "fields", "-E", "separator=,"])
+        .args(["-e", "eth.dst", "-e", "macc.opcode", "-e", "macc.cbfc.enbv"])
+        .args(["-e", "macc.cbfc.pause_time.c3"])
+        .output()
+        .expect("running tshark");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<&str> = stdout.lines().collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    assert_eq!(rows[0], "01:80:c2:00:00:01,0x0101,0x0008,65535", "{stdout}");
+    assert_eq!(rows[1], "01:80:c2:00:00:01,0x0101,0x0008,0", "{stdout}");
+}

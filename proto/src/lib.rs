@@ -38,6 +38,7 @@
 //! - `icrc`: The ICRC: a CRC-32
 //! - `samples`: One packet of every kind, with plausible field values
 //! - `secure`: The authenticated mode's framing (docs/wire-format.md, "Authenticated mode")
+//! - `pfc`: Priority Flow Control frames (IEEE 802.1Qbb PAUSE and RESUME), for a lossless link
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -54,6 +55,7 @@ pub mod icrc;
 pub mod opcode;
 pub mod packet;
 pub mod pcap;
+pub mod pfc;
 pub mod repr;
 pub mod rng;
 pub mod samples;
