@@ -200,12 +200,21 @@ mod tests {
         };
         let back = PfcRepr::parse(&both.to_bytes()).unwrap();
         assert_eq!((back.quanta_for(0), back.quanta_for(7)), (Some(5), Some(9)));
+        // Every priority at once (vector 0x00FF, the largest allowed).
+        let all = PfcRepr {
+            src: SRC,
+            enabled: 0xFF,
+            quanta: [XOFF_QUANTA; 8],
+        };
+        assert_eq!(PfcRepr::parse(&all.to_bytes()), Ok(all));
     }
 
     #[test]
     fn bytes_that_are_not_a_pfc_frame_say_why() {
         let good = PfcRepr::pause(SRC, 0).to_bytes();
         assert_eq!(PfcRepr::parse(&good[..33]), Err(PfcError::Truncated(33)));
+        // The 34 meaningful bytes are enough; padding is not required.
+        assert_eq!(PfcRepr::parse(&good[..MIN_LEN]), Ok(PfcRepr::pause(SRC, 0)));
         let mut ip = good;
         ip[12..14].copy_from_slice(&[0x08, 0x00]);
         assert_eq!(PfcRepr::parse(&ip), Err(PfcError::NotMacControl(0x0800)));
