@@ -236,7 +236,7 @@ impl Egress {
         path: usize,
         bytes: Vec<u8>,
     ) -> Result<(), Vec<u8>> {
-        self.keep(at, to, path, bytes)?;
+        self.hold_for_nic(at, to, path, bytes)?;
         self.stats.delayed += 1;
         Ok(())
     }
@@ -246,16 +246,6 @@ impl Egress {
     /// of it still gathering). Not a fault: `delayed` does not count it.
     /// Gives it back when the hold queue is full (counted), to go now.
     pub fn hold_for_nic(
-        &mut self,
-        at: std::time::Instant,
-        to: SocketAddr,
-        path: usize,
-        bytes: Vec<u8>,
-    ) -> Result<(), Vec<u8>> {
-        self.keep(at, to, path, bytes)
-    }
-
-    fn keep(
         &mut self,
         at: std::time::Instant,
         to: SocketAddr,

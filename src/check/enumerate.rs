@@ -152,13 +152,13 @@ pub fn search(
         }],
         ..Search::default()
     };
-    if !zero.failing().is_empty() {
-        out.levels[0].violations = 1;
+    let fails = !zero.failing().is_empty();
+    out.levels[0].violations = u64::from(fails);
+    progress(Progress::Level(0, &out.levels[0]));
+    if fails {
         out.first = Some((Vec::new(), zero));
-        progress(Progress::Level(0, &out.levels[0]));
         return Ok(out);
     }
-    progress(Progress::Level(0, &out.levels[0]));
     let mut parents = vec![Node {
         schedule: Vec::new(),
         egress: zero.egress,
