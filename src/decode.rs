@@ -121,6 +121,9 @@ pub fn describe_frame_with(
     line: &mut String,
 ) -> bool {
     let t = time(time_ns);
+    if frame.get(12..14) == Some(&udrma_proto::pfc::ETHERTYPE_MAC_CONTROL.to_be_bytes()[..]) {
+        return describe_pfc(&t, frame, line);
+    }
     let d = match decapsulate(frame) {
         Ok(d) => d,
         Err(e) => {
@@ -229,6 +232,41 @@ pub fn describe_frame_with(
     }
 }
 
+/// A MAC Control frame (a lossless fabric's PAUSE or RESUME): its
+/// sender's MAC and, per priority it names, the pause asked for.
+fn describe_pfc(t: &str, frame: &[u8], line: &mut String) -> bool {
+    let mac = |m: &[u8]| {
+        m.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let repr = match udrma_proto::pfc::PfcRepr::parse(frame) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = write!(line, "{t}  BAD: {e}");
+            return false;
+        }
+    };
+    let _ = write!(
+        line,
+        "{t}  {:<21}  {:<21}  {:<15} ",
+        mac(&repr.src),
+        mac(&udrma_proto::pfc::PFC_DST),
+        "PFC"
+    );
+    let named: Vec<String> = (0..8u8)
+        .filter_map(|p| {
+            repr.quanta_for(p).map(|q| match q {
+                0 => format!("priority {p}: RESUME"),
+                q => format!("priority {p}: PAUSE {q} quanta"),
+            })
+        })
+        .collect();
+    line.push_str(&named.join(", "));
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +308,43 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    /// A lossless fabric's capture holds PFC frames among the datagrams:
+    /// each is a line of its own, a PAUSE or RESUME per priority named,
+    /// and MAC Control that is not PFC (802.3x's whole-link PAUSE) is BAD
+    /// with the reason.
+    #[test]
+    fn pfc_frames_decode_as_pause_and_resume() {
+        use udrma_proto::pfc::PfcRepr;
+        let mac = [0x02, 0x75, 0x73, 0, 0, 3];
+        let mut line = String::new();
+        assert!(describe_frame(
+            7,
+            &PfcRepr::pause(mac, 3).to_bytes(),
+            18791,
+            &mut line
+        ));
+        assert_eq!(
+            line,
+            "   0.000000007  02:75:73:00:00:03      01:80:c2:00:00:01      PFC             priority 3: PAUSE 65535 quanta"
+        );
+        line.clear();
+        assert!(describe_frame(
+            7,
+            &PfcRepr::resume(mac, 6).to_bytes(),
+            18791,
+            &mut line
+        ));
+        assert!(
+            line.ends_with("PFC             priority 6: RESUME"),
+            "{line}"
+        );
+        let mut pause = PfcRepr::pause(mac, 3).to_bytes();
+        pause[14] = 0x00;
+        line.clear();
+        assert!(!describe_frame(7, &pause, 18791, &mut line));
+        assert!(line.contains("BAD: MAC Control opcode 0x0001"), "{line}");
     }
 
     #[test]

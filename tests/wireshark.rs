@@ -467,3 +467,84 @@ fn tshark_reads_pfc_pause_and_resume_frames() {
     assert_eq!(rows[0], "01:80:c2:00:00:01,0x0101,0x0008,65535", "{stdout}");
     assert_eq!(rows[1], "01:80:c2:00:00:01,0x0101,0x0008,0", "{stdout}");
 }
+
+/// A lossless fabric's capture: the PAUSE and RESUME frames a switch
+/// sends back over a link are in it, among the datagrams, in time order,
+/// and tshark reads each as PFC for priority 3, one frame per traced
+/// PFC event (a WRITE of sixteen packets across a dumbbell whose middle
+/// link runs at a tenth of the edge's speed, XOFF at two and a half
+/// packets: fabric/tests/pfc.rs has the same run's times).
+#[test]
+fn tshark_reads_the_pause_frames_a_lossless_fabric_captures() {
+    use udrma::fabric::{FabricConfig, LinkParams, PfcConfig, Topology, TraceEvent, World};
+    use udrma::nic::{Access, WorkRequest};
+    use udrma::proto::NodeAddr;
+    let Some(tshark) = tshark() else { return };
+    let edge = LinkParams::default();
+    let slow = LinkParams {
+        bandwidth_bps: 10_000_000_000,
+        ..edge
+    };
+    let topo = Topology::dumbbell(1, edge, slow);
+    let mut w = World::new(topo, FabricConfig::default(), Default::default()).unwrap();
+    let len = 4096 + 52;
+    w.set_pfc(PfcConfig {
+        xoff_bytes: len * 5 / 2,
+        xon_bytes: len / 2,
+        ..PfcConfig::default()
+    })
+    .unwrap();
+    let pcap = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wireshark-lossless.pcap");
+    w.tap(&["h0-s0"], Box::new(std::fs::File::create(&pcap).unwrap()))
+        .unwrap();
+    let trace = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    w.set_trace_sink(
+        udrma::fabric::TraceFormat::Postcard,
+        Box::new(Sink(trace.clone())),
+    );
+    let src = w
+        .nic_mut(NodeAddr(0))
+        .register(0x1000, 1 << 20, Access::ALL);
+    let dst = w
+        .nic_mut(NodeAddr(1))
+        .register(0x1000, 1 << 20, Access::ALL);
+    let wr = WorkRequest::write(NodeAddr(1), src, 0x1000, 16 * 4096, dst.0, 0x1000);
+    w.post(NodeAddr(0), wr).unwrap();
+    w.run();
+    w.finish().unwrap();
+    let events = udrma::fabric::read_postcard(&trace.lock().unwrap()).unwrap();
+    let traced: Vec<u16> = events
+        .iter()
+        .filter_map(|e| match *e {
+            TraceEvent::Pfc { quanta, .. } => Some(quanta),
+            _ => None,
+        })
+        .collect();
+    assert!(traced.len() >= 2, "{traced:?}");
+    let out = Command::new(tshark)
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-Y", "macc", "-T", "fields", "-E", "separator=,"])
+        .args(["-e", "macc.opcode", "-e", "macc.cbfc.pause_time.c3"])
+        .output()
+        .expect("running tshark");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let want: Vec<String> = traced.iter().map(|q| format!("0x0101,{q}")).collect();
+    let got: Vec<&str> = stdout.lines().collect();
+    assert_eq!(got, want, "{stdout}");
+}

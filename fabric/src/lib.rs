@@ -39,8 +39,9 @@ pub mod world;
 
 pub use routing::{Policy, Router};
 pub use topology::{LinkParams, Topology};
-pub use trace::{DropReason, Trace, TraceEvent, TraceFormat};
+pub use trace::{read_postcard, DropReason, Trace, TraceEvent, TraceFormat};
 pub use world::{
     partition, run_sharded, Egress, EventOrder, FabricConfig, FabricError, FabricStats, HostEvent,
-    Journey, ShardError, ShardedRun, SplitWorld, WindowError, World, MAX_SHARDS, WIRE_OVERHEAD,
+    Journey, PfcConfig, PfcDeadlock, PfcError, PfcPortStats, ShardError, ShardedRun, SplitWorld,
+    WindowError, World, MAX_SHARDS, PFC_WIRE_BYTES, WIRE_OVERHEAD,
 };

@@ -245,6 +245,27 @@ impl Topology {
         t
     }
 
+    /// `n` switches `r0`…`r{n-1}` in a ring (links `rI-rJ`, J = I + 1
+    /// mod n, made after the hosts' links), one host on each (`hI-rI`).
+    /// On an odd ring the shortest path two switches on is unique and
+    /// goes one way round: the cyclic buffer dependency a lossless fabric
+    /// can deadlock on (docs/lossless.md).
+    pub fn ring(n: u32, params: LinkParams) -> Result<Topology, String> {
+        if n < 3 {
+            return Err(format!("ring of {n} switches: a ring needs at least 3"));
+        }
+        let mut t = Topology::empty(Shape::Generic);
+        let hosts: Vec<NodeId> = (0..n).map(|_| t.host()).collect();
+        let switches: Vec<NodeId> = (0..n).map(|i| t.switch(format!("r{i}"))).collect();
+        for (&h, &s) in hosts.iter().zip(&switches) {
+            t.link(h, s, params);
+        }
+        for i in 0..n as usize {
+            t.link(switches[i], switches[(i + 1) % n as usize], params);
+        }
+        Ok(t)
+    }
+
     /// The 3-tier k-ary fat tree (k even): k pods of k/2 edge switches
     /// (`e…`) and k/2 aggregation switches (`a…`), (k/2)² core switches
     /// (`c…`), k/2 hosts per edge switch, k³/4 hosts in all. Aggregation

@@ -33,6 +33,9 @@ pub enum DropReason {
     /// A trimming switch cut the payload off on a full queue (the header
     /// went on; not counted among drops).
     Trimmed,
+    /// A lossless ingress held its XOFF threshold and its headroom (PFC;
+    /// a headroom that `World::set_pfc` accepted never fills).
+    Headroom,
 }
 
 /// One thing that happened. Times are picoseconds; links, hosts and
@@ -115,6 +118,20 @@ pub enum TraceEvent {
         /// True on pause, false on resume.
         paused: bool,
     },
+    /// A switch starts sending a PFC frame (IEEE 802.1Qbb) back over a
+    /// link.
+    Pfc {
+        /// Time.
+        t: u64,
+        /// Link index.
+        link: u32,
+        /// The direction the frame crosses: 0 forward (a→b), 1 reverse.
+        dir: u8,
+        /// The priority it pauses or resumes.
+        priority: u8,
+        /// Pause quanta (0: resume).
+        quanta: u16,
+    },
 }
 
 /// How a trace sink writes events.
@@ -189,6 +206,22 @@ fn words(ev: &TraceEvent) -> ([u64; 5], usize) {
         TraceEvent::Pause { t, host, paused } => {
             ([w(5 | u32::from(paused) << 8, host), t, 0, 0, 0], 2)
         }
+        TraceEvent::Pfc {
+            t,
+            link,
+            dir,
+            priority,
+            quanta,
+        } => (
+            [
+                w(6 | u32::from(dir) << 8 | u32::from(priority) << 16, link),
+                t,
+                quanta.into(),
+                0,
+                0,
+            ],
+            3,
+        ),
     }
 }
 
@@ -451,6 +484,20 @@ fn encode(ev: &TraceEvent, out: &mut [u8; ENCODED_MAX]) -> usize {
             varint(out, &mut at, host.into());
             byte(out, &mut at, u8::from(paused));
         }
+        TraceEvent::Pfc {
+            t,
+            link,
+            dir,
+            priority,
+            quanta,
+        } => {
+            varint(out, &mut at, 6);
+            varint(out, &mut at, t);
+            varint(out, &mut at, link.into());
+            byte(out, &mut at, dir);
+            byte(out, &mut at, priority);
+            varint(out, &mut at, quanta.into());
+        }
     }
     at
 }
@@ -522,6 +569,7 @@ mod tests {
             Just(DropReason::NoRoute),
             Just(DropReason::PausedOverflow),
             Just(DropReason::Trimmed),
+            Just(DropReason::Headroom),
         ];
         prop_oneof![
             (
@@ -576,6 +624,20 @@ mod tests {
                 .prop_map(|(t, host, from, msg)| TraceEvent::WriteReceived { t, host, from, msg }),
             (any::<u64>(), any::<u32>(), any::<bool>())
                 .prop_map(|(t, host, paused)| TraceEvent::Pause { t, host, paused }),
+            (
+                any::<u64>(),
+                any::<u32>(),
+                any::<u8>(),
+                any::<u8>(),
+                any::<u16>()
+            )
+                .prop_map(|(t, link, dir, priority, quanta)| TraceEvent::Pfc {
+                    t,
+                    link,
+                    dir,
+                    priority,
+                    quanta
+                }),
         ]
     }
 

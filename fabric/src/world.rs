@@ -25,7 +25,9 @@
 //! queues and links, `hosts` the driving of each NIC, `packet` the packet
 //! in flight, `arrivals` what each host heard from each source (to count
 //! reordering), `journey` the ladder-diagram journal, `egress_log` the
-//! packets the fault rules judged (for `udrma check`), `apps` host
+//! packets the fault rules judged (for `udrma check`), `pfc` Priority
+//! Flow Control (lossless ports, PAUSE frames, the deadlock detector),
+//! `apps` host
 //! software and the completion log, `windows` the lookahead windows (the
 //! event loop's second order), `shards` one run split by node across
 //! threads, and `split` a world that stays split from run to run.
@@ -50,6 +52,7 @@ mod events;
 mod hosts;
 mod journey;
 mod packet;
+mod pfc;
 mod ports;
 mod shards;
 mod split;
@@ -61,6 +64,7 @@ use events::EvKind;
 use hosts::HostState;
 pub use journey::Journey;
 use packet::{Head, Pkt};
+pub use pfc::{PfcConfig, PfcDeadlock, PfcError, PfcPortStats, HOST_WAITING, PFC_WIRE_BYTES};
 use ports::{InFlight, PortHot, PortState};
 pub use shards::{partition, run_sharded, ShardError, ShardedRun, MAX_SHARDS};
 pub use split::SplitWorld;
@@ -242,6 +246,11 @@ pub struct World {
     egress_log: Option<Vec<egress_log::Egress>>,
     /// In a split run, this shard's own state (`shards`).
     shard: Option<Box<shards::Shard>>,
+    /// A lossless fabric's state ([`World::set_pfc`]).
+    pfc: Option<Box<pfc::Pfc>>,
+    /// While a switch routes an arriving packet on a lossless fabric: the
+    /// port it came in by (its ingress to charge), else `PortId::MAX`.
+    ingress: PortId,
 }
 
 impl core::fmt::Debug for World {
@@ -390,6 +399,8 @@ impl World {
             completions: Default::default(),
             egress_log: None,
             shard: None,
+            pfc: None,
+            ingress: PortId::MAX,
         })
     }
 

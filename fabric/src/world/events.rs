@@ -19,6 +19,8 @@ pub(super) enum EvKind {
     /// The first packet of a port's ahead line (a header sent ahead of
     /// its queue: trimmed, or control under priority) reaches the far end.
     ArriveAhead(PortId),
+    /// Priority Flow Control (`pfc`).
+    Pfc(pfc::PfcEv),
 }
 
 /// Event codes in a queue key's `slot` (see `World::code`); 0 is the slab.
@@ -131,6 +133,11 @@ impl World {
         let kind = self.decode(key.slot);
         if let EvKind::Timer(h) = kind {
             if !self.timer_due(h, key.t) {
+                return false;
+            }
+        }
+        if let EvKind::Pfc(ev) = &kind {
+            if !self.pfc_due(ev, key.t) {
                 return false;
             }
         }
@@ -433,11 +440,7 @@ impl World {
     pub(super) fn dispatch(&mut self, kind: EvKind) {
         match kind {
             EvKind::HostFree(h) => {
-                let port = self.hosts[h as usize].port;
-                let lead = self.hosts[h as usize].tx_lead;
-                if self.ports[port as usize].free_at <= self.now + lead
-                    && !self.hosts[h as usize].paused
-                {
+                if self.host_may_send(h) && !self.hosts[h as usize].paused {
                     self.pull(h);
                     // What went out armed retransmit deadlines; a NIC whose
                     // timer had nothing to wait for (Go-back-N just queued
@@ -508,6 +511,7 @@ impl World {
                 self.hosts[h as usize].timer_at = None;
                 self.service_host(h);
             }
+            EvKind::Pfc(ev) => self.pfc_event(ev),
             EvKind::Post(h, wr) => {
                 let now = self.now;
                 let _ = self.hosts[h as usize].nic.post(now, *wr);

@@ -117,7 +117,7 @@ impl World {
                 }),
             }
         }
-        if !host.paused && self.ports[host.port as usize].free_at <= now + host.tx_lead {
+        if !host.paused && self.host_may_send(h) {
             self.pull(h);
         }
         self.arm_timer(h);
@@ -175,7 +175,7 @@ impl World {
                 self.journal_new(&pkt, None);
             }
             self.egress(port, pkt);
-            if self.ports[port as usize].free_at > now + self.hosts[h as usize].tx_lead {
+            if !self.host_may_send(h) {
                 return;
             }
         }

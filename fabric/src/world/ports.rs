@@ -364,6 +364,10 @@ impl World {
             self.drop_pkt(hot.link, pkt, DropReason::Mtu);
             return;
         }
+        if self.pfc.is_some() {
+            self.pfc_enqueue(port, pkt, len);
+            return;
+        }
         let st = &mut self.ports[port as usize];
         if hot.trim && pkt.trimmed {
             // Headers go ahead of the queue at every trimming hop.
@@ -401,6 +405,17 @@ impl World {
             self.stats.ecn_marked += 1;
             pkt.ce = true;
         }
+        self.launch(port, pkt, len);
+    }
+
+    /// Gives `pkt` (`len` bytes as charged) to `port`'s line: it starts
+    /// once the port is free and the NIC has worked on it, and its
+    /// arrival at the far end is filed. The lossy queue calls it as a
+    /// packet joins; a lossless port (`pfc`) only once the packet is the
+    /// one to go next and its priority is not paused.
+    pub(super) fn launch(&mut self, port: PortId, pkt: Pkt, len: u64) {
+        let now = self.now;
+        let hot = self.ports[port as usize].hot;
         // A host's own NIC works on the packet before it can leave.
         let nic_cost = match hot.host() {
             Some(_) if self.costed => {
@@ -408,6 +423,7 @@ impl World {
             }
             _ => Duration::ZERO,
         };
+        let st = &mut self.ports[port as usize];
         let mut start = st.free_at.max(now + nic_cost);
         let ser = hot.serialization(len);
         if let Some(to) = hot.peer_host().filter(|_| self.costed) {
@@ -709,7 +725,14 @@ impl World {
                         out
                     }
                 };
-                self.egress(out, pkt);
+                if self.pfc.is_some() {
+                    // Charged to this ingress if it reaches a queue.
+                    self.ingress = port;
+                    self.egress(out, pkt);
+                    self.ingress = PortId::MAX;
+                } else {
+                    self.egress(out, pkt);
+                }
             }
         }
     }

@@ -61,6 +61,9 @@ pub enum WindowError {
     /// A fault rule needs its packets in time order.
     #[error("fault rule {0:?} depends on when earlier packets came (a rate shaper or a delay with a limit), which needs time order")]
     TimedRule(String),
+    /// A lossless fabric needs time order.
+    #[error("the fabric is lossless (PFC), which needs time order")]
+    Pfc,
 }
 
 /// The window loop's state.
@@ -160,6 +163,9 @@ impl World {
         if order == EventOrder::Time {
             return Ok(None);
         }
+        if self.pfc.is_some() {
+            return Err(WindowError::Pfc);
+        }
         if let Some(r) = self.faults.rules().iter().find(|r| r.model.keeps_time()) {
             return Err(WindowError::TimedRule(r.name.clone()));
         }
@@ -213,6 +219,7 @@ impl World {
                     | EvKind::Post(h, _)
                     | EvKind::Deliver(h, _),
                 ) => self.topo.hosts[*h as usize],
+                Some(EvKind::Pfc(e)) => e.node(&self.topo),
                 None => unreachable!("a key names an empty slab slot"),
             },
         }
