@@ -585,7 +585,8 @@ fn the_cli_page_and_the_area_docs_show_what_their_runs_print() {
             "docs/collectives.md",
             "docs/congestion.md",
             "docs/check.md",
+            "docs/lossless.md",
         ],
-        15,
+        18,
     );
 }

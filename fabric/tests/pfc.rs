@@ -274,6 +274,71 @@ fn a_victim_flow_is_blocked_by_a_pause_it_did_not_cause() {
         2 * lossless.as_ps() > 3 * lossy.as_ps(),
         "the victim waited: {lossless} lossless against {lossy} lossy"
     );
+    // The figures docs/lossless.md gives.
+    assert_eq!(
+        (lossless.to_string(), lossy.to_string()),
+        ("28.889us".into(), "17.196us".into())
+    );
+}
+
+/// A PFC storm and the pause tree it grows. On a dumbbell, h2's host
+/// stops taking packets from 5 µs to 1 ms (a host pause: its NIC holds
+/// what arrives), while h0 WRITEs 1 MiB to it and, from 20 µs, h1 WRITEs
+/// 256 KiB to h3, whose host is fine. h2's NIC passes XOFF and pauses
+/// s1's port, and keeps refreshing the PAUSE every half pause time for as
+/// long as it is stuck (the storm). s1's ingress from the middle link
+/// fills with h0's packets and s1 pauses s0's port (the pause spreads up
+/// the tree), so h1's WRITE, which never goes near h2, waits for h2's
+/// host: it completes only after the stuck host resumes. Lossy, the same
+/// WRITE takes tens of microseconds.
+#[test]
+fn a_stuck_receiver_keeps_pausing_and_its_pauses_spread_to_a_bystander() {
+    let run = |pfc: bool| {
+        let (mut w, keys) = world(
+            Topology::dumbbell(2, LinkParams::default(), LinkParams::default()),
+            FabricConfig::default(),
+            RuleSet::new(),
+            1 << 20,
+        );
+        if pfc {
+            w.set_pfc(PfcConfig::default()).unwrap();
+        }
+        let at = |us| Instant::ZERO + Duration::from_micros(us);
+        w.pause(udrma_faults::HostPause {
+            host: udrma_proto::NodeAddr(2),
+            from: at(5),
+            until: at(1000),
+        })
+        .unwrap();
+        write(&mut w, &keys, 0, 2, 1 << 20);
+        w.run_until(at(20));
+        let victim = write(&mut w, &keys, 1, 3, 1 << 18);
+        w.run_until(at(20_000));
+        let took = completed_at(&w, 1, victim).unwrap() - at(20);
+        (took, w.pfc_stats(), w)
+    };
+    let (lossy, _, _) = run(false);
+    let (lossless, stats, w) = run(true);
+    assert!(lossy < Duration::from_micros(100), "lossy: {lossy}");
+    assert!(
+        lossless > Duration::from_micros(900),
+        "lossless, the bystander waited for the stuck host: {lossless}"
+    );
+    let port = |name: &str, from_a: bool| {
+        let link = &w.topology().links[w.topology().link_by_name(name).unwrap() as usize];
+        &stats[link.ports[usize::from(!from_a)] as usize]
+    };
+    let storm = port("h2-s1", false);
+    assert!(
+        storm.pauses >= 5,
+        "h2's NIC kept pausing s1 while stuck: {} PAUSE frames",
+        storm.pauses
+    );
+    assert!(storm.paused_ps > Duration::from_micros(900).as_ps());
+    let middle = port("s0-s1", true);
+    assert!(middle.pauses > 0, "the pause spread to s0's port");
+    assert!(port("h0-s0", true).pauses > 0, "and on to h0");
+    assert_eq!(w.stats().dropped_total(), 0);
 }
 
 /// Five switches in a ring, one host on each; host i WRITEs to host i +

@@ -74,7 +74,7 @@ pub fn topology(sc: &Scenario, profile: Option<&Profile>) -> Result<Topology, Sc
         TopologyKind::Star => u64::from(t.hosts.unwrap_or(0)),
         TopologyKind::Dumbbell => 2 * u64::from(t.hosts.unwrap_or(0)),
         TopologyKind::FatTree => u64::from(t.k.unwrap_or(0)).pow(3) / 4,
-        TopologyKind::KaryNtree => u64::from(t.hosts.unwrap_or(0)),
+        TopologyKind::KaryNtree | TopologyKind::Ring => u64::from(t.hosts.unwrap_or(0)),
     };
     if hosts > MAX_HOSTS {
         return Err(sc.error_at_key(
@@ -105,6 +105,8 @@ pub fn topology(sc: &Scenario, profile: Option<&Profile>) -> Result<Topology, Sc
             let k = t.k.ok_or_else(|| need("fat-tree"))?;
             Topology::fat_tree(k, params).map_err(|m| sc.error_at_key("k", m))?
         }
+        TopologyKind::Ring => Topology::ring(t.hosts.ok_or_else(|| need("ring"))?, params)
+            .map_err(|m| sc.error_at_key("hosts", m))?,
         TopologyKind::KaryNtree => {
             let k = t
                 .k
@@ -467,6 +469,8 @@ fn path_shape(sc: &Scenario, topo: &Topology) -> PathShape {
         TopologyKind::Star => 2,
         TopologyKind::Dumbbell => 3,
         TopologyKind::FatTree => 6,
+        // Half way round, and a host link at each end.
+        TopologyKind::Ring => u64::from(t.hosts.unwrap_or(3) / 2) + 2,
         TopologyKind::KaryNtree => {
             let k = t.k.unwrap_or(2);
             2 * u64::from(
@@ -495,6 +499,82 @@ fn path_shape(sc: &Scenario, topo: &Topology) -> PathShape {
 fn full_queue_floor(p: &PathShape) -> Duration {
     let back = if p.control_priority { 1 } else { p.links };
     p.drain.saturating_mul(p.links + back)
+}
+
+/// `[topology] pfc` and its keys: the lossless configuration, or `None`
+/// for a lossy fabric (a `pfc_*` key without `pfc = true` is refused at
+/// its place: it would change nothing).
+pub fn pfc_config(sc: &Scenario) -> Result<Option<udrma_fabric::PfcConfig>, ScenarioError> {
+    let t = &sc.file.topology;
+    let set = [
+        ("pfc_xoff", t.pfc_xoff.is_some()),
+        ("pfc_xon", t.pfc_xon.is_some()),
+        ("pfc_headroom", t.pfc_headroom.is_some()),
+        ("pfc_data_priority", t.pfc_data_priority.is_some()),
+        ("pfc_control_priority", t.pfc_control_priority.is_some()),
+    ];
+    if !t.pfc {
+        if let Some((key, _)) = set.iter().find(|(_, on)| *on) {
+            return Err(sc.error_at_key(
+                key,
+                format!("topology.{key} applies only to a lossless fabric: add `pfc = true` to [topology] (or remove {key})"),
+            ));
+        }
+        return Ok(None);
+    }
+    let d = udrma_fabric::PfcConfig::default();
+    let xoff = t.pfc_xoff.map_or(d.xoff_bytes, |s| s.0);
+    let cfg = udrma_fabric::PfcConfig {
+        xoff_bytes: xoff,
+        xon_bytes: match t.pfc_xon {
+            Some(s) => s.0,
+            None => xoff.saturating_sub(d.xoff_bytes - d.xon_bytes),
+        },
+        headroom_bytes: t.pfc_headroom.map(|s| s.0),
+        data_priority: t.pfc_data_priority.unwrap_or(d.data_priority),
+        control_priority: t.pfc_control_priority.unwrap_or(d.control_priority),
+    };
+    Ok(Some(cfg))
+}
+
+/// Checks `cfg` against `topo` (and the event order), naming the key at
+/// fault: a headroom that cannot take one round trip at line rate is
+/// refused with the arithmetic.
+pub fn check_pfc(
+    sc: &Scenario,
+    cfg: &udrma_fabric::PfcConfig,
+    topo: &Topology,
+) -> Result<(), ScenarioError> {
+    if sc.file.topology.order == crate::schema::OrderKind::Windows {
+        return Err(pfc_error(sc, udrma_fabric::PfcError::Windows));
+    }
+    cfg.check(topo).map(|_| ()).map_err(|e| pfc_error(sc, e))
+}
+
+/// Makes `world` lossless as `cfg` says.
+pub fn apply_pfc(
+    sc: &Scenario,
+    world: &mut udrma_fabric::World,
+    cfg: udrma_fabric::PfcConfig,
+) -> Result<(), ScenarioError> {
+    world.set_pfc(cfg).map_err(|e| pfc_error(sc, e))
+}
+
+/// A refused PFC configuration, at the key that asked for it.
+fn pfc_error(sc: &Scenario, e: udrma_fabric::PfcError) -> ScenarioError {
+    use udrma_fabric::PfcError;
+    let t = &sc.file.topology;
+    let key = match &e {
+        PfcError::Thresholds { .. } if t.pfc_xon.is_some() => "pfc_xon",
+        PfcError::Thresholds { .. } => "pfc_xoff",
+        PfcError::Priority(p) if t.pfc_data_priority == Some(*p) => "pfc_data_priority",
+        PfcError::Priority(_) => "pfc_control_priority",
+        PfcError::Headroom { .. } if t.pfc_headroom.is_some() => "pfc_headroom",
+        PfcError::Headroom { .. } => "pfc",
+        PfcError::Windows => "order",
+        PfcError::Trim(_) => "trim",
+    };
+    sc.error_at_key(key, format!("topology.{key}: {e}"))
 }
 
 /// The fabric configuration for `seed`, with NICs configured as `nic`.

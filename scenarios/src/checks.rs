@@ -3,7 +3,7 @@
 //! validation pass and the report refer to them by these names.
 
 /// Every check a run can make, in report order.
-pub const CHECKS: [&str; 12] = [
+pub const CHECKS: [&str; 14] = [
     "all-complete",
     "all-succeeded",
     "exactly-once",
@@ -16,4 +16,6 @@ pub const CHECKS: [&str; 12] = [
     "result-equal",
     "bounded-state",
     "liveness",
+    "no-queue-drop",
+    "no-pfc-deadlock",
 ];

@@ -37,7 +37,7 @@ pub fn default_fan_in(sc: &Scenario, nodes: u32) -> u32 {
         TopologyKind::KaryNtree => t.k.unwrap_or(2),
         TopologyKind::FatTree => (t.k.unwrap_or(4) / 2).max(2),
         TopologyKind::Star => nodes.max(2),
-        TopologyKind::Pair => 2,
+        TopologyKind::Pair | TopologyKind::Ring => 2,
         TopologyKind::Dumbbell => t.hosts.unwrap_or(2).max(2),
     }
 }

@@ -140,6 +140,10 @@ pub struct Report {
     /// The collective study's figures (collective scenarios only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub collective: Option<CollectiveReport>,
+    /// A lossless fabric's pauses and deadlock (`[topology] pfc = true`
+    /// only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pfc: Option<PfcReport>,
     /// The ladder diagram, when one was asked for.
     #[serde(skip)]
     pub ladder_svg: Option<String>,
@@ -341,6 +345,25 @@ impl Report {
                 }
             }
         }
+        if let Some(p) = &self.pfc {
+            let _ = writeln!(
+                s,
+                "pfc         {} PAUSE, {} RESUME on {} ports, paused {} in all, ingress at most {} B",
+                p.pauses,
+                p.resumes,
+                p.ports.len(),
+                udrma_proto::Duration::from_nanos(p.paused_ns),
+                p.max_ingress_bytes
+            );
+            if let Some(d) = &p.deadlock {
+                let _ = writeln!(
+                    s,
+                    "  deadlock  formed at {}: {}",
+                    udrma_proto::Duration::from_nanos(d.formed_ns),
+                    d.cycle.join(" waits for ")
+                );
+            }
+        }
         let _ = write!(s, "checks     ");
         for name in CHECKS {
             match self.checks.get(name) {
@@ -407,6 +430,10 @@ pub(crate) fn build(
         _ => 0.0,
     };
     let dropped = fs.dropped;
+    let (mut checks, mut notes) = (checks, notes);
+    if let Some(w) = world.world().filter(|w| w.pfc().is_some()) {
+        lossless_checks(sc, w, &mut checks, &mut notes);
+    }
     Report {
         scenario: sc.file.name.clone(),
         seed,
@@ -460,10 +487,116 @@ pub(crate) fn build(
         messaging: None,
         noncontig: None,
         collective: None,
+        pfc: world.world().and_then(PfcReport::of),
         ladder_svg: None,
         egress: world
             .world()
             .and_then(|w| w.egress_log().map(<[_]>::to_vec)),
+    }
+}
+
+/// A lossless fabric's own checks: no packet was dropped at a queue
+/// (tail drop, a full headroom, a paused host's overflow, a trim), and
+/// no PFC deadlock formed.
+fn lossless_checks(
+    sc: &Scenario,
+    w: &udrma_fabric::World,
+    checks: &mut BTreeMap<String, bool>,
+    notes: &mut Vec<String>,
+) {
+    use udrma_fabric::DropReason as R;
+    let at_queue: u64 = [R::QueueFull, R::Headroom, R::PausedOverflow, R::Trimmed]
+        .iter()
+        .filter_map(|r| w.stats().dropped.get(r))
+        .sum();
+    checks.insert("no-queue-drop".into(), at_queue == 0);
+    if at_queue > 0 {
+        notes.push(format!(
+            "{at_queue} packets dropped at a queue of a lossless fabric ({:?})",
+            w.stats().dropped
+        ));
+    }
+    checks.insert("no-pfc-deadlock".into(), w.pfc_deadlock().is_none());
+    if let Some(d) = w.pfc_deadlock() {
+        notes.push(format!(
+            "PFC deadlock formed at {} (confirmed at {}, nothing of it moved since): {}",
+            d.formed - Instant::ZERO,
+            d.confirmed - Instant::ZERO,
+            d.cycle.join(" waits for ")
+        ));
+    }
+    for skip in &sc.file.checks.skip {
+        checks.remove(skip);
+    }
+}
+
+/// What PFC did in a run: frames and paused time in all, each port that
+/// was paused, and the deadlock if one formed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PfcReport {
+    /// PAUSE frames that reached a port (refreshes included).
+    pub pauses: u64,
+    /// RESUME frames.
+    pub resumes: u64,
+    /// Paused time, every port's priorities added up, ns.
+    pub paused_ns: u64,
+    /// Bytes some ingress held at most.
+    pub max_ingress_bytes: u64,
+    /// The ports that were paused, as `link (from→to)`, in port order.
+    pub ports: Vec<PfcPortReport>,
+    /// The first PFC deadlock, if one formed.
+    pub deadlock: Option<PfcDeadlockReport>,
+}
+
+/// One port's pauses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PfcPortReport {
+    /// `link (from→to)`.
+    pub port: String,
+    /// PAUSE frames it received.
+    pub pauses: u64,
+    /// RESUME frames.
+    pub resumes: u64,
+    /// Paused time, ns.
+    pub paused_ns: u64,
+}
+
+/// A PFC deadlock as the report gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PfcDeadlockReport {
+    /// When the cycle's last PAUSE took effect, ns.
+    pub formed_ns: u64,
+    /// The ports of the cycle, each waiting for the next.
+    pub cycle: Vec<String>,
+}
+
+impl PfcReport {
+    /// From a lossless world; `None` for a lossy one.
+    pub fn of(w: &udrma_fabric::World) -> Option<PfcReport> {
+        w.pfc()?;
+        let stats = w.pfc_stats();
+        let ports = stats
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.pauses > 0)
+            .map(|(p, s)| PfcPortReport {
+                port: w.port_name(p as u32),
+                pauses: s.pauses,
+                resumes: s.resumes,
+                paused_ns: s.paused_ps / 1000,
+            })
+            .collect();
+        Some(PfcReport {
+            pauses: stats.iter().map(|s| s.pauses).sum(),
+            resumes: stats.iter().map(|s| s.resumes).sum(),
+            paused_ns: stats.iter().map(|s| s.paused_ps).sum::<u64>() / 1000,
+            max_ingress_bytes: stats.iter().map(|s| s.max_ingress_bytes).max().unwrap_or(0),
+            ports,
+            deadlock: w.pfc_deadlock().map(|d| PfcDeadlockReport {
+                formed_ns: d.formed.as_nanos(),
+                cycle: d.cycle.clone(),
+            }),
+        })
     }
 }
 

@@ -33,6 +33,9 @@ impl Resolved {
 pub fn resolve(sc: &Scenario) -> Result<Resolved, ScenarioError> {
     let profile = profile::profile(sc)?;
     let topology = build::topology(sc, profile.as_ref())?;
+    if let Some(cfg) = build::pfc_config(sc)? {
+        build::check_pfc(sc, &cfg, &topology)?;
+    }
     let nic = build::nic_config(sc, profile.as_ref(), &topology)?;
     Ok(Resolved {
         profile,

@@ -161,6 +161,9 @@ fn run_split(
     if opts.ladder.is_some() {
         return refuse("a ladder diagram");
     }
+    if sc.file.topology.pfc {
+        return refuse("a lossless fabric (pfc = true: its pauses need time order)");
+    }
     if let Some(w) = sc.file.workloads.iter().find(|w| !w.kind.is_rdma()) {
         return refuse(&format!("the {} workload", w.kind.name()));
     }
@@ -203,6 +206,9 @@ fn sim_world(sc: &Scenario, r: &Resolved, seed: u64) -> Result<World, ScenarioEr
         world
             .set_event_order(EventOrder::Windows)
             .map_err(|e| sc.error_at_key("order", format!("order = \"windows\": {e}")))?;
+    }
+    if let Some(cfg) = build::pfc_config(sc)? {
+        build::apply_pfc(sc, &mut world, cfg)?;
     }
     for p in pauses {
         world
@@ -294,6 +300,12 @@ fn refuse_simulated_only(sc: &Scenario, opts: &RunOptions) -> Result<(), Scenari
             "order = \"windows\" is how the simulator runs its events; real sockets run in real time (remove it or use --backend sim)".into(),
         ));
     }
+    if sc.file.topology.pfc {
+        return Err(sc.error_at_key(
+            "pfc",
+            "pfc = true makes the simulated fabric lossless; real sockets run over the host's own network (remove it or use --backend sim)".into(),
+        ));
+    }
     if !sc.file.pauses.is_empty() {
         return Err(sc.error_at(
             "[[pause]]",
@@ -306,6 +318,7 @@ fn refuse_simulated_only(sc: &Scenario, opts: &RunOptions) -> Result<(), Scenari
             let name = match other {
                 TopologyKind::Dumbbell => "dumbbell",
                 TopologyKind::KaryNtree => "kary-ntree",
+                TopologyKind::Ring => "ring",
                 _ => "fat-tree",
             };
             Err(ScenarioError {

@@ -186,6 +186,9 @@ pub enum TopologyKind {
     FatTree,
     /// k-ary n-tree (`k`, `hosts`, optional `levels`).
     KaryNtree,
+    /// `hosts` switches in a ring, one host on each (a cyclic buffer
+    /// dependency on an odd ring: docs/lossless.md).
+    Ring,
 }
 
 /// Routing policies.
@@ -249,6 +252,23 @@ pub struct TopologySpec {
     /// trace: docs/fabric.md, "Event order"). Simulated backend only.
     #[serde(default)]
     pub order: OrderKind,
+    /// A lossless fabric: Priority Flow Control (IEEE 802.1Qbb) on every
+    /// link (docs/lossless.md). Simulated backend, time order, one thread.
+    #[serde(default)]
+    pub pfc: bool,
+    /// Bytes an ingress may hold in one priority before its switch (or
+    /// NIC) sends PAUSE (default 64KiB).
+    pub pfc_xoff: Option<Size>,
+    /// Bytes at or below which a paused ingress is resumed (default
+    /// `pfc_xoff` less 18KiB).
+    pub pfc_xon: Option<Size>,
+    /// Bytes an ingress may hold beyond `pfc_xoff` (default: per link, the
+    /// least that takes what arrives while a PAUSE takes effect).
+    pub pfc_headroom: Option<Size>,
+    /// Priority of data packets, 0–7 (default 3).
+    pub pfc_data_priority: Option<u8>,
+    /// Priority of control packets, 0–7 (default 6).
+    pub pfc_control_priority: Option<u8>,
 }
 
 /// `[topology] order`.

@@ -65,11 +65,15 @@ fn check_outcome(name: &str, text: &str) -> (u64, String) {
         ),
         Some(check) => assert_eq!(failed, vec![check], "{name}"),
     }
-    assert_eq!(
-        report.ops.posted,
-        report.ops.completed + report.ops.failed,
-        "{name}"
-    );
+    // Every operation ends, unless the file says a run that stops at
+    // its time limit is its point (a deadlock skips `liveness`).
+    if report.checks.contains_key("liveness") {
+        assert_eq!(
+            report.ops.posted,
+            report.ops.completed + report.ops.failed,
+            "{name}"
+        );
+    }
     (sc.file.seed, report.trace_hash)
 }
 
@@ -245,7 +249,7 @@ fn invalid_files_say_where_and_what() {
     // Unknown key, with the closest valid one.
     assert_eq!(
         error("name = \"x\"\n[topology]\nkind = \"star\"\nhostz = 4\n"),
-        "bad.toml:4:1: unknown field `hostz`, expected one of `kind`, `hosts`, `k`, `levels`, `bandwidth`, `latency`, `mtu`, `queue`, `ecn_threshold`, `ecn_max`, `trim`, `control_priority`, `bottleneck`, `routing`, `phantom`, `order` (did you mean `hosts`?)"
+        "bad.toml:4:1: unknown field `hostz`, expected one of `kind`, `hosts`, `k`, `levels`, `bandwidth`, `latency`, `mtu`, `queue`, `ecn_threshold`, `ecn_max`, `trim`, `control_priority`, `bottleneck`, `routing`, `phantom`, `order`, `pfc`, `pfc_xoff`, `pfc_xon`, `pfc_headroom`, `pfc_data_priority`, `pfc_control_priority` (did you mean `hosts`?)"
     );
     // A marking ramp needs its start, and must rise.
     assert_eq!(

@@ -52,6 +52,12 @@ pub struct RunRecord {
     /// Retransmit timer expiries.
     #[serde(default)]
     pub timeouts: u64,
+    /// PAUSE frames a lossless fabric's ports received (0: lossy).
+    #[serde(default)]
+    pub pfc_pauses: u64,
+    /// Time its ports were paused, every priority added up, ns.
+    #[serde(default)]
+    pub pfc_paused_ns: u64,
     /// Messaging runs: the first per-size row.
     pub messaging: Option<MessagingFigures>,
     /// Collective runs: the median completions of each side.
@@ -161,6 +167,8 @@ impl RunRecord {
             fast_retransmits: r.fast_retransmits,
             tail_probes: r.tail_probes,
             timeouts: r.timeouts,
+            pfc_pauses: r.pfc.as_ref().map_or(0, |p| p.pauses),
+            pfc_paused_ns: r.pfc.as_ref().map_or(0, |p| p.paused_ns),
             messaging: r.messaging.as_ref().and_then(|m| m.sizes.first()).map(|s| {
                 MessagingFigures {
                     protocol: s.protocol.clone(),
@@ -182,7 +190,7 @@ impl RunRecord {
 
     /// The CSV columns after the settings and the seed (new ones go at
     /// the end, so that a column keeps its position).
-    pub const COLUMNS: [&'static str; 20] = [
+    pub const COLUMNS: [&'static str; 22] = [
         "passed",
         "failed_checks",
         "trace_hash",
@@ -203,10 +211,12 @@ impl RunRecord {
         "fast_retransmits",
         "tail_probes",
         "timeouts",
+        "pfc_pauses",
+        "pfc_paused_ns",
     ];
 
     /// The values of [`RunRecord::COLUMNS`].
-    pub fn row(&self) -> [String; 20] {
+    pub fn row(&self) -> [String; 22] {
         [
             self.passed().to_string(),
             self.failed_checks.join(" "),
@@ -228,6 +238,8 @@ impl RunRecord {
             self.fast_retransmits.to_string(),
             self.tail_probes.to_string(),
             self.timeouts.to_string(),
+            self.pfc_pauses.to_string(),
+            self.pfc_paused_ns.to_string(),
         ]
     }
 }
@@ -275,6 +287,8 @@ mod tests {
             fast_retransmits: 13,
             tail_probes: 14,
             timeouts: 15,
+            pfc_pauses: 16,
+            pfc_paused_ns: 17,
             messaging: Some(MessagingFigures {
                 protocol: "eager".into(),
                 latency_us: 1.0 / 3.0,
@@ -293,13 +307,25 @@ mod tests {
         // A part file written before the loss-recovery columns existed
         // reads them as zero.
         let mut old: serde_json::Value = serde_json::to_value(&r).unwrap();
-        for k in ["fast_retransmits", "tail_probes", "timeouts"] {
+        for k in [
+            "fast_retransmits",
+            "tail_probes",
+            "timeouts",
+            "pfc_pauses",
+            "pfc_paused_ns",
+        ] {
             old.as_object_mut().unwrap().remove(k);
         }
         let back: RunRecord = serde_json::from_value(old).unwrap();
         assert_eq!(
-            (back.fast_retransmits, back.tail_probes, back.timeouts),
-            (0, 0, 0)
+            (
+                back.fast_retransmits,
+                back.tail_probes,
+                back.timeouts,
+                back.pfc_pauses,
+                back.pfc_paused_ns
+            ),
+            (0, 0, 0, 0, 0)
         );
     }
 }

@@ -199,6 +199,9 @@ impl World {
 
     pub(super) fn deliver(&mut self, h: u32, pkt: Pkt) {
         self.stats.delivered += 1;
+        if self.pfc.is_some() {
+            self.pfc_nic_taken(h, &pkt);
+        }
         let now = self.now;
         if let Some(j) = self.journal_mut(pkt.serial) {
             j.arrived = Some(now);

@@ -16,9 +16,10 @@
 //! dropped (`DropReason::Headroom`); [`World::set_pfc`] refuses a headroom
 //! that cannot take what is in flight while the PAUSE travels.
 //!
-//! A lossless port never tail-drops and never trims. A NIC does not send
-//! PFC frames: its receive unit is held by the link-level credit of
-//! `ports` (a costed host) or takes packets at once.
+//! A lossless port never tail-drops and never trims. A NIC counts what
+//! it has received and not yet taken in (a costed NIC's receive unit is
+//! busy, or the host is paused) the same way, and pauses its switch's
+//! port past XOFF.
 //!
 //! Deadlock: a port paused with packets waiting waits for the ports its
 //! peer switch would send those packets out of. When a PAUSE takes
@@ -128,6 +129,45 @@ impl PfcConfig {
             bps as f64 / 1e9
         );
         (needed, arithmetic)
+    }
+
+    /// Checks the configuration against `topo`'s links and gives each
+    /// port's headroom (see [`World::set_pfc`] for what is refused).
+    pub fn check(&self, topo: &Topology) -> Result<Vec<u64>, PfcError> {
+        if self.xon_bytes >= self.xoff_bytes {
+            return Err(PfcError::Thresholds {
+                xoff: self.xoff_bytes,
+                xon: self.xon_bytes,
+            });
+        }
+        if let Some(p) = self.priorities().into_iter().find(|&p| p > 7) {
+            return Err(PfcError::Priority(p));
+        }
+        let mut headroom = Vec::with_capacity(topo.ports.len());
+        for port in &topo.ports {
+            let link = &topo.links[port.link as usize];
+            if link.params.trim {
+                return Err(PfcError::Trim(link.name.clone()));
+            }
+            let (needed, arithmetic) = PfcConfig::headroom_needed(
+                link.params.bandwidth_bps,
+                link.params.latency,
+                u64::from(link.params.mtu),
+            );
+            match self.headroom_bytes {
+                Some(given) if given < needed => {
+                    return Err(PfcError::Headroom {
+                        link: link.name.clone(),
+                        given,
+                        needed,
+                        arithmetic,
+                    })
+                }
+                Some(given) => headroom.push(given),
+                None => headroom.push(needed),
+            }
+        }
+        Ok(headroom)
     }
 
     fn priorities(&self) -> [u8; 2] {
@@ -244,42 +284,10 @@ impl World {
     /// takes effect (the error gives the arithmetic), a link trims, or
     /// the world runs in lookahead windows.
     pub fn set_pfc(&mut self, cfg: PfcConfig) -> Result<(), PfcError> {
-        if cfg.xon_bytes >= cfg.xoff_bytes {
-            return Err(PfcError::Thresholds {
-                xoff: cfg.xoff_bytes,
-                xon: cfg.xon_bytes,
-            });
-        }
-        if let Some(p) = cfg.priorities().into_iter().find(|&p| p > 7) {
-            return Err(PfcError::Priority(p));
-        }
         if self.windows.width > 0 {
             return Err(PfcError::Windows);
         }
-        let mut headroom = Vec::with_capacity(self.ports.len());
-        for st in &self.ports {
-            let link = &self.topo.links[st.hot.link as usize];
-            if link.params.trim {
-                return Err(PfcError::Trim(link.name.clone()));
-            }
-            let (needed, arithmetic) = PfcConfig::headroom_needed(
-                st.hot.bandwidth_bps,
-                st.hot.latency,
-                u64::from(st.hot.mtu),
-            );
-            match cfg.headroom_bytes {
-                Some(given) if given < needed => {
-                    return Err(PfcError::Headroom {
-                        link: link.name.clone(),
-                        given,
-                        needed,
-                        arithmetic,
-                    })
-                }
-                Some(given) => headroom.push(given),
-                None => headroom.push(needed),
-            }
-        }
+        let headroom = cfg.check(&self.topo)?;
         self.pfc = Some(Box::new(Pfc {
             cfg,
             ports: (0..self.ports.len())
@@ -396,6 +404,51 @@ impl World {
             self.send_pfc(from, c, XOFF_QUANTA);
         }
         self.pump(port);
+    }
+
+    /// A packet reaches a NIC over `port` on a lossless fabric: it holds
+    /// its bytes in the NIC's receive buffer until the NIC takes it
+    /// ([`World::pfc_nic_taken`]), and the NIC pauses the link past XOFF,
+    /// as a switch does (a NIC that stops taking packets, a paused host,
+    /// keeps pausing its switch). `None`: dropped, the headroom full.
+    pub(super) fn pfc_nic_arrival(&mut self, port: PortId, pkt: Pkt) -> Option<Pkt> {
+        let pfc = self.pfc.as_mut()?;
+        let c = Self::priority_of(&pfc.cfg, &pkt);
+        let len = pkt.len() + self.seal_bytes;
+        let room = pfc.cfg.xoff_bytes + pfc.headroom[port as usize];
+        let lp = &mut pfc.ports[port as usize];
+        let held = lp.ingress[usize::from(c)] + len;
+        if held > room {
+            let link = self.topo.ports[port as usize].link;
+            self.drop_pkt(link, pkt, DropReason::Headroom);
+            return None;
+        }
+        lp.ingress[usize::from(c)] = held;
+        lp.stats.max_ingress_bytes = lp.stats.max_ingress_bytes.max(held);
+        if held > pfc.cfg.xoff_bytes && lp.xoff & (1 << c) == 0 {
+            self.send_pfc(port, c, XOFF_QUANTA);
+        }
+        Some(pkt)
+    }
+
+    /// Host `h`'s NIC takes `pkt` in: its bytes leave the receive buffer,
+    /// which resumes the link at XON.
+    pub(super) fn pfc_nic_taken(&mut self, h: u32, pkt: &Pkt) {
+        let own = self.hosts[h as usize].port;
+        let p = self.topo.ports[own as usize];
+        let port =
+            self.topo.links[p.link as usize].ports[usize::from(p.direction == Direction::Forward)];
+        let Some(pfc) = self.pfc.as_mut() else {
+            return;
+        };
+        let c = Self::priority_of(&pfc.cfg, pkt);
+        let lp = &mut pfc.ports[port as usize];
+        let i = usize::from(c);
+        lp.ingress[i] = lp.ingress[i].saturating_sub(pkt.len() + self.seal_bytes);
+        if lp.xoff & (1 << c) != 0 && lp.ingress[i] <= pfc.cfg.xon_bytes {
+            lp.xoff &= !(1 << c);
+            self.send_pfc(port, c, 0);
+        }
     }
 
     /// Starts `port`'s next packet if the port is free and a priority

@@ -665,9 +665,15 @@ impl World {
         }
     }
 
-    pub(super) fn arrive(&mut self, port: PortId, pkt: Pkt) {
+    pub(super) fn arrive(&mut self, port: PortId, mut pkt: Pkt) {
         self.stats.packet_hops += 1;
         let hot = self.ports[port as usize].hot;
+        if self.pfc.is_some() && hot.peer_host().is_some() {
+            match self.pfc_nic_arrival(port, pkt) {
+                Some(p) => pkt = p,
+                None => return,
+            }
+        }
         let node: NodeId = hot.peer;
         match hot.peer_host() {
             Some(h) if self.costed => {
