@@ -72,6 +72,10 @@ fn an_incast_into_a_lossless_switch_drops_nothing_and_pauses_its_senders() {
         stats.iter().any(|s| s.max_ingress_bytes > xoff),
         "the headroom took bytes in flight"
     );
+    assert!(
+        stats.iter().all(|s| s.pauses == s.resumes),
+        "every pause ended"
+    );
 }
 
 /// One WRITE of sixteen 4 KiB packets from h0 to h1 across a dumbbell
@@ -87,8 +91,12 @@ fn an_incast_into_a_lossless_switch_drops_nothing_and_pauses_its_senders() {
 /// does, and s0 sends the RESUME; h0 starts packet 10 the instant it
 /// arrives. The port's paused time is the time between the frames'
 /// arrivals, for this pause and the one that follows.
-#[test]
-fn a_pause_stops_a_flow_at_xoff_and_a_resume_starts_it_at_xon() {
+/// The slow-middle dumbbell of the stories below: one WRITE of sixteen
+/// packets from h0 to h1 with XOFF and XON as given. Gives the world, the
+/// times h0's data packets left, and every PFC frame (time, link,
+/// direction, quanta).
+#[allow(clippy::type_complexity)]
+fn slow_middle(xoff: u64, xon: u64) -> (World, Vec<Instant>, Vec<(Instant, u32, u8, u16)>) {
     let (payload, len) = full_packet();
     let edge = LinkParams::default();
     let slow = LinkParams {
@@ -102,8 +110,8 @@ fn a_pause_stops_a_flow_at_xoff_and_a_resume_starts_it_at_xon() {
         1 << 20,
     );
     w.set_pfc(PfcConfig {
-        xoff_bytes: len * 5 / 2,
-        xon_bytes: len / 2,
+        xoff_bytes: xoff,
+        xon_bytes: xon,
         ..PfcConfig::default()
     })
     .unwrap();
@@ -115,12 +123,7 @@ fn a_pause_stops_a_flow_at_xoff_and_a_resume_starts_it_at_xon() {
     assert!(landed(&w, &keys, 0, 1, 16 * payload as usize));
     w.finish().unwrap();
     let events = read_postcard(&sink.bytes()).unwrap();
-
-    let t = ser(len, 100 * GBPS);
-    let lat = Duration::from_micros(1);
-    let frame = ser(PFC_WIRE_BYTES - WIRE_OVERHEAD, 100 * GBPS);
     let h0_link = w.topology().link_by_name("h0-s0").unwrap();
-    // h0's data packets leaving on its link, in order.
     let h0_tx: Vec<Instant> = events
         .iter()
         .filter_map(|e| match *e {
@@ -136,8 +139,7 @@ fn a_pause_stops_a_flow_at_xoff_and_a_resume_starts_it_at_xon() {
         .collect();
     assert_eq!(h0_tx.len(), 16);
     assert_eq!(h0_tx[0], Instant::ZERO);
-    let a = |i: u64| Instant::ZERO + Duration::from_ps(t.as_ps() * (i + 1)) + lat;
-    let pfc: Vec<(Instant, u32, u8, u16)> = events
+    let pfc = events
         .iter()
         .filter_map(|e| match *e {
             TraceEvent::Pfc {
@@ -150,6 +152,23 @@ fn a_pause_stops_a_flow_at_xoff_and_a_resume_starts_it_at_xon() {
             _ => None,
         })
         .collect();
+    (w, h0_tx, pfc)
+}
+
+/// When packet i of the slow-middle run reaches s0: (i + 1)·T + 1 µs.
+fn reaches_s0(i: u64) -> Instant {
+    let t = ser(full_packet().1, 100 * GBPS);
+    Instant::ZERO + Duration::from_ps(t.as_ps() * (i + 1)) + Duration::from_micros(1)
+}
+
+#[test]
+fn a_pause_stops_a_flow_at_xoff_and_a_resume_starts_it_at_xon() {
+    let len = full_packet().1;
+    let (w, h0_tx, pfc) = slow_middle(len * 5 / 2, len / 2);
+    let a = reaches_s0;
+    let h0_link = w.topology().link_by_name("h0-s0").unwrap();
+    let lat = Duration::from_micros(1);
+    let frame = ser(PFC_WIRE_BYTES - WIRE_OVERHEAD, 100 * GBPS);
     assert_eq!(
         pfc[0],
         (a(3), h0_link, 1, 0xFFFF),
@@ -178,6 +197,24 @@ fn a_pause_stops_a_flow_at_xoff_and_a_resume_starts_it_at_xon() {
     let paused: u64 = pfc.chunks(2).map(|p| (p[1].0 - p[0].0).as_ps()).sum();
     assert_eq!(stats.paused_ps, paused);
     assert_eq!(stats.max_ingress_bytes, 9 * len);
+}
+
+/// The thresholds hold to the byte: XOFF at exactly three packets pauses
+/// only once a fourth waits (at a(4), not a(3)), and XON at exactly one
+/// resumes as soon as one waits: h0 has started packets 0 to 10 when
+/// the PAUSE lands, so the RESUME goes as packet 9 starts on, one
+/// waiting behind it.
+#[test]
+fn xoff_and_xon_are_exact_to_the_byte() {
+    let len = full_packet().1;
+    let (w, h0_tx, pfc) = slow_middle(3 * len, len);
+    let h0_link = w.topology().link_by_name("h0-s0").unwrap();
+    assert_eq!(pfc[0], (reaches_s0(4), h0_link, 1, 0xFFFF));
+    let lat = Duration::from_micros(1);
+    let paused_at = reaches_s0(4) + ser(PFC_WIRE_BYTES - WIRE_OVERHEAD, 100 * GBPS) + lat;
+    assert_eq!(h0_tx.iter().filter(|&&x| x < paused_at).count(), 11);
+    let resume = reaches_s0(0) + Duration::from_ps(ser(len, 10 * GBPS).as_ps() * 9);
+    assert_eq!(pfc[1], (resume, h0_link, 1, 0));
 }
 
 /// The headroom must take what arrives while a PAUSE takes effect: a
@@ -334,7 +371,21 @@ fn a_stuck_receiver_keeps_pausing_and_its_pauses_spread_to_a_bystander() {
         "h2's NIC kept pausing s1 while stuck: {} PAUSE frames",
         storm.pauses
     );
-    assert!(storm.paused_ps > Duration::from_micros(900).as_ps());
+    assert_eq!(
+        storm.resumes, 1,
+        "one RESUME, once the host takes packets again"
+    );
+    let paused = Duration::from_ps(storm.paused_ps);
+    assert!(
+        paused > Duration::from_micros(980) && paused < Duration::from_micros(1000),
+        "paused from XOFF, some 10 µs in, to the RESUME just after 1 ms: {paused}"
+    );
+    let xoff = PfcConfig::default().xoff_bytes;
+    assert!(
+        storm.max_ingress_bytes > xoff,
+        "the NIC's buffer passed XOFF"
+    );
+    assert!(w.pfc_deadlock().is_none(), "a storm is not a deadlock");
     let middle = port("s0-s1", true);
     assert!(middle.pauses > 0, "the pause spread to s0's port");
     assert!(port("h0-s0", true).pauses > 0, "and on to h0");
@@ -370,8 +421,21 @@ fn a_cyclic_buffer_dependency_deadlocks_and_is_reported_with_its_cycle() {
             "a ring port: {name}"
         );
     }
-    assert!(dl.confirmed > dl.formed);
+    assert_eq!(
+        dl.confirmed - dl.formed,
+        udrma_proto::pfc::pause_time(0xFFFF, 100 * GBPS),
+        "confirmed one pause time after it formed, nothing having moved"
+    );
+    let delivered = w.stats().delivered;
+    assert_eq!(delivered_then(&mut w), delivered, "and nothing moves after");
     assert_eq!(w.stats().dropped.get(&DropReason::Headroom), None);
+}
+
+/// What has been delivered after running 2 ms more.
+fn delivered_then(w: &mut World) -> u64 {
+    let now = w.now();
+    w.run_until(now + Duration::from_millis(2));
+    w.stats().delivered
 }
 
 /// A lossless fabric needs time order: lookahead windows are refused

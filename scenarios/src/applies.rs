@@ -18,6 +18,7 @@ pub fn keys_of(kind: WorkloadKind) -> &'static [&'static str] {
         WorkloadKind::Window => &["op", "src", "dst", "size", "count", "window", "start"],
         WorkloadKind::AllToAll | WorkloadKind::RandomPairs => &["op", "size", "count", "start"],
         WorkloadKind::Incast => &["op", "dst", "srcs", "size", "count", "start"],
+        WorkloadKind::Flows => &["op", "count", "load", "cdf", "start"],
         WorkloadKind::Permutation => &["op", "size", "count", "pairs", "start"],
         WorkloadKind::Reuse => &["dst", "start"],
         WorkloadKind::MsgLatency => &["src", "dst", "size", "sizes", "warmup", "count", "start"],

@@ -13,6 +13,7 @@
 //!   [`resolved`] (the one pass from file to profile, topology and NIC
 //!   configuration that validation and each run take),
 //!   [`ncplan`] (the non-contiguous workload's layouts and method),
+//!   [`flows`] (the flow workload's sizes and starts, and its figures),
 //!   [`collplan`] (the collective study's trees and iterations),
 //!   [`validate`] (the one validation pass), [`scenario`]
 //!   (`Scenario::parse`: text to a validated scenario);
@@ -33,6 +34,7 @@ pub mod checks;
 pub mod collective;
 pub mod collplan;
 pub mod edit;
+pub mod flows;
 pub mod ladder;
 pub mod leftover;
 pub mod messaging;

@@ -79,7 +79,8 @@ pub(crate) fn run(
     ladder: Option<(NodeAddr, NodeAddr, &Ladder)>,
 ) -> Result<Report, ScenarioError> {
     let n = world.n_hosts();
-    let plan = Arc::new(plan(sc, seed, n)?);
+    let (host_bps, _) = host_link(sc, &*world);
+    let plan = Arc::new(plan(sc, seed, n, host_bps)?);
     let phantom = plan.phantom;
     let local: Vec<bool> = (0..n).map(|h| world.is_local(NodeAddr(h as u32))).collect();
 
@@ -281,6 +282,14 @@ pub(crate) fn run(
         checks,
         notes,
     );
+    if sc
+        .file
+        .workloads
+        .iter()
+        .any(|w| w.kind == WorkloadKind::Flows)
+    {
+        report.flows = Some(flow_stats(sc, &*world, &ops));
+    }
     if let Some((a, b, spec)) = ladder {
         let first_only =
             world.nic(a).config().registration == udrma_nic::RegistrationMode::FirstOnly;
@@ -289,6 +298,76 @@ pub(crate) fn run(
             .map(|w| crate::ladder::draw(w, a, b, spec, first_only, &sc.file.name));
     }
     Ok(report)
+}
+
+/// The rate and latency of a host's link: the simulated fabric's (host
+/// 0's link), or over real sockets the file's (100 Gb/s and 1 µs by
+/// default).
+fn host_link(sc: &Scenario, world: &dyn Backend) -> (u64, Duration) {
+    if let Some(w) = world.world() {
+        let t = w.topology();
+        if let Some(l) = t
+            .hosts
+            .first()
+            .and_then(|&h| t.nodes[h as usize].ports.first())
+            .map(|&p| &t.links[t.ports[p as usize].link as usize])
+        {
+            return (l.params.bandwidth_bps, l.params.latency);
+        }
+    }
+    let f = &sc.file.topology;
+    (
+        f.bandwidth.map_or(100_000_000_000, |r| r.0),
+        f.latency.map_or(Duration::from_micros(1), |l| l.0),
+    )
+}
+
+/// The flow workloads' figures: each completed flow's time against its
+/// time on an empty fabric over its own path (the links between its
+/// hosts, 2 over real sockets).
+fn flow_stats(sc: &Scenario, world: &dyn Backend, ops: &[Op]) -> crate::flows::FlowStats {
+    let (bps, latency) = host_link(sc, world);
+    let mtu = u64::from(world.nic(NodeAddr(0)).config().mtu_payload);
+    let links = |a: NodeAddr, b: NodeAddr| -> u32 {
+        world
+            .world()
+            .and_then(|w| path_links(w.topology(), a, b))
+            .unwrap_or(2)
+    };
+    let done: Vec<(u64, u32, Duration)> = ops
+        .iter()
+        .filter(|o| sc.file.workloads[o.plan.workload].kind == WorkloadKind::Flows)
+        .filter(|o| o.rec.ok == Some(true))
+        .filter_map(|o| {
+            let d = o.rec.done_at? - o.rec.posted_at?;
+            Some((o.plan.size, links(o.plan.from, o.plan.to), d))
+        })
+        .collect();
+    crate::flows::stats(&done, bps, latency, mtu)
+}
+
+/// Links on a shortest path from host `a` to host `b` (breadth first).
+fn path_links(t: &udrma_fabric::Topology, a: NodeAddr, b: NodeAddr) -> Option<u32> {
+    let (from, to) = (*t.hosts.get(a.0 as usize)?, *t.hosts.get(b.0 as usize)?);
+    let mut dist = vec![u32::MAX; t.nodes.len()];
+    dist[from as usize] = 0;
+    let mut frontier = std::collections::VecDeque::from([from]);
+    while let Some(u) = frontier.pop_front() {
+        if u == to {
+            return Some(dist[u as usize]);
+        }
+        if u != from && t.host_addr(u).is_some() {
+            continue;
+        }
+        for &p in &t.nodes[u as usize].ports {
+            let v = t.ports[p as usize].peer;
+            if dist[v as usize] == u32::MAX {
+                dist[v as usize] = dist[u as usize] + 1;
+                frontier.push_back(v);
+            }
+        }
+    }
+    None
 }
 
 /// The operations never posted because the WRITE whose landing they wait
@@ -346,7 +425,7 @@ fn ops_summary(ops: &[Op]) -> Vec<OpOutcome> {
 /// Plans every operation of the RDMA workloads and where its bytes live:
 /// the same plan in every process (it depends on the file and the seed
 /// only).
-fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<RdmaPlan, ScenarioError> {
+fn plan(sc: &Scenario, seed: u64, n: usize, host_bps: u64) -> Result<RdmaPlan, ScenarioError> {
     let mut p = RdmaPlan::new(n, sc.file.topology.phantom);
     let host =
         |name: &Option<String>, who: &str| build::host(sc, name.as_deref().unwrap_or(""), n, who);
@@ -435,6 +514,22 @@ fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<RdmaPlan, ScenarioError> {
                             add(*s, d, When::At(start));
                         }
                     }
+                }
+            }
+            WorkloadKind::Flows => {
+                // (Validated with the file.)
+                let cdf = crate::flows::validate(sc, w, &who, n)?;
+                let load = w.load.unwrap_or(1.0);
+                for f in crate::flows::plan(&cdf, load, w.count, n as u32, host_bps, seed, wi) {
+                    p.add(
+                        wi,
+                        kind,
+                        NodeAddr(f.src),
+                        NodeAddr(f.dst),
+                        f.size,
+                        When::At(start + f.after),
+                        start,
+                    );
                 }
             }
             WorkloadKind::RandomPairs => {

@@ -140,6 +140,10 @@ pub struct Report {
     /// The collective study's figures (collective scenarios only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub collective: Option<CollectiveReport>,
+    /// The flow workloads' completion times and slowdown (`flows`
+    /// workloads only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flows: Option<crate::flows::FlowStats>,
     /// A lossless fabric's pauses and deadlock (`[topology] pfc = true`
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -345,6 +349,13 @@ impl Report {
                 }
             }
         }
+        if let Some(f) = &self.flows {
+            let _ = writeln!(
+                s,
+                "flows       {} done  FCT avg {:.3} us  p99 {:.3} us  slowdown avg {:.3}",
+                f.flows, f.avg_fct_us, f.p99_fct_us, f.avg_slowdown
+            );
+        }
         if let Some(p) = &self.pfc {
             let _ = writeln!(
                 s,
@@ -487,6 +498,7 @@ pub(crate) fn build(
         messaging: None,
         noncontig: None,
         collective: None,
+        flows: None,
         pfc: world.world().and_then(PfcReport::of),
         ladder_svg: None,
         egress: world

@@ -424,6 +424,11 @@ pub enum WorkloadKind {
     /// A collective (allreduce, reduce or broadcast) over every host,
     /// offloaded to the NICs, done by host software, or both.
     Collective,
+    /// `count` flows between random distinct hosts, sizes drawn from
+    /// `cdf`, starts a Poisson process offering `load` of every host's
+    /// link (the datacenter studies' workload; reports flow completion
+    /// times and slowdown).
+    Flows,
 }
 
 impl WorkloadKind {
@@ -443,6 +448,7 @@ impl WorkloadKind {
             WorkloadKind::AllToAll => "all-to-all",
             WorkloadKind::Incast => "incast",
             WorkloadKind::RandomPairs => "random-pairs",
+            WorkloadKind::Flows => "flows",
             WorkloadKind::Permutation => "permutation",
             WorkloadKind::Reuse => "reuse",
             WorkloadKind::MsgLatency => "msg-latency",
@@ -563,6 +569,11 @@ pub struct WorkloadSpec {
     pub interval: Option<Time>,
     /// Collective: hosts taking part, `h0` up (default: all).
     pub nodes: Option<u32>,
+    /// Flows: the offered load, a share of every host's link (0 to 1).
+    pub load: Option<f64>,
+    /// Flows: the size distribution, `[[bytes, cumulative probability],
+    /// ...]`, sizes rising, the last probability 1.
+    pub cdf: Option<Vec<[f64; 2]>>,
 }
 
 fn one_u32() -> u32 {

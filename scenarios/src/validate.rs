@@ -64,7 +64,9 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
         if matches!(w.kind, WorkloadKind::Incast | WorkloadKind::Reuse) && w.dst.is_none() {
             return Err(sc.error_at("workload", format!("{who} needs `dst`")));
         }
-        if w.kind != WorkloadKind::Reuse && w.size.is_none() {
+        if w.kind == WorkloadKind::Flows {
+            crate::flows::validate(sc, w, &who, n)?;
+        } else if w.kind != WorkloadKind::Reuse && w.size.is_none() {
             return Err(sc.error_at("workload", format!("{who} needs `size`")));
         }
         if w.src.is_some() && w.src == w.dst {
@@ -100,7 +102,10 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
             // Bounded in noncontig::validate and collective::plan.
             WorkloadKind::Noncontig | WorkloadKind::Collective => 0,
             WorkloadKind::Single => 1,
-            WorkloadKind::Many | WorkloadKind::Window | WorkloadKind::RandomPairs => count,
+            WorkloadKind::Many
+            | WorkloadKind::Window
+            | WorkloadKind::RandomPairs
+            | WorkloadKind::Flows => count,
             WorkloadKind::Pingpong => 2 * count,
             WorkloadKind::AllToAll => count * n * (n - 1),
             WorkloadKind::Incast => {
@@ -121,7 +126,14 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
             | WorkloadKind::MsgMixed => 0,
         };
         total_ops += ops;
-        total_bytes += ops * u128::from(w.size.map_or(0, |s| s.0));
+        total_bytes += match (w.kind, &w.cdf) {
+            // (Checked above.)
+            (WorkloadKind::Flows, Some(points)) => {
+                let mean = crate::flows::SizeCdf::new(points).map_or(0.0, |c| c.mean());
+                ops * (mean.ceil() as u128)
+            }
+            _ => ops * u128::from(w.size.map_or(0, |s| s.0)),
+        };
         if total_ops > MAX_OPS {
             return Err(sc.error_at(
                 "workload",

@@ -484,7 +484,8 @@ impl World {
             }
         };
         if let Some(t) = wake {
-            if lp.pump_at.is_none_or(|at| at > t || at < now) {
+            // (A pump filed earlier and not yet run covers this one.)
+            if lp.pump_at.is_none_or(|at| at > t) {
                 lp.pump_at = Some(t);
                 self.schedule(t, EvKind::Pfc(PfcEv::Pump(port)));
             }
