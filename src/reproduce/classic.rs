@@ -60,6 +60,7 @@ pub fn myvia() -> anyhow::Result<Section> {
         ],
         extra: String::new(),
         plots: Vec::new(),
+        known: Vec::new(),
     })
 }
 
@@ -117,6 +118,7 @@ pub fn mvich() -> anyhow::Result<Section> {
         ],
         extra,
         plots: Vec::new(),
+        known: Vec::new(),
     })
 }
 
@@ -172,5 +174,6 @@ pub fn segmentation() -> anyhow::Result<Section> {
         }],
         extra,
         plots: Vec::new(),
+        known: Vec::new(),
     })
 }

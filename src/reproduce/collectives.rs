@@ -372,5 +372,6 @@ pub fn tianhe() -> anyhow::Result<Section> {
         rows,
         extra,
         plots,
+        known: Vec::new(),
     })
 }

@@ -487,6 +487,7 @@ pub fn noncontig() -> anyhow::Result<Section> {
         rows,
         extra,
         plots,
+        known: Vec::new(),
     })
 }
 
