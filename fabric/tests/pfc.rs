@@ -29,7 +29,7 @@ fn traced(w: &mut World) -> Shared {
 }
 
 /// Four hosts WRITE 1 MiB each into a fifth through one switch whose
-/// ports queue 64 KiB. Lossy, the port drops (and the senders send
+/// ports queue 64 KiB and mark ECN above 32 KiB. Lossy, the port drops (and the senders send
 /// again); lossless, nothing is dropped, the switch pauses the senders'
 /// links, and every byte lands.
 #[test]
@@ -37,6 +37,7 @@ fn an_incast_into_a_lossless_switch_drops_nothing_and_pauses_its_senders() {
     let run = |pfc: bool| {
         let params = LinkParams {
             queue_bytes: 64 << 10,
+            ecn_threshold: Some(32 << 10),
             ..LinkParams::default()
         };
         let (mut w, keys) = star(5, params);
@@ -51,6 +52,8 @@ fn an_incast_into_a_lossless_switch_drops_nothing_and_pauses_its_senders() {
             assert_eq!(completions(&w, h, wr), vec![true], "host {h}");
         }
         let pauses: u64 = w.pfc_stats().iter().map(|s| s.pauses).sum();
+        assert!(w.stats().ecn_marked > 0, "a lossless queue still marks");
+        assert!(w.pfc_deadlock().is_none());
         (w.stats().dropped_total(), pauses, w.pfc_stats())
     };
     let (lossy_drops, _, none) = run(false);
