@@ -81,6 +81,7 @@ const CRATES: [Floors; 3] = [
             "resolved",
             "ncplan",
             "collplan",
+            "flows",
             "validate",
             "scenario",
             "backend",
