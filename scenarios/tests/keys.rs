@@ -69,7 +69,8 @@ fn value(key: &str, fault: bool) -> &'static str {
         "direction" => "\"forward\"",
         "opcodes" => "[\"write\"]",
         "flags" => "[\"first\"]",
-        "p" | "correlation" | "r" | "loss_good" | "loss_bad" => "0.5",
+        "p" | "correlation" | "r" | "loss_good" | "loss_bad" | "load" => "0.5",
+        "cdf" => "[[1000, 1.0]]",
         _ => "2",
     }
 }
@@ -79,7 +80,7 @@ const HEAD: &str = "name = \"keys\"\n[topology]\nkind = \"pair\"\n";
 #[test]
 fn every_workload_kind_refuses_the_keys_it_does_not_read() {
     let rows = doc_table("**Keys each kind takes**");
-    assert_eq!(rows.len(), 15, "one row a workload kind");
+    assert_eq!(rows.len(), 16, "one row a workload kind");
     let every: Vec<&String> = rows.iter().flat_map(|(_, k)| k).collect();
     for (name, keys) in &rows {
         let kind: WorkloadKind = named(name);
