@@ -54,6 +54,12 @@ pub struct Stats {
     /// Go-back-N receiver: data packets discarded for arriving ahead of
     /// the next one expected of their operation.
     pub out_of_sequence: u64,
+    /// First-only registration: packets refused before their operation
+    /// registered, held until its first packet was acknowledged.
+    pub parked_for_first: u64,
+    /// First packets sent again at once because a later packet of their
+    /// operation was refused before they registered it.
+    pub first_resent_on_refusal: u64,
     /// Packets sent again because a packet of their operation sent after
     /// them was acknowledged first (`fast_retransmit`), before any timer.
     pub fast_retransmits: u64,

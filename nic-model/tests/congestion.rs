@@ -382,7 +382,12 @@ fn a_trimmed_header_changes_nothing_and_answers_only_the_current_life() {
 /// A pair with an 8,000-byte READ posted by h0 from h1 (eight responses
 /// of 1,000 bytes).
 fn read_pair() -> Pair {
-    let mut p = Pair::new(small());
+    read_pair_with(small())
+}
+
+/// [`read_pair`] with its own NIC configuration.
+fn read_pair_with(cfg: NicConfig) -> Pair {
+    let mut p = Pair::new(cfg);
     let local = p.nics[0].register(0x1000, 1 << 16, Access::ALL);
     let remote = p.nics[1].register(0x9000, 1 << 16, Access::ALL);
     p.nics[1]
@@ -940,4 +945,47 @@ fn replies_leave_from_the_entropy_of_the_packet_they_answer() {
     let mut single = write_pair(small(), 4000);
     single.run();
     assert!(single.log.iter().all(|l| l.src_port == base));
+}
+
+/// An 8,000-byte READ (8 responses) on a requester whose busy budget is 3
+/// asks, each response trimmed `trims(seg)` times before one gets through.
+/// Returns whether it completed, and the requester's stats.
+fn read_trimmed(trims: fn(u32) -> u32) -> (bool, udrma_nic::Stats) {
+    let mut p = read_pair_with(NicConfig {
+        max_rnr_retries: 3,
+        ..small()
+    });
+    let mut seen = [0u32; 8];
+    p.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode() == Opcode::ReadResponse => {
+            let n = &mut seen[r.seg_index as usize % 8];
+            *n += 1;
+            if *n <= trims(r.seg_index) {
+                Verdict::Trim
+            } else {
+                Verdict::Deliver
+            }
+        }
+        _ => Verdict::Deliver,
+    });
+    p.run();
+    (completed_ok(&p), p.nics[0].stats().clone())
+}
+
+#[test]
+fn a_reads_busy_budget_is_each_segments_own() {
+    // Finding 36 (docs/testing.md): every segment's trims were counted on
+    // the READ request's one busy budget, so a 70 kB RGET of 137 segments,
+    // each trimmed a few times on a trimming fabric, failed `retries
+    // exhausted`. Here 16 trims in all, 2 a segment, within a budget of 3
+    // asks a segment: it completes (before, the fourth trim failed it).
+    let (ok, tx) = read_trimmed(|_| 2);
+    assert!(ok, "{tx:?}");
+    assert_eq!(tx.read_responses_trimmed, 16);
+    assert_eq!((tx.timeouts, tx.retries_exhausted), (0, 0));
+    // One segment trimmed four times spends its own budget: asked for
+    // again three times, and its fourth trim fails the READ.
+    let (ok, tx) = read_trimmed(|seg| if seg == 5 { 4 } else { 0 });
+    assert!(!ok);
+    assert_eq!((tx.read_responses_trimmed, tx.retries_exhausted), (4, 1));
 }

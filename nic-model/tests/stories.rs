@@ -461,8 +461,10 @@ fn first_delayed_past_the_escape_timer_expires_then_retransmission_completes() {
     );
 }
 
-#[test]
-fn escape_channel_overflow_drops_and_counts() {
+/// A WRITE of `kib` packets whose FIRST packet's first copy is lost, into
+/// an escape channel of 2: it completes exactly once, every byte landed.
+/// Returns the pair and the WRITE.
+fn write_with_first_lost(kib: u64) -> (Setup, udrma_nic::WrId) {
     let mut s = setup(NicConfig {
         escape_capacity: 2,
         ..config()
@@ -472,10 +474,16 @@ fn escape_channel_overflow_drops_and_counts() {
         Verdict::Drop,
         1,
     ));
-    let wr = s.write(6 * 1024);
+    let wr = s.write(kib * 1024);
     s.pair.run();
     s.assert_ok_once(0, wr);
-    s.assert_written(6 * 1024);
+    s.assert_written(kib as usize * 1024);
+    (s, wr)
+}
+
+#[test]
+fn escape_channel_overflow_drops_and_counts() {
+    let (s, _) = write_with_first_lost(6);
     let rx = s.pair.nics[1].stats();
     assert_eq!(rx.escape_buffered, 2);
     // Three packets found the channel full, and each was NACKed
@@ -490,6 +498,38 @@ fn escape_channel_overflow_drops_and_counts() {
     assert_eq!(s.pair.nics[0].stats().retries_exhausted, 0);
     let occ = s.pair.nics[1].occupancy();
     assert_eq!(occ.escape_entries.1, 2, "peak never passed the limit");
+}
+
+/// The FIRST packet of an 8-packet WRITE is lost, and the escape channel
+/// holds 2: packets 1 and 2 wait there, 3 to 7 are refused
+/// (receiver-not-ready). The first refusal says the FIRST did not get
+/// there before packet 3 did, so the FIRST goes again at once, and the
+/// refused packets wait for it (their timers double from `rnr_delay`)
+/// instead of knocking every
+/// `rnr_delay`: once it is acknowledged they go again, once each. The
+/// WRITE completes in a few round trips, with no timeout. Before, every
+/// refused packet went again every 50 µs until the FIRST's own timer
+/// fired, each copy refused again (finding 37, docs/testing.md: a
+/// sprayed all-to-all into small queues sent 327,548 packets for 4,400).
+#[test]
+fn a_refused_packet_waits_for_its_first_instead_of_knocking_again() {
+    let (s, wr) = write_with_first_lost(8);
+    let (tx, rx) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
+    assert_eq!((rx.escape_buffered, rx.escape_overflow), (2, 5));
+    assert_eq!((tx.parked_for_first, tx.first_resent_on_refusal), (5, 1));
+    assert_eq!(
+        tx.timeouts, 0,
+        "the refusal, not a timer, sent the FIRST again"
+    );
+    assert_eq!(
+        tx.retransmits, 6,
+        "the FIRST and the five refused, once each"
+    );
+    assert!(
+        s.completion_time(0, wr).as_ps() < udrma_nic::Duration::from_micros(100).0,
+        "done within a few round trips: {:?}",
+        s.completion_time(0, wr)
+    );
 }
 
 #[test]

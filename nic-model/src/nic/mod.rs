@@ -22,7 +22,9 @@
 //! requester completions), `receive` (datagram checks, receive registry,
 //! escape channel, tombstones, READ service), `replies` (ACKs, SACK
 //! coalescing, NACKs, completion notices, both ways), `loss` (timeouts,
-//! fast retransmission, go-back-N, receiver-not-ready waits), `peers` (credits,
+//! fast retransmission, go-back-N, receiver-not-ready waits), `parked`
+//! (packets refused before their operation registered wait for its first
+//! packet), `peers` (credits,
 //! NOOPs, HELLO, control messages, boot epochs), `window` (the sender's
 //! per-peer window that lets the receiver's tombstones stay bounded),
 //! `flow` (the send gate: congestion state and bytes in flight per peer;
@@ -56,6 +58,7 @@ mod flow;
 mod grants;
 mod local;
 mod loss;
+mod parked;
 mod peers;
 mod post;
 mod probe;
@@ -226,9 +229,9 @@ struct Op {
     /// READ: which response packets have arrived.
     read_mask: Option<Mask>,
     /// READ: when each segment whose response arrived trimmed was last
-    /// asked for again by itself (`Nic::read_response_trimmed`), at most
-    /// one entry a segment.
-    asked_again: Vec<(u32, Instant)>,
+    /// asked for again by itself (`Nic::read_response_trimmed`), and how
+    /// many times it was: at most one entry a segment.
+    asked_again: Vec<(u32, Instant, u32)>,
     /// READ: the round trip of the first trimmed response heard, since
     /// the latest ask for its segment (a bound from below: the trim may
     /// answer an older copy). It judges copies of trimmed responses
@@ -247,6 +250,12 @@ struct Op {
     /// Times the whole operation went again because its receiver had lost
     /// its registration (`window.rs`).
     restarts: u32,
+    /// First-only registration: packets the receiver refused because the
+    /// operation was not registered yet (its first packet unacknowledged),
+    /// by segment. They wait until a packet of the operation is
+    /// acknowledged, or one RTO at most, then go again
+    /// (`Nic::park_for_first`).
+    parked: Vec<u32>,
 }
 
 /// An OP table entry: one outstanding packet.

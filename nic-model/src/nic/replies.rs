@@ -349,6 +349,9 @@ impl Nic {
             if delay.0 > 0 {
                 self.hold_peer(now, from, delay);
             }
+            if self.park_for_first(now, opn) {
+                return;
+            }
             self.rnr_wait(now, opn);
             return;
         }

@@ -180,6 +180,7 @@ impl Nic {
             acked_sent: None,
             probe: Default::default(),
             restarts: 0,
+            parked: Vec::new(),
         });
         true
     }
@@ -436,6 +437,7 @@ impl Nic {
             op.first_unacked += 1;
         }
         op.acked += 1;
+        let unpark = !op.parked.is_empty();
         let first_word = op.acked == 1;
         let done = op.acked == op.seg_count;
         if self.cfg.rto_restart {
@@ -506,6 +508,9 @@ impl Nic {
             self.op_done(now, inf.msg_id);
         } else {
             self.probe_activity(now, inf.msg_id, true);
+            if unpark {
+                self.unpark(inf.msg_id);
+            }
         }
     }
 
@@ -547,6 +552,7 @@ impl Nic {
                 acked_sent: None,
                 probe: Default::default(),
                 restarts: 0,
+                parked: Vec::new(),
             });
         } else {
             self.complete_request(now, op.wr, Ok(()));

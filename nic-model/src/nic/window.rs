@@ -150,6 +150,7 @@ impl Nic {
         };
         op.pkts = vec![PktState::Unsent; pkts.len()];
         op.restarts += 1;
+        op.parked.clear();
         op.next_unsent = 0;
         op.first_unacked = 0;
         op.first_sent.clear();
