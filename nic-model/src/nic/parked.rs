@@ -70,7 +70,11 @@ impl Nic {
         }
         self.stats.parked_for_first += 1;
         if let Some(op) = self.ops.get_mut(&inf.msg_id) {
-            op.parked.push(inf.seg);
+            // (Once a segment: a packet refused again while it waits is
+            // already listed.)
+            if !op.parked.contains(&inf.seg) {
+                op.parked.push(inf.seg);
+            }
         }
         let resend_first = self.op_table.get(first).is_some_and(|f| {
             f.sent_at <= inf.sent_at
