@@ -23,7 +23,8 @@ pub struct Stats {
     /// Entropies dropped from reuse after an ECN echo, a trim or a loss.
     pub entropies_abandoned: u64,
     /// Trimmed headers received (payload cut by a switch); WRITE and SEND
-    /// ones are NACKed `TRIMMED`.
+    /// ones are NACKed `TRIMMED` (`detail` 1 when a go-back-N receiver
+    /// discards them as out of sequence).
     pub rx_trimmed: u64,
     /// Acknowledged packets whose receiver echoed a CE mark (ECE), READ
     /// responses that arrived marked included.
@@ -54,6 +55,10 @@ pub struct Stats {
     /// Go-back-N receiver: data packets discarded for arriving ahead of
     /// the next one expected of their operation.
     pub out_of_sequence: u64,
+    /// Go-back-N sender: TRIMMED NACKs whose receiver had discarded the
+    /// packet out of sequence (`detail` 1): heard by the controller,
+    /// nothing resent.
+    pub trims_ahead: u64,
     /// First-only registration: packets refused before their operation
     /// registered, held until its first packet was acknowledged.
     pub parked_for_first: u64,

@@ -335,6 +335,53 @@ fn a_trimmed_packet_is_nacked_at_once_and_sent_again_without_a_timeout() {
     );
 }
 
+/// Go-back-N, eight packets sent at once: the first copies of segments
+/// 1 and 4 are trimmed, and the NACK for segment 4's trim is 1 µs late,
+/// so it comes back after the go-back from segment 1 has resent segment
+/// 4. The receiver, expecting segment 1, would have discarded segment 4
+/// whole: its TRIMMED NACK says so (`detail` 1), the controller hears the
+/// full queue, and nothing goes back again. Before, that NACK rewound
+/// segments 4 to 7 a second time (11 retransmissions, not 7): on a
+/// trimming fabric with no controller each stale trim rewound a window
+/// into the same full queue, and an all-to-all that dropped nothing
+/// failed (docs/testing.md, finding 35).
+#[test]
+fn go_back_n_rewinds_once_for_a_window_trimmed_twice() {
+    let cfg = NicConfig {
+        retransmit: udrma_nic::RetransmitMode::GoBackN,
+        ..small()
+    };
+    let mut p = write_pair(cfg, 8000);
+    let heard = with_fixed(&mut p, u64::MAX, Duration::ZERO);
+    let mut trimmed = [false; 8];
+    p.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode() == Opcode::Write && [1, 4].contains(&r.seg_index) => {
+            let seg = r.seg_index as usize;
+            if std::mem::replace(&mut trimmed[seg], true) {
+                Verdict::Deliver
+            } else {
+                Verdict::Trim
+            }
+        }
+        Some(r) if r.opcode() == Opcode::Nack && r.seg_index == 4 => Verdict::Delay(us(1)),
+        _ => Verdict::Deliver,
+    });
+    p.run();
+    assert!(completed_ok(&p));
+    let rx = p.nics[1].stats();
+    assert_eq!(rx.rx_trimmed, 2);
+    assert_eq!(rx.nacks_sent.get(&udrma_proto::Syndrome::Trimmed), Some(&2));
+    let tx = p.nics[0].stats();
+    // Segments 1 to 7 once each, no timeout.
+    assert_eq!((tx.retransmits, tx.timeouts), (7, 0));
+    assert_eq!(tx.trims_ahead, 1);
+    // Both trims reach the controller.
+    assert_eq!(
+        heard.lock().unwrap().losses,
+        [LossCause::Trimmed, LossCause::Trimmed]
+    );
+}
+
 /// The sample packet of kind `op` (udrma_proto::samples), claiming boot
 /// epoch `epoch` (bytes 28..32 of the common header).
 fn sample_of(op: Opcode, epoch: u32) -> Vec<u8> {

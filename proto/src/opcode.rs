@@ -248,6 +248,8 @@ enum_with_unknown! {
         UnknownOpcode = 0x06,
         /// A switch trimmed the packet's payload on a full queue and
         /// forwarded its header: send it again now (NDP/UET trimming).
+        /// `detail` [`TRIMMED_AHEAD`]: a go-back-N receiver discarded it
+        /// out of sequence, so it is news of congestion only.
         Trimmed = 0x07,
         /// Go-back-N: the packet is ahead of the next one the receiver
         /// expects of its operation and was discarded; `detail` names the
@@ -255,6 +257,13 @@ enum_with_unknown! {
         SequenceError = 0x08,
     }
 }
+
+/// The `detail` of a `TRIMMED` NACK from a go-back-N receiver for a
+/// packet it would have discarded whole (ahead of the segment it expects
+/// next, or one it holds): the sender's controller hears the full queue,
+/// and nothing is resent, since the go-back from the expected segment
+/// resends it. `detail` 0 asks for the packet again.
+pub const TRIMMED_AHEAD: u32 = 1;
 
 impl Syndrome {
     /// Every known syndrome, in code order.

@@ -35,7 +35,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use udrma_proto::{Body, Datagram, Error as WireError, Flags, NodeAddr, Packet, Repr, Syndrome};
+use udrma_proto::{
+    Body, Datagram, Error as WireError, Flags, NodeAddr, Packet, Repr, Syndrome, TRIMMED_AHEAD,
+};
 
 use crate::cc::{AckSample, CongestionControl, LossCause};
 use crate::config::{AckMode, Multipath, NicConfig, RegistrationMode, RetransmitMode};

@@ -69,6 +69,13 @@ impl Nic {
         }
         match p.opcode() {
             udrma_proto::Opcode::Write | udrma_proto::Opcode::Send => {
+                if self.gbn_skips_trimmed(from, &p) {
+                    // Discarded as the whole packet would have been; its
+                    // sender's controller still hears the full queue.
+                    self.stats.out_of_sequence += 1;
+                    self.nack_header(from, &p, Syndrome::Trimmed, TRIMMED_AHEAD);
+                    return;
+                }
                 self.nack_header(from, &p, Syndrome::Trimmed, 0);
             }
             // This NIC asked for it: it asks again.
@@ -79,6 +86,41 @@ impl Nic {
             // recovers it.
             _ => {}
         }
+    }
+
+    /// Go-back-N: whether a trimmed WRITE or SEND header is one the
+    /// receiver would discard whole (ahead of the packet it takes next, or
+    /// one it holds already). Its TRIMMED NACK then says so
+    /// ([`TRIMMED_AHEAD`]): the sender's controller hears the full queue,
+    /// but nothing is resent, since the rewind from the packet expected
+    /// next resends it. Before, every trimmed header asked for a rewind,
+    /// those of copies an earlier rewind had already abandoned included,
+    /// and each rewind sent the window into the same full queue again: an
+    /// all-to-all that dropped nothing failed with `RetryExceeded`
+    /// (finding 35). Reads state, changes none.
+    fn gbn_skips_trimmed(&self, from: NodeAddr, p: &Packet<&[u8]>) -> bool {
+        if self.cfg.retransmit != RetransmitMode::GoBackN {
+            return false;
+        }
+        let key = OpKey {
+            from,
+            src_ep: p.src_ep(),
+            msg_id: p.msg_id(),
+        };
+        let expected = match self.registry.get(&key) {
+            Some(entry) if entry.mask.count() == p.seg_count() => entry
+                .mask
+                .missing_span()
+                .map_or(entry.mask.count(), |(lo, _)| lo),
+            // A copy of another shape, or of an operation finished or not
+            // registered here: answered as before.
+            Some(_) => return false,
+            None if self.tombstones.contains(&key) || self.tombstones.finished(&key) => {
+                return false;
+            }
+            None => 0,
+        };
+        p.seg_index() != expected
     }
 
     fn receive(&mut self, now: Instant, from: NodeAddr, d: Datagram<'_>) {

@@ -313,6 +313,12 @@ impl Nic {
                 self.flow_lost(now, dst, inf.bytes, LossCause::Trimmed);
                 self.entropy_feedback(dst, inf.entropy, false);
             }
+            if detail == TRIMMED_AHEAD && self.cfg.retransmit == RetransmitMode::GoBackN {
+                // A go-back-N receiver discarded it out of sequence: the
+                // rewind from the packet it expects resends it.
+                self.stats.trims_ahead += 1;
+                return;
+            }
             if self.count_rnr_retry(now, opn) {
                 self.queue_retransmit(opn);
                 if self.cfg.retransmit == RetransmitMode::GoBackN {
