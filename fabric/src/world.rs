@@ -22,7 +22,8 @@
 //!
 //! This file holds the world's state, its configuration and its public
 //! surface. Its children: `events` is the event loop, `ports` the egress
-//! queues and links, `hosts` the driving of each NIC, `packet` the packet
+//! queues and links, `lane` the backlog of the lane ahead of a queue
+//! into a costed NIC, `hosts` the driving of each NIC, `packet` the packet
 //! in flight, `arrivals` what each host heard from each source (to count
 //! reordering), `journey` the ladder-diagram journal, `egress_log` the
 //! packets the fault rules judged (for `udrma check`), `pfc` Priority
@@ -51,6 +52,7 @@ mod egress_log;
 mod events;
 mod hosts;
 mod journey;
+mod lane;
 mod packet;
 mod pfc;
 mod ports;
@@ -213,6 +215,9 @@ pub struct World {
     /// control packets under priority) not yet arrived, by arrival; only
     /// as long as the last port that sent one.
     ahead: Vec<VecDeque<InFlight>>,
+    /// Per port, the NIC time its ahead lane's waiting packets take (a
+    /// costed host's port only); as long as the last such port.
+    lanes: Vec<lane::Lane>,
     free: Vec<u32>,
     now: Instant,
     serial: u64,
@@ -377,6 +382,7 @@ impl World {
             windows: Default::default(),
             slab: Vec::new(),
             ahead: Vec::new(),
+            lanes: Vec::new(),
             free: Vec::new(),
             now: Instant::ZERO,
             serial: 0,
