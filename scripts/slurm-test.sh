@@ -13,6 +13,8 @@
 # 3. an array whose task 1 fails: collect must name it with its log and
 #    exit 1; after `sbatch --array=1` of the job's script, collect merges
 #    and the result equals the local sweep again.
+# 4. `udrma check` as a two-task array of scripts/udrma-check.sbatch, its
+#    shards merged with `udrma check --merge`, against one process.
 # Needs root, slurm-wlm and munge; builds the release binary if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -95,3 +97,16 @@ rc=0
 [ "$rc" -eq "$local_rc" ] || fail "collect after the rerun exited $rc"
 same "$work"/local.csv "$work"/flaky-job/sweep.csv
 ok "a failed task is named with its log; rerun alone, the merge equals the local sweep"
+
+# 4. one `udrma check` split over a job array, merged.
+check=scenarios/examples/check-pair.toml
+"$udrma" check "$check" --faults 2 --out "$work"/check-one > "$work"/check-one.txt
+UDRMA=$udrma sbatch --wait --array=0-1 --output="$work"/check-%a.log \
+    scripts/udrma-check.sbatch "$check" 2 "$work"/check-shards > /dev/null
+grep -h '^shard' "$work"/check-*.log
+"$udrma" check "$check" --merge "$work"/check-shards/*-check-shard-*.json \
+    --out "$work"/check-merged > "$work"/check-merged.txt
+steady() { grep -v -e '^time ' -e '^estimate ' -e '^merged ' "$1"; }
+same <(steady "$work"/check-one.txt) <(steady "$work"/check-merged.txt)
+cat "$work"/check-merged.txt
+ok "udrma check in 2 array tasks, merged: the counts and result of one process"

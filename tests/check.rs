@@ -30,11 +30,11 @@ fn count(stdout: &str, line: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no number after {key:?} in {l:?}"))
 }
 
-/// The output without the line that says how long it took.
+/// The output without the lines that say how long it took and may take.
 fn without_time(stdout: &str) -> String {
     stdout
         .lines()
-        .filter(|l| !l.starts_with("time "))
+        .filter(|l| !l.starts_with("time ") && !l.starts_with("estimate "))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -312,5 +312,106 @@ fn an_interrupt_prints_what_was_covered() {
     assert!(
         stdout.contains("result      no violation in what ran"),
         "{stdout}"
+    );
+}
+
+/// `--shard` splits one search and `--merge` adds it up: what two shards
+/// print merged is what one process prints (but for the lines of time),
+/// on a scenario with no violation and on one whose smallest
+/// counterexample has two faults, the counterexample file included.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "about 3,000 runs of the engine: seconds in release, minutes in debug: run with --release (CI does)"
+)]
+fn two_shards_merged_print_what_one_process_prints() {
+    for (name, code) in [("check-pair", 0), ("stale-duplicate-hazard", 1)] {
+        let file = example(&format!("{name}.toml"));
+        let dir = tmp(&format!("check-shards-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (one, shards, merged) = (dir.join("one"), dir.join("shards"), dir.join("merged"));
+        for d in [&one, &shards, &merged] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let search = |extra: &[&str], out: &std::path::Path| {
+            let mut args = vec![
+                "check",
+                &file,
+                "--faults",
+                "2",
+                "--out",
+                out.to_str().unwrap(),
+            ];
+            args.extend_from_slice(extra);
+            let o = udrma(&args);
+            let (stdout, stderr) = text(&o);
+            (o.status.code(), stdout, stderr)
+        };
+        let (c1, whole, e1) = search(&[], &one);
+        assert_eq!(c1, Some(code), "{whole}\n{e1}");
+        let mut files = Vec::new();
+        for i in 0..2 {
+            let (c, s, e) = search(&["--shard", &format!("{i}/2")], &shards);
+            assert!(c == Some(0) || c == Some(1), "{s}\n{e}");
+            assert!(s.contains(&format!("shard       {i}/2: ")), "{s}");
+            files.push(shards.join(format!("{name}-check-shard-{i}-of-2.json")));
+        }
+        let mut args = vec!["check", &file, "--out", merged.to_str().unwrap(), "--merge"];
+        args.extend(files.iter().map(|f| f.to_str().unwrap()));
+        let o = udrma(&args);
+        let (m, e) = text(&o);
+        assert_eq!(o.status.code(), Some(code), "{m}\n{e}");
+        assert!(m.contains("merged      2 shards"), "{m}");
+        let steady = |s: &str| {
+            without_time(s)
+                .lines()
+                .filter(|l| {
+                    !l.starts_with("merged ")
+                        && !l.starts_with("wrote ")
+                        && !l.starts_with("ladder ")
+                        && !l.starts_with("capture ")
+                        && !l.starts_with("replay ")
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(
+            steady(&m),
+            steady(&whole),
+            "{name}: merged\n{m}\none process\n{whole}"
+        );
+        if code == 1 {
+            let f = format!("{name}-counterexample.toml");
+            assert_eq!(
+                std::fs::read_to_string(merged.join(&f)).unwrap(),
+                std::fs::read_to_string(one.join(&f)).unwrap()
+            );
+        }
+        // A shard missing, or given twice, is refused by name.
+        let o = udrma(&["check", &file, "--merge", files[0].to_str().unwrap()]);
+        let (_, e) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.contains("shard(s) 1/2 missing of 2"), "{e}");
+        let f0 = files[0].to_str().unwrap();
+        let o = udrma(&["check", &file, "--merge", f0, f0]);
+        let (_, e) = text(&o);
+        assert!(e.contains("are both shard 0/2"), "{e}");
+        // Another scenario's file is not the one the shards searched.
+        let f1 = files[1].to_str().unwrap();
+        let o = udrma(&["check", &example("check-credits.toml"), "--merge", f0, f1]);
+        let (_, e) = text(&o);
+        assert!(e.contains("not the scenario the shards searched"), "{e}");
+    }
+}
+
+/// The job script docs/check.md shows is the one CI submits.
+#[test]
+fn the_docs_show_the_check_job_script_as_it_is() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let script = std::fs::read_to_string(format!("{root}/scripts/udrma-check.sbatch")).unwrap();
+    let doc = std::fs::read_to_string(format!("{root}/docs/check.md")).unwrap();
+    assert!(
+        doc.contains(&format!("```bash\n{script}```")),
+        "docs/check.md no longer shows scripts/udrma-check.sbatch as it is"
     );
 }

@@ -396,10 +396,11 @@ fn steady(line: &str) -> String {
         }
     }
     // `udrma bench sim`: the label of a measured line, not its figure.
-    const MEASURED: [&str; 7] = [
+    const MEASURED: [&str; 8] = [
         "build",
-        // `udrma check`'s speed.
+        // `udrma check`'s speed, and its guess of the time it takes.
         "time",
+        "estimate",
         "wall",
         "packet-hops/s",
         "events/s",

@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use udrma_fabric::Egress;
 
 use super::schedule::{Base, Class, Fault, Kind, Outcome, Schedule};
+use crate::sweep::plan::Shard;
 
 /// What to explore.
 pub struct Bound {
@@ -22,7 +23,7 @@ pub struct Bound {
 }
 
 /// Counts for one number of faults.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Level {
     /// Schedules that ran.
     pub ran: u64,
@@ -73,13 +74,25 @@ struct Node {
 /// held in memory; large enough to keep the threads busy).
 const CHUNK_PARENTS: usize = 8;
 
+/// Runs a thread takes between two reports to the progress bar: enough
+/// that the threads rarely wait for the slowest run of a batch.
+const BATCH_PER_THREAD: usize = 16;
+
 /// The children of `node`: one more fault on each packet its run judged
-/// after its last fault, of each kind.
-fn children(node: &Node, bound: &Bound, level: &mut Level) -> Vec<Schedule> {
+/// after its last fault, of each kind. With `shard`, the fault-free run's
+/// children are only those on the packets the shard owns (position `i`
+/// with `i mod N = I`): every deeper schedule descends from one of them,
+/// so the shards split the whole search, counts included.
+fn children(node: &Node, bound: &Bound, level: &mut Level, shard: Option<Shard>) -> Vec<Schedule> {
     let log = &node.egress;
     let start = node.schedule.last().map_or(0, |f| f.pos + 1);
     let mut out = Vec::new();
     for i in start..log.len() {
+        if node.schedule.is_empty()
+            && shard.is_some_and(|s| i % s.count as usize != s.index as usize)
+        {
+            continue;
+        }
         let e = &log[i];
         let class = Class::of(e);
         // The rule counts what its target matches, from the start.
@@ -141,6 +154,7 @@ pub fn search(
     base: &Base,
     zero: Outcome,
     bound: &Bound,
+    shard: Option<Shard>,
     pool: &rayon::ThreadPool,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress<'_>),
@@ -171,18 +185,27 @@ pub fn search(
             let mut cands: Vec<(usize, Schedule)> = Vec::new();
             for (k, node) in chunk.iter().enumerate() {
                 cands.extend(
-                    children(node, bound, &mut level)
+                    children(node, bound, &mut level, shard)
                         .into_iter()
                         .map(|s| (k, s)),
                 );
             }
-            let results: Vec<Option<Result<Outcome, String>>> = pool.install(|| {
-                cands
-                    .par_iter()
-                    .map(|(_, s)| (!stop.load(Ordering::Relaxed)).then(|| base.run(s)))
-                    .collect()
-            });
-            progress(Progress::Ran(cands.len() as u64));
+            // In batches of a few runs a thread, so that the bar moves
+            // within a level (at K = 1 every schedule is the root's child,
+            // one chunk) and counts only the runs that ran.
+            let mut results: Vec<Option<Result<Outcome, String>>> = Vec::with_capacity(cands.len());
+            for batch in cands.chunks(pool.current_num_threads().max(1) * BATCH_PER_THREAD) {
+                let ran: Vec<Option<Result<Outcome, String>>> = pool.install(|| {
+                    batch
+                        .par_iter()
+                        .map(|(_, s)| (!stop.load(Ordering::Relaxed)).then(|| base.run(s)))
+                        .collect()
+                });
+                progress(Progress::Ran(
+                    ran.iter().filter(|r| r.is_some()).count() as u64
+                ));
+                results.extend(ran);
+            }
             for ((k, schedule), r) in cands.into_iter().zip(results) {
                 let Some(r) = r else {
                     out.interrupted = true;
@@ -215,6 +238,41 @@ pub fn search(
         parents = next;
     }
     Ok(out)
+}
+
+/// The schedule a search reached by `path` (each fault's position in its
+/// parent's run and its kind), and its outcome: run again fault by fault
+/// from the fault-free run, as the search ran it. A merge of shards finds
+/// its counterexample this way.
+pub fn rebuild(
+    base: &Base,
+    zero: &Outcome,
+    bound: &Bound,
+    path: &[(usize, Kind)],
+) -> Result<(Schedule, Outcome), String> {
+    let mut node = Node {
+        schedule: Vec::new(),
+        egress: zero.egress.clone(),
+    };
+    let mut outcome = zero.clone();
+    for (depth, &(pos, kind)) in path.iter().enumerate() {
+        let schedule = children(&node, bound, &mut Level::default(), None)
+            .into_iter()
+            .find(|s| s.last().is_some_and(|f| f.pos == pos && f.kind == kind))
+            .ok_or_else(|| {
+                format!(
+                    "fault {} ({} of packet {pos}) is not a child of the schedule before it: the shard was searched on another build or scenario",
+                    depth + 1,
+                    kind.name()
+                )
+            })?;
+        outcome = base.run(&schedule)?;
+        node = Node {
+            schedule,
+            egress: outcome.egress.clone(),
+        };
+    }
+    Ok((node.schedule, outcome))
 }
 
 /// The enumeration's premise, checked on every run: until the new fault
@@ -300,7 +358,7 @@ mod tests {
             delay_ns: 200_000,
         };
         let mut level = Level::default();
-        let kids = children(&node, &bound, &mut level);
+        let kids = children(&node, &bound, &mut level, None);
         // 4 drops, 1 reorder (the first write, swapped with the second).
         assert_eq!(kids.len(), 5);
         assert_eq!(level.not_applicable, 3);
@@ -325,10 +383,60 @@ mod tests {
             schedule: kids[3].clone(),
             egress: node.egress.clone(),
         };
-        let grandkids = children(&deeper, &bound, &mut Level::default());
+        let grandkids = children(&deeper, &bound, &mut Level::default(), None);
         assert_eq!(grandkids.len(), 1);
         assert_eq!(grandkids[0].len(), 2);
         assert_eq!(grandkids[0][1].pos, 3);
+    }
+
+    /// Two shards split the fault-free run's children, and their counts,
+    /// by packet position; deeper schedules are left to whichever shard
+    /// owns their first fault.
+    #[test]
+    fn shards_split_the_first_faults_by_packet() {
+        let node = Node {
+            schedule: Vec::new(),
+            egress: vec![
+                pkt(0, 0, false, Opcode::Write),
+                pkt(1000, 0, true, Opcode::Ack),
+                pkt(1500, 0, false, Opcode::Write),
+                pkt(2000, 1, false, Opcode::Write),
+            ],
+        };
+        let bound = Bound {
+            faults: 2,
+            kinds: vec![Kind::Drop, Kind::Reorder],
+            delay_ns: 200_000,
+        };
+        let whole = children(&node, &bound, &mut Level::default(), None);
+        let mut levels = [Level::default(), Level::default()];
+        let mut kids: Vec<Schedule> = Vec::new();
+        for (i, level) in levels.iter_mut().enumerate() {
+            let shard = Shard::new(i as u32, 2).unwrap();
+            let mine = children(&node, &bound, level, Some(shard));
+            assert!(mine.iter().all(|s| s[0].pos % 2 == i));
+            kids.extend(mine);
+        }
+        kids.sort_by_key(|s| (s[0].pos, s[0].kind));
+        assert_eq!(kids.len(), whole.len());
+        assert!(kids
+            .iter()
+            .zip(&whole)
+            .all(|(a, b)| a[0].pos == b[0].pos && a[0].kind == b[0].kind));
+        // Packets 1 to 3 have nothing after them on their link and
+        // direction: a reorder of each is not applicable, packet 2's in
+        // shard 0 and the other two in shard 1.
+        assert_eq!((levels[0].not_applicable, levels[1].not_applicable), (1, 2));
+        // Below the first fault, a shard takes every child.
+        let deeper = Node {
+            schedule: whole[0].clone(),
+            egress: node.egress.clone(),
+        };
+        let shard1 = Shard::new(1, 2).unwrap();
+        assert_eq!(
+            children(&deeper, &bound, &mut Level::default(), Some(shard1)).len(),
+            children(&deeper, &bound, &mut Level::default(), None).len()
+        );
     }
 
     /// A reorder whose hold is the delay bound is the delay rule itself.
@@ -347,7 +455,7 @@ mod tests {
             delay_ns: 2000,
         };
         let mut level = Level::default();
-        let kids = children(&node, &bound, &mut level);
+        let kids = children(&node, &bound, &mut level, None);
         assert_eq!(level.same_rule, 1);
         assert_eq!(level.not_applicable, 1);
         assert_eq!(kids.len(), 2);

@@ -12,7 +12,8 @@
 //! - `schedule`: fault kinds, a fault as a `[[fault]]` rule, one run;
 //! - `enumerate`: the level-by-level search, the estimate, the threads;
 //! - `counterexample`: the failing schedule as a scenario file, replayed;
-//! - `report`: what the command prints.
+//! - `report`: what the command prints;
+//! - `shard`: one search across machines (`--shard`, `--merge`).
 //!
 //! With `--shrink`, the counterexample also goes through `udrma shrink`
 //! (`crate::shrink`): it cannot take a fault away (every smaller schedule
@@ -29,6 +30,7 @@ use std::time::Instant as Wall;
 use toml::Value;
 use udrma_scenarios::Scenario;
 
+use crate::sweep::plan::{sha256_hex, Shard};
 use crate::BadInput;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -36,6 +38,7 @@ mod counterexample;
 mod enumerate;
 mod report;
 mod schedule;
+mod shard;
 
 pub use schedule::Kind;
 
@@ -78,12 +81,42 @@ pub struct CheckArgs {
     /// `<name>-counterexample-shrunk.toml`.
     #[arg(long)]
     pub shrink: bool,
+    /// Search one share of the schedules, `I/N` (shard I of N, from 0):
+    /// those whose first fault is on packet i of the fault-free run with
+    /// i mod N = I. Writes `<name>-check-shard-I-of-N.json` in `--out`
+    /// for `--merge`.
+    #[arg(long, conflicts_with = "merge")]
+    pub shard: Option<Shard>,
+    /// Add up the shard files of one search (every shard, each once) and
+    /// report what one process would have: its counts, its smallest
+    /// counterexample (written to `--out`). The bound and the seed come
+    /// from the shards.
+    #[arg(long, num_args = 1.., conflicts_with_all = ["faults", "kinds", "delay", "seed", "max_schedules"])]
+    pub merge: Vec<PathBuf>,
 }
 
 /// Runs `udrma check`.
-pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     let start = Wall::now();
-    let (_, doc) = crate::sweep::read_doc(&args.file)?;
+    let (text, doc) = crate::sweep::read_doc(&args.file)?;
+    let sha256 = sha256_hex(text.as_bytes());
+    // A merge searches nothing: the bound and the seed are the shards'.
+    let merged = if args.merge.is_empty() {
+        None
+    } else {
+        Some(shard::adopt(&mut args, &sha256)?)
+    };
+    let asked = shard::Asked {
+        file: &args.file,
+        sha256,
+        seed_given: merged
+            .as_ref()
+            .map_or(args.seed.is_some(), |s| s[0].seed_given),
+        delay_given: merged
+            .as_ref()
+            .map_or(args.delay.is_some(), |s| s[0].delay_given),
+        seed: 0,
+    };
     let mut kinds = args.kinds.clone();
     kinds.sort();
     kinds.dedup();
@@ -148,12 +181,15 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let seed = args.seed.unwrap_or(sc.file.seed);
+    let asked = shard::Asked { seed, ..asked };
     let base = schedule::Base {
         scenario: sc,
         seed,
         link_names,
     };
+    let zero_started = Wall::now();
     let zero = base.run(&[]).map_err(BadInput)?;
+    let zero_wall = zero_started.elapsed();
     let bound = enumerate::Bound {
         faults: args.faults as usize,
         kinds,
@@ -189,11 +225,12 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    report::print_head(&mut out, &head)?;
     let jobs = args.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, usize::from),
         usize::from,
     );
+    report::print_head(&mut out, &head)?;
+    report::print_estimate(&mut out, estimate, zero_wall, jobs)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
         .build()
@@ -204,31 +241,58 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let bar = ProgressBar::new(u64::try_from(estimate).unwrap_or(u64::MAX));
     bar.set_style(
         ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/~{len} schedules ({per_sec})",
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/~{len} schedules ({per_sec}, about {eta} left)",
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut printed = Ok(());
-    let found = enumerate::search(
-        &base,
-        zero.clone(),
-        &bound,
-        &pool,
-        &stop,
-        &mut |p| match p {
-            enumerate::Progress::Ran(n) => bar.inc(n),
-            enumerate::Progress::Level(i, l) => {
-                if printed.is_ok() {
-                    printed = bar.suspend(|| report::print_level(&mut out, i, l));
-                }
+    let found = match &merged {
+        Some(shards) => {
+            bar.finish_and_clear();
+            let found = shard::merge(shards, &base, &zero, &bound).map_err(BadInput)?;
+            for (i, l) in found.levels.iter().enumerate() {
+                report::print_level(&mut out, i, l)?;
             }
-        },
-    )
-    .map_err(|e| anyhow::anyhow!(e))?;
-    bar.finish_and_clear();
-    printed?;
-    let wall = start.elapsed().as_secs_f64();
+            found
+        }
+        None => {
+            let found = enumerate::search(
+                &base,
+                zero.clone(),
+                &bound,
+                args.shard,
+                &pool,
+                &stop,
+                &mut |p| match p {
+                    enumerate::Progress::Ran(n) => bar.inc(n),
+                    enumerate::Progress::Level(i, l) => {
+                        if printed.is_ok() {
+                            printed = bar.suspend(|| report::print_level(&mut out, i, l));
+                        }
+                    }
+                },
+            )
+            .map_err(|e| anyhow::anyhow!(e))?;
+            bar.finish_and_clear();
+            printed?;
+            found
+        }
+    };
+    let mut wall = start.elapsed().as_secs_f64();
+    let mut jobs = jobs;
+    if let Some(shards) = &merged {
+        // The search's time is the shards': their walls, added up, and
+        // their count.
+        wall = shard::wall_s(shards);
+        jobs = shards.len();
+        report::print_merged(&mut out, jobs, wall)?;
+    }
     report::print_search(&mut out, &found, &bound, wall, jobs)?;
+    if let Some(s) = args.shard {
+        let to = shard::path(&args.out, &base.scenario.file.name, s);
+        shard::write(&shard::record(&asked, &bound, s, &found, wall), &to)?;
+        return report::print_shard(&mut out, &found, &bound, s, &to);
+    }
     if found.interrupted {
         report::print_interrupted(&mut out, &found, &bound)?;
         return Ok(ExitCode::from(130));
@@ -247,10 +311,10 @@ pub fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             // The flags that change the search, so the header's command
             // searches again as this one did.
             let mut flags = String::new();
-            if let Some(s) = args.seed {
-                flags.push_str(&format!(" --seed {s}"));
+            if asked.seed_given {
+                flags.push_str(&format!(" --seed {seed}"));
             }
-            if args.delay.is_some() {
+            if asked.delay_given {
                 flags.push_str(&format!(" --delay {}ns", bound.delay_ns));
             }
             let written = counterexample::write(

@@ -92,6 +92,37 @@ pub fn print_head(out: &mut dyn Write, h: &Head) -> io::Result<()> {
     Ok(())
 }
 
+/// How long the search may take: the estimate's schedules at the
+/// fault-free run's pace, shared by `jobs` threads. Faulted runs take
+/// longer (timeouts, copies), so the bar's own estimate, from the pace
+/// of the runs so far, is the better one once it moves.
+pub fn print_estimate(
+    out: &mut dyn Write,
+    schedules: u128,
+    zero: std::time::Duration,
+    jobs: usize,
+) -> io::Result<()> {
+    let secs = zero.as_secs_f64() * schedules as f64 / jobs.max(1) as f64;
+    writeln!(
+        out,
+        "estimate    about {} on {} at the fault-free run's pace ({:.2} ms a run; faulted runs take longer)",
+        duration(secs),
+        count(jobs as u64, "job"),
+        zero.as_secs_f64() * 1e3,
+    )
+}
+
+/// `42 s`, `7 min`, `3.5 h`.
+fn duration(secs: f64) -> String {
+    if secs < 90.0 {
+        format!("{:.0} s", secs.max(1.0))
+    } else if secs < 90.0 * 60.0 {
+        format!("{:.0} min", secs / 60.0)
+    } else {
+        format!("{:.1} h", secs / 3600.0)
+    }
+}
+
 /// The counts for `i` faults, printed as soon as they are all run.
 pub fn print_level(out: &mut dyn Write, i: usize, l: &Level) -> io::Result<()> {
     writeln!(
@@ -141,6 +172,57 @@ pub fn print_search(
         count(jobs as u64, "job"),
     )?;
     Ok(())
+}
+
+/// Where a merge's counts come from.
+pub fn print_merged(out: &mut dyn Write, shards: usize, wall_s: f64) -> io::Result<()> {
+    writeln!(
+        out,
+        "merged      {}; their searches took {wall_s:.2} s in all",
+        count(shards as u64, "shard")
+    )
+}
+
+/// What one shard found, where it went, and the exit code: 0 when its
+/// share has no violation, 1 when it has one (the merge gives the
+/// smallest), 130 when interrupted (the merge refuses its file).
+pub fn print_shard(
+    out: &mut dyn Write,
+    s: &Search,
+    bound: &Bound,
+    shard: crate::sweep::plan::Shard,
+    to: &Path,
+) -> anyhow::Result<std::process::ExitCode> {
+    writeln!(
+        out,
+        "shard       {shard}: the schedules whose first fault is on packet i of the fault-free run, i mod {} = {}; wrote {}",
+        shard.count,
+        shard.index,
+        to.display()
+    )?;
+    if s.interrupted {
+        print_interrupted(out, s, bound)?;
+        return Ok(std::process::ExitCode::from(130));
+    }
+    match &s.first {
+        None => {
+            writeln!(
+                out,
+                "result      no violation in this shard within {}",
+                count(bound.faults as u64, "fault")
+            )?;
+            Ok(std::process::ExitCode::SUCCESS)
+        }
+        Some((f, o)) => {
+            writeln!(
+                out,
+                "result      this shard has a violation with {} (fails {}): merge every shard (--merge) for the smallest counterexample",
+                count(f.len() as u64, "fault"),
+                o.failing().join(", ")
+            )?;
+            Ok(std::process::ExitCode::from(1))
+        }
+    }
 }
 
 /// What an interrupt left covered.

@@ -1,0 +1,306 @@
+//! One search across machines: `udrma check --shard I/N` searches the
+//! schedules whose first fault falls on a packet of the fault-free run
+//! with position `i mod N = I`, and writes what it found as a shard file;
+//! `udrma check FILE --merge SHARDS...` adds the shards up into the
+//! result one process gives (the same counts per number of faults and
+//! the same smallest counterexample), and writes that counterexample.
+//!
+//! Every schedule descends from exactly one first fault, so the shards
+//! split the search and its counts. One process stops after the first
+//! number of faults at which a schedule fails; a shard stops at its own,
+//! so the merge keeps every shard's counts up to the smallest such number
+//! (each shard ran all of its schedules that small). The counterexample
+//! is the first failing schedule in the search's order, which orders
+//! schedules of one size by their faults' positions and kinds, fault by
+//! fault; the merge takes the least of the shards' and runs it again
+//! from its path (`enumerate::rebuild`).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::enumerate::{self, Bound, Level, Search};
+use super::schedule::{Base, Kind, Outcome};
+use crate::sweep::plan::Shard;
+use crate::BadInput;
+
+/// The shard file's format; a merge refuses another.
+const FORMAT: u32 = 1;
+
+/// What one shard found, as written to its file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardFile {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// The udrma that searched it.
+    pub udrma_version: String,
+    /// The scenario file as given.
+    pub file: String,
+    /// The SHA-256 of its bytes.
+    pub scenario_sha256: String,
+    /// The seed of every run.
+    pub seed: u64,
+    /// Whether `--seed` was given (the counterexample's command says so).
+    pub seed_given: bool,
+    /// Most faults in a schedule.
+    pub faults: usize,
+    /// The fault kinds, in search order.
+    pub kinds: Vec<String>,
+    /// How long `delay` holds a packet, in nanoseconds.
+    pub delay_ns: u64,
+    /// Whether `--delay` was given.
+    pub delay_given: bool,
+    /// This shard's index, from 0.
+    pub index: u32,
+    /// How many shards.
+    pub count: u32,
+    /// Per number of faults, this shard's counts (index 0: the fault-free
+    /// run, which every shard runs).
+    pub levels: Vec<Level>,
+    /// The shard's first failing schedule at its smallest number of
+    /// faults, as (position in the parent's run, kind) per fault.
+    pub first: Option<Vec<(usize, String)>>,
+    /// Stopped by an interrupt before its share was covered.
+    pub interrupted: bool,
+    /// Wall-clock seconds the shard's search took.
+    pub wall_s: f64,
+}
+
+/// How the search was asked for, beside its bound: what a shard file
+/// records so that the merge writes the same counterexample.
+pub struct Asked<'a> {
+    /// The scenario file as given.
+    pub file: &'a Path,
+    /// Its bytes' SHA-256.
+    pub sha256: String,
+    /// The seed.
+    pub seed: u64,
+    /// Whether `--seed` was given.
+    pub seed_given: bool,
+    /// Whether `--delay` was given.
+    pub delay_given: bool,
+}
+
+/// The shard file's path for shard `s` of scenario `name` in `dir`.
+pub fn path(dir: &Path, name: &str, s: Shard) -> PathBuf {
+    dir.join(format!(
+        "{name}-check-shard-{}-of-{}.json",
+        s.index, s.count
+    ))
+}
+
+/// What a shard's search comes to, ready to write.
+pub fn record(asked: &Asked, bound: &Bound, s: Shard, found: &Search, wall_s: f64) -> ShardFile {
+    ShardFile {
+        format: FORMAT,
+        udrma_version: env!("CARGO_PKG_VERSION").into(),
+        file: asked.file.display().to_string(),
+        scenario_sha256: asked.sha256.clone(),
+        seed: asked.seed,
+        seed_given: asked.seed_given,
+        faults: bound.faults,
+        kinds: bound.kinds.iter().map(|k| k.name().to_string()).collect(),
+        delay_ns: bound.delay_ns,
+        delay_given: asked.delay_given,
+        index: s.index,
+        count: s.count,
+        levels: found.levels.clone(),
+        first: found.first.as_ref().map(|(schedule, _)| {
+            schedule
+                .iter()
+                .map(|f| (f.pos, f.kind.name().to_string()))
+                .collect()
+        }),
+        interrupted: found.interrupted,
+        wall_s,
+    }
+}
+
+/// Writes `f` as JSON to `to`.
+pub fn write(f: &ShardFile, to: &Path) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(f)?;
+    std::fs::write(to, text + "\n")
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", to.display()))
+}
+
+/// Reads shard files, refusing anything that is not one search's whole
+/// set of shards: files that do not parse, another format, another
+/// scenario (by its bytes), seed, bound or shard count, a shard missing,
+/// given twice, or interrupted.
+pub fn read_all(paths: &[PathBuf]) -> Result<Vec<ShardFile>, BadInput> {
+    let mut shards: Vec<(PathBuf, ShardFile)> = Vec::new();
+    for p in paths {
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| BadInput(format!("{}: cannot read: {e}", p.display())))?;
+        let f: ShardFile = serde_json::from_str(&text).map_err(|e| {
+            BadInput(format!(
+                "{}: not a shard file of udrma check --shard: {e}",
+                p.display()
+            ))
+        })?;
+        if f.format != FORMAT {
+            return Err(BadInput(format!(
+                "{}: shard file format {} (this udrma reads {FORMAT})",
+                p.display(),
+                f.format
+            )));
+        }
+        if f.interrupted {
+            return Err(BadInput(format!(
+                "{}: shard {}/{} was interrupted before its share was searched: run it again",
+                p.display(),
+                f.index,
+                f.count
+            )));
+        }
+        if let Some((q, g)) = shards.first() {
+            let same = (
+                &g.scenario_sha256,
+                g.seed,
+                g.faults,
+                &g.kinds,
+                g.delay_ns,
+                g.count,
+            ) == (
+                &f.scenario_sha256,
+                f.seed,
+                f.faults,
+                &f.kinds,
+                f.delay_ns,
+                f.count,
+            );
+            if !same {
+                return Err(BadInput(format!(
+                    "{} and {} are shards of different searches (scenario bytes, seed, --faults, --kinds, --delay or shard count differ)",
+                    q.display(),
+                    p.display()
+                )));
+            }
+        }
+        if let Some((q, _)) = shards.iter().find(|(_, g)| g.index == f.index) {
+            return Err(BadInput(format!(
+                "{} and {} are both shard {}/{}",
+                q.display(),
+                p.display(),
+                f.index,
+                f.count
+            )));
+        }
+        shards.push((p.clone(), f));
+    }
+    let Some(count) = shards.first().map(|(_, f)| f.count) else {
+        return Err(BadInput("--merge: no shard files given".into()));
+    };
+    let missing: Vec<String> = (0..count)
+        .filter(|i| !shards.iter().any(|(_, f)| f.index == *i))
+        .map(|i| format!("{i}/{count}"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(BadInput(format!(
+            "--merge: shard(s) {} missing of {count}",
+            missing.join(", ")
+        )));
+    }
+    let mut out: Vec<ShardFile> = shards.into_iter().map(|(_, f)| f).collect();
+    out.sort_by_key(|f| f.index);
+    Ok(out)
+}
+
+/// For `--merge`: reads the shard files (`read_all`), checks that `FILE`
+/// is the scenario they searched (by `sha256`, its bytes'), and takes
+/// their bound and seed into `args`, so that the rest of the command runs
+/// as the search did.
+pub fn adopt(args: &mut super::CheckArgs, sha256: &str) -> Result<Vec<ShardFile>, BadInput> {
+    let shards = read_all(&args.merge)?;
+    let f = &shards[0];
+    if f.scenario_sha256 != sha256 {
+        return Err(BadInput(format!(
+            "{}: not the scenario the shards searched ({}: its bytes differ)",
+            args.file.display(),
+            f.file
+        )));
+    }
+    args.faults = u32::try_from(f.faults).unwrap_or(u32::MAX);
+    args.kinds = f.kinds.iter().map(|k| kind(k)).collect::<Result<_, _>>()?;
+    args.delay = Some(udrma_proto::Duration::from_nanos(f.delay_ns));
+    args.seed = Some(f.seed);
+    args.max_schedules = u64::MAX;
+    Ok(shards)
+}
+
+/// A fault's kind by its name in a shard file.
+pub fn kind(name: &str) -> Result<Kind, BadInput> {
+    [
+        Kind::Drop,
+        Kind::Duplicate,
+        Kind::Delay,
+        Kind::Corrupt,
+        Kind::Reorder,
+    ]
+    .into_iter()
+    .find(|k| k.name() == name)
+    .ok_or_else(|| BadInput(format!("shard file: unknown fault kind {name:?}")))
+}
+
+/// The search one process would have reported, from all its shards (as
+/// `read_all` returns them): counts up to the smallest number of faults
+/// any shard found failing, and the least failing schedule of that size,
+/// run again.
+pub fn merge(
+    shards: &[ShardFile],
+    base: &Base,
+    zero: &Outcome,
+    bound: &Bound,
+) -> Result<Search, String> {
+    let smallest = shards
+        .iter()
+        .filter_map(|f| f.first.as_ref().map(Vec::len))
+        .min();
+    let depth = smallest.unwrap_or(bound.faults);
+    let mut levels: Vec<Level> = Vec::new();
+    for d in 0..=depth {
+        let mut sum = Level::default();
+        let mut any = false;
+        for f in shards {
+            let Some(l) = f.levels.get(d) else { continue };
+            any = true;
+            if d == 0 {
+                // Every shard ran the fault-free run: count it once.
+                sum = l.clone();
+                break;
+            }
+            sum.ran += l.ran;
+            sum.violations += l.violations;
+            sum.same_rule += l.same_rule;
+            sum.not_applicable += l.not_applicable;
+        }
+        if any {
+            levels.push(sum);
+        }
+    }
+    let mut paths: Vec<Vec<(usize, Kind)>> = Vec::new();
+    for f in shards {
+        if let Some(first) = f.first.as_ref().filter(|p| Some(p.len()) == smallest) {
+            let path = first
+                .iter()
+                .map(|(pos, k)| kind(k).map(|k| (*pos, k)))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.0)?;
+            paths.push(path);
+        }
+    }
+    let first = match paths.into_iter().min() {
+        Some(path) => Some(enumerate::rebuild(base, zero, bound, &path)?),
+        None => None,
+    };
+    Ok(Search {
+        levels,
+        first,
+        interrupted: false,
+    })
+}
+
+/// The shard files' search time, summed (each shard's own wall clock).
+pub fn wall_s(shards: &[ShardFile]) -> f64 {
+    shards.iter().map(|f| f.wall_s).sum()
+}
