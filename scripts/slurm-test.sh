@@ -102,7 +102,7 @@ ok "a failed task is named with its log; rerun alone, the merge equals the local
 check=scenarios/examples/check-pair.toml
 "$udrma" check "$check" --faults 2 --out "$work"/check-one > "$work"/check-one.txt
 UDRMA=$udrma sbatch --wait --array=0-1 --output="$work"/check-%a.log \
-    scripts/udrma-check.sbatch "$check" 2 "$work"/check-shards > /dev/null
+    scripts/udrma-check.sbatch "$check" 2 2 "$work"/check-shards > /dev/null
 grep -h '^shard' "$work"/check-*.log
 "$udrma" check "$check" --merge "$work"/check-shards/*-check-shard-*.json \
     --out "$work"/check-merged > "$work"/check-merged.txt

@@ -76,7 +76,7 @@ const CHUNK_PARENTS: usize = 8;
 
 /// Runs a thread takes between two reports to the progress bar: enough
 /// that the threads rarely wait for the slowest run of a batch.
-const BATCH_PER_THREAD: usize = 16;
+const BATCH_PER_THREAD: usize = 64;
 
 /// The children of `node`: one more fault on each packet its run judged
 /// after its last fault, of each kind. With `shard`, the fault-free run's
@@ -168,6 +168,7 @@ pub fn search(
     };
     let fails = !zero.failing().is_empty();
     out.levels[0].violations = u64::from(fails);
+    progress(Progress::Ran(1));
     progress(Progress::Level(0, &out.levels[0]));
     if fails {
         out.first = Some((Vec::new(), zero));

@@ -85,7 +85,7 @@ pub struct CheckArgs {
     /// those whose first fault is on packet i of the fault-free run with
     /// i mod N = I. Writes `<name>-check-shard-I-of-N.json` in `--out`
     /// for `--merge`.
-    #[arg(long, conflicts_with = "merge")]
+    #[arg(long, conflicts_with_all = ["merge", "shrink"])]
     pub shard: Option<Shard>,
     /// Add up the shard files of one search (every shard, each once) and
     /// report what one process would have: its counts, its smallest
@@ -116,6 +116,7 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
             .as_ref()
             .map_or(args.delay.is_some(), |s| s[0].delay_given),
         seed: 0,
+        zero_trace: String::new(),
     };
     let mut kinds = args.kinds.clone();
     kinds.sort();
@@ -190,12 +191,29 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     let zero_started = Wall::now();
     let zero = base.run(&[]).map_err(BadInput)?;
     let zero_wall = zero_started.elapsed();
+    if let Some(f) = merged.as_ref().map(|s| &s[0]) {
+        if f.zero_trace != zero.trace_hash {
+            return Err(BadInput(format!(
+                "{}: its fault-free run here has trace {}, the shards' {}: they ran another build of udrma",
+                args.file.display(),
+                zero.trace_hash,
+                f.zero_trace
+            ))
+            .into());
+        }
+    }
+    let asked = shard::Asked {
+        zero_trace: zero.trace_hash.clone(),
+        ..asked
+    };
     let bound = enumerate::Bound {
         faults: args.faults as usize,
         kinds,
         delay_ns: delay.as_ps().div_ceil(1000).max(1),
     };
-    let estimate = enumerate::estimate(zero.egress.len(), bound.kinds.len(), bound.faults);
+    // A shard searches about its share.
+    let estimate = enumerate::estimate(zero.egress.len(), bound.kinds.len(), bound.faults)
+        / args.shard.map_or(1, |s| u128::from(s.count));
     let head = report::Head {
         file: &args.file,
         name: &base.scenario.file.name,
@@ -230,7 +248,9 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
         usize::from,
     );
     report::print_head(&mut out, &head)?;
-    report::print_estimate(&mut out, estimate, zero_wall, jobs)?;
+    if merged.is_none() {
+        report::print_estimate(&mut out, estimate, zero_wall, jobs)?;
+    }
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
         .build()

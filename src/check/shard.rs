@@ -40,6 +40,9 @@ pub struct ShardFile {
     pub scenario_sha256: String,
     /// The seed of every run.
     pub seed: u64,
+    /// The fault-free run's trace hash: a merge on another build (or an
+    /// engine that behaves otherwise) sees another and refuses.
+    pub zero_trace: String,
     /// Whether `--seed` was given (the counterexample's command says so).
     pub seed_given: bool,
     /// Most faults in a schedule.
@@ -75,6 +78,8 @@ pub struct Asked<'a> {
     pub sha256: String,
     /// The seed.
     pub seed: u64,
+    /// The fault-free run's trace hash.
+    pub zero_trace: String,
     /// Whether `--seed` was given.
     pub seed_given: bool,
     /// Whether `--delay` was given.
@@ -97,6 +102,7 @@ pub fn record(asked: &Asked, bound: &Bound, s: Shard, found: &Search, wall_s: f6
         file: asked.file.display().to_string(),
         scenario_sha256: asked.sha256.clone(),
         seed: asked.seed,
+        zero_trace: asked.zero_trace.clone(),
         seed_given: asked.seed_given,
         faults: bound.faults,
         kinds: bound.kinds.iter().map(|k| k.name().to_string()).collect(),
@@ -145,6 +151,9 @@ pub fn read_all(paths: &[PathBuf]) -> Result<Vec<ShardFile>, BadInput> {
                 f.format
             )));
         }
+        if let Err(why) = f.consistent() {
+            return Err(BadInput(format!("{}: {why}", p.display())));
+        }
         if f.interrupted {
             return Err(BadInput(format!(
                 "{}: shard {}/{} was interrupted before its share was searched: run it again",
@@ -157,21 +166,25 @@ pub fn read_all(paths: &[PathBuf]) -> Result<Vec<ShardFile>, BadInput> {
             let same = (
                 &g.scenario_sha256,
                 g.seed,
+                &g.zero_trace,
                 g.faults,
                 &g.kinds,
                 g.delay_ns,
                 g.count,
+                &g.levels[0],
             ) == (
                 &f.scenario_sha256,
                 f.seed,
+                &f.zero_trace,
                 f.faults,
                 &f.kinds,
                 f.delay_ns,
                 f.count,
+                &f.levels[0],
             );
             if !same {
                 return Err(BadInput(format!(
-                    "{} and {} are shards of different searches (scenario bytes, seed, --faults, --kinds, --delay or shard count differ)",
+                    "{} and {} are shards of different searches (scenario bytes, seed, fault-free run, --faults, --kinds, --delay or shard count differ)",
                     q.display(),
                     p.display()
                 )));
@@ -204,6 +217,58 @@ pub fn read_all(paths: &[PathBuf]) -> Result<Vec<ShardFile>, BadInput> {
     let mut out: Vec<ShardFile> = shards.into_iter().map(|(_, f)| f).collect();
     out.sort_by_key(|f| f.index);
     Ok(out)
+}
+
+impl ShardFile {
+    /// What one file must hold to be a shard of a search this udrma could
+    /// have run: a shard index below a count of at least one, at most 8
+    /// faults of known kinds (sorted, each once), a first failing schedule
+    /// no longer than the bound, and one level of counts per number of
+    /// faults searched (to the bound, or to the first failing one).
+    fn consistent(&self) -> Result<(), String> {
+        if self.count == 0 || self.index >= self.count {
+            return Err(format!(
+                "shard {}/{}: not a shard of that many",
+                self.index, self.count
+            ));
+        }
+        if self.faults > 8 {
+            return Err(format!(
+                "{} faults: udrma check searches 0 to 8",
+                self.faults
+            ));
+        }
+        let kinds = self
+            .kinds
+            .iter()
+            .map(|k| kind(k).map_err(|e| e.0))
+            .collect::<Result<Vec<_>, _>>()?;
+        if kinds.is_empty() || kinds.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(format!(
+                "fault kinds {:?}: not a search's (sorted, each once)",
+                self.kinds
+            ));
+        }
+        let deepest = match &self.first {
+            Some(p) if p.len() > self.faults => {
+                return Err(format!(
+                    "a first failing schedule of {} faults, beyond its bound of {}",
+                    p.len(),
+                    self.faults
+                ))
+            }
+            Some(p) => p.len(),
+            None => self.faults,
+        };
+        if self.levels.is_empty() || (!self.interrupted && self.levels.len() != deepest + 1) {
+            return Err(format!(
+                "{} levels of counts, where its search has {}",
+                self.levels.len(),
+                deepest + 1
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// For `--merge`: reads the shard files (`read_all`), checks that `FILE`
@@ -269,10 +334,10 @@ pub fn merge(
                 sum = l.clone();
                 break;
             }
-            sum.ran += l.ran;
-            sum.violations += l.violations;
-            sum.same_rule += l.same_rule;
-            sum.not_applicable += l.not_applicable;
+            sum.ran = sum.ran.saturating_add(l.ran);
+            sum.violations = sum.violations.saturating_add(l.violations);
+            sum.same_rule = sum.same_rule.saturating_add(l.same_rule);
+            sum.not_applicable = sum.not_applicable.saturating_add(l.not_applicable);
         }
         if any {
             levels.push(sum);
@@ -290,7 +355,16 @@ pub fn merge(
         }
     }
     let first = match paths.into_iter().min() {
-        Some(path) => Some(enumerate::rebuild(base, zero, bound, &path)?),
+        Some(path) => {
+            let (schedule, outcome) = enumerate::rebuild(base, zero, bound, &path)?;
+            if outcome.failing().is_empty() {
+                return Err(format!(
+                    "the shards' smallest counterexample ({} faults) passes when run here: the shards ran another build",
+                    path.len()
+                ));
+            }
+            Some((schedule, outcome))
+        }
         None => None,
     };
     Ok(Search {
@@ -303,4 +377,61 @@ pub fn merge(
 /// The shard files' search time, summed (each shard's own wall clock).
 pub fn wall_s(shards: &[ShardFile]) -> f64 {
     shards.iter().map(|f| f.wall_s).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(index: u32, count: u32) -> ShardFile {
+        ShardFile {
+            format: FORMAT,
+            udrma_version: "0".into(),
+            file: "f.toml".into(),
+            scenario_sha256: "ab".into(),
+            seed: 1,
+            zero_trace: "cd".into(),
+            seed_given: false,
+            faults: 2,
+            kinds: vec!["drop".into(), "delay".into()],
+            delay_ns: 1000,
+            delay_given: false,
+            index,
+            count,
+            levels: vec![Level::default(); 3],
+            first: None,
+            interrupted: false,
+            wall_s: 0.0,
+        }
+    }
+
+    /// A file that no search of this udrma could have written is refused,
+    /// saying what is wrong with it.
+    #[test]
+    fn a_shard_file_must_be_one_a_search_could_write() {
+        assert_eq!(shard(1, 2).consistent(), Ok(()));
+        let bad = |f: ShardFile| f.consistent().unwrap_err();
+        assert!(bad(shard(2, 2)).contains("not a shard of that many"));
+        assert!(bad(shard(0, 0)).contains("not a shard of that many"));
+        let mut f = shard(0, 2);
+        f.faults = 9;
+        assert!(bad(f).contains("0 to 8"));
+        let mut f = shard(0, 2);
+        f.kinds = vec!["delay".into(), "drop".into(), "drop".into()];
+        assert!(bad(f).contains("sorted, each once"));
+        let mut f = shard(0, 2);
+        f.kinds = vec!["melt".into()];
+        assert!(bad(f).contains("unknown fault kind"));
+        let mut f = shard(0, 2);
+        f.first = Some(vec![(0, "drop".into()); 3]);
+        assert!(bad(f).contains("beyond its bound"));
+        let mut f = shard(0, 2);
+        f.levels.pop();
+        assert!(bad(f).contains("2 levels of counts, where its search has 3"));
+        // A shard that failed at one fault stopped there.
+        let mut f = shard(0, 2);
+        f.first = Some(vec![(4, "drop".into())]);
+        f.levels.truncate(2);
+        assert_eq!(f.consistent(), Ok(()));
+    }
 }

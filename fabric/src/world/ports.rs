@@ -569,9 +569,9 @@ impl World {
     /// Into a NIC that works packets one at a time (a costed host), the
     /// lane obeys the link-level flow control that `enqueue` applies to
     /// data: a packet starts only when the receive unit will be ready for
-    /// it, and one that finds the lane's waiting packets taking as long as
-    /// a lane as large as the port's queue takes that NIC to work through
-    /// is dropped (the lane's buffer is full; `lane`). Before, the lane had no bound and skipped the
+    /// it, and one that finds the lane's waiting packets filling as many
+    /// bytes as the port's queue is dropped (the lane's buffer is full;
+    /// `lane`). Before, the lane had no bound and skipped the
     /// flow control, so trimmed headers, each a whole packet's firmware
     /// time on a slow NIC, piled up in its receive unit: 105 ms of
     /// backlog on `myrinet-lanai9`, and every packet behind them timed
@@ -586,20 +586,18 @@ impl World {
         if let Some(to) = hot.peer_host().filter(|_| self.costed) {
             let work = self.cost.packet(pkt.len() as usize);
             start = self.rx_slot(to, &hot, ser, work, start);
-            // The lane holds as many bytes as the port's queue: its
-            // waiting packets take no longer than a full lane of packets
-            // like this one takes this NIC to work through (`lane`).
-            let room = hot.queue_bytes / (pkt.len() + self.seal_bytes).max(1);
-            let full = Duration(work.as_ps().saturating_mul(room));
+            // The lane holds as many bytes as the port's queue, its own
+            // waiting packets' only (`lane`).
+            let bytes = pkt.len() + self.seal_bytes;
             let p = port as usize;
             if self.lanes.len() <= p {
                 self.lanes.resize_with(p + 1, Default::default);
             }
-            if !self.lanes[p].admits(self.now, work, full) {
+            if !self.lanes[p].admits(self.now, bytes, hot.queue_bytes) {
                 self.drop_pkt(hot.link, pkt, DropReason::QueueFull);
                 return;
             }
-            self.lanes[p].book(start, work);
+            self.lanes[p].book(start, bytes);
             self.take_rx_slot(to, &hot, ser, work, start);
         }
         if hot.tapped {

@@ -72,7 +72,6 @@ impl Nic {
                 if self.gbn_skips_trimmed(from, &p) {
                     // Discarded as the whole packet would have been; its
                     // sender's controller still hears the full queue.
-                    self.stats.out_of_sequence += 1;
                     self.nack_header(from, &p, Syndrome::Trimmed, TRIMMED_AHEAD);
                     return;
                 }
@@ -112,8 +111,9 @@ impl Nic {
                 .mask
                 .missing_span()
                 .map_or(entry.mask.count(), |(lo, _)| lo),
-            // A copy of another shape, or of an operation finished or not
-            // registered here: answered as before.
+            // A copy of another shape, or of an operation finished here:
+            // answered as before (its sender drops a NACK for what it no
+            // longer holds).
             Some(_) => return false,
             None if self.tombstones.contains(&key) || self.tombstones.finished(&key) => {
                 return false;
