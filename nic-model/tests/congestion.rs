@@ -426,6 +426,107 @@ fn a_trimmed_header_changes_nothing_and_answers_only_the_current_life() {
     assert_eq!(p.nics[1].occupancy(), before);
 }
 
+/// The `detail` of the NACK a go-back-N receiver (h1) answers a trimmed
+/// WRITE header from h0 with, or `None` if it answers nothing.
+fn trim_detail(
+    p: &mut Pair,
+    head: udrma_proto::Repr<'_>,
+    msg: u32,
+    seg: u32,
+    count: u32,
+) -> Option<u32> {
+    let mut bytes = sample_of(Opcode::Write, head.epoch);
+    {
+        let mut pkt = udrma_proto::Packet::new_unchecked(&mut bytes[..]);
+        pkt.set_src_ep(head.src_ep);
+        pkt.set_dst_ep(head.dst_ep);
+        pkt.set_msg_id(msg);
+        pkt.set_seg_index(seg);
+        pkt.set_seg_count(count);
+    }
+    let now = p.now;
+    p.nics[1].handle_datagram_meta(
+        now,
+        NodeAddr(0),
+        trimmed_meta(),
+        &bytes[..udrma_proto::HEADER_LEN],
+    );
+    let mut buf = vec![0u8; 2048];
+    let t = p.nics[1].poll_transmit(now, &mut buf)?;
+    match udrma_proto::Repr::parse_bytes(&buf[..t.len]).ok()?.body {
+        udrma_proto::Body::Nack { detail, .. } => Some(detail),
+        _ => None,
+    }
+}
+
+/// A go-back-N receiver answers `detail` 1 (`TRIMMED_AHEAD`) only for a
+/// trimmed packet it would have discarded whole: one ahead of the segment
+/// it expects next of an operation it holds, or a later segment of one it
+/// has not registered. The packet it expects next, a packet of another
+/// segment count, and a packet of an operation it finished all draw
+/// `detail` 0, as in selective mode.
+#[test]
+fn a_go_back_n_receiver_says_which_trims_it_would_have_discarded_whole() {
+    let cfg = NicConfig {
+        retransmit: udrma_nic::RetransmitMode::GoBackN,
+        ..small()
+    };
+    let mut p = write_pair(cfg, 4000);
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let keep = seen.clone();
+    // Segment 1 never arrives: h1 holds the operation, expecting it.
+    p.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode() == Opcode::Write => {
+            keep.borrow_mut()
+                .push((r.src_ep, r.dst_ep, r.msg_id, r.epoch));
+            if r.seg_index == 1 {
+                Verdict::Drop
+            } else {
+                Verdict::Deliver
+            }
+        }
+        _ => Verdict::Deliver,
+    });
+    let t = p.now + us(10);
+    p.run_until(t);
+    let (src_ep, dst_ep, msg, epoch) = seen.borrow()[0];
+    let head = udrma_proto::Repr {
+        src_ep,
+        dst_ep,
+        epoch,
+        ..udrma_proto::samples::every_kind()
+            .into_iter()
+            .find(|r| r.opcode() == Opcode::Write)
+            .unwrap()
+    };
+    assert_eq!(
+        trim_detail(&mut p, head, msg, 1, 4),
+        Some(0),
+        "the one expected"
+    );
+    assert_eq!(trim_detail(&mut p, head, msg, 3, 4), Some(1), "ahead of it");
+    assert_eq!(
+        trim_detail(&mut p, head, msg, 2, 5),
+        Some(0),
+        "another shape"
+    );
+    assert_eq!(
+        trim_detail(&mut p, head, msg + 7, 2, 4),
+        Some(1),
+        "not registered"
+    );
+    assert_eq!(
+        trim_detail(&mut p, head, msg + 7, 0, 4),
+        Some(0),
+        "its first"
+    );
+    // Once the operation is finished, its trims are answered as before.
+    p.clear_filter();
+    p.run();
+    assert!(completed_ok(&p));
+    assert_eq!(trim_detail(&mut p, head, msg, 3, 4), Some(0), "finished");
+}
+
 /// A pair with an 8,000-byte READ posted by h0 from h1 (eight responses
 /// of 1,000 bytes).
 fn read_pair() -> Pair {
