@@ -339,11 +339,9 @@ mod tests {
         }
     }
 
-    /// A rule's n counts the earlier packets of its link, direction and
-    /// opcode; a reorder holds just past the next packet of its link and
-    /// direction, and has none for the last.
-    #[test]
-    fn children_count_the_nth_packet_of_their_class_and_swap_with_the_next() {
+    /// Two writes and an ACK on one link, a write on another; up to two
+    /// drops or reorders.
+    fn four_packets() -> (Node, Bound) {
         let node = Node {
             schedule: Vec::new(),
             egress: vec![
@@ -358,6 +356,15 @@ mod tests {
             kinds: vec![Kind::Drop, Kind::Reorder],
             delay_ns: 200_000,
         };
+        (node, bound)
+    }
+
+    /// A rule's n counts the earlier packets of its link, direction and
+    /// opcode; a reorder holds just past the next packet of its link and
+    /// direction, and has none for the last.
+    #[test]
+    fn children_count_the_nth_packet_of_their_class_and_swap_with_the_next() {
+        let (node, bound) = four_packets();
         let mut level = Level::default();
         let kids = children(&node, &bound, &mut level, None);
         // 4 drops, 1 reorder (the first write, swapped with the second).
@@ -395,20 +402,7 @@ mod tests {
     /// owns their first fault.
     #[test]
     fn shards_split_the_first_faults_by_packet() {
-        let node = Node {
-            schedule: Vec::new(),
-            egress: vec![
-                pkt(0, 0, false, Opcode::Write),
-                pkt(1000, 0, true, Opcode::Ack),
-                pkt(1500, 0, false, Opcode::Write),
-                pkt(2000, 1, false, Opcode::Write),
-            ],
-        };
-        let bound = Bound {
-            faults: 2,
-            kinds: vec![Kind::Drop, Kind::Reorder],
-            delay_ns: 200_000,
-        };
+        let (node, bound) = four_packets();
         let whole = children(&node, &bound, &mut Level::default(), None);
         let mut levels = [Level::default(), Level::default()];
         let mut kids: Vec<Schedule> = Vec::new();
