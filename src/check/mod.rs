@@ -328,33 +328,45 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
         Some((schedule, outcome)) => {
             report::print_violation(&mut out, &found, schedule, outcome, &base.link_names)?;
-            // The flags that change the search, so the header's command
-            // searches again as this one did.
-            let mut flags = String::new();
-            if asked.seed_given {
-                flags.push_str(&format!(" --seed {seed}"));
-            }
-            if asked.delay_given {
-                flags.push_str(&format!(" --delay {}ns", bound.delay_ns));
-            }
+            let flags = search_flags(&asked, seed, &bound);
             let written = counterexample::write(
                 &args.file, &doc, &base, schedule, outcome, &args.out, &bound, &flags,
             )?;
             report::print_replay(&mut out, &written)?;
             if args.shrink {
-                let stem = written
-                    .path
-                    .file_stem()
-                    .unwrap_or_default()
-                    .to_string_lossy();
-                let to = written.path.with_file_name(format!("{stem}-shrunk.toml"));
-                write!(out, "shrink      ")?;
-                out.flush()?;
-                crate::shrink::shrink(&written.path, seed, &to)?;
+                shrink_counterexample(&mut out, &written.path, seed)?;
             }
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// The flags that change the search, so the counterexample's header
+/// command searches again as this one did.
+fn search_flags(asked: &shard::Asked, seed: u64, bound: &enumerate::Bound) -> String {
+    let mut flags = String::new();
+    if asked.seed_given {
+        flags.push_str(&format!(" --seed {seed}"));
+    }
+    if asked.delay_given {
+        flags.push_str(&format!(" --delay {}ns", bound.delay_ns));
+    }
+    flags
+}
+
+/// `--shrink`: hands the counterexample at `path` to `udrma shrink`,
+/// writing `<stem>-shrunk.toml` beside it.
+fn shrink_counterexample(
+    out: &mut dyn Write,
+    path: &std::path::Path,
+    seed: u64,
+) -> anyhow::Result<()> {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let to = path.with_file_name(format!("{stem}-shrunk.toml"));
+    write!(out, "shrink      ")?;
+    out.flush()?;
+    crate::shrink::shrink(path, seed, &to)?;
+    Ok(())
 }
 
 /// Set on SIGINT (Ctrl-C): the search finishes the runs under way and
