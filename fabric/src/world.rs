@@ -161,6 +161,11 @@ pub struct FabricStats {
     /// into such a NIC keeps it under about one packet's work: packets
     /// wait in the switch's queue instead, which drops, trims and marks.
     pub max_rx_wait_ps: u64,
+    /// Longest any packet ahead of a port's queue (a trimmed header, or
+    /// control under priority) waited to start across the link into a
+    /// costed NIC, in picoseconds: at most the time a full queue of data
+    /// takes that NIC (the lane's patience).
+    pub max_lane_wait_ps: u64,
     /// Most events pending at once (bounded by ports + hosts + delayed
     /// packets: lazy timer cancellation leaves at most a few per host).
     /// In lookahead windows it is counted as each window begins and at
@@ -368,6 +373,7 @@ impl World {
                 }
             })
             .collect();
+        let lanes = lane::for_ports(&topo, &cfg.nic.cost);
         let deep_prefetch = ports.len() * std::mem::size_of::<PortState>() > DEEP_PREFETCH_BYTES;
         Ok(World {
             router: Router::new(&topo, cfg.routing),
@@ -382,7 +388,7 @@ impl World {
             windows: Default::default(),
             slab: Vec::new(),
             ahead: Vec::new(),
-            lanes: Vec::new(),
+            lanes,
             free: Vec::new(),
             now: Instant::ZERO,
             serial: 0,

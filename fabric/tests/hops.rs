@@ -186,6 +186,35 @@ fn a_full_header_lane_into_a_slow_nic_drops_the_header() {
     );
 }
 
+/// A header waits in the lane no longer than its patience. Eight hosts
+/// WRITE 64 KiB each into h0, whose NIC spends 20 µs on every packet,
+/// through a trimming port of 16 KiB with a 9,216-byte MTU. A full queue
+/// of data is 1.78 packets, 35.6 µs of h0's work; the lane waits longer
+/// only to take one header from each of the switch's 8 other ports,
+/// 160 µs, and no header waits longer to start across the link (those
+/// that would are dropped there). Before (finding 39), the lane held
+/// 16 KiB of headers whatever they cost the NIC, and one waited 10.3 ms:
+/// on slow NICs headers waited past their senders' timeouts, and
+/// operations ran out of retries with nothing lost to a fault.
+#[test]
+fn a_header_waits_in_the_lane_no_longer_than_its_patience() {
+    let (mut w, keys) = trimming_star_into_a_slow_nic(20_000);
+    for h in 1..9 {
+        write(&mut w, &keys, h, 0, 64 * 1024);
+    }
+    w.run_until(Instant::ZERO + Duration::from_millis(20));
+    let waited = w.stats().max_lane_wait_ps;
+    let patience = 8 * Duration::from_micros(20).as_ps();
+    assert!(
+        waited <= patience,
+        "a header waited {waited} ps to start; the lane's patience is {patience} ps"
+    );
+    assert!(
+        waited > 16 * 1024 * Duration::from_micros(20).as_ps() / 9216,
+        "headers waited longer than a full queue of data: {waited} ps"
+    );
+}
+
 /// A link carries a datagram of exactly its MTU (and drops one byte
 /// more): a one-packet WRITE through links whose MTU is that packet's
 /// datagram crosses, and is counted hop by hop (two links each for the

@@ -587,17 +587,17 @@ impl World {
             let work = self.cost.packet(pkt.len() as usize);
             start = self.rx_slot(to, &hot, ser, work, start);
             // The lane holds as many bytes as the port's queue, its own
-            // waiting packets' only (`lane`).
+            // waiting packets' only, and none that would wait longer than
+            // its patience (`lane`).
             let bytes = pkt.len() + self.seal_bytes;
-            let p = port as usize;
-            if self.lanes.len() <= p {
-                self.lanes.resize_with(p + 1, Default::default);
-            }
-            if !self.lanes[p].admits(self.now, bytes, hot.queue_bytes) {
+            let lane = &mut self.lanes[port as usize];
+            if !lane.admits(self.now, start, bytes) {
                 self.drop_pkt(hot.link, pkt, DropReason::QueueFull);
                 return;
             }
-            self.lanes[p].book(start, bytes);
+            lane.book(start, bytes);
+            let waited = (start - self.now).as_ps();
+            self.stats.max_lane_wait_ps = self.stats.max_lane_wait_ps.max(waited);
             self.take_rx_slot(to, &hot, ser, work, start);
         }
         if hot.tapped {
