@@ -161,11 +161,12 @@ pub struct FabricStats {
     /// into such a NIC keeps it under about one packet's work: packets
     /// wait in the switch's queue instead, which drops, trims and marks.
     pub max_rx_wait_ps: u64,
-    /// Longest any packet ahead of a port's queue (a trimmed header, or
-    /// control under priority) waited to start across the link into a
-    /// costed NIC, in picoseconds: at most the time a full queue of data
-    /// takes that NIC (the lane's patience).
-    pub max_lane_wait_ps: u64,
+    /// Most NIC work, in picoseconds, that a packet sent ahead of a
+    /// port's queue (a trimmed header, or control under priority) into a
+    /// costed NIC found in its lane ahead of it: within the lane's
+    /// patience (a full queue of data's time into that NIC, or one
+    /// packet's work per other port of the switch if more).
+    pub max_lane_work_ps: u64,
     /// Most events pending at once (bounded by ports + hosts + delayed
     /// packets: lazy timer cancellation leaves at most a few per host).
     /// In lookahead windows it is counted as each window begins and at
@@ -220,8 +221,8 @@ pub struct World {
     /// control packets under priority) not yet arrived, by arrival; only
     /// as long as the last port that sent one.
     ahead: Vec<VecDeque<InFlight>>,
-    /// Per port, the NIC time its ahead lane's waiting packets take (a
-    /// costed host's port only); as long as the last such port.
+    /// Per port, the packets ahead of its queue still waiting to start
+    /// into a costed NIC (`lane`); empty when NICs cost nothing.
     lanes: Vec<lane::Lane>,
     free: Vec<u32>,
     now: Instant,
@@ -373,7 +374,12 @@ impl World {
                 }
             })
             .collect();
-        let lanes = lane::for_ports(&topo, &cfg.nic.cost);
+        let lanes = if cfg.nic.cost.is_zero() {
+            Vec::new()
+        } else {
+            let packet = u64::from(cfg.nic.mtu_payload) + udrma_proto::packet::HEADER_LEN as u64;
+            lane::for_ports(&topo, &cfg.nic.cost, packet)
+        };
         let deep_prefetch = ports.len() * std::mem::size_of::<PortState>() > DEEP_PREFETCH_BYTES;
         Ok(World {
             router: Router::new(&topo, cfg.routing),

@@ -570,8 +570,8 @@ impl World {
     /// lane obeys the link-level flow control that `enqueue` applies to
     /// data: a packet starts only when the receive unit will be ready for
     /// it, and one that finds the lane's waiting packets filling as many
-    /// bytes as the port's queue is dropped (the lane's buffer is full;
-    /// `lane`). Before, the lane had no bound and skipped the
+    /// bytes as the port's queue, or as much of the NIC's work as the
+    /// lane's patience, is dropped (the lane's buffer is full; `lane`). Before, the lane had no bound and skipped the
     /// flow control, so trimmed headers, each a whole packet's firmware
     /// time on a slow NIC, piled up in its receive unit: 105 ms of
     /// backlog on `myrinet-lanai9`, and every packet behind them timed
@@ -586,18 +586,18 @@ impl World {
         if let Some(to) = hot.peer_host().filter(|_| self.costed) {
             let work = self.cost.packet(pkt.len() as usize);
             start = self.rx_slot(to, &hot, ser, work, start);
-            // The lane holds as many bytes as the port's queue, its own
-            // waiting packets' only, and none that would wait longer than
-            // its patience (`lane`).
+            // The lane holds as many bytes as the port's queue, and no
+            // more of the NIC's work than its patience, of its own
+            // waiting packets only (`lane`).
             let bytes = pkt.len() + self.seal_bytes;
             let lane = &mut self.lanes[port as usize];
-            if !lane.admits(self.now, start, bytes) {
+            let Some(ahead) = lane.admits(self.now, bytes, work) else {
                 self.drop_pkt(hot.link, pkt, DropReason::QueueFull);
                 return;
-            }
-            lane.book(start, bytes);
-            let waited = (start - self.now).as_ps();
-            self.stats.max_lane_wait_ps = self.stats.max_lane_wait_ps.max(waited);
+            };
+            lane.book(start, bytes, work);
+            let ahead = ahead.as_ps();
+            self.stats.max_lane_work_ps = self.stats.max_lane_work_ps.max(ahead);
             self.take_rx_slot(to, &hot, ser, work, start);
         }
         if hot.tapped {

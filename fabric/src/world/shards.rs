@@ -768,7 +768,7 @@ impl FabricStats {
         self.control_ahead += o.control_ahead;
         self.max_queue_bytes = self.max_queue_bytes.max(o.max_queue_bytes);
         self.max_rx_wait_ps = self.max_rx_wait_ps.max(o.max_rx_wait_ps);
-        self.max_lane_wait_ps = self.max_lane_wait_ps.max(o.max_lane_wait_ps);
+        self.max_lane_work_ps = self.max_lane_work_ps.max(o.max_lane_work_ps);
         self.max_event_queue = self.max_event_queue.max(o.max_event_queue);
         self.reordered += o.reordered;
     }
@@ -799,7 +799,7 @@ mod tests {
             max_event_queue: 13 * n,
             reordered: 14 * n,
             max_rx_wait_ps: 15 * n,
-            max_lane_wait_ps: 16 * n,
+            max_lane_work_ps: 16 * n,
         };
         let mut sum = one(2);
         sum.absorb(&one(3));
@@ -807,7 +807,7 @@ mod tests {
         want.max_queue_bytes = 36;
         want.max_event_queue = 39;
         want.max_rx_wait_ps = 45;
-        want.max_lane_wait_ps = 48;
+        want.max_lane_work_ps = 48;
         assert_eq!(sum, want);
         sum.absorb(&FabricStats::default());
         assert_eq!(sum, want, "nothing added");
