@@ -144,6 +144,13 @@ pub struct NicConfig {
     /// READ nothing of which came back is left to its timer: its
     /// responder may only be busy). Off by default.
     pub tail_probe: bool,
+    /// A credit count the peer has not echoed within a retransmit
+    /// timeout is sent again in a repair NOOP (docs/wire-format.md,
+    /// "Credit echo"). On by default. Off, a count rides only on the
+    /// packets that carry it, as in MVICH, and one that rode on a lost
+    /// ACK waits for the next packet to the peer (docs/testing.md,
+    /// finding 8): kept so that `udrma check` can be shown finding it.
+    pub credit_repair: bool,
     /// Retransmission mode.
     pub retransmit: RetransmitMode,
     /// Declare a packet lost, and send it again at once, when a packet to
@@ -252,6 +259,7 @@ impl Default for NicConfig {
             completion_acks: false,
             rto_restart: false,
             tail_probe: false,
+            credit_repair: true,
             retransmit: RetransmitMode::Selective,
             fast_retransmit: true,
             spurious_by_timing: true,

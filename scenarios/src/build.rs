@@ -274,6 +274,7 @@ pub fn nic_config(
         completion_acks: n.completion_acks.unwrap_or(d.completion_acks),
         rto_restart: n.rto_restart.unwrap_or(d.rto_restart),
         tail_probe: n.tail_probe.unwrap_or(d.tail_probe),
+        credit_repair: n.credit_repair.unwrap_or(d.credit_repair),
         rto_initial: t(n.rto_initial, d.rto_initial),
         rto_min: match n.rto_min {
             None => d.rto_min,

@@ -325,6 +325,9 @@ pub struct NicSpec {
     /// An operation's last packet out goes again once after two smoothed
     /// RTTs of silence (tail loss probe).
     pub tail_probe: Option<bool>,
+    /// Repair NOOPs for credit counts the peer has not echoed (default
+    /// on; off reinstates finding 8).
+    pub credit_repair: Option<bool>,
     /// `selective` or `go-back-n`.
     pub retransmit: Option<String>,
     /// Selective-ACK loss detection before the timer (default on).

@@ -169,6 +169,9 @@ impl Nic {
 
     /// The `CreditCheck` timer of [`Nic::note_echo`].
     pub(super) fn check_echo(&mut self, now: Instant, peer: NodeAddr) {
+        if !self.cfg.credit_repair {
+            return;
+        }
         let Some((doubted, _, tries)) = self.credits_doubted.remove(&peer) else {
             return;
         };

@@ -1,0 +1,107 @@
+//! The answers `udrma check` must keep: twenty small scenarios in
+//! `tests/check-cases/` (the shipped check examples, variants of them,
+//! the patent's stale-duplicate hazard, and findings 3, 8, 9 and 12
+//! reinstated through the configurations that still have them), each
+//! headed by the flags it is searched with (`# check: ...`) and the
+//! lines the search printed last (`# answer: ...`): the verdict, and the
+//! smallest counterexample's faults when there is one.
+//!
+//! A search that prunes schedules (issue 65's state merging, when it is
+//! built) must give every case the same answer as the plain search that
+//! pinned them. `UDRMA_BLESS=1` rewrites the answers from the plain
+//! search, for a case added or an engine change that moves one (say why
+//! in the commit).
+
+mod common;
+use common::{tmp, udrma};
+
+/// The lines of a search's output that are its answer: the verdict and
+/// the counterexample's faults.
+fn answer(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("result ") || l.starts_with("fault "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The case files, by name.
+fn cases() -> Vec<std::path::PathBuf> {
+    let dir = format!("{}/tests/check-cases", env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "about 60,000 runs of the engine: seconds in release, many minutes in debug: run with --release (CI does)"
+)]
+fn every_check_case_gives_its_pinned_answer() {
+    let bless = std::env::var_os("UDRMA_BLESS").is_some();
+    let files = cases();
+    assert!(files.len() >= 20, "{} cases", files.len());
+    let out_dir = tmp("check-cases");
+    let mut wrong = Vec::new();
+    let mut violations = 0;
+    for path in &files {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(path).unwrap();
+        let flags: Vec<&str> = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# check: "))
+            .unwrap_or_else(|| panic!("{name} has no `# check:` line"))
+            .split_whitespace()
+            .collect();
+        let pinned: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# answer: "))
+            .map(str::to_string)
+            .collect();
+        let file = path.to_str().unwrap();
+        let mut args = vec!["check", file];
+        args.extend(&flags);
+        args.extend(["--out", out_dir.to_str().unwrap()]);
+        let out = udrma(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let got = answer(&stdout);
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)) && !got.is_empty(),
+            "{name}: udrma check {flags:?} exited {:?}\n{stdout}\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if got.iter().any(|l| l.starts_with("result      VIOLATION")) {
+            violations += 1;
+        }
+        if bless {
+            let kept: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.starts_with("# answer: "))
+                .collect();
+            let at = kept
+                .iter()
+                .position(|l| l.starts_with("# check: "))
+                .unwrap();
+            let mut lines: Vec<String> = kept.iter().map(|l| l.to_string()).collect();
+            for (i, l) in got.iter().enumerate() {
+                lines.insert(at + 1 + i, format!("# answer: {l}"));
+            }
+            std::fs::write(path, lines.join("\n") + "\n").unwrap();
+        } else if got != pinned {
+            wrong.push(format!(
+                "{name}: pinned\n  {}\nthe search now says\n  {}",
+                pinned.join("\n  "),
+                got.join("\n  ")
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    // The set must hold counterexamples to compare, not only passes.
+    assert!(violations >= 4, "{violations} cases with a violation");
+}
