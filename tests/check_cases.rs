@@ -4,7 +4,9 @@
 //! reinstated through the configurations that still have them), each
 //! headed by the flags it is searched with (`# check: ...`) and the
 //! lines the search printed last (`# answer: ...`): the verdict, and the
-//! smallest counterexample's faults when there is one.
+//! smallest counterexample's faults when there is one. How many
+//! schedules violate is printed but not compared (a search that prunes
+//! runs fewer).
 //!
 //! A search that prunes schedules (issue 65's state merging, when it is
 //! built) must give every case the same answer as the plain search that
@@ -25,6 +27,19 @@ fn answer(stdout: &str) -> Vec<String> {
         .collect()
 }
 
+/// A line of an answer as searches must agree on it: a `result` line
+/// without how many schedules violate (a search that prunes runs fewer
+/// of them; the verdict, its number of faults and the failing checks
+/// stay).
+fn agreed(line: &str) -> String {
+    match (line.find(" (the smallest;"), line.find("violate)")) {
+        (Some(a), Some(b)) if line.starts_with("result ") && a < b => {
+            format!("{}{}", &line[..a], &line[b + "violate)".len()..])
+        }
+        _ => line.to_string(),
+    }
+}
+
 /// The case files, by name.
 fn cases() -> Vec<std::path::PathBuf> {
     let dir = format!("{}/tests/check-cases", env!("CARGO_MANIFEST_DIR"));
@@ -35,6 +50,19 @@ fn cases() -> Vec<std::path::PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+/// The count of violating schedules is not part of the answer.
+#[test]
+fn an_answer_leaves_out_how_many_schedules_violate() {
+    assert_eq!(
+        agreed("result      VIOLATION with 2 fault(s) (the smallest; 34 schedule(s) with 2 faults violate): fails credits"),
+        "result      VIOLATION with 2 fault(s): fails credits"
+    );
+    assert_eq!(
+        agreed("result      no violation within 2 faults"),
+        "result      no violation within 2 faults"
+    );
 }
 
 #[test]
@@ -93,7 +121,11 @@ fn every_check_case_gives_its_pinned_answer() {
                 lines.insert(at + 1 + i, format!("# answer: {l}"));
             }
             std::fs::write(path, lines.join("\n") + "\n").unwrap();
-        } else if got != pinned {
+        } else if got
+            .iter()
+            .map(|l| agreed(l))
+            .ne(pinned.iter().map(|l| agreed(l)))
+        {
             wrong.push(format!(
                 "{name}: pinned\n  {}\nthe search now says\n  {}",
                 pinned.join("\n  "),

@@ -212,7 +212,7 @@ fn a_lane_holds_no_more_of_the_nics_work_than_its_patience() {
     );
     assert!(
         ahead >= 4 * work,
-        "the lane held more than a full queue of data's work: {ahead} ps"
+        "no header found four headers' work ahead of it: {ahead} ps"
     );
 }
 

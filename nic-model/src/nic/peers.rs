@@ -145,6 +145,9 @@ impl Nic {
     /// up to `CREDIT_REPAIRS - tries` NOOPs. A count already in doubt keeps
     /// its check.
     pub(super) fn doubt(&mut self, now: Instant, peer: NodeAddr, tries: u32) {
+        if !self.cfg.credit_repair {
+            return;
+        }
         let Some(carried) = self.credits_carried.get(&peer).copied() else {
             return;
         };
@@ -169,9 +172,6 @@ impl Nic {
 
     /// The `CreditCheck` timer of [`Nic::note_echo`].
     pub(super) fn check_echo(&mut self, now: Instant, peer: NodeAddr) {
-        if !self.cfg.credit_repair {
-            return;
-        }
         let Some((doubted, _, tries)) = self.credits_doubted.remove(&peer) else {
             return;
         };
