@@ -374,11 +374,12 @@ impl World {
                 }
             })
             .collect();
-        let lanes = if cfg.nic.cost.is_zero() {
-            Vec::new()
-        } else {
+        let costed = !cfg.nic.cost.is_zero();
+        let lanes = if costed {
             let packet = u64::from(cfg.nic.mtu_payload) + udrma_proto::packet::HEADER_LEN as u64;
             lane::for_ports(&topo, &cfg.nic.cost, packet)
+        } else {
+            Vec::new()
         };
         let deep_prefetch = ports.len() * std::mem::size_of::<PortState>() > DEEP_PREFETCH_BYTES;
         Ok(World {
@@ -410,7 +411,7 @@ impl World {
             phantom_payload: cfg.phantom_payload,
             seal_bytes: cfg.seal_bytes,
             cost: cfg.nic.cost,
-            costed: !cfg.nic.cost.is_zero(),
+            costed,
             watch: None,
             journal: Vec::new(),
             journal_index: BTreeMap::new(),

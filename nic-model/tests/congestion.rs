@@ -101,6 +101,14 @@ fn small() -> NicConfig {
     }
 }
 
+/// `small`, with go-back-N retransmission.
+fn small_go_back_n() -> NicConfig {
+    NicConfig {
+        retransmit: udrma_nic::RetransmitMode::GoBackN,
+        ..small()
+    }
+}
+
 #[test]
 fn a_marked_packet_comes_back_as_an_ece_ack_and_the_controller_hears_it() {
     let mut p = write_pair(small(), 4000);
@@ -347,11 +355,7 @@ fn a_trimmed_packet_is_nacked_at_once_and_sent_again_without_a_timeout() {
 /// failed (docs/testing.md, finding 35).
 #[test]
 fn go_back_n_rewinds_once_for_a_window_trimmed_twice() {
-    let cfg = NicConfig {
-        retransmit: udrma_nic::RetransmitMode::GoBackN,
-        ..small()
-    };
-    let mut p = write_pair(cfg, 8000);
+    let mut p = write_pair(small_go_back_n(), 8000);
     let heard = with_fixed(&mut p, u64::MAX, Duration::ZERO);
     let mut trimmed = [false; 8];
     p.set_filter(move |w| match w.repr {
@@ -467,11 +471,7 @@ fn trim_detail(
 /// `detail` 0, as in selective mode.
 #[test]
 fn a_go_back_n_receiver_says_which_trims_it_would_have_discarded_whole() {
-    let cfg = NicConfig {
-        retransmit: udrma_nic::RetransmitMode::GoBackN,
-        ..small()
-    };
-    let mut p = write_pair(cfg, 4000);
+    let mut p = write_pair(small_go_back_n(), 4000);
     let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
     let keep = seen.clone();
     // Segment 1 never arrives: h1 holds the operation, expecting it.

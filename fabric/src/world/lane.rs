@@ -29,9 +29,10 @@ use crate::topology::Topology;
 /// its bytes and the NIC's work on it; and what it holds.
 #[derive(Debug, Default)]
 pub(super) struct Lane {
-    waiting: VecDeque<(Instant, u64, Duration)>,
+    waiting: VecDeque<(Instant, u64, u64)>,
     bytes: u64,
-    work: Duration,
+    /// The NIC's work on the waiting packets, in picoseconds.
+    work_ps: u64,
     room: Room,
 }
 
@@ -110,19 +111,19 @@ impl Lane {
             }
             self.waiting.pop_front();
             self.bytes = self.bytes.saturating_sub(b);
-            self.work = Duration::from_ps(self.work.as_ps().saturating_sub(w.as_ps()));
+            self.work_ps = self.work_ps.saturating_sub(w);
         }
         let fits = self.bytes + bytes <= self.room.bytes
-            && self.work.as_ps() + work.as_ps() <= self.room.patience.as_ps();
-        fits.then_some(self.work)
+            && self.work_ps + work.as_ps() <= self.room.patience.as_ps();
+        fits.then_some(Duration::from_ps(self.work_ps))
     }
 
     /// Books a packet of `bytes` and `work` that starts across the link
     /// at `start`.
     pub(super) fn book(&mut self, start: Instant, bytes: u64, work: Duration) {
-        self.waiting.push_back((start, bytes, work));
+        self.waiting.push_back((start, bytes, work.as_ps()));
         self.bytes += bytes;
-        self.work = self.work + work;
+        self.work_ps += work.as_ps();
     }
 }
 

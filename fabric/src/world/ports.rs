@@ -571,11 +571,12 @@ impl World {
     /// data: a packet starts only when the receive unit will be ready for
     /// it, and one that finds the lane's waiting packets filling as many
     /// bytes as the port's queue, or as much of the NIC's work as the
-    /// lane's patience, is dropped (the lane's buffer is full; `lane`). Before, the lane had no bound and skipped the
-    /// flow control, so trimmed headers, each a whole packet's firmware
-    /// time on a slow NIC, piled up in its receive unit: 105 ms of
-    /// backlog on `myrinet-lanai9`, and every packet behind them timed
-    /// out while it waited (finding 30).
+    /// lane's patience, is dropped (the lane's buffer is full; `lane`).
+    /// Before, the lane had no bound and skipped the flow control, so
+    /// trimmed headers, each a whole packet's firmware time on a slow
+    /// NIC, piled up in its receive unit: 105 ms of backlog on
+    /// `myrinet-lanai9`, and every packet behind them timed out while it
+    /// waited (finding 30).
     pub(super) fn ahead(&mut self, port: PortId, pkt: Pkt) {
         let hot = self.ports[port as usize].hot;
         let bits = (pkt.len() + self.seal_bytes + WIRE_OVERHEAD) * 8;
