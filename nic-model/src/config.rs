@@ -153,6 +153,12 @@ pub struct NicConfig {
     pub credit_repair: bool,
     /// Retransmission mode.
     pub retransmit: RetransmitMode,
+    /// With go-back-N: after a rewind toward a peer, fewer bytes may be
+    /// out toward it, opening up again as acknowledgements come back (a
+    /// timeout starts again from one packet, a NACK halves what was out;
+    /// docs/engine.md, "Go-back-N"). On by default; off, every rewind
+    /// resends a whole window at once (docs/testing.md, finding 40).
+    pub rewind_window: bool,
     /// Declare a packet lost, and send it again at once, when a packet to
     /// the same peer (of any open operation) sent more than a reordering
     /// window after it is acknowledged first (RACK-style: the window is the selective-ACK
@@ -261,6 +267,7 @@ impl Default for NicConfig {
             tail_probe: false,
             credit_repair: true,
             retransmit: RetransmitMode::Selective,
+            rewind_window: true,
             fast_retransmit: true,
             spurious_by_timing: true,
             rto_initial: Duration::from_micros(100),

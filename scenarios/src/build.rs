@@ -275,6 +275,7 @@ pub fn nic_config(
         rto_restart: n.rto_restart.unwrap_or(d.rto_restart),
         tail_probe: n.tail_probe.unwrap_or(d.tail_probe),
         credit_repair: n.credit_repair.unwrap_or(d.credit_repair),
+        rewind_window: n.rewind_window.unwrap_or(d.rewind_window),
         rto_initial: t(n.rto_initial, d.rto_initial),
         rto_min: match n.rto_min {
             None => d.rto_min,
@@ -336,6 +337,7 @@ pub fn nic_config(
     let floor = cost_round_trip(&cfg, &shape);
     cfg.rto_initial = cfg.rto_initial.max(floor.min(cfg.rto_max));
     refuse_reordering_go_back_n(sc, &cfg)?;
+    refuse_rewind_window_without_go_back_n(sc, &cfg)?;
     cfg.validate().map_err(|e| {
         let udrma_nic::ConfigError::OutOfRange { field, .. } = &e;
         sc.error_at_key(field, format!("nic: {e}"))
@@ -372,6 +374,25 @@ fn refuse_reordering_go_back_n(sc: &Scenario, cfg: &NicConfig) -> Result<(), Sce
             ),
         )),
     }
+}
+
+/// `rewind_window` shapes go-back-N's rewinds; with selective
+/// retransmission it would change nothing, so a file that sets it there
+/// is refused at the key.
+fn refuse_rewind_window_without_go_back_n(
+    sc: &Scenario,
+    cfg: &NicConfig,
+) -> Result<(), ScenarioError> {
+    if cfg.retransmit == RetransmitMode::GoBackN || sc.file.nic.rewind_window.is_none() {
+        return Ok(());
+    }
+    Err(sc.error_at_key(
+        "rewind_window",
+        "nic.rewind_window applies only to retransmit = \"go-back-n\": selective \
+         retransmission resends only what was lost (remove rewind_window, or set \
+         retransmit = \"go-back-n\")"
+            .to_string(),
+    ))
 }
 
 /// The congestion controller and what it is told about the network: the

@@ -357,3 +357,27 @@ fn go_back_n_on_sprayed_paths_is_refused_at_the_key_that_sprays() {
     let sprayed = file("spray", "spray").replace("go-back-n", "selective");
     assert!(Scenario::parse("gbn.toml", &sprayed).is_ok());
 }
+
+/// `rewind_window` shapes go-back-N's rewinds only: set beside selective
+/// retransmission it would change nothing, so the file is refused at the
+/// key; beside go-back-N, either value is taken.
+#[test]
+fn a_rewind_window_without_go_back_n_is_refused_at_its_key() {
+    let file = |retransmit: &str, on: bool| {
+        format!(
+            "name = \"rw\"\nseed = 1\n\n[topology]\nkind = \"pair\"\n\n[nic]\nretransmit = \"{retransmit}\"\nrewind_window = {on}\n\n[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"64KiB\"\n"
+        )
+    };
+    let e = Scenario::parse("rw.toml", &file("selective", true))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rw.toml:9:"), "{e}");
+    assert!(
+        e.contains(r#"nic.rewind_window applies only to retransmit = "go-back-n""#),
+        "{e}"
+    );
+    for on in [true, false] {
+        let sc = Scenario::parse("rw.toml", &file("go-back-n", on)).unwrap();
+        assert!(run(&sc, RunOptions::default()).unwrap().passed());
+    }
+}

@@ -60,6 +60,12 @@ pub(super) struct Flow {
     /// times out after it was asked is in a queue this requester's own
     /// READs overflow, not on a dead path (see `count`).
     pub responded: Instant,
+    /// Go-back-N's rewind window toward this peer, once a rewind cut it
+    /// (see `rewind`).
+    pub rewind: Option<super::rewind::Rewind>,
+    /// When this peer last said its path is congested (an ECN echo, or a
+    /// trim): a go-back-N loss near then cuts the rewind window.
+    pub congested: Option<Instant>,
     /// When this peer last acknowledged a packet, and when that packet
     /// had left (`rto_restart` counts a timer from there when the packet
     /// acknowledged left before the timer's).
@@ -216,6 +222,8 @@ impl Nic {
             good: VecDeque::new(),
             frozen_until: Instant::ZERO,
             responded: Instant::ZERO,
+            rewind: None,
+            congested: None,
             acked: Instant::ZERO,
             acked_sent: Instant::ZERO,
             // Sprayed packets take paths of different delay: start the
@@ -328,7 +336,8 @@ impl Nic {
         if f.cc.credit().is_some_and(|c| c < bytes) {
             return Gate::Credit;
         }
-        if f.inflight > 0 && f.inflight.saturating_add(bytes) > f.cc.window() {
+        let window = f.cc.window().min(Nic::rewind_window(f));
+        if f.inflight > 0 && f.inflight.saturating_add(bytes) > window {
             return Gate::Window;
         }
         match f.cc.next_send_time() {
@@ -432,7 +441,7 @@ impl Nic {
     /// A packet sent again for a receiver-not-ready never left the flight
     /// and is not held.
     pub(super) fn next_retransmit(&mut self, now: Instant) -> Option<OpNumber> {
-        if !self.cc_active() {
+        if !self.cc_active() && self.rewinding == 0 {
             return self.retransmit_queue.pop_front();
         }
         let mut wake: Option<Instant> = None;
@@ -509,7 +518,7 @@ impl Nic {
     /// Whether the gate decides what goes next: a controller is on, or a
     /// peer holds new packets back (receiver not ready).
     pub(super) fn gated(&self) -> bool {
-        self.cc_active() || !self.rnr_hold.is_empty()
+        self.cc_active() || !self.rnr_hold.is_empty() || self.rewinding > 0
     }
 
     /// A peer said it is not ready: no new operation starts toward it for
@@ -548,12 +557,17 @@ impl Nic {
     pub(super) fn flow_acked(&mut self, now: Instant, peer: NodeAddr, ack: AckSample) {
         if ack.ce {
             self.stats.ecn_echoes += 1;
+            self.flow(peer).congested = Some(now);
         }
         self.flow(peer).cc.on_ack(now, ack);
     }
 
     pub(super) fn flow_lost(&mut self, now: Instant, peer: NodeAddr, bytes: u32, cause: LossCause) {
-        self.flow(peer).cc.on_loss(now, u64::from(bytes), cause);
+        let f = self.flow(peer);
+        if cause == LossCause::Trimmed {
+            f.congested = Some(now);
+        }
+        f.cc.on_loss(now, u64::from(bytes), cause);
     }
 }
 

@@ -33,6 +33,9 @@ impl Nic {
         if !self.count_retry(now, opn) {
             return;
         }
+        if self.cfg.retransmit == RetransmitMode::GoBackN {
+            self.rewind_from(now, opn, RewindCause::Timeout);
+        }
         self.queue_retransmit(opn);
         if self.cfg.retransmit == RetransmitMode::GoBackN {
             self.go_back_after(opn);
@@ -83,7 +86,11 @@ impl Nic {
     }
 
     /// Go-back-N: every packet of `opn`'s operation after it that is out
-    /// (not already waiting to go again) is sent again, in order, after it.
+    /// is sent again, in order, after it; one already waiting to go again
+    /// moves behind it, so the queue keeps the operation's order (with a
+    /// rewind window, later packets still waiting from an earlier rewind
+    /// went first, the receiver discarded them, and with no loss budget
+    /// left the WRITE failed).
     pub(super) fn go_back_after(&mut self, opn: OpNumber) {
         let Some(inf) = self.op_table.get(opn).copied() else {
             return;
@@ -105,6 +112,9 @@ impl Nic {
             // (One already queued has no deadline: not queued twice.)
             if self.op_table.get(o).is_some_and(|e| e.deadline.is_some()) {
                 self.queue_retransmit(o);
+            } else if let Some(i) = self.retransmit_queue.iter().position(|q| *q == o) {
+                self.retransmit_queue.remove(i);
+                self.retransmit_queue.push_back(o);
             }
         }
     }
@@ -311,7 +321,12 @@ impl Nic {
     /// peer until its copy is sent (`Inflight::lost`): the copy goes
     /// through the send gate, as new data does (`next_retransmit`).
     pub(super) fn queue_retransmit(&mut self, opn: OpNumber) {
-        let judged = self.cc_active();
+        let dst = self
+            .op_table
+            .get(opn)
+            .and_then(|inf| self.ops.get(&inf.msg_id))
+            .map(|op| op.dst);
+        let judged = self.cc_active() || dst.is_some_and(|d| self.rewinding(d));
         if let Some(inf) = self.op_table.get_mut(opn) {
             inf.fast = false;
             if let Some(d) = inf.deadline.take() {
@@ -700,6 +715,7 @@ impl Nic {
         if !self.count_rnr_retry(now, first) {
             return;
         }
+        self.rewind_cut(now, dst, inf.sent_at, RewindCause::SequenceError);
         self.queue_retransmit(first);
         self.go_back_after(first);
     }

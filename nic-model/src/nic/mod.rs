@@ -28,7 +28,9 @@
 //! NOOPs, HELLO, control messages, boot epochs), `window` (the sender's
 //! per-peer window that lets the receiver's tombstones stay bounded),
 //! `flow` (the send gate: congestion state and bytes in flight per peer;
-//! its unit tests are `flow_tests`), `grants` (receiver credit), `probe`
+//! its unit tests are `flow_tests`), `rewind` (go-back-N's rewind window:
+//! less out toward a peer after a congested rewind), `grants` (receiver
+//! credit), `probe`
 //! (tail loss probes), `timers` (the deadlines), `local` (where a
 //! request's bytes are, and the DMA work of touching them) and
 //! `collective` (the reduce unit at work).
@@ -53,6 +55,7 @@ use crate::tombstones::Tombstones;
 use crate::translation::TranslationCache;
 use crate::wr::{Control, Event, PostError, WcError, WorkRequest, WrId, WrKind};
 use local::Local;
+use rewind::RewindCause;
 use udrma_proto::time::Instant;
 
 mod collective;
@@ -66,6 +69,7 @@ mod post;
 mod probe;
 mod receive;
 mod replies;
+mod rewind;
 mod send;
 mod timers;
 mod window;
@@ -465,6 +469,9 @@ pub struct Nic {
     /// before the time given (back-pressure, as an RNR NAK stops a queue
     /// pair for its RNR timer). Entries leave once they pass.
     rnr_hold: PeerMap<Instant, 1>,
+    /// Flows with a go-back-N rewind window (`rewind`): while any has one,
+    /// the gate decides what goes next.
+    rewinding: usize,
     /// Credit count advertised to each peer on every packet.
     advertised: PeerMap<u16, 2>,
     /// Newest credit count each peer advertised.
@@ -653,6 +660,7 @@ impl Nic {
             tx_frontier: Instant::ZERO,
             rr_last: None,
             rnr_hold: PeerMap::new(),
+            rewinding: 0,
             grants: grants::Grants::default(),
             rx_ce: false,
             rx_port: 0,

@@ -1,0 +1,89 @@
+//! Go-back-N's rewind window over virtual time: after a rewind a
+//! go-back-N sender keeps less out toward its peer and opens up as
+//! acknowledgements come back, instead of sending a whole window again
+//! into the queue that lost it (docs/engine.md, "Go-back-N";
+//! docs/testing.md, finding 40).
+
+mod common;
+
+use common::*;
+use udrma_nic::pair::Verdict;
+use udrma_nic::{Duration, NicConfig, RetransmitMode};
+use udrma_proto::{NodeAddr, Opcode};
+
+/// An 8-packet go-back-N WRITE whose packet 1 is lost once and whose
+/// receiver's SEQUENCE_ERROR NACKs are lost too, so only the sender's
+/// timer finds the loss. With `marked`, packet 0 arrives with a
+/// congestion mark (its ACK echoes it): the loss is congestion's.
+fn lost_until_the_timer(rewind_window: bool, marked: bool) -> Setup {
+    let mut s = setup(NicConfig {
+        retransmit: RetransmitMode::GoBackN,
+        rewind_window,
+        rto_initial: Duration::from_micros(50),
+        ..config()
+    });
+    let mut lost = false;
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode() == Opcode::Nack => Verdict::Drop,
+        Some(r) if is_data(w) && r.seg_index == 0 && marked => Verdict::MarkCe(Duration::ZERO),
+        Some(r) if is_data(w) && r.seg_index == 1 && !lost => {
+            lost = true;
+            Verdict::Drop
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(8192);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s.assert_written(8192);
+    s
+}
+
+/// The segments of WRITE packets h0 sent after its timer's copy of
+/// packet 1 and before that copy's ACK came back.
+fn sent_with_the_timers_copy(s: &Setup) -> Vec<u32> {
+    let log = &s.pair.log;
+    let copy = log
+        .iter()
+        .filter(|l| l.from == NodeAddr(0) && l.kind.starts_with("WRITE") && l.seg_index == 1)
+        .nth(1)
+        .expect("packet 1 went twice");
+    let acked = log
+        .iter()
+        .find(|l| l.from == NodeAddr(1) && l.kind == "ACK" && l.seg_index == 1 && l.n > copy.n)
+        .expect("the copy was acknowledged");
+    log.iter()
+        .filter(|l| l.from == NodeAddr(0) && l.kind.starts_with("WRITE"))
+        .filter(|l| l.n > copy.n && l.at < acked.at)
+        .map(|l| l.seg_index)
+        .collect()
+}
+
+#[test]
+fn after_a_congested_timeout_go_back_n_starts_again_from_one_packet() {
+    // The path marked packet 0: with the window, the timer's copy of
+    // packet 1 goes alone; packets 2 to 7 follow as acknowledgements
+    // open the window again.
+    let s = lost_until_the_timer(true, true);
+    assert_eq!(sent_with_the_timers_copy(&s), Vec::<u32>::new());
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.timeouts, h0.rewind_cuts, h0.ecn_echoes), (1, 1, 1));
+    assert_eq!(resent_segments(&s), vec![1, 2, 3, 4, 5, 6, 7]);
+
+    // Without it (RoCE's sender): the whole rest of the window leaves at
+    // once behind the copy, into the queue that lost packet 1.
+    let s = lost_until_the_timer(false, true);
+    assert_eq!(sent_with_the_timers_copy(&s), vec![2, 3, 4, 5, 6, 7]);
+    assert_eq!(s.pair.nics[0].stats().rewind_cuts, 0);
+}
+
+#[test]
+fn a_loss_with_no_sign_of_congestion_leaves_the_window_alone() {
+    // Nothing marked, nothing trimmed: the path lost packet 1 on its own
+    // (a lossy link), and a smaller window would only be slower. The
+    // rewind goes at once, as RoCE's.
+    let s = lost_until_the_timer(true, false);
+    assert_eq!(sent_with_the_timers_copy(&s), vec![2, 3, 4, 5, 6, 7]);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.timeouts, h0.rewind_cuts, h0.ecn_echoes), (1, 0, 0));
+}
