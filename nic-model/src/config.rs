@@ -153,12 +153,15 @@ pub struct NicConfig {
     pub credit_repair: bool,
     /// Retransmission mode.
     pub retransmit: RetransmitMode,
-    /// With go-back-N: after a rewind toward a peer, fewer bytes may be
-    /// out toward it, opening up again as acknowledgements come back (a
+    /// After a loss that congestion caused, fewer bytes may be out toward
+    /// that peer, opening up again as acknowledgements come back (a
     /// timeout starts again from one packet, a NACK halves what was out;
-    /// docs/engine.md, "Go-back-N"). On by default; off, every rewind
-    /// resends a whole window at once (docs/testing.md, finding 40).
-    pub rewind_window: bool,
+    /// docs/engine.md, "The loss window"): under go-back-N, with or
+    /// without a controller; under selective retransmission, with no
+    /// controller, on trims. On by default; off, every go-back-N rewind
+    /// resends a whole window at once (docs/testing.md, finding 40) and
+    /// every trim is resent at once (finding 41).
+    pub loss_window: bool,
     /// Declare a packet lost, and send it again at once, when a packet to
     /// the same peer (of any open operation) sent more than a reordering
     /// window after it is acknowledged first (RACK-style: the window is the selective-ACK
@@ -267,7 +270,7 @@ impl Default for NicConfig {
             tail_probe: false,
             credit_repair: true,
             retransmit: RetransmitMode::Selective,
-            rewind_window: true,
+            loss_window: true,
             fast_retransmit: true,
             spurious_by_timing: true,
             rto_initial: Duration::from_micros(100),

@@ -187,9 +187,9 @@ pub struct Stats {
     /// because the responder had answered other READs since (congestion
     /// this requester caused, not a dead path).
     pub read_retries_congested: u64,
-    /// Times a go-back-N rewind cut the rewind window toward a peer
-    /// (`rewind_window`).
-    pub rewind_cuts: u64,
+    /// Times a congestion loss cut the loss window toward a peer
+    /// (`loss_window`).
+    pub loss_window_cuts: u64,
     /// READ responses to this requester that arrived trimmed and were
     /// asked for again at once, alone.
     pub read_responses_trimmed: u64,

@@ -352,13 +352,13 @@ fn a_trimmed_packet_is_nacked_at_once_and_sent_again_without_a_timeout() {
 /// segments 4 to 7 a second time (11 retransmissions, not 7): on a
 /// trimming fabric with no controller each stale trim rewound a window
 /// into the same full queue, and an all-to-all that dropped nothing
-/// failed (docs/testing.md, finding 35). Told without the rewind
+/// failed (docs/testing.md, finding 35). Told without the loss
 /// window, which would hold segment 4's copy back until segment 1's ACK
 /// and so answer the late NACK before the copy leaves.
 #[test]
 fn go_back_n_rewinds_once_for_a_window_trimmed_twice() {
     let cfg = NicConfig {
-        rewind_window: false,
+        loss_window: false,
         ..small_go_back_n()
     };
     let mut p = write_pair(cfg, 8000);

@@ -128,12 +128,12 @@ fn go_back_n_spends_no_retry_on_trimmed_packets() {
         h0.nacks_received.get(&udrma_proto::Syndrome::Trimmed),
         Some(&3)
     );
-    // Each trim sends packet 2 again, and as much after it as the rewind
+    // Each trim sends packet 2 again, and as much after it as the loss
     // window lets out (a trim is a full queue): 10 copies. Without the
     // window each trim sent the five after it too, which the receiver
     // discarded: 18.
     assert_eq!(resent_segments(&s).len(), 10);
-    assert_eq!(h0.rewind_cuts, 3);
+    assert_eq!(h0.loss_window_cuts, 3);
 }
 
 /// Packet 2's first copy is overtaken by 3 and 4 (held 3 µs on the way):

@@ -275,7 +275,7 @@ pub fn nic_config(
         rto_restart: n.rto_restart.unwrap_or(d.rto_restart),
         tail_probe: n.tail_probe.unwrap_or(d.tail_probe),
         credit_repair: n.credit_repair.unwrap_or(d.credit_repair),
-        rewind_window: n.rewind_window.unwrap_or(d.rewind_window),
+        loss_window: n.loss_window.unwrap_or(d.loss_window),
         rto_initial: t(n.rto_initial, d.rto_initial),
         rto_min: match n.rto_min {
             None => d.rto_min,
@@ -337,7 +337,7 @@ pub fn nic_config(
     let floor = cost_round_trip(&cfg, &shape);
     cfg.rto_initial = cfg.rto_initial.max(floor.min(cfg.rto_max));
     refuse_reordering_go_back_n(sc, &cfg)?;
-    refuse_rewind_window_without_go_back_n(sc, &cfg)?;
+    refuse_loss_window_where_it_changes_nothing(sc, &cfg)?;
     cfg.validate().map_err(|e| {
         let udrma_nic::ConfigError::OutOfRange { field, .. } = &e;
         sc.error_at_key(field, format!("nic: {e}"))
@@ -376,21 +376,30 @@ fn refuse_reordering_go_back_n(sc: &Scenario, cfg: &NicConfig) -> Result<(), Sce
     }
 }
 
-/// `rewind_window` shapes go-back-N's rewinds; with selective
-/// retransmission it would change nothing, so a file that sets it there
+/// `loss_window` answers losses that congestion caused: under go-back-N
+/// on a fabric that trims or marks ECN (the signs it reads), under
+/// selective retransmission with no controller on a trimming fabric.
+/// Anywhere else it would change nothing, so a file that sets it there
 /// is refused at the key.
-fn refuse_rewind_window_without_go_back_n(
+fn refuse_loss_window_where_it_changes_nothing(
     sc: &Scenario,
     cfg: &NicConfig,
 ) -> Result<(), ScenarioError> {
-    if cfg.retransmit == RetransmitMode::GoBackN || sc.file.nic.rewind_window.is_none() {
+    let t = &sc.file.topology;
+    let applies = match cfg.retransmit {
+        RetransmitMode::GoBackN => t.trim || t.ecn_threshold.is_some(),
+        RetransmitMode::Selective => cfg.cc.algorithm == udrma_nic::CcAlgorithm::None && t.trim,
+    };
+    if applies || sc.file.nic.loss_window.is_none() {
         return Ok(());
     }
     Err(sc.error_at_key(
-        "rewind_window",
-        "nic.rewind_window applies only to retransmit = \"go-back-n\": selective \
-         retransmission resends only what was lost (remove rewind_window, or set \
-         retransmit = \"go-back-n\")"
+        "loss_window",
+        "nic.loss_window changes nothing here: it answers losses near a sign of \
+         congestion, under retransmit = \"go-back-n\" on a fabric that trims or \
+         marks (topology.trim = true or topology.ecn_threshold), and trims under \
+         selective retransmission with no controller (cc = \"none\", \
+         topology.trim = true); remove it"
             .to_string(),
     ))
 }

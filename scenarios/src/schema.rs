@@ -330,9 +330,9 @@ pub struct NicSpec {
     pub credit_repair: Option<bool>,
     /// `selective` or `go-back-n`.
     pub retransmit: Option<String>,
-    /// Go-back-N keeps less out toward a peer after a rewind (default
-    /// on; off reinstates finding 40).
-    pub rewind_window: Option<bool>,
+    /// After a loss near a sign of congestion keep less out toward the
+    /// peer (default on; off reinstates findings 40 and 41).
+    pub loss_window: Option<bool>,
     /// Selective-ACK loss detection before the timer (default on).
     pub fast_retransmit: Option<bool>,
     /// A copy answered too soon to be its own is judged spurious (default

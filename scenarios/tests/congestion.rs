@@ -358,26 +358,37 @@ fn go_back_n_on_sprayed_paths_is_refused_at_the_key_that_sprays() {
     assert!(Scenario::parse("gbn.toml", &sprayed).is_ok());
 }
 
-/// `rewind_window` shapes go-back-N's rewinds only: set beside selective
-/// retransmission it would change nothing, so the file is refused at the
-/// key; beside go-back-N, either value is taken.
+/// `loss_window` answers losses near a sign of congestion: under go-back-N
+/// on a fabric that trims or marks, and trims under selective
+/// retransmission with no controller. Set where no such loss can happen
+/// it would change nothing, so the file is refused at the key; where one
+/// can, either value is taken.
 #[test]
-fn a_rewind_window_without_go_back_n_is_refused_at_its_key() {
-    let file = |retransmit: &str, on: bool| {
+fn a_loss_window_that_changes_nothing_is_refused_at_its_key() {
+    let file = |retransmit: &str, cc: &str, trim: bool, on: bool| {
         format!(
-            "name = \"rw\"\nseed = 1\n\n[topology]\nkind = \"pair\"\n\n[nic]\nretransmit = \"{retransmit}\"\nrewind_window = {on}\n\n[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"64KiB\"\n"
+            "name = \"lw\"\nseed = 1\n\n[topology]\nkind = \"pair\"\ntrim = {trim}\n\n[nic]\nretransmit = \"{retransmit}\"\ncc = \"{cc}\"\nloss_window = {on}\n\n[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"64KiB\"\n"
         )
     };
-    let e = Scenario::parse("rw.toml", &file("selective", true))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("rw.toml:9:"), "{e}");
-    assert!(
-        e.contains(r#"nic.rewind_window applies only to retransmit = "go-back-n""#),
-        "{e}"
-    );
-    for on in [true, false] {
-        let sc = Scenario::parse("rw.toml", &file("go-back-n", on)).unwrap();
-        assert!(run(&sc, RunOptions::default()).unwrap().passed());
+    for (retransmit, cc, trim) in [
+        ("selective", "none", false),
+        ("selective", "dcqcn", true),
+        ("go-back-n", "none", false),
+    ] {
+        let e = Scenario::parse("lw.toml", &file(retransmit, cc, trim, true))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lw.toml:11:"), "{e}");
+        assert!(e.contains("nic.loss_window changes nothing here"), "{e}");
+    }
+    for (retransmit, cc, trim) in [
+        ("go-back-n", "none", true),
+        ("go-back-n", "dcqcn", true),
+        ("selective", "none", true),
+    ] {
+        for on in [true, false] {
+            let sc = Scenario::parse("lw.toml", &file(retransmit, cc, trim, on)).unwrap();
+            assert!(run(&sc, RunOptions::default()).unwrap().passed());
+        }
     }
 }

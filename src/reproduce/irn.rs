@@ -21,10 +21,10 @@ struct Design {
     /// Packets a NIC keeps in flight (IRN's BDP-FC: about one
     /// bandwidth-delay product of the longest path).
     op_table: u32,
-    /// For go-back-N: udrma's rewind window. RoCE's NICs have none (a
+    /// For go-back-N: udrma's loss window. RoCE's NICs have none (a
     /// rewind resends the whole window at once), which is what the paper
     /// measured, so RoCE's designs turn it off.
-    rewind_window: Option<bool>,
+    loss_window: Option<bool>,
 }
 
 const DESIGNS: [Design; 4] = [
@@ -33,28 +33,28 @@ const DESIGNS: [Design; 4] = [
         retransmit: "go-back-n",
         pfc: true,
         op_table: 1024,
-        rewind_window: Some(false),
+        loss_window: Some(false),
     },
     Design {
         name: "go-back-N, no PFC",
         retransmit: "go-back-n",
         pfc: false,
         op_table: 1024,
-        rewind_window: Some(false),
+        loss_window: Some(false),
     },
     Design {
         name: "IRN (selective, BDP cap, no PFC)",
         retransmit: "selective",
         pfc: false,
         op_table: 128,
-        rewind_window: None,
+        loss_window: None,
     },
     Design {
         name: "IRN with PFC",
         retransmit: "selective",
         pfc: true,
         op_table: 128,
-        rewind_window: None,
+        loss_window: None,
     },
 ];
 
@@ -77,8 +77,8 @@ fn run(design: &Design, cc: &str) -> anyhow::Result<Run> {
         ("nic.op_table", design.op_table.to_string()),
         ("nic.cc", format!("\"{cc}\"")),
     ];
-    if let Some(on) = design.rewind_window {
-        keys.push(("nic.rewind_window", on.to_string()));
+    if let Some(on) = design.loss_window {
+        keys.push(("nic.loss_window", on.to_string()));
     }
     let sc = scenario("irn.toml", IRN, &keys)?;
     let r = simulate(&sc)?;

@@ -60,11 +60,11 @@ pub(super) struct Flow {
     /// times out after it was asked is in a queue this requester's own
     /// READs overflow, not on a dead path (see `count`).
     pub responded: Instant,
-    /// Go-back-N's rewind window toward this peer, once a rewind cut it
-    /// (see `rewind`).
-    pub rewind: Option<super::rewind::Rewind>,
+    /// The loss window toward this peer, once a congestion loss cut it
+    /// (see `loss_window`).
+    pub loss_window: Option<super::loss_window::LossWindow>,
     /// When this peer last said its path is congested (an ECN echo, or a
-    /// trim): a go-back-N loss near then cuts the rewind window.
+    /// trim): a go-back-N loss near then cuts the loss window.
     pub congested: Option<Instant>,
     /// When this peer last acknowledged a packet, and when that packet
     /// had left (`rto_restart` counts a timer from there when the packet
@@ -222,7 +222,7 @@ impl Nic {
             good: VecDeque::new(),
             frozen_until: Instant::ZERO,
             responded: Instant::ZERO,
-            rewind: None,
+            loss_window: None,
             congested: None,
             acked: Instant::ZERO,
             acked_sent: Instant::ZERO,
@@ -336,7 +336,7 @@ impl Nic {
         if f.cc.credit().is_some_and(|c| c < bytes) {
             return Gate::Credit;
         }
-        let window = f.cc.window().min(Nic::rewind_window(f));
+        let window = f.cc.window().min(Nic::window_after_loss(f));
         if f.inflight > 0 && f.inflight.saturating_add(bytes) > window {
             return Gate::Window;
         }
@@ -385,6 +385,11 @@ impl Nic {
             let held = self.rnr_hold.get(&op.dst).filter(|t| **t > now);
             let gate = match held {
                 Some(&t) if op.next_unsent == 0 => Gate::Pace(t),
+                // Go-back-N: a peer whose copies wait at the gate takes no
+                // new packet before them (the gate counts a new packet's
+                // payload, a copy its whole datagram, so a new one could
+                // fit where a copy did not, and be discarded).
+                _ if self.copies_held.contains(&op.dst) => Gate::Window,
                 _ => self.gate(now, op.dst, bytes),
             };
             match gate {
@@ -441,7 +446,8 @@ impl Nic {
     /// A packet sent again for a receiver-not-ready never left the flight
     /// and is not held.
     pub(super) fn next_retransmit(&mut self, now: Instant) -> Option<OpNumber> {
-        if !self.cc_active() && self.rewinding == 0 {
+        self.copies_held.clear();
+        if !self.cc_active() && self.windowed_flows == 0 {
             return self.retransmit_queue.pop_front();
         }
         let mut wake: Option<Instant> = None;
@@ -476,6 +482,9 @@ impl Nic {
                     held.insert(dst, (gate, bytes));
                 }
             }
+        }
+        if self.cfg.retransmit == RetransmitMode::GoBackN {
+            self.copies_held = held.keys().copied().collect();
         }
         let starved: Vec<(NodeAddr, u64)> = held
             .into_iter()
@@ -518,7 +527,7 @@ impl Nic {
     /// Whether the gate decides what goes next: a controller is on, or a
     /// peer holds new packets back (receiver not ready).
     pub(super) fn gated(&self) -> bool {
-        self.cc_active() || !self.rnr_hold.is_empty() || self.rewinding > 0
+        self.cc_active() || !self.rnr_hold.is_empty() || self.windowed_flows > 0
     }
 
     /// A peer said it is not ready: no new operation starts toward it for

@@ -33,9 +33,7 @@ impl Nic {
         if !self.count_retry(now, opn) {
             return;
         }
-        if self.cfg.retransmit == RetransmitMode::GoBackN {
-            self.rewind_from(now, opn, RewindCause::Timeout);
-        }
+        self.cut_window_from(now, opn, CutCause::Timeout);
         self.queue_retransmit(opn);
         if self.cfg.retransmit == RetransmitMode::GoBackN {
             self.go_back_after(opn);
@@ -88,7 +86,7 @@ impl Nic {
     /// Go-back-N: every packet of `opn`'s operation after it that is out
     /// is sent again, in order, after it; one already waiting to go again
     /// moves behind it, so the queue keeps the operation's order (with a
-    /// rewind window, later packets still waiting from an earlier rewind
+    /// loss window, later packets still waiting from an earlier rewind
     /// went first, the receiver discarded them, and with no loss budget
     /// left the WRITE failed).
     pub(super) fn go_back_after(&mut self, opn: OpNumber) {
@@ -113,8 +111,11 @@ impl Nic {
             if self.op_table.get(o).is_some_and(|e| e.deadline.is_some()) {
                 self.queue_retransmit(o);
             } else if let Some(i) = self.retransmit_queue.iter().position(|q| *q == o) {
+                // Queued again, and judged now if its flow has since got a
+                // loss window (else it would pass the gate, its bytes
+                // still counted, and hold the expected copy back).
                 self.retransmit_queue.remove(i);
-                self.retransmit_queue.push_back(o);
+                self.queue_retransmit(o);
             }
         }
     }
@@ -326,7 +327,7 @@ impl Nic {
             .get(opn)
             .and_then(|inf| self.ops.get(&inf.msg_id))
             .map(|op| op.dst);
-        let judged = self.cc_active() || dst.is_some_and(|d| self.rewinding(d));
+        let judged = self.cc_active() || dst.is_some_and(|d| self.loss_windowed(d));
         if let Some(inf) = self.op_table.get_mut(opn) {
             inf.fast = false;
             if let Some(d) = inf.deadline.take() {
@@ -715,7 +716,7 @@ impl Nic {
         if !self.count_rnr_retry(now, first) {
             return;
         }
-        self.rewind_cut(now, dst, inf.sent_at, RewindCause::SequenceError);
+        self.cut_window(now, dst, inf.sent_at, CutCause::SequenceError);
         self.queue_retransmit(first);
         self.go_back_after(first);
     }

@@ -28,8 +28,8 @@
 //! NOOPs, HELLO, control messages, boot epochs), `window` (the sender's
 //! per-peer window that lets the receiver's tombstones stay bounded),
 //! `flow` (the send gate: congestion state and bytes in flight per peer;
-//! its unit tests are `flow_tests`), `rewind` (go-back-N's rewind window:
-//! less out toward a peer after a congested rewind), `grants` (receiver
+//! its unit tests are `flow_tests`), `loss_window` (less out toward a peer
+//! after a loss that congestion caused), `grants` (receiver
 //! credit), `probe`
 //! (tail loss probes), `timers` (the deadlines), `local` (where a
 //! request's bytes are, and the DMA work of touching them) and
@@ -55,7 +55,7 @@ use crate::tombstones::Tombstones;
 use crate::translation::TranslationCache;
 use crate::wr::{Control, Event, PostError, WcError, WorkRequest, WrId, WrKind};
 use local::Local;
-use rewind::RewindCause;
+use loss_window::CutCause;
 use udrma_proto::time::Instant;
 
 mod collective;
@@ -63,13 +63,13 @@ mod flow;
 mod grants;
 mod local;
 mod loss;
+mod loss_window;
 mod parked;
 mod peers;
 mod post;
 mod probe;
 mod receive;
 mod replies;
-mod rewind;
 mod send;
 mod timers;
 mod window;
@@ -422,7 +422,7 @@ struct PendingSack {
 /// Laid out in this order (`repr(C)`): what the engine reads for every
 /// packet it sends or takes in (timers, the OP table, the operations, the
 /// queues of replies and events, the registry, the per-peer state) comes
-/// first, in the struct's first [`Nic::HOT_BYTES`] (1,128 today), and
+/// first, in the struct's first [`Nic::HOT_BYTES`] (1,136 today), and
 /// the large parts that a packet reads a little of or nothing (counters,
 /// congestion state, configuration, the reduce unit) after it, so that a
 /// simulator that asks for a host's first lines ahead of its events asks
@@ -469,9 +469,9 @@ pub struct Nic {
     /// before the time given (back-pressure, as an RNR NAK stops a queue
     /// pair for its RNR timer). Entries leave once they pass.
     rnr_hold: PeerMap<Instant, 1>,
-    /// Flows with a go-back-N rewind window (`rewind`): while any has one,
+    /// Flows with a loss window (`loss_window`): while any has one,
     /// the gate decides what goes next.
-    rewinding: usize,
+    windowed_flows: usize,
     /// Credit count advertised to each peer on every packet.
     advertised: PeerMap<u16, 2>,
     /// Newest credit count each peer advertised.
@@ -488,6 +488,10 @@ pub struct Nic {
     /// Descriptor ring slots in use, and their peak.
     ring_used: usize,
     stats: Stats,
+    /// Go-back-N: peers whose copies the gate held back at the last look
+    /// (`next_retransmit`); no new packet goes to them before those. Read
+    /// only while the gate decides, so after `stats`.
+    copies_held: Vec<NodeAddr>,
     // The credit echo's state: read only by messaging, which advertises
     // credits, so after the hot part (an RDMA run never touches it).
     /// Newest echo of our count each peer sent.
@@ -660,7 +664,8 @@ impl Nic {
             tx_frontier: Instant::ZERO,
             rr_last: None,
             rnr_hold: PeerMap::new(),
-            rewinding: 0,
+            windowed_flows: 0,
+            copies_held: Vec::new(),
             grants: grants::Grants::default(),
             rx_ce: false,
             rx_port: 0,

@@ -43,7 +43,7 @@ impl Nic {
             return false;
         }
         let dst = op.dst;
-        let judged = self.cc_active();
+        let judged = self.cc_active() || self.loss_windowed(dst);
         // It asks again after `rnr_delay`, doubled at each refusal, up to
         // one round-trip timeout: soon after a first that was only late,
         // and seldom while it is lost.

@@ -338,7 +338,13 @@ impl Nic {
         self.credits_echoed.remove(&peer);
         self.credits_doubted.remove(&peer);
         self.peer_epochs.remove(&peer);
-        self.flows.remove(&peer);
+        if self
+            .flows
+            .remove(&peer)
+            .is_some_and(|f| f.loss_window.is_some())
+        {
+            self.windowed_flows -= 1;
+        }
         self.rnr_hold.remove(&peer);
         self.grants.forget(peer);
         self.tombstones.forget_peer(peer);

@@ -320,9 +320,7 @@ impl Nic {
                 return;
             }
             if self.count_rnr_retry(now, opn) {
-                if self.cfg.retransmit == RetransmitMode::GoBackN {
-                    self.rewind_from(now, opn, RewindCause::Trim);
-                }
+                self.cut_window_from(now, opn, CutCause::Trim);
                 self.queue_retransmit(opn);
                 if self.cfg.retransmit == RetransmitMode::GoBackN {
                     // The receiver discards every later packet of the

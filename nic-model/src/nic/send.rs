@@ -451,7 +451,7 @@ impl Nic {
             rtt = Some(r);
         }
         self.flow_released(dst, inf.in_flight());
-        self.rewind_grow(dst, u64::from(inf.bytes));
+        self.grow_window(dst, u64::from(inf.bytes));
         if sample {
             self.entropy_feedback(dst, inf.entropy, !ce);
         }

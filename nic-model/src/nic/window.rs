@@ -137,7 +137,7 @@ impl Nic {
         for p in &pkts {
             if let PktState::InFlight(o) = p {
                 if let Some(e) = self.op_table.remove(*o) {
-                    self.flow_released(dst, e.bytes);
+                    self.flow_released(dst, e.in_flight());
                     if let Some(d) = e.deadline {
                         self.timers.remove(&(d, Timer::Retransmit(*o)));
                         self.timers.remove(&(d, Timer::RnrRetry(*o)));

@@ -1,8 +1,9 @@
-//! Go-back-N's rewind window over virtual time: after a rewind a
-//! go-back-N sender keeps less out toward its peer and opens up as
+//! The loss window over virtual time: after a loss that congestion
+//! caused, a sender keeps less out toward its peer and opens up as
 //! acknowledgements come back, instead of sending a whole window again
-//! into the queue that lost it (docs/engine.md, "Go-back-N";
-//! docs/testing.md, finding 40).
+//! (go-back-N) or every trimmed packet at once (selective, no controller)
+//! into the queue that lost it (docs/engine.md, "The loss window";
+//! docs/testing.md, findings 40 and 41).
 
 mod common;
 
@@ -15,10 +16,10 @@ use udrma_proto::{NodeAddr, Opcode};
 /// receiver's SEQUENCE_ERROR NACKs are lost too, so only the sender's
 /// timer finds the loss. With `marked`, packet 0 arrives with a
 /// congestion mark (its ACK echoes it): the loss is congestion's.
-fn lost_until_the_timer(rewind_window: bool, marked: bool) -> Setup {
+fn lost_until_the_timer(loss_window: bool, marked: bool) -> Setup {
     let mut s = setup(NicConfig {
         retransmit: RetransmitMode::GoBackN,
-        rewind_window,
+        loss_window,
         rto_initial: Duration::from_micros(50),
         ..config()
     });
@@ -67,14 +68,14 @@ fn after_a_congested_timeout_go_back_n_starts_again_from_one_packet() {
     let s = lost_until_the_timer(true, true);
     assert_eq!(sent_with_the_timers_copy(&s), Vec::<u32>::new());
     let h0 = s.pair.nics[0].stats();
-    assert_eq!((h0.timeouts, h0.rewind_cuts, h0.ecn_echoes), (1, 1, 1));
+    assert_eq!((h0.timeouts, h0.loss_window_cuts, h0.ecn_echoes), (1, 1, 1));
     assert_eq!(resent_segments(&s), vec![1, 2, 3, 4, 5, 6, 7]);
 
     // Without it (RoCE's sender): the whole rest of the window leaves at
     // once behind the copy, into the queue that lost packet 1.
     let s = lost_until_the_timer(false, true);
     assert_eq!(sent_with_the_timers_copy(&s), vec![2, 3, 4, 5, 6, 7]);
-    assert_eq!(s.pair.nics[0].stats().rewind_cuts, 0);
+    assert_eq!(s.pair.nics[0].stats().loss_window_cuts, 0);
 }
 
 #[test]
@@ -85,5 +86,52 @@ fn a_loss_with_no_sign_of_congestion_leaves_the_window_alone() {
     let s = lost_until_the_timer(true, false);
     assert_eq!(sent_with_the_timers_copy(&s), vec![2, 3, 4, 5, 6, 7]);
     let h0 = s.pair.nics[0].stats();
-    assert_eq!((h0.timeouts, h0.rewind_cuts, h0.ecn_echoes), (1, 0, 0));
+    assert_eq!((h0.timeouts, h0.loss_window_cuts, h0.ecn_echoes), (1, 0, 0));
+}
+
+/// An 8-packet selective WRITE with no controller whose packet 2 is
+/// trimmed once, every ACK held 10 µs on the way back: when the TRIMMED
+/// NACK comes (1 µs after the packets left), the other seven are still
+/// out. Returns when packet 2's copy left.
+fn trimmed_copy_leaves(loss_window: bool) -> (Setup, udrma_nic::Instant) {
+    let mut s = setup(NicConfig {
+        loss_window,
+        ..config()
+    });
+    let mut trimmed = false;
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode() == Opcode::Ack => Verdict::Delay(Duration::from_micros(10)),
+        Some(r) if is_data(w) && r.seg_index == 2 && !trimmed => {
+            trimmed = true;
+            Verdict::Trim
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(8192);
+    s.pair.run();
+    s.assert_ok_once(0, wr);
+    s.assert_written(8192);
+    let copy = writes_sent(&s)
+        .into_iter()
+        .filter(|l| l.seg_index == 2)
+        .nth(1)
+        .expect("packet 2 went twice")
+        .at;
+    (s, copy)
+}
+
+#[test]
+fn with_no_controller_a_trim_holds_the_copy_until_the_window_has_room() {
+    // With the window: the trim halves what may be out (seven packets
+    // are), so the copy waits for the held ACKs (10 µs on top of the
+    // wire) instead of joining the queue that trimmed it.
+    let (s, copy) = trimmed_copy_leaves(true);
+    let h0 = s.pair.nics[0].stats();
+    assert_eq!((h0.loss_window_cuts, h0.timeouts), (1, 0));
+    assert!(copy.0 >= Duration::from_micros(10).0, "left at {copy:?}");
+
+    // Without it: the copy leaves the moment the NACK is in.
+    let (s, copy) = trimmed_copy_leaves(false);
+    assert_eq!(s.pair.nics[0].stats().loss_window_cuts, 0);
+    assert!(copy.0 < Duration::from_micros(10).0, "left at {copy:?}");
 }
