@@ -169,10 +169,7 @@ fn a_go_back_n_gap_before_registration_is_nacked_once_not_every_round_trip() {
         }
         _ => Verdict::Deliver,
     });
-    let wr = s.write(4096);
-    s.pair.run();
-    s.assert_ok_once(0, wr);
-    s.assert_written(4096);
+    s.write_through(4096);
     let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
     assert_eq!(h1.nacks_sent.get(&Syndrome::SequenceError), Some(&1));
     assert!(h0.timeouts >= 2, "later tries wait for the timer");

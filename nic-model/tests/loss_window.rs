@@ -33,10 +33,7 @@ fn lost_until_the_timer(loss_window: bool, marked: bool) -> Setup {
         }
         _ => Verdict::Deliver,
     });
-    let wr = s.write(8192);
-    s.pair.run();
-    s.assert_ok_once(0, wr);
-    s.assert_written(8192);
+    s.write_through(8192);
     s
 }
 
@@ -107,10 +104,7 @@ fn trimmed_copy_leaves(loss_window: bool) -> (Setup, udrma_nic::Instant) {
         }
         _ => Verdict::Deliver,
     });
-    let wr = s.write(8192);
-    s.pair.run();
-    s.assert_ok_once(0, wr);
-    s.assert_written(8192);
+    s.write_through(8192);
     let copy = writes_sent(&s)
         .into_iter()
         .filter(|l| l.seg_index == 2)

@@ -97,6 +97,15 @@ impl Setup {
         );
     }
 
+    /// Posts a WRITE of `len` bytes, runs the pair until it is quiet, and
+    /// asserts the WRITE completed once and every byte landed.
+    pub fn write_through(&mut self, len: u64) {
+        let wr = self.write(len);
+        self.pair.run();
+        self.assert_ok_once(0, wr);
+        self.assert_written(len as usize);
+    }
+
     /// Asserts the first `len` bytes of the WRITE landed exactly.
     pub fn assert_written(&self, len: usize) {
         assert!(
