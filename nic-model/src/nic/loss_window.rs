@@ -171,3 +171,7 @@ impl Nic {
         f.loss_window.map_or(u64::MAX, |w| w.window)
     }
 }
+
+#[cfg(test)]
+#[path = "loss_window_tests.rs"]
+mod tests;

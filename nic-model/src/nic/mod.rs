@@ -29,7 +29,8 @@
 //! per-peer window that lets the receiver's tombstones stay bounded),
 //! `flow` (the send gate: congestion state and bytes in flight per peer;
 //! its unit tests are `flow_tests`), `loss_window` (less out toward a peer
-//! after a loss that congestion caused), `grants` (receiver
+//! after a loss that congestion caused; its unit tests are
+//! `loss_window_tests`), `grants` (receiver
 //! credit), `probe`
 //! (tail loss probes), `timers` (the deadlines), `local` (where a
 //! request's bytes are, and the DMA work of touching them) and
