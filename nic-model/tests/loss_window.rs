@@ -129,3 +129,58 @@ fn with_no_controller_a_trim_holds_the_copy_until_the_window_has_room() {
     assert_eq!(s.pair.nics[0].stats().loss_window_cuts, 0);
     assert!(copy.0 < Duration::from_micros(10).0, "left at {copy:?}");
 }
+
+/// `trimmed_copy_leaves`'s WRITE (packet 2 trimmed once, ACKs held
+/// 10 µs), with a second 8-packet WRITE posted 3 µs in, after the trim's
+/// NACK cut the window. Returns when the second WRITE's first packet
+/// left.
+fn second_write_leaves(loss_window: bool) -> udrma_nic::Instant {
+    let mut s = setup(NicConfig {
+        loss_window,
+        ..config()
+    });
+    let mut trimmed = false;
+    s.pair.set_filter(move |w| match w.repr {
+        Some(r) if r.opcode() == Opcode::Ack => Verdict::Delay(Duration::from_micros(10)),
+        Some(r) if is_data(w) && r.seg_index == 2 && !trimmed => {
+            trimmed = true;
+            Verdict::Trim
+        }
+        _ => Verdict::Deliver,
+    });
+    let first = s.write(8192);
+    s.pair
+        .run_until(udrma_nic::Instant::ZERO + Duration::from_micros(3));
+    let second = s.write_at(8192, 8192);
+    s.pair.flush();
+    s.pair.run();
+    s.assert_ok_once(0, first);
+    s.assert_ok_once(0, second);
+    let msg = s
+        .pair
+        .log
+        .iter()
+        .find(|l| l.from == NodeAddr(0) && l.kind.starts_with("WRITE"))
+        .map(|l| l.msg_id)
+        .expect("the first WRITE went");
+    writes_sent(&s)
+        .into_iter()
+        .find(|l| l.msg_id != msg)
+        .expect("the second WRITE went")
+        .at
+}
+
+#[test]
+fn with_no_controller_new_data_waits_for_the_cut_window_too() {
+    // The window holds new operations as it holds copies: the second
+    // WRITE waits for the held ACKs to make room.
+    let held = second_write_leaves(true);
+    assert!(held.0 >= Duration::from_micros(10).0, "left at {held:?}");
+    // Without it, the second WRITE leaves as soon as it is posted (one
+    // microsecond of doorbell later), long before the ACKs are back.
+    let at_once = second_write_leaves(false);
+    assert!(
+        at_once.0 < Duration::from_micros(10).0,
+        "left at {at_once:?}"
+    );
+}
