@@ -86,11 +86,9 @@ fn a_loss_with_no_sign_of_congestion_leaves_the_window_alone() {
     assert_eq!((h0.timeouts, h0.loss_window_cuts, h0.ecn_echoes), (1, 0, 0));
 }
 
-/// An 8-packet selective WRITE with no controller whose packet 2 is
-/// trimmed once, every ACK held 10 µs on the way back: when the TRIMMED
-/// NACK comes (1 µs after the packets left), the other seven are still
-/// out. Returns when packet 2's copy left.
-fn trimmed_copy_leaves(loss_window: bool) -> (Setup, udrma_nic::Instant) {
+/// A selective pair with no controller whose first copy of packet 2 is
+/// trimmed and whose every ACK is held 10 µs on the way back.
+fn trim_once_holding_acks(loss_window: bool) -> Setup {
     let mut s = setup(NicConfig {
         loss_window,
         ..config()
@@ -104,6 +102,15 @@ fn trimmed_copy_leaves(loss_window: bool) -> (Setup, udrma_nic::Instant) {
         }
         _ => Verdict::Deliver,
     });
+    s
+}
+
+/// An 8-packet selective WRITE with no controller whose packet 2 is
+/// trimmed once, every ACK held 10 µs on the way back: when the TRIMMED
+/// NACK comes (1 µs after the packets left), the other seven are still
+/// out. Returns when packet 2's copy left.
+fn trimmed_copy_leaves(loss_window: bool) -> (Setup, udrma_nic::Instant) {
+    let mut s = trim_once_holding_acks(loss_window);
     s.write_through(8192);
     let copy = writes_sent(&s)
         .into_iter()
@@ -135,19 +142,7 @@ fn with_no_controller_a_trim_holds_the_copy_until_the_window_has_room() {
 /// NACK cut the window. Returns when the second WRITE's first packet
 /// left.
 fn second_write_leaves(loss_window: bool) -> udrma_nic::Instant {
-    let mut s = setup(NicConfig {
-        loss_window,
-        ..config()
-    });
-    let mut trimmed = false;
-    s.pair.set_filter(move |w| match w.repr {
-        Some(r) if r.opcode() == Opcode::Ack => Verdict::Delay(Duration::from_micros(10)),
-        Some(r) if is_data(w) && r.seg_index == 2 && !trimmed => {
-            trimmed = true;
-            Verdict::Trim
-        }
-        _ => Verdict::Deliver,
-    });
+    let mut s = trim_once_holding_acks(loss_window);
     let first = s.write(8192);
     s.pair
         .run_until(udrma_nic::Instant::ZERO + Duration::from_micros(3));
