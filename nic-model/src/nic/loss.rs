@@ -342,7 +342,7 @@ impl Nic {
             };
             self.retransmit_queue.push_back(opn);
             let (msg_id, seg) = (inf.msg_id, inf.seg);
-            if let Some(dst) = self.ops.get(&msg_id).map(|op| op.dst) {
+            if let Some(dst) = dst {
                 self.flow_released(dst, released);
                 self.flow(dst).take_resent(msg_id, seg);
             }
