@@ -78,6 +78,12 @@ pub struct Common {
     /// the timer (the simulator's default).
     #[arg(long, overrides_with = "tail_probe")]
     no_tail_probe: bool,
+    /// Send every packet whose timer comes due, even while the peer has
+    /// answered nothing since an earlier timeout's copy (by default only
+    /// that copy goes, and the rest wait for its answer: `[nic]
+    /// timeout_hold`, on over sockets).
+    #[arg(long)]
+    no_timeout_hold: bool,
     /// Send datagrams not ECN-capable (by default they carry ECT(0), so an
     /// ECN-marking queue marks them instead of dropping them).
     #[arg(long)]
@@ -196,6 +202,7 @@ impl Common {
         })?;
         cfg.nic.rto_restart = self.rto_restart;
         cfg.nic.tail_probe = !self.no_tail_probe;
+        cfg.nic.timeout_hold = !self.no_timeout_hold;
         cfg.nic.cc = udrma_nic::CcConfig {
             algorithm,
             line_rate_bps: self.cc_rate,

@@ -196,7 +196,7 @@ impl Case {
         // default 1024, one 1 MB message through the dumbbell's bottleneck
         // overflows its queue and go-back-N never recovers (finding 5).
         let mut s = format!(
-            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"{}\"\n{}\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\n{}trim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nrto_restart = {}\ntail_probe = {}\nretransmit = \"{}\"\nmax_retries = 40\n{}\n",
+            "name = \"vocabulary\"\nseed = {}\ntime_limit = \"{}\"\n{}\n[topology]\n{}\nrouting = \"{}\"\nqueue = \"{}KiB\"\necn_threshold = \"{}KiB\"\n{}trim = {}\ncontrol_priority = {}\n\n[nic]\ncc = \"{}\"\nmultipath = \"{}\"\nmtu_payload = \"1KiB\"\nsegment_threshold = \"16KiB\"\nsegment_size = \"8KiB\"\nop_table = 64\nregistry = {}\nescape_entries = {}\ntombstone_capacity = {}\nregistration = \"{}\"\nack = \"{}\"\ncompletion_acks = {}\nrto_restart = {}\ntail_probe = {}\n{}retransmit = \"{}\"\nmax_retries = 40\n{}\n",
             self.seed,
             // Room for the whole retry budget: 40 timeouts of up to 80 ms
             // where the timer's floor comes from full queues.
@@ -256,6 +256,13 @@ impl Case {
             (self.seed >> 12) % 2 == 1,
             // Tail loss probes in half.
             (self.seed >> 16) % 2 == 1,
+            // One timeout at a time toward a silent peer in half (a key
+            // go-back-N refuses).
+            if self.go_back_n() {
+                String::new()
+            } else {
+                format!("timeout_hold = {}\n", (self.seed >> 19) % 2 == 1)
+            },
             if self.go_back_n() {
                 "go-back-n"
             } else {

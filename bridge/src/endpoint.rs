@@ -137,6 +137,7 @@ impl BridgeConfig {
             completion_acks: true,
             tail_probe: true,
             spurious_by_timing: false,
+            timeout_hold: true,
             rto_initial: Duration::from_millis(20),
             rto_min: Duration::from_millis(5),
             rto_max: Duration::from_millis(500),

@@ -169,6 +169,19 @@ pub struct NicConfig {
     /// controller's base RTT on sprayed paths). The retransmit timer
     /// stays as the last resort. `false`: only timers and NACKs.
     pub fast_retransmit: bool,
+    /// While a peer answers nothing, one timeout at a time toward it
+    /// (after F-RTO, RFC 5682; selective retransmission only): a retransmit timer that comes due after
+    /// another packet toward the same peer timed out, and before the peer
+    /// answered anything since, is filed again for one backed-off RTO
+    /// after that timeout's copy instead of sending. When the peer
+    /// answers, the answer says what was lost (an answer to the copy
+    /// convicts the packets sent before it, `fast_retransmit`); a peer
+    /// that was only slow (a host process the scheduler did not run)
+    /// answers for the packets, and nothing more is sent. Off by default
+    /// (a simulated NIC answers at its own pace); on in the bridge, where
+    /// a stalled process would otherwise have every packet it had not
+    /// yet acknowledged sent again.
+    pub timeout_hold: bool,
     /// Judge a packet sent again on loss detection spurious, and double
     /// the reordering window toward its peer, when an acknowledgement for
     /// it comes too soon after the copy left to be the copy's own (under
@@ -272,6 +285,7 @@ impl Default for NicConfig {
             retransmit: RetransmitMode::Selective,
             loss_window: true,
             fast_retransmit: true,
+            timeout_hold: false,
             spurious_by_timing: true,
             rto_initial: Duration::from_micros(100),
             rto_min: Duration::from_micros(20),

@@ -47,6 +47,10 @@ pub struct Stats {
     /// acknowledgement by the same peer (`rto_restart`; not counted in
     /// `timeouts`).
     pub rto_restarts: u64,
+    /// Timers that came due while their peer had answered nothing since a
+    /// timeout's copy toward it, and were filed again after that copy
+    /// (`timeout_hold`; not counted in `timeouts`).
+    pub timeouts_held: u64,
     /// Tail loss probes sent (`tail_probe`; counted in `retransmits` too).
     pub tail_probes: u64,
     /// Of them, acknowledged too soon after they left to be the probe's

@@ -274,6 +274,7 @@ pub fn nic_config(
         completion_acks: n.completion_acks.unwrap_or(d.completion_acks),
         rto_restart: n.rto_restart.unwrap_or(d.rto_restart),
         tail_probe: n.tail_probe.unwrap_or(d.tail_probe),
+        timeout_hold: n.timeout_hold.unwrap_or(d.timeout_hold),
         credit_repair: n.credit_repair.unwrap_or(d.credit_repair),
         loss_window: n.loss_window.unwrap_or(d.loss_window),
         rto_initial: t(n.rto_initial, d.rto_initial),
@@ -338,6 +339,15 @@ pub fn nic_config(
     cfg.rto_initial = cfg.rto_initial.max(floor.min(cfg.rto_max));
     refuse_reordering_go_back_n(sc, &cfg)?;
     refuse_loss_window_where_it_changes_nothing(sc, &cfg)?;
+    if cfg.retransmit == RetransmitMode::GoBackN && sc.file.nic.timeout_hold.is_some() {
+        return Err(sc.error_at_key(
+            "timeout_hold",
+            "nic.timeout_hold changes nothing under retransmit = \"go-back-n\": a \
+             go-back-N timeout already sends again everything after the packet \
+             lost, and the receiver answers only in order; remove it"
+                .to_string(),
+        ));
+    }
     cfg.validate().map_err(|e| {
         let udrma_nic::ConfigError::OutOfRange { field, .. } = &e;
         sc.error_at_key(field, format!("nic: {e}"))

@@ -325,6 +325,9 @@ pub struct NicSpec {
     /// An operation's last packet out goes again once after two smoothed
     /// RTTs of silence (tail loss probe).
     pub tail_probe: Option<bool>,
+    /// While a peer answers nothing, one timeout at a time toward it: the
+    /// other timers wait for the copy's answer (F-RTO).
+    pub timeout_hold: Option<bool>,
     /// Repair NOOPs for credit counts the peer has not echoed (default
     /// on; off reinstates finding 8).
     pub credit_repair: Option<bool>,

@@ -201,3 +201,26 @@ fn a_slow_indirect_receiver_holds_its_sender_back_instead_of_timing_it_out() {
         r.retransmits
     );
 }
+
+/// `timeout_hold` holds the timers toward a silent peer behind one copy,
+/// under selective retransmission. Under go-back-N a timeout already
+/// sends everything after the lost packet again, and the receiver answers
+/// only in order (a packet held could be the one it waits for), so the
+/// key is refused there, at its line; under selective either value runs.
+#[test]
+fn a_timeout_hold_under_go_back_n_is_refused_at_its_key() {
+    let file = |retransmit: &str, on: bool| {
+        format!(
+            "name = \"th\"\nseed = 1\n\n[topology]\nkind = \"pair\"\n\n[nic]\nretransmit = \"{retransmit}\"\ntimeout_hold = {on}\n\n[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"64KiB\"\n"
+        )
+    };
+    for on in [true, false] {
+        let e = Scenario::parse("th.toml", &file("go-back-n", on))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("th.toml:9:"), "{e}");
+        assert!(e.contains("nic.timeout_hold changes nothing"), "{e}");
+        let r = run_toml("th.toml", &file("selective", on));
+        assert!(r.passed(), "{:?}", r.notes);
+    }
+}

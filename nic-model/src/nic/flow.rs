@@ -66,6 +66,10 @@ pub(super) struct Flow {
     /// When this peer last said its path is congested (an ECN echo, or a
     /// trim): a go-back-N loss near then cuts the loss window.
     pub congested: Option<Instant>,
+    /// The copy a timeout last sent toward this peer (`timeout_hold`):
+    /// until the peer answers something, other timers toward it wait for
+    /// that copy's answer.
+    pub timeout_copy: Option<TimeoutCopy>,
     /// When this peer last acknowledged a packet, and when that packet
     /// had left (`rto_restart` counts a timer from there when the packet
     /// acknowledged left before the timer's).
@@ -185,6 +189,17 @@ pub(super) enum Gate {
     Credit,
 }
 
+/// A packet a timeout sent again (`timeout_hold`): when, and which (an
+/// OP table slot is reused once its packet is acknowledged, so the
+/// operation and segment say whether the slot still holds it).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TimeoutCopy {
+    pub at: Instant,
+    pub opn: OpNumber,
+    pub msg_id: u32,
+    pub seg: u32,
+}
+
 impl Nic {
     /// Uses `factory` instead of the configured algorithm for every peer
     /// this NIC starts talking to from now on (flows that exist keep their
@@ -224,6 +239,7 @@ impl Nic {
             responded: Instant::ZERO,
             loss_window: None,
             congested: None,
+            timeout_copy: None,
             acked: Instant::ZERO,
             acked_sent: Instant::ZERO,
             // Sprayed packets take paths of different delay: start the

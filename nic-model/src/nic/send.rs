@@ -440,7 +440,7 @@ impl Nic {
         let unpark = !op.parked.is_empty();
         let first_word = op.acked == 1;
         let done = op.acked == op.seg_count;
-        if self.cfg.rto_restart {
+        if self.cfg.rto_restart || self.cfg.timeout_hold {
             let f = self.flow(dst);
             (f.acked, f.acked_sent) = (now, inf.sent_at);
         }
@@ -473,7 +473,7 @@ impl Nic {
         let asked = inf.fast && first_word;
         let copy = if !inf.retransmitted {
             Some((inf.sent_at, true))
-        } else if (self.cfg.tail_probe || asked) && sample {
+        } else if (self.cfg.tail_probe || self.cfg.timeout_hold || asked) && sample {
             if self.copy_answered(now, dst, inf.sent_at, inf.probe) {
                 Some((inf.sent_at, false))
             } else {
