@@ -134,3 +134,58 @@ fn the_window_is_dropped_once_it_holds_more_than_the_op_table() {
     n.grow_window(PEER, MTU);
     assert_eq!((window(&n), n.windowed_flows), (None, 0));
 }
+
+#[test]
+fn a_peer_held_by_its_window_holds_up_no_other_peer() {
+    // Selective, no controller: a trim cut PEER's window to four packets
+    // with eight out, so it is full. A WRITE to PEER was posted first and
+    // one to another peer after it: the gate decides what goes (not the
+    // oldest first), and the other peer's WRITE goes while PEER's waits.
+    let mut n = nic(RetransmitMode::Selective);
+    let mr = n.register(0x1000, 1 << 16, crate::Access::ALL);
+    let other = NodeAddr(2);
+    for dst in [PEER, other] {
+        let wr = crate::WorkRequest::write(dst, mr, 0x1000, 2 * MTU, 1, 0x2000);
+        n.post(at(0), wr).unwrap();
+    }
+    n.flow(PEER).inflight = 8 * MTU;
+    n.cut_window(at(0), PEER, at(0), CutCause::Trim);
+    assert_eq!(window(&n), Some((4 * MTU, 4 * MTU)));
+    let mut buf = Vec::new();
+    let mut sent = Vec::new();
+    while let Some(t) = n.poll_transmit(at(1), &mut buf) {
+        sent.push(t.dst);
+    }
+    assert_eq!(sent, vec![other, other]);
+}
+
+#[test]
+fn go_back_n_copies_held_by_the_window_go_before_new_data() {
+    // A congested go-back-N peer times out packet 0 of a two-packet
+    // WRITE: the window starts again from one packet, and both copies
+    // wait at the gate. With 10 bytes of room left, a 1-byte WRITE posted
+    // now would fit where a copy (a whole datagram) does not; it must not
+    // pass them (the receiver would discard it, out of sequence).
+    let mut n = nic(RetransmitMode::GoBackN);
+    let mr = n.register(0x1000, 1 << 16, crate::Access::ALL);
+    let wr = crate::WorkRequest::write(PEER, mr, 0x1000, 2 * MTU, 1, 0x2000);
+    n.post(at(0), wr).unwrap();
+    let mut buf = Vec::new();
+    let mut sent = 0;
+    while n.poll_transmit(at(0), &mut buf).is_some() {
+        sent += 1;
+    }
+    assert_eq!(sent, 2);
+    n.flow(PEER).congested = Some(Instant::ZERO);
+    let first = match n.ops.values().next().map(|op| op.pkts[0]) {
+        Some(PktState::InFlight(o)) => o,
+        p => panic!("packet 0 is not out: {p:?}"),
+    };
+    n.on_retransmit_timeout(at(100), first);
+    assert_eq!(window(&n), Some((MTU, 2 * MTU)));
+    n.flow(PEER).inflight = MTU - 10;
+    let wr = crate::WorkRequest::write(PEER, mr, 0x1000, 1, 1, 0x2000);
+    n.post(at(100), wr).unwrap();
+    assert!(n.poll_transmit(at(100), &mut buf).is_none());
+    assert_eq!(n.stats.data_sent, 2);
+}
