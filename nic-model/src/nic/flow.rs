@@ -69,7 +69,7 @@ pub(super) struct Flow {
     /// The copy a timeout last sent toward this peer (`timeout_hold`):
     /// until the peer answers something, other timers toward it wait for
     /// that copy's answer.
-    pub timeout_copy: Option<TimeoutCopy>,
+    pub timeout_copy: Option<super::timeout_hold::TimeoutCopy>,
     /// When this peer last acknowledged a packet, and when that packet
     /// had left (`rto_restart` counts a timer from there when the packet
     /// acknowledged left before the timer's).
@@ -187,17 +187,6 @@ pub(super) enum Gate {
     Pace(Instant),
     /// Out of receiver credit: a GRANT will open it.
     Credit,
-}
-
-/// A packet a timeout sent again (`timeout_hold`): when, and which (an
-/// OP table slot is reused once its packet is acknowledged, so the
-/// operation and segment say whether the slot still holds it).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct TimeoutCopy {
-    pub at: Instant,
-    pub opn: OpNumber,
-    pub msg_id: u32,
-    pub seg: u32,
 }
 
 impl Nic {

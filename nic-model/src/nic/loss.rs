@@ -37,82 +37,11 @@ impl Nic {
             return;
         }
         self.cut_window_from(now, opn, CutCause::Timeout);
-        if self.holds_timeouts() {
-            if let Some(dst) = self.ops.get(&msg_id).map(|op| op.dst) {
-                let seg = self.op_table.get(opn).map_or(0, |e| e.seg);
-                self.flow(dst).timeout_copy = Some(flow::TimeoutCopy {
-                    at: now,
-                    opn,
-                    msg_id,
-                    seg,
-                });
-            }
-        }
+        self.note_timeout_copy(now, opn, msg_id);
         self.queue_retransmit(opn);
         if self.cfg.retransmit == RetransmitMode::GoBackN {
             self.go_back_after(opn);
         }
-    }
-
-    /// `timeout_hold`, under selective retransmission only: a go-back-N
-    /// receiver answers only in order, and a packet held could be the one
-    /// it waits for while it discards the copy.
-    fn holds_timeouts(&self) -> bool {
-        self.cfg.timeout_hold && self.cfg.retransmit == RetransmitMode::Selective
-    }
-
-    /// With `timeout_hold`: `opn`'s timer came due while its peer has
-    /// answered nothing (no acknowledgement, no READ response) since a
-    /// timeout sent a copy toward it, and that copy is still out. The
-    /// timer is filed again just after the copy's (returns whether it
-    /// was): the copy's answer, or the peer's answers for what it already
-    /// had, say whether `opn` is lost, and if none comes the copy's own
-    /// timeout goes first and the wait starts again. Sending now would
-    /// send every packet a stalled peer has not yet acknowledged. A copy
-    /// waiting at the send gate holds nothing (the packets held would keep
-    /// its room in the window), unless it was queued at this instant.
-    fn timeout_copy_holds(&mut self, now: Instant, opn: OpNumber) -> bool {
-        if !self.holds_timeouts() {
-            return false;
-        }
-        let Some(inf) = self.op_table.get(opn).copied() else {
-            return false;
-        };
-        let Some(dst) = self.ops.get(&inf.msg_id).map(|op| op.dst) else {
-            return false;
-        };
-        let Some((copy, heard)) = self
-            .flows
-            .get(&dst)
-            .and_then(|f| f.timeout_copy.map(|c| (c, f.acked.max(f.responded))))
-        else {
-            return false;
-        };
-        if heard >= copy.at || copy.opn == opn {
-            return false;
-        }
-        let Some(out) = self
-            .op_table
-            .get(copy.opn)
-            .filter(|e| e.msg_id == copy.msg_id && e.seg == copy.seg)
-            .copied()
-        else {
-            return false;
-        };
-        let due = match out.deadline {
-            Some(d) => d,
-            // Queued at this instant, by a timer of the same batch: it
-            // leaves after them, and is due about a backoff from now.
-            None if copy.at == now => now + self.rtt_to(dst).backoff(out.retries),
-            None => return false,
-        };
-        let deadline = due + udrma_proto::time::Duration(1);
-        if let Some(e) = self.op_table.get_mut(opn) {
-            e.deadline = Some(deadline);
-        }
-        self.timers.insert((deadline, Timer::Retransmit(opn)));
-        self.stats.timeouts_held += 1;
-        true
     }
 
     /// With `rto_restart`: if the last packet `opn`'s peer acknowledged

@@ -32,7 +32,8 @@
 //! after a loss that congestion caused; its unit tests are
 //! `loss_window_tests`), `grants` (receiver
 //! credit), `probe`
-//! (tail loss probes), `timers` (the deadlines), `local` (where a
+//! (tail loss probes), `timeout_hold` (one timeout at a time toward a
+//! silent peer; its unit tests are `timeout_hold_tests`), `timers` (the deadlines), `local` (where a
 //! request's bytes are, and the DMA work of touching them) and
 //! `collective` (the reduce unit at work).
 
@@ -72,6 +73,7 @@ mod probe;
 mod receive;
 mod replies;
 mod send;
+mod timeout_hold;
 mod timers;
 mod window;
 

@@ -1,0 +1,119 @@
+//! The timeout hold's rules, driven directly: which copy holds, until
+//! when, and what ends the hold. The stories in
+//! nic-model/tests/timeout_hold.rs tell the same over the wire.
+
+use super::*;
+use udrma_proto::time::Duration;
+
+const PEER: NodeAddr = NodeAddr(1);
+
+fn at(us: u64) -> Instant {
+    Instant::ZERO + Duration::from_micros(us)
+}
+
+/// A selective NIC with the hold on and a 1 ms RTO, whose three-packet
+/// WRITE to PEER left at time zero; returns it and the packets' OP
+/// numbers.
+fn three_out() -> (Nic, Vec<OpNumber>) {
+    let cfg = NicConfig {
+        mtu_payload: 1000,
+        rto_initial: Duration::from_millis(1),
+        rto_min: Duration::from_millis(1),
+        timeout_hold: true,
+        ..NicConfig::default()
+    };
+    let mut n = Nic::new(NodeAddr(0), cfg).unwrap();
+    let mr = n.register(0x1000, 1 << 16, crate::Access::ALL);
+    let wr = crate::WorkRequest::write(PEER, mr, 0x1000, 3000, 1, 0x2000);
+    n.post(at(0), wr).unwrap();
+    let mut buf = Vec::new();
+    while n.poll_transmit(at(0), &mut buf).is_some() {}
+    let opns = n.ops.values().next().unwrap().pkts.iter().map(|p| match p {
+        PktState::InFlight(o) => *o,
+        p => panic!("not out: {p:?}"),
+    });
+    let opns = opns.collect::<Vec<_>>();
+    assert_eq!(opns.len(), 3);
+    (n, opns)
+}
+
+fn deadline(n: &Nic, opn: OpNumber) -> Option<Instant> {
+    n.op_table.get(opn).and_then(|e| e.deadline)
+}
+
+/// Packet 0 times out at 1 ms and its copy leaves.
+fn copy_of_first_out() -> (Nic, Vec<OpNumber>) {
+    let (mut n, o) = three_out();
+    n.on_retransmit_timeout(at(1000), o[0]);
+    let mut buf = Vec::new();
+    assert!(n.poll_transmit(at(1000), &mut buf).is_some());
+    (n, o)
+}
+
+#[test]
+fn a_timer_due_while_the_copy_is_out_waits_just_past_its_deadline() {
+    let (mut n, o) = copy_of_first_out();
+    let copy_due = deadline(&n, o[0]).unwrap();
+    assert!(n.timeout_copy_holds(at(1000), o[1]));
+    assert_eq!(deadline(&n, o[1]), Some(copy_due + Duration(1)));
+    // The copy itself is never held behind itself.
+    assert!(!n.timeout_copy_holds(at(1000), o[0]));
+    assert_eq!(n.stats.timeouts_held, 1);
+}
+
+#[test]
+fn an_answer_from_the_peer_after_the_copy_ends_the_hold() {
+    let (mut n, o) = copy_of_first_out();
+    n.flow(PEER).acked = at(1000);
+    assert!(!n.timeout_copy_holds(at(1001), o[1]), "heard at the copy");
+    let (mut n, o) = copy_of_first_out();
+    n.flow(PEER).responded = at(1001);
+    assert!(!n.timeout_copy_holds(at(1002), o[1]), "a READ response");
+    let (mut n, o) = copy_of_first_out();
+    n.flow(PEER).acked = at(999);
+    assert!(n.timeout_copy_holds(at(1001), o[1]), "heard before it");
+}
+
+#[test]
+fn an_acknowledgement_with_the_hold_on_says_when_the_peer_was_heard() {
+    let (mut n, o) = three_out();
+    n.ack_packet(at(5), o[2], true, false);
+    assert_eq!((n.flows.get(&PEER).unwrap().acked), at(5));
+}
+
+#[test]
+fn a_slot_reused_by_another_packet_holds_nothing() {
+    let (mut n, o) = copy_of_first_out();
+    // The copy's slot now names another packet (of the same operation).
+    if let Some(c) = n.flow(PEER).timeout_copy.as_mut() {
+        c.seg = 2;
+    }
+    assert!(!n.timeout_copy_holds(at(1000), o[1]));
+    let (mut n, o) = copy_of_first_out();
+    if let Some(c) = n.flow(PEER).timeout_copy.as_mut() {
+        c.msg_id += 1;
+    }
+    assert!(!n.timeout_copy_holds(at(1000), o[1]));
+}
+
+#[test]
+fn a_copy_still_queued_holds_only_at_the_instant_it_was_queued() {
+    // Packet 0 times out; its copy waits in the queue (not polled).
+    let (mut n, o) = three_out();
+    n.on_retransmit_timeout(at(1000), o[0]);
+    assert_eq!(deadline(&n, o[0]), None);
+    // Same instant: held about a backoff on.
+    assert!(n.timeout_copy_holds(at(1000), o[1]));
+    assert!(deadline(&n, o[1]).is_some_and(|d| d > at(1000)));
+    // Later, the copy still waiting (at the send gate): nothing held,
+    // or the packets held could keep its room in the window.
+    assert!(!n.timeout_copy_holds(at(1001), o[2]));
+}
+
+#[test]
+fn go_back_n_holds_nothing() {
+    let (mut n, o) = copy_of_first_out();
+    n.cfg.retransmit = crate::config::RetransmitMode::GoBackN;
+    assert!(!n.holds_timeouts());
+    assert!(!n.timeout_copy_holds(at(1000), o[1]));
+}
