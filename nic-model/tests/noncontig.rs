@@ -577,6 +577,43 @@ fn copies_the_receiver_discards_cost_its_dma_engine_nothing() {
     }
 }
 
+/// A copy that arrives while its first copy still waits in the receive
+/// unit costs no placing work either: the first is handled before it and
+/// sets its bit. When it did, a receiver that took longer to place a
+/// message than the sender's timer cap placed every spurious copy too,
+/// fell further behind each round, and its sender ran out of retries
+/// with nothing lost (docs/testing.md, finding 42).
+#[test]
+fn a_copy_of_a_packet_still_waiting_to_be_placed_costs_nothing() {
+    // Each packet spans two blocks: one extra setup each.
+    let blocks = [
+        (DST, 500),
+        (DST + 4000, 1000),
+        (DST + 9000, 700),
+        (DST + 12_000, 400),
+    ];
+    let (mut b, _, pkts) = send_into_list(RetransmitMode::Selective, &blocks, 2500);
+    let t = udrma_nic::Instant::ZERO + Duration::from_micros(1);
+    let one_extra_block = Duration::from_nanos(50);
+    // Packet 0 is booked; two copies of it arrive before it is handled.
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), one_extra_block);
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), Duration::ZERO);
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), Duration::ZERO);
+    // Packet 1 is its own packet: booked in full.
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[1]), one_extra_block);
+    b.handle_datagram(t, NodeAddr(0), &pkts[0]);
+    b.handle_datagram(t, NodeAddr(0), &pkts[0]);
+    b.handle_datagram(t, NodeAddr(0), &pkts[1]);
+    // Handled: a later copy is the bitmask's to discard, and a packet
+    // not booked before costs its work.
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[1]), Duration::ZERO);
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[2]), one_extra_block);
+    b.handle_datagram(t, NodeAddr(0), &pkts[2]);
+    assert!(b
+        .poll_event()
+        .is_some_and(|e| matches!(e, Event::Completed { len: 2500, .. })));
+}
+
 /// A packet of an operation not registered yet: go-back-N discards all
 /// but packet 0, while selective retransmission keeps it in the escape
 /// channel and places it later, so its work counts.

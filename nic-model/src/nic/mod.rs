@@ -495,6 +495,12 @@ pub struct Nic {
     /// (`next_retransmit`); no new packet goes to them before those. Read
     /// only while the gate decides, so after `stats`.
     copies_held: Vec<NodeAddr>,
+    /// Data packets whose placing work the receive side has booked
+    /// (`receive_work`) and that are not handled yet: a copy of one that
+    /// arrives meanwhile costs no placing work, since the first sets its
+    /// bit before the copy is looked at. At most [`PLACING_CAP`]; read
+    /// only by a costed backend, so after `stats`.
+    placing: BTreeSet<(NodeAddr, u16, u32, u32)>,
     // The credit echo's state: read only by messaging, which advertises
     // credits, so after the hot part (an RDMA run never touches it).
     /// Newest echo of our count each peer sent.
@@ -569,6 +575,11 @@ pub const CREDIT_REPAIRS: u32 = 8;
 /// still served, but their restarts go unnoticed (counted in
 /// `Stats::epoch_peers_overflow`).
 pub const MAX_PEERS: usize = 65_536;
+
+/// At most this many packets are remembered as booked for placing and not
+/// yet handled (`Nic::receive_work`); past it a copy is charged its
+/// placing work again, as before the set existed.
+pub const PLACING_CAP: usize = 4096;
 
 /// Whether epoch `a` is newer than `b`, in serial-number arithmetic
 /// (RFC 1982): the difference, read as a signed 32-bit number, is positive.
@@ -669,6 +680,7 @@ impl Nic {
             rnr_hold: PeerMap::new(),
             windowed_flows: 0,
             copies_held: Vec::new(),
+            placing: BTreeSet::new(),
             grants: grants::Grants::default(),
             rx_ce: false,
             rx_port: 0,

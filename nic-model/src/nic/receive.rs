@@ -35,6 +35,11 @@ impl Nic {
         if self.rx_ce {
             self.stats.rx_ce += 1;
         }
+        if !self.placing.is_empty() && d.bytes.len() >= udrma_proto::HEADER_LEN {
+            let p = Packet::new_unchecked(d.bytes);
+            self.placing
+                .remove(&(from, p.src_ep(), p.msg_id(), p.seg_index()));
+        }
         if meta.trimmed {
             self.on_trimmed(now, from, d.bytes);
         } else {
