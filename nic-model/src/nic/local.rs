@@ -279,3 +279,7 @@ impl Nic {
         fetch + touch.map_or(Duration::ZERO, |t| self.dma_work(t))
     }
 }
+
+#[cfg(test)]
+#[path = "local_tests.rs"]
+mod tests;

@@ -35,7 +35,8 @@
 //! (tail loss probes), `timeout_hold` (one timeout at a time toward a
 //! silent peer; its unit tests are `timeout_hold_tests`), `timers` (the deadlines), `local` (where a
 //! request's bytes are, and the DMA work of touching them) and
-//! `collective` (the reduce unit at work).
+//! `collective` (the reduce unit at work). `local`'s unit tests are
+//! `local_tests`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
