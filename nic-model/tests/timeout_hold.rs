@@ -11,7 +11,7 @@ mod common;
 
 use common::*;
 use udrma_nic::pair::Verdict;
-use udrma_nic::{Duration, NicConfig, RetransmitMode, WcError};
+use udrma_nic::{AckMode, Duration, NicConfig, RetransmitMode, WcError};
 use udrma_proto::NodeAddr;
 
 fn ms(n: u64) -> Duration {
@@ -169,4 +169,54 @@ fn a_peer_that_answers_nothing_still_fails_the_write() {
             assert_eq!(h0.timeouts_held, 0, "{h0:?}");
         }
     }
+}
+
+#[test]
+fn every_write_to_a_peer_that_answers_nothing_fails_together() {
+    // Four WRITEs toward a dead peer. A held timer spends its retry as a
+    // sent one would, so all four run out on one budget, within one
+    // backed-off RTO of each other; when held timers spent nothing, each
+    // WRITE began its own series of retries once the one before it had
+    // failed, one after another.
+    let mut s = setup(NicConfig {
+        max_retries: 3,
+        ..cfg(true)
+    });
+    s.pair.set_filter(|w| {
+        if w.from == NodeAddr(0) {
+            Verdict::Drop
+        } else {
+            Verdict::Deliver
+        }
+    });
+    let wrs: Vec<_> = (0..4).map(|i| s.write_at(i * 8192, 8192)).collect();
+    s.pair.run();
+    let failed: Vec<_> = wrs
+        .iter()
+        .map(|wr| {
+            assert_eq!(s.completions(0, *wr), vec![Err(WcError::RetryExceeded)]);
+            s.completion_time(0, *wr)
+        })
+        .collect();
+    let (first, last) = (failed.iter().min().unwrap(), failed.iter().max().unwrap());
+    assert!((*last - *first).0 <= ms(8).0, "failed at {failed:?}");
+}
+
+/// `stalled_receiver` with selective ACKs: the late answers come as one
+/// SACK naming the timeout's copy beside the seven packets held.
+#[test]
+fn a_sack_naming_the_copy_and_the_held_packets_convicts_none_of_them() {
+    let s = stalled_receiver_with(NicConfig {
+        ack_mode: AckMode::Selective {
+            delay: Duration::from_micros(1),
+        },
+        ..cfg(true)
+    });
+    let h0 = s.pair.nics[0].stats();
+    // The copy's answer is read after the packets sent once: nothing it
+    // would judge lost is still out (before, the seven were counted lost,
+    // and their loss told to the controller, by the SACK that
+    // acknowledged them).
+    assert_eq!((h0.timeouts, h0.fast_retransmits), (1, 0), "{h0:?}");
+    assert_eq!(resent_segments(&s), vec![0]);
 }

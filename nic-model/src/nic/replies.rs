@@ -278,6 +278,12 @@ impl Nic {
                 _ => None,
             })
             .collect();
+        // Packets sent once first, copies after: a copy's answer judges
+        // what left before it (`detect_overtaken`), and the packets this
+        // same SACK names are not lost (a stalled receiver's one SACK
+        // names a timeout's copy beside the packets it held).
+        let mut acked = acked;
+        acked.sort_by_key(|o| self.op_table.get(*o).is_some_and(|e| e.retransmitted));
         let ce = r.flags.contains(Flags::ECE);
         for opn in acked {
             self.ack_packet(now, opn, true, ce);
