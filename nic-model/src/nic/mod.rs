@@ -499,8 +499,9 @@ pub struct Nic {
     /// Data packets whose placing work the receive side has booked
     /// (`receive_work`) and that are not handled yet: a copy of one that
     /// arrives meanwhile costs no placing work, since the first sets its
-    /// bit before the copy is looked at. At most [`PLACING_CAP`]; read
-    /// only by a costed backend, so after `stats`.
+    /// bit before the copy is looked at. At most [`PLACING_CAP`]. Filled
+    /// only by a costed backend (`receive_work`); other backends test
+    /// only that it is empty, once a datagram, so after `stats`.
     placing: BTreeSet<(NodeAddr, u16, u32, u32)>,
     // The credit echo's state: read only by messaging, which advertises
     // credits, so after the hot part (an RDMA run never touches it).
