@@ -171,37 +171,6 @@ fn a_peer_that_answers_nothing_still_fails_the_write() {
     }
 }
 
-#[test]
-fn every_write_to_a_peer_that_answers_nothing_fails_together() {
-    // Four WRITEs toward a dead peer. A held timer spends its retry as a
-    // sent one would, so all four run out on one budget, within one
-    // backed-off RTO of each other; when held timers spent nothing, each
-    // WRITE began its own series of retries once the one before it had
-    // failed, one after another.
-    let mut s = setup(NicConfig {
-        max_retries: 3,
-        ..cfg(true)
-    });
-    s.pair.set_filter(|w| {
-        if w.from == NodeAddr(0) {
-            Verdict::Drop
-        } else {
-            Verdict::Deliver
-        }
-    });
-    let wrs: Vec<_> = (0..4).map(|i| s.write_at(i * 8192, 8192)).collect();
-    s.pair.run();
-    let failed: Vec<_> = wrs
-        .iter()
-        .map(|wr| {
-            assert_eq!(s.completions(0, *wr), vec![Err(WcError::RetryExceeded)]);
-            s.completion_time(0, *wr)
-        })
-        .collect();
-    let (first, last) = (failed.iter().min().unwrap(), failed.iter().max().unwrap());
-    assert!((*last - *first).0 <= ms(8).0, "failed at {failed:?}");
-}
-
 /// `stalled_receiver` with selective ACKs: the late answers come as one
 /// SACK naming the timeout's copy beside the seven packets held.
 #[test]

@@ -94,12 +94,6 @@ impl Nic {
             None if copy.at == now => now + self.rtt_to(dst).backoff(out.retries),
             None => return false,
         };
-        // A held timer spends its retry as a sent one would: toward a
-        // dead peer every operation runs out on one budget, together,
-        // not one after another as each held packet became the copy.
-        if !self.count_retry(now, opn) {
-            return true;
-        }
         let deadline = due + udrma_proto::time::Duration(1);
         if let Some(e) = self.op_table.get_mut(opn) {
             e.deadline = Some(deadline);
