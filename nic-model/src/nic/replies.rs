@@ -298,6 +298,13 @@ impl Nic {
         syndrome: Syndrome,
         detail: u32,
     ) {
+        // Any answer ends a timeout hold toward the peer: it is not
+        // silent. (Held behind a copy the receiver refused, an operation's
+        // first packet waited while the receiver's escape channel expired
+        // the rest, NACKing each: a SEND ran out of retries.)
+        if let Some(f) = self.flows.get_mut(&from) {
+            f.timeout_copy = None;
+        }
         let Some(opn) = self.match_op(from, r) else {
             self.stats.stale_acks += 1;
             return;

@@ -15,6 +15,12 @@ fn at(us: u64) -> Instant {
 /// WRITE to PEER left at time zero; returns it and the packets' OP
 /// numbers.
 fn three_out() -> (Nic, Vec<OpNumber>) {
+    let (n, o, _) = three_out_with_packets();
+    (n, o)
+}
+
+/// `three_out`, with the datagrams the WRITE sent.
+fn three_out_with_packets() -> (Nic, Vec<OpNumber>, Vec<Vec<u8>>) {
     let cfg = NicConfig {
         mtu_payload: 1000,
         rto_initial: Duration::from_millis(1),
@@ -27,14 +33,17 @@ fn three_out() -> (Nic, Vec<OpNumber>) {
     let wr = crate::WorkRequest::write(PEER, mr, 0x1000, 3000, 1, 0x2000);
     n.post(at(0), wr).unwrap();
     let mut buf = Vec::new();
-    while n.poll_transmit(at(0), &mut buf).is_some() {}
+    let mut pkts = Vec::new();
+    while let Some(tx) = n.poll_transmit(at(0), &mut buf) {
+        pkts.push(buf[..tx.len].to_vec());
+    }
     let opns = n.ops.values().next().unwrap().pkts.iter().map(|p| match p {
         PktState::InFlight(o) => *o,
         p => panic!("not out: {p:?}"),
     });
     let opns = opns.collect::<Vec<_>>();
     assert_eq!(opns.len(), 3);
-    (n, opns)
+    (n, opns, pkts)
 }
 
 fn deadline(n: &Nic, opn: OpNumber) -> Option<Instant> {
@@ -116,4 +125,33 @@ fn go_back_n_holds_nothing() {
     n.cfg.retransmit = crate::config::RetransmitMode::GoBackN;
     assert!(!n.holds_timeouts());
     assert!(!n.timeout_copy_holds(at(1000), o[1]));
+}
+
+#[test]
+fn a_refusal_from_the_peer_ends_the_hold_too() {
+    // A NACK is an answer: the peer is not silent. Before, refusals did
+    // not end a hold, and an operation's first packet, held, waited while
+    // the receiver's escape channel expired the rest, NACKing each
+    // (docs/testing.md, the hunt of 2026-12-02).
+    let (mut n, o, pkts) = three_out_with_packets();
+    n.on_retransmit_timeout(at(1000), o[0]);
+    let mut buf = Vec::new();
+    assert!(n.poll_transmit(at(1000), &mut buf).is_some());
+    assert!(n.timeout_copy_holds(at(1000), o[1]));
+    // PEER refuses packet 0's copy (receiver not ready).
+    let r = Repr::parse_bytes(&pkts[0]).unwrap();
+    let nack = Nic::header_reply(
+        NodeAddr(0),
+        &r,
+        ReplyBody::Nack {
+            syndrome: Syndrome::ReceiverNotReady,
+            detail: 0,
+        },
+    );
+    let mut peer = Nic::new(PEER, NicConfig::default()).unwrap();
+    let mut bytes = Vec::new();
+    let tx = peer.build_reply(at(1001), &nack, &mut bytes).unwrap();
+    n.handle_datagram(at(1001), PEER, &bytes[..tx.len]);
+    assert!(n.flows.get(&PEER).unwrap().timeout_copy.is_none());
+    assert!(!n.timeout_copy_holds(at(1002), o[2]));
 }
