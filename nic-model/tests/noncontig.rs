@@ -533,6 +533,15 @@ fn send_into_list(
     (b, dst, pkts)
 }
 
+/// A receive list over which each packet of a 2,500-byte SEND spans two
+/// blocks: one extra DMA setup each.
+const TWO_BLOCKS_A_PACKET: [(u64, u64); 4] = [
+    (DST, 500),
+    (DST + 4000, 1000),
+    (DST + 9000, 700),
+    (DST + 12_000, 400),
+];
+
 /// A copy the receiver will discard never reaches its DMA engine: a copy
 /// of a packet the bitmask holds, one go-back-N's sequence turns away, and
 /// a late copy of a finished SEND cost no block setup. When they did, a
@@ -540,13 +549,7 @@ fn send_into_list(
 /// dropped, and its queue fed itself (docs/testing.md, finding 22).
 #[test]
 fn copies_the_receiver_discards_cost_its_dma_engine_nothing() {
-    // Each packet spans two blocks: one extra setup each.
-    let blocks = [
-        (DST, 500),
-        (DST + 4000, 1000),
-        (DST + 9000, 700),
-        (DST + 12_000, 400),
-    ];
+    let blocks = TWO_BLOCKS_A_PACKET;
     let (mut b, dst, pkts) = send_into_list(RetransmitMode::GoBackN, &blocks, 2500);
     assert_eq!(pkts.len(), 3);
     let t = udrma_nic::Instant::ZERO + Duration::from_micros(1);
@@ -585,13 +588,7 @@ fn copies_the_receiver_discards_cost_its_dma_engine_nothing() {
 /// with nothing lost (docs/testing.md, finding 42).
 #[test]
 fn a_copy_of_a_packet_still_waiting_to_be_placed_costs_nothing() {
-    // Each packet spans two blocks: one extra setup each.
-    let blocks = [
-        (DST, 500),
-        (DST + 4000, 1000),
-        (DST + 9000, 700),
-        (DST + 12_000, 400),
-    ];
+    let blocks = TWO_BLOCKS_A_PACKET;
     let (mut b, _, pkts) = send_into_list(RetransmitMode::Selective, &blocks, 2500);
     let t = udrma_nic::Instant::ZERO + Duration::from_micros(1);
     let one_extra_block = Duration::from_nanos(50);
