@@ -10,6 +10,7 @@
 //! only. Its unit tests are `timeout_hold_tests`; the stories are
 //! nic-model/tests/timeout_hold.rs.
 
+use super::flow::Gate;
 use super::*;
 
 /// A packet a timeout sent again (`timeout_hold`): when, and which (an
@@ -90,8 +91,14 @@ impl Nic {
         let due = match out.deadline {
             Some(d) => d,
             // Queued at this instant, by a timer of the same batch: it
-            // leaves after them, and is due about a backoff from now.
-            None if copy.at == now => now + self.rtt_to(dst).backoff(out.retries),
+            // leaves after them, and is due about a backoff from now, if
+            // its peer's window lets it (and the copies ahead of it) out.
+            // Else it waits for room that only the packets held here
+            // would make: none is held (finding 43's stall, one packet a
+            // backoff of 80 ms).
+            None if copy.at == now && self.copy_fits(now, dst, copy.opn) => {
+                now + self.rtt_to(dst).backoff(out.retries)
+            }
             None => return false,
         };
         let deadline = due + udrma_proto::time::Duration(1);
@@ -101,6 +108,30 @@ impl Nic {
         self.timers.insert((deadline, Timer::Retransmit(opn)));
         self.stats.timeouts_held += 1;
         true
+    }
+
+    /// Whether the copy `copy`, waiting in the retransmit queue, fits in
+    /// `dst`'s window now with every copy toward `dst` queued ahead of it:
+    /// a window shut by bytes in flight (held packets among them) would
+    /// keep it waiting.
+    fn copy_fits(&self, now: Instant, dst: NodeAddr, copy: OpNumber) -> bool {
+        let mut bytes = 0u64;
+        for opn in &self.retransmit_queue {
+            let Some(e) = self.op_table.get(*opn) else {
+                continue;
+            };
+            if *opn == copy && !e.lost {
+                // Never out of the flight: it passes no gate.
+                return true;
+            }
+            if e.lost && self.ops.get(&e.msg_id).is_some_and(|op| op.dst == dst) {
+                bytes += u64::from(e.bytes);
+            }
+            if *opn == copy {
+                return self.gate(now, dst, bytes) != Gate::Window;
+            }
+        }
+        false
     }
 }
 

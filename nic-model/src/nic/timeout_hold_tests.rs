@@ -119,6 +119,29 @@ fn a_copy_still_queued_holds_only_at_the_instant_it_was_queued() {
     assert!(!n.timeout_copy_holds(at(1001), o[2]));
 }
 
+/// Finding 43's stall: a copy queued at this instant behind a window
+/// that the packets still out keep shut would wait for room only the
+/// packets held could make. Nothing is held: their timers go as they
+/// would without the hold, and their bytes leave the flight.
+#[test]
+fn a_copy_queued_behind_a_shut_window_holds_nothing() {
+    let (mut n, o) = three_out();
+    // Room for one packet toward PEER: the copy of packet 0 goes through
+    // the gate, and packets 1 and 2 are still out.
+    n.flow(PEER).loss_window = Some(super::super::loss_window::LossWindow {
+        window: 1000,
+        threshold: 1000,
+        cut: at(0),
+    });
+    n.on_retransmit_timeout(at(1000), o[0]);
+    assert_eq!(deadline(&n, o[0]), None, "the copy waits in the queue");
+    assert!(!n.timeout_copy_holds(at(1000), o[1]));
+    assert_eq!(n.stats.timeouts_held, 0);
+    // Room for the copy beside what is out: held as before.
+    n.flow(PEER).loss_window = None;
+    assert!(n.timeout_copy_holds(at(1000), o[1]));
+}
+
 #[test]
 fn go_back_n_holds_nothing() {
     let (mut n, o) = copy_of_first_out();
