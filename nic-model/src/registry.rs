@@ -65,6 +65,10 @@ pub struct Entry {
     /// Go-back-N: the expected segment a `SEQUENCE_ERROR` NACK was last
     /// sent for (one NACK per gap, as RoCE sends one NAK).
     pub nak_sent: Option<u32>,
+    /// The incarnation of the packet that registered it
+    /// ([`Flags::INCARNATION`](udrma_proto::Flags::INCARNATION)): if the
+    /// entry expires, packets of this incarnation are refused.
+    pub incarnation: bool,
 }
 
 /// The receive registry: operations being received, at most `capacity`.
@@ -332,6 +336,7 @@ mod tests {
             deadline: Instant(0),
             armed: Instant(0),
             nak_sent: None,
+            incarnation: false,
         }
     }
 

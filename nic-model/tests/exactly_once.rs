@@ -403,6 +403,46 @@ fn a_self_describing_receiver_that_lost_a_registration_is_sent_it_all_again() {
     assert!(refusals >= 1, "h1 refused a resent packet");
 }
 
+/// The same when the lost entry never held packet 0 (finding 43): with
+/// self-describing registration packets 1 and 2 register the WRITE and are
+/// acknowledged, while every copy of packet 0 is lost for a millisecond,
+/// and the entry expires waiting for it. The next copy of packet 0 used to
+/// register the WRITE again; h0, with all three acknowledged, completed,
+/// and the new entry waited for packets 1 and 2 until it expired too: h1's
+/// host never heard the data land. Now h1 refuses packet 0 of the
+/// incarnation it lost, saying so (`RNR_LOST`), and h0 sends the whole
+/// WRITE again in its next incarnation, which h1 registers.
+#[test]
+fn a_late_first_packet_of_a_lost_registration_is_refused_and_the_whole_operation_goes_again() {
+    let mut s = setup(NicConfig {
+        registry_timeout: udrma_nic::Duration::from_micros(300),
+        registration: RegistrationMode::SelfDescribing,
+        ..four(TombstoneMode::Window)
+    });
+    s.pair.set_filter(|w| match w.repr {
+        Some(r)
+            if r.opcode() == Opcode::Write
+                && r.seg_index == 0
+                && w.at < udrma_nic::Instant::ZERO + udrma_nic::Duration::from_millis(1) =>
+        {
+            Verdict::Drop
+        }
+        _ => Verdict::Deliver,
+    });
+    let wr = s.write(3 * 1024);
+    s.pair.run();
+    assert_eq!(s.completions(0, wr), [Ok(())]);
+    s.assert_written(3 * 1024);
+    let (h0, h1) = (s.pair.nics[0].stats(), s.pair.nics[1].stats());
+    assert!(h1.registry_expired >= 1, "h1 let the WRITE go");
+    assert_eq!(
+        h1.receiver_completions, 1,
+        "h1 completed the WRITE, so its host heard that it landed"
+    );
+    assert!(h1.lost_registration_refusals >= 1, "h1 refused packet 0");
+    assert_eq!(h0.registrations_lost, 1, "h0 sent it all again once");
+}
+
 /// A go-back-N receiver that holds the registration NACKs a gap for the
 /// packet it expects next, never for packet 0. When that NACK comes back
 /// late, after the packet it asked for was acknowledged, it is stale: the

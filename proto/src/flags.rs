@@ -53,9 +53,17 @@ impl Flags {
     /// on a packet the wire lost learns it from the echo and sends it
     /// again (docs/wire-format.md, "Credit echo").
     pub const CREDITS_ECHO: Flags = Flags(1 << 11);
+    /// On a WRITE or SEND packet: the operation's incarnation, which flips
+    /// each time its sender sends the whole operation again because the
+    /// receiver lost its registration (a `RNR` NACK with detail
+    /// [`RNR_LOST`](crate::RNR_LOST)). A receiver that lost an
+    /// operation's registration refuses every later packet of the
+    /// incarnation it lost, its first packet too, and registers the next
+    /// one's. Other kinds send it as zero.
+    pub const INCARNATION: Flags = Flags(1 << 12);
 
     /// Every named flag with its short name, in bit order.
-    pub const NAMED: [(Flags, &'static str); 12] = [
+    pub const NAMED: [(Flags, &'static str); 13] = [
         (Flags::ACK_REQ, "ACK_REQ"),
         (Flags::FIRST, "FIRST"),
         (Flags::LAST, "LAST"),
@@ -68,6 +76,7 @@ impl Flags {
         (Flags::ACKS, "ACKS"),
         (Flags::DUP, "DUP"),
         (Flags::CREDITS_ECHO, "ECHO"),
+        (Flags::INCARNATION, "INC"),
     ];
 
     /// No flag set.
@@ -157,6 +166,7 @@ mod tests {
         assert_eq!(Flags::empty().to_string(), "-");
         assert_eq!((Flags::FIRST | Flags::ACK_REQ).to_string(), "ACK_REQ|FIRST");
         assert_eq!(Flags(0x8002).to_string(), "FIRST|0x8000");
+        assert_eq!(Flags(0x1002).to_string(), "FIRST|INC");
     }
 
     #[test]

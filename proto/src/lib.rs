@@ -66,7 +66,9 @@ pub use addr::NodeAddr;
 pub use elide::Datagram;
 pub use error::{EmitError, Error};
 pub use flags::Flags;
-pub use opcode::{Opcode, Position, Protocol, ReduceOp, ReduceType, Syndrome, TRIMMED_AHEAD};
+pub use opcode::{
+    Opcode, Position, Protocol, ReduceOp, ReduceType, Syndrome, RNR_LOST, TRIMMED_AHEAD,
+};
 pub use packet::{Packet, HEADER_LEN, ICRC_LEN, VERSION};
 pub use repr::{Body, Detail, Hello, ReduceHeader, Rendezvous, Repr};
 pub use time::{Duration, Instant};

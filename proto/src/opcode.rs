@@ -265,6 +265,13 @@ enum_with_unknown! {
 /// resends it. `detail` 0 asks for the packet again.
 pub const TRIMMED_AHEAD: u32 = 1;
 
+/// The `detail` of a `RNR` NACK from a receiver that lost the packet's
+/// operation (its registry entry expired holding packets it had
+/// acknowledged): only the whole operation again, in its next incarnation
+/// ([`Flags::INCARNATION`]), can complete it. `detail` 0 is back-pressure
+/// (no receive buffer, a full registry): the same packet later.
+pub const RNR_LOST: u32 = 1;
+
 impl Syndrome {
     /// Every known syndrome, in code order.
     pub const ALL: [Syndrome; 8] = [

@@ -18,6 +18,18 @@ const WRITE_FIRST: [u8; 56] = [
     0xde, 0xad, 0xbe, 0xef, // ICRC
     0x1b, 0xf6, 0xb0, 0x39,
 ];
+// WRITE_FIRST of an operation's next incarnation, sent again whole after
+// its receiver lost the registration (flags INCARNATION | FIRST | ACK_REQ,
+// 0x1003): 56 bytes; ICRC checked against Python's zlib.crc32
+const WRITE_FIRST_INC: [u8; 56] = [
+    // header
+    0x01, 0x01, 0x10, 0x03, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x2a,
+    // extension + payload
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x11, 0x00, 0x00, 0x10, 0x00,
+    0xde, 0xad, 0xbe, 0xef, // ICRC
+    0x35, 0xda, 0x02, 0x64,
+];
 // READ_REQ: 52 bytes
 const READ_REQ: [u8; 52] = [
     // header
@@ -116,6 +128,17 @@ const NACK: [u8; 44] = [
     // extension + payload
     0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0xde, 0xad, // ICRC
     0x86, 0xe2, 0xad, 0xd0,
+];
+// NACK receiver-not-ready from a receiver that lost the operation's
+// registration (syndrome RNR, detail RNR_LOST = 1): 44 bytes; ICRC checked
+// against Python's zlib.crc32
+const NACK_RNR_LOST: [u8; 44] = [
+    // header
+    0x01, 0x12, 0x00, 0x00, 0x00, 0x01, 0x00, 0x02, 0x00, 0x01, 0x00, 0x03, 0x00, 0x00, 0x00, 0x07,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2a,
+    // extension + payload
+    0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, // ICRC
+    0x4c, 0xfc, 0xa3, 0x9b,
 ];
 // COMPLETION: 44 bytes
 const COMPLETION: [u8; 44] = [
@@ -307,6 +330,22 @@ fn table() -> Vec<(&'static str, &'static [u8], Repr<'static>)> {
             ),
         ),
         (
+            "WRITE_FIRST of the next incarnation",
+            &WRITE_FIRST_INC,
+            repr(
+                Flags::INCARNATION | Flags::FIRST | Flags::ACK_REQ,
+                0,
+                4,
+                0,
+                Body::Write {
+                    remote_addr: 0x10_0000,
+                    rkey: 0x11,
+                    total_len: 4096,
+                    data: &[0xde, 0xad, 0xbe, 0xef],
+                },
+            ),
+        ),
+        (
             "READ_REQ",
             &READ_REQ,
             repr(
@@ -412,6 +451,20 @@ fn table() -> Vec<(&'static str, &'static [u8], Repr<'static>)> {
                 Body::Nack {
                     syndrome: Syndrome::BadRkey,
                     detail: 0xdead,
+                },
+            ),
+        ),
+        (
+            "NACK receiver-not-ready: registration lost",
+            &NACK_RNR_LOST,
+            repr(
+                Flags::empty(),
+                0,
+                1,
+                0,
+                Body::Nack {
+                    syndrome: Syndrome::ReceiverNotReady,
+                    detail: udrma_proto::RNR_LOST,
                 },
             ),
         ),

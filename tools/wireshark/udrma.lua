@@ -60,6 +60,7 @@ local f = {
     flag_acks = F.bool("udrma.flags.acks", "Acknowledges (a COMPLETION that is its one packet's ACK)", 16, nil, 0x0200),
     flag_dup = F.bool("udrma.flags.dup", "Duplicate (an ACK of a copy that had arrived before)", 16, nil, 0x0400),
     flag_credits_echo = F.bool("udrma.flags.credits_echo", "Credits echo (the field echoes the receiver's count)", 16, nil, 0x0800),
+    flag_incarnation = F.bool("udrma.flags.incarnation", "Incarnation (flips each time the whole operation goes again after a lost registration)", 16, nil, 0x1000),
     src_ep = F.uint16("udrma.src_ep", "Source endpoint", base.DEC),
     dst_ep = F.uint16("udrma.dst_ep", "Destination endpoint", base.DEC),
     op_num = F.uint32("udrma.op_num", "OP number", base.HEX),
@@ -323,6 +324,7 @@ function udrma.dissector(tvb, pinfo, root)
     ftree:add(f.flag_acks, tvb:range(2, 2))
     ftree:add(f.flag_dup, tvb:range(2, 2))
     ftree:add(f.flag_credits_echo, tvb:range(2, 2))
+    ftree:add(f.flag_incarnation, tvb:range(2, 2))
     tree:add(f.src_ep, tvb:range(4, 2))
     tree:add(f.dst_ep, tvb:range(6, 2))
     local optree = tree:add(f.op_num, tvb:range(8, 4))

@@ -74,3 +74,24 @@ fn past_its_cap_a_copy_is_charged_again_as_before() {
     assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), fetch);
     assert_eq!(b.placing.len(), PLACING_CAP);
 }
+
+/// A packet of an incarnation whose registration was lost is refused
+/// (finding 43): it places nothing, so it is charged nothing, while a
+/// packet of the next incarnation pays as any first packet.
+#[test]
+fn a_packet_of_a_lost_incarnation_costs_no_placing_work() {
+    let (mut b, pkts) = send_to_a_fetching_receiver();
+    let r = Repr::parse_bytes(&pkts[0]).unwrap();
+    let key = OpKey {
+        from: NodeAddr(0),
+        src_ep: r.src_ep,
+        msg_id: r.msg_id,
+    };
+    assert!(!r.flags.contains(Flags::INCARNATION));
+    b.lost_registrations.push_back((key, false));
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), Duration::ZERO);
+    b.lost_registrations.clear();
+    b.lost_registrations.push_back((key, true));
+    let fetch = Duration::from_nanos(1000);
+    assert_eq!(b.receive_work(NodeAddr(0), &pkts[0]), fetch);
+}

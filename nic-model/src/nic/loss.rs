@@ -712,7 +712,7 @@ impl Nic {
             // packet acknowledged since is merely stale. With
             // self-describing registration a later packet registered it
             // again, but go-back-N still waits for packet 0.
-            self.restart_lost_registration(now, opn);
+            self.restart_lost_registration(now, opn, false);
             return;
         }
         let Some(PktState::InFlight(first)) = op.pkts.get(expected as usize).copied() else {

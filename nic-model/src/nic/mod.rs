@@ -41,7 +41,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use udrma_proto::{
-    Body, Datagram, Error as WireError, Flags, NodeAddr, Packet, Repr, Syndrome, TRIMMED_AHEAD,
+    Body, Datagram, Error as WireError, Flags, NodeAddr, Packet, Repr, Syndrome, RNR_LOST,
+    TRIMMED_AHEAD,
 };
 
 use crate::cc::{AckSample, CongestionControl, LossCause};
@@ -540,10 +541,12 @@ pub struct Nic {
     /// packets its sender saw acknowledged and never sends again, and its
     /// host would never hear the data landed; under first-only it would
     /// wait in the escape channel for a first packet that is not coming.
-    /// It is refused at once instead, which tells the sender to send the
-    /// whole operation again (`window.rs`); the first packet of that
-    /// restart registers it and ends the record.
-    lost_registrations: VecDeque<OpKey>,
+    /// It is refused at once instead (`RNR` with detail `RNR_LOST`), its
+    /// first packet too, which tells the sender to send the whole
+    /// operation again (`window.rs`) in its next incarnation; a packet of
+    /// that incarnation registers it and ends the record. Kept with the
+    /// incarnation lost.
+    lost_registrations: VecDeque<(OpKey, bool)>,
     lost_registrations_peak: usize,
     recv_queues: BTreeMap<u16, VecDeque<RecvBuf>>,
     /// Receive buffers a SEND in the registry is filling.

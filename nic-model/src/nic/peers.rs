@@ -366,7 +366,7 @@ impl Nic {
         for (id, e) in self.escape.take_from(peer) {
             self.timers.remove(&(e.deadline, Timer::Escape(id)));
         }
-        self.lost_registrations.retain(|k| k.from != peer);
+        self.lost_registrations.retain(|(k, _)| k.from != peer);
         let sacks: Vec<OpKey> = self
             .sacks
             .keys()

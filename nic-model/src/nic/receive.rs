@@ -250,11 +250,15 @@ impl Nic {
             _ => true,
         };
         let first = r.flags.contains(Flags::FIRST);
-        if !first && self.lost_registrations.contains(&key) {
+        let incarnation = (key, r.flags.contains(Flags::INCARNATION));
+        if self.lost_registrations.contains(&incarnation) {
             // Its entry expired holding acknowledged packets: only the
-            // whole operation again can complete it (the field's docs).
+            // whole operation again, in its next incarnation, can complete
+            // it (the field's docs). Its first packet too: a late copy of
+            // it would register an entry waiting for packets its sender
+            // saw acknowledged (finding 43).
             self.stats.lost_registration_refusals += 1;
-            self.nack(from, r, Syndrome::ReceiverNotReady, 0);
+            self.nack(from, r, Syndrome::ReceiverNotReady, RNR_LOST);
             return;
         }
         let can_register =
@@ -263,7 +267,7 @@ impl Nic {
             if let Some(i) = self.gap_naks.iter().position(|k| *k == key) {
                 self.gap_naks.remove(i);
             }
-            self.lost_registrations.retain(|k| *k != key);
+            self.lost_registrations.retain(|(k, _)| *k != key);
             if self.register_op(now, key, r) {
                 self.apply(now, key, r);
                 self.drain_escape(now, key);
@@ -308,8 +312,9 @@ impl Nic {
     /// Whether a WRITE or SEND packet arriving now would have its payload
     /// placed, as [`Nic::on_data`] and [`Nic::apply`] decide: not one
     /// refused as invalid, not a copy the bitmask already holds, not a
-    /// late copy of a finished operation, not one go-back-N discards as
-    /// out of sequence. Other opcodes count as placed: the caller prices
+    /// late copy of a finished operation, not one of an incarnation whose
+    /// registration was lost, not one go-back-N discards as out of
+    /// sequence. Other opcodes count as placed: the caller prices
     /// their work as before.
     pub(super) fn would_place(&self, from: NodeAddr, r: &Repr<'_>) -> bool {
         if !matches!(r.body, Body::Write { .. } | Body::Send { .. }) {
@@ -336,6 +341,14 @@ impl Nic {
                     .map_or(entry.mask.count(), |(lo, _)| lo)
             }
             None if self.tombstones.contains(&key) || self.tombstones.finished(&key) => {
+                return false;
+            }
+            // A packet of an incarnation whose registration was lost is
+            // refused (`on_data`).
+            None if self
+                .lost_registrations
+                .contains(&(key, r.flags.contains(Flags::INCARNATION))) =>
+            {
                 return false;
             }
             // Selective retransmission places it, or keeps it in the escape
@@ -430,6 +443,7 @@ impl Nic {
                 deadline,
                 armed: deadline,
                 nak_sent: None,
+                incarnation: r.flags.contains(Flags::INCARNATION),
             },
         );
         self.timers.insert((deadline, Timer::Registry(key)));
@@ -615,6 +629,7 @@ impl Nic {
             return;
         }
         self.stats.registry_expired += 1;
+        let incarnation = entry.incarnation;
         self.drop_entry(key);
         // The entry held at least the packet that registered it, which
         // was acknowledged: remember that only a restart can complete it.
@@ -622,7 +637,7 @@ impl Nic {
             self.lost_registrations.pop_front();
             self.stats.lost_registrations_forgotten += 1;
         }
-        self.lost_registrations.push_back(key);
+        self.lost_registrations.push_back((key, incarnation));
         self.lost_registrations_peak = self
             .lost_registrations_peak
             .max(self.lost_registrations.len());

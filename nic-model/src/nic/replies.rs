@@ -359,7 +359,7 @@ impl Nic {
                 inf.deadline
                     .is_none_or(|d| self.timers.contains(&(d, Timer::RnrRetry(opn))))
             });
-            if waiting || self.restart_lost_registration(now, opn) {
+            if waiting || self.restart_lost_registration(now, opn, detail == RNR_LOST) {
                 return;
             }
             if !self.count_rnr_retry(now, opn) {

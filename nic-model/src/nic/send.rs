@@ -229,6 +229,7 @@ impl Nic {
         flags.set(Flags::LAST, seg + 1 == op.seg_count);
         flags.set(Flags::LAST_SEGMENT, op.last_segment);
         flags.set(Flags::RETRANSMIT, retransmit);
+        flags.set(Flags::INCARNATION, op.restarts % 2 == 1);
         let seg_offset = u64::from(seg) * mtu;
         let seg_len = op.len.saturating_sub(seg_offset).min(mtu);
         let describe = seg == 0 || self.cfg.registration == RegistrationMode::SelfDescribing;

@@ -17,8 +17,11 @@
 //! refusal budget is spent. Under self-describing registration a later
 //! packet would register the operation again and wait for the packets its
 //! sender saw acknowledged; so a receiver whose entry expired holding
-//! acknowledged packets keeps a bounded record of it and refuses its later
-//! packets instead (`Nic::lost_registrations`), to the same effect.
+//! acknowledged packets keeps a bounded record of it and refuses every
+//! later packet of the incarnation it lost, the first too, saying so
+//! (`RNR_LOST`; `Nic::lost_registrations`). The restart flips the
+//! operation's incarnation (`Flags::INCARNATION`), whose packets the
+//! receiver registers.
 
 use super::*;
 use crate::config::TombstoneMode;
@@ -102,17 +105,26 @@ impl Nic {
         })
     }
 
-    /// The receiver lost `opn`'s operation after acknowledging its first
-    /// packet, as a receiver-not-ready refusal of a later packet says
-    /// (module docs): every packet of the operation goes again from the
-    /// first, on the loss budget (the operation's `restarts`, at most
-    /// `max_retries`, then the request fails `RetryExceeded`); returns
-    /// whether it did.
-    /// Any registration mode: a go-back-N NACK asking for packet 0 once
-    /// packet 0 was acknowledged says it whichever packet registered the
-    /// operation again (a self-describing one registers from any packet,
-    /// then waits for packet 0 that its sender will never resend).
-    pub(super) fn restart_lost_registration(&mut self, now: Instant, opn: OpNumber) -> bool {
+    /// The receiver lost `opn`'s operation after acknowledging some of
+    /// it: every packet of the operation goes again from the first, in its
+    /// next incarnation (`Flags::INCARNATION`), on the loss budget (the
+    /// operation's `restarts`, at most `max_retries`, then the request
+    /// fails `RetryExceeded`); returns whether it did.
+    ///
+    /// `said` is a receiver-not-ready refusal that says so (detail
+    /// `RNR_LOST`). Without it, the window lets the sender infer it
+    /// (module docs): a refusal of a later packet of an
+    /// operation whose first packet was acknowledged (a receiver that
+    /// forgot its record of the loss), or a go-back-N NACK asking for
+    /// packet 0 once packet 0 was acknowledged, whichever packet registered
+    /// the operation again (a self-describing one registers from any
+    /// packet, then waits for packet 0 that its sender will never resend).
+    pub(super) fn restart_lost_registration(
+        &mut self,
+        now: Instant,
+        opn: OpNumber,
+        said: bool,
+    ) -> bool {
         if !self.windowed() {
             return false;
         }
@@ -122,7 +134,7 @@ impl Nic {
         let Some(op) = self.ops.get(&inf.msg_id) else {
             return false;
         };
-        let registered_once = inf.seg > 0 && op.pkts.first() == Some(&PktState::Acked);
+        let registered_once = said || (inf.seg > 0 && op.pkts.first() == Some(&PktState::Acked));
         if !registered_once || !matches!(op.kind, OpKind::Write | OpKind::Send) {
             return false;
         }
