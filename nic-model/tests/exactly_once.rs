@@ -509,3 +509,30 @@ fn a_receiver_remembers_a_registry_s_worth_of_lost_registrations() {
     assert_eq!(s.completions(0, second), [Ok(())]);
     assert_eq!(s.pair.nics[0].stats().registrations_lost, 1);
 }
+
+/// Under first-only registration the record's loss is no loss of the
+/// operation: with room for one record, the first WRITE's is forgotten,
+/// its later packets wait in the escape channel for a first packet that
+/// is not coming and are refused when their time there runs out, without
+/// the word `RNR_LOST`. The window still tells h0 what that refusal
+/// means (packet 0 was acknowledged), and both WRITEs go again whole and
+/// complete at both ends.
+#[test]
+fn a_first_only_receiver_that_forgot_a_lost_registration_still_gets_it_all_again() {
+    let mut s = setup(NicConfig {
+        registry_capacity: 1,
+        registry_timeout: udrma_nic::Duration::from_micros(300),
+        max_rnr_retries: 40,
+        ..four(TombstoneMode::Window)
+    });
+    drop_later_packets_for_a_millisecond(&mut s);
+    let first = s.write_at(0, 3 * 1024);
+    let second = s.write_at(8192, 3 * 1024);
+    s.pair.run();
+    let h1 = s.pair.nics[1].stats();
+    assert_eq!(h1.lost_registrations_forgotten, 1);
+    assert_eq!(s.completions(0, first), [Ok(())]);
+    assert_eq!(s.completions(0, second), [Ok(())]);
+    assert_eq!(h1.receiver_completions, 2, "both landed, and h1 said so");
+    assert_eq!(s.pair.nics[0].stats().registrations_lost, 2);
+}

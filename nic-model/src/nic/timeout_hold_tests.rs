@@ -142,6 +142,75 @@ fn a_copy_queued_behind_a_shut_window_holds_nothing() {
     assert!(n.timeout_copy_holds(at(1000), o[1]));
 }
 
+fn window(n: &mut Nic, bytes: u64) {
+    n.flow(PEER).loss_window = Some(super::super::loss_window::LossWindow {
+        window: bytes,
+        threshold: bytes,
+        cut: at(0),
+    });
+}
+
+/// The bytes one of `three_out`'s packets counts in flight (its datagram).
+fn packet_bytes(n: &Nic, opn: OpNumber) -> u64 {
+    u64::from(n.op_table.get(opn).unwrap().bytes)
+}
+
+/// The copy's own bytes count: two packets out and a copy do not fit two
+/// and a half, though the packets out alone do.
+#[test]
+fn a_copy_fits_only_with_its_own_bytes_beside_what_is_out() {
+    let (mut n, o) = three_out();
+    let b = packet_bytes(&n, o[0]);
+    window(&mut n, b * 5 / 2);
+    n.on_retransmit_timeout(at(1000), o[0]);
+    assert!(!n.timeout_copy_holds(at(1000), o[1]));
+    window(&mut n, 3 * b);
+    assert!(n.timeout_copy_holds(at(1000), o[1]));
+}
+
+/// The copies queued ahead toward the same peer count, those toward
+/// another peer do not: packet 1's copy, behind packet 0's, needs room
+/// for both beside packet 2.
+#[test]
+fn a_copy_fits_with_the_copies_ahead_of_it_toward_its_peer() {
+    // The other peer's copy judged lost (its peer windowed too), or not.
+    copies_ahead(true);
+    copies_ahead(false);
+}
+
+fn copies_ahead(other_windowed: bool) {
+    let (mut n, o) = three_out();
+    // A WRITE to another peer, timed out first: its copy leads the queue.
+    let mr = n.register(0x9000, 4096, crate::Access::ALL);
+    let other = NodeAddr(2);
+    n.post(
+        at(0),
+        crate::WorkRequest::write(other, mr, 0x9000, 1000, 1, 0x2000),
+    )
+    .unwrap();
+    let mut buf = Vec::new();
+    while n.poll_transmit(at(0), &mut buf).is_some() {}
+    let o_other = match n.ops.values().last().unwrap().pkts[0] {
+        PktState::InFlight(x) => x,
+        p => panic!("not out: {p:?}"),
+    };
+    let b = packet_bytes(&n, o[0]);
+    window(&mut n, 2 * b);
+    if other_windowed {
+        n.flow(other).loss_window = n.flows.get(&PEER).and_then(|f| f.loss_window);
+    }
+    n.on_retransmit_timeout(at(1000), o_other);
+    let lost = n.op_table.get(o_other).unwrap().lost;
+    assert_eq!(lost, other_windowed);
+    n.on_retransmit_timeout(at(1000), o[0]);
+    n.on_retransmit_timeout(at(1000), o[1]);
+    assert_eq!(n.retransmit_queue.len(), 3);
+    // One packet out (packet 2) and two copies toward PEER: three.
+    assert!(!n.timeout_copy_holds(at(1000), o[2]));
+    window(&mut n, 3 * b);
+    assert!(n.timeout_copy_holds(at(1000), o[2]));
+}
+
 #[test]
 fn go_back_n_holds_nothing() {
     let (mut n, o) = copy_of_first_out();
