@@ -13,8 +13,10 @@
 //! - `fit`: coordinate search and the error measure, for the
 //!   cross-validation of fitted profiles
 //! - `irn`: IRN against RoCE, with and without PFC
-//! - `study`: The non-contiguous study
+//! - `study`: The non-contiguous study: the comparison, its rows and plots
 //! - `study_cv`: its profile's cross-validation
+//! - `study_table`: the study's published table, and our latency at any
+//!   of its points
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -29,6 +31,7 @@ mod fit;
 mod irn;
 mod study;
 mod study_cv;
+mod study_table;
 
 /// One comparison.
 #[derive(Debug, Clone)]

@@ -1,86 +1,20 @@
-//! The non-contiguous study: its table of one-way latencies (16 to 128
-//! blocks of 256 B to 16 KiB, four methods), its orderings and selection
-//! rule, and what the model predicts beyond the table.
+//! The non-contiguous study: the comparison of its table of one-way
+//! latencies (`study_table`) point by point, its orderings and selection
+//! rule, and what the model predicts beyond the table, with the plots.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use rayon::prelude::*;
 use udrma_scenarios::svg::{lines_plot, Series, Spot, XAxis};
 
-use super::{scenario, simulate, Row, Section};
-
-const STUDY: &str = include_str!("../../scenarios/reproduce/noncontig-study.toml");
-
-/// The study's methods: (name, our method, our form).
-const METHODS: [(&str, &str, &str); 4] = [
-    ("sgrs", "sgl", "messaging"),
-    ("copy", "pack", "messaging"),
-    ("umr_sr", "indirect", "messaging"),
-    ("umr_w", "indirect", "rdma"),
-];
-
-pub(super) const COUNTS: [u64; 4] = [16, 32, 64, 128];
-
-/// One-way latency in µs at 16, 32, 64 and 128 blocks (the study's table).
-pub(super) const PUBLISHED: [(u64, &str, [f64; 4]); 16] = [
-    (256, "sgrs", [6.30, 7.97, 11.38, 17.42]),
-    (256, "copy", [6.37, 7.94, 11.46, 17.35]),
-    (256, "umr_sr", [6.43, 8.40, 14.38, 34.87]),
-    (256, "umr_w", [4.21, 6.04, 11.85, 32.29]),
-    (1024, "sgrs", [8.18, 11.19, 16.41, 26.23]),
-    (1024, "copy", [11.01, 16.20, 27.73, 57.84]),
-    (1024, "umr_sr", [7.94, 10.42, 15.80, 30.70]),
-    (1024, "umr_w", [5.45, 8.14, 13.56, 27.11]),
-    (4096, "sgrs", [15.62, 27.48, 46.09, 85.54]),
-    (4096, "copy", [24.07, 46.46, 95.85, 195.58]),
-    (4096, "umr_sr", [15.54, 27.66, 48.70, 97.30]),
-    (4096, "umr_w", [13.11, 23.69, 45.45, 93.05]),
-    (16384, "sgrs", [46.85, 85.30, 164.14, 322.39]),
-    (16384, "copy", [94.59, 195.92, 380.18, 758.42]),
-    (16384, "umr_sr", [48.39, 88.70, 170.68, 363.48]),
-    (16384, "umr_w", [43.54, 83.88, 165.10, 359.62]),
-];
+use super::study_table::{latencies, Key, COUNTS, METHODS, PUBLISHED, STUDY};
+use super::{scenario, Row, Section};
 
 /// Each point's ratio must lie in `1/TOL ..= TOL`.
 const TOL: f64 = 1.6;
 
-pub(super) type Key = (&'static str, u64, u64);
-
-/// Our one-way latency (µs) for every (study method, block, count) asked.
-fn latencies(points: &[Key]) -> anyhow::Result<BTreeMap<Key, f64>> {
-    latencies_with(points, &[])
-}
-
-/// [`latencies`] with further settings applied to every point (other
-/// costs and fewer iterations, for cross-validation).
-pub(super) fn latencies_with(
-    points: &[Key],
-    extra: &[(&str, String)],
-) -> anyhow::Result<BTreeMap<Key, f64>> {
-    let results: Vec<anyhow::Result<(Key, f64)>> = points
-        .par_iter()
-        .map(|&(m, block, count)| {
-            let (_, method, form) = METHODS
-                .iter()
-                .find(|x| x.0 == m)
-                .copied()
-                .unwrap_or(METHODS[0]);
-            let mut sets = vec![
-                ("workload.0.method", format!("\"{method}\"")),
-                ("workload.0.form", format!("\"{form}\"")),
-                ("workload.0.block", format!("\"{block}B\"")),
-                ("workload.0.blocks", count.to_string()),
-            ];
-            sets.extend(extra.iter().cloned());
-            let sc = scenario("noncontig-study.toml", STUDY, &sets)?;
-            let r = simulate(&sc)?;
-            let lat = r.noncontig.as_ref().map_or(0.0, |n| n.latency_p50_us);
-            Ok(((m, block, count), lat))
-        })
-        .collect();
-    results.into_iter().collect()
-}
+/// Our latency (µs) at (study method, block, count): NaN where not run.
+type Get<'a> = &'a dyn Fn(&'static str, u64, u64) -> f64;
 
 /// The first count (of `counts`) at which method `a` stops being faster
 /// than `b`, for `block`.
@@ -100,6 +34,38 @@ fn crossover(
 pub fn noncontig() -> anyhow::Result<Section> {
     let blocks_wide: Vec<u64> = (4..=10).map(|e| 1u64 << e).collect(); // 16..1024
     let sizes: Vec<u64> = (5..=14).map(|e| 1u64 << e).collect(); // 32 B..16 KiB
+    let l = latencies(&points(&blocks_wide, &sizes))?;
+    let get = |m: &'static str, b: u64, c: u64| l.get(&(m, b, c)).copied().unwrap_or(f64::NAN);
+    let mut extra = String::new();
+    let mut rows = table_rows(&get, &mut extra)?;
+    rows.extend(selection_rows(&get));
+    rows.extend(beyond_rows(&get));
+    rows.push(crossover_row(&l, &blocks_wide));
+    beyond_table(&get, &mut extra)?;
+    let plots = plots(&get, &blocks_wide, &sizes);
+    Ok(Section {
+        title: "Non-contiguous study (ConnectX-5, RoCEv2)".into(),
+        files: "`scenarios/reproduce/noncontig-study.toml` (profile `connectx5-roce`), with \
+                `workload.0.method`, `form`, `block` and `blocks` set per point"
+            .into(),
+        intro: "The study measured one-way latency of `blocks` blocks of `block` bytes moved \
+                four ways: scatter-gather lists with SEND/RECV (sgrs = `sgl`, `messaging`), \
+                pack/copy/unpack (copy = `pack`), one indirect key per side with SEND/RECV \
+                (umr_sr = `indirect`, `messaging`) and with RDMA WRITE (umr_w = `indirect`, \
+                `rdma`); keys were made beforehand. Its findings: copying wins below about \
+                128 B blocks, zero copy above; the indirect key wins with few blocks and \
+                loses with many; lists overtake the key at about 60 ± 30 blocks."
+            .into(),
+        rows,
+        extra,
+        plots,
+        known: Vec::new(),
+    })
+}
+
+/// Every point the comparison reads: the table's, and those of the
+/// plots and the predictions beyond it.
+fn points(blocks_wide: &[u64], sizes: &[u64]) -> Vec<Key> {
     let mut points: Vec<Key> = Vec::new();
     for (block, m, _) in PUBLISHED {
         for c in COUNTS {
@@ -107,12 +73,12 @@ pub fn noncontig() -> anyhow::Result<Section> {
         }
     }
     for (m, _, _) in METHODS {
-        for &c in &blocks_wide {
+        for &c in blocks_wide {
             for b in [256u64, 1024, 4096] {
                 points.push((m, b, c));
             }
         }
-        for &b in &sizes {
+        for &b in sizes {
             for c in [16, 64, 128] {
                 points.push((m, b, c));
             }
@@ -127,12 +93,15 @@ pub fn noncontig() -> anyhow::Result<Section> {
     points.push(("sgrs", 1 << 20, 30));
     points.sort();
     points.dedup();
-    let l = latencies(&points)?;
-    let get = |m: &'static str, b: u64, c: u64| l.get(&(m, b, c)).copied().unwrap_or(f64::NAN);
+    points
+}
 
+/// The table point by point (into `extra`), a row per block size and
+/// method, the fit's error, and the cross-validation's.
+fn table_rows(get: Get, extra: &mut String) -> anyhow::Result<Vec<Row>> {
     // ---- the table, point by point
     let mut rows = Vec::new();
-    let mut extra = String::from(
+    extra.push_str(
         "Every point of the study's table (one-way latency, µs):\n\n\
          | block | method | published 16 / 32 / 64 / 128 blocks | ours | ratios |\n|---|---|---|---|---|\n",
     );
@@ -208,6 +177,12 @@ pub fn noncontig() -> anyhow::Result<Section> {
         });
     }
 
+    Ok(rows)
+}
+
+/// The orderings the study found and its selection rule.
+fn selection_rows(get: Get) -> Vec<Row> {
+    let mut rows = Vec::new();
     // ---- orderings and the selection rule
     let fastest = |b: u64, c: u64, ms: &[&'static str]| {
         ms.iter()
@@ -257,7 +232,7 @@ pub fn noncontig() -> anyhow::Result<Section> {
         tolerance: "an indirect key at 3 of 4 sizes".into(),
         holds: few.iter().filter(|m| m.starts_with("umr")).count() >= 3,
     });
-    let many_slowest = fastest_rev(&get, 256, 1024, &three);
+    let many_slowest = fastest_rev(get, 256, 1024, &three);
     rows.push(Row {
         what: "slowest at 1024 blocks of 256 B (beyond the table)".into(),
         published: "the indirect key (worst with many blocks)".into(),
@@ -266,6 +241,12 @@ pub fn noncontig() -> anyhow::Result<Section> {
         tolerance: "umr_sr".into(),
         holds: many_slowest == "umr_sr",
     });
+    rows
+}
+
+/// The study's statements past its table.
+fn beyond_rows(get: Get) -> Vec<Row> {
+    let mut rows = Vec::new();
     let (copy, sr, w) = (
         get("copy", 1024, 512),
         get("umr_sr", 1024, 512),
@@ -314,8 +295,12 @@ pub fn noncontig() -> anyhow::Result<Section> {
         holds: (1.0 / TOL..=TOL).contains(&(big / 3.2)),
     });
 
-    // Where sgl overtakes the indirect key (SEND/RECV both): the first count
-    // at which umr_sr is no faster than sgrs, in the table and in ours.
+    rows
+}
+
+/// Where sgl overtakes the indirect key (SEND/RECV both): the first count
+/// at which umr_sr is no faster than sgrs, in the table and in ours.
+fn crossover_row(l: &BTreeMap<Key, f64>, blocks_wide: &[u64]) -> Row {
     let published_cross = |block: u64| -> Option<u64> {
         let row = |m: &str| {
             PUBLISHED
@@ -334,12 +319,8 @@ pub fn noncontig() -> anyhow::Result<Section> {
     let mut theirs_c = Vec::new();
     let mut close = true;
     for block in [256u64, 1024, 4096, 16384] {
-        let counts: &[u64] = if block == 16384 {
-            &COUNTS
-        } else {
-            &blocks_wide
-        };
-        let o = crossover(&l, "umr_sr", "sgrs", block, counts);
+        let counts: &[u64] = if block == 16384 { &COUNTS } else { blocks_wide };
+        let o = crossover(l, "umr_sr", "sgrs", block, counts);
         let p = published_cross(block);
         close &= match (o, p) {
             (Some(o), Some(p)) => o * 2 >= p && o <= p * 2,
@@ -358,16 +339,19 @@ pub fn noncontig() -> anyhow::Result<Section> {
         ours_c.push(show(o));
         theirs_c.push(show(p));
     }
-    rows.push(Row {
+    Row {
         what: "blocks where sgl overtakes the indirect key (256 B, 1 KiB, 4 KiB, 16 KiB)".into(),
         published: format!("{} (rule: 60 ± 30)", theirs_c.join(", ")),
         ours: ours_c.join(", "),
         ratio: None,
         tolerance: "within 2× of the table's, every size".into(),
         holds: close,
-    });
+    }
+}
 
-    // ---- beyond the table, and the plots
+/// The predictions beyond the table, and why the indirect key grows
+/// faster than linear (into `extra`).
+fn beyond_table(get: Get, extra: &mut String) -> anyhow::Result<()> {
     let _ = writeln!(
         extra,
         "\nBeyond the table (predictions: the study has figures here, 16 to 512 blocks, but \
@@ -408,6 +392,12 @@ pub fn noncontig() -> anyhow::Result<Section> {
          points alone, too little to order the methods as the study saw them.",
         search.as_ps() as f64 / 1000.0
     );
+    Ok(())
+}
+
+/// The two plots: latency against blocks (1 KiB blocks) and against block
+/// size (64 blocks), each method a line, crossings marked.
+fn plots(get: Get, blocks_wide: &[u64], sizes: &[u64]) -> Vec<(String, String)> {
     let series = |xs: &[u64], at: &dyn Fn(&'static str, u64) -> f64| -> Vec<Series> {
         METHODS
             .iter()
@@ -439,7 +429,7 @@ pub fn noncontig() -> anyhow::Result<Section> {
     };
     let by_count = |m: &'static str, c: u64| get(m, 1024, c);
     let by_size = |m: &'static str, b: u64| get(m, b, 64);
-    let plots = vec![
+    vec![
         (
             "noncontig-count.svg".to_string(),
             lines_plot(
@@ -451,8 +441,8 @@ pub fn noncontig() -> anyhow::Result<Section> {
                     names: Vec::new(),
                 },
                 "latency (µs)",
-                &series(&blocks_wide, &by_count),
-                &spots(&blocks_wide, &by_count),
+                &series(blocks_wide, &by_count),
+                &spots(blocks_wide, &by_count),
             ),
         ),
         (
@@ -466,29 +456,11 @@ pub fn noncontig() -> anyhow::Result<Section> {
                     names: Vec::new(),
                 },
                 "latency (µs)",
-                &series(&sizes, &by_size),
-                &spots(&sizes, &by_size),
+                &series(sizes, &by_size),
+                &spots(sizes, &by_size),
             ),
         ),
-    ];
-    Ok(Section {
-        title: "Non-contiguous study (ConnectX-5, RoCEv2)".into(),
-        files: "`scenarios/reproduce/noncontig-study.toml` (profile `connectx5-roce`), with \
-                `workload.0.method`, `form`, `block` and `blocks` set per point"
-            .into(),
-        intro: "The study measured one-way latency of `blocks` blocks of `block` bytes moved \
-                four ways: scatter-gather lists with SEND/RECV (sgrs = `sgl`, `messaging`), \
-                pack/copy/unpack (copy = `pack`), one indirect key per side with SEND/RECV \
-                (umr_sr = `indirect`, `messaging`) and with RDMA WRITE (umr_w = `indirect`, \
-                `rdma`); keys were made beforehand. Its findings: copying wins below about \
-                128 B blocks, zero copy above; the indirect key wins with few blocks and \
-                loses with many; lists overtake the key at about 60 ± 30 blocks."
-            .into(),
-        rows,
-        extra,
-        plots,
-        known: Vec::new(),
-    })
+    ]
 }
 
 fn fastest_rev(

@@ -5,7 +5,7 @@
 //! the model what a user asks of it: a count nobody measured.
 
 use super::fit::{self, Values};
-use super::study::{latencies_with, Key, COUNTS, PUBLISHED};
+use super::study_table::{latencies_with, Key, COUNTS, PUBLISHED};
 
 /// The costs `scripts/fit-noncontig.py` fits, each with its unit.
 const KEYS: [(&str, &str); 12] = [
