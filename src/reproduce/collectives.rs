@@ -149,15 +149,62 @@ fn row(what: String, published: f64, ours: f64, tol: (f64, f64)) -> Row {
     }
 }
 
-/// The section.
+/// Our (host software, NIC offload, NIC tree depth) at (nodes, payload);
+/// zeros where not run.
+type Get<'a> = &'a dyn Fn(u32, u64) -> Times;
+
+/// The host's time over the NIC's at `n` nodes, 48 B (0 if not run).
+fn speedup(get: Get, n: u32) -> f64 {
+    let (h, c, _) = get(n, 48);
+    if c > 0.0 {
+        h / c
+    } else {
+        0.0
+    }
+}
+
+/// The section: a corridor through the points run, the rows, the tables
+/// and the plot.
 pub fn tianhe() -> anyhow::Result<Section> {
+    let t = times(&points())?;
+    let get = |n: u32, s: u64| t.get(&(n, s)).copied().unwrap_or((0.0, 0.0, 0));
+    let mut rows = calibration_rows(&get)?;
+    rows.extend(prediction_rows(&get));
+    let extra = tables(&get);
+    let plots = plots(&get);
+    Ok(Section {
+        title: "NIC-offloaded reduction (Tianhe-class NIC)".into(),
+        files: "`scenarios/reproduce/collective-tianhe.toml` (profile `tianhe-nic`), with \
+                `topology.hosts` and `workload.0.size` set per point"
+            .into(),
+        intro: "The paper gives the time from a common start until every node holds the \
+                result of an allreduce of doubles, done by host software and offloaded to \
+                the NICs, at 16 nodes (FPGA prototype) and 32 (its simulator), for 16 to 48 B \
+                per node; above 48 B a second descriptor is needed, and the speedup grows \
+                with the node count, to 2.71× at 256 nodes. The profile was fitted to the \
+                24–48 B points (scripts/fit-collective.py); everything else is predicted."
+            .into(),
+        rows,
+        extra,
+        plots,
+        known: Vec::new(),
+    })
+}
+
+/// Every point run: the table's, every payload beyond 32 nodes, and 56 B
+/// (two descriptors) at 16 and 32.
+fn points() -> Vec<Point> {
     let mut points: Vec<(u32, u64)> = PUBLISHED.iter().map(|p| (p.0, p.1)).collect();
     for n in NODES.iter().filter(|n| **n > 32) {
         points.extend(PAYLOADS.iter().map(|s| (*n, *s)));
     }
     points.extend([(16, 56), (32, 56)]);
-    let t = times(&points)?;
-    let get = |n: u32, s: u64| t.get(&(n, s)).copied().unwrap_or((0.0, 0.0, 0));
+    points
+}
+
+/// The table's points at 48 B, all fitted points together, the fit's
+/// error and the cross-validation's.
+fn calibration_rows(get: Get) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     for n in [16, 32] {
         let p = PUBLISHED
@@ -215,6 +262,13 @@ pub fn tianhe() -> anyhow::Result<Section> {
             holds: e_held <= 0.15,
         });
     }
+    Ok(rows)
+}
+
+/// What the fit did not see: 56 B's second descriptor, and the speedup
+/// beyond 32 nodes.
+fn prediction_rows(get: Get) -> Vec<Row> {
+    let mut rows = Vec::new();
     let step = get(16, 56).1 / get(16, 48).1;
     rows.push(Row {
         what: "56 B over 48 B, NIC offload, 16 nodes (two descriptors)".into(),
@@ -224,14 +278,7 @@ pub fn tianhe() -> anyhow::Result<Section> {
         tolerance: "> 1.05".into(),
         holds: step > 1.05,
     });
-    let speedup = |n: u32| {
-        let (h, c, _) = get(n, 48);
-        if c > 0.0 {
-            h / c
-        } else {
-            0.0
-        }
-    };
+    let speedup = |n: u32| speedup(get, n);
     let s256 = speedup(256);
     let r256 = s256 / SPEEDUP_256;
     rows.push(Row {
@@ -254,6 +301,11 @@ pub fn tianhe() -> anyhow::Result<Section> {
         tolerance: "rises at every doubling".into(),
         holds: rises,
     });
+    rows
+}
+
+/// Every published point beside ours, then the predictions, as Markdown.
+fn tables(get: Get) -> String {
     let mut extra = String::from(
         "Every published point (16 B is shown but was not fitted: the published host time \
          drops there, a step the model has no part for):\n\n\
@@ -285,7 +337,7 @@ pub fn tianhe() -> anyhow::Result<Section> {
         let _ = writeln!(
             extra,
             "| {n} | {d} | {h:.3} µs | {c:.3} µs | {:.2}× |",
-            speedup(n)
+            speedup(get, n)
         );
     }
     extra.push_str(
@@ -316,6 +368,11 @@ pub fn tianhe() -> anyhow::Result<Section> {
         get(32, 48).1,
         get(32, 56).0
     );
+    extra
+}
+
+/// Completion against nodes at 48 B, the published points marked.
+fn plots(get: Get) -> Vec<(String, String)> {
     let line = |name: &str, pick: &dyn Fn(u32) -> f64| Series {
         name: name.into(),
         points: NODES.iter().map(|n| (f64::from(*n), pick(*n))).collect(),
@@ -342,7 +399,7 @@ pub fn tianhe() -> anyhow::Result<Section> {
             ]
         })
         .collect();
-    let plots = vec![(
+    vec![(
         "collective-nodes.svg".to_string(),
         lines_plot(
             "Allreduce of 48 B of doubles (tianhe-nic)",
@@ -356,22 +413,5 @@ pub fn tianhe() -> anyhow::Result<Section> {
             &series,
             &spots,
         ),
-    )];
-    Ok(Section {
-        title: "NIC-offloaded reduction (Tianhe-class NIC)".into(),
-        files: "`scenarios/reproduce/collective-tianhe.toml` (profile `tianhe-nic`), with \
-                `topology.hosts` and `workload.0.size` set per point"
-            .into(),
-        intro: "The paper gives the time from a common start until every node holds the \
-                result of an allreduce of doubles, done by host software and offloaded to \
-                the NICs, at 16 nodes (FPGA prototype) and 32 (its simulator), for 16 to 48 B \
-                per node; above 48 B a second descriptor is needed, and the speedup grows \
-                with the node count, to 2.71× at 256 nodes. The profile was fitted to the \
-                24–48 B points (scripts/fit-collective.py); everything else is predicted."
-            .into(),
-        rows,
-        extra,
-        plots,
-        known: Vec::new(),
-    })
+    )]
 }
