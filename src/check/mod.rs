@@ -95,7 +95,10 @@ pub struct CheckArgs {
     pub merge: Vec<PathBuf>,
 }
 
-/// Runs `udrma check`.
+/// Runs `udrma check`: read the file (and the shards, for a merge), set
+/// up the search (`prepare`), run the fault-free scenario, bound and
+/// estimate, search or merge (`search_or_merge`), then report
+/// (`conclude`).
 pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     let start = Wall::now();
     let (text, doc) = crate::sweep::read_doc(&args.file)?;
@@ -118,76 +121,14 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
         seed: 0,
         zero_trace: String::new(),
     };
-    let mut kinds = args.kinds.clone();
-    kinds.sort();
-    kinds.dedup();
-    let mut sc: Scenario = crate::load(&args.file)?;
-    if sc
-        .file
-        .workloads
-        .iter()
-        .any(|w| w.kind == udrma_scenarios::schema::WorkloadKind::Collective)
-    {
-        // A collective study may run a second fabric (`method = "both"`)
-        // whose packets the fault rules would also count.
-        return Err(BadInput(format!(
-            "{}: udrma check takes RDMA, messaging and non-contiguous workloads, not collective ones (a study may run on two fabrics, and a rule's n-th packet would be counted in both)",
-            args.file.display()
-        ))
-        .into());
-    }
-    if sc.file.workloads.is_empty() {
-        // Nothing would be sent, so "no violation" would say nothing.
-        return Err(BadInput(format!(
-            "{}: no [[workload]]: nothing is sent, so there is nothing to search",
-            args.file.display()
-        ))
-        .into());
-    }
-    let dropped_rules = sc.file.faults.len();
-    sc.file.faults.clear();
-    let resolved = udrma_scenarios::resolved::resolve(&sc).map_err(|e| BadInput(e.to_string()))?;
-    let topo = &resolved.topology;
-    let link_names = topo
-        .link_names()
-        .into_iter()
-        .map(String::from)
-        .collect::<Vec<_>>();
-    let delay = match args.delay {
-        Some(d) if d == udrma_proto::Duration::ZERO => {
-            return Err(BadInput(
-                "--delay 0: a delayed packet must be held for some time (at least 1ns)".into(),
-            )
-            .into());
-        }
-        Some(d) => d,
-        None => {
-            let nic = &resolved.nic;
-            nic.rto_initial + nic.rto_initial
-        }
-    };
-    // Delays that add up to the time limit fail liveness by construction.
-    let limit = sc.file.time_limit.0;
-    if args.faults > 0
-        && kinds.contains(&Kind::Delay)
-        && delay.as_ps().saturating_mul(u64::from(args.faults)) >= limit.as_ps()
-    {
-        return Err(BadInput(format!(
-            "{}: --faults {} delays of {} ns each reach the scenario's time_limit ({} ns): such runs would fail liveness by construction; use a shorter --delay or raise time_limit",
-            args.file.display(),
-            args.faults,
-            delay.as_ps() / 1000,
-            limit.as_ps() / 1000
-        ))
-        .into());
-    }
-    let seed = args.seed.unwrap_or(sc.file.seed);
+    let Prepared {
+        base,
+        kinds,
+        delay,
+        dropped_rules,
+    } = prepare(&args)?;
+    let seed = base.seed;
     let asked = shard::Asked { seed, ..asked };
-    let base = schedule::Base {
-        scenario: sc,
-        seed,
-        link_names,
-    };
     let zero_started = Wall::now();
     let zero = base.run(&[]).map_err(BadInput)?;
     let zero_wall = zero_started.elapsed();
@@ -243,7 +184,7 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let jobs = args.jobs.map_or_else(
+    let mut jobs = args.jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, usize::from),
         usize::from,
     );
@@ -251,55 +192,14 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     if merged.is_none() {
         report::print_estimate(&mut out, estimate, zero_wall, jobs)?;
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(jobs)
-        .build()
-        .map_err(|e| anyhow::anyhow!("cannot start {jobs} threads: {e}"))?;
-    let stop = interrupt_flag();
-    // A bar on stderr (drawn only on a terminal) while a number of faults
-    // runs; its counts on stdout as soon as they are all run.
-    let bar = ProgressBar::new(u64::try_from(estimate).unwrap_or(u64::MAX));
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/~{len} schedules ({per_sec}, about {eta} left)",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let mut printed = Ok(());
-    let found = match &merged {
-        Some(shards) => {
-            bar.finish_and_clear();
-            let found = shard::merge(shards, &base, &zero, &bound).map_err(BadInput)?;
-            for (i, l) in found.levels.iter().enumerate() {
-                report::print_level(&mut out, i, l)?;
-            }
-            found
-        }
-        None => {
-            let found = enumerate::search(
-                &base,
-                zero.clone(),
-                &bound,
-                args.shard,
-                &pool,
-                &stop,
-                &mut |p| match p {
-                    enumerate::Progress::Ran(n) => bar.inc(n),
-                    enumerate::Progress::Level(i, l) => {
-                        if printed.is_ok() {
-                            printed = bar.suspend(|| report::print_level(&mut out, i, l));
-                        }
-                    }
-                },
-            )
-            .map_err(|e| anyhow::anyhow!(e))?;
-            bar.finish_and_clear();
-            printed?;
-            found
-        }
+    let searched = Searched {
+        base: &base,
+        zero: &zero,
+        bound: &bound,
+        estimate,
     };
+    let found = search_or_merge(&mut out, &searched, merged.as_deref(), args.shard, jobs)?;
     let mut wall = start.elapsed().as_secs_f64();
-    let mut jobs = jobs;
     if let Some(shards) = &merged {
         // The search's time is the shards': their walls, added up, and
         // their count.
@@ -313,32 +213,196 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
         shard::write(&shard::record(&asked, &bound, s, &found, wall), &to)?;
         return report::print_shard(&mut out, &found, &bound, s, &to);
     }
+    conclude(&mut out, &args, &asked, &doc, &searched, &found)
+}
+
+/// What a search starts from, once the file is read and its flags checked.
+struct Prepared {
+    /// The scenario without its fault rules, the seed, the link names.
+    base: schedule::Base,
+    /// The fault kinds, sorted, each once.
+    kinds: Vec<Kind>,
+    /// How long `delay` holds a packet.
+    delay: udrma_proto::Duration,
+    /// How many `[[fault]]` rules of the file were left out.
+    dropped_rules: usize,
+}
+
+/// Loads the scenario, refuses what cannot be searched (collective
+/// workloads, no workload, a zero `--delay`, delays that reach the time
+/// limit), and drops its fault rules.
+fn prepare(args: &CheckArgs) -> anyhow::Result<Prepared> {
+    let mut kinds = args.kinds.clone();
+    kinds.sort();
+    kinds.dedup();
+    let mut sc: Scenario = crate::load(&args.file)?;
+    if sc
+        .file
+        .workloads
+        .iter()
+        .any(|w| w.kind == udrma_scenarios::schema::WorkloadKind::Collective)
+    {
+        // A collective study may run a second fabric (`method = "both"`)
+        // whose packets the fault rules would also count.
+        return Err(BadInput(format!(
+            "{}: udrma check takes RDMA, messaging and non-contiguous workloads, not collective ones (a study may run on two fabrics, and a rule's n-th packet would be counted in both)",
+            args.file.display()
+        ))
+        .into());
+    }
+    if sc.file.workloads.is_empty() {
+        // Nothing would be sent, so "no violation" would say nothing.
+        return Err(BadInput(format!(
+            "{}: no [[workload]]: nothing is sent, so there is nothing to search",
+            args.file.display()
+        ))
+        .into());
+    }
+    let dropped_rules = sc.file.faults.len();
+    sc.file.faults.clear();
+    let resolved = udrma_scenarios::resolved::resolve(&sc).map_err(|e| BadInput(e.to_string()))?;
+    let link_names = resolved
+        .topology
+        .link_names()
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+    let delay = match args.delay {
+        Some(d) if d == udrma_proto::Duration::ZERO => {
+            return Err(BadInput(
+                "--delay 0: a delayed packet must be held for some time (at least 1ns)".into(),
+            )
+            .into());
+        }
+        Some(d) => d,
+        None => {
+            let nic = &resolved.nic;
+            nic.rto_initial + nic.rto_initial
+        }
+    };
+    // Delays that add up to the time limit fail liveness by construction.
+    let limit = sc.file.time_limit.0;
+    if args.faults > 0
+        && kinds.contains(&Kind::Delay)
+        && delay.as_ps().saturating_mul(u64::from(args.faults)) >= limit.as_ps()
+    {
+        return Err(BadInput(format!(
+            "{}: --faults {} delays of {} ns each reach the scenario's time_limit ({} ns): such runs would fail liveness by construction; use a shorter --delay or raise time_limit",
+            args.file.display(),
+            args.faults,
+            delay.as_ps() / 1000,
+            limit.as_ps() / 1000
+        ))
+        .into());
+    }
+    let seed = args.seed.unwrap_or(sc.file.seed);
+    Ok(Prepared {
+        base: schedule::Base {
+            scenario: sc,
+            seed,
+            link_names,
+        },
+        kinds,
+        delay,
+        dropped_rules,
+    })
+}
+
+/// One search's fixed parts.
+struct Searched<'a> {
+    base: &'a schedule::Base,
+    zero: &'a schedule::Outcome,
+    bound: &'a enumerate::Bound,
+    /// About how many schedules (for the progress bar).
+    estimate: u128,
+}
+
+/// Runs the search on `jobs` threads, each number of faults printed as it
+/// finishes, with a progress bar on stderr (drawn only on a terminal);
+/// or, with `merged`, adds up the shards' instead.
+fn search_or_merge(
+    out: &mut impl Write,
+    s: &Searched<'_>,
+    merged: Option<&[shard::ShardFile]>,
+    share: Option<Shard>,
+    jobs: usize,
+) -> anyhow::Result<enumerate::Search> {
+    if let Some(shards) = merged {
+        let found = shard::merge(shards, s.base, s.zero, s.bound).map_err(BadInput)?;
+        for (i, l) in found.levels.iter().enumerate() {
+            report::print_level(out, i, l)?;
+        }
+        return Ok(found);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start {jobs} threads: {e}"))?;
+    let stop = interrupt_flag();
+    let bar = ProgressBar::new(u64::try_from(s.estimate).unwrap_or(u64::MAX));
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/~{len} schedules ({per_sec}, about {eta} left)",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut printed = Ok(());
+    let found = enumerate::search(
+        s.base,
+        s.zero.clone(),
+        s.bound,
+        share,
+        &pool,
+        &stop,
+        &mut |p| match p {
+            enumerate::Progress::Ran(n) => bar.inc(n),
+            enumerate::Progress::Level(i, l) => {
+                if printed.is_ok() {
+                    printed = bar.suspend(|| report::print_level(out, i, l));
+                }
+            }
+        },
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    bar.finish_and_clear();
+    printed?;
+    Ok(found)
+}
+
+/// The verdict of a whole search: interrupted (130), no violation (0),
+/// or the smallest counterexample, written out and shrunk if asked (1).
+fn conclude(
+    out: &mut impl Write,
+    args: &CheckArgs,
+    asked: &shard::Asked<'_>,
+    doc: &toml::Table,
+    s: &Searched<'_>,
+    found: &enumerate::Search,
+) -> anyhow::Result<ExitCode> {
+    let bound = s.bound;
     if found.interrupted {
-        report::print_interrupted(&mut out, &found, &bound)?;
+        report::print_interrupted(out, found, bound)?;
         return Ok(ExitCode::from(130));
     }
-    match &found.first {
-        None => {
-            writeln!(
-                out,
-                "result      no violation within {} faults",
-                bound.faults
-            )?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Some((schedule, outcome)) => {
-            report::print_violation(&mut out, &found, schedule, outcome, &base.link_names)?;
-            let flags = search_flags(&asked, seed, &bound);
-            let written = counterexample::write(
-                &args.file, &doc, &base, schedule, outcome, &args.out, &bound, &flags,
-            )?;
-            report::print_replay(&mut out, &written)?;
-            if args.shrink {
-                shrink_counterexample(&mut out, &written.path, seed)?;
-            }
-            Ok(ExitCode::from(1))
-        }
+    let Some((schedule, outcome)) = &found.first else {
+        writeln!(
+            out,
+            "result      no violation within {} faults",
+            bound.faults
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    report::print_violation(out, found, schedule, outcome, &s.base.link_names)?;
+    let seed = s.base.seed;
+    let flags = search_flags(asked, seed, bound);
+    let written = counterexample::write(
+        &args.file, doc, s.base, schedule, outcome, &args.out, bound, &flags,
+    )?;
+    report::print_replay(out, &written)?;
+    if args.shrink {
+        shrink_counterexample(out, &written.path, seed)?;
     }
+    Ok(ExitCode::from(1))
 }
 
 /// The flags that change the search, so the counterexample's header
