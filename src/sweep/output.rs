@@ -64,12 +64,78 @@ pub fn report(
             .map(|(_, r)| r)
             .collect()
     };
-
-    // Per value of the first setting: mean over seeds (and other settings).
     let first = &layout.axes[0];
     let first = (&first.key, &first.values);
-    let xs: Vec<f64> = first
-        .1
+    let xs = positions(first.1);
+    let by = ByValue::of(first.1, &xs, &of_value);
+    print_table(first.0, &by);
+    // Messaging runs: latency and bandwidth of the first per-size row.
+    let messaging = records.iter().all(|r| r.messaging.is_some());
+    let (lat, bw) = if messaging {
+        messaging_rows(first.1, &xs, &of_value)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let collective = records.iter().all(|r| r.collective.is_some());
+    if collective {
+        let svg = collective_lines(first.0, first.1, &xs, &of_value);
+        if let Some(path) = plot {
+            std::fs::write(path, svg)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    } else if let Some(path) = plot {
+        let panels = if messaging {
+            vec![
+                Panel {
+                    title: "one-way latency or time per message (us)".into(),
+                    points: lat,
+                    log_y: true,
+                },
+                Panel {
+                    title: "bandwidth (MB/s)".into(),
+                    points: bw,
+                    log_y: false,
+                },
+            ]
+        } else {
+            vec![
+                Panel {
+                    title: "goodput (Gb/s)".into(),
+                    points: by.goodput,
+                    log_y: false,
+                },
+                Panel {
+                    title: "p99 completion (us)".into(),
+                    points: by.p99,
+                    log_y: false,
+                },
+                Panel {
+                    title: "retransmits".into(),
+                    points: by.retx,
+                    log_y: false,
+                },
+            ]
+        };
+        let title = format!(
+            "{} — {} runs ({} seeds per point)",
+            name,
+            records.len(),
+            layout.seeds
+        );
+        let svg = sweep_plot(&title, &x_axis(first, &xs, messaging), &sorted(&xs, panels));
+        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(if records.iter().all(RunRecord::passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Where each value of the first setting sits on the x axis: the number,
+/// else the size in bytes, else its place (`nic.cc=none,nscc`: 0, 1, ...).
+fn positions(values: &[String]) -> Vec<f64> {
+    values
         .iter()
         .enumerate()
         .map(|(i, v)| {
@@ -78,64 +144,114 @@ pub fn report(
                 .or_else(|| parse_size(v).ok().map(|b| b as f64))
                 .unwrap_or(i as f64)
         })
-        .collect();
-    let mut goodput = Vec::new();
-    let mut p99 = Vec::new();
-    let mut retx = Vec::new();
-    let mut passes = Vec::new();
-    for (vi, v) in first.1.iter().enumerate() {
-        let rs = of_value(vi);
-        goodput.push((
-            xs[vi],
-            rs.iter().map(|r| r.goodput_gbps).collect::<Vec<_>>(),
-        ));
-        p99.push((
-            xs[vi],
-            rs.iter()
-                .map(|r| r.completion_p99_ns as f64 / 1e3)
-                .collect::<Vec<_>>(),
-        ));
-        retx.push((
-            xs[vi],
-            rs.iter().map(|r| r.retransmits as f64).collect::<Vec<_>>(),
-        ));
-        passes.push((
-            v.clone(),
-            rs.iter().filter(|r| r.passed()).count(),
-            rs.len(),
-            rs.iter().map(|r| r.ops_failed).sum::<u64>(),
-            rs.iter().filter(|r| r.ops_failed > 0).count(),
-        ));
+        .collect()
+}
+
+/// One plotted quantity: (x, that quantity of every run at x).
+type Points = Vec<(f64, Vec<f64>)>;
+
+/// Per value of the first setting, every run's figures (over seeds and
+/// the other settings), and its pass counts.
+struct ByValue {
+    goodput: Points,
+    p99: Points,
+    retx: Points,
+    /// (value, runs passed, runs, failed operations, runs with one).
+    passes: Vec<(String, usize, usize, u64, usize)>,
+}
+
+impl ByValue {
+    fn of<'r>(
+        values: &[String],
+        xs: &[f64],
+        of_value: &dyn Fn(usize) -> Vec<&'r RunRecord>,
+    ) -> ByValue {
+        let mut by = ByValue {
+            goodput: Vec::new(),
+            p99: Vec::new(),
+            retx: Vec::new(),
+            passes: Vec::new(),
+        };
+        for (vi, v) in values.iter().enumerate() {
+            let rs = of_value(vi);
+            let each = |f: &dyn Fn(&RunRecord) -> f64| rs.iter().map(|r| f(r)).collect::<Vec<_>>();
+            by.goodput.push((xs[vi], each(&|r| r.goodput_gbps)));
+            by.p99
+                .push((xs[vi], each(&|r| r.completion_p99_ns as f64 / 1e3)));
+            by.retx.push((xs[vi], each(&|r| r.retransmits as f64)));
+            by.passes.push((
+                v.clone(),
+                rs.iter().filter(|r| r.passed()).count(),
+                rs.len(),
+                rs.iter().map(|r| r.ops_failed).sum::<u64>(),
+                rs.iter().filter(|r| r.ops_failed > 0).count(),
+            ));
+        }
+        by
     }
+}
+
+/// The table on stdout: per value, mean over seeds (and other settings).
+fn print_table(key: &str, by: &ByValue) {
     println!(
         "{:<24} {:>10} {:>14} {:>14} {:>12} {:>18}",
-        first.0, "runs", "goodput Gb/s", "p99 us", "passed", "failed ops (runs)"
+        key, "runs", "goodput Gb/s", "p99 us", "passed", "failed ops (runs)"
     );
-    for (i, (v, ok, n, failed_ops, failed_runs)) in passes.iter().enumerate() {
-        let mean =
-            |p: &Vec<(f64, Vec<f64>)>| p[i].1.iter().sum::<f64>() / p[i].1.len().max(1) as f64;
+    for (i, (v, ok, n, failed_ops, failed_runs)) in by.passes.iter().enumerate() {
+        let mean = |p: &Points| p[i].1.iter().sum::<f64>() / p[i].1.len().max(1) as f64;
         println!(
             "{:<24} {:>10} {:>14.2} {:>14.2} {:>12} {:>18}",
             v,
             n,
-            mean(&goodput),
-            mean(&p99),
+            mean(&by.goodput),
+            mean(&by.p99),
             format!("{ok}/{n}"),
             format!("{failed_ops} ({failed_runs})")
         );
     }
-    // Messaging runs: latency and bandwidth of the first per-size row,
-    // placed by log2 of the swept value (message sizes span 22 octaves),
-    // latency on a log axis (1 us and 1 ms on one plot).
-    let messaging = records.iter().all(|r| r.messaging.is_some());
+}
+
+/// Messaging sweeps: each value's first per-size row printed, and the
+/// latency and bandwidth of every run's.
+fn messaging_rows<'r>(
+    values: &[String],
+    xs: &[f64],
+    of_value: &dyn Fn(usize) -> Vec<&'r RunRecord>,
+) -> (Points, Points) {
+    let (mut lat, mut bw) = (Vec::new(), Vec::new());
+    for (vi, v) in values.iter().enumerate() {
+        let rows: Vec<&MessagingFigures> = of_value(vi)
+            .into_iter()
+            .filter_map(|r| r.messaging.as_ref())
+            .collect();
+        lat.push((
+            xs[vi],
+            rows.iter().map(|r| r.latency_us).collect::<Vec<_>>(),
+        ));
+        bw.push((
+            xs[vi],
+            rows.iter().map(|r| r.bandwidth_mbs).collect::<Vec<_>>(),
+        ));
+        if let Some(r) = rows.first() {
+            println!(
+                "{:<24} {:>10} {:>12.3} us {:>12.1} MB/s",
+                v, r.protocol, r.latency_us, r.bandwidth_mbs
+            );
+        }
+    }
+    (lat, bw)
+}
+
+/// The plot's x axis: messaging sweeps by log2 of the swept value
+/// (message sizes span 22 octaves), sizes in bytes, names for values that
+/// are neither numbers nor sizes.
+fn x_axis(first: (&String, &Vec<String>), xs: &[f64], messaging: bool) -> XAxis {
     let bytes = first.0.ends_with("size")
         || first.0.ends_with("sizes")
         || first
             .1
             .iter()
             .all(|v| v.parse::<f64>().is_err() && parse_size(v).is_ok());
-    // Values that are neither numbers nor sizes (`nic.cc=none,nscc`) sit
-    // at 0, 1, 2, ... under their names.
     let names = if first
         .1
         .iter()
@@ -145,95 +261,25 @@ pub fn report(
     } else {
         Vec::new()
     };
-    let x_axis = XAxis {
+    XAxis {
         label: first.0.clone(),
         log2: messaging && xs.iter().all(|x| *x > 0.0),
         bytes,
         names,
-    };
-    let (lat, bw) = (&mut Vec::new(), &mut Vec::new());
-    if messaging {
-        for (vi, v) in first.1.iter().enumerate() {
-            let rows: Vec<&MessagingFigures> = of_value(vi)
-                .into_iter()
-                .filter_map(|r| r.messaging.as_ref())
-                .collect();
-            lat.push((
-                xs[vi],
-                rows.iter().map(|r| r.latency_us).collect::<Vec<_>>(),
-            ));
-            bw.push((
-                xs[vi],
-                rows.iter().map(|r| r.bandwidth_mbs).collect::<Vec<_>>(),
-            ));
-            if let Some(r) = rows.first() {
-                println!(
-                    "{:<24} {:>10} {:>12.3} us {:>12.1} MB/s",
-                    v, r.protocol, r.latency_us, r.bandwidth_mbs
-                );
-            }
-        }
     }
-    let collective = records.iter().all(|r| r.collective.is_some());
-    if collective {
-        let svg = collective_lines(first.0, first.1, &xs, &of_value);
-        if let Some(path) = plot {
-            std::fs::write(path, svg)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
-    } else if let Some(path) = plot {
-        let mut order: Vec<usize> = (0..xs.len()).collect();
-        order.sort_by(|a, b| xs[*a].total_cmp(&xs[*b]));
-        let sorted =
-            |p: &Vec<(f64, Vec<f64>)>| order.iter().map(|i| p[*i].clone()).collect::<Vec<_>>();
-        let svg = sweep_plot(
-            &format!(
-                "{} — {} runs ({} seeds per point)",
-                name,
-                records.len(),
-                layout.seeds
-            ),
-            &x_axis,
-            &if messaging {
-                vec![
-                    Panel {
-                        title: "one-way latency or time per message (us)".into(),
-                        points: sorted(lat),
-                        log_y: true,
-                    },
-                    Panel {
-                        title: "bandwidth (MB/s)".into(),
-                        points: sorted(bw),
-                        log_y: false,
-                    },
-                ]
-            } else {
-                vec![
-                    Panel {
-                        title: "goodput (Gb/s)".into(),
-                        points: sorted(&goodput),
-                        log_y: false,
-                    },
-                    Panel {
-                        title: "p99 completion (us)".into(),
-                        points: sorted(&p99),
-                        log_y: false,
-                    },
-                    Panel {
-                        title: "retransmits".into(),
-                        points: sorted(&retx),
-                        log_y: false,
-                    },
-                ]
-            },
-        );
-        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(if records.iter().all(RunRecord::passed) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+}
+
+/// `panels` with their points in x order.
+fn sorted(xs: &[f64], panels: Vec<Panel>) -> Vec<Panel> {
+    let mut order: Vec<usize> = (0..xs.len()).collect();
+    order.sort_by(|a, b| xs[*a].total_cmp(&xs[*b]));
+    panels
+        .into_iter()
+        .map(|p| Panel {
+            points: order.iter().map(|i| p.points[*i].clone()).collect(),
+            ..p
+        })
+        .collect()
 }
 
 /// Collective sweeps: a table of the host and NIC completion times (mean
