@@ -177,6 +177,18 @@ impl Report {
     /// The human summary.
     pub fn table(&self) -> String {
         let mut s = String::new();
+        self.head(&mut s);
+        self.counts(&mut s);
+        self.noncontig_lines(&mut s);
+        self.collective_lines(&mut s);
+        self.messaging_lines(&mut s);
+        self.fabric_lines(&mut s);
+        self.check_lines(&mut s);
+        s
+    }
+
+    /// The first lines: what ran, and how long it took.
+    fn head(&self, s: &mut String) {
         if self.backend == "sim" {
             let _ = writeln!(
                 s,
@@ -205,6 +217,10 @@ impl Report {
                 self.wall_s
             );
         }
+    }
+
+    /// Packets, operations, completion times, congestion and the protocol's counters.
+    fn counts(&self, s: &mut String) {
         let p = &self.packets;
         let _ = writeln!(
             s,
@@ -243,6 +259,10 @@ impl Report {
             "protocol    retransmits {} (fast {}{probes})  timeouts {}  dup-dropped {}  nacks {}  escape {}/{}/{}/{} (buffered/drained/expired/overflow)",
             self.retransmits, self.fast_retransmits, self.timeouts, self.dup_dropped, self.nacks, e.buffered, e.drained, e.expired, e.overflow
         );
+    }
+
+    /// A non-contiguous workload's method, layout and figures.
+    fn noncontig_lines(&self, s: &mut String) {
         if let Some(n) = &self.noncontig {
             let _ = writeln!(
                 s,
@@ -261,6 +281,10 @@ impl Report {
                 n.work_requests, n.bytes_copied, n.keys_created, n.translation[0], n.translation[1], est.join(", ")
             );
         }
+    }
+
+    /// A collective's trees, and each version's times.
+    fn collective_lines(&self, s: &mut String) {
         if let Some(c) = &self.collective {
             // The trees of the versions that ran (`method` picks them).
             let mut trees = Vec::new();
@@ -323,6 +347,10 @@ impl Report {
                 );
             }
         }
+    }
+
+    /// The messaging protocols used, and each size's figures.
+    fn messaging_lines(&self, s: &mut String) {
         if let Some(m) = &self.messaging {
             let _ = writeln!(
                 s,
@@ -349,6 +377,10 @@ impl Report {
                 }
             }
         }
+    }
+
+    /// Flow completion times, and PFC's pauses and any deadlock.
+    fn fabric_lines(&self, s: &mut String) {
         if let Some(f) = &self.flows {
             let _ = writeln!(
                 s,
@@ -375,6 +407,10 @@ impl Report {
                 );
             }
         }
+    }
+
+    /// Every check's verdict, and the first ten notes.
+    fn check_lines(&self, s: &mut String) {
         let _ = write!(s, "checks     ");
         for name in CHECKS {
             match self.checks.get(name) {
@@ -394,7 +430,6 @@ impl Report {
         if self.notes.len() > 10 {
             let _ = writeln!(s, "  note: ... {} more", self.notes.len() - 10);
         }
-        s
     }
 }
 
