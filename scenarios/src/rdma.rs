@@ -101,30 +101,7 @@ pub(crate) fn run(
                 .and_then(udrma_host::app::downcast_ref::<RdmaApp>)
         })
         .collect();
-    let mut ops: Vec<Op> = plan
-        .ops
-        .iter()
-        .map(|p| Op {
-            plan: p.clone(),
-            rec: OpRecord::default(),
-            expect: None,
-        })
-        .collect();
-    let mut notes: Vec<String> = Vec::new();
-    let mut memory_equal = true;
-    for app in apps.iter().flatten() {
-        for (i, rec) in app.records() {
-            ops[*i].rec = *rec;
-        }
-        for i in app.landed().keys() {
-            ops[*i].expect = Some(Expect::Source);
-        }
-        for (i, seed) in app.reused() {
-            ops[*i].expect = Some(Expect::Reused(*seed));
-        }
-        notes.extend(app.notes().iter().cloned());
-        memory_equal &= app.bytes_ok();
-    }
+    let (ops, mut notes, bytes_ok) = gather(&plan, &apps);
     let mine = |op: &Op| local[op.plan.poster.0 as usize];
     // ---- checks
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
@@ -153,111 +130,15 @@ pub(crate) fn run(
     let exactly_once = ops.iter().all(|o| o.rec.completions <= 1);
     checks.insert("exactly-once".into(), exactly_once);
     if !phantom {
-        // SENDs: each successful one's bytes in exactly one filled buffer
-        // (of the hosts here).
-        let mut filled: Vec<(NodeAddr, Vec<u8>)> = Vec::new();
-        for (h, app) in apps.iter().enumerate() {
-            let Some(app) = app else { continue };
-            for (off, len) in app.filled() {
-                let key = app.keys().dst;
-                filled.push((
-                    NodeAddr(h as u32),
-                    region_bytes(&*world, NodeAddr(h as u32), key, *off, *len),
-                ));
-            }
-        }
-        for (i, op) in ops.iter().enumerate() {
-            let p = &op.plan;
-            if p.kind == OpKind::Send && op.rec.ok == Some(true) && local[p.to.0 as usize] {
-                match filled
-                    .iter()
-                    .position(|(h, b)| *h == p.to && p.is_source(b))
-                {
-                    Some(at) => {
-                        filled.swap_remove(at);
-                    }
-                    None => {
-                        memory_equal = false;
-                        notes.push(format!(
-                            "op {i} (SEND {}→{}): bytes in no receive buffer",
-                            p.from, p.to
-                        ));
-                    }
-                }
-            }
-        }
-        checks.insert("memory-equal".into(), memory_equal);
-        // No byte outside an accepted operation changed: sources, the
-        // targets' unused tail, the guard.
-        let mut in_bounds = true;
-        for (h, app) in apps.iter().enumerate() {
-            let Some(app) = app else { continue };
-            let (me, keys) = (NodeAddr(h as u32), app.keys());
-            let mem = world.nic(me).memory();
-            let bytes = |key| {
-                mem.region(key)
-                    .map(|r| r.bytes.as_slice())
-                    .unwrap_or_default()
-            };
-            if !is_pattern(bytes(keys.guard), GUARD_SEED, 0) || bytes(keys.guard).len() != GUARD_LEN
-            {
-                in_bounds = false;
-                notes.push(format!("{me}: guard region written"));
-            }
-            if !is_pattern(bytes(keys.src), me.0, 0) {
-                in_bounds = false;
-                notes.push(format!("{me}: a source region changed"));
-            }
-            let used = plan.dst_len[h] as usize;
-            let dst = bytes(keys.dst);
-            if dst.len() > used && !is_pattern(&dst[used..], target_seed(me), used as u64) {
-                in_bounds = false;
-                notes.push(format!("{me}: bytes beyond every target changed"));
-            }
-        }
+        let w = &*world;
+        let sends = sends_in_buffers(w, &apps, &ops, &local, &mut notes);
+        checks.insert("memory-equal".into(), bytes_ok && sends);
+        let in_bounds = in_bounds(w, &apps, &plan, &mut notes);
         checks.insert("no-out-of-bounds".into(), in_bounds);
-        // A WRITE's target still holds what it should: its source once it
-        // landed or completed, or what the host's reuse wrote over it.
-        let mut no_late = true;
-        for (i, op) in ops.iter().enumerate() {
-            let p = &op.plan;
-            if p.kind != OpKind::Write || !local[p.to.0 as usize] {
-                continue;
-            }
-            let want = match op.expect {
-                Some(e) => e,
-                None if op.rec.ok == Some(true) => Expect::Source,
-                None => continue,
-            };
-            let key = apps[p.to.0 as usize].map(|a| a.keys().dst);
-            let got = key.map(|k| region_bytes(&*world, p.to, k, p.dst_off, p.size));
-            let holds = got.is_some_and(|b| match want {
-                Expect::Source => p.is_source(&b),
-                Expect::Reused(seed) => is_pattern(&b, seed, 0),
-            });
-            if !holds {
-                no_late = false;
-                notes.push(format!(
-                    "op {i} (WRITE {}→{}): its target changed after completion{}",
-                    p.from,
-                    p.to,
-                    if want != Expect::Source {
-                        " (the host had reused it)"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-        }
+        let no_late = no_late_writes(w, &apps, &ops, &local, &mut notes);
         checks.insert("no-write-after-completion".into(), no_late);
     }
-    let mut bounded = true;
-    for h in (0..n).filter(|h| local[*h]) {
-        if let Some(what) = world.nic(NodeAddr(h as u32)).occupancy().violation() {
-            bounded = false;
-            notes.push(format!("h{h}: {what} passed its limit"));
-        }
-    }
+    let bounded = bounded(&*world, &local, &mut notes);
     checks.insert("bounded-state".into(), bounded);
     let idle = world.is_idle();
     checks.insert("liveness".into(), idle && all_done);
@@ -298,6 +179,173 @@ pub(crate) fn run(
             .map(|w| crate::ladder::draw(w, a, b, spec, first_only, &sc.file.name));
     }
     Ok(report)
+}
+
+/// What the apps saw, per operation (its record, and what its target
+/// should hold), their notes, and whether every landing and READ brought
+/// its source's bytes.
+fn gather(plan: &RdmaPlan, apps: &[Option<&RdmaApp>]) -> (Vec<Op>, Vec<String>, bool) {
+    let mut ops: Vec<Op> = plan
+        .ops
+        .iter()
+        .map(|p| Op {
+            plan: p.clone(),
+            rec: OpRecord::default(),
+            expect: None,
+        })
+        .collect();
+    let mut notes: Vec<String> = Vec::new();
+    let mut bytes_ok = true;
+    for app in apps.iter().flatten() {
+        for (i, rec) in app.records() {
+            ops[*i].rec = *rec;
+        }
+        for i in app.landed().keys() {
+            ops[*i].expect = Some(Expect::Source);
+        }
+        for (i, seed) in app.reused() {
+            ops[*i].expect = Some(Expect::Reused(*seed));
+        }
+        notes.extend(app.notes().iter().cloned());
+        bytes_ok &= app.bytes_ok();
+    }
+    (ops, notes, bytes_ok)
+}
+
+/// `memory-equal` for SENDs: each successful one's bytes in exactly one
+/// filled receive buffer (of the hosts here).
+fn sends_in_buffers(
+    world: &dyn Backend,
+    apps: &[Option<&RdmaApp>],
+    ops: &[Op],
+    local: &[bool],
+    notes: &mut Vec<String>,
+) -> bool {
+    let mut ok = true;
+    let mut filled: Vec<(NodeAddr, Vec<u8>)> = Vec::new();
+    for (h, app) in apps.iter().enumerate() {
+        let Some(app) = app else { continue };
+        for (off, len) in app.filled() {
+            let key = app.keys().dst;
+            filled.push((
+                NodeAddr(h as u32),
+                region_bytes(world, NodeAddr(h as u32), key, *off, *len),
+            ));
+        }
+    }
+    for (i, op) in ops.iter().enumerate() {
+        let p = &op.plan;
+        if p.kind == OpKind::Send && op.rec.ok == Some(true) && local[p.to.0 as usize] {
+            match filled
+                .iter()
+                .position(|(h, b)| *h == p.to && p.is_source(b))
+            {
+                Some(at) => {
+                    filled.swap_remove(at);
+                }
+                None => {
+                    ok = false;
+                    notes.push(format!(
+                        "op {i} (SEND {}→{}): bytes in no receive buffer",
+                        p.from, p.to
+                    ));
+                }
+            }
+        }
+    }
+    ok
+}
+
+/// `no-out-of-bounds`: no byte outside an accepted operation changed
+/// (sources, the targets' unused tail, the guard).
+fn in_bounds(
+    world: &dyn Backend,
+    apps: &[Option<&RdmaApp>],
+    plan: &RdmaPlan,
+    notes: &mut Vec<String>,
+) -> bool {
+    let mut in_bounds = true;
+    for (h, app) in apps.iter().enumerate() {
+        let Some(app) = app else { continue };
+        let (me, keys) = (NodeAddr(h as u32), app.keys());
+        let mem = world.nic(me).memory();
+        let bytes = |key| {
+            mem.region(key)
+                .map(|r| r.bytes.as_slice())
+                .unwrap_or_default()
+        };
+        if !is_pattern(bytes(keys.guard), GUARD_SEED, 0) || bytes(keys.guard).len() != GUARD_LEN {
+            in_bounds = false;
+            notes.push(format!("{me}: guard region written"));
+        }
+        if !is_pattern(bytes(keys.src), me.0, 0) {
+            in_bounds = false;
+            notes.push(format!("{me}: a source region changed"));
+        }
+        let used = plan.dst_len[h] as usize;
+        let dst = bytes(keys.dst);
+        if dst.len() > used && !is_pattern(&dst[used..], target_seed(me), used as u64) {
+            in_bounds = false;
+            notes.push(format!("{me}: bytes beyond every target changed"));
+        }
+    }
+    in_bounds
+}
+
+/// `no-write-after-completion`: a WRITE's target still holds what it
+/// should: its source once it landed or completed, or what the host's
+/// reuse wrote over it.
+fn no_late_writes(
+    world: &dyn Backend,
+    apps: &[Option<&RdmaApp>],
+    ops: &[Op],
+    local: &[bool],
+    notes: &mut Vec<String>,
+) -> bool {
+    let mut no_late = true;
+    for (i, op) in ops.iter().enumerate() {
+        let p = &op.plan;
+        if p.kind != OpKind::Write || !local[p.to.0 as usize] {
+            continue;
+        }
+        let want = match op.expect {
+            Some(e) => e,
+            None if op.rec.ok == Some(true) => Expect::Source,
+            None => continue,
+        };
+        let key = apps[p.to.0 as usize].map(|a| a.keys().dst);
+        let got = key.map(|k| region_bytes(world, p.to, k, p.dst_off, p.size));
+        let holds = got.is_some_and(|b| match want {
+            Expect::Source => p.is_source(&b),
+            Expect::Reused(seed) => is_pattern(&b, seed, 0),
+        });
+        if !holds {
+            no_late = false;
+            notes.push(format!(
+                "op {i} (WRITE {}→{}): its target changed after completion{}",
+                p.from,
+                p.to,
+                if want != Expect::Source {
+                    " (the host had reused it)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    no_late
+}
+
+/// `bounded-state`: no local NIC's table passed its limit.
+fn bounded(world: &dyn Backend, local: &[bool], notes: &mut Vec<String>) -> bool {
+    let mut bounded = true;
+    for h in (0..local.len()).filter(|h| local[*h]) {
+        if let Some(what) = world.nic(NodeAddr(h as u32)).occupancy().violation() {
+            bounded = false;
+            notes.push(format!("h{h}: {what} passed its limit"));
+        }
+    }
+    bounded
 }
 
 /// The rate and latency of a host's link: the simulated fabric's (host
