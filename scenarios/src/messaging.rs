@@ -126,129 +126,29 @@ fn check(
             Some((h, udrma_host::app::downcast_ref::<MsgApp>(app)?))
         })
         .collect();
-    let mut notes: Vec<String> = Vec::new();
-    let (mut exactly_once, mut in_order, mut memory_equal, mut credits_ok) =
-        (true, true, true, true);
-    let (mut failed, mut open_sends, mut open_recvs) = (0u64, 0usize, 0usize);
-    let mut all_done = true;
-    let mut stats = MsgStats::default();
-    // (from, to, tag, k) → when it was sent.
-    let mut sent_at: BTreeMap<(NodeAddr, NodeAddr, u32, u32), Instant> = BTreeMap::new();
-    let mut sent: Vec<Sent> = Vec::new();
-    let mut received: Vec<(NodeAddr, Received)> = Vec::new();
-    for (h, app) in &apps {
-        notes.extend(app.notes().iter().cloned());
-        exactly_once &= app.exactly_once();
-        in_order &= app.in_order();
-        memory_equal &= app.bytes_ok();
-        credits_ok &= app.credits_ok();
-        failed += app.failed();
-        let (s, r) = app.open();
-        open_sends += s;
-        open_recvs += r;
-        all_done &= udrma_host::App::is_done(*app);
-        let st = app.messenger().stats();
-        stats.eager += st.eager;
-        stats.r3 += st.r3;
-        stats.rget += st.rget;
-        stats.rput += st.rput;
-        stats.noops += st.noops;
-        stats.credit_stalls += st.credit_stalls;
-        stats.fallbacks += st.fallbacks;
-        for m in app.sent() {
-            sent_at.insert((*h, m.to, m.tag, m.k), m.at);
-            sent.push(*m);
-        }
-        received.extend(app.received().iter().map(|r| (*h, *r)));
-    }
-    if !all_done {
+    let mut t = Tally::of(&apps);
+    let mut notes = std::mem::take(&mut t.notes);
+    if !t.all_done {
         notes.push(format!(
-            "{open_recvs} receives not completed, {open_sends} sends not finished"
+            "{} receives not completed, {} sends not finished",
+            t.open_recvs, t.open_sends
         ));
     }
-    // Sequence numbers rise in posting order for every (source, tag).
-    let mut flows: BTreeMap<(NodeAddr, NodeAddr, u32), BTreeMap<u32, u32>> = BTreeMap::new();
-    for (h, r) in &received {
-        flows
-            .entry((*h, r.from, r.tag))
-            .or_default()
-            .insert(r.k, r.seq);
-    }
-    for ((h, from, tag), by_k) in &flows {
-        let seqs: Vec<u32> = by_k.values().copied().collect();
-        if seqs
-            .windows(2)
-            .any(|w| w[1].wrapping_sub(w[0]).wrapping_sub(1) >= 1 << 31)
-        {
-            in_order = false;
-            notes.push(format!(
-                "{h}: messages from {from} tag {tag} matched out of order"
-            ));
-        }
-    }
-    // Latencies of the messages whose both ends ran here.
-    let mut latencies: Vec<u64> = Vec::new();
-    let mut buckets: BTreeMap<(usize, u64), (u64, u64)> = BTreeMap::new();
-    let (mut recv_ok, mut bytes_ok, mut last_done) = (0u64, 0u64, None::<Instant>);
-    for (h, r) in received.iter().filter(|(_, r)| r.ok) {
-        recv_ok += 1;
-        bytes_ok += r.len;
-        last_done = Some(last_done.map_or(r.at, |l| l.max(r.at)));
-        let Some(at) = sent_at.get(&(r.from, *h, r.tag, r.k)) else {
-            continue;
-        };
-        let lat = (r.at - *at).as_nanos();
-        latencies.push(lat);
-        if workloads[r.workload].kind == MsgKind::Mixed {
-            let b = buckets
-                .entry((r.workload, r.len.next_power_of_two()))
-                .or_default();
-            b.0 += 1;
-            b.1 += lat;
-        }
-    }
-    let first_post = sent.iter().map(|m| m.at).min();
-    // Rows: the timed sizes side `a` measured, then the mix's buckets.
-    let mut rows: Vec<SizeRow> = Vec::new();
-    for (_, app) in &apps {
-        for r in app.rows() {
-            rows.push(size_row(&workloads[r.workload], r));
-        }
-    }
-    rows.sort_by_key(|r| (r.workload, r.size));
-    for ((wl, b), (count, sum)) in &buckets {
-        rows.push(SizeRow {
-            workload: *wl,
-            kind: kind_name(workloads[*wl].kind).into(),
-            size: *b,
-            protocol: "-".into(),
-            messages: *count,
-            latency_us: round3(*sum as f64 / *count as f64 / 1e3),
-            bandwidth_mbs: 0.0,
-        });
-    }
-    // A SEND that found no vbuf posted: credits let a chunk go that had
-    // no buffer. (Receiver-not-ready for a full registry or transmit
-    // queue is the engine's own flow control, not a credit violation.)
-    let mut no_rnr = true;
-    for (h, _) in &apps {
-        let overflows = world.nic(*h).stats().no_receive_buffer;
-        if overflows > 0 {
-            no_rnr = false;
-            notes.push(format!(
-                "{h}: {overflows} SEND chunks found no vbuf posted (receiver-not-ready)"
-            ));
-        }
-    }
+    // (Both, each with its notes.)
+    let matched = matched_in_order(&t.received, &mut notes);
+    let in_order = t.in_order && matched;
+    let timing = Timing::of(&t, workloads);
+    let rows = size_rows(&apps, workloads, &timing.buckets);
+    let no_rnr = every_chunk_found_a_vbuf(world, &apps, &mut notes);
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
-    checks.insert("all-complete".into(), all_done);
+    checks.insert("all-complete".into(), t.all_done);
     if !sc.file.checks.expect_failures {
-        checks.insert("all-succeeded".into(), all_done && failed == 0);
+        checks.insert("all-succeeded".into(), t.all_done && t.failed == 0);
     }
-    checks.insert("exactly-once".into(), exactly_once);
-    checks.insert("memory-equal".into(), memory_equal);
+    checks.insert("exactly-once".into(), t.exactly_once);
+    checks.insert("memory-equal".into(), t.memory_equal);
     checks.insert("mpi-order".into(), in_order);
-    checks.insert("credits".into(), credits_ok && no_rnr);
+    checks.insert("credits".into(), t.credits_ok && no_rnr);
     let mut bounded = true;
     for h in (0..n as u32).map(NodeAddr).filter(|h| world.is_local(*h)) {
         if let Some(what) = world.nic(h).occupancy().violation() {
@@ -259,8 +159,8 @@ fn check(
     checks.insert("bounded-state".into(), bounded);
     let quiet = apps.iter().all(|(_, a)| a.messenger().is_quiet());
     let idle = world.is_idle() && quiet;
-    checks.insert("liveness".into(), idle && all_done);
-    if idle && all_done {
+    checks.insert("liveness".into(), idle && t.all_done);
+    if idle && t.all_done {
         // Every credit comes back once both sides are quiet: a count that
         // rode on a lost packet and was never repaired leaves the peer
         // short of vbufs for good (docs/testing.md, finding 8).
@@ -281,45 +181,229 @@ fn check(
     for skip in &sc.file.checks.skip {
         checks.remove(skip);
     }
-    let posted = sent.len() as u64;
+    let posted = t.sent.len() as u64;
     let mut rep = report::build(sc, seed, world, &[], posted, checks, notes);
-    latencies.sort_unstable();
-    let pct = |q: f64| {
-        let l = &latencies;
-        if l.is_empty() {
-            0
-        } else {
-            l[((q * l.len() as f64).ceil() as usize).clamp(1, l.len()) - 1]
-        }
-    };
-    rep.completion_ns = report::Latency {
-        p50: pct(0.5),
-        p99: pct(0.99),
-        max: latencies.last().copied().unwrap_or(0),
-    };
-    rep.ops = report::Ops {
-        posted,
-        completed: recv_ok,
-        failed,
-    };
-    rep.goodput_gbps = match (first_post, last_done) {
-        (Some(a), Some(b)) if b > a => {
-            let g = bytes_ok as f64 * 8.0 / (b - a).as_ps() as f64 * 1e3;
-            (g * 1000.0).round() / 1000.0
-        }
-        _ => 0.0,
-    };
+    timing.fill(&mut rep, &t);
+    let st = &t.stats;
     rep.messaging = Some(MessagingReport {
-        eager: stats.eager,
-        r3: stats.r3,
-        rget: stats.rget,
-        rput: stats.rput,
-        noops: stats.noops,
-        credit_stalls: stats.credit_stalls,
-        fallbacks: stats.fallbacks,
+        eager: st.eager,
+        r3: st.r3,
+        rget: st.rget,
+        rput: st.rput,
+        noops: st.noops,
+        credit_stalls: st.credit_stalls,
+        fallbacks: st.fallbacks,
         sizes: rows,
     });
     rep
+}
+
+/// What every local app recorded, added up.
+#[derive(Default)]
+struct Tally {
+    notes: Vec<String>,
+    exactly_once: bool,
+    in_order: bool,
+    memory_equal: bool,
+    credits_ok: bool,
+    all_done: bool,
+    failed: u64,
+    open_sends: usize,
+    open_recvs: usize,
+    stats: MsgStats,
+    /// (from, to, tag, k) → when it was sent.
+    sent_at: BTreeMap<(NodeAddr, NodeAddr, u32, u32), Instant>,
+    sent: Vec<Sent>,
+    /// (receiver, what it received).
+    received: Vec<(NodeAddr, Received)>,
+}
+
+impl Tally {
+    fn of(apps: &[(NodeAddr, &MsgApp)]) -> Tally {
+        let mut t = Tally {
+            exactly_once: true,
+            in_order: true,
+            memory_equal: true,
+            credits_ok: true,
+            all_done: true,
+            ..Tally::default()
+        };
+        for (h, app) in apps {
+            t.notes.extend(app.notes().iter().cloned());
+            t.exactly_once &= app.exactly_once();
+            t.in_order &= app.in_order();
+            t.memory_equal &= app.bytes_ok();
+            t.credits_ok &= app.credits_ok();
+            t.failed += app.failed();
+            let (s, r) = app.open();
+            t.open_sends += s;
+            t.open_recvs += r;
+            t.all_done &= udrma_host::App::is_done(*app);
+            let st = app.messenger().stats();
+            t.stats.eager += st.eager;
+            t.stats.r3 += st.r3;
+            t.stats.rget += st.rget;
+            t.stats.rput += st.rput;
+            t.stats.noops += st.noops;
+            t.stats.credit_stalls += st.credit_stalls;
+            t.stats.fallbacks += st.fallbacks;
+            for m in app.sent() {
+                t.sent_at.insert((*h, m.to, m.tag, m.k), m.at);
+                t.sent.push(*m);
+            }
+            t.received.extend(app.received().iter().map(|r| (*h, *r)));
+        }
+        t
+    }
+}
+
+/// `mpi-order`: sequence numbers rise in posting order for every
+/// (source, tag) at every receiver.
+fn matched_in_order(received: &[(NodeAddr, Received)], notes: &mut Vec<String>) -> bool {
+    let mut in_order = true;
+    let mut flows: BTreeMap<(NodeAddr, NodeAddr, u32), BTreeMap<u32, u32>> = BTreeMap::new();
+    for (h, r) in received {
+        flows
+            .entry((*h, r.from, r.tag))
+            .or_default()
+            .insert(r.k, r.seq);
+    }
+    for ((h, from, tag), by_k) in &flows {
+        let seqs: Vec<u32> = by_k.values().copied().collect();
+        if seqs
+            .windows(2)
+            .any(|w| w[1].wrapping_sub(w[0]).wrapping_sub(1) >= 1 << 31)
+        {
+            in_order = false;
+            notes.push(format!(
+                "{h}: messages from {from} tag {tag} matched out of order"
+            ));
+        }
+    }
+    in_order
+}
+
+/// The latencies of the messages whose both ends ran here, the mixes'
+/// buckets (workload, size rounded up to a power of two) → (count, sum),
+/// and what was received when.
+struct Timing {
+    latencies: Vec<u64>,
+    buckets: BTreeMap<(usize, u64), (u64, u64)>,
+    recv_ok: u64,
+    bytes_ok: u64,
+    last_done: Option<Instant>,
+}
+
+impl Timing {
+    fn of(t: &Tally, workloads: &[MsgWorkload]) -> Timing {
+        let mut m = Timing {
+            latencies: Vec::new(),
+            buckets: BTreeMap::new(),
+            recv_ok: 0,
+            bytes_ok: 0,
+            last_done: None,
+        };
+        for (h, r) in t.received.iter().filter(|(_, r)| r.ok) {
+            m.recv_ok += 1;
+            m.bytes_ok += r.len;
+            m.last_done = Some(m.last_done.map_or(r.at, |l| l.max(r.at)));
+            let Some(at) = t.sent_at.get(&(r.from, *h, r.tag, r.k)) else {
+                continue;
+            };
+            let lat = (r.at - *at).as_nanos();
+            m.latencies.push(lat);
+            if workloads[r.workload].kind == MsgKind::Mixed {
+                let b = m
+                    .buckets
+                    .entry((r.workload, r.len.next_power_of_two()))
+                    .or_default();
+                b.0 += 1;
+                b.1 += lat;
+            }
+        }
+        m.latencies.sort_unstable();
+        m
+    }
+
+    /// The report's completion times, operation counts and goodput.
+    fn fill(&self, rep: &mut Report, t: &Tally) {
+        let l = &self.latencies;
+        let pct = |q: f64| {
+            if l.is_empty() {
+                0
+            } else {
+                l[((q * l.len() as f64).ceil() as usize).clamp(1, l.len()) - 1]
+            }
+        };
+        rep.completion_ns = report::Latency {
+            p50: pct(0.5),
+            p99: pct(0.99),
+            max: l.last().copied().unwrap_or(0),
+        };
+        rep.ops = report::Ops {
+            posted: t.sent.len() as u64,
+            completed: self.recv_ok,
+            failed: t.failed,
+        };
+        let first_post = t.sent.iter().map(|m| m.at).min();
+        rep.goodput_gbps = match (first_post, self.last_done) {
+            (Some(a), Some(b)) if b > a => {
+                let g = self.bytes_ok as f64 * 8.0 / (b - a).as_ps() as f64 * 1e3;
+                (g * 1000.0).round() / 1000.0
+            }
+            _ => 0.0,
+        };
+    }
+}
+
+/// The report's rows: the timed sizes side `a` measured, then the mixes'
+/// buckets.
+fn size_rows(
+    apps: &[(NodeAddr, &MsgApp)],
+    workloads: &[MsgWorkload],
+    buckets: &BTreeMap<(usize, u64), (u64, u64)>,
+) -> Vec<SizeRow> {
+    let mut rows: Vec<SizeRow> = Vec::new();
+    for (_, app) in apps {
+        for r in app.rows() {
+            rows.push(size_row(&workloads[r.workload], r));
+        }
+    }
+    rows.sort_by_key(|r| (r.workload, r.size));
+    for ((wl, b), (count, sum)) in buckets {
+        rows.push(SizeRow {
+            workload: *wl,
+            kind: kind_name(workloads[*wl].kind).into(),
+            size: *b,
+            protocol: "-".into(),
+            messages: *count,
+            latency_us: round3(*sum as f64 / *count as f64 / 1e3),
+            bandwidth_mbs: 0.0,
+        });
+    }
+    rows
+}
+
+/// Whether every SEND chunk found a vbuf posted: credits let a chunk go
+/// that had no buffer otherwise. (Receiver-not-ready for a full registry
+/// or transmit queue is the engine's own flow control, not a credit
+/// violation.)
+fn every_chunk_found_a_vbuf(
+    world: &dyn Backend,
+    apps: &[(NodeAddr, &MsgApp)],
+    notes: &mut Vec<String>,
+) -> bool {
+    let mut ok = true;
+    for (h, _) in apps {
+        let overflows = world.nic(*h).stats().no_receive_buffer;
+        if overflows > 0 {
+            ok = false;
+            notes.push(format!(
+                "{h}: {overflows} SEND chunks found no vbuf posted (receiver-not-ready)"
+            ));
+        }
+    }
+    ok
 }
 
 /// A timed size as the report shows it.
