@@ -480,6 +480,24 @@ fn a_stale_go_back_n_nack_for_a_later_packet_restarts_nothing() {
     assert_eq!(h0.registrations_lost, 0, "a stale NACK restarts nothing");
 }
 
+/// Two 3-packet WRITEs whose later packets are dropped for a millisecond,
+/// to a receiver with room for one registration (and one record of a lost
+/// one) that lets an entry go after 300 µs, run to the end.
+fn two_lost_registrations(registration: RegistrationMode) -> (Setup, WrId, WrId) {
+    let mut s = setup(NicConfig {
+        registry_capacity: 1,
+        registry_timeout: udrma_nic::Duration::from_micros(300),
+        max_rnr_retries: 40,
+        registration,
+        ..four(TombstoneMode::Window)
+    });
+    drop_later_packets_for_a_millisecond(&mut s);
+    let first = s.write_at(0, 3 * 1024);
+    let second = s.write_at(8192, 3 * 1024);
+    s.pair.run();
+    (s, first, second)
+}
+
 /// The receiver remembers at most `registry_capacity` operations whose
 /// entry expired. With room for one, two WRITEs lose their registration
 /// one after the other (the second registers once the first's entry has
@@ -490,16 +508,7 @@ fn a_stale_go_back_n_nack_for_a_later_packet_restarts_nothing() {
 /// completes both, h1 only the second.
 #[test]
 fn a_receiver_remembers_a_registry_s_worth_of_lost_registrations() {
-    let mut s = setup(NicConfig {
-        registry_capacity: 1,
-        registry_timeout: udrma_nic::Duration::from_micros(300),
-        registration: RegistrationMode::SelfDescribing,
-        ..four(TombstoneMode::Window)
-    });
-    drop_later_packets_for_a_millisecond(&mut s);
-    let first = s.write_at(0, 3 * 1024);
-    let second = s.write_at(8192, 3 * 1024);
-    s.pair.run();
+    let (s, first, second) = two_lost_registrations(RegistrationMode::SelfDescribing);
     let h1 = s.pair.nics[1].stats();
     assert_eq!(h1.registry_expired, 3, "both expired, then the first again");
     assert_eq!(h1.lost_registrations_forgotten, 1);
@@ -519,16 +528,7 @@ fn a_receiver_remembers_a_registry_s_worth_of_lost_registrations() {
 /// complete at both ends.
 #[test]
 fn a_first_only_receiver_that_forgot_a_lost_registration_still_gets_it_all_again() {
-    let mut s = setup(NicConfig {
-        registry_capacity: 1,
-        registry_timeout: udrma_nic::Duration::from_micros(300),
-        max_rnr_retries: 40,
-        ..four(TombstoneMode::Window)
-    });
-    drop_later_packets_for_a_millisecond(&mut s);
-    let first = s.write_at(0, 3 * 1024);
-    let second = s.write_at(8192, 3 * 1024);
-    s.pair.run();
+    let (s, first, second) = two_lost_registrations(FIRST_ONLY);
     let h1 = s.pair.nics[1].stats();
     assert_eq!(h1.lost_registrations_forgotten, 1);
     assert_eq!(s.completions(0, first), [Ok(())]);

@@ -130,12 +130,17 @@ pub(crate) fn run(
     let exactly_once = ops.iter().all(|o| o.rec.completions <= 1);
     checks.insert("exactly-once".into(), exactly_once);
     if !phantom {
-        let w = &*world;
-        let sends = sends_in_buffers(w, &apps, &ops, &local, &mut notes);
+        let end = Ended {
+            world: &*world,
+            apps: &apps,
+            ops: &ops,
+            local: &local,
+        };
+        let sends = end.sends_in_buffers(&mut notes);
         checks.insert("memory-equal".into(), bytes_ok && sends);
-        let in_bounds = in_bounds(w, &apps, &plan, &mut notes);
+        let in_bounds = in_bounds(&*world, &apps, &plan, &mut notes);
         checks.insert("no-out-of-bounds".into(), in_bounds);
-        let no_late = no_late_writes(w, &apps, &ops, &local, &mut notes);
+        let no_late = end.no_late_writes(&mut notes);
         checks.insert("no-write-after-completion".into(), no_late);
     }
     let bounded = bounded(&*world, &local, &mut notes);
@@ -212,48 +217,90 @@ fn gather(plan: &RdmaPlan, apps: &[Option<&RdmaApp>]) -> (Vec<Op>, Vec<String>, 
     (ops, notes, bytes_ok)
 }
 
-/// `memory-equal` for SENDs: each successful one's bytes in exactly one
-/// filled receive buffer (of the hosts here).
-fn sends_in_buffers(
-    world: &dyn Backend,
-    apps: &[Option<&RdmaApp>],
-    ops: &[Op],
-    local: &[bool],
-    notes: &mut Vec<String>,
-) -> bool {
-    let mut ok = true;
-    let mut filled: Vec<(NodeAddr, Vec<u8>)> = Vec::new();
-    for (h, app) in apps.iter().enumerate() {
-        let Some(app) = app else { continue };
-        for (off, len) in app.filled() {
-            let key = app.keys().dst;
-            filled.push((
-                NodeAddr(h as u32),
-                region_bytes(world, NodeAddr(h as u32), key, *off, *len),
-            ));
+/// What a run ended with, as the memory checks read it.
+struct Ended<'a> {
+    world: &'a dyn Backend,
+    apps: &'a [Option<&'a RdmaApp>],
+    ops: &'a [Op],
+    local: &'a [bool],
+}
+
+impl Ended<'_> {
+    /// `memory-equal` for SENDs: each successful one's bytes in exactly one
+    /// filled receive buffer (of the hosts here).
+    fn sends_in_buffers(&self, notes: &mut Vec<String>) -> bool {
+        let mut ok = true;
+        let mut filled: Vec<(NodeAddr, Vec<u8>)> = Vec::new();
+        for (h, app) in self.apps.iter().enumerate() {
+            let Some(app) = app else { continue };
+            for (off, len) in app.filled() {
+                let key = app.keys().dst;
+                filled.push((
+                    NodeAddr(h as u32),
+                    region_bytes(self.world, NodeAddr(h as u32), key, *off, *len),
+                ));
+            }
         }
-    }
-    for (i, op) in ops.iter().enumerate() {
-        let p = &op.plan;
-        if p.kind == OpKind::Send && op.rec.ok == Some(true) && local[p.to.0 as usize] {
-            match filled
-                .iter()
-                .position(|(h, b)| *h == p.to && p.is_source(b))
-            {
-                Some(at) => {
-                    filled.swap_remove(at);
-                }
-                None => {
-                    ok = false;
-                    notes.push(format!(
-                        "op {i} (SEND {}→{}): bytes in no receive buffer",
-                        p.from, p.to
-                    ));
+        for (i, op) in self.ops.iter().enumerate() {
+            let p = &op.plan;
+            if p.kind == OpKind::Send && op.rec.ok == Some(true) && self.local[p.to.0 as usize] {
+                match filled
+                    .iter()
+                    .position(|(h, b)| *h == p.to && p.is_source(b))
+                {
+                    Some(at) => {
+                        filled.swap_remove(at);
+                    }
+                    None => {
+                        ok = false;
+                        notes.push(format!(
+                            "op {i} (SEND {}→{}): bytes in no receive buffer",
+                            p.from, p.to
+                        ));
+                    }
                 }
             }
         }
+        ok
     }
-    ok
+
+    /// `no-write-after-completion`: a WRITE's target still holds what it
+    /// should: its source once it landed or completed, or what the host's
+    /// reuse wrote over it.
+    fn no_late_writes(&self, notes: &mut Vec<String>) -> bool {
+        let mut no_late = true;
+        for (i, op) in self.ops.iter().enumerate() {
+            let p = &op.plan;
+            if p.kind != OpKind::Write || !self.local[p.to.0 as usize] {
+                continue;
+            }
+            let want = match op.expect {
+                Some(e) => e,
+                None if op.rec.ok == Some(true) => Expect::Source,
+                None => continue,
+            };
+            let key = self.apps[p.to.0 as usize].map(|a| a.keys().dst);
+            let got = key.map(|k| region_bytes(self.world, p.to, k, p.dst_off, p.size));
+            let holds = got.is_some_and(|b| match want {
+                Expect::Source => p.is_source(&b),
+                Expect::Reused(seed) => is_pattern(&b, seed, 0),
+            });
+            if !holds {
+                no_late = false;
+                notes.push(format!(
+                    "op {i} (WRITE {}→{}): its target changed after completion{}",
+                    p.from,
+                    p.to,
+                    if want != Expect::Source {
+                        " (the host had reused it)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+        no_late
+    }
 }
 
 /// `no-out-of-bounds`: no byte outside an accepted operation changed
@@ -290,50 +337,6 @@ fn in_bounds(
         }
     }
     in_bounds
-}
-
-/// `no-write-after-completion`: a WRITE's target still holds what it
-/// should: its source once it landed or completed, or what the host's
-/// reuse wrote over it.
-fn no_late_writes(
-    world: &dyn Backend,
-    apps: &[Option<&RdmaApp>],
-    ops: &[Op],
-    local: &[bool],
-    notes: &mut Vec<String>,
-) -> bool {
-    let mut no_late = true;
-    for (i, op) in ops.iter().enumerate() {
-        let p = &op.plan;
-        if p.kind != OpKind::Write || !local[p.to.0 as usize] {
-            continue;
-        }
-        let want = match op.expect {
-            Some(e) => e,
-            None if op.rec.ok == Some(true) => Expect::Source,
-            None => continue,
-        };
-        let key = apps[p.to.0 as usize].map(|a| a.keys().dst);
-        let got = key.map(|k| region_bytes(world, p.to, k, p.dst_off, p.size));
-        let holds = got.is_some_and(|b| match want {
-            Expect::Source => p.is_source(&b),
-            Expect::Reused(seed) => is_pattern(&b, seed, 0),
-        });
-        if !holds {
-            no_late = false;
-            notes.push(format!(
-                "op {i} (WRITE {}→{}): its target changed after completion{}",
-                p.from,
-                p.to,
-                if want != Expect::Source {
-                    " (the host had reused it)"
-                } else {
-                    ""
-                }
-            ));
-        }
-    }
-    no_late
 }
 
 /// `bounded-state`: no local NIC's table passed its limit.
