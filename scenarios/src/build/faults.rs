@@ -1,0 +1,222 @@
+//! The fault rules and host pauses a scenario asks for: each `[[fault]]`
+//! as a rule of the fault-injection crate, each `[[pause]]` as a host
+//! pause; every value checked, every error located.
+
+use udrma_faults::{Direction, HostPause, Jitter, Model, Rule, RuleSet, Target};
+use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode};
+
+use crate::schema::ModelKind;
+use crate::{Scenario, ScenarioError};
+
+use super::host;
+
+/// The opcodes a `[[fault]]` rule can name (`opcodes = [...]`), by the
+/// name a scenario file gives them.
+pub const OPCODE_NAMES: [(&str, Opcode); 13] = [
+    ("write", Opcode::Write),
+    ("read-request", Opcode::ReadRequest),
+    ("read-response", Opcode::ReadResponse),
+    ("send", Opcode::Send),
+    ("ack", Opcode::Ack),
+    ("sack", Opcode::SelectiveAck),
+    ("nack", Opcode::Nack),
+    ("completion", Opcode::Completion),
+    ("data-arrived", Opcode::DataArrived),
+    ("credit", Opcode::Credit),
+    ("rts", Opcode::Rts),
+    ("cts", Opcode::Cts),
+    ("fin", Opcode::Fin),
+];
+
+fn opcode(sc: &Scenario, name: &str) -> Result<Opcode, ScenarioError> {
+    OPCODE_NAMES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, o)| *o)
+        .ok_or_else(|| {
+            let names: Vec<&str> = OPCODE_NAMES.iter().map(|(n, _)| *n).collect();
+            let hint = udrma_faults::closest(name, &names)
+                .map(|b| format!(" (did you mean {b:?}?)"))
+                .unwrap_or_default();
+            sc.error_at(
+                name,
+                format!(
+                    "unknown opcode {name:?}{hint}; expected one of {}",
+                    names.join(", ")
+                ),
+            )
+        })
+}
+
+fn flag(sc: &Scenario, name: &str) -> Result<Flags, ScenarioError> {
+    const NAMES: [(&str, Flags); 7] = [
+        ("ack-req", Flags::ACK_REQ),
+        ("first", Flags::FIRST),
+        ("last", Flags::LAST),
+        ("last-segment", Flags::LAST_SEGMENT),
+        ("retransmit", Flags::RETRANSMIT),
+        ("credits", Flags::CREDITS_VALID),
+        ("solicited", Flags::SOLICITED),
+    ];
+    NAMES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| {
+            let names: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
+            sc.error_at(
+                name,
+                format!(
+                    "unknown flag {name:?}; expected one of {}",
+                    names.join(", ")
+                ),
+            )
+        })
+}
+
+/// Builds the fault rules (names resolved to links by the world).
+pub fn rules(sc: &Scenario, seed: u64, n_hosts: usize) -> Result<RuleSet, ScenarioError> {
+    let mut set = RuleSet::new();
+    for (i, f) in sc.file.faults.iter().enumerate() {
+        let name = f.name.clone().unwrap_or_else(|| format!("fault{i}"));
+        let model_name = f.model.name();
+        let need = |what: &str| {
+            sc.error_at(
+                &name,
+                format!("fault {name:?}: model {model_name} needs `{what}`"),
+            )
+        };
+        let p = || f.p.ok_or_else(|| need("p"));
+        let model = match f.model {
+            // Not a packet fault: the messaging layer applies it.
+            ModelKind::RegistrationFailure => continue,
+            ModelKind::Loss => Model::Loss {
+                p: p()?,
+                correlation: f.correlation.unwrap_or(0.0),
+            },
+            ModelKind::GilbertElliott => Model::GilbertElliott {
+                p: p()?,
+                r: f.r.ok_or_else(|| need("r"))?,
+                loss_good: f.loss_good.unwrap_or(0.0),
+                loss_bad: f.loss_bad.unwrap_or(1.0),
+            },
+            ModelKind::Duplicate => Model::Duplicate {
+                p: p()?,
+                copies: f.copies.unwrap_or(1),
+                correlation: f.correlation.unwrap_or(0.0),
+            },
+            ModelKind::Reorder => Model::Reorder {
+                p: p()?,
+                correlation: f.correlation.unwrap_or(0.0),
+                gap: f.gap.unwrap_or(1),
+                delay: f.delay.ok_or_else(|| need("delay"))?.0,
+                limit: f.limit,
+            },
+            ModelKind::Delay => Model::Delay {
+                base: f.delay.ok_or_else(|| need("delay"))?.0,
+                jitter: f.jitter.map_or(Duration::ZERO, |j| j.0),
+                dist: match f.distribution.as_deref() {
+                    None | Some("uniform") => Jitter::Uniform,
+                    Some("normal") => Jitter::Normal,
+                    Some("pareto") => Jitter::Pareto,
+                    Some(other) => {
+                        return Err(sc.error_at(
+                            other,
+                            format!("fault {name:?}: distribution {other:?}: expected uniform, normal or pareto"),
+                        ))
+                    }
+                },
+                limit: f.limit,
+            },
+            ModelKind::Corrupt => Model::Corrupt {
+                p: p()?,
+                bits: f.bits.unwrap_or(1),
+            },
+            ModelKind::Rate => Model::Rate {
+                bits_per_sec: f.rate.ok_or_else(|| need("rate"))?.0,
+                limit: f.limit.unwrap_or(1000),
+            },
+            ModelKind::Down => Model::Down,
+            ModelKind::Partition => {
+                let side = |names: &[String]| -> Result<Vec<NodeAddr>, ScenarioError> {
+                    names.iter().map(|h| host(sc, h, n_hosts, &format!("fault {name:?}"))).collect()
+                };
+                Model::Partition {
+                    a: side(&f.a)?,
+                    b: side(&f.b)?,
+                    two_way: f.two_way,
+                }
+            }
+        };
+        let mut target = Target::any();
+        target.links = f.links.clone();
+        target.direction = match f.direction.as_deref() {
+            None => None,
+            Some("forward") => Some(Direction::Forward),
+            Some("reverse") => Some(Direction::Reverse),
+            Some(other) => {
+                return Err(sc.error_at(
+                    other,
+                    format!("fault {name:?}: direction {other:?}: expected forward or reverse"),
+                ))
+            }
+        };
+        let who = format!("fault {name:?}");
+        target.src = f
+            .src
+            .iter()
+            .map(|h| host(sc, h, n_hosts, &who))
+            .collect::<Result<_, _>>()?;
+        target.dst = f
+            .dst
+            .iter()
+            .map(|h| host(sc, h, n_hosts, &who))
+            .collect::<Result<_, _>>()?;
+        target.opcodes = f
+            .opcodes
+            .iter()
+            .map(|o| opcode(sc, o))
+            .collect::<Result<_, _>>()?;
+        for fl in &f.flags {
+            target.flags |= flag(sc, fl)?;
+        }
+        if f.from.is_some() || f.until.is_some() {
+            let from = Instant::ZERO + f.from.map_or(Duration::ZERO, |t| t.0);
+            let until = f.until.map_or(Instant(u64::MAX), |t| Instant::ZERO + t.0);
+            target.window = Some((from, until));
+        }
+        if f.every.is_some() || f.times.is_some() {
+            target.nth = Some(udrma_faults::Nth {
+                every: f.every.unwrap_or(1),
+                offset: f.offset.unwrap_or(0),
+                limit: f.times,
+            });
+        }
+        let rule =
+            Rule::new(seed, &name, target, model).map_err(|e| sc.error_at(&name, e.to_string()))?;
+        set.push(rule);
+    }
+    Ok(set)
+}
+
+/// The host pauses.
+pub fn pauses(sc: &Scenario, n_hosts: usize) -> Result<Vec<HostPause>, ScenarioError> {
+    sc.file
+        .pauses
+        .iter()
+        .map(|p| {
+            let h = host(sc, &p.host, n_hosts, "pause")?;
+            if p.until.0 <= p.from.0 {
+                return Err(sc.error_at(
+                    &p.host,
+                    format!("pause of {}: `until` must be after `from`", p.host),
+                ));
+            }
+            Ok(HostPause {
+                host: h,
+                from: Instant::ZERO + p.from.0,
+                until: Instant::ZERO + p.until.0,
+            })
+        })
+        .collect()
+}
