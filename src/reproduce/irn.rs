@@ -107,6 +107,38 @@ fn change(ours: f64, base: f64) -> String {
 /// The section. Its runs take about a minute of one core each set
 /// (twelve runs, side by side on every core).
 pub fn irn() -> anyhow::Result<Section> {
+    let runs = runs()?;
+    let at = |c: usize, d: usize| &runs[c * DESIGNS.len() + d];
+    let rows = rows(&at);
+    let extra = table(&at);
+    let known = known(&at);
+    Ok(Section {
+        title: "IRN: RDMA without PFC (Mittal et al., SIGCOMM 2018)".into(),
+        files:
+            "`scenarios/reproduce/irn.toml` (a k = 6 fat tree at 40 Gb/s, 2,000 flows at 70 % load)"
+                .into(),
+        intro: "IRN argues that RoCE needs PFC only because its NICs recover from loss by \
+                going back N, and that a NIC with selective retransmission and a cap of one \
+                bandwidth-delay product in flight, without PFC, beats RoCE with PFC: by 6–83 % \
+                in the paper's typical scenarios (its abstract), with or without explicit \
+                congestion control; RoCE without PFC does far worse (§4). We run the three \
+                designs under no controller, DCQCN and NSCC on one loaded fat tree and compare \
+                average slowdown and average and tail flow completion times. The range is the \
+                paper's over all its scenarios, so a row holds on the direction; the percentage \
+                is ours."
+            .into(),
+        rows,
+        extra,
+        plots: Vec::new(),
+        known,
+    })
+}
+
+/// One run of a design under a controller (`at(controller, design)`).
+type At<'a> = &'a dyn Fn(usize, usize) -> &'a Run;
+
+/// Every design under every controller.
+fn runs() -> anyhow::Result<Vec<Run>> {
     // Nine independent runs, side by side (each is deterministic alone).
     let jobs: Vec<(usize, usize)> = (0..CCS.len())
         .flat_map(|c| (0..DESIGNS.len()).map(move |d| (c, d)))
@@ -115,7 +147,12 @@ pub fn irn() -> anyhow::Result<Section> {
         .par_iter()
         .map(|&(c, d)| run(&DESIGNS[d], CCS[c].0))
         .collect::<anyhow::Result<_>>()?;
-    let at = |c: usize, d: usize| &runs[c * DESIGNS.len() + d];
+    Ok(runs)
+}
+
+/// Per controller: IRN against RoCE on each metric, go-back-N without PFC
+/// against with, IRN with PFC against without.
+fn rows(at: At<'_>) -> Vec<Row> {
     let mut rows = Vec::new();
     type Metric = (&'static str, fn(&FlowStats) -> f64, &'static str);
     let metrics: [Metric; 3] = [
@@ -158,6 +195,11 @@ pub fn irn() -> anyhow::Result<Section> {
             holds: ours >= 0.95 * base,
         });
     }
+    rows
+}
+
+/// Every run's figures, as Markdown.
+fn table(at: At<'_>) -> String {
     let mut extra = String::from(
         "| controller | design | average slowdown | average FCT | p99 FCT | PAUSE frames | drops | timeouts |\n|---|---|---|---|---|---|---|---|\n",
     );
@@ -182,6 +224,11 @@ pub fn irn() -> anyhow::Result<Section> {
          (docs/scenarios.md, `flows`). Where udrma's set-up differs from the paper's, and \
          why: docs/lossless.md, \"The IRN comparison\".\n",
     );
+    extra
+}
+
+/// The rows that do not hold, and why: NSCC's.
+fn known(at: At<'_>) -> Vec<(String, String)> {
     let nscc = CCS.iter().position(|c| c.0 == "nscc").unwrap_or(2);
     let (roce, gbn, irn, irn_pfc) = (at(nscc, 0), at(nscc, 1), at(nscc, 2), at(nscc, 3));
     let nscc_miss = format!(
@@ -207,41 +254,22 @@ pub fn irn() -> anyhow::Result<Section> {
          (docs/testing.md, finding 37), which moved IRN's tail from 4,821.8 µs.",
         irn.flows.p99_fct_us, roce.flows.p99_fct_us,
     );
-    Ok(Section {
-        title: "IRN: RDMA without PFC (Mittal et al., SIGCOMM 2018)".into(),
-        files:
-            "`scenarios/reproduce/irn.toml` (a k = 6 fat tree at 40 Gb/s, 2,000 flows at 70 % load)"
-                .into(),
-        intro: "IRN argues that RoCE needs PFC only because its NICs recover from loss by \
-                going back N, and that a NIC with selective retransmission and a cap of one \
-                bandwidth-delay product in flight, without PFC, beats RoCE with PFC: by 6–83 % \
-                in the paper's typical scenarios (its abstract), with or without explicit \
-                congestion control; RoCE without PFC does far worse (§4). We run the three \
-                designs under no controller, DCQCN and NSCC on one loaded fat tree and compare \
-                average slowdown and average and tail flow completion times. The range is the \
-                paper's over all its scenarios, so a row holds on the direction; the percentage \
-                is ours."
-            .into(),
-        rows,
-        extra,
-        plots: Vec::new(),
-        known: vec![
-            (
-                "NSCC: IRN against RoCE, average slowdown".into(),
-                nscc_miss.clone(),
-            ),
-            (
-                "NSCC: IRN against RoCE, average FCT".into(),
-                nscc_miss.clone(),
-            ),
-            (
-                "NSCC: IRN against RoCE, 99th-percentile FCT".into(),
-                tail_miss,
-            ),
-            (
-                "NSCC: IRN with PFC against without, average slowdown".into(),
-                nscc_miss,
-            ),
-        ],
-    })
+    vec![
+        (
+            "NSCC: IRN against RoCE, average slowdown".into(),
+            nscc_miss.clone(),
+        ),
+        (
+            "NSCC: IRN against RoCE, average FCT".into(),
+            nscc_miss.clone(),
+        ),
+        (
+            "NSCC: IRN against RoCE, 99th-percentile FCT".into(),
+            tail_miss,
+        ),
+        (
+            "NSCC: IRN with PFC against without, average slowdown".into(),
+            nscc_miss,
+        ),
+    ]
 }
