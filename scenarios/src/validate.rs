@@ -32,64 +32,78 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
     crate::ncplan::validate(sc, &r)?;
     crate::collplan::validate(sc, n)?;
     for (i, w) in sc.file.workloads.iter().enumerate() {
-        if w.kind.is_messaging()
+        if !(w.kind.is_messaging()
             || w.kind == WorkloadKind::Noncontig
-            || w.kind == WorkloadKind::Collective
+            || w.kind == WorkloadKind::Collective)
         {
-            continue;
+            validate_rdma_workload(sc, i, w, n, &cfg.nic)?;
         }
-        let who = format!("workload {i} ({})", w.kind.name());
-        for h in w.src.iter().chain(w.dst.iter()).chain(w.srcs.iter()) {
-            host(sc, h, n, &who)?;
-        }
-        for (k, [a, b]) in w.pairs.iter().enumerate() {
-            let (x, y) = (host(sc, a, n, &who)?, host(sc, b, n, &who)?);
-            if x == y {
-                return Err(sc.error_at_key(
-                    "pairs",
-                    format!("{who}: pairs[{k}] sends from {a} to itself"),
-                ));
-            }
-        }
-        let needs_pair = matches!(
-            w.kind,
-            WorkloadKind::Single
-                | WorkloadKind::Many
-                | WorkloadKind::Pingpong
-                | WorkloadKind::Window
-        );
-        if needs_pair && (w.src.is_none() || w.dst.is_none()) {
-            return Err(sc.error_at("workload", format!("{who} needs `src` and `dst`")));
-        }
-        if matches!(w.kind, WorkloadKind::Incast | WorkloadKind::Reuse) && w.dst.is_none() {
-            return Err(sc.error_at("workload", format!("{who} needs `dst`")));
-        }
-        if w.kind == WorkloadKind::Flows {
-            crate::flows::validate(sc, w, &who, n)?;
-        } else if w.kind != WorkloadKind::Reuse && w.size.is_none() {
-            return Err(sc.error_at("workload", format!("{who} needs `size`")));
-        }
-        if w.src.is_some() && w.src == w.dst {
-            return Err(sc.error_at(
-                "workload",
-                format!("{who}: `src` and `dst` are the same host"),
-            ));
-        }
-        if w.kind == WorkloadKind::Pingpong && w.op != OpKind::Write {
-            return Err(sc.error_at("pingpong", format!("{who}: pingpong uses WRITEs only")));
-        }
-        if w.op == OpKind::Send && w.size.is_some_and(|s| s.0 > cfg.nic.max_op_bytes()) {
-            return Err(sc.error_at(
-                "send",
-                format!(
-                    "{who}: a SEND is at most one operation ({} bytes, nic.segment_threshold)",
-                    cfg.nic.max_op_bytes()
-                ),
+    }
+    within_bounds(sc, n)?;
+    known_skips(sc)?;
+    Ok(r)
+}
+
+/// An RDMA workload's hosts, the keys its kind needs, and a SEND's size.
+fn validate_rdma_workload(
+    sc: &Scenario,
+    i: usize,
+    w: &WorkloadSpec,
+    n: usize,
+    nic: &udrma_nic::NicConfig,
+) -> Result<(), ScenarioError> {
+    let who = format!("workload {i} ({})", w.kind.name());
+    for h in w.src.iter().chain(w.dst.iter()).chain(w.srcs.iter()) {
+        host(sc, h, n, &who)?;
+    }
+    for (k, [a, b]) in w.pairs.iter().enumerate() {
+        let (x, y) = (host(sc, a, n, &who)?, host(sc, b, n, &who)?);
+        if x == y {
+            return Err(sc.error_at_key(
+                "pairs",
+                format!("{who}: pairs[{k}] sends from {a} to itself"),
             ));
         }
     }
-    // Bounds on what a file may ask for: planned operations, and bytes
-    // stored when memory is real.
+    let needs_pair = matches!(
+        w.kind,
+        WorkloadKind::Single | WorkloadKind::Many | WorkloadKind::Pingpong | WorkloadKind::Window
+    );
+    if needs_pair && (w.src.is_none() || w.dst.is_none()) {
+        return Err(sc.error_at("workload", format!("{who} needs `src` and `dst`")));
+    }
+    if matches!(w.kind, WorkloadKind::Incast | WorkloadKind::Reuse) && w.dst.is_none() {
+        return Err(sc.error_at("workload", format!("{who} needs `dst`")));
+    }
+    if w.kind == WorkloadKind::Flows {
+        crate::flows::validate(sc, w, &who, n)?;
+    } else if w.kind != WorkloadKind::Reuse && w.size.is_none() {
+        return Err(sc.error_at("workload", format!("{who} needs `size`")));
+    }
+    if w.src.is_some() && w.src == w.dst {
+        return Err(sc.error_at(
+            "workload",
+            format!("{who}: `src` and `dst` are the same host"),
+        ));
+    }
+    if w.kind == WorkloadKind::Pingpong && w.op != OpKind::Write {
+        return Err(sc.error_at("pingpong", format!("{who}: pingpong uses WRITEs only")));
+    }
+    if w.op == OpKind::Send && w.size.is_some_and(|s| s.0 > nic.max_op_bytes()) {
+        return Err(sc.error_at(
+            "send",
+            format!(
+                "{who}: a SEND is at most one operation ({} bytes, nic.segment_threshold)",
+                nic.max_op_bytes()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Bounds on what a file may ask for: planned operations, and bytes
+/// stored when memory is real.
+fn within_bounds(sc: &Scenario, n: usize) -> Result<(), ScenarioError> {
     let mut total_ops: u128 = 0;
     let mut total_bytes: u128 = 0;
     for (i, w) in sc.file.workloads.iter().enumerate() {
@@ -149,6 +163,11 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// Every name in `checks.skip` is a check.
+fn known_skips(sc: &Scenario) -> Result<(), ScenarioError> {
     for s in &sc.file.checks.skip {
         if !crate::checks::CHECKS.contains(&s.as_str()) {
             return Err(sc.error_at(
@@ -160,7 +179,7 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
             ));
         }
     }
-    Ok(r)
+    Ok(())
 }
 
 /// The message sizes of a `msg-*` workload.
