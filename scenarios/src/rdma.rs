@@ -19,7 +19,7 @@ use crate::backend::Backend;
 use crate::build;
 use crate::ladder::Ladder;
 use crate::report::{self, OpOutcome, Report};
-use crate::schema::{OpKind as SchemaOp, WorkloadKind};
+use crate::schema::{OpKind as SchemaOp, WorkloadKind, WorkloadSpec};
 use crate::{Scenario, ScenarioError};
 
 /// One planned operation, and what became of it.
@@ -215,6 +215,73 @@ fn gather(plan: &RdmaPlan, apps: &[Option<&RdmaApp>]) -> (Vec<Op>, Vec<String>, 
         bytes_ok &= app.bytes_ok();
     }
     (ops, notes, bytes_ok)
+}
+
+/// The workloads whose operations all start at once: the (poster, peer)
+/// pairs of one round, in posting order, and how many rounds (each
+/// random pair is a round of its own).
+fn rounds(
+    sc: &Scenario,
+    w: &WorkloadSpec,
+    wi: usize,
+    n: usize,
+    seed: u64,
+    who: &str,
+) -> Result<(Vec<(NodeAddr, NodeAddr)>, u32), ScenarioError> {
+    let host = |name: &str| build::host(sc, name, n, who);
+    let hosts = (0..n as u32).map(NodeAddr);
+    Ok(match w.kind {
+        WorkloadKind::AllToAll => {
+            let all = hosts
+                .clone()
+                .flat_map(|a| hosts.clone().map(move |b| (a, b)));
+            (all.filter(|(a, b)| a != b).collect(), w.count)
+        }
+        WorkloadKind::Incast => {
+            let d = host(w.dst.as_deref().unwrap_or(""))?;
+            let srcs: Vec<NodeAddr> = if w.srcs.is_empty() {
+                hosts.filter(|h| *h != d).collect()
+            } else {
+                w.srcs.iter().map(|h| host(h)).collect::<Result<_, _>>()?
+            };
+            (
+                srcs.into_iter()
+                    .filter(|s| *s != d)
+                    .map(|s| (s, d))
+                    .collect(),
+                w.count,
+            )
+        }
+        WorkloadKind::RandomPairs => {
+            let mut rng = stream(seed, &format!("workload:{wi}"));
+            let pairs = (0..w.count)
+                .map(|_| {
+                    let a = below(&mut rng, n as u64) as u32;
+                    let b = (a + 1 + below(&mut rng, n as u64 - 1) as u32) % n as u32;
+                    (NodeAddr(a), NodeAddr(b))
+                })
+                .collect();
+            (pairs, 1)
+        }
+        WorkloadKind::Permutation if !w.pairs.is_empty() => {
+            let pairs = w
+                .pairs
+                .iter()
+                .map(|[a, b]| Ok((host(a)?, host(b)?)))
+                .collect::<Result<Vec<_>, ScenarioError>>()?;
+            (pairs, w.count)
+        }
+        WorkloadKind::Permutation => {
+            let perm = derangement(n as u32, seed ^ wi as u64);
+            let pairs = perm
+                .iter()
+                .enumerate()
+                .map(|(a, b)| (NodeAddr(a as u32), NodeAddr(*b)))
+                .collect();
+            (pairs, w.count)
+        }
+        _ => (Vec::new(), 0),
+    })
 }
 
 /// What a run ended with, as the memory checks read it.
@@ -538,35 +605,6 @@ fn plan(sc: &Scenario, seed: u64, n: usize, host_bps: u64) -> Result<RdmaPlan, S
                     .collect();
                 p.windows.push((queue, window));
             }
-            WorkloadKind::AllToAll => {
-                for _ in 0..w.count {
-                    for a in 0..n as u32 {
-                        for b in 0..n as u32 {
-                            if a != b {
-                                add(NodeAddr(a), NodeAddr(b), When::At(start));
-                            }
-                        }
-                    }
-                }
-            }
-            WorkloadKind::Incast => {
-                let d = host(&w.dst, &who)?;
-                let srcs: Vec<NodeAddr> = if w.srcs.is_empty() {
-                    (0..n as u32).map(NodeAddr).filter(|h| *h != d).collect()
-                } else {
-                    w.srcs
-                        .iter()
-                        .map(|h| build::host(sc, h, n, &who))
-                        .collect::<Result<_, _>>()?
-                };
-                for _ in 0..w.count {
-                    for s in &srcs {
-                        if *s != d {
-                            add(*s, d, When::At(start));
-                        }
-                    }
-                }
-            }
             WorkloadKind::Flows => {
                 // (Validated with the file.)
                 let cdf = crate::flows::validate(sc, w, &who, n)?;
@@ -583,33 +621,14 @@ fn plan(sc: &Scenario, seed: u64, n: usize, host_bps: u64) -> Result<RdmaPlan, S
                     );
                 }
             }
-            WorkloadKind::RandomPairs => {
-                let mut rng = stream(seed, &format!("workload:{wi}"));
-                for _ in 0..w.count {
-                    let a = below(&mut rng, n as u64) as u32;
-                    let b = (a + 1 + below(&mut rng, n as u64 - 1) as u32) % n as u32;
-                    add(NodeAddr(a), NodeAddr(b), When::At(start));
-                }
-            }
-            WorkloadKind::Permutation if !w.pairs.is_empty() => {
-                let pairs = w
-                    .pairs
-                    .iter()
-                    .map(|[a, b]| {
-                        Ok((host(&Some(a.clone()), &who)?, host(&Some(b.clone()), &who)?))
-                    })
-                    .collect::<Result<Vec<_>, ScenarioError>>()?;
-                for _ in 0..w.count {
-                    for (a, b) in &pairs {
+            WorkloadKind::AllToAll
+            | WorkloadKind::Incast
+            | WorkloadKind::RandomPairs
+            | WorkloadKind::Permutation => {
+                let (round, times) = rounds(sc, w, wi, n, seed, &who)?;
+                for _ in 0..times {
+                    for (a, b) in &round {
                         add(*a, *b, When::At(start));
-                    }
-                }
-            }
-            WorkloadKind::Permutation => {
-                let perm = derangement(n as u32, seed ^ wi as u64);
-                for _ in 0..w.count {
-                    for (a, b) in perm.iter().enumerate() {
-                        add(NodeAddr(a as u32), NodeAddr(*b), When::At(start));
                     }
                 }
             }
