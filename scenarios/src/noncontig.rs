@@ -6,14 +6,144 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use udrma_host::workload::noncontig::{check_received, NcApp};
+use udrma_host::workload::noncontig::{check_received, NcApp, NcPlan};
 use udrma_proto::NodeAddr;
 
 use crate::backend::Backend;
-use crate::ncplan::plan;
+use crate::ncplan::{plan, Planned};
 use crate::report::{self, NoncontigReport, Report};
 use crate::resolved::Resolved;
 use crate::{Scenario, ScenarioError};
+
+/// What the two hosts' apps and NICs recorded, added up.
+#[derive(Default)]
+struct Tally {
+    wrs: u64,
+    completed: u64,
+    copied: u64,
+    keys: u64,
+    errors: usize,
+    one_way: Vec<u64>,
+    all_done: bool,
+    memory_equal: bool,
+    max_sge_ok: bool,
+    /// Translation cache hits and misses.
+    translation: [u64; 2],
+}
+
+impl Tally {
+    /// Reads every local host's record, checks the bytes it received and
+    /// the scatter-gather entries it posted (failures into `notes`).
+    fn of(
+        world: &dyn Backend,
+        plan: &NcPlan,
+        hosts: &[NodeAddr],
+        notes: &mut Vec<String>,
+    ) -> Tally {
+        let mut t = Tally {
+            all_done: true,
+            memory_equal: true,
+            max_sge_ok: true,
+            ..Tally::default()
+        };
+        for &h in hosts {
+            let Some(app) = world
+                .app(h)
+                .and_then(udrma_host::app::downcast_ref::<NcApp>)
+            else {
+                continue;
+            };
+            let r = app.record();
+            t.all_done &= udrma_host::App::is_done(app);
+            t.wrs += r.work_requests;
+            t.completed += r.completed;
+            t.copied += r.bytes_copied;
+            t.keys += r.keys_created;
+            t.errors += r.errors.len();
+            notes.extend(r.errors.iter().take(5).map(|e| format!("{h}: {e}")));
+            t.one_way.extend(&r.one_way_ps);
+            if let Err(e) = check_received(plan, h, world.nic(h).memory()) {
+                t.memory_equal = false;
+                notes.push(e);
+            }
+            let st = world.nic(h).stats();
+            t.translation[0] += st.translation_hits;
+            t.translation[1] += st.translation_misses;
+            if st.max_sges_posted > plan.max_sge as u64 {
+                t.max_sge_ok = false;
+                notes.push(format!(
+                    "{h}: a request carried {} scatter-gather entries, over max_sge = {}",
+                    st.max_sges_posted, plan.max_sge
+                ));
+            }
+        }
+        t
+    }
+
+    /// The report's completion times, counts and the non-contiguous
+    /// figures: one-way latency, bandwidth, per-transfer work.
+    fn fill(mut self, rep: &mut Report, planned: &Planned) {
+        let plan = &planned.plan;
+        let one_way = &mut self.one_way;
+        one_way.sort_unstable();
+        let (wrs, completed, errors) = (self.wrs, self.completed, self.errors);
+        let transfers = 2 * u64::from(plan.count + plan.warmup);
+        let p50 = one_way
+            .get(one_way.len().saturating_sub(1) / 2)
+            .copied()
+            .unwrap_or(0);
+        let mean = if one_way.is_empty() {
+            0.0
+        } else {
+            one_way.iter().sum::<u64>() as f64 / one_way.len() as f64
+        };
+        let bytes = plan.layouts[0].size();
+        let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+        rep.completion_ns = report::Latency {
+            p50: p50 / 1000,
+            p99: one_way
+                .get((one_way.len() * 99).div_ceil(100).saturating_sub(1))
+                .copied()
+                .unwrap_or(0)
+                / 1000,
+            max: one_way.last().copied().unwrap_or(0) / 1000,
+        };
+        rep.ops = report::Ops {
+            posted: wrs,
+            completed,
+            failed: errors as u64,
+        };
+        let bandwidth_mbs = if p50 > 0 {
+            r3(bytes as f64 / (p50 as f64 / 1e6))
+        } else {
+            0.0
+        };
+        rep.goodput_gbps = r3(bandwidth_mbs * 8.0 / 1000.0);
+        rep.noncontig = Some(NoncontigReport {
+            requested: planned.requested.name().into(),
+            method: plan.method.name().into(),
+            form: if plan.rdma { "rdma" } else { "messaging" }.into(),
+            layout: planned.layout.clone(),
+            blocks: [
+                plan.layouts[0].blocks().len(),
+                plan.layouts[1].blocks().len(),
+            ],
+            bytes,
+            latency_p50_us: r3(p50 as f64 / 1e6),
+            latency_mean_us: r3(mean / 1e6),
+            bandwidth_mbs,
+            work_requests: r3(wrs as f64 / transfers as f64),
+            bytes_copied: r3(self.copied as f64 / transfers as f64),
+            keys_created: self.keys,
+            translation: self.translation,
+            estimates_us: planned
+                .estimates
+                .iter()
+                .map(|(m, t)| (m.name().to_string(), r3(*t)))
+                .collect(),
+        });
+    }
+}
 
 /// Runs the noncontig ping-pong on `world` and checks it.
 pub(crate) fn run(
@@ -34,54 +164,18 @@ pub(crate) fn run(
     let (limit, ending) = crate::rdma::start_and_run(sc, world.as_mut())?;
     let mut notes = Vec::new();
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
-    let (mut wrs, mut copied, mut keys, mut errors) = (0u64, 0u64, 0u64, 0usize);
-    let mut completed = 0u64;
-    let mut one_way: Vec<u64> = Vec::new();
-    let mut all_done = true;
-    let mut memory_equal = true;
-    let mut max_sge_ok = true;
-    let mut translation = [0u64; 2];
     let hosts: Vec<NodeAddr> = [plan.a, plan.b]
         .into_iter()
         .filter(|h| world.is_local(*h))
         .collect();
-    for &h in &hosts {
-        let Some(app) = world
-            .app(h)
-            .and_then(udrma_host::app::downcast_ref::<NcApp>)
-        else {
-            continue;
-        };
-        let r = app.record();
-        all_done &= udrma_host::App::is_done(app);
-        wrs += r.work_requests;
-        completed += r.completed;
-        copied += r.bytes_copied;
-        keys += r.keys_created;
-        errors += r.errors.len();
-        notes.extend(r.errors.iter().take(5).map(|e| format!("{h}: {e}")));
-        one_way.extend(&r.one_way_ps);
-        if let Err(e) = check_received(&plan, h, world.nic(h).memory()) {
-            memory_equal = false;
-            notes.push(e);
-        }
-        let st = world.nic(h).stats();
-        translation[0] += st.translation_hits;
-        translation[1] += st.translation_misses;
-        if st.max_sges_posted > plan.max_sge as u64 {
-            max_sge_ok = false;
-            notes.push(format!(
-                "{h}: a request carried {} scatter-gather entries, over max_sge = {}",
-                st.max_sges_posted, plan.max_sge
-            ));
-        }
-    }
+    let t = Tally::of(world.as_ref(), &plan, &hosts, &mut notes);
+    let all_done = t.all_done;
     checks.insert("all-complete".into(), all_done);
     if !sc.file.checks.expect_failures {
-        checks.insert("all-succeeded".into(), all_done && errors == 0);
+        checks.insert("all-succeeded".into(), all_done && t.errors == 0);
     }
-    checks.insert("memory-equal".into(), memory_equal);
-    checks.insert("max-sge".into(), max_sge_ok);
+    checks.insert("memory-equal".into(), t.memory_equal);
+    checks.insert("max-sge".into(), t.max_sge_ok);
     let mut bounded = true;
     for &h in &hosts {
         if let Some(what) = world.nic(h).occupancy().violation() {
@@ -100,62 +194,7 @@ pub(crate) fn run(
     for skip in &sc.file.checks.skip {
         checks.remove(skip);
     }
-    let transfers = 2 * u64::from(plan.count + plan.warmup);
-    let mut rep = report::build(sc, seed, world.as_ref(), &[], wrs, checks, notes);
-    one_way.sort_unstable();
-    let p50 = one_way
-        .get(one_way.len().saturating_sub(1) / 2)
-        .copied()
-        .unwrap_or(0);
-    let mean = if one_way.is_empty() {
-        0.0
-    } else {
-        one_way.iter().sum::<u64>() as f64 / one_way.len() as f64
-    };
-    let bytes = plan.layouts[0].size();
-    let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
-    rep.completion_ns = report::Latency {
-        p50: p50 / 1000,
-        p99: one_way
-            .get((one_way.len() * 99).div_ceil(100).saturating_sub(1))
-            .copied()
-            .unwrap_or(0)
-            / 1000,
-        max: one_way.last().copied().unwrap_or(0) / 1000,
-    };
-    rep.ops = report::Ops {
-        posted: wrs,
-        completed,
-        failed: errors as u64,
-    };
-    let bandwidth_mbs = if p50 > 0 {
-        r3(bytes as f64 / (p50 as f64 / 1e6))
-    } else {
-        0.0
-    };
-    rep.goodput_gbps = r3(bandwidth_mbs * 8.0 / 1000.0);
-    rep.noncontig = Some(NoncontigReport {
-        requested: planned.requested.name().into(),
-        method: plan.method.name().into(),
-        form: if plan.rdma { "rdma" } else { "messaging" }.into(),
-        layout: planned.layout.clone(),
-        blocks: [
-            plan.layouts[0].blocks().len(),
-            plan.layouts[1].blocks().len(),
-        ],
-        bytes,
-        latency_p50_us: r3(p50 as f64 / 1e6),
-        latency_mean_us: r3(mean / 1e6),
-        bandwidth_mbs,
-        work_requests: r3(wrs as f64 / transfers as f64),
-        bytes_copied: r3(copied as f64 / transfers as f64),
-        keys_created: keys,
-        translation,
-        estimates_us: planned
-            .estimates
-            .iter()
-            .map(|(m, t)| (m.name().to_string(), r3(*t)))
-            .collect(),
-    });
+    let mut rep = report::build(sc, seed, world.as_ref(), &[], t.wrs, checks, notes);
+    t.fill(&mut rep, &planned);
     Ok(rep)
 }
