@@ -6,7 +6,7 @@ use udrma_host::collective::{CollectivePlan, Tree};
 use udrma_nic::reduce::CollectiveKind;
 use udrma_proto::{Duration, Instant, ReduceOp, ReduceType};
 
-use crate::schema::{TopologyKind, WorkloadKind};
+use crate::schema::{TopologyKind, WorkloadKind, WorkloadSpec};
 use crate::{Scenario, ScenarioError};
 
 /// Most iterations a collective workload may run.
@@ -59,49 +59,7 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<Planned, ScenarioError
         .iter()
         .find(|w| w.kind == WorkloadKind::Collective)
         .ok_or_else(|| sc.error_at("workload", "no collective workload".into()))?;
-    let kind = match w.collective.as_deref().unwrap_or("allreduce") {
-        "allreduce" => CollectiveKind::Allreduce,
-        "reduce" => CollectiveKind::Reduce,
-        "broadcast" => CollectiveKind::Broadcast,
-        other => {
-            return Err(bad(
-                sc,
-                "collective",
-                format!("`collective = {other:?}`: expected allreduce, reduce or broadcast"),
-            ))
-        }
-    };
-    let op_name = w.reduce_op.as_deref().unwrap_or("sum");
-    let op = ReduceOp::from_name(op_name).ok_or_else(|| {
-        let names: Vec<&str> = ReduceOp::ALL.iter().map(|o| o.name()).collect();
-        bad(
-            sc,
-            "reduce_op",
-            format!(
-                "`reduce_op = {op_name:?}`: expected one of {}",
-                names.join(", ")
-            ),
-        )
-    })?;
-    let ty_name = w.datatype.as_deref().unwrap_or("f64");
-    let ty = ReduceType::from_name(ty_name).ok_or_else(|| {
-        let names: Vec<&str> = ReduceType::ALL.iter().map(|t| t.name()).collect();
-        bad(
-            sc,
-            "datatype",
-            format!(
-                "`datatype = {ty_name:?}`: expected one of {}",
-                names.join(", ")
-            ),
-        )
-    })?;
-    if !op.applies_to(ty) {
-        return Err(bad(
-            sc,
-            "reduce_op",
-            format!("{op} is not defined on {ty} (logical and bitwise operations take integers)"),
-        ));
-    }
+    let (kind, op, ty) = what(sc, w)?;
     let width = ty.width().unwrap_or(8) as u64;
     let size = w
         .size
@@ -116,34 +74,7 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<Planned, ScenarioError
             ),
         ));
     }
-    let nodes = w.nodes.unwrap_or(n as u32);
-    if nodes < 2 || nodes as usize > n {
-        return Err(bad(
-            sc,
-            "nodes",
-            format!("`nodes = {nodes}`: must be 2..={n} (the topology's hosts)"),
-        ));
-    }
-    let fan_in = w.fan_in.unwrap_or_else(|| default_fan_in(sc, nodes));
-    if !(2..=256).contains(&fan_in) {
-        return Err(bad(
-            sc,
-            "fan_in",
-            format!("`fan_in = {fan_in}`: the tree's radix must be 2..=256"),
-        ));
-    }
-    let tree = Tree::knomial(nodes, fan_in);
-    if tree.max_fan_in() > udrma_nic::reduce::MAX_FAN_IN {
-        return Err(bad(
-            sc,
-            "fan_in",
-            format!(
-                "radix {fan_in} over {nodes} nodes gives the root {} children; a NIC takes at most {}",
-                tree.max_fan_in(),
-                udrma_nic::reduce::MAX_FAN_IN
-            ),
-        ));
-    }
+    let (nodes, fan_in, tree) = tree(sc, w, n)?;
     let iterations = w.count;
     if iterations == 0 || iterations > MAX_ITERATIONS {
         return Err(bad(
@@ -187,6 +118,92 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<Planned, ScenarioError
         },
         method,
     })
+}
+
+/// The collective, its operation and its datatype, each read against its
+/// names, and the operation defined on the type.
+fn what(
+    sc: &Scenario,
+    w: &WorkloadSpec,
+) -> Result<(CollectiveKind, ReduceOp, ReduceType), ScenarioError> {
+    let kind = match w.collective.as_deref().unwrap_or("allreduce") {
+        "allreduce" => CollectiveKind::Allreduce,
+        "reduce" => CollectiveKind::Reduce,
+        "broadcast" => CollectiveKind::Broadcast,
+        other => {
+            return Err(bad(
+                sc,
+                "collective",
+                format!("`collective = {other:?}`: expected allreduce, reduce or broadcast"),
+            ))
+        }
+    };
+    let op_name = w.reduce_op.as_deref().unwrap_or("sum");
+    let op = ReduceOp::from_name(op_name).ok_or_else(|| {
+        let names: Vec<&str> = ReduceOp::ALL.iter().map(|o| o.name()).collect();
+        bad(
+            sc,
+            "reduce_op",
+            format!(
+                "`reduce_op = {op_name:?}`: expected one of {}",
+                names.join(", ")
+            ),
+        )
+    })?;
+    let ty_name = w.datatype.as_deref().unwrap_or("f64");
+    let ty = ReduceType::from_name(ty_name).ok_or_else(|| {
+        let names: Vec<&str> = ReduceType::ALL.iter().map(|t| t.name()).collect();
+        bad(
+            sc,
+            "datatype",
+            format!(
+                "`datatype = {ty_name:?}`: expected one of {}",
+                names.join(", ")
+            ),
+        )
+    })?;
+    if !op.applies_to(ty) {
+        return Err(bad(
+            sc,
+            "reduce_op",
+            format!("{op} is not defined on {ty} (logical and bitwise operations take integers)"),
+        ));
+    }
+    Ok((kind, op, ty))
+}
+
+/// The nodes taking part (2 up to the topology's hosts), the NIC tree's
+/// radix, and the tree, whose root a NIC must be able to serve.
+fn tree(sc: &Scenario, w: &WorkloadSpec, n: usize) -> Result<(u32, u32, Tree), ScenarioError> {
+    let nodes = w.nodes.unwrap_or(n as u32);
+    if nodes < 2 || nodes as usize > n {
+        return Err(bad(
+            sc,
+            "nodes",
+            format!("`nodes = {nodes}`: must be 2..={n} (the topology's hosts)"),
+        ));
+    }
+    let fan_in = w.fan_in.unwrap_or_else(|| default_fan_in(sc, nodes));
+    if !(2..=256).contains(&fan_in) {
+        return Err(bad(
+            sc,
+            "fan_in",
+            format!("`fan_in = {fan_in}`: the tree's radix must be 2..=256"),
+        ));
+    }
+    let tree = Tree::knomial(nodes, fan_in);
+    if tree.max_fan_in() > udrma_nic::reduce::MAX_FAN_IN {
+        return Err(bad(
+            sc,
+            "fan_in",
+            format!(
+                "radix {fan_in} over {nodes} nodes gives the root {} children; a NIC takes at most {}",
+                tree.max_fan_in(),
+                udrma_nic::reduce::MAX_FAN_IN
+            ),
+        ));
+    }
+    Ok((nodes, fan_in, tree))
 }
 
 /// Refuses a collective beside other workloads, and plans it (its keys on
