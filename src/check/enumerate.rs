@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rayon::prelude::*;
 use udrma_fabric::Egress;
 
+use super::future_bound::Futures;
 use super::schedule::{Base, Class, Fault, Kind, Outcome, Schedule};
 use crate::sweep::plan::Shard;
 
@@ -20,6 +21,9 @@ pub struct Bound {
     pub kinds: Vec<Kind>,
     /// How long `delay` holds a packet, in nanoseconds.
     pub delay_ns: u64,
+    /// `--merge-bound`: cut a run's children where its future meets an
+    /// earlier run's (`future_bound`; a measurement, not a proof).
+    pub merge_bound: bool,
 }
 
 /// Counts for one number of faults.
@@ -45,6 +49,8 @@ pub struct Search {
     pub first: Option<(Schedule, Outcome)>,
     /// Stopped by an interrupt before the bound was covered.
     pub interrupted: bool,
+    /// With `--merge-bound`: the futures recorded and the runs that met one.
+    pub futures: Option<Futures>,
 }
 
 impl Search {
@@ -68,6 +74,28 @@ impl Search {
 struct Node {
     schedule: Schedule,
     egress: Vec<Egress>,
+    /// Children only on packets before this position (`--merge-bound`:
+    /// from here on the run's future is an earlier run's).
+    cutoff: usize,
+}
+
+impl Node {
+    fn new(schedule: Schedule, egress: Vec<Egress>) -> Node {
+        Node {
+            schedule,
+            egress,
+            cutoff: usize::MAX,
+        }
+    }
+
+    /// With `futures`, cut where this run meets an earlier future.
+    fn cut(mut self, futures: Option<&mut Futures>, faults: usize) -> Node {
+        if let Some(f) = futures {
+            let start = self.schedule.last().map_or(0, |f| f.pos + 1);
+            self.cutoff = f.cut(&self.egress, start, faults - self.schedule.len());
+        }
+        self
+    }
 }
 
 /// Parents whose children go to the pool at once (bounds the schedules
@@ -87,7 +115,7 @@ fn children(node: &Node, bound: &Bound, level: &mut Level, shard: Option<Shard>)
     let log = &node.egress;
     let start = node.schedule.last().map_or(0, |f| f.pos + 1);
     let mut out = Vec::new();
-    for i in start..log.len() {
+    for i in start..log.len().min(node.cutoff) {
         if node.schedule.is_empty()
             && shard.is_some_and(|s| i % s.count as usize != s.index as usize)
         {
@@ -174,10 +202,8 @@ pub fn search(
         out.first = Some((Vec::new(), zero));
         return Ok(out);
     }
-    let mut parents = vec![Node {
-        schedule: Vec::new(),
-        egress: zero.egress,
-    }];
+    let mut futures = bound.merge_bound.then(Futures::default);
+    let mut parents = vec![Node::new(Vec::new(), zero.egress).cut(futures.as_mut(), bound.faults)];
     for depth in 1..=bound.faults {
         let leaf = depth == bound.faults;
         let mut level = Level::default();
@@ -221,10 +247,9 @@ pub fn search(
                         out.first = Some((schedule, outcome));
                     }
                 } else if !leaf {
-                    next.push(Node {
-                        schedule,
-                        egress: outcome.egress,
-                    });
+                    next.push(
+                        Node::new(schedule, outcome.egress).cut(futures.as_mut(), bound.faults),
+                    );
                 }
             }
             if out.interrupted {
@@ -238,6 +263,7 @@ pub fn search(
         }
         parents = next;
     }
+    out.futures = futures;
     Ok(out)
 }
 
@@ -251,10 +277,7 @@ pub fn rebuild(
     bound: &Bound,
     path: &[(usize, Kind)],
 ) -> Result<(Schedule, Outcome), String> {
-    let mut node = Node {
-        schedule: Vec::new(),
-        egress: zero.egress.clone(),
-    };
+    let mut node = Node::new(Vec::new(), zero.egress.clone());
     let mut outcome = zero.clone();
     for (depth, &(pos, kind)) in path.iter().enumerate() {
         let schedule = children(&node, bound, &mut Level::default(), None)
@@ -268,10 +291,7 @@ pub fn rebuild(
                 )
             })?;
         outcome = base.run(&schedule)?;
-        node = Node {
-            schedule,
-            egress: outcome.egress.clone(),
-        };
+        node = Node::new(schedule, outcome.egress.clone());
     }
     Ok((node.schedule, outcome))
 }
@@ -342,19 +362,20 @@ mod tests {
     /// Two writes and an ACK on one link, a write on another; up to two
     /// drops or reorders.
     fn four_packets() -> (Node, Bound) {
-        let node = Node {
-            schedule: Vec::new(),
-            egress: vec![
+        let node = Node::new(
+            Vec::new(),
+            vec![
                 pkt(0, 0, false, Opcode::Write),
                 pkt(1000, 0, true, Opcode::Ack),
                 pkt(1500, 0, false, Opcode::Write),
                 pkt(2000, 1, false, Opcode::Write),
             ],
-        };
+        );
         let bound = Bound {
             faults: 2,
             kinds: vec![Kind::Drop, Kind::Reorder],
             delay_ns: 200_000,
+            merge_bound: false,
         };
         (node, bound)
     }
@@ -387,10 +408,7 @@ mod tests {
         // 1.5 us later, plus one nanosecond.
         assert_eq!(kids[1][0].delay_ns, 1501);
         // Children of a schedule come only after its last fault.
-        let deeper = Node {
-            schedule: kids[3].clone(),
-            egress: node.egress.clone(),
-        };
+        let deeper = Node::new(kids[3].clone(), node.egress.clone());
         let grandkids = children(&deeper, &bound, &mut Level::default(), None);
         assert_eq!(grandkids.len(), 1);
         assert_eq!(grandkids[0].len(), 2);
@@ -423,10 +441,7 @@ mod tests {
         // shard 0 and the other two in shard 1.
         assert_eq!((levels[0].not_applicable, levels[1].not_applicable), (1, 2));
         // Below the first fault, a shard takes every child.
-        let deeper = Node {
-            schedule: whole[0].clone(),
-            egress: node.egress.clone(),
-        };
+        let deeper = Node::new(whole[0].clone(), node.egress.clone());
         let shard1 = Shard::new(1, 2).unwrap();
         assert_eq!(
             children(&deeper, &bound, &mut Level::default(), Some(shard1)).len(),
@@ -437,17 +452,18 @@ mod tests {
     /// A reorder whose hold is the delay bound is the delay rule itself.
     #[test]
     fn a_reorder_equal_to_the_delay_is_pruned() {
-        let node = Node {
-            schedule: Vec::new(),
-            egress: vec![
+        let node = Node::new(
+            Vec::new(),
+            vec![
                 pkt(0, 0, false, Opcode::Write),
                 pkt(1999, 0, false, Opcode::Write),
             ],
-        };
+        );
         let bound = Bound {
             faults: 1,
             kinds: vec![Kind::Delay, Kind::Reorder],
             delay_ns: 2000,
+            merge_bound: false,
         };
         let mut level = Level::default();
         let kids = children(&node, &bound, &mut level, None);

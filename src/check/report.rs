@@ -154,6 +154,14 @@ pub fn print_search(
         },
         s.not_applicable()
     )?;
+    if let Some(f) = &s.futures {
+        writeln!(
+            out,
+            "merge bound {} runs met an earlier run's future ({} futures recorded); the schedules below them did not run",
+            f.met,
+            f.recorded()
+        )?;
+    }
     if s.first.is_some() && s.levels.len() <= bound.faults {
         writeln!(
             out,

@@ -371,6 +371,7 @@ pub fn merge(
         levels,
         first,
         interrupted: false,
+        futures: None,
     })
 }
 
