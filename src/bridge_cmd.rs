@@ -9,7 +9,7 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 use udrma_bridge::tools::{self, ServeOptions};
 use udrma_bridge::{BridgeConfig, BridgeError, Endpoint, FaultPlan};
-use udrma_scenarios::units::{parse_size, parse_time};
+use udrma_scenarios::file::units::{parse_size, parse_time};
 
 /// `println!` that does not panic when the reader has gone
 /// (`udrma perf latency | head`).
@@ -223,7 +223,7 @@ fn size(s: &str) -> Result<u64, String> {
 }
 
 fn rate(s: &str) -> Result<u64, String> {
-    udrma_scenarios::units::parse_rate(s)
+    udrma_scenarios::file::units::parse_rate(s)
 }
 
 /// `HOST:PORT`, where HOST is an address or a name the system resolves

@@ -498,13 +498,13 @@ fn load_with(path: &Path, sets: &[String]) -> anyhow::Result<Scenario> {
     let mut doc = original.clone();
     for (k, v) in &assign {
         if let Err(message) =
-            udrma_scenarios::edit::set(&mut doc, k, udrma_scenarios::edit::value(v))
+            udrma_scenarios::file::edit::set(&mut doc, k, udrma_scenarios::file::edit::value(v))
         {
             return Err(BadInput(format!("{}: --set {k}={v}: {message}", path.display())).into());
         }
     }
     let name = path.display().to_string();
-    Scenario::parse(&name, &udrma_scenarios::edit::render(&doc))
+    Scenario::parse(&name, &udrma_scenarios::file::edit::render(&doc))
         .map_err(|_| sweep::case_error(path, &text, &original, &assign))
 }
 
@@ -582,7 +582,7 @@ fn print_report(report: &udrma_scenarios::Report, json: bool) -> anyhow::Result<
 
 /// A simulated time (`300us`, `1.5ms`).
 fn sim_time(s: &str) -> Result<udrma_proto::Duration, String> {
-    udrma_scenarios::units::parse_time(s)
+    udrma_scenarios::file::units::parse_time(s)
 }
 
 /// The `--ladder*` flags.

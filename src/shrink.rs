@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use toml::{Table, Value};
-use udrma_scenarios::edit::{render, set};
-use udrma_scenarios::units::parse_size;
+use udrma_scenarios::file::edit::{render, set};
+use udrma_scenarios::file::units::parse_size;
 use udrma_scenarios::{RunOptions, Scenario};
 
 use crate::sweep::{read_doc, run_one};
@@ -66,7 +66,7 @@ fn candidates(doc: &Table) -> Vec<(String, Table)> {
         for (i, f) in fs.iter().enumerate() {
             // Narrow a time window: keep its first half.
             let us = |k: &str| match f.get(k) {
-                Some(Value::String(t)) => udrma_scenarios::units::parse_time(t)
+                Some(Value::String(t)) => udrma_scenarios::file::units::parse_time(t)
                     .ok()
                     .map(|d| d.as_ps()),
                 _ => None,

@@ -18,7 +18,7 @@ fn run_example(file: &str, sets: &[&str]) -> Report {
     let path = format!("{}/scenarios/examples/{file}", env!("CARGO_MANIFEST_DIR"));
     let mut text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     if !sets.is_empty() {
-        use udrma_scenarios::edit;
+        use udrma_scenarios::file::edit;
         let mut doc = edit::parse_doc(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
         for set in sets {
             let (key, v) = set.split_once('=').expect("KEY=VALUE");

@@ -2,22 +2,31 @@
 //! imports only modules on floors below its own, so no crate has an
 //! import circle. A `crate::` path (or a `use crate::{..}` group) in a
 //! module's code that names a module on its floor's level or above fails
-//! this test. Comments and `#[cfg(test)]` code are not read: tests may
-//! reach anywhere.
+//! this test. A folder module's children form floors of their own
+//! (`crate::plan::build` must not import `crate::plan::validate`).
+//! Comments and `#[cfg(test)]` code are not read: tests may reach
+//! anywhere.
 
 use std::path::Path;
 
 /// A crate's folder and its top-level modules, bottom floor first; and
 /// the items its root re-exports, with the module each comes from.
 struct Floors {
+    /// The folder of the modules.
     src: &'static str,
+    /// The file that declares them (`lib.rs`, or the folder module's own).
+    decl: &'static str,
+    /// How code names them (`crate::`, or `crate::plan::`).
+    prefix: &'static str,
     order: &'static [&'static str],
     root_items: &'static [(&'static str, &'static str)],
 }
 
-const CRATES: [Floors; 3] = [
+const CRATES: [Floors; 7] = [
     Floors {
         src: "nic-model/src",
+        decl: "lib.rs",
+        prefix: "crate::",
         order: &[
             "ids",
             "mask",
@@ -57,6 +66,8 @@ const CRATES: [Floors; 3] = [
     },
     Floors {
         src: "fabric/src",
+        decl: "lib.rs",
+        prefix: "crate::",
         order: &[
             "error", "matrix", "prefetch", "queue", "trace", "topology", "routing", "world",
             "shapes", "sim",
@@ -69,42 +80,53 @@ const CRATES: [Floors; 3] = [
     },
     Floors {
         src: "scenarios/src",
-        order: &[
-            "units",
-            "schema",
-            "edit",
-            "source",
-            "checks",
-            "applies",
-            "profile",
-            "build",
-            "resolved",
-            "ncplan",
-            "collplan",
-            "flows",
-            "validate",
-            "scenario",
-            "backend",
-            "report",
-            "leftover",
-            "svg",
-            "ladder",
-            "rdma",
-            "messaging",
-            "noncontig",
-            "collective",
-            "run",
-        ],
+        decl: "lib.rs",
+        prefix: "crate::",
+        order: &["file", "plan", "backend", "report", "run"],
         root_items: &[
-            ("Scenario", "source"),
-            ("ScenarioError", "source"),
-            ("Resolved", "resolved"),
-            ("ScenarioFile", "schema"),
+            ("Scenario", "file"),
+            ("ScenarioError", "file"),
+            ("Resolved", "plan"),
+            ("ScenarioFile", "file"),
             ("Report", "report"),
-            ("Ladder", "ladder"),
+            ("Ladder", "report"),
             ("RunOptions", "run"),
             ("run", "run"),
         ],
+    },
+    Floors {
+        src: "scenarios/src/file",
+        decl: "../file.rs",
+        prefix: "crate::file::",
+        order: &["units", "schema", "edit", "source", "checks", "applies"],
+        root_items: &[
+            ("Scenario", "source"),
+            ("ScenarioError", "source"),
+            ("ScenarioFile", "schema"),
+        ],
+    },
+    Floors {
+        src: "scenarios/src/plan",
+        decl: "../plan.rs",
+        prefix: "crate::plan::",
+        order: &[
+            "profile", "build", "resolved", "ncplan", "collplan", "flows", "validate", "scenario",
+        ],
+        root_items: &[("Resolved", "resolved")],
+    },
+    Floors {
+        src: "scenarios/src/report",
+        decl: "../report.rs",
+        prefix: "crate::report::",
+        order: &["svg", "ladder"],
+        root_items: &[("Ladder", "ladder")],
+    },
+    Floors {
+        src: "scenarios/src/run",
+        decl: "../run.rs",
+        prefix: "crate::run::",
+        order: &["leftover", "rdma", "messaging", "noncontig", "collective"],
+        root_items: &[],
     },
 ];
 
@@ -151,9 +173,24 @@ fn code_of(src: &Path, m: &str) -> String {
 /// The modules `code` names through `crate::` (paths and `use` groups).
 fn imports(code: &str, f: &Floors) -> Vec<String> {
     let mut out = Vec::new();
+    // Modules by their path; root re-exports by `crate::` alone.
+    for (prefix, items) in [(f.prefix, true), ("crate::", false)] {
+        if !items && f.root_items.is_empty() {
+            continue;
+        }
+        named(code, prefix, f, items, &mut out);
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Adds to `out` the floors `code` names after `prefix`: modules of the
+/// floor when `modules`, otherwise the root's re-exported items.
+fn named(code: &str, prefix: &str, f: &Floors, modules: bool, out: &mut Vec<String>) {
     let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
+    while let Some(at) = rest.find(prefix) {
+        rest = &rest[at + prefix.len()..];
         let names: Vec<&str> = if let Some(group) = rest.strip_prefix('{') {
             let end = group.find('}').unwrap_or(group.len());
             group[..end]
@@ -167,16 +204,13 @@ fn imports(code: &str, f: &Floors) -> Vec<String> {
             vec![&rest[..end]]
         };
         for n in names {
-            if f.order.contains(&n) {
+            if modules && f.order.contains(&n) {
                 out.push(n.to_string());
             } else if let Some((_, m)) = f.root_items.iter().find(|(i, _)| *i == n) {
                 out.push(m.to_string());
             }
         }
     }
-    out.sort();
-    out.dedup();
-    out
 }
 
 #[test]
@@ -185,7 +219,7 @@ fn modules_import_only_the_floors_below_them() {
     let mut wrong = Vec::new();
     for f in &CRATES {
         let src = root.join(f.src);
-        let mut modules = declared(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+        let mut modules = declared(&std::fs::read_to_string(src.join(f.decl)).unwrap());
         modules.sort();
         let mut floors: Vec<String> = f.order.iter().map(|s| s.to_string()).collect();
         floors.sort();
@@ -209,6 +243,9 @@ fn modules_import_only_the_floors_below_them() {
 #[test]
 fn the_reader_finds_imports_as_written() {
     let f = &CRATES[2];
-    let code = "use crate::build::{self, host};\nuse crate::{Scenario, report::Report};\nlet x = crate::run::go();";
-    assert_eq!(imports(code, f), ["build", "report", "run", "source"]);
+    let code = "use crate::plan::build::{self, host};\nuse crate::{Scenario, report::Report};\nlet x = crate::run::go();";
+    assert_eq!(imports(code, f), ["file", "plan", "report", "run"]);
+    let plan = &CRATES[4];
+    let code = "use crate::plan::build::{self, host};\nuse crate::{Resolved, file::units};\nlet x = crate::plan::validate::go();";
+    assert_eq!(imports(code, plan), ["build", "resolved", "validate"]);
 }

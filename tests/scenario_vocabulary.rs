@@ -612,7 +612,7 @@ fn every_case_a_hunt_found_passes() {
 /// `tests/found/<file>`, with one key changed if `set` says so
 /// (`KEY=VALUE`, as `--set`).
 fn found_run(file: &str, set: Option<&str>) -> udrma_scenarios::Report {
-    use udrma_scenarios::edit;
+    use udrma_scenarios::file::edit;
     let path = format!("{}/tests/found/{file}", env!("CARGO_MANIFEST_DIR"));
     let mut text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     if let Some(set) = set {

@@ -4,60 +4,36 @@
 //! `docs/design.md` and reports. It reads no files itself: the CLI hands
 //! it the text.
 //!
-//! Modules, from the bottom up (each imports only those above it):
-//! - the spec: [`units`], [`schema`], [`edit`] (dotted-path edits for
-//!   sweeps), [`source`] (parsed text and located errors), [`checks`]
-//!   (check names), [`applies`] (which keys each workload kind takes);
-//! - the build: [`profile`] (hardware profiles, cost model, messaging
-//!   configuration), [`build`] (topology, NICs, fault rules, pauses),
-//!   [`resolved`] (the one pass from file to profile, topology and NIC
-//!   configuration that validation and each run take),
-//!   [`ncplan`] (the non-contiguous workload's layouts and method),
-//!   [`flows`] (the flow workload's sizes and starts, and its figures),
-//!   [`collplan`] (the collective study's trees and iterations),
-//!   [`validate`] (the one validation pass), [`scenario`]
-//!   (`Scenario::parse`: text to a validated scenario);
-//! - the run: [`backend`] (the seam between what the hosts do and where
-//!   the packets go: the simulated world or real sockets), [`report`],
-//!   [`leftover`] (what a run left undone), [`svg`], [`ladder`], [`rdma`]
-//!   [`messaging`], [`noncontig`] and [`collective`] (plan the workloads, install one app per host from
-//!   `udrma_host::workload`, check what the apps recorded), [`run`] (the
-//!   entry: build the backend, hand it to a runner).
+//! A scenario goes down one corridor: parse → validate → resolve → run →
+//! report. The folders follow it, each importing only those before it:
+//! - [`file`]: the file and its keys (units, schema, edits, the parsed
+//!   scenario and its located errors, check names, which keys apply);
+//! - [`plan`]: resolving into what a run needs (profiles, topology, NICs,
+//!   fault rules, pauses, the workload families' plans), validation, and
+//!   `Scenario::parse`;
+//! - [`run`]: the entry and the backends, and one runner per workload
+//!   family (RDMA, messaging, non-contiguous, collective);
+//! - [`report`]: what a run reports, and its pictures (ladders, SVG).
+//!
+//! (The report sits after the runners that fill it; the runners import
+//! it, not the other way: `report` reads a backend only through the
+//! `backend` seam.)
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod applies;
 pub mod backend;
-pub mod build;
-pub mod checks;
-pub mod collective;
-pub mod collplan;
-pub mod edit;
-pub mod flows;
-pub mod ladder;
-pub mod leftover;
-pub mod messaging;
-pub mod ncplan;
-pub mod noncontig;
-pub mod profile;
-pub mod rdma;
+pub mod file;
+pub mod plan;
 pub mod report;
-pub mod resolved;
 pub mod run;
-pub mod scenario;
-pub mod schema;
-pub mod source;
-pub mod svg;
-pub mod units;
-pub mod validate;
 
-pub use ladder::Ladder;
+pub use file::schema::ScenarioFile;
+pub use file::source::{Scenario, ScenarioError};
+pub use plan::resolved::Resolved;
+pub use report::ladder::Ladder;
 pub use report::Report;
-pub use resolved::Resolved;
 pub use run::{run, run_host, BackendKind, HostError, HostOptions, RunOptions};
-pub use schema::ScenarioFile;
-pub use source::{Scenario, ScenarioError};
 
 /// The built-in demo (also `scenarios/examples/demo.toml`).
 pub const DEMO: &str = include_str!("../examples/demo.toml");

@@ -1,5 +1,11 @@
 //! What a run reports: the JSON object of `udrma run --json` and the
-//! human summary table.
+//! human summary table; its children draw pictures:
+//! - [`ladder`]: ladder (sequence) diagrams of the packets between two
+//!   hosts;
+//! - [`svg`]: SVG drawings as plain text (sweep plots and ladders).
+
+pub mod ladder;
+pub mod svg;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,7 +14,7 @@ use serde::Serialize;
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::backend::Backend;
-use crate::checks::CHECKS;
+use crate::file::checks::CHECKS;
 use crate::Scenario;
 
 /// Packet counters.
@@ -143,7 +149,7 @@ pub struct Report {
     /// The flow workloads' completion times and slowdown (`flows`
     /// workloads only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub flows: Option<crate::flows::FlowStats>,
+    pub flows: Option<crate::plan::flows::FlowStats>,
     /// A lossless fabric's pauses and deadlock (`[topology] pfc = true`
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,7 +1,20 @@
 //! Running a scenario: build its backend — the simulated world
 //! (topology, NICs, faults, pauses, capture, trace) or real UDP sockets on
-//! loopback — then hand it to the runner of its workloads (RDMA or
-//! messaging), which checks the invariants and reports.
+//! loopback — then hand it to the runner of its workloads, which checks
+//! the invariants and reports.
+//!
+//! This module is the entry ([`run`], [`run_host`]); its children:
+//! - one runner per workload family, each planning its workloads,
+//!   installing one app per host from `udrma_host::workload` and checking
+//!   what the apps recorded: [`rdma`], [`messaging`], [`noncontig`],
+//!   [`collective`];
+//! - [`leftover`]: what a run left undone, said the way it happened.
+
+pub mod collective;
+pub mod leftover;
+pub mod messaging;
+pub mod noncontig;
+pub mod rdma;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -13,12 +26,12 @@ use udrma_nic::NicConfig;
 use udrma_proto::{Duration, NodeAddr};
 
 use crate::backend::{Backend, Udp};
-use crate::build;
-use crate::ladder::Ladder;
+use crate::file::schema::{OrderKind, TopologyKind, WorkloadKind};
+use crate::file::units::Time;
+use crate::plan::build;
+use crate::plan::resolved::{resolve, Resolved};
+use crate::report::ladder::Ladder;
 use crate::report::Report;
-use crate::resolved::{resolve, Resolved};
-use crate::schema::{OrderKind, TopologyKind, WorkloadKind};
-use crate::units::Time;
 use crate::{Scenario, ScenarioError};
 
 /// Where the packets go.
@@ -111,7 +124,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         .iter()
         .any(|w| w.kind == WorkloadKind::Noncontig)
     {
-        return crate::noncontig::run(sc, r, seed, Box::new(world));
+        return crate::run::noncontig::run(sc, r, seed, Box::new(world));
     }
     if sc
         .file
@@ -120,10 +133,10 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         .any(|w| w.kind == WorkloadKind::Collective)
     {
         let rebuild = || sim_world(sc, r, seed).map(|w| Box::new(w) as Box<dyn Backend>);
-        return crate::collective::run(sc, seed, Box::new(world), &rebuild);
+        return crate::run::collective::run(sc, seed, Box::new(world), &rebuild);
     }
     if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
-        let mut report = crate::messaging::run(sc, seed, Box::new(world))?;
+        let mut report = crate::run::messaging::run(sc, seed, Box::new(world))?;
         if let Some((a, b)) = ladder_hosts {
             report.notes.push(format!(
                 "no ladder between {a} and {b}: ladders draw RDMA scenarios only"
@@ -135,7 +148,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         (Some((a, b)), Some(spec)) => Some((a, b, spec)),
         _ => None,
     };
-    crate::rdma::run(sc, seed, Box::new(world), ladder)
+    crate::run::rdma::run(sc, seed, Box::new(world), ladder)
 }
 
 /// Runs `sc`'s RDMA workloads on `threads` copies of its world, each
@@ -190,7 +203,7 @@ fn run_split(
     let worlds = worlds.into_iter().collect::<Result<Vec<_>, _>>()?;
     let split =
         SplitWorld::new(worlds).map_err(|e| sc.error(format!("--threads {threads}: {e}")))?;
-    crate::rdma::run(sc, seed, Box::new(split), None)
+    crate::run::rdma::run(sc, seed, Box::new(split), None)
 }
 
 /// The simulated fabric of `sc`: topology, NICs, fault rules, pauses.
@@ -249,7 +262,7 @@ fn run_udp(
         .iter()
         .any(|w| w.kind == WorkloadKind::Collective)
     {
-        return crate::collective::run(&sc, seed, backend, &loopback);
+        return crate::run::collective::run(&sc, seed, backend, &loopback);
     }
     if sc
         .file
@@ -257,11 +270,11 @@ fn run_udp(
         .iter()
         .any(|w| w.kind == WorkloadKind::Noncontig)
     {
-        crate::noncontig::run(&sc, r, seed, backend)
+        crate::run::noncontig::run(&sc, r, seed, backend)
     } else if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
-        crate::messaging::run(&sc, seed, backend)
+        crate::run::messaging::run(&sc, seed, backend)
     } else {
-        crate::rdma::run(&sc, seed, backend, None)
+        crate::run::rdma::run(&sc, seed, backend, None)
     }
 }
 
@@ -323,7 +336,7 @@ fn refuse_simulated_only(sc: &Scenario, opts: &RunOptions) -> Result<(), Scenari
             };
             Err(ScenarioError {
                 file: sc.path.clone(),
-                at: crate::edit::locate(&sc.text, "topology.kind"),
+                at: crate::file::edit::locate(&sc.text, "topology.kind"),
                 message: format!(
                     "topology kind `{name}` has switches and links with no real-socket meaning; the udp backend runs `pair` and `star` (every host reaches every other over loopback)"
                 ),
@@ -474,14 +487,16 @@ pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> 
     // The cluster meets its peers once this host's memory is registered.
     let backend: Box<dyn Backend> = Box::new(Udp::new(cluster));
     let report = if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
-        crate::messaging::run(&sc, seed, backend)
+        crate::run::messaging::run(&sc, seed, backend)
     } else {
-        crate::rdma::run(&sc, seed, backend, None)
+        crate::run::rdma::run(&sc, seed, backend, None)
     };
-    report.map_err(|e| match e.message.strip_prefix(crate::rdma::NETWORK) {
-        Some(m) if e.at.is_none() => HostError::Network(format!("{}: {m}", opts.host)),
-        _ => HostError::Input(e),
-    })
+    report.map_err(
+        |e| match e.message.strip_prefix(crate::run::rdma::NETWORK) {
+            Some(m) if e.at.is_none() => HostError::Network(format!("{}: {m}", opts.host)),
+            _ => HostError::Input(e),
+        },
+    )
 }
 
 /// The data payload `udrma host` sends to `peers`, from the file's

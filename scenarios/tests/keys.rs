@@ -2,8 +2,8 @@
 //! at its line, naming the kind and the keys it takes; the tables of
 //! docs/scenarios.md say the same as the code.
 
-use udrma_scenarios::applies::{keys_of, model_keys, TARGETING};
-use udrma_scenarios::schema::{ModelKind, WorkloadKind};
+use udrma_scenarios::file::applies::{keys_of, model_keys, TARGETING};
+use udrma_scenarios::file::schema::{ModelKind, WorkloadKind};
 use udrma_scenarios::Scenario;
 
 /// The rows `| `name` | `a`, `b` |` of the table that follows `heading`

@@ -3,7 +3,7 @@
 //! what `auto` picks; bad input named by its key.
 
 use proptest::prelude::*;
-use udrma_scenarios::validate::validate;
+use udrma_scenarios::plan::validate::validate;
 use udrma_scenarios::{run, RunOptions, Scenario};
 
 fn scenario(body: &str) -> Scenario {

@@ -16,7 +16,7 @@ fn example(name: &str) -> Scenario {
         .join(name);
     let text = std::fs::read_to_string(&path).unwrap();
     let mut sc = Scenario::parse(name, &text).unwrap_or_else(|e| panic!("{e}"));
-    sc.file.topology.order = udrma_scenarios::schema::OrderKind::Windows;
+    sc.file.topology.order = udrma_scenarios::file::schema::OrderKind::Windows;
     sc
 }
 
@@ -95,7 +95,7 @@ fn what_a_split_cannot_carry_is_refused_by_name() {
         .unwrap()
         .replace("p = 0.01", "p = 0.01\ncorrelation = 0.25");
     let mut bursty = Scenario::parse("bursty.toml", &text).unwrap();
-    bursty.file.topology.order = udrma_scenarios::schema::OrderKind::Windows;
+    bursty.file.topology.order = udrma_scenarios::file::schema::OrderKind::Windows;
     let e = run(&bursty, threads(Some(2)))
         .expect_err("correlated")
         .to_string();

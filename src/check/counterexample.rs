@@ -48,7 +48,7 @@ pub fn write(
     let mut d = super::with_faults(doc, tables);
     // The seed the search ran with, so the file replays as it is.
     d.insert("seed".into(), toml::Value::Integer(base.seed as i64));
-    let body = udrma_scenarios::edit::render(&d);
+    let body = udrma_scenarios::file::edit::render(&d);
     let failing = outcome.failing();
     let kinds: Vec<&str> = bound.kinds.iter().map(|k| k.name()).collect();
     let mut text = format!(

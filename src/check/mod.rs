@@ -250,7 +250,7 @@ fn prepare(args: &CheckArgs) -> anyhow::Result<Prepared> {
         .file
         .workloads
         .iter()
-        .any(|w| w.kind == udrma_scenarios::schema::WorkloadKind::Collective)
+        .any(|w| w.kind == udrma_scenarios::file::schema::WorkloadKind::Collective)
     {
         // A collective study may run a second fabric (`method = "both"`)
         // whose packets the fault rules would also count.
@@ -270,7 +270,8 @@ fn prepare(args: &CheckArgs) -> anyhow::Result<Prepared> {
     }
     let dropped_rules = sc.file.faults.len();
     sc.file.faults.clear();
-    let resolved = udrma_scenarios::resolved::resolve(&sc).map_err(|e| BadInput(e.to_string()))?;
+    let resolved =
+        udrma_scenarios::plan::resolved::resolve(&sc).map_err(|e| BadInput(e.to_string()))?;
     let link_names = resolved
         .topology
         .link_names()

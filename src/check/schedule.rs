@@ -8,7 +8,7 @@ use toml::{Table, Value};
 use udrma_fabric::Egress;
 use udrma_faults::Direction;
 use udrma_proto::{Flags, Opcode};
-use udrma_scenarios::schema::FaultSpec;
+use udrma_scenarios::file::schema::FaultSpec;
 use udrma_scenarios::{RunOptions, Scenario};
 
 /// What a fault does to its packet.
@@ -43,7 +43,7 @@ impl Kind {
 /// The rule vocabulary's name of `op`, if it has one.
 fn opcode_name(op: Option<Opcode>) -> Option<&'static str> {
     let op = op?;
-    udrma_scenarios::build::OPCODE_NAMES
+    udrma_scenarios::plan::build::OPCODE_NAMES
         .iter()
         .find(|(_, o)| *o == op)
         .map(|(n, _)| *n)

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use rayon::prelude::*;
-use udrma_scenarios::svg::{lines_plot, Series, Spot, XAxis};
+use udrma_scenarios::report::svg::{lines_plot, Series, Spot, XAxis};
 
 use super::fit::{self, rms_log_ratio, Values};
 use super::{scenario, simulate, Row, Section};

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use rayon::prelude::*;
-use udrma_scenarios::flows::FlowStats;
+use udrma_scenarios::plan::flows::FlowStats;
 
 use super::{scenario, simulate, Row, Section};
 

@@ -22,7 +22,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
-use udrma_scenarios::edit::{render, set, value};
+use udrma_scenarios::file::edit::{render, set, value};
 use udrma_scenarios::{run, Report, RunOptions, Scenario};
 
 mod classic;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use udrma_scenarios::svg::{lines_plot, Series, Spot, XAxis};
+use udrma_scenarios::report::svg::{lines_plot, Series, Spot, XAxis};
 
 use super::study_table::{latencies, Key, COUNTS, METHODS, PUBLISHED, STUDY};
 use super::{scenario, Row, Section};
@@ -119,7 +119,7 @@ fn table_rows(get: Get, extra: &mut String) -> anyhow::Result<Vec<Row>> {
         let _ = writeln!(
             extra,
             "| {} | {m} | {} | {} | {} |",
-            udrma_scenarios::svg::fmt_bytes(block as f64),
+            udrma_scenarios::report::svg::fmt_bytes(block as f64),
             fmt(&published, 2),
             fmt(&ours, 2),
             fmt(&ratios, 2)
@@ -132,7 +132,7 @@ fn table_rows(get: Get, extra: &mut String) -> anyhow::Result<Vec<Row>> {
         rows.push(Row {
             what: format!(
                 "{m}, {} blocks, 16–128 of them (worst ratio)",
-                udrma_scenarios::svg::fmt_bytes(block as f64)
+                udrma_scenarios::report::svg::fmt_bytes(block as f64)
             ),
             published: format!("{:.2}–{:.2} µs", published[0], published[3]),
             ours: format!("{:.2}–{:.2} µs", ours[0], ours[3]),
@@ -363,7 +363,7 @@ fn beyond_table(get: Get, extra: &mut String) -> anyhow::Result<()> {
             let _ = writeln!(
                 extra,
                 "| {} | {c} | {:.1} | {:.1} | {:.1} | {:.1} |",
-                udrma_scenarios::svg::fmt_bytes(b as f64),
+                udrma_scenarios::report::svg::fmt_bytes(b as f64),
                 get("sgrs", b, c),
                 get("copy", b, c),
                 get("umr_sr", b, c),
@@ -373,8 +373,10 @@ fn beyond_table(get: Get, extra: &mut String) -> anyhow::Result<()> {
     }
     // The walk's cost as the shipped profile has it, not as written here.
     let study = scenario("noncontig-study.toml", STUDY, &[])?;
-    let profile = udrma_scenarios::profile::profile(&study).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let search = udrma_scenarios::profile::cost_model(&study, profile.as_ref()).translate_search;
+    let profile =
+        udrma_scenarios::plan::profile::profile(&study).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let search =
+        udrma_scenarios::plan::profile::cost_model(&study, profile.as_ref()).translate_search;
     let _ = writeln!(
         extra,
         "\nWhy: an indirect key's entries have lengths of their own, so an offset does not \

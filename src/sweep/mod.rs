@@ -15,7 +15,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use toml::Table;
-use udrma_scenarios::edit::{render, set, value};
+use udrma_scenarios::file::edit::{render, set, value};
 use udrma_scenarios::{Report, RunOptions, Scenario};
 
 use crate::BadInput;
@@ -74,7 +74,7 @@ pub(crate) fn case_error(
         .join(" with ");
     let at = culprits
         .first()
-        .and_then(|(k, _)| udrma_scenarios::edit::locate(text, k))
+        .and_then(|(k, _)| udrma_scenarios::file::edit::locate(text, k))
         .map(|(l, c)| format!(":{l}:{c}"))
         .unwrap_or_default();
     bad(format!("{name}{at}: {settings}: {message}"))
@@ -85,7 +85,7 @@ pub(crate) fn read_doc(file: &Path) -> anyhow::Result<(String, Table)> {
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     // Parse once as a scenario for located errors, then as a table to edit.
     Scenario::parse(&file.display().to_string(), &text).map_err(|e| bad(e.to_string()))?;
-    let doc: Table = udrma_scenarios::edit::parse_doc(&text)
+    let doc: Table = udrma_scenarios::file::edit::parse_doc(&text)
         .map_err(|e| bad(format!("{}: {e}", file.display())))?;
     Ok((text, doc))
 }

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use udrma_scenarios::svg::{sweep_plot, Panel, XAxis};
-use udrma_scenarios::units::parse_size;
+use udrma_scenarios::file::units::parse_size;
+use udrma_scenarios::report::svg::{sweep_plot, Panel, XAxis};
 
 use super::plan::Layout;
 use super::record::{CollectiveFigures, MessagingFigures, RunRecord};
@@ -291,7 +291,7 @@ fn collective_lines<'r>(
     xs: &[f64],
     of_value: &dyn Fn(usize) -> Vec<&'r RunRecord>,
 ) -> String {
-    use udrma_scenarios::svg::{lines_plot, Series};
+    use udrma_scenarios::report::svg::{lines_plot, Series};
     let mut host = Vec::new();
     let mut nic = Vec::new();
     println!(

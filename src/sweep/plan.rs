@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use toml::Value;
-use udrma_scenarios::edit::{render, set, value};
+use udrma_scenarios::file::edit::{render, set, value};
 use udrma_scenarios::Scenario;
 
 use super::{bad, case_error, read_doc};

@@ -16,10 +16,10 @@ use udrma_nic::MrKey;
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::backend::Backend;
-use crate::build;
-use crate::ladder::Ladder;
+use crate::file::schema::{OpKind as SchemaOp, WorkloadKind, WorkloadSpec};
+use crate::plan::build;
+use crate::report::ladder::Ladder;
 use crate::report::{self, OpOutcome, Report};
-use crate::schema::{OpKind as SchemaOp, WorkloadKind, WorkloadSpec};
 use crate::{Scenario, ScenarioError};
 
 /// One planned operation, and what became of it.
@@ -148,7 +148,7 @@ pub(crate) fn run(
     let idle = world.is_idle();
     checks.insert("liveness".into(), idle && all_done);
     if !idle {
-        notes.push(crate::leftover::note(&*world, limit, ending, |_| None));
+        notes.push(crate::run::leftover::note(&*world, limit, ending, |_| None));
     }
     for skip in &sc.file.checks.skip {
         checks.remove(skip);
@@ -181,7 +181,7 @@ pub(crate) fn run(
             world.nic(a).config().registration == udrma_nic::RegistrationMode::FirstOnly;
         report.ladder_svg = world
             .world()
-            .map(|w| crate::ladder::draw(w, a, b, spec, first_only, &sc.file.name));
+            .map(|w| crate::report::ladder::draw(w, a, b, spec, first_only, &sc.file.name));
     }
     Ok(report)
 }
@@ -443,7 +443,7 @@ fn host_link(sc: &Scenario, world: &dyn Backend) -> (u64, Duration) {
 /// The flow workloads' figures: each completed flow's time against its
 /// time on an empty fabric over its own path (the links between its
 /// hosts, 2 over real sockets).
-fn flow_stats(sc: &Scenario, world: &dyn Backend, ops: &[Op]) -> crate::flows::FlowStats {
+fn flow_stats(sc: &Scenario, world: &dyn Backend, ops: &[Op]) -> crate::plan::flows::FlowStats {
     let (bps, latency) = host_link(sc, world);
     let mtu = u64::from(world.nic(NodeAddr(0)).config().mtu_payload);
     let links = |a: NodeAddr, b: NodeAddr| -> u32 {
@@ -461,7 +461,7 @@ fn flow_stats(sc: &Scenario, world: &dyn Backend, ops: &[Op]) -> crate::flows::F
             Some((o.plan.size, links(o.plan.from, o.plan.to), d))
         })
         .collect();
-    crate::flows::stats(&done, bps, latency, mtu)
+    crate::plan::flows::stats(&done, bps, latency, mtu)
 }
 
 /// Links on a shortest path from host `a` to host `b` (breadth first).
@@ -607,9 +607,10 @@ fn plan(sc: &Scenario, seed: u64, n: usize, host_bps: u64) -> Result<RdmaPlan, S
             }
             WorkloadKind::Flows => {
                 // (Validated with the file.)
-                let cdf = crate::flows::validate(sc, w, &who, n)?;
+                let cdf = crate::plan::flows::validate(sc, w, &who, n)?;
                 let load = w.load.unwrap_or(1.0);
-                for f in crate::flows::plan(&cdf, load, w.count, n as u32, host_bps, seed, wi) {
+                for f in crate::plan::flows::plan(&cdf, load, w.count, n as u32, host_bps, seed, wi)
+                {
                     p.add(
                         wi,
                         kind,

@@ -12,10 +12,10 @@ use udrma_host::workload::msg::{self, MsgApp, MsgKind, MsgWorkload, Received, Se
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::backend::Backend;
-use crate::build::{self, msg_config};
+use crate::file::schema::WorkloadKind;
+use crate::plan::build::{self, msg_config};
+use crate::plan::validate::sizes;
 use crate::report::{self, MessagingReport, Report, SizeRow};
-use crate::schema::WorkloadKind;
-use crate::validate::sizes;
 use crate::{Scenario, ScenarioError};
 
 /// Runs a messaging scenario: every local host that takes part gets a
@@ -87,7 +87,7 @@ pub(crate) fn run(
                 .map_err(|e| sc.error_at("workload", e))?;
         }
     }
-    let (limit, ending) = crate::rdma::start_and_run(sc, world.as_mut())?;
+    let (limit, ending) = crate::run::rdma::start_and_run(sc, world.as_mut())?;
     Ok(check(sc, seed, &*world, &workloads, limit, ending))
 }
 
@@ -171,7 +171,7 @@ fn check(
         }
     }
     if !idle {
-        let note = crate::leftover::note(world, limit, ending, |h| {
+        let note = crate::run::leftover::note(world, limit, ending, |h| {
             apps.iter()
                 .find(|(x, a)| *x == h && !a.messenger().is_quiet())
                 .map(|_| "messages still in the messaging layer".to_string())

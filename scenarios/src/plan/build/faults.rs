@@ -5,7 +5,7 @@
 use udrma_faults::{Direction, HostPause, Jitter, Model, Rule, RuleSet, Target};
 use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode};
 
-use crate::schema::ModelKind;
+use crate::file::schema::ModelKind;
 use crate::{Scenario, ScenarioError};
 
 use super::host;

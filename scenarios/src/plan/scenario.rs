@@ -1,8 +1,8 @@
 //! From scenario text to a validated scenario: [`Scenario::parse`] reads
-//! the text ([`crate::source`]) and runs the one validation pass
-//! ([`crate::validate`]), which resolves it ([`Resolved`]).
+//! the text ([`crate::file::source`]) and runs the one validation pass
+//! ([`crate::plan::validate`]), which resolves it ([`Resolved`]).
 
-use crate::resolved::Resolved;
+use crate::plan::resolved::Resolved;
 use crate::{Scenario, ScenarioError};
 
 impl Scenario {
@@ -16,6 +16,6 @@ impl Scenario {
     /// Validates this scenario and returns what it resolves to: its
     /// profile, topology and NIC configuration, each built once.
     pub fn resolve(&self) -> Result<Resolved, ScenarioError> {
-        crate::validate::validate(self)
+        crate::plan::validate::validate(self)
     }
 }

@@ -7,8 +7,8 @@
 use udrma_fabric::Topology;
 use udrma_nic::NicConfig;
 
-use crate::build;
-use crate::profile::{self, Profile};
+use crate::plan::build;
+use crate::plan::profile::{self, Profile};
 use crate::{Scenario, ScenarioError};
 
 /// A scenario's profile, topology and NIC configuration, built once.

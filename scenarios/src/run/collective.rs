@@ -1,4 +1,4 @@
-//! A collective study's run (planned by [`crate::collplan`]): the
+//! A collective study's run (planned by [`crate::plan::collplan`]): the
 //! NIC-offloaded version and the host-software baseline on two copies of
 //! the same fabric, then the checks: all-complete, all-succeeded,
 //! result-equal (every node's result equals the reference bit for bit),
@@ -14,8 +14,8 @@ use udrma_host::messaging::Messenger;
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::backend::Backend;
-use crate::build;
-use crate::collplan::{plan, Method};
+use crate::plan::build;
+use crate::plan::collplan::{plan, Method};
 use crate::report::{self, CollectiveReport, CollectiveSide, Report};
 use crate::{Scenario, ScenarioError};
 
@@ -202,7 +202,7 @@ fn run_nic(
                 .map_err(|e| sc.error_at("workload", e))?;
         }
     }
-    let (limit, ending) = crate::rdma::start_and_run(sc, world)?;
+    let (limit, ending) = crate::run::rdma::start_and_run(sc, world)?;
     let mut ran = collect(plan, world, |app| {
         let a = app.downcast_ref::<OffloadApp>()?;
         Some((
@@ -228,7 +228,7 @@ fn run_nic(
     ran.side.packets = sent;
     if !ran.idle || !ran.all_done {
         ran.notes
-            .push(crate::leftover::note(&*world, limit, ending, |_| None));
+            .push(crate::run::leftover::note(&*world, limit, ending, |_| None));
     }
     Ok(ran)
 }
@@ -258,7 +258,7 @@ fn run_host(
             .set_app(h, Box::new(HostApp::new(h, plan.clone(), m)))
             .map_err(|e| sc.error_at("workload", e))?;
     }
-    let (limit, ending) = crate::rdma::start_and_run(sc, world)?;
+    let (limit, ending) = crate::run::rdma::start_and_run(sc, world)?;
     let mut ran = collect(plan, world, |app| {
         let a = app.downcast_ref::<HostApp>()?;
         Some((
@@ -278,7 +278,7 @@ fn run_host(
     ran.side.retransmits = retx;
     if !ran.idle || !ran.all_done {
         ran.notes
-            .push(crate::leftover::note(&*world, limit, ending, |_| None));
+            .push(crate::run::leftover::note(&*world, limit, ending, |_| None));
     }
     Ok(ran)
 }

@@ -1,4 +1,4 @@
-//! The run of a non-contiguous ping-pong (planned by [`crate::ncplan`]):
+//! The run of a non-contiguous ping-pong (planned by [`crate::plan::ncplan`]):
 //! one app per host, then the checks: all-complete, all-succeeded,
 //! memory-equal (every block byte-exact, nothing between blocks touched),
 //! max-sge, bounded-state, liveness.
@@ -10,9 +10,9 @@ use udrma_host::workload::noncontig::{check_received, NcApp, NcPlan};
 use udrma_proto::NodeAddr;
 
 use crate::backend::Backend;
-use crate::ncplan::{plan, Planned};
+use crate::plan::ncplan::{plan, Planned};
+use crate::plan::resolved::Resolved;
 use crate::report::{self, NoncontigReport, Report};
-use crate::resolved::Resolved;
 use crate::{Scenario, ScenarioError};
 
 /// What the two hosts' apps and NICs recorded, added up.
@@ -161,7 +161,7 @@ pub(crate) fn run(
                 .map_err(|e| sc.error_at("workload", e))?;
         }
     }
-    let (limit, ending) = crate::rdma::start_and_run(sc, world.as_mut())?;
+    let (limit, ending) = crate::run::rdma::start_and_run(sc, world.as_mut())?;
     let mut notes = Vec::new();
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
     let hosts: Vec<NodeAddr> = [plan.a, plan.b]
@@ -187,9 +187,12 @@ pub(crate) fn run(
     let idle = world.is_idle();
     checks.insert("liveness".into(), idle && all_done);
     if !idle || !all_done {
-        notes.push(crate::leftover::note(world.as_ref(), limit, ending, |_| {
-            None
-        }));
+        notes.push(crate::run::leftover::note(
+            world.as_ref(),
+            limit,
+            ending,
+            |_| None,
+        ));
     }
     for skip in &sc.file.checks.skip {
         checks.remove(skip);

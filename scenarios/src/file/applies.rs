@@ -5,7 +5,7 @@
 //! kind or model does not read is refused at its place in the file,
 //! naming the kind and the keys it takes.
 
-use crate::schema::{ModelKind, WorkloadKind};
+use crate::file::schema::{ModelKind, WorkloadKind};
 use crate::{Scenario, ScenarioError};
 
 /// The keys a workload of `kind` reads (besides `kind` itself).

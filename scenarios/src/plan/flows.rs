@@ -7,7 +7,7 @@
 use udrma_faults::rng::{below, stream, unit};
 use udrma_proto::Duration;
 
-use crate::schema::WorkloadSpec;
+use crate::file::schema::WorkloadSpec;
 use crate::{Scenario, ScenarioError};
 
 /// A flow size distribution: points (bytes, cumulative probability),

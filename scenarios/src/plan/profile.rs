@@ -6,22 +6,22 @@ use serde::Deserialize;
 use udrma_nic::CostModel;
 use udrma_proto::Duration;
 
-use crate::schema::CostSpec;
-use crate::units::{Rate, Time};
+use crate::file::schema::CostSpec;
+use crate::file::units::{Rate, Time};
 use crate::{Scenario, ScenarioError};
 
 /// The shipped profiles, by name.
 pub const PROFILES: [(&str, &str); 5] = [
-    ("ideal", include_str!("../profiles/ideal.toml")),
+    ("ideal", include_str!("../../profiles/ideal.toml")),
     (
         "myrinet-lanai9",
-        include_str!("../profiles/myrinet-lanai9.toml"),
+        include_str!("../../profiles/myrinet-lanai9.toml"),
     ),
-    ("roce-100g", include_str!("../profiles/roce-100g.toml")),
-    ("tianhe-nic", include_str!("../profiles/tianhe-nic.toml")),
+    ("roce-100g", include_str!("../../profiles/roce-100g.toml")),
+    ("tianhe-nic", include_str!("../../profiles/tianhe-nic.toml")),
     (
         "connectx5-roce",
-        include_str!("../profiles/connectx5-roce.toml"),
+        include_str!("../../profiles/connectx5-roce.toml"),
     ),
 ];
 
@@ -41,7 +41,7 @@ pub struct Profile {
     #[serde(default)]
     pub cost: CostSpec,
     /// Largest payload per packet.
-    pub mtu_payload: Option<crate::units::Size>,
+    pub mtu_payload: Option<crate::file::units::Size>,
     /// NIC limits.
     #[serde(default)]
     pub nic: ProfileNic,
@@ -60,7 +60,7 @@ pub struct ProfileNic {
     /// Translation table entries per cache line.
     pub translation_entries_per_line: Option<u32>,
     /// Bytes of reduce data one descriptor carries.
-    pub reduce_data_limit: Option<crate::units::Size>,
+    pub reduce_data_limit: Option<crate::file::units::Size>,
 }
 
 /// A profile's link defaults.

@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use crate::schema::ScenarioFile;
+use crate::file::schema::ScenarioFile;
 
 /// What is wrong with a scenario, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -48,7 +48,7 @@ pub(crate) fn draw(
     first_only: bool,
     name: &str,
 ) -> String {
-    use crate::svg::{Arrow, Mark};
+    use crate::report::svg::{Arrow, Mark};
     use udrma_proto::{Flags, Opcode};
     let journeys = world.journeys();
     let from = Instant::ZERO + spec.from;
@@ -124,5 +124,5 @@ pub(crate) fn draw(
     } else {
         format!("{name}: {shown_total} packets{window}")
     };
-    crate::svg::ladder(&a.to_string(), &b.to_string(), &arrows, &note)
+    crate::report::svg::ladder(&a.to_string(), &b.to_string(), &arrows, &note)
 }

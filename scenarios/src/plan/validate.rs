@@ -4,16 +4,18 @@
 
 use udrma_proto::NodeAddr;
 
-use crate::build::{fabric_config, host, msg_config, pauses, rules, MAX_OPS, MAX_STORED_BYTES};
-use crate::resolved::{resolve, Resolved};
-use crate::schema::{OpKind, SizesSpec, WorkloadKind, WorkloadSpec};
-use crate::units::parse_size;
+use crate::file::schema::{OpKind, SizesSpec, WorkloadKind, WorkloadSpec};
+use crate::file::units::parse_size;
+use crate::plan::build::{
+    fabric_config, host, msg_config, pauses, rules, MAX_OPS, MAX_STORED_BYTES,
+};
+use crate::plan::resolved::{resolve, Resolved};
 use crate::{Scenario, ScenarioError};
 
 /// Checks everything that can be checked without running; returns what
 /// `sc` resolves to.
 pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
-    crate::applies::check(sc)?;
+    crate::file::applies::check(sc)?;
     unique_fault_names(sc)?;
     let r = resolve(sc)?;
     let topo = &r.topology;
@@ -29,8 +31,8 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
         })?;
     pauses(sc, n)?;
     validate_messaging(sc, &r)?;
-    crate::ncplan::validate(sc, &r)?;
-    crate::collplan::validate(sc, n)?;
+    crate::plan::ncplan::validate(sc, &r)?;
+    crate::plan::collplan::validate(sc, n)?;
     for (i, w) in sc.file.workloads.iter().enumerate() {
         if !(w.kind.is_messaging()
             || w.kind == WorkloadKind::Noncontig
@@ -76,7 +78,7 @@ fn validate_rdma_workload(
         return Err(sc.error_at("workload", format!("{who} needs `dst`")));
     }
     if w.kind == WorkloadKind::Flows {
-        crate::flows::validate(sc, w, &who, n)?;
+        crate::plan::flows::validate(sc, w, &who, n)?;
     } else if w.kind != WorkloadKind::Reuse && w.size.is_none() {
         return Err(sc.error_at("workload", format!("{who} needs `size`")));
     }
@@ -143,7 +145,7 @@ fn within_bounds(sc: &Scenario, n: usize) -> Result<(), ScenarioError> {
         total_bytes += match (w.kind, &w.cdf) {
             // (Checked above.)
             (WorkloadKind::Flows, Some(points)) => {
-                let mean = crate::flows::SizeCdf::new(points).map_or(0.0, |c| c.mean());
+                let mean = crate::plan::flows::SizeCdf::new(points).map_or(0.0, |c| c.mean());
                 ops * (mean.ceil() as u128)
             }
             _ => ops * u128::from(w.size.map_or(0, |s| s.0)),
@@ -169,12 +171,12 @@ fn within_bounds(sc: &Scenario, n: usize) -> Result<(), ScenarioError> {
 /// Every name in `checks.skip` is a check.
 fn known_skips(sc: &Scenario) -> Result<(), ScenarioError> {
     for s in &sc.file.checks.skip {
-        if !crate::checks::CHECKS.contains(&s.as_str()) {
+        if !crate::file::checks::CHECKS.contains(&s.as_str()) {
             return Err(sc.error_at(
                 s,
                 format!(
                     "checks.skip: unknown check {s:?}; expected one of {}",
-                    crate::checks::CHECKS.join(", ")
+                    crate::file::checks::CHECKS.join(", ")
                 ),
             ));
         }

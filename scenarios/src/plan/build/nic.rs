@@ -6,9 +6,9 @@ use udrma_fabric::Topology;
 use udrma_nic::{AckMode, NicConfig, RegistrationMode, RetransmitMode, TombstoneMode};
 use udrma_proto::Duration;
 
-use crate::profile::Profile;
-use crate::schema::{RoutingKind, TopologyKind};
-use crate::units::RtoFloor;
+use crate::file::schema::{RoutingKind, TopologyKind};
+use crate::file::units::RtoFloor;
+use crate::plan::profile::Profile;
 use crate::{Scenario, ScenarioError};
 
 use super::kary_levels;
@@ -45,7 +45,7 @@ pub fn nic_config(
 ) -> Result<NicConfig, ScenarioError> {
     let n = &sc.file.nic;
     let d = profile_defaults(sc, profile);
-    let t = |v: Option<crate::units::Time>, d: Duration| v.map_or(d, |x| x.0);
+    let t = |v: Option<crate::file::units::Time>, d: Duration| v.map_or(d, |x| x.0);
     let sack_delay = t(n.sack_delay, Duration::from_micros(2));
     let m = Modes::of(sc, &d, sack_delay)?;
     // Built once: the controller and the full-queue floor both read it.
@@ -215,7 +215,7 @@ fn profile_defaults(sc: &Scenario, profile: Option<&Profile>) -> NicConfig {
             .translation_entries_per_line
             .unwrap_or(t.entries_per_line);
     }
-    d.cost = crate::profile::cost_model(sc, profile);
+    d.cost = crate::plan::profile::cost_model(sc, profile);
     if let Some(r) = n.descriptor_ring {
         d.descriptor_ring = r;
         d.ring_low_water = n.ring_low_water.unwrap_or(r / 4);

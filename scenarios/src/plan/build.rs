@@ -14,8 +14,8 @@ use udrma_host::messaging::MsgConfig;
 use udrma_nic::NicConfig;
 use udrma_proto::{Duration, Instant, NodeAddr, Protocol};
 
-use crate::profile::Profile;
-use crate::schema::{ModelKind, RoutingKind, TopologyKind};
+use crate::file::schema::{ModelKind, RoutingKind, TopologyKind};
+use crate::plan::profile::Profile;
 use crate::{Scenario, ScenarioError};
 
 mod faults;
@@ -206,7 +206,7 @@ pub fn check_pfc(
     cfg: &udrma_fabric::PfcConfig,
     topo: &Topology,
 ) -> Result<(), ScenarioError> {
-    if sc.file.topology.order == crate::schema::OrderKind::Windows {
+    if sc.file.topology.order == crate::file::schema::OrderKind::Windows {
         return Err(pfc_error(sc, udrma_fabric::PfcError::Windows));
     }
     cfg.check(topo).map(|_| ()).map_err(|e| pfc_error(sc, e))
@@ -301,7 +301,7 @@ pub fn msg_config(
 ) -> Result<MsgConfig, ScenarioError> {
     let m = &sc.file.messaging;
     let d = MsgConfig::default();
-    let small = |v: Option<crate::units::Size>, d: u32, key: &str| {
+    let small = |v: Option<crate::file::units::Size>, d: u32, key: &str| {
         v.map_or(Ok(d), |s| {
             u32::try_from(s.0)
                 .map_err(|_| sc.error_at_key(key, format!("messaging.{key} is too large")))

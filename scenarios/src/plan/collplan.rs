@@ -6,7 +6,7 @@ use udrma_host::collective::{CollectivePlan, Tree};
 use udrma_nic::reduce::CollectiveKind;
 use udrma_proto::{Duration, Instant, ReduceOp, ReduceType};
 
-use crate::schema::{TopologyKind, WorkloadKind, WorkloadSpec};
+use crate::file::schema::{TopologyKind, WorkloadKind, WorkloadSpec};
 use crate::{Scenario, ScenarioError};
 
 /// Most iterations a collective workload may run.

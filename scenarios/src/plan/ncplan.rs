@@ -8,9 +8,9 @@ use udrma_host::noncontig::{predict, Method, Shape};
 use udrma_host::workload::noncontig::NcPlan;
 use udrma_proto::{Duration, Instant};
 
-use crate::build;
-use crate::resolved::Resolved;
-use crate::schema::{WorkloadKind, WorkloadSpec};
+use crate::file::schema::{WorkloadKind, WorkloadSpec};
+use crate::plan::build;
+use crate::plan::resolved::Resolved;
 use crate::{Scenario, ScenarioError};
 
 /// Most blocks a side's layout may have (the indirect key's limit).

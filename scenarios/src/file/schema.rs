@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use crate::units::{Rate, Size, Time};
+use crate::file::units::{Rate, Size, Time};
 
 /// A whole scenario file.
 #[derive(Debug, Clone, Deserialize)]
@@ -345,7 +345,7 @@ pub struct NicSpec {
     pub rto_initial: Option<Time>,
     /// RTO floor: a time, or "full-queues" (every queue of a longest
     /// round trip, drained).
-    pub rto_min: Option<crate::units::RtoFloor>,
+    pub rto_min: Option<crate::file::units::RtoFloor>,
     /// RTO ceiling.
     pub rto_max: Option<Time>,
     /// Retries before a request fails.
@@ -381,10 +381,10 @@ pub struct NicSpec {
     pub cc: Option<String>,
     /// The unloaded round trip controllers start from (default: worked
     /// out from the topology's longest path).
-    pub cc_base_rtt: Option<crate::units::Time>,
+    pub cc_base_rtt: Option<crate::file::units::Time>,
     /// Queueing delay a delay-based controller aims for (default: one base
     /// RTT).
-    pub cc_target_delay: Option<crate::units::Time>,
+    pub cc_target_delay: Option<crate::file::units::Time>,
     /// Bytes a receiver-credit (`rccc`) sender sends before any grant
     /// (default: an eighth of the bandwidth-delay product).
     pub cc_unscheduled: Option<Size>,
