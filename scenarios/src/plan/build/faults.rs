@@ -5,7 +5,7 @@
 use udrma_faults::{Direction, HostPause, Jitter, Model, Rule, RuleSet, Target};
 use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode};
 
-use crate::file::schema::ModelKind;
+use crate::file::schema::{FaultSpec, ModelKind};
 use crate::{Scenario, ScenarioError};
 
 use super::host;
@@ -79,124 +79,149 @@ pub fn rules(sc: &Scenario, seed: u64, n_hosts: usize) -> Result<RuleSet, Scenar
     let mut set = RuleSet::new();
     for (i, f) in sc.file.faults.iter().enumerate() {
         let name = f.name.clone().unwrap_or_else(|| format!("fault{i}"));
-        let model_name = f.model.name();
-        let need = |what: &str| {
-            sc.error_at(
-                &name,
-                format!("fault {name:?}: model {model_name} needs `{what}`"),
-            )
+        let Some(model) = model(sc, f, &name, n_hosts)? else {
+            continue;
         };
-        let p = || f.p.ok_or_else(|| need("p"));
-        let model = match f.model {
-            // Not a packet fault: the messaging layer applies it.
-            ModelKind::RegistrationFailure => continue,
-            ModelKind::Loss => Model::Loss {
-                p: p()?,
-                correlation: f.correlation.unwrap_or(0.0),
-            },
-            ModelKind::GilbertElliott => Model::GilbertElliott {
-                p: p()?,
-                r: f.r.ok_or_else(|| need("r"))?,
-                loss_good: f.loss_good.unwrap_or(0.0),
-                loss_bad: f.loss_bad.unwrap_or(1.0),
-            },
-            ModelKind::Duplicate => Model::Duplicate {
-                p: p()?,
-                copies: f.copies.unwrap_or(1),
-                correlation: f.correlation.unwrap_or(0.0),
-            },
-            ModelKind::Reorder => Model::Reorder {
-                p: p()?,
-                correlation: f.correlation.unwrap_or(0.0),
-                gap: f.gap.unwrap_or(1),
-                delay: f.delay.ok_or_else(|| need("delay"))?.0,
-                limit: f.limit,
-            },
-            ModelKind::Delay => Model::Delay {
-                base: f.delay.ok_or_else(|| need("delay"))?.0,
-                jitter: f.jitter.map_or(Duration::ZERO, |j| j.0),
-                dist: match f.distribution.as_deref() {
-                    None | Some("uniform") => Jitter::Uniform,
-                    Some("normal") => Jitter::Normal,
-                    Some("pareto") => Jitter::Pareto,
-                    Some(other) => {
-                        return Err(sc.error_at(
-                            other,
-                            format!("fault {name:?}: distribution {other:?}: expected uniform, normal or pareto"),
-                        ))
-                    }
-                },
-                limit: f.limit,
-            },
-            ModelKind::Corrupt => Model::Corrupt {
-                p: p()?,
-                bits: f.bits.unwrap_or(1),
-            },
-            ModelKind::Rate => Model::Rate {
-                bits_per_sec: f.rate.ok_or_else(|| need("rate"))?.0,
-                limit: f.limit.unwrap_or(1000),
-            },
-            ModelKind::Down => Model::Down,
-            ModelKind::Partition => {
-                let side = |names: &[String]| -> Result<Vec<NodeAddr>, ScenarioError> {
-                    names.iter().map(|h| host(sc, h, n_hosts, &format!("fault {name:?}"))).collect()
-                };
-                Model::Partition {
-                    a: side(&f.a)?,
-                    b: side(&f.b)?,
-                    two_way: f.two_way,
-                }
-            }
-        };
-        let mut target = Target::any();
-        target.links = f.links.clone();
-        target.direction = match f.direction.as_deref() {
-            None => None,
-            Some("forward") => Some(Direction::Forward),
-            Some("reverse") => Some(Direction::Reverse),
-            Some(other) => {
-                return Err(sc.error_at(
-                    other,
-                    format!("fault {name:?}: direction {other:?}: expected forward or reverse"),
-                ))
-            }
-        };
-        let who = format!("fault {name:?}");
-        target.src = f
-            .src
-            .iter()
-            .map(|h| host(sc, h, n_hosts, &who))
-            .collect::<Result<_, _>>()?;
-        target.dst = f
-            .dst
-            .iter()
-            .map(|h| host(sc, h, n_hosts, &who))
-            .collect::<Result<_, _>>()?;
-        target.opcodes = f
-            .opcodes
-            .iter()
-            .map(|o| opcode(sc, o))
-            .collect::<Result<_, _>>()?;
-        for fl in &f.flags {
-            target.flags |= flag(sc, fl)?;
-        }
-        if f.from.is_some() || f.until.is_some() {
-            let from = Instant::ZERO + f.from.map_or(Duration::ZERO, |t| t.0);
-            let until = f.until.map_or(Instant(u64::MAX), |t| Instant::ZERO + t.0);
-            target.window = Some((from, until));
-        }
-        if f.every.is_some() || f.times.is_some() {
-            target.nth = Some(udrma_faults::Nth {
-                every: f.every.unwrap_or(1),
-                offset: f.offset.unwrap_or(0),
-                limit: f.times,
-            });
-        }
+        let target = target(sc, f, &name, n_hosts)?;
         let rule =
             Rule::new(seed, &name, target, model).map_err(|e| sc.error_at(&name, e.to_string()))?;
         set.push(rule);
     }
     Ok(set)
+}
+
+/// What fault `f` (named `name`) does to a packet it strikes; `None` for
+/// a model that is not a packet fault (the messaging layer applies it).
+fn model(
+    sc: &Scenario,
+    f: &FaultSpec,
+    name: &str,
+    n_hosts: usize,
+) -> Result<Option<Model>, ScenarioError> {
+    let model_name = f.model.name();
+    let need = |what: &str| {
+        sc.error_at(
+            name,
+            format!("fault {name:?}: model {model_name} needs `{what}`"),
+        )
+    };
+    let p = || f.p.ok_or_else(|| need("p"));
+    Ok(Some(match f.model {
+        // Not a packet fault: the messaging layer applies it.
+        ModelKind::RegistrationFailure => return Ok(None),
+        ModelKind::Loss => Model::Loss {
+            p: p()?,
+            correlation: f.correlation.unwrap_or(0.0),
+        },
+        ModelKind::GilbertElliott => Model::GilbertElliott {
+            p: p()?,
+            r: f.r.ok_or_else(|| need("r"))?,
+            loss_good: f.loss_good.unwrap_or(0.0),
+            loss_bad: f.loss_bad.unwrap_or(1.0),
+        },
+        ModelKind::Duplicate => Model::Duplicate {
+            p: p()?,
+            copies: f.copies.unwrap_or(1),
+            correlation: f.correlation.unwrap_or(0.0),
+        },
+        ModelKind::Reorder => Model::Reorder {
+            p: p()?,
+            correlation: f.correlation.unwrap_or(0.0),
+            gap: f.gap.unwrap_or(1),
+            delay: f.delay.ok_or_else(|| need("delay"))?.0,
+            limit: f.limit,
+        },
+        ModelKind::Delay => Model::Delay {
+            base: f.delay.ok_or_else(|| need("delay"))?.0,
+            jitter: f.jitter.map_or(Duration::ZERO, |j| j.0),
+            dist: match f.distribution.as_deref() {
+                None | Some("uniform") => Jitter::Uniform,
+                Some("normal") => Jitter::Normal,
+                Some("pareto") => Jitter::Pareto,
+                Some(other) => {
+                    return Err(sc.error_at(
+                        other,
+                        format!("fault {name:?}: distribution {other:?}: expected uniform, normal or pareto"),
+                    ))
+                }
+            },
+            limit: f.limit,
+        },
+        ModelKind::Corrupt => Model::Corrupt {
+            p: p()?,
+            bits: f.bits.unwrap_or(1),
+        },
+        ModelKind::Rate => Model::Rate {
+            bits_per_sec: f.rate.ok_or_else(|| need("rate"))?.0,
+            limit: f.limit.unwrap_or(1000),
+        },
+        ModelKind::Down => Model::Down,
+        ModelKind::Partition => {
+            let side = |names: &[String]| -> Result<Vec<NodeAddr>, ScenarioError> {
+                names.iter().map(|h| host(sc, h, n_hosts, &format!("fault {name:?}"))).collect()
+            };
+            Model::Partition {
+                a: side(&f.a)?,
+                b: side(&f.b)?,
+                two_way: f.two_way,
+            }
+        }
+    }))
+}
+
+/// Which packets fault `f` (named `name`) strikes: links, direction,
+/// hosts, opcodes, flags, time window and which of them.
+fn target(
+    sc: &Scenario,
+    f: &FaultSpec,
+    name: &str,
+    n_hosts: usize,
+) -> Result<Target, ScenarioError> {
+    let mut target = Target::any();
+    target.links = f.links.clone();
+    target.direction = match f.direction.as_deref() {
+        None => None,
+        Some("forward") => Some(Direction::Forward),
+        Some("reverse") => Some(Direction::Reverse),
+        Some(other) => {
+            return Err(sc.error_at(
+                other,
+                format!("fault {name:?}: direction {other:?}: expected forward or reverse"),
+            ))
+        }
+    };
+    let who = format!("fault {name:?}");
+    target.src = f
+        .src
+        .iter()
+        .map(|h| host(sc, h, n_hosts, &who))
+        .collect::<Result<_, _>>()?;
+    target.dst = f
+        .dst
+        .iter()
+        .map(|h| host(sc, h, n_hosts, &who))
+        .collect::<Result<_, _>>()?;
+    target.opcodes = f
+        .opcodes
+        .iter()
+        .map(|o| opcode(sc, o))
+        .collect::<Result<_, _>>()?;
+    for fl in &f.flags {
+        target.flags |= flag(sc, fl)?;
+    }
+    if f.from.is_some() || f.until.is_some() {
+        let from = Instant::ZERO + f.from.map_or(Duration::ZERO, |t| t.0);
+        let until = f.until.map_or(Instant(u64::MAX), |t| Instant::ZERO + t.0);
+        target.window = Some((from, until));
+    }
+    if f.every.is_some() || f.times.is_some() {
+        target.nth = Some(udrma_faults::Nth {
+            every: f.every.unwrap_or(1),
+            offset: f.offset.unwrap_or(0),
+            limit: f.times,
+        });
+    }
+    Ok(target)
 }
 
 /// The host pauses.
