@@ -79,19 +79,19 @@ pub struct RunOptions {
 /// report.
 pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError> {
     let seed = opts.seed.unwrap_or(sc.file.seed);
-    let r = &resolve(sc)?;
+    let r = &resolve(sc, seed)?;
     if opts.backend == BackendKind::Udp {
         if opts.threads.is_some() {
             return Err(sc.error(
                 "--threads splits the simulated fabric; the udp backend runs real sockets".into(),
             ));
         }
-        return run_udp(sc, r, seed, &opts);
+        return run_udp(sc, r, &opts);
     }
     if let Some(n) = opts.threads {
-        return run_split(sc, r, seed, n, &opts);
+        return run_split(sc, r, n, &opts);
     }
-    let mut world = sim_world(sc, r, seed)?;
+    let mut world = sim_world(sc, r)?;
     if opts.egress_log {
         world.log_egress();
     }
@@ -132,7 +132,7 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
         .iter()
         .any(|w| w.kind == WorkloadKind::Collective)
     {
-        let rebuild = || sim_world(sc, r, seed).map(|w| Box::new(w) as Box<dyn Backend>);
+        let rebuild = || sim_world(sc, r).map(|w| Box::new(w) as Box<dyn Backend>);
         return crate::run::collective::run(sc, seed, Box::new(world), &rebuild);
     }
     if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
@@ -156,7 +156,6 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
 fn run_split(
     sc: &Scenario,
     r: &Resolved,
-    seed: u64,
     threads: usize,
     opts: &RunOptions,
 ) -> Result<Report, ScenarioError> {
@@ -190,9 +189,9 @@ fn run_split(
     let worlds: Vec<Result<World, ScenarioError>> =
         std::thread::scope(|scope| {
             let handles: Vec<_> = (1..threads)
-                .map(|_| scope.spawn(|| sim_world(sc, r, seed)))
+                .map(|_| scope.spawn(|| sim_world(sc, r)))
                 .collect();
-            let mut worlds = vec![sim_world(sc, r, seed)];
+            let mut worlds = vec![sim_world(sc, r)];
             for h in handles {
                 worlds.push(h.join().unwrap_or_else(|_| {
                     Err(sc.error("a thread building the world stopped".into()))
@@ -203,29 +202,26 @@ fn run_split(
     let worlds = worlds.into_iter().collect::<Result<Vec<_>, _>>()?;
     let split =
         SplitWorld::new(worlds).map_err(|e| sc.error(format!("--threads {threads}: {e}")))?;
-    crate::run::rdma::run(sc, seed, Box::new(split), None)
+    crate::run::rdma::run(sc, r.seed, Box::new(split), None)
 }
 
-/// The simulated fabric of `sc`: topology, NICs, fault rules, pauses.
-fn sim_world(sc: &Scenario, r: &Resolved, seed: u64) -> Result<World, ScenarioError> {
-    let topo = r.topology.clone();
-    let n = topo.n_hosts();
-    let cfg = build::fabric_config(sc, seed, &r.nic)?;
-    let rules = build::rules(sc, seed, n)?;
-    let pauses = build::pauses(sc, n)?;
-    let mut world =
-        World::new(topo, cfg, rules).map_err(|e| sc.error_at("fault", e.to_string()))?;
-    if sc.file.topology.order == OrderKind::Windows {
+/// The simulated fabric of `sc` as `r` resolved it: topology, NICs,
+/// fault rules, pauses, the lossless configuration and the event order.
+/// (`sc` only locates an error the world reports.)
+fn sim_world(sc: &Scenario, r: &Resolved) -> Result<World, ScenarioError> {
+    let mut world = World::new(r.topology.clone(), r.fabric.clone(), r.rules.clone())
+        .map_err(|e| sc.error_at("fault", e.to_string()))?;
+    if r.windows {
         world
             .set_event_order(EventOrder::Windows)
             .map_err(|e| sc.error_at_key("order", format!("order = \"windows\": {e}")))?;
     }
-    if let Some(cfg) = build::pfc_config(sc)? {
+    if let Some(cfg) = r.pfc {
         build::apply_pfc(sc, &mut world, cfg)?;
     }
-    for p in pauses {
+    for p in &r.pauses {
         world
-            .pause(p)
+            .pause(*p)
             .map_err(|e| sc.error_at("pause", e.to_string()))?;
     }
     Ok(world)
@@ -236,14 +232,10 @@ fn sim_world(sc: &Scenario, r: &Resolved, seed: u64) -> Result<World, ScenarioEr
 /// millisecond clock, and a time limit of at least
 /// [`UDP_MIN_TIME_LIMIT`]. What has no meaning on real sockets is refused
 /// with the key that asks for it.
-fn run_udp(
-    sc: &Scenario,
-    r: &Resolved,
-    seed: u64,
-    opts: &RunOptions,
-) -> Result<Report, ScenarioError> {
+fn run_udp(sc: &Scenario, r: &Resolved, opts: &RunOptions) -> Result<Report, ScenarioError> {
     refuse_simulated_only(sc, opts)?;
-    let plans = egress_plans(sc, r, seed)?;
+    let seed = r.seed;
+    let plans = egress_plans(sc, r)?;
     let n = plans.len();
     let cfg = BridgeConfig {
         nic: real_time_floors(r.nic.clone()),
@@ -348,7 +340,8 @@ fn refuse_simulated_only(sc: &Scenario, opts: &RunOptions) -> Result<(), Scenari
 /// Each host's egress fault rules over real sockets: the scenario's rules
 /// with a stream per host, judged on the links a datagram between two
 /// hosts would cross in the simulated topology.
-fn egress_plans(sc: &Scenario, r: &Resolved, seed: u64) -> Result<Vec<FaultPlan>, ScenarioError> {
+fn egress_plans(sc: &Scenario, r: &Resolved) -> Result<Vec<FaultPlan>, ScenarioError> {
+    let seed = r.seed;
     let topo = &r.topology;
     let n = topo.n_hosts();
     // Which links a datagram between two hosts crosses in the simulated
@@ -437,8 +430,8 @@ impl From<ScenarioError> for HostError {
 pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> {
     refuse_simulated_only(sc, &RunOptions::default())?;
     let seed = opts.seed.unwrap_or(sc.file.seed);
-    let r = &resolve(sc)?;
-    let plans = egress_plans(sc, r, seed)?;
+    let r = &resolve(sc, seed)?;
+    let plans = egress_plans(sc, r)?;
     let n = plans.len();
     let bad = |message: String| {
         HostError::Input(ScenarioError {

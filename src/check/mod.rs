@@ -270,8 +270,8 @@ fn prepare(args: &CheckArgs) -> anyhow::Result<Prepared> {
     }
     let dropped_rules = sc.file.faults.len();
     sc.file.faults.clear();
-    let resolved =
-        udrma_scenarios::plan::resolved::resolve(&sc).map_err(|e| BadInput(e.to_string()))?;
+    let resolved = udrma_scenarios::plan::resolved::resolve(&sc, sc.file.seed)
+        .map_err(|e| BadInput(e.to_string()))?;
     let link_names = resolved
         .topology
         .link_names()

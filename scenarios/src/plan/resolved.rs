@@ -1,25 +1,45 @@
-//! One pass from a parsed scenario to the pieces every runner takes: the
-//! hardware profile (its TOML parsed once), the topology, and the NIC
-//! configuration (whose timer floors depend on the topology's paths).
-//! Validation and each run resolve a scenario once and hand the result
-//! down, so no runner rebuilds a piece from the file.
+//! One pass from a parsed scenario, for one seed, to the pieces every
+//! runner takes: the hardware profile (its TOML parsed once), the
+//! topology, the NIC configuration (whose timer floors depend on the
+//! topology's paths), and what the simulated world is built from (the
+//! fabric configuration, the fault rules with their seeded streams, the
+//! pauses, the lossless configuration, the event order). Validation and
+//! each run resolve a scenario once and hand the result down, so no
+//! runner rebuilds a piece from the file.
 
-use udrma_fabric::Topology;
+use udrma_fabric::{FabricConfig, PfcConfig, Topology};
+use udrma_faults::{HostPause, RuleSet};
 use udrma_nic::NicConfig;
+
+use crate::file::schema::OrderKind;
 
 use crate::plan::build;
 use crate::plan::profile::{self, Profile};
 use crate::{Scenario, ScenarioError};
 
-/// A scenario's profile, topology and NIC configuration, built once.
+/// A scenario resolved for one seed, each piece built once.
 #[derive(Debug, Clone)]
 pub struct Resolved {
+    /// The seed everything seeded below draws from.
+    pub seed: u64,
     /// The hardware profile the file names, if any.
     pub profile: Option<Profile>,
     /// The topology, with the profile's link under the file's values.
     pub topology: Topology,
     /// The NIC configuration every host starts with.
     pub nic: NicConfig,
+    /// The simulated fabric's configuration (routing, the NICs, phantom
+    /// payloads, sealing), for `seed`.
+    pub fabric: FabricConfig,
+    /// The fault rules, their streams seeded from `seed` (link names not
+    /// yet resolved: the world resolves them against its topology).
+    pub rules: RuleSet,
+    /// The host pauses.
+    pub pauses: Vec<HostPause>,
+    /// The lossless configuration (`None`: a lossy fabric).
+    pub pfc: Option<PfcConfig>,
+    /// Whether the world runs in lookahead windows (`order = "windows"`).
+    pub windows: bool,
 }
 
 impl Resolved {
@@ -29,15 +49,23 @@ impl Resolved {
     }
 }
 
-/// Resolves `sc`: each piece built once, each error located.
-pub fn resolve(sc: &Scenario) -> Result<Resolved, ScenarioError> {
+/// Resolves `sc` for `seed`: each piece built once, each error located.
+pub fn resolve(sc: &Scenario, seed: u64) -> Result<Resolved, ScenarioError> {
     let profile = profile::profile(sc)?;
     let topology = build::topology(sc, profile.as_ref())?;
-    if let Some(cfg) = build::pfc_config(sc)? {
-        build::check_pfc(sc, &cfg, &topology)?;
+    let pfc = build::pfc_config(sc)?;
+    if let Some(cfg) = &pfc {
+        build::check_pfc(sc, cfg, &topology)?;
     }
     let nic = build::nic_config(sc, profile.as_ref(), &topology)?;
+    let n = topology.n_hosts();
     Ok(Resolved {
+        seed,
+        fabric: build::fabric_config(sc, seed, &nic)?,
+        rules: build::rules(sc, seed, n)?,
+        pauses: build::pauses(sc, n)?,
+        pfc,
+        windows: sc.file.topology.order == OrderKind::Windows,
         profile,
         topology,
         nic,

@@ -13,8 +13,9 @@ impl Scenario {
         Ok(sc)
     }
 
-    /// Validates this scenario and returns what it resolves to: its
-    /// profile, topology and NIC configuration, each built once.
+    /// Validates this scenario and returns what it resolves to for its
+    /// own seed: its profile, topology, NIC configuration and what the
+    /// simulated world is built from, each built once.
     pub fn resolve(&self) -> Result<Resolved, ScenarioError> {
         crate::plan::validate::validate(self)
     }

@@ -6,22 +6,19 @@ use udrma_proto::NodeAddr;
 
 use crate::file::schema::{OpKind, SizesSpec, WorkloadKind, WorkloadSpec};
 use crate::file::units::parse_size;
-use crate::plan::build::{
-    fabric_config, host, msg_config, pauses, rules, MAX_OPS, MAX_STORED_BYTES,
-};
+use crate::plan::build::{host, msg_config, MAX_OPS, MAX_STORED_BYTES};
 use crate::plan::resolved::{resolve, Resolved};
 use crate::{Scenario, ScenarioError};
 
 /// Checks everything that can be checked without running; returns what
-/// `sc` resolves to.
+/// `sc` resolves to for its own seed.
 pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
     crate::file::applies::check(sc)?;
     unique_fault_names(sc)?;
-    let r = resolve(sc)?;
+    let r = resolve(sc, sc.file.seed)?;
     let topo = &r.topology;
     let n = topo.n_hosts();
-    let cfg = fabric_config(sc, sc.file.seed, &r.nic)?;
-    let mut rules = rules(sc, sc.file.seed, n)?;
+    let mut rules = r.rules.clone();
     let names = topo.link_names();
     rules
         .resolve(|l| topo.link_by_name(l), &names)
@@ -29,7 +26,6 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
             udrma_faults::FaultError::UnknownLink { link, .. } => sc.error_at(link, e.to_string()),
             _ => sc.error_at("fault", e.to_string()),
         })?;
-    pauses(sc, n)?;
     validate_messaging(sc, &r)?;
     crate::plan::ncplan::validate(sc, &r)?;
     crate::plan::collplan::validate(sc, n)?;
@@ -38,7 +34,7 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
             || w.kind == WorkloadKind::Noncontig
             || w.kind == WorkloadKind::Collective)
         {
-            validate_rdma_workload(sc, i, w, n, &cfg.nic)?;
+            validate_rdma_workload(sc, i, w, n, &r.fabric.nic)?;
         }
     }
     within_bounds(sc, n)?;
