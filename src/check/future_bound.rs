@@ -124,4 +124,21 @@ mod tests {
         let other = [at(0, 1), at(10, 2), at(25, 3)];
         assert_eq!(f.cut(&other, 0, 1), 2, "only the last packet alone matches");
     }
+
+    /// The same gaps with other packets (another segment, another
+    /// direction) are another future.
+    #[test]
+    fn other_packets_at_the_same_gaps_are_another_future() {
+        let mut f = Futures::default();
+        assert_eq!(f.cut(&[at(0, 0), at(10, 1)], 0, 1), usize::MAX);
+        assert_eq!(f.cut(&[at(0, 5), at(10, 6)], 0, 1), usize::MAX);
+        let mut back = at(0, 1);
+        back.direction = Direction::Reverse;
+        assert_eq!(f.cut(&[back], 0, 1), usize::MAX);
+        assert_eq!(
+            f.cut(&[at(7, 1)], 0, 1),
+            0,
+            "segment 1 forward, alone, was seen"
+        );
+    }
 }
