@@ -4,20 +4,25 @@
 //! `docs/design.md` and reports. It reads no files itself: the CLI hands
 //! it the text.
 //!
-//! A scenario goes down one corridor: parse → validate → resolve → run →
-//! report. The folders follow it, each importing only those before it:
+//! A scenario goes parse → validate → resolve → run → report. The
+//! modules are those stages, each importing only the ones listed before
+//! it (`tests/module_floors.rs`, at the workspace root, checks them and,
+//! inside each folder, its files):
 //! - [`file`]: the file and its keys (units, schema, edits, the parsed
 //!   scenario and its located errors, check names, which keys apply);
 //! - [`plan`]: resolving into what a run needs (profiles, topology, NICs,
-//!   fault rules, pauses, the workload families' plans), validation, and
+//!   fault rules, pauses, one plan per workload family), validation, and
 //!   `Scenario::parse`;
-//! - [`run`]: the entry and the backends, and one runner per workload
-//!   family (RDMA, messaging, non-contiguous, collective);
-//! - [`report`]: what a run reports, and its pictures (ladders, SVG).
+//! - [`backend`]: the seam between what the hosts do and where the
+//!   packets go (the simulated world, or real sockets);
+//! - [`report`]: what a run reports, read from a backend, and its
+//!   pictures (ladders, SVG);
+//! - [`run`]: the entry, which builds the backend, and one runner per
+//!   workload family (RDMA, messaging, non-contiguous, collective), each
+//!   filling a report.
 //!
-//! (The report sits after the runners that fill it; the runners import
-//! it, not the other way: `report` reads a backend only through the
-//! `backend` seam.)
+//! (So the report comes before the runners, though a run reaches it
+//! last: the runners fill it, and it reads the backend.)
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -8,11 +8,11 @@
 //!   `build/faults.rs`);
 //! - [`resolved`]: the one pass from a scenario to its profile, topology
 //!   and NIC configuration that validation and every run take;
-//! - one planner per workload family whose plan is its own module:
-//!   [`flows`] (sizes and starts of the flow workload, and its figures),
-//!   [`ncplan`] (the non-contiguous ping-pong's layouts and method),
-//!   [`collplan`] (the collective study's trees and iterations); the
-//!   RDMA and messaging plans are made by their runners (`crate::run`);
+//! - one planner per workload family: [`flows`] (sizes and starts of the
+//!   flow workload, and its figures), [`rdma`] (every operation of the
+//!   RDMA workloads), [`messaging`] (the OSU-shaped loops), [`ncplan`]
+//!   (the non-contiguous ping-pong's layouts and method), [`collplan`]
+//!   (the collective study's trees and iterations);
 //! - [`validate`]: the one validation pass (resolution, then what needs
 //!   it: host names, sizes, keys a kind does not take);
 //! - [`scenario`]: `Scenario::parse`, text to a validated scenario.
@@ -20,8 +20,10 @@
 pub mod build;
 pub mod collplan;
 pub mod flows;
+pub mod messaging;
 pub mod ncplan;
 pub mod profile;
+pub mod rdma;
 pub mod resolved;
 pub mod scenario;
 pub mod validate;

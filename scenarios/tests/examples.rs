@@ -278,6 +278,17 @@ fn invalid_files_say_where_and_what() {
         "{BASE}[[workload]]\nkind = \"random-pairs\"\nop = \"write\"\n"
     ));
     assert!(e.ends_with("workload 0 (random-pairs) needs `size`"), "{e}");
+    // A window that keeps nothing in flight (it was raised to 1 in
+    // silence).
+    let e = error(&format!(
+        "{BASE}[[workload]]\nkind = \"window\"\nop = \"write\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 8\nwindow = 0\n"
+    ));
+    assert!(
+        e.ends_with(
+            "workload 0 (window): window = 0 keeps nothing in flight; it must be at least 1"
+        ),
+        "{e}"
+    );
     // A queue that holds no packet (issue 51: `queue = 0` ran, dropping
     // everything).
     assert_eq!(

@@ -15,6 +15,7 @@ use crate::{Scenario, ScenarioError};
 pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
     crate::file::applies::check(sc)?;
     unique_fault_names(sc)?;
+    windows_hold_one(sc)?;
     let r = resolve(sc, sc.file.seed)?;
     let topo = &r.topology;
     let n = topo.n_hosts();
@@ -165,6 +166,23 @@ fn within_bounds(sc: &Scenario, n: usize) -> Result<(), ScenarioError> {
 }
 
 /// Every name in `checks.skip` is a check.
+/// A `window` of 0 would keep nothing in flight; it was raised to 1 in
+/// silence until a reader noticed, so it is refused at its place.
+fn windows_hold_one(sc: &Scenario) -> Result<(), ScenarioError> {
+    for (i, w) in sc.file.workloads.iter().enumerate() {
+        if w.window == Some(0) {
+            return Err(sc.error_at_key(
+                "window",
+                format!(
+                    "workload {i} ({}): window = 0 keeps nothing in flight; it must be at least 1",
+                    w.kind.name()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn known_skips(sc: &Scenario) -> Result<(), ScenarioError> {
     for s in &sc.file.checks.skip {
         if !crate::file::checks::CHECKS.contains(&s.as_str()) {

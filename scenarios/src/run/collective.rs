@@ -102,9 +102,6 @@ pub(crate) fn run(
     checks.insert("result-equal".into(), equal);
     checks.insert("bounded-state".into(), bounded);
     checks.insert("liveness".into(), live);
-    for skip in &sc.file.checks.skip {
-        checks.remove(skip);
-    }
     let mut rep = report::build(sc, seed, world.as_ref(), &[], posted, checks, notes);
     rep.ops = report::Ops {
         posted,

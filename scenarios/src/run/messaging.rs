@@ -6,15 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use udrma_faults::rng::{stream, unit};
 use udrma_host::messaging::{Messenger, MsgStats};
 use udrma_host::workload::msg::{self, MsgApp, MsgKind, MsgWorkload, Received, Sent};
-use udrma_proto::{Duration, Instant, NodeAddr};
+use udrma_proto::{Instant, NodeAddr};
 
 use crate::backend::Backend;
-use crate::file::schema::WorkloadKind;
-use crate::plan::build::{self, msg_config};
-use crate::plan::validate::sizes;
+use crate::plan::build::msg_config;
 use crate::report::{self, MessagingReport, Report, SizeRow};
 use crate::{Scenario, ScenarioError};
 
@@ -27,37 +24,7 @@ pub(crate) fn run(
     mut world: Box<dyn Backend>,
 ) -> Result<Report, ScenarioError> {
     let n = world.n_hosts();
-    let mut workloads: Vec<MsgWorkload> = Vec::new();
-    for (i, w) in sc.file.workloads.iter().enumerate() {
-        let who = format!("workload {i}");
-        let a = build::host(sc, w.src.as_deref().unwrap_or(""), n, &who)?;
-        let b = build::host(sc, w.dst.as_deref().unwrap_or(""), n, &who)?;
-        let kind = match w.kind {
-            WorkloadKind::MsgLatency => MsgKind::Latency,
-            WorkloadKind::MsgBw => MsgKind::Bw,
-            WorkloadKind::MsgBibw => MsgKind::Bibw,
-            _ => MsgKind::Mixed,
-        };
-        let sizes = if kind == MsgKind::Mixed {
-            mixed_sizes(seed, i, w.count)
-        } else {
-            sizes(sc, w, &who)?
-        };
-        workloads.push(MsgWorkload {
-            kind,
-            a,
-            b,
-            sizes,
-            warmup: if kind == MsgKind::Mixed {
-                0
-            } else {
-                w.warmup.unwrap_or(2)
-            },
-            count: w.count.max(1),
-            window: w.window.unwrap_or(64).max(1),
-            start: Instant::ZERO + w.start.map_or(Duration::ZERO, |t| t.0),
-        });
-    }
+    let workloads = crate::plan::messaging::workloads(sc, seed, n)?;
     // Messengers, connected at time zero, in workload order.
     let mut ms: Vec<Option<Messenger>> = (0..n).map(|_| None).collect();
     for (i, w) in workloads.iter().enumerate() {
@@ -89,24 +56,6 @@ pub(crate) fn run(
     }
     let (limit, ending) = crate::run::rdma::start_and_run(sc, world.as_mut())?;
     Ok(check(sc, seed, &*world, &workloads, limit, ending))
-}
-
-/// The bimodal mix: most messages 128 B – 4 KiB, one in ten 8 KiB – 1 MiB
-/// (log-uniform within each mode).
-fn mixed_sizes(seed: u64, wl: usize, count: u32) -> Vec<u64> {
-    let mut rng = stream(seed, &format!("mix:{wl}"));
-    (0..count)
-        .map(|_| {
-            let big = unit(&mut rng) < 0.1;
-            let (lo, hi) = if big {
-                (13.0f64, 20.0f64)
-            } else {
-                (7.0f64, 12.0f64)
-            };
-            let e = lo + unit(&mut rng) * (hi - lo);
-            2f64.powf(e).round() as u64
-        })
-        .collect()
 }
 
 /// Checks what the local hosts' apps recorded and builds the report.
@@ -177,9 +126,6 @@ fn check(
                 .map(|_| "messages still in the messaging layer".to_string())
         });
         notes.push(note);
-    }
-    for skip in &sc.file.checks.skip {
-        checks.remove(skip);
     }
     let posted = t.sent.len() as u64;
     let mut rep = report::build(sc, seed, world, &[], posted, checks, notes);

@@ -1,0 +1,68 @@
+//! The messaging workloads' plan (`msg-latency`, `msg-bw`, `msg-bibw`,
+//! `msg-mixed`): each workload's two hosts, its sizes (the file's, or
+//! the bimodal mix drawn from the seed), warm-up, count, window and
+//! start; the same in every process. The runner (`crate::run::messaging`)
+//! connects the messengers and installs the apps.
+
+use udrma_faults::rng::{stream, unit};
+use udrma_host::workload::msg::{MsgKind, MsgWorkload};
+use udrma_proto::{Duration, Instant};
+
+use crate::file::schema::WorkloadKind;
+use crate::plan::build;
+use crate::plan::validate::sizes;
+use crate::{Scenario, ScenarioError};
+
+/// The messaging workloads of `sc` over `n` hosts, for `seed`.
+pub fn workloads(sc: &Scenario, seed: u64, n: usize) -> Result<Vec<MsgWorkload>, ScenarioError> {
+    let mut workloads: Vec<MsgWorkload> = Vec::new();
+    for (i, w) in sc.file.workloads.iter().enumerate() {
+        let who = format!("workload {i}");
+        let a = build::host(sc, w.src.as_deref().unwrap_or(""), n, &who)?;
+        let b = build::host(sc, w.dst.as_deref().unwrap_or(""), n, &who)?;
+        let kind = match w.kind {
+            WorkloadKind::MsgLatency => MsgKind::Latency,
+            WorkloadKind::MsgBw => MsgKind::Bw,
+            WorkloadKind::MsgBibw => MsgKind::Bibw,
+            _ => MsgKind::Mixed,
+        };
+        let sizes = if kind == MsgKind::Mixed {
+            mixed_sizes(seed, i, w.count)
+        } else {
+            sizes(sc, w, &who)?
+        };
+        workloads.push(MsgWorkload {
+            kind,
+            a,
+            b,
+            sizes,
+            warmup: if kind == MsgKind::Mixed {
+                0
+            } else {
+                w.warmup.unwrap_or(2)
+            },
+            count: w.count.max(1),
+            window: w.window.unwrap_or(64).max(1),
+            start: Instant::ZERO + w.start.map_or(Duration::ZERO, |t| t.0),
+        });
+    }
+    Ok(workloads)
+}
+
+/// The bimodal mix: most messages 128 B – 4 KiB, one in ten 8 KiB – 1 MiB
+/// (log-uniform within each mode).
+fn mixed_sizes(seed: u64, wl: usize, count: u32) -> Vec<u64> {
+    let mut rng = stream(seed, &format!("mix:{wl}"));
+    (0..count)
+        .map(|_| {
+            let big = unit(&mut rng) < 0.1;
+            let (lo, hi) = if big {
+                (13.0f64, 20.0f64)
+            } else {
+                (7.0f64, 12.0f64)
+            };
+            let e = lo + unit(&mut rng) * (hi - lo);
+            2f64.powf(e).round() as u64
+        })
+        .collect()
+}
