@@ -154,18 +154,29 @@ fn declared(lib: &str) -> Vec<String> {
 }
 
 /// A module's code: its file and, for a folder module, every file in the
-/// folder; comment lines and `#[cfg(test)]` code left out.
+/// folder and the folders within; comment lines and `#[cfg(test)]` code
+/// left out.
 fn code_of(src: &Path, m: &str) -> String {
     let mut files = vec![src.join(format!("{m}.rs"))];
-    let dir = src.join(m);
-    if dir.is_dir() {
+    // The folder and every folder in it (`plan/build/nic.rs` is part of
+    // `plan`).
+    let mut dirs = vec![src.join(m)];
+    while let Some(dir) = dirs.pop() {
+        if !dir.is_dir() {
+            continue;
+        }
         let mut inner: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "rs"))
             .collect();
         inner.sort();
-        files.extend(inner);
+        for p in inner {
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
     }
     let mut out = String::new();
     for f in files.iter().filter(|f| f.exists()) {

@@ -283,12 +283,15 @@ fn invalid_files_say_where_and_what() {
     let e = error(&format!(
         "{BASE}[[workload]]\nkind = \"window\"\nop = \"write\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 8\nwindow = 0\n"
     ));
-    assert!(
-        e.ends_with(
-            "workload 0 (window): window = 0 keeps nothing in flight; it must be at least 1"
-        ),
-        "{e}"
+    assert_eq!(
+        e,
+        "bad.toml:11:1: workload 0 (window): window = 0 keeps nothing in flight; it must be at least 1"
     );
+    // At the workload that says it, not the first `window` of the file.
+    let e = error(&format!(
+        "{BASE}[[workload]]\nkind = \"window\"\nop = \"write\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 8\nwindow = 2\n[[workload]]\nkind = \"window\"\nop = \"write\"\nsrc = \"h1\"\ndst = \"h0\"\nsize = 8\nwindow = 0\n"
+    ));
+    assert!(e.starts_with("bad.toml:18:1: workload 1 (window)"), "{e}");
     // A queue that holds no packet (issue 51: `queue = 0` ran, dropping
     // everything).
     assert_eq!(

@@ -1,17 +1,19 @@
-//! `--merge-bound`: how much state merging could save at most, measured
-//! before a sound fingerprint exists.
+//! `--merge-bound`: an estimate of how much state merging could save,
+//! made before a sound fingerprint exists.
 //!
 //! Two runs in the same state at a decision point have the same future:
 //! without further faults they judge the same packets, at the same times
-//! relative to that point. So "equal futures" holds of every pair of
-//! runs a sound fingerprint would merge, and of some more (states that
-//! differ only where the fault-free future does not look: a counter, an
-//! RTT estimate that no timer reaches, the memory a check reads). A
-//! search that merges on equal futures therefore prunes at least what
-//! merging on states can: its count of runs is a lower bound on what a
-//! sound merged search runs. It is **not** a proof that nothing fails:
-//! the schedules it leaves out were never shown to behave like the ones
-//! it kept.
+//! relative to that point. So wherever a sound fingerprint would merge two
+//! runs, their futures are equal too, and merging on equal futures cuts
+//! there and in more places (states that differ only where the
+//! fault-free future does not look: a counter, an RTT estimate that no
+//! timer reaches, the memory a check reads). Its count of runs is what we
+//! expect the best merging to approach; that it is a floor is an
+//! argument, not a proof (a run cut here may lead, under a sound search,
+//! to states that are pruned later and are not here; hashes collide; a
+//! corruption's bit depends on the rule's place in the schedule). Nor is
+//! its verdict a proof: the schedules it leaves out were never shown to
+//! behave like the ones it kept.
 //!
 //! The future at position `q` of a run's egress log is the log from `q`
 //! on, each packet as the fault rules see it (link, direction, hosts,
@@ -40,9 +42,11 @@ impl Futures {
 
     /// Walks `log` from `start` (the packet after the run's last fault)
     /// and returns the first position whose future was already recorded
-    /// with at least `left` faults to spend: the run's children from there
-    /// on would repeat that run's. Records the futures before it.
-    /// `usize::MAX` when none met.
+    /// with at least `left` faults to spend: from there on the run's
+    /// children would be taken to repeat that run's. Records the futures
+    /// before it. `usize::MAX` when none met. (The search makes runs level
+    /// by level, so an earlier run never had fewer faults left; the test
+    /// keeps the rule whole.)
     pub fn cut(&mut self, log: &[Egress], start: usize, left: usize) -> usize {
         let n = log.len();
         // tail[i]: the packets from i on, each with its gap from the one

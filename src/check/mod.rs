@@ -434,6 +434,9 @@ fn search_flags(asked: &shard::Asked, seed: u64, bound: &enumerate::Bound) -> St
     if asked.delay_given {
         flags.push_str(&format!(" --delay {}ns", bound.delay_ns));
     }
+    if bound.merge_bound {
+        flags.push_str(" --merge-bound");
+    }
     flags
 }
 

@@ -157,7 +157,7 @@ pub fn print_search(
     if let Some(f) = &s.futures {
         writeln!(
             out,
-            "merge bound {} runs met an earlier run's future ({} futures recorded); the schedules below them did not run",
+            "merge bound {} runs met an earlier run's future ({} futures recorded); their schedules with a fault from the meeting packet on did not run",
             f.met,
             f.recorded()
         )?;
@@ -165,8 +165,13 @@ pub fn print_search(
     if s.first.is_some() && s.levels.len() <= bound.faults {
         writeln!(
             out,
-            "            stopped after {} faults: the smallest counterexample has that many",
-            s.levels.len() - 1
+            "            stopped after {} faults: the smallest counterexample{} has that many",
+            s.levels.len() - 1,
+            if s.futures.is_some() {
+                " among the schedules that ran"
+            } else {
+                ""
+            }
         )?;
     }
     writeln!(
@@ -266,9 +271,15 @@ pub fn print_violation(
 ) -> io::Result<()> {
     let n = schedule.len();
     let same = s.levels.get(n).map_or(1, |l| l.violations);
+    // Under --merge-bound, schedules with fewer faults may not have run.
+    let smallest = if s.futures.is_some() {
+        "the smallest that ran"
+    } else {
+        "the smallest"
+    };
     writeln!(
         out,
-        "result      VIOLATION with {n} fault(s) (the smallest; {same} schedule(s) with {n} faults violate): fails {}",
+        "result      VIOLATION with {n} fault(s) ({smallest}; {same} schedule(s) with {n} faults violate): fails {}",
         outcome.failing().join(", ")
     )?;
     for (i, f) in schedule.iter().enumerate() {

@@ -59,10 +59,22 @@ pub fn resolve(sc: &Scenario, seed: u64) -> Result<Resolved, ScenarioError> {
     }
     let nic = build::nic_config(sc, profile.as_ref(), &topology)?;
     let n = topology.n_hosts();
+    let fabric = build::fabric_config(sc, seed, &nic)?;
+    let rules = build::rules(sc, seed, n)?;
+    // The rules' links must exist (checked on a copy: the world resolves
+    // its own against the same topology).
+    let names = topology.link_names();
+    rules
+        .clone()
+        .resolve(|l| topology.link_by_name(l), &names)
+        .map_err(|e| match &e {
+            udrma_faults::FaultError::UnknownLink { link, .. } => sc.error_at(link, e.to_string()),
+            _ => sc.error_at("fault", e.to_string()),
+        })?;
     Ok(Resolved {
         seed,
-        fabric: build::fabric_config(sc, seed, &nic)?,
-        rules: build::rules(sc, seed, n)?,
+        fabric,
+        rules,
         pauses: build::pauses(sc, n)?,
         pfc,
         windows: sc.file.topology.order == OrderKind::Windows,

@@ -15,18 +15,9 @@ use crate::{Scenario, ScenarioError};
 pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
     crate::file::applies::check(sc)?;
     unique_fault_names(sc)?;
-    windows_hold_one(sc)?;
     let r = resolve(sc, sc.file.seed)?;
-    let topo = &r.topology;
-    let n = topo.n_hosts();
-    let mut rules = r.rules.clone();
-    let names = topo.link_names();
-    rules
-        .resolve(|l| topo.link_by_name(l), &names)
-        .map_err(|e| match &e {
-            udrma_faults::FaultError::UnknownLink { link, .. } => sc.error_at(link, e.to_string()),
-            _ => sc.error_at("fault", e.to_string()),
-        })?;
+    let n = r.topology.n_hosts();
+    windows_hold_one(sc)?;
     validate_messaging(sc, &r)?;
     crate::plan::ncplan::validate(sc, &r)?;
     crate::plan::collplan::validate(sc, n)?;
@@ -165,24 +156,25 @@ fn within_bounds(sc: &Scenario, n: usize) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-/// Every name in `checks.skip` is a check.
 /// A `window` of 0 would keep nothing in flight; it was raised to 1 in
 /// silence until a reader noticed, so it is refused at its place.
 fn windows_hold_one(sc: &Scenario) -> Result<(), ScenarioError> {
     for (i, w) in sc.file.workloads.iter().enumerate() {
         if w.window == Some(0) {
-            return Err(sc.error_at_key(
-                "window",
-                format!(
+            return Err(ScenarioError {
+                file: sc.path.clone(),
+                at: crate::file::edit::locate(&sc.text, &format!("workload.{i}.window")),
+                message: format!(
                     "workload {i} ({}): window = 0 keeps nothing in flight; it must be at least 1",
                     w.kind.name()
                 ),
-            ));
+            });
         }
     }
     Ok(())
 }
 
+/// Every name in `checks.skip` is a check.
 fn known_skips(sc: &Scenario) -> Result<(), ScenarioError> {
     for s in &sc.file.checks.skip {
         if !crate::file::checks::CHECKS.contains(&s.as_str()) {

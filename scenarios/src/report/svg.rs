@@ -775,3 +775,72 @@ impl LogFrame {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drawings_are_well_formed_svg() {
+        let p = sweep_plot(
+            "t",
+            &XAxis {
+                label: "loss".into(),
+                ..XAxis::default()
+            },
+            &[Panel {
+                title: "goodput (Gb/s)".into(),
+                points: vec![(0.0, vec![90.0, 92.0]), (0.01, vec![80.0, 85.0])],
+                log_y: false,
+            }],
+        );
+        assert!(p.starts_with("<svg") && p.ends_with("</svg>") && p.contains("polyline"));
+        let l = ladder(
+            "h0",
+            "h1",
+            &[Arrow {
+                rightward: true,
+                sent: 0,
+                end: 1_000_000,
+                label: "WRITE_FIRST 0/2".into(),
+                mark: Mark::Dropped,
+                held_until: None,
+                msg: 0,
+            }],
+            "x",
+        );
+        assert!(l.contains("dropped") && l.ends_with("</svg>"));
+    }
+
+    #[test]
+    fn size_sweeps_label_sizes_and_spread_latency_over_decades() {
+        let points: Vec<(f64, Vec<f64>)> = (0..23)
+            .map(|e| (2f64.powi(e), vec![1.0 + 2f64.powi(e) / 1e4]))
+            .collect();
+        let p = sweep_plot(
+            "osu",
+            &XAxis {
+                label: "message size".into(),
+                log2: true,
+                bytes: true,
+                names: Vec::new(),
+            },
+            &[Panel {
+                title: "latency (us)".into(),
+                points,
+                log_y: true,
+            }],
+        );
+        // Sizes, not exponents, on the x axis.
+        assert!(
+            p.contains(">4 KiB<") && p.contains(">1 B<") && p.contains(">4 MiB<"),
+            "{p}"
+        );
+        assert!(!p.contains(">13<"));
+        // Decade ticks on the y axis: 1, 10 and 100 us all labelled.
+        for t in [">1<", ">10<", ">100<"] {
+            assert!(p.contains(t), "{t} missing");
+        }
+        assert_eq!(fmt_bytes(1536.0), "1.5 KiB");
+    }
+}
