@@ -110,8 +110,8 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
     }
     let ladder_hosts = match &opts.ladder {
         Some(l) => Some((
-            build::host(sc, &l.left, n, "ladder")?,
-            build::host(sc, &l.right, n, "ladder")?,
+            sc.host(&l.left, n, "ladder")?,
+            sc.host(&l.right, n, "ladder")?,
         )),
         None => None,
     };
@@ -217,7 +217,10 @@ fn sim_world(sc: &Scenario, r: &Resolved) -> Result<World, ScenarioError> {
             .map_err(|e| sc.error_at_key("order", format!("order = \"windows\": {e}")))?;
     }
     if let Some(cfg) = r.pfc {
-        build::apply_pfc(sc, &mut world, cfg)?;
+        // Checked against this topology and event order by `resolve`.
+        world
+            .set_pfc(cfg)
+            .map_err(|e| sc.error_at_key("pfc", format!("topology.pfc: {e}")))?;
     }
     for p in &r.pauses {
         world
@@ -440,10 +443,10 @@ pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> 
             message,
         })
     };
-    let local = build::host(sc, &opts.host, n, "--as")?;
+    let local = sc.host(&opts.host, n, "--as")?;
     let mut remotes: Vec<(NodeAddr, SocketAddr)> = Vec::new();
     for (name, addr) in &opts.peers {
-        let h = build::host(sc, name, n, "--peer")?;
+        let h = sc.host(name, n, "--peer")?;
         if h == local || remotes.iter().any(|(r, _)| *r == h) {
             return Err(bad(format!(
                 "--peer {name}={addr}: {name} is this host, or listed twice"

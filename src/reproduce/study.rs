@@ -373,10 +373,9 @@ fn beyond_table(get: Get, extra: &mut String) -> anyhow::Result<()> {
     }
     // The walk's cost as the shipped profile has it, not as written here.
     let study = scenario("noncontig-study.toml", STUDY, &[])?;
-    let profile =
-        udrma_scenarios::plan::profile::profile(&study).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let search =
-        udrma_scenarios::plan::profile::cost_model(&study, profile.as_ref()).translate_search;
+    let (_, cost) =
+        udrma_scenarios::plan::profile::hardware(&study).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let search = cost.translate_search;
     let _ = writeln!(
         extra,
         "\nWhy: an indirect key's entries have lengths of their own, so an offset does not \

@@ -62,6 +62,32 @@ impl Scenario {
         Ok(sc)
     }
 
+    /// The host a name in the file means: `h<n>` → host `n`, if a
+    /// topology of `n_hosts` has it; otherwise an error at the name,
+    /// saying `whose` it was.
+    pub fn host(
+        &self,
+        name: &str,
+        n_hosts: usize,
+        whose: &str,
+    ) -> Result<udrma_proto::NodeAddr, ScenarioError> {
+        let id = name.strip_prefix('h').and_then(|n| n.parse::<u32>().ok());
+        match id {
+            Some(i) if (i as usize) < n_hosts => Ok(udrma_proto::NodeAddr(i)),
+            Some(_) => Err(self.error_at(
+                name,
+                format!(
+                    "{whose}: no host {name:?} in this topology (it has {n_hosts} hosts, h0..h{})",
+                    n_hosts - 1
+                ),
+            )),
+            None => Err(self.error_at(
+                name,
+                format!("{whose}: {name:?} is not a host name (expected h0, h1, ...)"),
+            )),
+        }
+    }
+
     /// An error about the key `key` (located at the first line that sets
     /// it, if any).
     pub fn error_at_key(&self, key: &str, message: String) -> ScenarioError {

@@ -9,19 +9,19 @@
 //! Here: the topology, PFC, the fabric's configuration, a host's plan and
 //! the messaging layer's configuration.
 
-use udrma_fabric::{FabricConfig, LinkParams, Policy, Topology};
+use udrma_fabric::{LinkParams, Topology};
 use udrma_host::messaging::MsgConfig;
 use udrma_nic::NicConfig;
 use udrma_proto::{Duration, Instant, NodeAddr, Protocol};
 
-use crate::file::schema::{ModelKind, RoutingKind, TopologyKind};
+use crate::file::schema::{ModelKind, TopologyKind};
 use crate::plan::profile::Profile;
 use crate::{Scenario, ScenarioError};
 
 mod faults;
 mod nic;
 
-pub use faults::{pauses, rules, OPCODE_NAMES};
+pub use faults::{fault_plan, rules, OPCODE_NAMES};
 pub use nic::nic_config;
 
 /// Most hosts a scenario's topology may have (a k = 128 fat tree).
@@ -32,8 +32,23 @@ pub const MAX_OPS: u128 = 2_000_000;
 /// stored twice: at its source and at its target).
 pub const MAX_STORED_BYTES: u128 = 4 << 30;
 
+/// The fabric's shape: the topology (over the hardware profile's link,
+/// if any) and, for a lossless fabric, its PFC configuration checked
+/// against it.
+pub fn shape(
+    sc: &Scenario,
+    profile: Option<&Profile>,
+) -> Result<(Topology, Option<udrma_fabric::PfcConfig>), ScenarioError> {
+    let topology = topology(sc, profile)?;
+    let pfc = pfc_config(sc)?;
+    if let Some(cfg) = &pfc {
+        check_pfc(sc, cfg, &topology)?;
+    }
+    Ok((topology, pfc))
+}
+
 /// Builds the topology (over the hardware profile's link, if any).
-pub fn topology(sc: &Scenario, profile: Option<&Profile>) -> Result<Topology, ScenarioError> {
+fn topology(sc: &Scenario, profile: Option<&Profile>) -> Result<Topology, ScenarioError> {
     let t = &sc.file.topology;
     let mut d = LinkParams::default();
     if let Some(p) = profile {
@@ -165,7 +180,7 @@ pub fn kary_levels(k: u32, hosts: u32) -> u32 {
 /// `[topology] pfc` and its keys: the lossless configuration, or `None`
 /// for a lossy fabric (a `pfc_*` key without `pfc = true` is refused at
 /// its place: it would change nothing).
-pub fn pfc_config(sc: &Scenario) -> Result<Option<udrma_fabric::PfcConfig>, ScenarioError> {
+fn pfc_config(sc: &Scenario) -> Result<Option<udrma_fabric::PfcConfig>, ScenarioError> {
     let t = &sc.file.topology;
     let set = [
         ("pfc_xoff", t.pfc_xoff.is_some()),
@@ -201,7 +216,7 @@ pub fn pfc_config(sc: &Scenario) -> Result<Option<udrma_fabric::PfcConfig>, Scen
 /// Checks `cfg` against `topo` (and the event order), naming the key at
 /// fault: a headroom that cannot take one round trip at line rate is
 /// refused with the arithmetic.
-pub fn check_pfc(
+fn check_pfc(
     sc: &Scenario,
     cfg: &udrma_fabric::PfcConfig,
     topo: &Topology,
@@ -210,15 +225,6 @@ pub fn check_pfc(
         return Err(pfc_error(sc, udrma_fabric::PfcError::Windows));
     }
     cfg.check(topo).map(|_| ()).map_err(|e| pfc_error(sc, e))
-}
-
-/// Makes `world` lossless as `cfg` says.
-pub fn apply_pfc(
-    sc: &Scenario,
-    world: &mut udrma_fabric::World,
-    cfg: udrma_fabric::PfcConfig,
-) -> Result<(), ScenarioError> {
-    world.set_pfc(cfg).map_err(|e| pfc_error(sc, e))
 }
 
 /// A refused PFC configuration, at the key that asked for it.
@@ -236,58 +242,6 @@ fn pfc_error(sc: &Scenario, e: udrma_fabric::PfcError) -> ScenarioError {
         PfcError::Trim(_) => "trim",
     };
     sc.error_at_key(key, format!("topology.{key}: {e}"))
-}
-
-/// The fabric configuration for `seed`, with NICs configured as `nic`.
-pub fn fabric_config(
-    sc: &Scenario,
-    seed: u64,
-    nic: &NicConfig,
-) -> Result<FabricConfig, ScenarioError> {
-    Ok(FabricConfig {
-        seed,
-        routing: match sc.file.topology.routing {
-            RoutingKind::Shortest => Policy::ShortestPath,
-            RoutingKind::Ecmp => Policy::Ecmp,
-            RoutingKind::Spray => Policy::Spray,
-        },
-        nic: nic.clone(),
-        phantom_payload: sc.file.topology.phantom,
-        seal_bytes: match sc.file.security.mode.as_deref() {
-            None | Some("none") => 0,
-            Some("aead") => udrma_proto::secure::OVERHEAD as u64,
-            Some(other) => {
-                return Err(sc.error_at_key(
-                    "mode",
-                    format!("security.mode = {other:?}: expected \"none\" or \"aead\""),
-                ))
-            }
-        },
-    })
-}
-
-/// `h<n>` → host `n`, if the topology has it.
-pub fn host(
-    sc: &Scenario,
-    name: &str,
-    n_hosts: usize,
-    whose: &str,
-) -> Result<NodeAddr, ScenarioError> {
-    let id = name.strip_prefix('h').and_then(|n| n.parse::<u32>().ok());
-    match id {
-        Some(i) if (i as usize) < n_hosts => Ok(NodeAddr(i)),
-        Some(_) => Err(sc.error_at(
-            name,
-            format!(
-                "{whose}: no host {name:?} in this topology (it has {n_hosts} hosts, h0..h{})",
-                n_hosts - 1
-            ),
-        )),
-        None => Err(sc.error_at(
-            name,
-            format!("{whose}: {name:?} is not a host name (expected h0, h1, ...)"),
-        )),
-    }
 }
 
 /// The messaging layer's configuration for host `h` of `n` hosts whose
@@ -339,7 +293,7 @@ pub fn msg_config(
         let hosts = f
             .src
             .iter()
-            .map(|x| host(sc, x, n, &who))
+            .map(|x| sc.host(x, n, &who))
             .collect::<Result<Vec<_>, _>>()?;
         let p = f.p.ok_or_else(|| {
             sc.error_at(

@@ -9,7 +9,6 @@ use udrma_host::workload::msg::{MsgKind, MsgWorkload};
 use udrma_proto::{Duration, Instant};
 
 use crate::file::schema::WorkloadKind;
-use crate::plan::build;
 use crate::plan::validate::sizes;
 use crate::{Scenario, ScenarioError};
 
@@ -18,8 +17,8 @@ pub fn workloads(sc: &Scenario, seed: u64, n: usize) -> Result<Vec<MsgWorkload>,
     let mut workloads: Vec<MsgWorkload> = Vec::new();
     for (i, w) in sc.file.workloads.iter().enumerate() {
         let who = format!("workload {i}");
-        let a = build::host(sc, w.src.as_deref().unwrap_or(""), n, &who)?;
-        let b = build::host(sc, w.dst.as_deref().unwrap_or(""), n, &who)?;
+        let a = sc.host(w.src.as_deref().unwrap_or(""), n, &who)?;
+        let b = sc.host(w.dst.as_deref().unwrap_or(""), n, &who)?;
         let kind = match w.kind {
             WorkloadKind::MsgLatency => MsgKind::Latency,
             WorkloadKind::MsgBw => MsgKind::Bw,

@@ -9,7 +9,6 @@ use udrma_host::workload::noncontig::NcPlan;
 use udrma_proto::{Duration, Instant};
 
 use crate::file::schema::{WorkloadKind, WorkloadSpec};
-use crate::plan::build;
 use crate::plan::resolved::Resolved;
 use crate::{Scenario, ScenarioError};
 
@@ -176,8 +175,8 @@ pub fn plan(sc: &Scenario, r: &Resolved) -> Result<Planned, ScenarioError> {
     let (Some(src), Some(dst)) = (w.src.as_deref(), w.dst.as_deref()) else {
         return Err(sc.error_at("noncontig", format!("{who} needs `src` and `dst`")));
     };
-    let a = build::host(sc, src, n, who)?;
-    let b = build::host(sc, dst, n, who)?;
+    let a = sc.host(src, n, who)?;
+    let b = sc.host(dst, n, who)?;
     if a == b {
         return Err(sc.error_at(
             "noncontig",

@@ -73,8 +73,16 @@ pub struct ProfileLink {
     pub latency: Option<Time>,
 }
 
-/// The scenario's profile, if it names one.
-pub fn profile(sc: &Scenario) -> Result<Option<Profile>, ScenarioError> {
+/// The hardware the file names: its profile, if any, and the cost model
+/// (the profile's, under the file's `[cost]`).
+pub fn hardware(sc: &Scenario) -> Result<(Option<Profile>, CostModel), ScenarioError> {
+    let profile = profile(sc)?;
+    let cost = cost_model(sc, profile.as_ref());
+    Ok((profile, cost))
+}
+
+/// The hardware profile the file names, if any.
+fn profile(sc: &Scenario) -> Result<Option<Profile>, ScenarioError> {
     let Some(name) = &sc.file.profile else {
         return Ok(None);
     };

@@ -10,7 +10,6 @@ use udrma_host::workload::rdma::{OpKind, RdmaPlan, Reuse, When};
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::file::schema::{OpKind as SchemaOp, WorkloadKind, WorkloadSpec};
-use crate::plan::build;
 use crate::{Scenario, ScenarioError};
 
 /// Plans every operation of the RDMA workloads and where its bytes live:
@@ -18,8 +17,7 @@ use crate::{Scenario, ScenarioError};
 /// only).
 pub fn plan(sc: &Scenario, seed: u64, n: usize, host_bps: u64) -> Result<RdmaPlan, ScenarioError> {
     let mut p = RdmaPlan::new(n, sc.file.topology.phantom);
-    let host =
-        |name: &Option<String>, who: &str| build::host(sc, name.as_deref().unwrap_or(""), n, who);
+    let host = |name: &Option<String>, who: &str| sc.host(name.as_deref().unwrap_or(""), n, who);
     for (wi, w) in sc.file.workloads.iter().enumerate() {
         let who = format!("workload {wi}");
         let start = Instant::ZERO + w.start.map_or(Duration::ZERO, |t| t.0);
@@ -132,7 +130,7 @@ fn rounds(
     seed: u64,
     who: &str,
 ) -> Result<(Vec<(NodeAddr, NodeAddr)>, u32), ScenarioError> {
-    let host = |name: &str| build::host(sc, name, n, who);
+    let host = |name: &str| sc.host(name, n, who);
     let hosts = (0..n as u32).map(NodeAddr);
     Ok(match w.kind {
         WorkloadKind::AllToAll => {

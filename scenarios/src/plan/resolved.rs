@@ -7,11 +7,11 @@
 //! each run resolve a scenario once and hand the result down, so no
 //! runner rebuilds a piece from the file.
 
-use udrma_fabric::{FabricConfig, PfcConfig, Topology};
+use udrma_fabric::{FabricConfig, PfcConfig, Policy, Topology};
 use udrma_faults::{HostPause, RuleSet};
 use udrma_nic::NicConfig;
 
-use crate::file::schema::OrderKind;
+use crate::file::schema::{OrderKind, RoutingKind};
 
 use crate::plan::build;
 use crate::plan::profile::{self, Profile};
@@ -51,35 +51,44 @@ impl Resolved {
 
 /// Resolves `sc` for `seed`: each piece built once, each error located.
 pub fn resolve(sc: &Scenario, seed: u64) -> Result<Resolved, ScenarioError> {
-    let profile = profile::profile(sc)?;
-    let topology = build::topology(sc, profile.as_ref())?;
-    let pfc = build::pfc_config(sc)?;
-    if let Some(cfg) = &pfc {
-        build::check_pfc(sc, cfg, &topology)?;
-    }
-    let nic = build::nic_config(sc, profile.as_ref(), &topology)?;
-    let n = topology.n_hosts();
-    let fabric = build::fabric_config(sc, seed, &nic)?;
-    let rules = build::rules(sc, seed, n)?;
-    // The rules' links must exist (checked on a copy: the world resolves
-    // its own against the same topology).
-    let names = topology.link_names();
-    rules
-        .clone()
-        .resolve(|l| topology.link_by_name(l), &names)
-        .map_err(|e| match &e {
-            udrma_faults::FaultError::UnknownLink { link, .. } => sc.error_at(link, e.to_string()),
-            _ => sc.error_at("fault", e.to_string()),
-        })?;
+    let (profile, cost) = profile::hardware(sc)?;
+    let (topology, pfc) = build::shape(sc, profile.as_ref())?;
+    let nic = build::nic_config(sc, profile.as_ref(), &cost, &topology)?;
+    let fabric = fabric_config(sc, seed, &nic)?;
+    let (rules, pauses) = build::fault_plan(sc, seed, &topology)?;
     Ok(Resolved {
         seed,
         fabric,
         rules,
-        pauses: build::pauses(sc, n)?,
+        pauses,
         pfc,
         windows: sc.file.topology.order == OrderKind::Windows,
         profile,
         topology,
         nic,
+    })
+}
+
+/// The fabric configuration for `seed`, with NICs configured as `nic`.
+fn fabric_config(sc: &Scenario, seed: u64, nic: &NicConfig) -> Result<FabricConfig, ScenarioError> {
+    Ok(FabricConfig {
+        seed,
+        routing: match sc.file.topology.routing {
+            RoutingKind::Shortest => Policy::ShortestPath,
+            RoutingKind::Ecmp => Policy::Ecmp,
+            RoutingKind::Spray => Policy::Spray,
+        },
+        nic: nic.clone(),
+        phantom_payload: sc.file.topology.phantom,
+        seal_bytes: match sc.file.security.mode.as_deref() {
+            None | Some("none") => 0,
+            Some("aead") => udrma_proto::secure::OVERHEAD as u64,
+            Some(other) => {
+                return Err(sc.error_at_key(
+                    "mode",
+                    format!("security.mode = {other:?}: expected \"none\" or \"aead\""),
+                ))
+            }
+        },
     })
 }

@@ -6,7 +6,7 @@ use udrma_proto::NodeAddr;
 
 use crate::file::schema::{OpKind, SizesSpec, WorkloadKind, WorkloadSpec};
 use crate::file::units::parse_size;
-use crate::plan::build::{host, msg_config, MAX_OPS, MAX_STORED_BYTES};
+use crate::plan::build::{msg_config, MAX_OPS, MAX_STORED_BYTES};
 use crate::plan::resolved::{resolve, Resolved};
 use crate::{Scenario, ScenarioError};
 
@@ -44,10 +44,10 @@ fn validate_rdma_workload(
 ) -> Result<(), ScenarioError> {
     let who = format!("workload {i} ({})", w.kind.name());
     for h in w.src.iter().chain(w.dst.iter()).chain(w.srcs.iter()) {
-        host(sc, h, n, &who)?;
+        sc.host(h, n, &who)?;
     }
     for (k, [a, b]) in w.pairs.iter().enumerate() {
-        let (x, y) = (host(sc, a, n, &who)?, host(sc, b, n, &who)?);
+        let (x, y) = (sc.host(a, n, &who)?, sc.host(b, n, &who)?);
         if x == y {
             return Err(sc.error_at_key(
                 "pairs",

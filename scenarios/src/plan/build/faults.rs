@@ -8,8 +8,6 @@ use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode};
 use crate::file::schema::{FaultSpec, ModelKind};
 use crate::{Scenario, ScenarioError};
 
-use super::host;
-
 /// The opcodes a `[[fault]]` rule can name (`opcodes = [...]`), by the
 /// name a scenario file gives them.
 pub const OPCODE_NAMES: [(&str, Opcode); 13] = [
@@ -72,6 +70,26 @@ fn flag(sc: &Scenario, name: &str) -> Result<Flags, ScenarioError> {
                 ),
             )
         })
+}
+
+/// The fault plan for `seed`: the rules (their links checked against
+/// `topology`; the world resolves its own copy) and the host pauses.
+pub fn fault_plan(
+    sc: &Scenario,
+    seed: u64,
+    topology: &udrma_fabric::Topology,
+) -> Result<(RuleSet, Vec<HostPause>), ScenarioError> {
+    let n = topology.n_hosts();
+    let rules = rules(sc, seed, n)?;
+    let names = topology.link_names();
+    rules
+        .clone()
+        .resolve(|l| topology.link_by_name(l), &names)
+        .map_err(|e| match &e {
+            udrma_faults::FaultError::UnknownLink { link, .. } => sc.error_at(link, e.to_string()),
+            _ => sc.error_at("fault", e.to_string()),
+        })?;
+    Ok((rules, pauses(sc, n)?))
 }
 
 /// Builds the fault rules (names resolved to links by the world).
@@ -158,7 +176,7 @@ fn model(
         ModelKind::Down => Model::Down,
         ModelKind::Partition => {
             let side = |names: &[String]| -> Result<Vec<NodeAddr>, ScenarioError> {
-                names.iter().map(|h| host(sc, h, n_hosts, &format!("fault {name:?}"))).collect()
+                names.iter().map(|h| sc.host(h, n_hosts, &format!("fault {name:?}"))).collect()
             };
             Model::Partition {
                 a: side(&f.a)?,
@@ -194,12 +212,12 @@ fn target(
     target.src = f
         .src
         .iter()
-        .map(|h| host(sc, h, n_hosts, &who))
+        .map(|h| sc.host(h, n_hosts, &who))
         .collect::<Result<_, _>>()?;
     target.dst = f
         .dst
         .iter()
-        .map(|h| host(sc, h, n_hosts, &who))
+        .map(|h| sc.host(h, n_hosts, &who))
         .collect::<Result<_, _>>()?;
     target.opcodes = f
         .opcodes
@@ -225,12 +243,12 @@ fn target(
 }
 
 /// The host pauses.
-pub fn pauses(sc: &Scenario, n_hosts: usize) -> Result<Vec<HostPause>, ScenarioError> {
+fn pauses(sc: &Scenario, n_hosts: usize) -> Result<Vec<HostPause>, ScenarioError> {
     sc.file
         .pauses
         .iter()
         .map(|p| {
-            let h = host(sc, &p.host, n_hosts, "pause")?;
+            let h = sc.host(&p.host, n_hosts, "pause")?;
             if p.until.0 <= p.from.0 {
                 return Err(sc.error_at(
                     &p.host,

@@ -10,6 +10,7 @@ use crate::file::schema::{RoutingKind, TopologyKind};
 use crate::file::units::RtoFloor;
 use crate::plan::profile::Profile;
 use crate::{Scenario, ScenarioError};
+use udrma_nic::CostModel;
 
 use super::kary_levels;
 
@@ -41,10 +42,11 @@ fn mode<T: Copy>(
 pub fn nic_config(
     sc: &Scenario,
     profile: Option<&Profile>,
+    cost: &CostModel,
     topo: &Topology,
 ) -> Result<NicConfig, ScenarioError> {
     let n = &sc.file.nic;
-    let d = profile_defaults(sc, profile);
+    let d = profile_defaults(sc, profile, cost);
     let t = |v: Option<crate::file::units::Time>, d: Duration| v.map_or(d, |x| x.0);
     let sack_delay = t(n.sack_delay, Duration::from_micros(2));
     let m = Modes::of(sc, &d, sack_delay)?;
@@ -196,7 +198,7 @@ impl Modes {
 /// The defaults a `[nic]` key falls back to: the engine's, with the
 /// hardware profile's MTU, limits, translation cache and costs, and the
 /// descriptor ring's low-water mark a quarter of its size unless given.
-fn profile_defaults(sc: &Scenario, profile: Option<&Profile>) -> NicConfig {
+fn profile_defaults(sc: &Scenario, profile: Option<&Profile>, cost: &CostModel) -> NicConfig {
     let n = &sc.file.nic;
     let mut d = NicConfig::default();
     if let Some(p) = profile {
@@ -215,7 +217,7 @@ fn profile_defaults(sc: &Scenario, profile: Option<&Profile>) -> NicConfig {
             .translation_entries_per_line
             .unwrap_or(t.entries_per_line);
     }
-    d.cost = crate::plan::profile::cost_model(sc, profile);
+    d.cost = *cost;
     if let Some(r) = n.descriptor_ring {
         d.descriptor_ring = r;
         d.ring_low_water = n.ring_low_water.unwrap_or(r / 4);
