@@ -292,6 +292,12 @@ fn invalid_files_say_where_and_what() {
         "{BASE}[[workload]]\nkind = \"window\"\nop = \"write\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 8\nwindow = 2\n[[workload]]\nkind = \"window\"\nop = \"write\"\nsrc = \"h1\"\ndst = \"h0\"\nsize = 8\nwindow = 0\n"
     ));
     assert!(e.starts_with("bad.toml:18:1: workload 1 (window)"), "{e}");
+    // A fault model's own refusal points at the key it names, not at the
+    // rule's name.
+    let e = error(&format!(
+        "{BASE}[[workload]]\nkind = \"single\"\nop = \"write\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 8\n[[fault]]\nname = \"r\"\nmodel = \"reorder\"\np = 0.1\ndelay = \"1us\"\ngap = 0\n"
+    ));
+    assert_eq!(e, "bad.toml:16:1: rule r: gap must be at least 1");
     // A queue that holds no packet (issue 51: `queue = 0` ran, dropping
     // everything).
     assert_eq!(

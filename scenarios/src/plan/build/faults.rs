@@ -102,10 +102,34 @@ pub fn rules(sc: &Scenario, seed: u64, n_hosts: usize) -> Result<RuleSet, Scenar
         };
         let target = target(sc, f, &name, n_hosts)?;
         let rule =
-            Rule::new(seed, &name, target, model).map_err(|e| sc.error_at(&name, e.to_string()))?;
+            Rule::new(seed, &name, target, model).map_err(|e| rule_error(sc, i, &name, e))?;
         set.push(rule);
     }
     Ok(set)
+}
+
+/// A rule the fault model refused, at the key it names when the file
+/// sets that key in fault `i` (`p = 7`, `gap = 0`), else at the rule's
+/// name.
+fn rule_error(sc: &Scenario, i: usize, name: &str, e: udrma_faults::FaultError) -> ScenarioError {
+    use udrma_faults::FaultError;
+    let key = match &e {
+        FaultError::Probability { field, .. } => Some(field.to_string()),
+        // "gap must be at least 1", "copies must be 1..=64", ...
+        FaultError::Invalid { what, .. } => what.split_whitespace().next().map(str::to_string),
+        _ => None,
+    };
+    let at = key
+        .filter(|k| sc.text.contains(k.as_str()))
+        .and_then(|k| crate::file::edit::locate(&sc.text, &format!("fault.{i}.{k}")));
+    match at {
+        Some(at) => ScenarioError {
+            file: sc.path.clone(),
+            at: Some(at),
+            message: e.to_string(),
+        },
+        None => sc.error_at(name, e.to_string()),
+    }
 }
 
 /// What fault `f` (named `name`) does to a packet it strikes; `None` for
