@@ -275,10 +275,9 @@ fn bad_input_gets_the_usual_errors() {
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(!stdout.contains("delay holds"), "{stdout}");
-    // The merge bound is one process's estimate, not a share of a search,
-    // and a counterexample it gives is not known to be the smallest.
+    // The merge bound is one process's estimate, not a share of a search.
     let pair = example("check-pair.toml");
-    for with in [["--shard", "0/2"], ["--merge", "x.json"], ["--shrink", ""]] {
+    for with in [["--shard", "0/2"], ["--merge", "x.json"]] {
         let mut args = vec!["check", &pair, "--merge-bound"];
         args.extend(with.iter().filter(|a| !a.is_empty()));
         let out = udrma(&args);

@@ -38,6 +38,11 @@ pub struct Level {
     pub same_rule: u64,
     /// Reorders of a packet with nothing after it on its link.
     pub not_applicable: u64,
+    /// `--merge-bound`: children not run because their parent's run met
+    /// an earlier run's future before their fault (schedules deeper
+    /// still below them are not counted).
+    #[serde(default)]
+    pub cut: u64,
 }
 
 /// What the search did.
@@ -57,6 +62,12 @@ impl Search {
     /// Schedules that ran.
     pub fn ran(&self) -> u64 {
         self.levels.iter().map(|l| l.ran).sum()
+    }
+
+    /// Children not run under `--merge-bound` (not counting the deeper
+    /// schedules below them).
+    pub fn cut(&self) -> u64 {
+        self.levels.iter().map(|l| l.cut).sum()
     }
 
     /// Schedules pruned as equivalent to one that ran.
@@ -115,7 +126,9 @@ fn children(node: &Node, bound: &Bound, level: &mut Level, shard: Option<Shard>)
     let log = &node.egress;
     let start = node.schedule.last().map_or(0, |f| f.pos + 1);
     let mut out = Vec::new();
-    for i in start..log.len().min(node.cutoff) {
+    for i in start..log.len() {
+        // Past the cut, a child is only counted (`--merge-bound`).
+        let cut = i >= node.cutoff;
         if node.schedule.is_empty()
             && shard.is_some_and(|s| i % s.count as usize != s.index as usize)
         {
@@ -124,7 +137,12 @@ fn children(node: &Node, bound: &Bound, level: &mut Level, shard: Option<Shard>)
         let e = &log[i];
         let class = Class::of(e);
         // The rule counts what its target matches, from the start.
-        let nth = log[..i].iter().filter(|x| class.matches(x)).count() as u64;
+        // (Not needed for a child that is only counted.)
+        let nth = if cut {
+            0
+        } else {
+            log[..i].iter().filter(|x| class.matches(x)).count() as u64
+        };
         for &kind in &bound.kinds {
             let delay_ns = match kind {
                 Kind::Delay => bound.delay_ns,
@@ -136,7 +154,7 @@ fn children(node: &Node, bound: &Bound, level: &mut Level, shard: Option<Shard>)
                         // Enter the link just after the next one did.
                         Some(x) => (x.t.as_ps() - e.t.as_ps()).div_ceil(1000) + 1,
                         None => {
-                            level.not_applicable += 1;
+                            level.not_applicable += u64::from(!cut);
                             continue;
                         }
                     }
@@ -147,7 +165,11 @@ fn children(node: &Node, bound: &Bound, level: &mut Level, shard: Option<Shard>)
                 && delay_ns == bound.delay_ns
                 && bound.kinds.contains(&Kind::Delay)
             {
-                level.same_rule += 1;
+                level.same_rule += u64::from(!cut);
+                continue;
+            }
+            if cut {
+                level.cut += 1;
                 continue;
             }
             let mut s = node.schedule.clone();

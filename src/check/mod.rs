@@ -96,11 +96,13 @@ pub struct CheckArgs {
     /// from the shards.
     #[arg(long, num_args = 1.., conflicts_with_all = ["faults", "kinds", "delay", "seed", "max_schedules"])]
     pub merge: Vec<PathBuf>,
-    /// Measure how much state merging could save at most: cut a run's
-    /// children where its fault-free future (the packets it goes on to
-    /// send, at the same gaps) meets an earlier run's. Not a proof: the
-    /// result says only what the schedules that ran found.
-    #[arg(long, conflicts_with_all = ["shard", "merge", "shrink"])]
+    /// A fast first look, and an estimate of what state merging could
+    /// save: skip a run's children where its fault-free future (the
+    /// packets it goes on to send, at the same gaps) meets an earlier
+    /// run's. A violation it finds is real (run and written out to
+    /// replay), but may not be the smallest; a pass is not a proof. One
+    /// process only: not with --shard or --merge.
+    #[arg(long, conflicts_with_all = ["shard", "merge"])]
     pub merge_bound: bool,
 }
 
@@ -200,7 +202,7 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     );
     report::print_head(&mut out, &head)?;
     if merged.is_none() {
-        report::print_estimate(&mut out, estimate, zero_wall, jobs)?;
+        report::print_estimate(&mut out, estimate, zero_wall, jobs, bound.merge_bound)?;
     }
     let searched = Searched {
         base: &base,

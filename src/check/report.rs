@@ -101,14 +101,20 @@ pub fn print_estimate(
     schedules: u128,
     zero: std::time::Duration,
     jobs: usize,
+    merge_bound: bool,
 ) -> io::Result<()> {
     let secs = zero.as_secs_f64() * schedules as f64 / jobs.max(1) as f64;
     writeln!(
         out,
-        "estimate    about {} on {} at the fault-free run's pace ({:.2} ms a run; faulted runs take longer)",
+        "estimate    about {} on {} at the fault-free run's pace ({:.2} ms a run; faulted runs take longer){}",
         duration(secs),
         count(jobs as u64, "job"),
         zero.as_secs_f64() * 1e3,
+        if merge_bound {
+            "; for the plain search, which --merge-bound cuts"
+        } else {
+            ""
+        }
     )
 }
 
@@ -157,9 +163,10 @@ pub fn print_search(
     if let Some(f) = &s.futures {
         writeln!(
             out,
-            "merge bound {} runs met an earlier run's future ({} futures recorded); their schedules with a fault from the meeting packet on did not run",
+            "merge bound {} runs met an earlier run's future ({} futures recorded): {} schedules with a fault from there on were not run, nor any deeper below them",
             f.met,
-            f.recorded()
+            f.recorded(),
+            s.cut()
         )?;
     }
     if s.first.is_some() && s.levels.len() <= bound.faults {
