@@ -288,40 +288,8 @@ impl World {
     ) -> Result<World, FabricError> {
         let names = topo.link_names();
         faults.resolve(|n| topo.link_by_name(n), &names)?;
-        for (l, name) in topo.links.iter().zip(&names) {
-            match (l.params.ecn_threshold, l.params.ecn_max) {
-                (None, Some(_)) => {
-                    return Err(FabricError::Topology(format!(
-                        "link {name}: ecn_max without ecn_threshold (where the marking ramp starts)"
-                    )))
-                }
-                (Some(t), Some(m)) if m <= t => {
-                    return Err(FabricError::Topology(format!(
-                        "link {name}: ecn_max ({m} B) must be above ecn_threshold ({t} B)"
-                    )))
-                }
-                _ => {}
-            }
-        }
-        let mut hosts = Vec::with_capacity(topo.n_hosts());
-        for (i, &node) in topo.hosts.iter().enumerate() {
-            let mut nic = Nic::new(NodeAddr(i as u32), cfg.nic.clone())?;
-            // Phantom memory's payloads travel elided: the NIC leaves them
-            // out and takes them back that way (the same run, faster).
-            nic.set_elide_zeros(cfg.phantom_payload);
-            hosts.push(HostState {
-                nic,
-                port: topo.nodes[node as usize].ports[0],
-                timer_at: None,
-                paused: false,
-                held: VecDeque::new(),
-                arrivals: Arrivals::default(),
-                tx_lead: Duration::ZERO,
-                rx_unit: udrma_nic::cost::Serial::default(),
-                rx_ready: Instant::ZERO,
-                app: None,
-            });
-        }
+        check_ecn_ramps(&topo, &names)?;
+        let hosts = host_states(&topo, &cfg)?;
         let switch_rng = topo
             .nodes
             .iter()
@@ -333,47 +301,7 @@ impl World {
                 NodeKind::Host(_) => None,
             })
             .collect();
-        let ports: Vec<PortState> = topo
-            .ports
-            .iter()
-            .map(|p| {
-                let params = topo.links[p.link as usize].params;
-                let bw = params.bandwidth_bps.max(1);
-                PortState {
-                    hot: PortHot {
-                        link: p.link,
-                        direction: p.direction,
-                        host_raw: topo.host_addr(p.node).map_or(ports::NO_HOST, |h| h.0),
-                        peer: p.peer,
-                        peer_host_raw: topo.host_addr(p.peer).map_or(ports::NO_HOST, |h| h.0),
-                        mtu: params.mtu,
-                        queue_bytes: params.queue_bytes,
-                        ecn_threshold: params.ecn_threshold.unwrap_or(u64::MAX),
-                        // (Checked above: a ramp rises from its threshold.)
-                        ecn_span: match (params.ecn_threshold, params.ecn_max) {
-                            (Some(t), Some(m)) => m - t,
-                            _ => 0,
-                        },
-                        trim: params.trim && topo.host_addr(p.node).is_none(),
-                        priority: params.control_priority && topo.host_addr(p.node).is_none(),
-                        bandwidth_bps: bw,
-                        ps_per_bit: if PS_PER_S % bw == 0 {
-                            u32::try_from(PS_PER_S / bw).unwrap_or(0)
-                        } else {
-                            0
-                        },
-                        latency: params.latency,
-                        tapped: false,
-                        remote: false,
-                        to_shard: 0,
-                    },
-                    free_at: Instant::ZERO,
-                    waiting: 0,
-                    queued_bytes: 0,
-                    flight: VecDeque::new(),
-                }
-            })
-            .collect();
+        let ports: Vec<PortState> = topo.ports.iter().map(|p| port_state(&topo, p)).collect();
         let costed = !cfg.nic.cost.is_zero();
         let lanes = if costed {
             let packet = u64::from(cfg.nic.mtu_payload) + udrma_proto::packet::HEADER_LEN as u64;
@@ -568,5 +496,90 @@ impl World {
     /// Whether every NIC is idle and nothing is scheduled.
     pub fn is_idle(&self) -> bool {
         self.queue.is_empty() && self.hosts.iter().all(|h| h.nic.is_idle())
+    }
+}
+
+/// A marking ramp rises from its threshold: `ecn_max` needs
+/// `ecn_threshold`, and must be above it.
+fn check_ecn_ramps(topo: &Topology, names: &[&str]) -> Result<(), FabricError> {
+    for (l, name) in topo.links.iter().zip(names) {
+        match (l.params.ecn_threshold, l.params.ecn_max) {
+            (None, Some(_)) => {
+                return Err(FabricError::Topology(format!(
+                    "link {name}: ecn_max without ecn_threshold (where the marking ramp starts)"
+                )))
+            }
+            (Some(t), Some(m)) if m <= t => {
+                return Err(FabricError::Topology(format!(
+                    "link {name}: ecn_max ({m} B) must be above ecn_threshold ({t} B)"
+                )))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Every host's NIC, configured as `cfg` says, at its port.
+fn host_states(topo: &Topology, cfg: &FabricConfig) -> Result<Vec<HostState>, FabricError> {
+    let mut hosts = Vec::with_capacity(topo.n_hosts());
+    for (i, &node) in topo.hosts.iter().enumerate() {
+        let mut nic = Nic::new(NodeAddr(i as u32), cfg.nic.clone())?;
+        // Phantom memory's payloads travel elided: the NIC leaves them
+        // out and takes them back that way (the same run, faster).
+        nic.set_elide_zeros(cfg.phantom_payload);
+        hosts.push(HostState {
+            nic,
+            port: topo.nodes[node as usize].ports[0],
+            timer_at: None,
+            paused: false,
+            held: VecDeque::new(),
+            arrivals: Arrivals::default(),
+            tx_lead: Duration::ZERO,
+            rx_unit: udrma_nic::cost::Serial::default(),
+            rx_ready: Instant::ZERO,
+            app: None,
+        });
+    }
+    Ok(hosts)
+}
+
+/// A port's state at the start: its link's parameters where the hot
+/// loop reads them, and nothing queued.
+fn port_state(topo: &Topology, p: &crate::topology::Port) -> PortState {
+    let params = topo.links[p.link as usize].params;
+    let bw = params.bandwidth_bps.max(1);
+    PortState {
+        hot: PortHot {
+            link: p.link,
+            direction: p.direction,
+            host_raw: topo.host_addr(p.node).map_or(ports::NO_HOST, |h| h.0),
+            peer: p.peer,
+            peer_host_raw: topo.host_addr(p.peer).map_or(ports::NO_HOST, |h| h.0),
+            mtu: params.mtu,
+            queue_bytes: params.queue_bytes,
+            ecn_threshold: params.ecn_threshold.unwrap_or(u64::MAX),
+            // (`check_ecn_ramps`: a ramp rises from its threshold.)
+            ecn_span: match (params.ecn_threshold, params.ecn_max) {
+                (Some(t), Some(m)) => m - t,
+                _ => 0,
+            },
+            trim: params.trim && topo.host_addr(p.node).is_none(),
+            priority: params.control_priority && topo.host_addr(p.node).is_none(),
+            bandwidth_bps: bw,
+            ps_per_bit: if PS_PER_S % bw == 0 {
+                u32::try_from(PS_PER_S / bw).unwrap_or(0)
+            } else {
+                0
+            },
+            latency: params.latency,
+            tapped: false,
+            remote: false,
+            to_shard: 0,
+        },
+        free_at: Instant::ZERO,
+        waiting: 0,
+        queued_bytes: 0,
+        flight: VecDeque::new(),
     }
 }

@@ -598,24 +598,7 @@ fn decide(model: &Model, st: &mut State, rng: &mut ChaCha8Rng, p: &PacketCtx) ->
             r: to_good,
             loss_good,
             loss_bad,
-        } => {
-            // Transition first, then lose by the new state's rate
-            // (netem's order).
-            let u = unit(rng);
-            if st.ge_bad {
-                if u < *to_good {
-                    st.ge_bad = false;
-                }
-            } else if u < *to_bad {
-                st.ge_bad = true;
-            }
-            let loss = if st.ge_bad { *loss_bad } else { *loss_good };
-            if unit(rng) < loss {
-                Verdict::Drop
-            } else {
-                Verdict::Pass
-            }
-        }
+        } => gilbert_elliott(st, rng, *to_bad, *to_good, *loss_good, *loss_bad),
         Model::Duplicate {
             p: prob,
             copies,
@@ -633,45 +616,13 @@ fn decide(model: &Model, st: &mut State, rng: &mut ChaCha8Rng, p: &PacketCtx) ->
             gap,
             delay,
             limit,
-        } => {
-            // netem: not reordered if gap not reached or the draw
-            // fails; those are delayed. Reordered ones go at once.
-            let eligible = st.reorder_count + 1 >= u64::from(*gap);
-            if eligible && st.corr.next(rng, *correlation) < *prob {
-                st.reorder_count = 0;
-                Verdict::Pass
-            } else if !st.room(p.now, *limit) {
-                Verdict::Drop
-            } else {
-                st.reorder_count += 1;
-                if limit.is_some() {
-                    st.hold(p.now + *delay);
-                }
-                Verdict::Delay(*delay)
-            }
-        }
+        } => reorder(st, rng, p, (*prob, *correlation), *gap, *delay, *limit),
         Model::Delay {
             base,
             jitter,
             dist,
             limit,
-        } => {
-            if !st.room(p.now, *limit) {
-                return Verdict::Drop;
-            }
-            let j = jitter.as_ps() as f64;
-            let extra = match dist {
-                Jitter::Uniform => (unit(rng) * 2.0 - 1.0) * j,
-                Jitter::Normal => normal(rng) * j,
-                Jitter::Pareto => j * ((1.0 - unit(rng)).powf(-1.0 / 3.0) - 1.0),
-            };
-            let total = (base.as_ps() as f64 + extra).max(0.0);
-            let d = Duration(total.min(u64::MAX as f64) as u64);
-            if limit.is_some() {
-                st.hold(p.now + d);
-            }
-            Verdict::Delay(d)
-        }
+        } => delay(st, rng, p, (*base, *jitter, *dist), *limit),
         Model::Corrupt { p: prob, bits } => {
             if unit(rng) < *prob {
                 Verdict::Corrupt(*bits)
@@ -682,26 +633,7 @@ fn decide(model: &Model, st: &mut State, rng: &mut ChaCha8Rng, p: &PacketCtx) ->
         Model::Rate {
             bits_per_sec,
             limit,
-        } => {
-            while st.rate_waiting.front().is_some_and(|t| *t <= p.now) {
-                st.rate_waiting.pop_front();
-            }
-            if st.rate_waiting.len() >= *limit as usize {
-                return Verdict::Drop;
-            }
-            let start = st.rate_free_at.max(p.now);
-            let ser = Duration(
-                (u128::from(p.len) * 8 * 1_000_000_000_000 / u128::from(*bits_per_sec)) as u64,
-            );
-            st.rate_free_at = start + ser;
-            st.rate_waiting.push_back(start);
-            let wait = start - p.now;
-            if wait == Duration::ZERO {
-                Verdict::Pass
-            } else {
-                Verdict::Delay(wait)
-            }
-        }
+        } => rate(st, p, *bits_per_sec, *limit),
         Model::Down => Verdict::Drop,
         Model::Partition { a, b, two_way } => {
             let cut = (a.contains(&p.src) && b.contains(&p.dst))
@@ -712,6 +644,107 @@ fn decide(model: &Model, st: &mut State, rng: &mut ChaCha8Rng, p: &PacketCtx) ->
                 Verdict::Pass
             }
         }
+    }
+}
+
+/// Gilbert-Elliott: transition first, then lose by the new state's rate
+/// (netem's order).
+fn gilbert_elliott(
+    st: &mut State,
+    rng: &mut ChaCha8Rng,
+    to_bad: f64,
+    to_good: f64,
+    loss_good: f64,
+    loss_bad: f64,
+) -> Verdict {
+    let u = unit(rng);
+    if st.ge_bad {
+        if u < to_good {
+            st.ge_bad = false;
+        }
+    } else if u < to_bad {
+        st.ge_bad = true;
+    }
+    let loss = if st.ge_bad { loss_bad } else { loss_good };
+    if unit(rng) < loss {
+        Verdict::Drop
+    } else {
+        Verdict::Pass
+    }
+}
+
+/// netem's reorder: not reordered if the gap is not reached or the draw
+/// (probability, correlation) fails; those are delayed. Reordered ones go
+/// at once.
+fn reorder(
+    st: &mut State,
+    rng: &mut ChaCha8Rng,
+    p: &PacketCtx,
+    (prob, correlation): (f64, f64),
+    gap: u32,
+    delay: Duration,
+    limit: Option<u32>,
+) -> Verdict {
+    let eligible = st.reorder_count + 1 >= u64::from(gap);
+    if eligible && st.corr.next(rng, correlation) < prob {
+        st.reorder_count = 0;
+        Verdict::Pass
+    } else if !st.room(p.now, limit) {
+        Verdict::Drop
+    } else {
+        st.reorder_count += 1;
+        if limit.is_some() {
+            st.hold(p.now + delay);
+        }
+        Verdict::Delay(delay)
+    }
+}
+
+/// A delay of `base` plus jitter drawn from `dist`, or a drop when the
+/// rule already holds `limit` packets.
+fn delay(
+    st: &mut State,
+    rng: &mut ChaCha8Rng,
+    p: &PacketCtx,
+    (base, jitter, dist): (Duration, Duration, Jitter),
+    limit: Option<u32>,
+) -> Verdict {
+    if !st.room(p.now, limit) {
+        return Verdict::Drop;
+    }
+    let j = jitter.as_ps() as f64;
+    let extra = match dist {
+        Jitter::Uniform => (unit(rng) * 2.0 - 1.0) * j,
+        Jitter::Normal => normal(rng) * j,
+        Jitter::Pareto => j * ((1.0 - unit(rng)).powf(-1.0 / 3.0) - 1.0),
+    };
+    let total = (base.as_ps() as f64 + extra).max(0.0);
+    let d = Duration(total.min(u64::MAX as f64) as u64);
+    if limit.is_some() {
+        st.hold(p.now + d);
+    }
+    Verdict::Delay(d)
+}
+
+/// A rate limit: each packet waits for the ones before it to be
+/// serialised at `bits_per_sec`; a drop when `limit` already wait.
+fn rate(st: &mut State, p: &PacketCtx, bits_per_sec: u64, limit: u32) -> Verdict {
+    while st.rate_waiting.front().is_some_and(|t| *t <= p.now) {
+        st.rate_waiting.pop_front();
+    }
+    if st.rate_waiting.len() >= limit as usize {
+        return Verdict::Drop;
+    }
+    let start = st.rate_free_at.max(p.now);
+    let ser =
+        Duration((u128::from(p.len) * 8 * 1_000_000_000_000 / u128::from(bits_per_sec)) as u64);
+    st.rate_free_at = start + ser;
+    st.rate_waiting.push_back(start);
+    let wait = start - p.now;
+    if wait == Duration::ZERO {
+        Verdict::Pass
+    } else {
+        Verdict::Delay(wait)
     }
 }
 

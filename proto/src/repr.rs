@@ -582,7 +582,15 @@ impl<'a> Repr<'a> {
         p.set_credits(self.credits);
         p.set_payload_len(payload_len);
         p.set_epoch(self.epoch);
-        let e = &mut buf[HEADER_LEN..ext_end];
+        self.emit_ext(&mut buf[HEADER_LEN..ext_end]);
+        let crc = icrc_zeros(icrc(&buf[..need - ICRC_LEN]), data.len() - held.len());
+        buf[need - ICRC_LEN..].copy_from_slice(&crc.to_be_bytes());
+        Ok(need)
+    }
+
+    /// Writes the body's extension header into `e` (zeroed, its length
+    /// the opcode's).
+    fn emit_ext(&self, e: &mut [u8]) {
         match &self.body {
             Body::Write {
                 remote_addr,
@@ -670,9 +678,6 @@ impl<'a> Repr<'a> {
                 e[ext::reduce_ack::TREE].copy_from_slice(&tree.to_be_bytes());
             }
         }
-        let crc = icrc_zeros(icrc(&buf[..need - ICRC_LEN]), data.len() - held.len());
-        buf[need - ICRC_LEN..].copy_from_slice(&crc.to_be_bytes());
-        Ok(need)
     }
 
     /// Emits into `out`, replacing its contents.

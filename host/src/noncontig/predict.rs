@@ -76,34 +76,75 @@ pub fn predict(shape: &Shape<'_>, method: Method) -> Result<Estimate, CutError> 
         }
         return Ok(best.expect("three methods"));
     }
-    let c = shape.cost;
-    let bytes = shape.src.size();
-    let (sb, db) = (
-        shape.src.blocks().len() as u64,
-        shape.dst.blocks().len() as u64,
-    );
-    let mtu = shape.mtu.max(1);
-    let packets = bytes.div_ceil(mtu).max(1);
-    let post = |entries: usize| c.doorbell + c.fetch_sges(entries);
-    // Contiguous SEND/RECV transfers go in pieces of at most `max_send`.
-    let sends = if shape.rdma {
-        1
-    } else {
-        bytes.div_ceil(shape.max_send.max(1)).max(1)
-    };
-    let recv = |entries: u64| {
-        if shape.rdma {
+    let t = Terms::of(shape);
+    match method {
+        Method::Pack => Ok(t.pack()),
+        Method::Sgl => t.sgl(),
+        Method::Indirect | Method::Auto => Ok(t.indirect()),
+    }
+}
+
+/// What every method's estimate is made of, for one transfer.
+struct Terms<'a> {
+    shape: &'a Shape<'a>,
+    c: &'a CostModel,
+    bytes: u64,
+    /// Blocks of the sender's and the receiver's layouts.
+    sb: u64,
+    db: u64,
+    mtu: u64,
+    packets: u64,
+    /// Contiguous SEND/RECV transfers go in pieces of at most `max_send`.
+    sends: u64,
+    /// The link's serialisation of the bytes, in picoseconds.
+    wire: u64,
+}
+
+impl<'a> Terms<'a> {
+    fn of(shape: &'a Shape<'a>) -> Terms<'a> {
+        let bytes = shape.src.size();
+        let mtu = shape.mtu.max(1);
+        Terms {
+            shape,
+            c: shape.cost,
+            bytes,
+            sb: shape.src.blocks().len() as u64,
+            db: shape.dst.blocks().len() as u64,
+            mtu,
+            packets: bytes.div_ceil(mtu).max(1),
+            sends: if shape.rdma {
+                1
+            } else {
+                bytes.div_ceil(shape.max_send.max(1)).max(1)
+            },
+            wire: shape.link_ps_per_byte * bytes,
+        }
+    }
+
+    /// Posting a work request of `entries` entries.
+    fn post(&self, entries: usize) -> Duration {
+        self.c.doorbell + self.c.fetch_sges(entries)
+    }
+
+    /// Fetching a receive of `entries` entries (nothing for RDMA).
+    fn recv(&self, entries: u64) -> Duration {
+        if self.shape.rdma {
             Duration::ZERO
         } else {
-            c.recv_fetch + Duration::from_ps(c.per_sge.as_ps().saturating_mul(entries))
+            self.c.recv_fetch + Duration::from_ps(self.c.per_sge.as_ps().saturating_mul(entries))
         }
-    };
-    let times = |d: Duration, n: u64| Duration::from_ps(d.as_ps().saturating_mul(n));
-    // Per-packet work on one side, with `pieces` blocks spread over the
-    // packets and `lines` translation lines (hit or missed).
-    let nic = |pieces: u64, hit: u64, miss: u64| {
+    }
+
+    fn times(d: Duration, n: u64) -> Duration {
+        Duration::from_ps(d.as_ps().saturating_mul(n))
+    }
+
+    /// Per-packet work on one side, with `pieces` blocks spread over the
+    /// packets and `hit` and `miss` translation lines, in picoseconds.
+    fn nic(&self, pieces: u64, hit: u64, miss: u64) -> u64 {
+        let (c, packets, bytes) = (self.c, self.packets, self.bytes);
         let extra = pieces.saturating_sub(packets);
-        let per = c.packet(mtu.min(bytes) as usize).as_ps();
+        let per = c.packet(self.mtu.min(bytes) as usize).as_ps();
         // Translation overlaps the DMA of setups and bytes (see
         // CostModel::scatter_gather).
         let dma = c.dma_setup.as_ps() * pieces.max(1) + c.dma_ps_per_byte * bytes;
@@ -112,85 +153,96 @@ pub fn predict(shape: &Shape<'_>, method: Method) -> Result<Estimate, CutError> 
             + c.dma_setup.as_ps() * extra
             + hits.saturating_sub(dma)
             + c.translate_miss.as_ps() * miss
-    };
-    let wire = shape.link_ps_per_byte * bytes;
-    let stream = |tx: u64, rx: u64| Duration::from_ps(wire.max(tx).max(rx));
-    let est = match method {
-        Method::Pack => {
-            let copy = c.pack(bytes, sb) + c.pack(bytes, db);
-            Estimate {
-                method,
-                time: copy
-                    + times(post(1) + recv(1), sends)
-                    + stream(nic(packets, 0, 0), nic(packets, 0, 0)),
-                work_requests: sends,
-                bytes_copied: 2 * bytes,
-                keys_created: 0,
-            }
+    }
+
+    /// The packets' stream: the slowest of the link, the sender and the
+    /// receiver.
+    fn stream(&self, tx: u64, rx: u64) -> Duration {
+        Duration::from_ps(self.wire.max(tx).max(rx))
+    }
+
+    fn pack(&self) -> Estimate {
+        let (c, bytes, packets) = (self.c, self.bytes, self.packets);
+        let copy = c.pack(bytes, self.sb) + c.pack(bytes, self.db);
+        Estimate {
+            method: Method::Pack,
+            time: copy
+                + Self::times(self.post(1) + self.recv(1), self.sends)
+                + self.stream(self.nic(packets, 0, 0), self.nic(packets, 0, 0)),
+            work_requests: self.sends,
+            bytes_copied: 2 * bytes,
+            keys_created: 0,
         }
-        Method::Sgl => {
-            let max_dst = if shape.rdma { 1 } else { shape.max_sge };
-            let max_len = if shape.rdma { u64::MAX } else { shape.max_send };
-            let chunks = cut(shape.src, shape.dst, shape.max_sge, max_dst, max_len)?;
-            let posting: Duration = chunks
-                .iter()
-                .map(|ch| post(ch.src.len()) + recv(ch.dst.len() as u64))
-                .fold(Duration::ZERO, |a, b| a + b);
-            let (sp, dp) = chunks.iter().fold((0, 0), |(s, d), ch| {
-                (s + ch.src.len() as u64, d + ch.dst.len() as u64)
-            });
-            Estimate {
-                method,
-                time: posting + stream(nic(sp + packets, 0, 0), nic(dp + packets, 0, 0)),
-                work_requests: chunks.len() as u64,
-                bytes_copied: 0,
-                keys_created: 0,
-            }
-        }
-        Method::Indirect | Method::Auto => {
-            let t = shape.translation;
-            let per_line = u64::from(t.entries_per_line.max(1));
-            let capacity = u64::from(t.sets.max(1)) * u64::from(t.ways.max(1));
-            let lines = |blocks: u64| {
-                let l = blocks.div_ceil(per_line);
-                // A key whose lines fit is all hits once warm; beyond, the
-                // share that cannot stay misses.
-                let miss = if shape.key_cache {
-                    l.saturating_sub(capacity * 3 / 4)
-                } else {
-                    l
-                };
-                (l - miss, miss)
-            };
-            let (sh, sm) = lines(sb);
-            let (dh, dm) = lines(db);
-            // Each piece's lookup walks the key's entries to its own: a
-            // piece of entry j steps over j of them, pieces spread evenly.
-            let search = |blocks: u64| {
-                let pieces = blocks + packets;
-                c.search(pieces.saturating_mul(blocks.saturating_sub(1)) / 2)
-                    .as_ps()
-            };
-            let create = if shape.key_cache {
-                Duration::ZERO
+    }
+
+    fn sgl(&self) -> Result<Estimate, CutError> {
+        let shape = self.shape;
+        let max_dst = if shape.rdma { 1 } else { shape.max_sge };
+        let max_len = if shape.rdma { u64::MAX } else { shape.max_send };
+        let chunks = cut(shape.src, shape.dst, shape.max_sge, max_dst, max_len)?;
+        let posting: Duration = chunks
+            .iter()
+            .map(|ch| self.post(ch.src.len()) + self.recv(ch.dst.len() as u64))
+            .fold(Duration::ZERO, |a, b| a + b);
+        let (sp, dp) = chunks.iter().fold((0, 0), |(s, d), ch| {
+            (s + ch.src.len() as u64, d + ch.dst.len() as u64)
+        });
+        Ok(Estimate {
+            method: Method::Sgl,
+            time: posting
+                + self.stream(
+                    self.nic(sp + self.packets, 0, 0),
+                    self.nic(dp + self.packets, 0, 0),
+                ),
+            work_requests: chunks.len() as u64,
+            bytes_copied: 0,
+            keys_created: 0,
+        })
+    }
+
+    fn indirect(&self) -> Estimate {
+        let (shape, c, packets) = (self.shape, self.c, self.packets);
+        let t = shape.translation;
+        let per_line = u64::from(t.entries_per_line.max(1));
+        let capacity = u64::from(t.sets.max(1)) * u64::from(t.ways.max(1));
+        let lines = |blocks: u64| {
+            let l = blocks.div_ceil(per_line);
+            // A key whose lines fit is all hits once warm; beyond, the
+            // share that cannot stay misses.
+            let miss = if shape.key_cache {
+                l.saturating_sub(capacity * 3 / 4)
             } else {
-                c.key_create + c.key_create
+                l
             };
-            Estimate {
-                method: Method::Indirect,
-                time: create
-                    + times(post(1) + recv(1), sends)
-                    + stream(
-                        nic(sb + packets, sh, sm) + search(sb),
-                        nic(db + packets, dh, dm) + search(db),
-                    ),
-                work_requests: sends,
-                bytes_copied: 0,
-                keys_created: if shape.key_cache { 0 } else { 2 },
-            }
+            (l - miss, miss)
+        };
+        let (sh, sm) = lines(self.sb);
+        let (dh, dm) = lines(self.db);
+        // Each piece's lookup walks the key's entries to its own: a
+        // piece of entry j steps over j of them, pieces spread evenly.
+        let search = |blocks: u64| {
+            let pieces = blocks + packets;
+            c.search(pieces.saturating_mul(blocks.saturating_sub(1)) / 2)
+                .as_ps()
+        };
+        let create = if shape.key_cache {
+            Duration::ZERO
+        } else {
+            c.key_create + c.key_create
+        };
+        Estimate {
+            method: Method::Indirect,
+            time: create
+                + Self::times(self.post(1) + self.recv(1), self.sends)
+                + self.stream(
+                    self.nic(self.sb + packets, sh, sm) + search(self.sb),
+                    self.nic(self.db + packets, dh, dm) + search(self.db),
+                ),
+            work_requests: self.sends,
+            bytes_copied: 0,
+            keys_created: if shape.key_cache { 0 } else { 2 },
         }
-    };
-    Ok(est)
+    }
 }
 
 #[cfg(test)]

@@ -213,32 +213,7 @@ impl Nic {
         if !st.delivered {
             if let Some(result) = st.result.clone() {
                 st.delivered = true;
-                if let Some((mkey, addr)) = post.result.filter(|_| post.gets_result()) {
-                    let w = post.ty.width().unwrap_or(8) as u64;
-                    let vals = alu::to_host_bytes(
-                        post.op,
-                        post.ty,
-                        &Operand {
-                            values: result.values.clone(),
-                            locs: Vec::new(),
-                        },
-                    );
-                    let _ = self.memory.write(
-                        mkey,
-                        addr + range.start as u64 * w,
-                        &vals,
-                        Use::LocalWrite,
-                    );
-                    if post.op.has_locations() {
-                        let locs: Vec<u8> =
-                            result.locs.iter().flat_map(|l| l.to_le_bytes()).collect();
-                        let _ = self.memory.write(
-                            mkey,
-                            addr + u64::from(post.count) * w + range.start as u64 * 4,
-                            &locs,
-                            Use::LocalWrite,
-                        );
-                    }
+                if write_result(&mut self.memory, post, range.start, &result) {
                     self.stats.reduce_results += 1;
                 }
                 if kind.goes_down() && fan_in > 0 {
@@ -256,24 +231,9 @@ impl Nic {
             }
         }
         let wr_post_root = post.parent.is_none();
-        for (to, h, operand, work) in sends {
-            st.pending_out += 1;
-            self.reduce.out.insert(
-                to,
-                Outgoing {
-                    wr,
-                    hdr: h,
-                    chunks,
-                    operand,
-                    sent_at: now,
-                    retries: 0,
-                    retransmitted: false,
-                    deadline: None,
-                    work,
-                },
-            );
-            self.reduce.tx.push_back(to);
-        }
+        st.pending_out += sends.len() as u32;
+        let (out, tx) = (&mut self.reduce.out, &mut self.reduce.tx);
+        queue_sends(out, tx, now, wr, chunks, sends);
         let finished_here = match kind {
             CollectiveKind::Reduce if wr_post_root => st.delivered,
             CollectiveKind::Reduce => st.fired && st.pending_out == 0,
@@ -674,4 +634,67 @@ impl Nic {
             self.cfg.reduce_chunks,
         )
     }
+}
+
+/// Queues a chunk's packets to send (each waits for its NIC `work`),
+/// in order.
+fn queue_sends(
+    out: &mut BTreeMap<OutKey, Outgoing>,
+    tx: &mut VecDeque<OutKey>,
+    now: Instant,
+    wr: WrId,
+    chunks: u32,
+    sends: Vec<(OutKey, ReduceHeader, Operand, Duration)>,
+) {
+    for (to, h, operand, work) in sends {
+        out.insert(
+            to,
+            Outgoing {
+                wr,
+                hdr: h,
+                chunks,
+                operand,
+                sent_at: now,
+                retries: 0,
+                retransmitted: false,
+                deadline: None,
+                work,
+            },
+        );
+        tx.push_back(to);
+    }
+}
+
+/// Writes a chunk's `result` (its elements from `first` on) into the
+/// host's result buffer, when this node's post gets one: the values, and
+/// after all of them the locations of a MINLOC/MAXLOC. Whether it wrote.
+fn write_result(
+    memory: &mut MemoryTable,
+    post: &ReducePost,
+    first: usize,
+    result: &Operand,
+) -> bool {
+    let Some((mkey, addr)) = post.result.filter(|_| post.gets_result()) else {
+        return false;
+    };
+    let w = post.ty.width().unwrap_or(8) as u64;
+    let vals = alu::to_host_bytes(
+        post.op,
+        post.ty,
+        &Operand {
+            values: result.values.clone(),
+            locs: Vec::new(),
+        },
+    );
+    let _ = memory.write(mkey, addr + first as u64 * w, &vals, Use::LocalWrite);
+    if post.op.has_locations() {
+        let locs: Vec<u8> = result.locs.iter().flat_map(|l| l.to_le_bytes()).collect();
+        let _ = memory.write(
+            mkey,
+            addr + u64::from(post.count) * w + first as u64 * 4,
+            &locs,
+            Use::LocalWrite,
+        );
+    }
+    true
 }

@@ -494,24 +494,7 @@ impl Nic {
                 reply,
                 nonce,
                 cookie,
-            } => {
-                let (region_addr, region_len, rkey) = self
-                    .announced
-                    .and_then(|k| self.memory.region(k).map(|r| (r.base, r.len, k.0)))
-                    .unwrap_or((0, 0, 0));
-                Body::Hello(udrma_proto::Hello {
-                    reply,
-                    max_payload: self.cfg.mtu_payload.min(u32::from(u16::MAX)) as u16,
-                    nonce,
-                    region_addr,
-                    region_len,
-                    rkey,
-                    ports: self.cfg.hello_ports,
-                    retry: false,
-                    full: false,
-                    cookie,
-                })
-            }
+            } => Body::Hello(self.hello_said(reply, nonce, cookie)),
             ReplyBody::Completion { len, acks, ece } => {
                 flags.set(Flags::ACKS, acks);
                 flags.set(Flags::ECE, acks && ece);
@@ -587,10 +570,43 @@ impl Nic {
             // this count within a retransmit timeout, a NOOP carries it.
             self.doubt(now, reply.to, 0);
         }
+        Some(self.reply_transmit(reply, buf.len(), elided, touch))
+    }
+
+    /// The HELLO this NIC says: its payload limit, the region it
+    /// announces (if any), its ports.
+    fn hello_said(&self, reply: bool, nonce: u32, cookie: [u8; 16]) -> udrma_proto::Hello {
+        let (region_addr, region_len, rkey) = self
+            .announced
+            .and_then(|k| self.memory.region(k).map(|r| (r.base, r.len, k.0)))
+            .unwrap_or((0, 0, 0));
+        udrma_proto::Hello {
+            reply,
+            max_payload: self.cfg.mtu_payload.min(u32::from(u16::MAX)) as u16,
+            nonce,
+            region_addr,
+            region_len,
+            rkey,
+            ports: self.cfg.hello_ports,
+            retry: false,
+            full: false,
+            cookie,
+        }
+    }
+
+    /// The emitted reply as a transmit: its DMA work (a READ response's
+    /// bytes) and the port it leaves from.
+    fn reply_transmit(
+        &mut self,
+        reply: &Reply,
+        len: usize,
+        elided: u16,
+        touch: Option<local::Touch>,
+    ) -> Transmit {
         let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
-        Some(Transmit {
+        Transmit {
             dst: reply.to,
-            len: buf.len(),
+            len,
             elided,
             src_port: if reply.port != 0 {
                 reply.port
@@ -599,6 +615,6 @@ impl Nic {
             },
             nic_work,
             leaves_in: nic_work,
-        })
+        }
     }
 }

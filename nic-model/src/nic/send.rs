@@ -292,19 +292,10 @@ impl Nic {
         };
         let dst = op.dst;
         let read_len = (op.kind == OpKind::ReadRequest).then_some(op.len);
-        // A retried READ whose responses arrived in part asks only for the
-        // span still missing: re-asking for all of it could overflow a
-        // short queue the same way every time.
         let (mut seg_index, mut seg_count) = (seg, op.seg_count);
-        if let Some(mask) = op
-            .read_mask
-            .as_ref()
-            .filter(|m| retransmit && m.missing() < m.count())
-        {
-            if let Some((lo, hi)) = mask.missing_span() {
-                flags |= Flags::PARTIAL;
-                (seg_index, seg_count) = (lo, hi - lo + 1);
-            }
+        if let Some((lo, hi)) = still_missing(op.read_mask.as_ref(), retransmit) {
+            flags |= Flags::PARTIAL;
+            (seg_index, seg_count) = (lo, hi - lo + 1);
         }
         let (credit_flags, credits, _) = peers::credit_field(
             peers::CreditBook {
@@ -330,6 +321,31 @@ impl Nic {
             body,
         };
         let elided = emit(&repr, buf, self.elide_zeros)?;
+        let leaving = Leaving {
+            opn,
+            inf,
+            retransmit,
+            dst,
+            read_len,
+            touch,
+        };
+        Some(self.record_sent(now, leaving, buf.len(), elided))
+    }
+
+    /// The packet `l` names has been emitted (`emitted` bytes, `elided` left
+    /// out): when it leaves the NIC, its timer, its entry in the OP
+    /// table, the flow's bytes in flight, and the transmit.
+    #[inline]
+    fn record_sent(&mut self, now: Instant, l: Leaving, emitted: usize, elided: u16) -> Transmit {
+        let Leaving {
+            opn,
+            inf,
+            retransmit,
+            dst,
+            read_len,
+            touch,
+        } = l;
+        let seg = inf.seg;
         let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
         // The packet leaves once the NIC has gathered it, and not before
         // the packet handed out ahead of it: its timer, its round-trip
@@ -344,7 +360,7 @@ impl Nic {
         let entropy = self.pick_entropy(now, dst);
         let counted = match read_len {
             Some(len) => len.min(u64::from(u32::MAX)) as u32,
-            None => (buf.len() + usize::from(elided)) as u32,
+            None => (emitted + usize::from(elided)) as u32,
         };
         let back_in_flight = retransmit && inf.lost;
         if !retransmit {
@@ -383,14 +399,14 @@ impl Nic {
         } else {
             self.stats.data_sent += 1;
         }
-        Some(Transmit {
+        Transmit {
             dst,
-            len: buf.len(),
+            len: emitted,
             elided,
             src_port: self.cfg.src_port.wrapping_add(entropy),
             nic_work,
             leaves_in: leaves - now,
-        })
+        }
     }
 
     pub(super) fn rtt_to(&mut self, peer: NodeAddr) -> RttEstimator {
@@ -632,4 +648,23 @@ pub(super) fn emit(repr: &Repr<'_>, buf: &mut Vec<u8>, elide: bool) -> Option<u1
     } else {
         repr.emit_vec(buf).ok().map(|_| 0)
     }
+}
+
+/// A retried READ whose responses arrived in part asks only for the span
+/// still missing (first and last segment): re-asking for all of it could
+/// overflow a short queue the same way every time.
+fn still_missing(mask: Option<&Mask>, retransmit: bool) -> Option<(u32, u32)> {
+    mask.filter(|m| retransmit && m.missing() < m.count())
+        .and_then(|m| m.missing_span())
+}
+
+/// A packet just emitted, as `Nic::record_sent` books it.
+struct Leaving {
+    opn: OpNumber,
+    inf: Inflight,
+    retransmit: bool,
+    dst: NodeAddr,
+    /// A READ request's length (its bytes in flight are the response's).
+    read_len: Option<u64>,
+    touch: Option<local::Touch>,
 }
