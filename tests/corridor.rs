@@ -224,7 +224,7 @@ fn a_scenario_goes_down_a_corridor() {
     // (Family, most returns: the walk as it is on 2026-12-03.)
     for (family, most) in [
         ("rdma", 9),
-        ("messaging", 12),
+        ("messaging", 11),
         ("noncontig", 9),
         ("collective", 11),
     ] {

@@ -8,8 +8,8 @@ use udrma_faults::rng::{stream, unit};
 use udrma_host::workload::msg::{MsgKind, MsgWorkload};
 use udrma_proto::{Duration, Instant};
 
-use crate::file::schema::WorkloadKind;
-use crate::plan::validate::sizes;
+use crate::file::schema::{SizesSpec, WorkloadKind, WorkloadSpec};
+use crate::file::units::parse_size;
 use crate::{Scenario, ScenarioError};
 
 /// The messaging workloads of `sc` over `n` hosts, for `seed`.
@@ -64,4 +64,48 @@ fn mixed_sizes(seed: u64, wl: usize, count: u32) -> Vec<u64> {
             2f64.powf(e).round() as u64
         })
         .collect()
+}
+
+/// The message sizes of a `msg-*` workload.
+pub fn sizes(sc: &Scenario, w: &WorkloadSpec, who: &str) -> Result<Vec<u64>, ScenarioError> {
+    let list = match &w.sizes {
+        Some(SizesSpec::List(l)) => l.iter().map(|s| s.0).collect(),
+        Some(SizesSpec::One(s)) => vec![s.0],
+        Some(SizesSpec::Range(r)) => {
+            let (a, b) = r.split_once("..").ok_or_else(|| {
+                sc.error_at(
+                    r,
+                    format!(
+                        "{who}: sizes = {r:?}: expected a size, a list of sizes or \"FROM..TO\" (powers of two)"
+                    ),
+                )
+            })?;
+            let a = parse_size(a.trim()).map_err(|e| sc.error_at(r, format!("{who}: {e}")))?;
+            let b = parse_size(b.trim()).map_err(|e| sc.error_at(r, format!("{who}: {e}")))?;
+            if a == 0 || a > b {
+                return Err(sc.error_at(
+                    r,
+                    format!("{who}: sizes = {r:?}: FROM must be at least 1 and at most TO"),
+                ));
+            }
+            let mut v = Vec::new();
+            let mut s = a;
+            while s <= b {
+                v.push(s);
+                s = s.saturating_mul(2);
+            }
+            v
+        }
+        None => w.size.map(|s| vec![s.0]).unwrap_or_default(),
+    };
+    if list.is_empty() && w.kind != WorkloadKind::MsgMixed {
+        return Err(sc.error_at("workload", format!("{who} needs `sizes` or `size`")));
+    }
+    if let Some(big) = list.iter().find(|s| **s > 64 << 20) {
+        return Err(sc.error_at(
+            "sizes",
+            format!("{who}: messages are limited to 64 MiB here, {big} B asked for"),
+        ));
+    }
+    Ok(list)
 }

@@ -4,8 +4,7 @@
 
 use udrma_proto::NodeAddr;
 
-use crate::file::schema::{OpKind, SizesSpec, WorkloadKind, WorkloadSpec};
-use crate::file::units::parse_size;
+use crate::file::schema::{OpKind, WorkloadKind, WorkloadSpec};
 use crate::plan::build::{msg_config, MAX_OPS, MAX_STORED_BYTES};
 use crate::plan::resolved::{resolve, Resolved};
 use crate::{Scenario, ScenarioError};
@@ -190,50 +189,6 @@ fn known_skips(sc: &Scenario) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-/// The message sizes of a `msg-*` workload.
-pub fn sizes(sc: &Scenario, w: &WorkloadSpec, who: &str) -> Result<Vec<u64>, ScenarioError> {
-    let list = match &w.sizes {
-        Some(SizesSpec::List(l)) => l.iter().map(|s| s.0).collect(),
-        Some(SizesSpec::One(s)) => vec![s.0],
-        Some(SizesSpec::Range(r)) => {
-            let (a, b) = r.split_once("..").ok_or_else(|| {
-                sc.error_at(
-                    r,
-                    format!(
-                        "{who}: sizes = {r:?}: expected a size, a list of sizes or \"FROM..TO\" (powers of two)"
-                    ),
-                )
-            })?;
-            let a = parse_size(a.trim()).map_err(|e| sc.error_at(r, format!("{who}: {e}")))?;
-            let b = parse_size(b.trim()).map_err(|e| sc.error_at(r, format!("{who}: {e}")))?;
-            if a == 0 || a > b {
-                return Err(sc.error_at(
-                    r,
-                    format!("{who}: sizes = {r:?}: FROM must be at least 1 and at most TO"),
-                ));
-            }
-            let mut v = Vec::new();
-            let mut s = a;
-            while s <= b {
-                v.push(s);
-                s = s.saturating_mul(2);
-            }
-            v
-        }
-        None => w.size.map(|s| vec![s.0]).unwrap_or_default(),
-    };
-    if list.is_empty() && w.kind != WorkloadKind::MsgMixed {
-        return Err(sc.error_at("workload", format!("{who} needs `sizes` or `size`")));
-    }
-    if let Some(big) = list.iter().find(|s| **s > 64 << 20) {
-        return Err(sc.error_at(
-            "sizes",
-            format!("{who}: messages are limited to 64 MiB here, {big} B asked for"),
-        ));
-    }
-    Ok(list)
-}
-
 /// Checks the messaging parts of a scenario.
 fn validate_messaging(sc: &Scenario, r: &Resolved) -> Result<(), ScenarioError> {
     let msg = sc.file.workloads.iter().any(|w| w.kind.is_messaging());
@@ -258,7 +213,7 @@ fn validate_messaging(sc: &Scenario, r: &Resolved) -> Result<(), ScenarioError> 
         if w.src.is_none() || w.dst.is_none() {
             return Err(sc.error_at("workload", format!("{who} needs `src` and `dst`")));
         }
-        let s = sizes(sc, w, &who)?;
+        let s = crate::plan::messaging::sizes(sc, w, &who)?;
         let iters = u128::from(w.count) + u128::from(w.warmup.unwrap_or(2));
         let window = u128::from(w.window.unwrap_or(64).max(1));
         let per = match w.kind {
