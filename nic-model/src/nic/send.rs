@@ -337,16 +337,11 @@ impl Nic {
     /// table, the flow's bytes in flight, and the transmit.
     #[inline]
     fn record_sent(&mut self, now: Instant, l: Leaving, emitted: usize, elided: u16) -> Transmit {
-        let Leaving {
-            opn,
-            inf,
-            retransmit,
-            dst,
-            read_len,
-            touch,
-        } = l;
+        let (opn, inf, retransmit, dst) = (l.opn, l.inf, l.retransmit, l.dst);
         let seg = inf.seg;
-        let nic_work = touch.map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
+        let nic_work = l
+            .touch
+            .map_or(udrma_proto::time::Duration::ZERO, |t| self.dma_work(t));
         // The packet leaves once the NIC has gathered it, and not before
         // the packet handed out ahead of it: its timer, its round-trip
         // sample and its place in overtaken-loss detection count from
@@ -358,7 +353,7 @@ impl Nic {
         let rto = self.rtt_to(dst).backoff(inf.retries);
         let deadline = leaves + rto;
         let entropy = self.pick_entropy(now, dst);
-        let counted = match read_len {
+        let counted = match l.read_len {
             Some(len) => len.min(u64::from(u32::MAX)) as u32,
             None => (emitted + usize::from(elided)) as u32,
         };
