@@ -112,12 +112,12 @@ const CRATES: [Floors; 7] = [
         order: &[
             "profile",
             "build",
-            "resolved",
             "ncplan",
             "collplan",
             "flows",
             "rdma",
             "messaging",
+            "resolved",
             "validate",
             "scenario",
         ],

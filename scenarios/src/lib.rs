@@ -34,11 +34,13 @@ pub mod report;
 pub mod run;
 
 pub use file::schema::ScenarioFile;
-pub use file::source::{Scenario, ScenarioError};
-pub use plan::resolved::Resolved;
+pub use file::source::{Locate, Locator, Scenario, ScenarioError};
+pub use plan::resolved::{plan, Plan, Resolved};
 pub use report::ladder::Ladder;
 pub use report::Report;
-pub use run::{run, run_host, BackendKind, HostError, HostOptions, RunOptions};
+pub use run::{
+    host_part, run, run_host, run_plan, BackendKind, HostError, HostOptions, RunOptions,
+};
 
 /// The built-in demo (also `scenarios/examples/demo.toml`).
 pub const DEMO: &str = include_str!("../examples/demo.toml");

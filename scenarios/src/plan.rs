@@ -3,16 +3,20 @@
 //!
 //! Children, from the bottom up:
 //! - [`profile`]: hardware profiles (cost model, messaging configuration);
-//! - [`build`]: topology, NIC configuration, fabric configuration, fault
-//!   rules, pauses, PFC, host names (with `build/nic.rs` and
-//!   `build/faults.rs`);
-//! - [`resolved`]: the one pass from a scenario to its profile, topology
-//!   and NIC configuration that validation and every run take;
-//! - one planner per workload family: [`flows`] (sizes and starts of the
+//! - [`build`]: topology, PFC, and (in `build/nic.rs`, `build/faults.rs`,
+//!   `build/msg.rs`) the NIC configuration, the fault rules and pauses,
+//!   and the messaging layer's configuration;
+//! - one planner per workload family: [`ncplan`] (the non-contiguous
+//!   ping-pong's layouts and method), [`collplan`] (the collective
+//!   study's trees and iterations), [`flows`] (sizes and starts of the
 //!   flow workload, and its figures), [`rdma`] (every operation of the
-//!   RDMA workloads), [`messaging`] (the OSU-shaped loops), [`ncplan`]
-//!   (the non-contiguous ping-pong's layouts and method), [`collplan`]
-//!   (the collective study's trees and iterations);
+//!   RDMA workloads), [`messaging`] (the OSU-shaped loops);
+//! - [`resolved`]: the one pass from a scenario to what a run needs:
+//!   [`resolved::resolve`] (profile, topology, NIC configuration, fault
+//!   rules, pauses, messaging configuration), which validation takes, and
+//!   [`resolved::plan`], which adds every workload planned and what the
+//!   runner reads (checks, outputs, time limit) for one backend: the
+//!   [`resolved::Plan`] every run takes;
 //! - [`validate`]: the one validation pass (resolution, then what needs
 //!   it: host names, sizes, keys a kind does not take);
 //! - [`scenario`]: `Scenario::parse`, text to a validated scenario.

@@ -15,7 +15,7 @@ use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::backend::Backend;
 use crate::file::checks::CHECKS;
-use crate::Scenario;
+use crate::plan::resolved::Plan;
 
 /// Packet counters.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -37,11 +37,6 @@ pub struct Packets {
     /// Payloads cut off by trimming switches (their headers went on and
     /// were NACKed; not counted in `dropped`).
     pub trimmed: u64,
-}
-
-/// The scenario's congestion controller, by name.
-fn sc_cc(sc: &Scenario) -> String {
-    sc.file.nic.cc.clone().unwrap_or_else(|| "none".to_string())
 }
 
 /// Operation counters.
@@ -449,8 +444,7 @@ fn percentile(sorted: &[u64], q: f64) -> u64 {
 
 /// Assembles the report from the world and the operations.
 pub(crate) fn build(
-    sc: &Scenario,
-    seed: u64,
+    plan: &Plan,
     world: &dyn Backend,
     ops: &[OpOutcome],
     posted: u64,
@@ -487,12 +481,12 @@ pub(crate) fn build(
         lossless_checks(w, &mut checks, &mut notes);
     }
     // The checks the file skips, whichever runner made them.
-    for skip in &sc.file.checks.skip {
+    for skip in &plan.checks.skip {
         checks.remove(skip);
     }
     Report {
-        scenario: sc.file.name.clone(),
-        seed,
+        scenario: plan.name.clone(),
+        seed: plan.seed(),
         backend: world.name().to_string(),
         trace_hash: world
             .trace_hash()
@@ -512,7 +506,7 @@ pub(crate) fn build(
             ecn_marked: fs.ecn_marked,
             trimmed: fs.trimmed,
         },
-        cc: sc_cc(sc),
+        cc: plan.cc.clone(),
         ecn_echoes: sum(|s| s.ecn_echoes),
         ops: Ops {
             posted,

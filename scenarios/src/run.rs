@@ -1,13 +1,17 @@
-//! Running a scenario: build its backend — the simulated world
-//! (topology, NICs, faults, pauses, capture, trace) or real UDP sockets on
-//! loopback — then hand it to the runner of its workloads, which checks
-//! the invariants and reports.
+//! Running a plan: build its backend — the simulated world (topology,
+//! NICs, faults, pauses, capture, trace), a split of it across threads,
+//! or real UDP sockets on loopback — then hand it to the runner of its
+//! workloads, which checks the invariants and reports.
 //!
-//! This module is the entry ([`run`], [`run_host`]); its children:
-//! - one runner per workload family, each planning its workloads,
-//!   installing one app per host from `udrma_host::workload` and checking
-//!   what the apps recorded: [`rdma`], [`messaging`], [`noncontig`],
-//!   [`collective`];
+//! This module is the entry: [`run`] and [`run_host`] plan the file
+//! (`crate::plan::resolved::plan`), [`run_plan`] and [`host_part`] run a
+//! plan; over real sockets each host's fault rules are seeded here from
+//! the plan's copy of the file's rules (`egress_plans`). Its children:
+//! - one runner per workload family, each installing one app per host
+//!   from `udrma_host::workload` with the plan's part for it, and
+//!   checking what the apps recorded: [`rdma`] (which also holds
+//!   `start_and_run`, the start, run to the time limit and finish that
+//!   every runner shares), [`messaging`], [`noncontig`], [`collective`];
 //! - [`leftover`]: what a run left undone, said the way it happened.
 
 pub mod collective;
@@ -23,35 +27,21 @@ use udrma_bridge::{BridgeConfig, Cluster, FaultPlan};
 use udrma_fabric::{EventOrder, SplitWorld, TraceFormat, World};
 use udrma_faults::Direction;
 use udrma_nic::NicConfig;
-use udrma_proto::{Duration, NodeAddr};
+use udrma_proto::NodeAddr;
 
 use crate::backend::{Backend, Udp};
-use crate::file::schema::{OrderKind, TopologyKind, WorkloadKind};
-use crate::file::units::Time;
+use crate::file::schema::TopologyKind;
+use crate::file::source::Locate;
 use crate::plan::build;
-use crate::plan::resolved::{resolve, Resolved};
+use crate::plan::resolved::{plan, Plan, Work};
+pub use crate::plan::resolved::{real_time_floors, BackendKind, UDP_MIN_TIME_LIMIT};
 use crate::report::ladder::Ladder;
 use crate::report::Report;
 use crate::{Scenario, ScenarioError};
 
-/// Where the packets go.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum BackendKind {
-    /// The simulated fabric: virtual time, deterministic, every feature.
-    #[default]
-    Sim,
-    /// One UDP socket per host on loopback, in real time, with the
-    /// scenario's fault rules applied to what each host sends.
-    Udp,
-}
-
 /// The largest data payload `udrma host` sends: its datagrams (with the
 /// udrma header and ICRC) fit a 1500-byte Ethernet MTU.
 pub const ETHERNET_PAYLOAD: u32 = 1400;
-
-/// The shortest time limit a real-time run gets: a scenario's limit is
-/// sized for virtual time, where nothing waits for a scheduler.
-pub const UDP_MIN_TIME_LIMIT: Duration = Duration::from_millis(10_000);
 
 /// What the caller wants besides the report.
 #[derive(Default)]
@@ -75,23 +65,31 @@ pub struct RunOptions {
     pub egress_log: bool,
 }
 
-/// Runs `sc`. Fails only on invalid input; check failures are in the
-/// report.
-pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError> {
+/// Runs `sc`: plans it for the seed and backend `opts` give, then runs
+/// the plan ([`run_plan`]). Fails only on invalid input; check failures
+/// are in the report.
+pub fn run(sc: &Scenario, opts: RunOptions) -> Result<Report, ScenarioError> {
     let seed = opts.seed.unwrap_or(sc.file.seed);
-    let r = &resolve(sc, seed)?;
-    if opts.backend == BackendKind::Udp {
+    let plan = plan(sc, seed, opts.backend)?;
+    run_plan(&plan, opts)
+}
+
+/// Runs a plan on the backend it was planned for (`opts.seed` and
+/// `opts.backend` are the plan's already, and not read again): builds
+/// the backend and hands it to the runner of the plan's workloads.
+pub fn run_plan(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> {
+    if plan.backend == BackendKind::Udp {
         if opts.threads.is_some() {
-            return Err(sc.error(
+            return Err(plan.at.error(
                 "--threads splits the simulated fabric; the udp backend runs real sockets".into(),
             ));
         }
-        return run_udp(sc, r, &opts);
+        return run_udp(plan, &opts);
     }
     if let Some(n) = opts.threads {
-        return run_split(sc, r, n, &opts);
+        return run_split(plan, n, &opts);
     }
-    let mut world = sim_world(sc, r)?;
+    let mut world = sim_world(plan)?;
     if opts.egress_log {
         world.log_egress();
     }
@@ -103,224 +101,187 @@ pub fn run(sc: &Scenario, mut opts: RunOptions) -> Result<Report, ScenarioError>
             let names: Vec<&str> = links.iter().map(String::as_str).collect();
             world.tap(&names, sink)
         };
-        r.map_err(|e| sc.error_at("pcap", format!("pcap: {e}")))?;
+        r.map_err(|e| plan.at.error_at("pcap", format!("pcap: {e}")))?;
     }
     if let Some((format, sink)) = opts.trace.take() {
         world.set_trace_sink(format, sink);
     }
     let ladder_hosts = match &opts.ladder {
         Some(l) => Some((
-            sc.host(&l.left, n, "ladder")?,
-            sc.host(&l.right, n, "ladder")?,
+            plan.at.host(&l.left, n, "ladder")?,
+            plan.at.host(&l.right, n, "ladder")?,
         )),
         None => None,
     };
     if let Some((a, b)) = ladder_hosts {
         world.watch(a, b);
     }
-    if sc
-        .file
-        .workloads
-        .iter()
-        .any(|w| w.kind == WorkloadKind::Noncontig)
-    {
-        return crate::run::noncontig::run(sc, r, seed, Box::new(world));
-    }
-    if sc
-        .file
-        .workloads
-        .iter()
-        .any(|w| w.kind == WorkloadKind::Collective)
-    {
-        let rebuild = || sim_world(sc, r).map(|w| Box::new(w) as Box<dyn Backend>);
-        return crate::run::collective::run(sc, seed, Box::new(world), &rebuild);
-    }
-    if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
-        let mut report = crate::run::messaging::run(sc, seed, Box::new(world))?;
-        if let Some((a, b)) = ladder_hosts {
-            report.notes.push(format!(
-                "no ladder between {a} and {b}: ladders draw RDMA scenarios only"
-            ));
+    let world = Box::new(world);
+    match &plan.work {
+        Work::Noncontig(_) => crate::run::noncontig::run(plan, world),
+        Work::Collective(_) => {
+            let rebuild = || sim_world(plan).map(|w| Box::new(w) as Box<dyn Backend>);
+            crate::run::collective::run(plan, world, &rebuild)
         }
-        return Ok(report);
+        Work::Messaging(_) => {
+            let mut report = crate::run::messaging::run(plan, world)?;
+            if let Some((a, b)) = ladder_hosts {
+                report.notes.push(format!(
+                    "no ladder between {a} and {b}: ladders draw RDMA scenarios only"
+                ));
+            }
+            Ok(report)
+        }
+        Work::Rdma(_) => {
+            let ladder = match (ladder_hosts, opts.ladder.as_ref()) {
+                (Some((a, b)), Some(spec)) => Some((a, b, spec)),
+                _ => None,
+            };
+            crate::run::rdma::run(plan, world, ladder)
+        }
     }
-    let ladder = match (ladder_hosts, opts.ladder.as_ref()) {
-        (Some((a, b)), Some(spec)) => Some((a, b, spec)),
-        _ => None,
-    };
-    crate::run::rdma::run(sc, seed, Box::new(world), ladder)
 }
 
-/// Runs `sc`'s RDMA workloads on `threads` copies of its world, each
-/// thread running its share of the nodes ([`SplitWorld`]).
-fn run_split(
-    sc: &Scenario,
-    r: &Resolved,
-    threads: usize,
-    opts: &RunOptions,
-) -> Result<Report, ScenarioError> {
+/// Runs the RDMA workloads of `plan` on `threads` copies of its world,
+/// each thread running its share of the nodes ([`SplitWorld`]).
+fn run_split(plan: &Plan, threads: usize, opts: &RunOptions) -> Result<Report, ScenarioError> {
     let refuse = |what: &str| {
-        Err(sc.error(format!(
+        Err(plan.at.error(format!(
             "--threads {threads}: {what} cannot be split across threads"
         )))
     };
-    if opts.pcap.is_some() || sc.file.outputs.pcap.is_some() {
+    if opts.pcap.is_some() || plan.outputs.pcap.is_some() {
         return refuse("a capture");
     }
-    if opts.trace.is_some() || sc.file.outputs.trace.is_some() {
+    if opts.trace.is_some() || plan.outputs.trace.is_some() {
         return refuse("a trace file (a split run has the trace's hash, not its events)");
     }
     if opts.ladder.is_some() {
         return refuse("a ladder diagram");
     }
-    if sc.file.topology.pfc {
+    if plan.resolved.pfc.is_some() {
         return refuse("a lossless fabric (pfc = true: its pauses need time order)");
     }
-    if let Some(w) = sc.file.workloads.iter().find(|w| !w.kind.is_rdma()) {
-        return refuse(&format!("the {} workload", w.kind.name()));
+    if let Some(k) = plan.kinds.iter().find(|k| !k.is_rdma()) {
+        return refuse(&format!("the {} workload", k.name()));
     }
     if !(1..=udrma_fabric::MAX_SHARDS).contains(&threads) {
-        return Err(sc.error(format!(
+        return Err(plan.at.error(format!(
             "--threads {threads}: from 1 to {}",
             udrma_fabric::MAX_SHARDS
         )));
     }
     // Every thread's copy of the world, built side by side.
-    let worlds: Vec<Result<World, ScenarioError>> =
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (1..threads)
-                .map(|_| scope.spawn(|| sim_world(sc, r)))
-                .collect();
-            let mut worlds = vec![sim_world(sc, r)];
-            for h in handles {
-                worlds.push(h.join().unwrap_or_else(|_| {
-                    Err(sc.error("a thread building the world stopped".into()))
-                }));
-            }
-            worlds
-        });
+    let worlds: Vec<Result<World, ScenarioError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..threads)
+            .map(|_| scope.spawn(|| sim_world(plan)))
+            .collect();
+        let mut worlds = vec![sim_world(plan)];
+        for h in handles {
+            worlds.push(h.join().unwrap_or_else(|_| {
+                Err(plan.at.error("a thread building the world stopped".into()))
+            }));
+        }
+        worlds
+    });
     let worlds = worlds.into_iter().collect::<Result<Vec<_>, _>>()?;
     let split =
-        SplitWorld::new(worlds).map_err(|e| sc.error(format!("--threads {threads}: {e}")))?;
-    crate::run::rdma::run(sc, r.seed, Box::new(split), None)
+        SplitWorld::new(worlds).map_err(|e| plan.at.error(format!("--threads {threads}: {e}")))?;
+    crate::run::rdma::run(plan, Box::new(split), None)
 }
 
-/// The simulated fabric of `sc` as `r` resolved it: topology, NICs,
-/// fault rules, pauses, the lossless configuration and the event order.
-/// (`sc` only locates an error the world reports.)
-fn sim_world(sc: &Scenario, r: &Resolved) -> Result<World, ScenarioError> {
+/// The simulated fabric of `plan`: topology, NICs, fault rules, pauses,
+/// the lossless configuration and the event order.
+fn sim_world(plan: &Plan) -> Result<World, ScenarioError> {
+    let (r, at) = (&plan.resolved, &plan.at);
     let mut world = World::new(r.topology.clone(), r.fabric.clone(), r.rules.clone())
-        .map_err(|e| sc.error_at("fault", e.to_string()))?;
+        .map_err(|e| at.error_at("fault", e.to_string()))?;
     if r.windows {
         world
             .set_event_order(EventOrder::Windows)
-            .map_err(|e| sc.error_at_key("order", format!("order = \"windows\": {e}")))?;
+            .map_err(|e| at.error_at_key("order", format!("order = \"windows\": {e}")))?;
     }
     if let Some(cfg) = r.pfc {
         // Checked against this topology and event order by `resolve`.
         world
             .set_pfc(cfg)
-            .map_err(|e| sc.error_at_key("pfc", format!("topology.pfc: {e}")))?;
+            .map_err(|e| at.error_at_key("pfc", format!("topology.pfc: {e}")))?;
     }
     for p in &r.pauses {
         world
             .pause(*p)
-            .map_err(|e| sc.error_at("pause", e.to_string()))?;
+            .map_err(|e| at.error_at("pause", e.to_string()))?;
     }
     Ok(world)
 }
 
-/// The scenario over real sockets: one loopback endpoint per host, the
-/// fault rules on each host's egress, timers no finer than the runtime's
+/// The plan over real sockets: one loopback endpoint per host, the fault
+/// rules on each host's egress, timers no finer than the runtime's
 /// millisecond clock, and a time limit of at least
-/// [`UDP_MIN_TIME_LIMIT`]. What has no meaning on real sockets is refused
-/// with the key that asks for it.
-fn run_udp(sc: &Scenario, r: &Resolved, opts: &RunOptions) -> Result<Report, ScenarioError> {
-    refuse_simulated_only(sc, opts)?;
-    let seed = r.seed;
-    let plans = egress_plans(sc, r)?;
+/// [`UDP_MIN_TIME_LIMIT`] (both in the plan). What has no meaning on real
+/// sockets is refused with the key that asks for it.
+fn run_udp(plan: &Plan, opts: &RunOptions) -> Result<Report, ScenarioError> {
+    refuse_simulated_only(plan, opts)?;
+    let plans = egress_plans(plan)?;
     let n = plans.len();
     let cfg = BridgeConfig {
-        nic: real_time_floors(r.nic.clone()),
+        nic: plan.resolved.nic.clone(),
         ..BridgeConfig::default()
     };
     let loopback = || {
         Cluster::loopback(n, &cfg, |h| plans[h.0 as usize].clone())
             .map(|c| Box::new(Udp::new(c)) as Box<dyn Backend>)
-            .map_err(|e| sc.error_at("topology", format!("udp backend: {e}")))
+            .map_err(|e| plan.at.error_at("topology", format!("udp backend: {e}")))
     };
     let backend = loopback()?;
-    let sc = real_time_limit(sc);
-    if sc
-        .file
-        .workloads
-        .iter()
-        .any(|w| w.kind == WorkloadKind::Collective)
-    {
-        return crate::run::collective::run(&sc, seed, backend, &loopback);
+    match &plan.work {
+        Work::Collective(_) => crate::run::collective::run(plan, backend, &loopback),
+        Work::Noncontig(_) => crate::run::noncontig::run(plan, backend),
+        Work::Messaging(_) => crate::run::messaging::run(plan, backend),
+        Work::Rdma(_) => crate::run::rdma::run(plan, backend, None),
     }
-    if sc
-        .file
-        .workloads
-        .iter()
-        .any(|w| w.kind == WorkloadKind::Noncontig)
-    {
-        crate::run::noncontig::run(&sc, r, seed, backend)
-    } else if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
-        crate::run::messaging::run(&sc, seed, backend)
-    } else {
-        crate::run::rdma::run(&sc, seed, backend, None)
-    }
-}
-
-/// `sc` with a time limit of at least [`UDP_MIN_TIME_LIMIT`].
-fn real_time_limit(sc: &Scenario) -> Scenario {
-    let mut sc = sc.clone();
-    if sc.file.time_limit.0 < UDP_MIN_TIME_LIMIT {
-        sc.file.time_limit = Time(UDP_MIN_TIME_LIMIT);
-    }
-    sc
 }
 
 /// Refuses, by key, what only the simulator can do.
-fn refuse_simulated_only(sc: &Scenario, opts: &RunOptions) -> Result<(), ScenarioError> {
-    if opts.pcap.is_some() || sc.file.outputs.pcap.is_some() {
-        return Err(sc.error_at_key(
+fn refuse_simulated_only(plan: &Plan, opts: &RunOptions) -> Result<(), ScenarioError> {
+    let at = &plan.at;
+    if opts.pcap.is_some() || plan.outputs.pcap.is_some() {
+        return Err(at.error_at_key(
             "pcap",
             "a capture needs the simulated backend (over real sockets, capture with tcpdump or Wireshark on the loopback interface, UDP ports of the hosts)".into(),
         ));
     }
-    if opts.trace.is_some() || sc.file.outputs.trace.is_some() {
-        return Err(sc.error_at_key(
+    if opts.trace.is_some() || plan.outputs.trace.is_some() {
+        return Err(at.error_at_key(
             "trace",
             "a trace needs the simulated backend (real time has no deterministic event log)".into(),
         ));
     }
     if opts.ladder.is_some() {
-        return Err(sc.error_at(
+        return Err(at.error_at(
             "ladder",
             "a ladder diagram needs the simulated backend".into(),
         ));
     }
-    if sc.file.topology.order != OrderKind::Time {
-        return Err(sc.error_at_key(
+    if plan.resolved.windows {
+        return Err(at.error_at_key(
             "order",
             "order = \"windows\" is how the simulator runs its events; real sockets run in real time (remove it or use --backend sim)".into(),
         ));
     }
-    if sc.file.topology.pfc {
-        return Err(sc.error_at_key(
+    if plan.resolved.pfc.is_some() {
+        return Err(at.error_at_key(
             "pfc",
             "pfc = true makes the simulated fabric lossless; real sockets run over the host's own network (remove it or use --backend sim)".into(),
         ));
     }
-    if !sc.file.pauses.is_empty() {
-        return Err(sc.error_at(
+    if !plan.resolved.pauses.is_empty() {
+        return Err(at.error_at(
             "[[pause]]",
             "host pauses are simulated-only (the udp backend does not stop real hosts); remove [[pause]] or use --backend sim".into(),
         ));
     }
-    match sc.file.topology.kind {
+    match plan.topology_kind {
         TopologyKind::Pair | TopologyKind::Star => Ok(()),
         other => {
             let name = match other {
@@ -330,8 +291,8 @@ fn refuse_simulated_only(sc: &Scenario, opts: &RunOptions) -> Result<(), Scenari
                 _ => "fat-tree",
             };
             Err(ScenarioError {
-                file: sc.path.clone(),
-                at: crate::file::edit::locate(&sc.text, "topology.kind"),
+                file: at.path.clone(),
+                at: crate::file::edit::locate(&at.text, "topology.kind"),
                 message: format!(
                     "topology kind `{name}` has switches and links with no real-socket meaning; the udp backend runs `pair` and `star` (every host reaches every other over loopback)"
                 ),
@@ -343,15 +304,15 @@ fn refuse_simulated_only(sc: &Scenario, opts: &RunOptions) -> Result<(), Scenari
 /// Each host's egress fault rules over real sockets: the scenario's rules
 /// with a stream per host, judged on the links a datagram between two
 /// hosts would cross in the simulated topology.
-fn egress_plans(sc: &Scenario, r: &Resolved) -> Result<Vec<FaultPlan>, ScenarioError> {
-    let seed = r.seed;
-    let topo = &r.topology;
+fn egress_plans(plan: &Plan) -> Result<Vec<FaultPlan>, ScenarioError> {
+    let seed = plan.seed();
+    let topo = &plan.resolved.topology;
     let n = topo.n_hosts();
     // Which links a datagram between two hosts crosses in the simulated
     // topology: the sender's link forward, then the receiver's in reverse
     // (a pair has one link, crossed forward from h0).
     let host_link = |h: usize| -> Option<(u32, Direction)> {
-        if sc.file.topology.kind == TopologyKind::Pair {
+        if plan.topology_kind == TopologyKind::Pair {
             return None;
         }
         topo.link_by_name(&format!("h{h}-s0"))
@@ -363,11 +324,11 @@ fn egress_plans(sc: &Scenario, r: &Resolved) -> Result<Vec<FaultPlan>, ScenarioE
         // Each host's rules draw from their own streams.
         let host_seed =
             udrma_proto::rng::mix(seed ^ udrma_proto::rng::component_id(&format!("udp:h{h}")));
-        let mut rules = build::rules(sc, host_seed, n)?;
+        let mut rules = build::rules(&plan.at, &plan.faults, host_seed, n)?;
         rules
             .resolve(|name| topo.link_by_name(name), &names)
-            .map_err(|e| sc.error_at("fault", e.to_string()))?;
-        let mut plan = FaultPlan {
+            .map_err(|e| plan.at.error_at("fault", e.to_string()))?;
+        let mut fp = FaultPlan {
             rules,
             ..FaultPlan::default()
         };
@@ -377,9 +338,9 @@ fn egress_plans(sc: &Scenario, r: &Resolved) -> Result<Vec<FaultPlan>, ScenarioE
                 _ if h == 0 => vec![(0, Direction::Forward)],
                 _ => vec![(0, Direction::Reverse)],
             };
-            plan.crossings.set(NodeAddr(d as u32), path);
+            fp.crossings.set(NodeAddr(d as u32), path);
         }
-        plans.push(plan);
+        plans.push(fp);
     }
     Ok(plans)
 }
@@ -431,22 +392,26 @@ impl From<ScenarioError> for HostError {
 /// messages; the bytes other hosts wrote into it), and leaves only when
 /// every peer has said goodbye (see `udrma_bridge::Cluster::goodbye`).
 pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> {
-    refuse_simulated_only(sc, &RunOptions::default())?;
     let seed = opts.seed.unwrap_or(sc.file.seed);
-    let r = &resolve(sc, seed)?;
-    let plans = egress_plans(sc, r)?;
+    host_part(&plan(sc, seed, BackendKind::Udp)?, opts)
+}
+
+/// Runs host `opts.host`'s part of `plan` (a udp plan: [`run_host`]).
+pub fn host_part(plan: &Plan, opts: &HostOptions) -> Result<Report, HostError> {
+    let at = &plan.at;
+    refuse_simulated_only(plan, &RunOptions::default())?;
+    if plan.backend != BackendKind::Udp {
+        return Err(HostError::Input(at.error(
+            "internal: `udrma host` runs a plan made for the udp backend".into(),
+        )));
+    }
+    let plans = egress_plans(plan)?;
     let n = plans.len();
-    let bad = |message: String| {
-        HostError::Input(ScenarioError {
-            file: sc.path.clone(),
-            at: None,
-            message,
-        })
-    };
-    let local = sc.host(&opts.host, n, "--as")?;
+    let bad = |message: String| HostError::Input(at.error(message));
+    let local = at.host(&opts.host, n, "--as")?;
     let mut remotes: Vec<(NodeAddr, SocketAddr)> = Vec::new();
     for (name, addr) in &opts.peers {
-        let h = sc.host(name, n, "--peer")?;
+        let h = at.host(name, n, "--peer")?;
         if h == local || remotes.iter().any(|(r, _)| *r == h) {
             return Err(bad(format!(
                 "--peer {name}={addr}: {name} is this host, or listed twice"
@@ -465,7 +430,7 @@ pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> 
             missing.join(", ")
         )));
     }
-    let nic = real_time_floors(r.nic.clone());
+    let nic = plan.resolved.nic.clone();
     let peer_addrs: Vec<SocketAddr> = remotes.iter().map(|(_, a)| *a).collect();
     let cfg = BridgeConfig {
         nic: NicConfig {
@@ -476,16 +441,18 @@ pub fn run_host(sc: &Scenario, opts: &HostOptions) -> Result<Report, HostError> 
         peer_program: "`udrma host` for that host (with the same scenario file)",
         ..BridgeConfig::default()
     };
-    let plan = plans[local.0 as usize].clone();
+    let egress = plans[local.0 as usize].clone();
     let network = |e: udrma_bridge::BridgeError| HostError::Network(format!("{}: {e}", opts.host));
-    let cluster = Cluster::partial(n, local, opts.bind, remotes, &cfg, plan).map_err(network)?;
-    let sc = real_time_limit(sc);
+    let cluster = Cluster::partial(n, local, opts.bind, remotes, &cfg, egress).map_err(network)?;
     // The cluster meets its peers once this host's memory is registered.
     let backend: Box<dyn Backend> = Box::new(Udp::new(cluster));
-    let report = if sc.file.workloads.iter().any(|w| w.kind.is_messaging()) {
-        crate::run::messaging::run(&sc, seed, backend)
-    } else {
-        crate::run::rdma::run(&sc, seed, backend, None)
+    let report = match &plan.work {
+        Work::Messaging(_) => crate::run::messaging::run(plan, backend),
+        Work::Rdma(_) => crate::run::rdma::run(plan, backend, None),
+        Work::Noncontig(_) | Work::Collective(_) => Err(at.error_at(
+            "workload",
+            "`udrma host` runs RDMA and messaging workloads; run noncontig and collective ones with `udrma run --backend udp`".into(),
+        )),
     };
     report.map_err(
         |e| match e.message.strip_prefix(crate::run::rdma::NETWORK) {
@@ -510,21 +477,6 @@ pub fn host_payload(file_payload: u32, peers: &[SocketAddr]) -> u32 {
     } else {
         file_payload.min(ETHERNET_PAYLOAD)
     }
-}
-
-/// The scenario's NIC with timers no finer than a real-time driver can
-/// keep (tokio's timers have millisecond resolution, and a loopback
-/// round trip under load takes tens of microseconds to milliseconds).
-pub fn real_time_floors(mut nic: NicConfig) -> NicConfig {
-    let at_least = |d: &mut Duration, min: Duration| *d = (*d).max(min);
-    at_least(&mut nic.rto_initial, Duration::from_millis(20));
-    at_least(&mut nic.rto_min, Duration::from_millis(2));
-    at_least(&mut nic.rto_max, Duration::from_millis(500));
-    at_least(&mut nic.rnr_delay, Duration::from_millis(1));
-    at_least(&mut nic.escape_timeout, Duration::from_millis(20));
-    at_least(&mut nic.registry_timeout, Duration::from_millis(2000));
-    nic.max_retries = nic.max_retries.max(16);
-    nic
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! naming the kind and the keys it takes.
 
 use crate::file::schema::{ModelKind, WorkloadKind};
+use crate::file::source::Locate;
 use crate::{Scenario, ScenarioError};
 
 /// The keys a workload of `kind` reads (besides `kind` itself).

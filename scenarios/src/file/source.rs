@@ -61,11 +61,21 @@ impl Scenario {
         };
         Ok(sc)
     }
+}
+
+/// Locating an error in a scenario's text: what the parsed scenario
+/// ([`Scenario`]) and a plan's [`Locator`] share, so a runner that holds
+/// only the plan still points at the key that asked for what failed.
+pub trait Locate {
+    /// The file's name as given (path or `<demo>`).
+    fn path(&self) -> &str;
+    /// Its text.
+    fn text(&self) -> &str;
 
     /// The host a name in the file means: `h<n>` → host `n`, if a
     /// topology of `n_hosts` has it; otherwise an error at the name,
     /// saying `whose` it was.
-    pub fn host(
+    fn host(
         &self,
         name: &str,
         n_hosts: usize,
@@ -90,13 +100,13 @@ impl Scenario {
 
     /// An error about the key `key` (located at the first line that sets
     /// it, if any).
-    pub fn error_at_key(&self, key: &str, message: String) -> ScenarioError {
+    fn error_at_key(&self, key: &str, message: String) -> ScenarioError {
         ScenarioError {
-            file: self.path.clone(),
+            file: self.path().to_string(),
             at: self
                 .settings(key, None)
                 .first()
-                .map(|&o| line_col(&self.text, o)),
+                .map(|&o| line_col(self.text(), o)),
             message,
         }
     }
@@ -107,7 +117,7 @@ impl Scenario {
         let quoted = value.map(|v| format!("\"{v}\""));
         let mut offset = 0;
         let mut found = Vec::new();
-        for line in self.text.split_inclusive('\n') {
+        for line in self.text().split_inclusive('\n') {
             let trimmed = line.trim_start();
             let sets = trimmed
                 .strip_prefix(key)
@@ -126,18 +136,18 @@ impl Scenario {
     }
 
     /// An error at byte `offset` of the text.
-    pub fn error_at_offset(&self, offset: usize, message: String) -> ScenarioError {
+    fn error_at_offset(&self, offset: usize, message: String) -> ScenarioError {
         ScenarioError {
-            file: self.path.clone(),
-            at: Some(line_col(&self.text, offset)),
+            file: self.path().to_string(),
+            at: Some(line_col(self.text(), offset)),
             message,
         }
     }
 
     /// An error about the whole file (no place in it).
-    pub fn error(&self, message: String) -> ScenarioError {
+    fn error(&self, message: String) -> ScenarioError {
         ScenarioError {
-            file: self.path.clone(),
+            file: self.path().to_string(),
             at: None,
             message,
         }
@@ -145,15 +155,15 @@ impl Scenario {
 
     /// An error about `token` (located at its first quoted occurrence in
     /// the text, if any).
-    pub fn error_at(&self, token: &str, message: String) -> ScenarioError {
+    fn error_at(&self, token: &str, message: String) -> ScenarioError {
         let quoted = format!("\"{token}\"");
         let at = self
-            .text
+            .text()
             .find(&quoted)
-            .or_else(|| self.text.find(token))
-            .map(|o| line_col(&self.text, o));
+            .or_else(|| self.text().find(token))
+            .map(|o| line_col(self.text(), o));
         ScenarioError {
-            file: self.path.clone(),
+            file: self.path().to_string(),
             at,
             message,
         }
@@ -162,7 +172,7 @@ impl Scenario {
     /// An error about the `nth` (from 0) line that sets `key` to the
     /// string `value` (the first such line if there are fewer; unlocated
     /// if none).
-    pub fn error_at_nth_setting(
+    fn error_at_nth_setting(
         &self,
         key: &str,
         value: &str,
@@ -171,12 +181,51 @@ impl Scenario {
     ) -> ScenarioError {
         let found = self.settings(key, Some(value));
         ScenarioError {
-            file: self.path.clone(),
+            file: self.path().to_string(),
             at: found
                 .get(nth)
                 .or(found.first())
-                .map(|&o| line_col(&self.text, o)),
+                .map(|&o| line_col(self.text(), o)),
             message,
+        }
+    }
+}
+
+/// Where a scenario came from, without its keys: its name and text, to
+/// locate the errors of a run that holds only its plan
+/// (`crate::plan::resolved::Plan`).
+#[derive(Debug, Clone, Default)]
+pub struct Locator {
+    /// The file's name as given.
+    pub path: String,
+    /// Its text.
+    pub text: String,
+}
+
+impl Locate for Locator {
+    fn path(&self) -> &str {
+        &self.path
+    }
+    fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl Locate for Scenario {
+    fn path(&self) -> &str {
+        &self.path
+    }
+    fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+impl Scenario {
+    /// Where this scenario came from, for a plan to carry.
+    pub fn locator(&self) -> Locator {
+        Locator {
+            path: self.path.clone(),
+            text: self.text.clone(),
         }
     }
 }

@@ -4,24 +4,25 @@
 //!
 //! Children:
 //! - `nic`: the NIC configuration (`nic_config`);
-//! - `faults`: the fault rules and host pauses (`rules`, `pauses`).
+//! - `faults`: the fault rules and host pauses (`rules`, `pauses`);
+//! - `msg`: the messaging layer's configuration (`msg_setup`,
+//!   `msg_checked`).
 //!
-//! Here: the topology, PFC, the fabric's configuration, a host's plan and
-//! the messaging layer's configuration.
+//! Here: the topology and PFC.
 
 use udrma_fabric::{LinkParams, Topology};
-use udrma_host::messaging::MsgConfig;
-use udrma_nic::NicConfig;
-use udrma_proto::{Duration, Instant, NodeAddr, Protocol};
 
-use crate::file::schema::{ModelKind, TopologyKind};
+use crate::file::schema::TopologyKind;
+use crate::file::source::Locate;
 use crate::plan::profile::Profile;
 use crate::{Scenario, ScenarioError};
 
 mod faults;
+mod msg;
 mod nic;
 
 pub use faults::{fault_plan, rules, OPCODE_NAMES};
+pub use msg::{msg_checked, msg_setup, MsgSetup};
 pub use nic::nic_config;
 
 /// Most hosts a scenario's topology may have (a k = 128 fat tree).
@@ -242,109 +243,4 @@ fn pfc_error(sc: &Scenario, e: udrma_fabric::PfcError) -> ScenarioError {
         PfcError::Trim(_) => "trim",
     };
     sc.error_at_key(key, format!("topology.{key}: {e}"))
-}
-
-/// The messaging layer's configuration for host `h` of `n` hosts whose
-/// NICs use `nic`.
-pub fn msg_config(
-    sc: &Scenario,
-    seed: u64,
-    h: NodeAddr,
-    n: usize,
-    nic: &NicConfig,
-) -> Result<MsgConfig, ScenarioError> {
-    let m = &sc.file.messaging;
-    let d = MsgConfig::default();
-    let small = |v: Option<crate::file::units::Size>, d: u32, key: &str| {
-        v.map_or(Ok(d), |s| {
-            u32::try_from(s.0)
-                .map_err(|_| sc.error_at_key(key, format!("messaging.{key} is too large")))
-        })
-    };
-    let rendezvous = match m.rendezvous.as_deref() {
-        None => d.rendezvous,
-        Some("r3") => Protocol::R3,
-        Some("rget") => Protocol::Rget,
-        Some("rput") => Protocol::Rput,
-        Some(other) => {
-            return Err(sc.error_at(
-                other,
-                format!("messaging.rendezvous = {other:?}: expected r3, rget or rput"),
-            ))
-        }
-    };
-    let mut registration_failure = match m.registration.as_deref() {
-        None | Some("ok") => 0.0,
-        Some("fail") => 1.0,
-        Some(other) => {
-            return Err(sc.error_at(
-                other,
-                format!("messaging.registration = {other:?}: expected ok or fail"),
-            ))
-        }
-    };
-    let mut window = None;
-    for (i, f) in sc.file.faults.iter().enumerate() {
-        if f.model != ModelKind::RegistrationFailure {
-            continue;
-        }
-        let name = f.name.clone().unwrap_or_else(|| format!("fault{i}"));
-        let who = format!("fault {name:?}");
-        let hosts = f
-            .src
-            .iter()
-            .map(|x| sc.host(x, n, &who))
-            .collect::<Result<Vec<_>, _>>()?;
-        let p = f.p.ok_or_else(|| {
-            sc.error_at(
-                &name,
-                format!("{who}: model registration-failure needs `p`"),
-            )
-        })?;
-        if !(0.0..=1.0).contains(&p) {
-            return Err(sc.error_at(&name, format!("{who}: p = {p} is not a probability")));
-        }
-        if hosts.is_empty() || hosts.contains(&h) {
-            registration_failure = p;
-            if f.from.is_some() || f.until.is_some() {
-                window = Some((
-                    Instant::ZERO + f.from.map_or(Duration::ZERO, |t| t.0),
-                    f.until.map_or(Instant(u64::MAX), |t| Instant::ZERO + t.0),
-                ));
-            }
-        }
-    }
-    let cfg = MsgConfig {
-        vbuf_size: small(m.vbuf_size, d.vbuf_size, "vbuf_size")?,
-        vbufs_per_peer: m.vbufs_per_peer.unwrap_or(d.vbufs_per_peer),
-        send_vbufs: m.send_vbufs.unwrap_or(d.send_vbufs),
-        credit_notify_threshold: m
-            .credit_notify_threshold
-            .unwrap_or(d.credit_notify_threshold),
-        credit_preserve: m.credit_preserve.unwrap_or(d.credit_preserve),
-        rendezvous_threshold: m
-            .rendezvous_threshold
-            .map_or(d.rendezvous_threshold, |s| s.0),
-        rendezvous,
-        noop_interval: m.noop_interval.map_or(d.noop_interval, |t| t.0),
-        unexpected_bytes: m.unexpected_bytes.map_or(d.unexpected_bytes, |s| s.0),
-        registration_failure,
-        registration_failure_window: window,
-        seed,
-    };
-    cfg.validate(nic).map_err(|e| {
-        // At the key when the file gives it, else at the table (the value
-        // is a default's), never at a comment that mentions messaging.
-        let udrma_host::messaging::MsgConfigError::Field { field, .. } = &e;
-        // The messaging layer names the NIC's fields as the engine spells
-        // them; a scenario file spells them in [nic].
-        let message = format!("[messaging] {e}").replace("recv_queue_capacity", "[nic] recv_queue");
-        let at_key = sc.error_at_key(field, message.clone());
-        if at_key.at.is_some() {
-            at_key
-        } else {
-            sc.error_at("[messaging]", message)
-        }
-    })?;
-    Ok(cfg)
 }

@@ -7,6 +7,7 @@ use udrma_nic::reduce::CollectiveKind;
 use udrma_proto::{Duration, Instant, ReduceOp, ReduceType};
 
 use crate::file::schema::{TopologyKind, WorkloadKind, WorkloadSpec};
+use crate::file::source::Locate;
 use crate::{Scenario, ScenarioError};
 
 /// Most iterations a collective workload may run.

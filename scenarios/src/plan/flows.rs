@@ -8,6 +8,7 @@ use udrma_faults::rng::{below, stream, unit};
 use udrma_proto::Duration;
 
 use crate::file::schema::WorkloadSpec;
+use crate::file::source::Locate;
 use crate::{Scenario, ScenarioError};
 
 /// A flow size distribution: points (bytes, cumulative probability),

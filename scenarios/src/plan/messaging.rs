@@ -9,6 +9,7 @@ use udrma_host::workload::msg::{MsgKind, MsgWorkload};
 use udrma_proto::{Duration, Instant};
 
 use crate::file::schema::{SizesSpec, WorkloadKind, WorkloadSpec};
+use crate::file::source::Locate;
 use crate::file::units::parse_size;
 use crate::{Scenario, ScenarioError};
 

@@ -3,13 +3,15 @@
 //! constructors), the method (`auto` resolved by the cost estimate), and
 //! the checks of its keys. Running it is the run floor's business.
 
+use udrma_fabric::Topology;
 use udrma_host::datatype::{Datatype, Layout, Order};
 use udrma_host::noncontig::{predict, Method, Shape};
 use udrma_host::workload::noncontig::NcPlan;
+use udrma_nic::NicConfig;
 use udrma_proto::{Duration, Instant};
 
 use crate::file::schema::{WorkloadKind, WorkloadSpec};
-use crate::plan::resolved::Resolved;
+use crate::file::source::Locate;
 use crate::{Scenario, ScenarioError};
 
 /// Most blocks a side's layout may have (the indirect key's limit).
@@ -33,7 +35,7 @@ pub struct Planned {
 
 /// Refuses a noncontig workload beside others, and plans it (its keys on
 /// other kinds are refused in `applies`).
-pub fn validate(sc: &Scenario, r: &Resolved) -> Result<(), ScenarioError> {
+pub fn validate(sc: &Scenario, nic: &NicConfig, topo: &Topology) -> Result<(), ScenarioError> {
     let nc = sc
         .file
         .workloads
@@ -47,7 +49,7 @@ pub fn validate(sc: &Scenario, r: &Resolved) -> Result<(), ScenarioError> {
         ));
     }
     if nc == 1 {
-        plan(sc, r)?;
+        plan(sc, nic, topo)?;
     }
     Ok(())
 }
@@ -160,9 +162,10 @@ fn layouts(sc: &Scenario, w: &WorkloadSpec) -> Result<(String, Layout, Layout), 
     Ok((name, src, peer))
 }
 
-/// The plan of the scenario's noncontig workload.
-pub fn plan(sc: &Scenario, r: &Resolved) -> Result<Planned, ScenarioError> {
-    let n = r.n_hosts();
+/// The plan of the scenario's noncontig workload, for NICs configured
+/// as `cfg` on `topo`.
+pub fn plan(sc: &Scenario, cfg: &NicConfig, topo: &Topology) -> Result<Planned, ScenarioError> {
+    let n = topo.n_hosts();
     let Some(w) = sc
         .file
         .workloads
@@ -203,7 +206,6 @@ pub fn plan(sc: &Scenario, r: &Resolved) -> Result<Planned, ScenarioError> {
         }
     };
     let (layout, la, lb) = layouts(sc, w)?;
-    let (cfg, topo) = (&r.nic, &r.topology);
     let bps = topo
         .links
         .iter()

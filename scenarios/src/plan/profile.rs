@@ -7,6 +7,7 @@ use udrma_nic::CostModel;
 use udrma_proto::Duration;
 
 use crate::file::schema::CostSpec;
+use crate::file::source::Locate;
 use crate::file::units::{Rate, Time};
 use crate::{Scenario, ScenarioError};
 

@@ -10,6 +10,7 @@ use udrma_host::workload::rdma::{OpKind, RdmaPlan, Reuse, When};
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::file::schema::{OpKind as SchemaOp, WorkloadKind, WorkloadSpec};
+use crate::file::source::Locate;
 use crate::{Scenario, ScenarioError};
 
 /// Plans every operation of the RDMA workloads and where its bytes live:

@@ -1,20 +1,36 @@
-//! One pass from a parsed scenario, for one seed, to the pieces every
-//! runner takes: the hardware profile (its TOML parsed once), the
+//! One pass from a parsed scenario to what a run needs.
+//!
+//! [`resolve`] builds, for one seed, the pieces validation checks and
+//! every run takes: the hardware profile (its TOML parsed once), the
 //! topology, the NIC configuration (whose timer floors depend on the
-//! topology's paths), and what the simulated world is built from (the
-//! fabric configuration, the fault rules with their seeded streams, the
-//! pauses, the lossless configuration, the event order). Validation and
-//! each run resolve a scenario once and hand the result down, so no
-//! runner rebuilds a piece from the file.
+//! topology's paths), what the simulated world is built from (the fabric
+//! configuration, the fault rules with their seeded streams, the pauses,
+//! the lossless configuration, the event order) and the messaging
+//! layer's configuration. [`plan`] adds, for one backend, every workload
+//! planned by its family's planner and what the runner reads from the
+//! file (name, checks, outputs, time limit, host link, congestion
+//! controller, topology kind, workload kinds, and the `[[fault]]` tables
+//! as data, from which a udp run seeds one rule set per host): the
+//! [`Plan`] that runners, split runs and `udrma host` take. They never
+//! read the parsed file; errors they find are located in its text by
+//! the plan's [`Locator`].
+
+use std::sync::Arc;
 
 use udrma_fabric::{FabricConfig, PfcConfig, Policy, Topology};
 use udrma_faults::{HostPause, RuleSet};
+use udrma_host::workload::msg::MsgWorkload;
+use udrma_host::workload::rdma::RdmaPlan;
 use udrma_nic::NicConfig;
+use udrma_proto::Duration;
 
-use crate::file::schema::{OrderKind, RoutingKind};
-
-use crate::plan::build;
+use crate::file::schema::{
+    ChecksSpec, FaultSpec, OrderKind, OutputsSpec, RoutingKind, TopologyKind, WorkloadKind,
+};
+use crate::file::source::{Locate, Locator};
+use crate::plan::build::{self, MsgSetup};
 use crate::plan::profile::{self, Profile};
+use crate::plan::{collplan, messaging, ncplan, rdma};
 use crate::{Scenario, ScenarioError};
 
 /// A scenario resolved for one seed, each piece built once.
@@ -40,6 +56,9 @@ pub struct Resolved {
     pub pfc: Option<PfcConfig>,
     /// Whether the world runs in lookahead windows (`order = "windows"`).
     pub windows: bool,
+    /// The messaging layer's configuration (messaging workloads and the
+    /// collective's host baseline run messengers).
+    pub msg: MsgSetup,
 }
 
 impl Resolved {
@@ -56,7 +75,9 @@ pub fn resolve(sc: &Scenario, seed: u64) -> Result<Resolved, ScenarioError> {
     let nic = build::nic_config(sc, profile.as_ref(), &cost, &topology)?;
     let fabric = fabric_config(sc, seed, &nic)?;
     let (rules, pauses) = build::fault_plan(sc, seed, &topology)?;
+    let msg = build::msg_setup(sc, seed, topology.n_hosts())?;
     Ok(Resolved {
+        msg,
         seed,
         fabric,
         rules,
@@ -91,4 +112,151 @@ fn fabric_config(sc: &Scenario, seed: u64, nic: &NicConfig) -> Result<FabricConf
             }
         },
     })
+}
+
+/// Where the packets go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BackendKind {
+    /// The simulated fabric: virtual time, deterministic, every feature.
+    #[default]
+    Sim,
+    /// One UDP socket per host on loopback, in real time, with the
+    /// scenario's fault rules applied to what each host sends.
+    Udp,
+}
+
+/// The shortest time limit a real-time run gets: a scenario's limit is
+/// sized for virtual time, where nothing waits for a scheduler.
+pub const UDP_MIN_TIME_LIMIT: Duration = Duration::from_millis(10_000);
+
+/// The workloads, planned by their family's planner (a scenario's
+/// workloads are of one family).
+#[derive(Debug, Clone)]
+pub enum Work {
+    /// Every RDMA operation: who posts it, when, where its bytes live.
+    Rdma(Arc<RdmaPlan>),
+    /// The messaging loops (`msg-*`).
+    Messaging(Vec<MsgWorkload>),
+    /// The non-contiguous ping-pong.
+    Noncontig(ncplan::Planned),
+    /// The collective study.
+    Collective(collplan::Planned),
+}
+
+/// Everything one run of a scenario needs, for one seed and one backend.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The pieces resolution builds. On the udp backend its NIC
+    /// configuration has real-time floors ([`real_time_floors`]).
+    pub resolved: Resolved,
+    /// The backend this plan is for.
+    pub backend: BackendKind,
+    /// The file's name and text, to locate a run's errors.
+    pub at: Locator,
+    /// The scenario's name (shown in reports).
+    pub name: String,
+    /// When the run stops: the file's, raised to
+    /// [`UDP_MIN_TIME_LIMIT`] on the udp backend.
+    pub time_limit: Duration,
+    /// The checks the file skips, and whether it expects failures.
+    pub checks: ChecksSpec,
+    /// The files the run writes.
+    pub outputs: OutputsSpec,
+    /// The congestion controller's name (`none` for none).
+    pub cc: String,
+    /// A host's link rate (bit/s) and latency: the simulated topology's
+    /// host link, or over real sockets the file's (100 Gb/s and 1 µs by
+    /// default). Flow arrivals and ideal flow times are read against it.
+    pub host_link: (u64, Duration),
+    /// The topology's kind.
+    pub topology_kind: TopologyKind,
+    /// The fault rules as the file gives them (a udp run seeds one set
+    /// per host from them).
+    pub faults: Vec<FaultSpec>,
+    /// Each workload's kind, in file order.
+    pub kinds: Vec<WorkloadKind>,
+    /// The workloads, planned.
+    pub work: Work,
+}
+
+impl Plan {
+    /// How many hosts the topology has.
+    pub fn n_hosts(&self) -> usize {
+        self.resolved.n_hosts()
+    }
+
+    /// The seed everything seeded draws from.
+    pub fn seed(&self) -> u64 {
+        self.resolved.seed
+    }
+}
+
+/// Plans one run of `sc` with `seed` on `backend`: resolution, then the
+/// workloads by their family's planner, then what the runner reads.
+pub fn plan(sc: &Scenario, seed: u64, backend: BackendKind) -> Result<Plan, ScenarioError> {
+    let mut resolved = resolve(sc, seed)?;
+    let n = resolved.n_hosts();
+    let f = &sc.file;
+    let host_link = match backend {
+        BackendKind::Sim => topology_host_link(&resolved),
+        BackendKind::Udp => None,
+    }
+    .unwrap_or((
+        f.topology.bandwidth.map_or(100_000_000_000, |r| r.0),
+        f.topology.latency.map_or(Duration::from_micros(1), |l| l.0),
+    ));
+    let has = |k: WorkloadKind| f.workloads.iter().any(|w| w.kind == k);
+    let work = if has(WorkloadKind::Noncontig) {
+        Work::Noncontig(ncplan::plan(sc, &resolved.nic, &resolved.topology)?)
+    } else if has(WorkloadKind::Collective) {
+        Work::Collective(collplan::plan(sc, seed, n)?)
+    } else if f.workloads.iter().any(|w| w.kind.is_messaging()) {
+        Work::Messaging(messaging::workloads(sc, seed, n)?)
+    } else {
+        Work::Rdma(Arc::new(rdma::plan(sc, seed, n, host_link.0)?))
+    };
+    let mut time_limit = f.time_limit.0;
+    if backend == BackendKind::Udp {
+        resolved.nic = real_time_floors(resolved.nic);
+        time_limit = time_limit.max(UDP_MIN_TIME_LIMIT);
+    }
+    Ok(Plan {
+        resolved,
+        backend,
+        at: sc.locator(),
+        name: f.name.clone(),
+        time_limit,
+        checks: f.checks.clone(),
+        outputs: f.outputs.clone(),
+        cc: f.nic.cc.clone().unwrap_or_else(|| "none".to_string()),
+        host_link,
+        topology_kind: f.topology.kind,
+        faults: f.faults.clone(),
+        kinds: f.workloads.iter().map(|w| w.kind).collect(),
+        work,
+    })
+}
+
+/// The rate and latency of host 0's link in the simulated topology.
+fn topology_host_link(r: &Resolved) -> Option<(u64, Duration)> {
+    let t = &r.topology;
+    let h = *t.hosts.first()?;
+    let p = *t.nodes[h as usize].ports.first()?;
+    let l = &t.links[t.ports[p as usize].link as usize];
+    Some((l.params.bandwidth_bps, l.params.latency))
+}
+
+/// A NIC configuration with timers no finer than a real-time driver can
+/// keep (tokio's timers have millisecond resolution, and a loopback
+/// round trip under load takes tens of microseconds to milliseconds).
+pub fn real_time_floors(mut nic: NicConfig) -> NicConfig {
+    let at_least = |d: &mut Duration, min: Duration| *d = (*d).max(min);
+    at_least(&mut nic.rto_initial, Duration::from_millis(20));
+    at_least(&mut nic.rto_min, Duration::from_millis(2));
+    at_least(&mut nic.rto_max, Duration::from_millis(500));
+    at_least(&mut nic.rnr_delay, Duration::from_millis(1));
+    at_least(&mut nic.escape_timeout, Duration::from_millis(20));
+    at_least(&mut nic.registry_timeout, Duration::from_millis(2000));
+    nic.max_retries = nic.max_retries.max(16);
+    nic
 }

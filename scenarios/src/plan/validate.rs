@@ -5,7 +5,8 @@
 use udrma_proto::NodeAddr;
 
 use crate::file::schema::{OpKind, WorkloadKind, WorkloadSpec};
-use crate::plan::build::{msg_config, MAX_OPS, MAX_STORED_BYTES};
+use crate::file::source::Locate;
+use crate::plan::build::{msg_checked, MAX_OPS, MAX_STORED_BYTES};
 use crate::plan::resolved::{resolve, Resolved};
 use crate::{Scenario, ScenarioError};
 
@@ -18,7 +19,7 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
     let n = r.topology.n_hosts();
     windows_hold_one(sc)?;
     validate_messaging(sc, &r)?;
-    crate::plan::ncplan::validate(sc, &r)?;
+    crate::plan::ncplan::validate(sc, &r.nic, &r.topology)?;
     crate::plan::collplan::validate(sc, n)?;
     for (i, w) in sc.file.workloads.iter().enumerate() {
         if !(w.kind.is_messaging()
@@ -202,7 +203,7 @@ fn validate_messaging(sc: &Scenario, r: &Resolved) -> Result<(), ScenarioError> 
     }
     // Hosts differ only in registration faults, which are checked for
     // every fault whatever the host.
-    msg_config(sc, sc.file.seed, NodeAddr(0), r.n_hosts(), &r.nic)?;
+    msg_checked(sc, r.msg.config(NodeAddr(0)), &r.nic)?;
     let mut messages: u128 = 0;
     let mut bytes: u128 = 0;
     for (i, w) in sc.file.workloads.iter().enumerate() {

@@ -14,10 +14,12 @@ use udrma_host::messaging::Messenger;
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::backend::Backend;
-use crate::plan::build;
-use crate::plan::collplan::{plan, Method};
+use crate::file::source::Locate;
+use crate::plan::build::msg_checked;
+use crate::plan::collplan::Method;
+use crate::plan::resolved::{Plan, Work};
 use crate::report::{self, CollectiveReport, CollectiveSide, Report};
-use crate::{Scenario, ScenarioError};
+use crate::ScenarioError;
 
 /// What one version's run left behind.
 struct Ran {
@@ -33,30 +35,30 @@ struct Ran {
 /// Runs the collective study: the offload on `world`, the host baseline
 /// on a second fabric built by `rebuild` (for `method = "both"`).
 pub(crate) fn run(
-    sc: &Scenario,
-    seed: u64,
+    whole: &Plan,
     mut world: Box<dyn Backend>,
     rebuild: &dyn Fn() -> Result<Box<dyn Backend>, ScenarioError>,
 ) -> Result<Report, ScenarioError> {
-    let n = world.n_hosts();
-    let planned = plan(sc, seed, n)?;
-    let plan = Arc::new(planned.plan);
+    let Work::Collective(planned) = &whole.work else {
+        return Err(whole.at.error("internal: not a collective plan".into()));
+    };
+    let plan = Arc::new(planned.plan.clone());
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
     let mut notes = Vec::new();
     let (nic, host);
     match planned.method {
         Method::Nic => {
-            nic = Some(run_nic(sc, &plan, world.as_mut())?);
+            nic = Some(run_nic(whole, &plan, world.as_mut())?);
             host = None;
         }
         Method::Host => {
-            host = Some(run_host(sc, seed, &plan, world.as_mut())?);
+            host = Some(run_host(whole, &plan, world.as_mut())?);
             nic = None;
         }
         Method::Both => {
-            nic = Some(run_nic(sc, &plan, world.as_mut())?);
+            nic = Some(run_nic(whole, &plan, world.as_mut())?);
             let mut second = rebuild()?;
-            host = Some(run_host(sc, seed, &plan, second.as_mut())?);
+            host = Some(run_host(whole, &plan, second.as_mut())?);
         }
     }
     let mut all_done = true;
@@ -96,13 +98,13 @@ pub(crate) fn run(
         }
     }
     checks.insert("all-complete".into(), all_done);
-    if !sc.file.checks.expect_failures {
+    if !whole.checks.expect_failures {
         checks.insert("all-succeeded".into(), all_done && all_ok);
     }
     checks.insert("result-equal".into(), equal);
     checks.insert("bounded-state".into(), bounded);
     checks.insert("liveness".into(), live);
-    let mut rep = report::build(sc, seed, world.as_ref(), &[], posted, checks, notes);
+    let mut rep = report::build(whole, world.as_ref(), &[], posted, checks, notes);
     rep.ops = report::Ops {
         posted,
         completed,
@@ -188,7 +190,7 @@ fn check_results(plan: &CollectivePlan, ran: &Ran, host: bool) -> Result<(), Str
 }
 
 fn run_nic(
-    sc: &Scenario,
+    whole: &Plan,
     plan: &Arc<CollectivePlan>,
     world: &mut dyn Backend,
 ) -> Result<Ran, ScenarioError> {
@@ -196,10 +198,10 @@ fn run_nic(
         if world.is_local(h) {
             world
                 .set_app(h, Box::new(OffloadApp::new(h, plan.clone())))
-                .map_err(|e| sc.error_at("workload", e))?;
+                .map_err(|e| whole.at.error_at("workload", e))?;
         }
     }
-    let (limit, ending) = crate::run::rdma::start_and_run(sc, world)?;
+    let (limit, ending) = crate::run::rdma::start_and_run(whole, world)?;
     let mut ran = collect(plan, world, |app| {
         let a = app.downcast_ref::<OffloadApp>()?;
         Some((
@@ -231,31 +233,29 @@ fn run_nic(
 }
 
 fn run_host(
-    sc: &Scenario,
-    seed: u64,
+    whole: &Plan,
     plan: &Arc<CollectivePlan>,
     world: &mut dyn Backend,
 ) -> Result<Ran, ScenarioError> {
-    let n = world.n_hosts();
     let local: Vec<NodeAddr> = (0..plan.nodes)
         .map(NodeAddr)
         .filter(|h| world.is_local(*h))
         .collect();
     for h in local {
         let nic = world.nic(h).config().clone();
-        let cfg = build::msg_config(sc, seed, h, n, &nic)?;
+        let cfg = msg_checked(&whole.at, whole.resolved.msg.config(h), &nic)?;
         let mut m = Messenger::new(cfg, world.nic(h))
-            .map_err(|e| sc.error_at("messaging", format!("[messaging] {e}")))?;
+            .map_err(|e| whole.at.error_at("messaging", format!("[messaging] {e}")))?;
         for p in HostApp::peers(plan, h) {
             m.connect(Instant::ZERO, world.nic_mut(h), p)
-                .map_err(|e| sc.error_at("workload", format!("collective: {e}")))?;
+                .map_err(|e| whole.at.error_at("workload", format!("collective: {e}")))?;
         }
         world.service(h);
         world
             .set_app(h, Box::new(HostApp::new(h, plan.clone(), m)))
-            .map_err(|e| sc.error_at("workload", e))?;
+            .map_err(|e| whole.at.error_at("workload", e))?;
     }
-    let (limit, ending) = crate::run::rdma::start_and_run(sc, world)?;
+    let (limit, ending) = crate::run::rdma::start_and_run(whole, world)?;
     let mut ran = collect(plan, world, |app| {
         let a = app.downcast_ref::<HostApp>()?;
         Some((

@@ -11,20 +11,20 @@ use udrma_host::workload::msg::{self, MsgApp, MsgKind, MsgWorkload, Received, Se
 use udrma_proto::{Instant, NodeAddr};
 
 use crate::backend::Backend;
-use crate::plan::build::msg_config;
+use crate::file::source::Locate;
+use crate::plan::build::msg_checked;
+use crate::plan::resolved::{Plan, Work};
 use crate::report::{self, MessagingReport, Report, SizeRow};
-use crate::{Scenario, ScenarioError};
+use crate::ScenarioError;
 
 /// Runs a messaging scenario: every local host that takes part gets a
 /// messenger connected to its peers and an app with its sides of the
 /// workloads; then time runs, and the apps' records are checked.
-pub(crate) fn run(
-    sc: &Scenario,
-    seed: u64,
-    mut world: Box<dyn Backend>,
-) -> Result<Report, ScenarioError> {
+pub(crate) fn run(plan: &Plan, mut world: Box<dyn Backend>) -> Result<Report, ScenarioError> {
     let n = world.n_hosts();
-    let workloads = crate::plan::messaging::workloads(sc, seed, n)?;
+    let Work::Messaging(workloads) = &plan.work else {
+        return Err(plan.at.error("internal: not a messaging plan".into()));
+    };
     // Messengers, connected at time zero, in workload order.
     let mut ms: Vec<Option<Messenger>> = (0..n).map(|_| None).collect();
     for (i, w) in workloads.iter().enumerate() {
@@ -34,14 +34,14 @@ pub(crate) fn run(
             }
             if ms[x.0 as usize].is_none() {
                 let nic = world.nic(x).config().clone();
-                let cfg = msg_config(sc, seed, x, n, &nic)?;
+                let cfg = msg_checked(&plan.at, plan.resolved.msg.config(x), &nic)?;
                 let m = Messenger::new(cfg, world.nic(x))
-                    .map_err(|e| sc.error_at("messaging", format!("[messaging] {e}")))?;
+                    .map_err(|e| plan.at.error_at("messaging", format!("[messaging] {e}")))?;
                 ms[x.0 as usize] = Some(m);
             }
             let m = ms[x.0 as usize].as_mut().expect("made");
             m.connect(Instant::ZERO, world.nic_mut(x), y)
-                .map_err(|e| sc.error_at("workload", format!("workload {i}: {e}")))?;
+                .map_err(|e| plan.at.error_at("workload", format!("workload {i}: {e}")))?;
             world.service(x);
         }
     }
@@ -51,17 +51,16 @@ pub(crate) fn run(
             let app = MsgApp::new(me, m, workloads.clone());
             world
                 .set_app(me, Box::new(app))
-                .map_err(|e| sc.error_at("workload", e))?;
+                .map_err(|e| plan.at.error_at("workload", e))?;
         }
     }
-    let (limit, ending) = crate::run::rdma::start_and_run(sc, world.as_mut())?;
-    Ok(check(sc, seed, &*world, &workloads, limit, ending))
+    let (limit, ending) = crate::run::rdma::start_and_run(plan, world.as_mut())?;
+    Ok(check(plan, &*world, workloads, limit, ending))
 }
 
 /// Checks what the local hosts' apps recorded and builds the report.
 fn check(
-    sc: &Scenario,
-    seed: u64,
+    plan: &Plan,
     world: &dyn Backend,
     workloads: &[MsgWorkload],
     limit: Instant,
@@ -91,7 +90,7 @@ fn check(
     let no_rnr = every_chunk_found_a_vbuf(world, &apps, &mut notes);
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
     checks.insert("all-complete".into(), t.all_done);
-    if !sc.file.checks.expect_failures {
+    if !plan.checks.expect_failures {
         checks.insert("all-succeeded".into(), t.all_done && t.failed == 0);
     }
     checks.insert("exactly-once".into(), t.exactly_once);
@@ -128,7 +127,7 @@ fn check(
         notes.push(note);
     }
     let posted = t.sent.len() as u64;
-    let mut rep = report::build(sc, seed, world, &[], posted, checks, notes);
+    let mut rep = report::build(plan, world, &[], posted, checks, notes);
     timing.fill(&mut rep, &t);
     let st = &t.stats;
     rep.messaging = Some(MessagingReport {

@@ -10,10 +10,11 @@ use udrma_host::workload::noncontig::{check_received, NcApp, NcPlan};
 use udrma_proto::NodeAddr;
 
 use crate::backend::Backend;
-use crate::plan::ncplan::{plan, Planned};
-use crate::plan::resolved::Resolved;
+use crate::file::source::Locate;
+use crate::plan::ncplan::Planned;
+use crate::plan::resolved::{Plan, Work};
 use crate::report::{self, NoncontigReport, Report};
-use crate::{Scenario, ScenarioError};
+use crate::ScenarioError;
 
 /// What the two hosts' apps and NICs recorded, added up.
 #[derive(Default)]
@@ -146,22 +147,19 @@ impl Tally {
 }
 
 /// Runs the noncontig ping-pong on `world` and checks it.
-pub(crate) fn run(
-    sc: &Scenario,
-    r: &Resolved,
-    seed: u64,
-    mut world: Box<dyn Backend>,
-) -> Result<Report, ScenarioError> {
-    let planned = plan(sc, r)?;
+pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, ScenarioError> {
+    let Work::Noncontig(planned) = &whole.work else {
+        return Err(whole.at.error("internal: not a noncontig plan".into()));
+    };
     let plan = Arc::new(planned.plan.clone());
     for h in [plan.a, plan.b] {
         if world.is_local(h) {
             world
                 .set_app(h, Box::new(NcApp::new(h, plan.clone())))
-                .map_err(|e| sc.error_at("workload", e))?;
+                .map_err(|e| whole.at.error_at("workload", e))?;
         }
     }
-    let (limit, ending) = crate::run::rdma::start_and_run(sc, world.as_mut())?;
+    let (limit, ending) = crate::run::rdma::start_and_run(whole, world.as_mut())?;
     let mut notes = Vec::new();
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
     let hosts: Vec<NodeAddr> = [plan.a, plan.b]
@@ -171,7 +169,7 @@ pub(crate) fn run(
     let t = Tally::of(world.as_ref(), &plan, &hosts, &mut notes);
     let all_done = t.all_done;
     checks.insert("all-complete".into(), all_done);
-    if !sc.file.checks.expect_failures {
+    if !whole.checks.expect_failures {
         checks.insert("all-succeeded".into(), all_done && t.errors == 0);
     }
     checks.insert("memory-equal".into(), t.memory_equal);
@@ -194,7 +192,7 @@ pub(crate) fn run(
             |_| None,
         ));
     }
-    let mut rep = report::build(sc, seed, world.as_ref(), &[], t.wrs, checks, notes);
-    t.fill(&mut rep, &planned);
+    let mut rep = report::build(whole, world.as_ref(), &[], t.wrs, checks, notes);
+    t.fill(&mut rep, planned);
     Ok(rep)
 }

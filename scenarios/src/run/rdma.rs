@@ -4,7 +4,6 @@
 //! no-out-of-bounds, no-write-after-completion, bounded-state, liveness.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use udrma_host::workload::is_pattern;
 use udrma_host::workload::rdma::{
@@ -15,9 +14,11 @@ use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::backend::Backend;
 use crate::file::schema::WorkloadKind;
+use crate::file::source::Locate;
+use crate::plan::resolved::{BackendKind, Plan, Work};
 use crate::report::ladder::Ladder;
 use crate::report::{self, OpOutcome, Report};
-use crate::{Scenario, ScenarioError};
+use crate::ScenarioError;
 
 /// One planned operation, and what became of it.
 #[derive(Debug, Clone)]
@@ -45,39 +46,33 @@ pub(crate) const NETWORK: &str = "network: ";
 /// limit and finishes its outputs: the part every runner shares. Returns
 /// the limit and how the run ended.
 pub(crate) fn start_and_run(
-    sc: &Scenario,
+    plan: &Plan,
     world: &mut dyn Backend,
 ) -> Result<(Instant, crate::backend::Ending), ScenarioError> {
-    world.start().map_err(|e| ScenarioError {
-        file: sc.path.clone(),
-        at: None,
-        message: format!("{NETWORK}{e}"),
-    })?;
-    let limit = Instant::ZERO + sc.file.time_limit.0;
-    let ending = world.run(limit).map_err(|e| ScenarioError {
-        file: sc.path.clone(),
-        at: None,
-        message: e,
-    })?;
+    world
+        .start()
+        .map_err(|e| plan.at.error(format!("{NETWORK}{e}")))?;
+    let limit = Instant::ZERO + plan.time_limit;
+    let ending = world.run(limit).map_err(|e| plan.at.error(e))?;
     world
         .finish()
-        .map_err(|e| sc.error_at("outputs", format!("writing outputs: {e}")))?;
+        .map_err(|e| plan.at.error_at("outputs", format!("writing outputs: {e}")))?;
     Ok((limit, ending))
 }
 
-/// Runs the RDMA workloads of `sc` on its built `world`: plans every
-/// operation, posts them at their times (or when the closed-loop
-/// workloads allow), watches the completions, checks the invariants at
-/// the end, and draws the ladder when one is asked for.
+/// Runs the RDMA workloads `whole` planned on its built `world`: posts
+/// every operation at its time (or when the closed-loop workloads
+/// allow), watches the completions, checks the invariants at the end,
+/// and draws the ladder when one is asked for.
 pub(crate) fn run(
-    sc: &Scenario,
-    seed: u64,
+    whole: &Plan,
     mut world: Box<dyn Backend>,
     ladder: Option<(NodeAddr, NodeAddr, &Ladder)>,
 ) -> Result<Report, ScenarioError> {
     let n = world.n_hosts();
-    let (host_bps, _) = host_link(sc, &*world);
-    let plan = Arc::new(crate::plan::rdma::plan(sc, seed, n, host_bps)?);
+    let Work::Rdma(plan) = &whole.work else {
+        return Err(whole.at.error("internal: not an RDMA plan".into()));
+    };
     let phantom = plan.phantom;
     let local: Vec<bool> = (0..n).map(|h| world.is_local(NodeAddr(h as u32))).collect();
 
@@ -86,9 +81,9 @@ pub(crate) fn run(
         let app = RdmaApp::new(NodeAddr(h as u32), plan.clone());
         world
             .set_app(NodeAddr(h as u32), Box::new(app))
-            .map_err(|e| sc.error_at("workload", e))?;
+            .map_err(|e| whole.at.error_at("workload", e))?;
     }
-    let (limit, ending) = start_and_run(sc, world.as_mut())?;
+    let (limit, ending) = start_and_run(whole, world.as_mut())?;
 
     // ---- gather what the apps saw
     let apps: Vec<Option<&RdmaApp>> = (0..n)
@@ -98,7 +93,7 @@ pub(crate) fn run(
                 .and_then(udrma_host::app::downcast_ref::<RdmaApp>)
         })
         .collect();
-    let (ops, mut notes, bytes_ok) = gather(&plan, &apps);
+    let (ops, mut notes, bytes_ok) = gather(plan, &apps);
     let mine = |op: &Op| local[op.plan.poster.0 as usize];
     // ---- checks
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
@@ -116,7 +111,7 @@ pub(crate) fn run(
         .filter(|(_, o)| mine(o))
         .all(|(i, o)| o.rec.completions > 0 || ended.contains_key(&i));
     checks.insert("all-complete".into(), all_done);
-    if !sc.file.checks.expect_failures {
+    if !whole.checks.expect_failures {
         checks.insert(
             "all-succeeded".into(),
             ops.iter()
@@ -135,7 +130,7 @@ pub(crate) fn run(
         };
         let sends = end.sends_in_buffers(&mut notes);
         checks.insert("memory-equal".into(), bytes_ok && sends);
-        let in_bounds = in_bounds(&*world, &apps, &plan, &mut notes);
+        let in_bounds = in_bounds(&*world, &apps, plan, &mut notes);
         checks.insert("no-out-of-bounds".into(), in_bounds);
         let no_late = end.no_late_writes(&mut notes);
         checks.insert("no-write-after-completion".into(), no_late);
@@ -154,28 +149,22 @@ pub(crate) fn run(
         .filter(|o| o.rec.posted_at.is_some() || (o.rec.ok == Some(false) && o.rec.wr.is_none()))
         .count();
     let mut report = report::build(
-        sc,
-        seed,
+        whole,
         &*world,
         &ops_summary(&ops),
         attempted as u64,
         checks,
         notes,
     );
-    if sc
-        .file
-        .workloads
-        .iter()
-        .any(|w| w.kind == WorkloadKind::Flows)
-    {
-        report.flows = Some(flow_stats(sc, &*world, &ops));
+    if whole.kinds.contains(&WorkloadKind::Flows) {
+        report.flows = Some(flow_stats(whole, &*world, &ops));
     }
     if let Some((a, b, spec)) = ladder {
         let first_only =
             world.nic(a).config().registration == udrma_nic::RegistrationMode::FirstOnly;
         report.ladder_svg = world
             .world()
-            .map(|w| crate::report::ladder::draw(w, a, b, spec, first_only, &sc.file.name));
+            .map(|w| crate::report::ladder::draw(w, a, b, spec, first_only, &whole.name));
     }
     Ok(report)
 }
@@ -345,43 +334,21 @@ fn bounded(world: &dyn Backend, local: &[bool], notes: &mut Vec<String>) -> bool
     bounded
 }
 
-/// The rate and latency of a host's link: the simulated fabric's (host
-/// 0's link), or over real sockets the file's (100 Gb/s and 1 µs by
-/// default).
-fn host_link(sc: &Scenario, world: &dyn Backend) -> (u64, Duration) {
-    if let Some(w) = world.world() {
-        let t = w.topology();
-        if let Some(l) = t
-            .hosts
-            .first()
-            .and_then(|&h| t.nodes[h as usize].ports.first())
-            .map(|&p| &t.links[t.ports[p as usize].link as usize])
-        {
-            return (l.params.bandwidth_bps, l.params.latency);
-        }
-    }
-    let f = &sc.file.topology;
-    (
-        f.bandwidth.map_or(100_000_000_000, |r| r.0),
-        f.latency.map_or(Duration::from_micros(1), |l| l.0),
-    )
-}
-
 /// The flow workloads' figures: each completed flow's time against its
 /// time on an empty fabric over its own path (the links between its
 /// hosts, 2 over real sockets).
-fn flow_stats(sc: &Scenario, world: &dyn Backend, ops: &[Op]) -> crate::plan::flows::FlowStats {
-    let (bps, latency) = host_link(sc, world);
+fn flow_stats(whole: &Plan, world: &dyn Backend, ops: &[Op]) -> crate::plan::flows::FlowStats {
+    let (bps, latency) = whole.host_link;
     let mtu = u64::from(world.nic(NodeAddr(0)).config().mtu_payload);
     let links = |a: NodeAddr, b: NodeAddr| -> u32 {
-        world
-            .world()
-            .and_then(|w| path_links(w.topology(), a, b))
+        Some(&whole.resolved.topology)
+            .filter(|_| whole.backend == BackendKind::Sim)
+            .and_then(|t| path_links(t, a, b))
             .unwrap_or(2)
     };
     let done: Vec<(u64, u32, Duration)> = ops
         .iter()
-        .filter(|o| sc.file.workloads[o.plan.workload].kind == WorkloadKind::Flows)
+        .filter(|o| whole.kinds[o.plan.workload] == WorkloadKind::Flows)
         .filter(|o| o.rec.ok == Some(true))
         .filter_map(|o| {
             let d = o.rec.done_at? - o.rec.posted_at?;

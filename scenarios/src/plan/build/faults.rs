@@ -6,6 +6,7 @@ use udrma_faults::{Direction, HostPause, Jitter, Model, Rule, RuleSet, Target};
 use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode};
 
 use crate::file::schema::{FaultSpec, ModelKind};
+use crate::file::source::Locate;
 use crate::{Scenario, ScenarioError};
 
 /// The opcodes a `[[fault]]` rule can name (`opcodes = [...]`), by the
@@ -26,7 +27,7 @@ pub const OPCODE_NAMES: [(&str, Opcode); 13] = [
     ("fin", Opcode::Fin),
 ];
 
-fn opcode(sc: &Scenario, name: &str) -> Result<Opcode, ScenarioError> {
+fn opcode(sc: &dyn Locate, name: &str) -> Result<Opcode, ScenarioError> {
     OPCODE_NAMES
         .iter()
         .find(|(n, _)| *n == name)
@@ -46,7 +47,7 @@ fn opcode(sc: &Scenario, name: &str) -> Result<Opcode, ScenarioError> {
         })
 }
 
-fn flag(sc: &Scenario, name: &str) -> Result<Flags, ScenarioError> {
+fn flag(sc: &dyn Locate, name: &str) -> Result<Flags, ScenarioError> {
     const NAMES: [(&str, Flags); 7] = [
         ("ack-req", Flags::ACK_REQ),
         ("first", Flags::FIRST),
@@ -80,7 +81,7 @@ pub fn fault_plan(
     topology: &udrma_fabric::Topology,
 ) -> Result<(RuleSet, Vec<HostPause>), ScenarioError> {
     let n = topology.n_hosts();
-    let rules = rules(sc, seed, n)?;
+    let rules = rules(sc, &sc.file.faults, seed, n)?;
     let names = topology.link_names();
     rules
         .clone()
@@ -92,10 +93,16 @@ pub fn fault_plan(
     Ok((rules, pauses(sc, n)?))
 }
 
-/// Builds the fault rules (names resolved to links by the world).
-pub fn rules(sc: &Scenario, seed: u64, n_hosts: usize) -> Result<RuleSet, ScenarioError> {
+/// Builds the rules of `faults` for `seed` (names resolved to links by
+/// the world), each error located by `sc`.
+pub fn rules(
+    sc: &dyn Locate,
+    faults: &[FaultSpec],
+    seed: u64,
+    n_hosts: usize,
+) -> Result<RuleSet, ScenarioError> {
     let mut set = RuleSet::new();
-    for (i, f) in sc.file.faults.iter().enumerate() {
+    for (i, f) in faults.iter().enumerate() {
         let name = f.name.clone().unwrap_or_else(|| format!("fault{i}"));
         let Some(model) = model(sc, f, &name, n_hosts)? else {
             continue;
@@ -111,7 +118,7 @@ pub fn rules(sc: &Scenario, seed: u64, n_hosts: usize) -> Result<RuleSet, Scenar
 /// A rule the fault model refused, at the key it names when the file
 /// sets that key in fault `i` (`p = 7`, `gap = 0`), else at the rule's
 /// name.
-fn rule_error(sc: &Scenario, i: usize, name: &str, e: udrma_faults::FaultError) -> ScenarioError {
+fn rule_error(sc: &dyn Locate, i: usize, name: &str, e: udrma_faults::FaultError) -> ScenarioError {
     use udrma_faults::FaultError;
     let key = match &e {
         FaultError::Probability { field, .. } => Some(field.to_string()),
@@ -120,11 +127,11 @@ fn rule_error(sc: &Scenario, i: usize, name: &str, e: udrma_faults::FaultError) 
         _ => None,
     };
     let at = key
-        .filter(|k| sc.text.contains(k.as_str()))
-        .and_then(|k| crate::file::edit::locate(&sc.text, &format!("fault.{i}.{k}")));
+        .filter(|k| sc.text().contains(k.as_str()))
+        .and_then(|k| crate::file::edit::locate(sc.text(), &format!("fault.{i}.{k}")));
     match at {
         Some(at) => ScenarioError {
-            file: sc.path.clone(),
+            file: sc.path().to_string(),
             at: Some(at),
             message: e.to_string(),
         },
@@ -135,7 +142,7 @@ fn rule_error(sc: &Scenario, i: usize, name: &str, e: udrma_faults::FaultError) 
 /// What fault `f` (named `name`) does to a packet it strikes; `None` for
 /// a model that is not a packet fault (the messaging layer applies it).
 fn model(
-    sc: &Scenario,
+    sc: &dyn Locate,
     f: &FaultSpec,
     name: &str,
     n_hosts: usize,
@@ -214,7 +221,7 @@ fn model(
 /// Which packets fault `f` (named `name`) strikes: links, direction,
 /// hosts, opcodes, flags, time window and which of them.
 fn target(
-    sc: &Scenario,
+    sc: &dyn Locate,
     f: &FaultSpec,
     name: &str,
     n_hosts: usize,

@@ -7,6 +7,7 @@ use udrma_nic::{AckMode, NicConfig, RegistrationMode, RetransmitMode, TombstoneM
 use udrma_proto::Duration;
 
 use crate::file::schema::{RoutingKind, TopologyKind};
+use crate::file::source::Locate;
 use crate::file::units::RtoFloor;
 use crate::plan::profile::Profile;
 use crate::{Scenario, ScenarioError};
