@@ -309,8 +309,11 @@ fn prepare(args: &CheckArgs) -> anyhow::Result<Prepared> {
         .into());
     }
     let seed = args.seed.unwrap_or(sc.file.seed);
+    let plan = udrma_scenarios::plan(&sc, seed, udrma_scenarios::BackendKind::Sim)
+        .map_err(|e| BadInput(e.to_string()))?;
     Ok(Prepared {
         base: schedule::Base {
+            plan,
             scenario: sc,
             seed,
             link_names,

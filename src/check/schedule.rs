@@ -9,7 +9,7 @@ use udrma_fabric::Egress;
 use udrma_faults::Direction;
 use udrma_proto::{Flags, Opcode};
 use udrma_scenarios::file::schema::FaultSpec;
-use udrma_scenarios::{RunOptions, Scenario};
+use udrma_scenarios::{Plan, RunOptions, Scenario};
 
 /// What a fault does to its packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -242,6 +242,9 @@ impl Outcome {
 pub struct Base {
     /// The scenario without fault rules.
     pub scenario: Scenario,
+    /// Its plan for `seed` in the simulated fabric, planned once: each
+    /// run swaps in its own fault rules (`Plan::with_faults`).
+    pub plan: Plan,
     /// The seed every run uses.
     pub seed: u64,
     /// Link names by index.
@@ -250,11 +253,10 @@ pub struct Base {
 
 impl Base {
     /// Runs the real engine and fabric under `faults` (the same path as
-    /// `udrma run`: `udrma_scenarios::run`). Fails on input the scenario
-    /// crate refuses.
+    /// `udrma run`: the scenario's plan, `udrma_scenarios::run_plan`).
+    /// Fails on input the scenario crate refuses.
     pub fn run(&self, faults: &[Fault]) -> Result<Outcome, String> {
-        let mut sc = self.scenario.clone();
-        sc.file.faults = faults
+        let specs = faults
             .iter()
             .enumerate()
             .map(|(i, f)| {
@@ -263,10 +265,10 @@ impl Base {
                     .map_err(|e| format!("internal: fault rule {}: {e}", i + 1))
             })
             .collect::<Result<_, _>>()?;
-        let report = udrma_scenarios::run(
-            &sc,
+        let plan = self.plan.with_faults(specs).map_err(|e| e.to_string())?;
+        let report = udrma_scenarios::run_plan(
+            &plan,
             RunOptions {
-                seed: Some(self.seed),
                 egress_log: true,
                 ..RunOptions::default()
             },

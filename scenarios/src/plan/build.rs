@@ -21,7 +21,7 @@ mod faults;
 mod msg;
 mod nic;
 
-pub use faults::{fault_plan, rules, OPCODE_NAMES};
+pub use faults::{check_links, fault_plan, rules, OPCODE_NAMES};
 pub use msg::{msg_checked, msg_setup, MsgSetup};
 pub use nic::nic_config;
 

@@ -189,6 +189,32 @@ impl Plan {
     pub fn seed(&self) -> u64 {
         self.resolved.seed
     }
+
+    /// This plan with `faults` for its `[[fault]]` tables: the rules
+    /// rebuilt from them for the plan's seed (their links checked against
+    /// its topology), and nothing else planned again. A search that
+    /// tries many fault plans on one scenario (`udrma check`) plans the
+    /// scenario once and swaps its rules. Packet faults only: a
+    /// `registration-failure` fault acts in the messaging layer's
+    /// configuration, which this does not rebuild, and is refused.
+    pub fn with_faults(&self, faults: Vec<FaultSpec>) -> Result<Plan, ScenarioError> {
+        if let Some(f) = faults
+            .iter()
+            .find(|f| f.model == crate::file::schema::ModelKind::RegistrationFailure)
+        {
+            return Err(self.at.error(format!(
+                "fault {:?}: a registration-failure fault changes the messaging layer's configuration; plan the scenario with it instead",
+                f.name.as_deref().unwrap_or("")
+            )));
+        }
+        let topo = &self.resolved.topology;
+        let rules = build::rules(&self.at, &faults, self.seed(), topo.n_hosts())?;
+        build::check_links(&self.at, &rules, topo)?;
+        let mut plan = self.clone();
+        plan.resolved.rules = rules;
+        plan.faults = faults;
+        Ok(plan)
+    }
 }
 
 /// Plans one run of `sc` with `seed` on `backend`: resolution, then the

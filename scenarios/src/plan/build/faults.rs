@@ -82,6 +82,17 @@ pub fn fault_plan(
 ) -> Result<(RuleSet, Vec<HostPause>), ScenarioError> {
     let n = topology.n_hosts();
     let rules = rules(sc, &sc.file.faults, seed, n)?;
+    check_links(sc, &rules, topology)?;
+    Ok((rules, pauses(sc, n)?))
+}
+
+/// Checks that every link `rules` name is a link of `topology` (the
+/// world resolves its own copy).
+pub fn check_links(
+    sc: &dyn Locate,
+    rules: &RuleSet,
+    topology: &udrma_fabric::Topology,
+) -> Result<(), ScenarioError> {
     let names = topology.link_names();
     rules
         .clone()
@@ -90,7 +101,7 @@ pub fn fault_plan(
             udrma_faults::FaultError::UnknownLink { link, .. } => sc.error_at(link, e.to_string()),
             _ => sc.error_at("fault", e.to_string()),
         })?;
-    Ok((rules, pauses(sc, n)?))
+    Ok(())
 }
 
 /// Builds the rules of `faults` for `seed` (names resolved to links by
