@@ -287,6 +287,48 @@ fn bad_input_gets_the_usual_errors() {
     }
 }
 
+/// `--merge-states` on check-pair at three faults: the plain search's
+/// answer with fewer runs (the figures docs/check.md gives), and one
+/// process only.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "about 50,000 runs of the engine: run with --release (CI does)"
+)]
+fn merging_states_runs_fewer_schedules_for_the_same_answer() {
+    let pair = example("check-pair.toml");
+    let ran = |extra: &[&str]| {
+        let out = udrma(&[&["check", pair.as_str(), "--faults", "3"][..], extra].concat());
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains("result      no violation within 3 faults"),
+            "{stdout}"
+        );
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("explored "))
+            .and_then(|l| l.split("ran ").nth(1))
+            .and_then(|l| l.split(',').next())
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("{stdout}"))
+    };
+    assert_eq!(ran(&[]), "33527");
+    assert_eq!(ran(&["--merge-states"]), "18840");
+    for with in [
+        ["--shard", "0/2"],
+        ["--merge", "x.json"],
+        ["--merge-bound", ""],
+    ] {
+        let mut args = vec!["check", &pair, "--merge-states"];
+        args.extend(with.iter().filter(|a| !a.is_empty()));
+        let out = udrma(&args);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{with:?}: {stderr}");
+        assert!(stderr.contains("cannot be used with"), "{with:?}: {stderr}");
+    }
+}
+
 #[test]
 #[cfg_attr(
     debug_assertions,

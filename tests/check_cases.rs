@@ -215,3 +215,50 @@ fn the_merge_bound_gives_every_case_its_pinned_answer_with_fewer_runs() {
         "--merge-bound ran {bounded} schedules, the plain search {plain}: it no longer cuts"
     );
 }
+
+/// `--merge-states` cuts a run's children where it reaches a state (the
+/// whole world's fingerprint before an event) that an earlier run reached
+/// with as many faults left: sound, so on every case it gives the plain
+/// search's answer line for line — its verdict and its smallest
+/// counterexample, fault by fault, the patent's hazard included — and it
+/// runs no more schedules.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "about 50,000 runs of the engine: run with --release (CI does)"
+)]
+fn merged_states_give_every_case_its_pinned_answer() {
+    let (mut plain, mut merged) = (0, 0);
+    let mut wrong = Vec::new();
+    let mut report = Vec::new();
+    for path in &cases() {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(path).unwrap();
+        let (flags, pinned) = header(&text, &name);
+        let (got, ran) = search(path, &flags, &["--merge-states"]);
+        let (_, ran_plain) = search(path, &flags, &[]);
+        report.push(format!("{name}: {ran} of {ran_plain}"));
+        plain += ran_plain;
+        merged += ran;
+        if ran > ran_plain {
+            wrong.push(format!("{name}: merged ran {ran}, plain {ran_plain}"));
+        }
+        if got
+            .iter()
+            .map(|l| agreed(l))
+            .ne(pinned.iter().map(|l| agreed(l)))
+        {
+            wrong.push(format!(
+                "{name}: pinned\n  {}\n--merge-states says\n  {}",
+                pinned.join("\n  "),
+                got.join("\n  ")
+            ));
+        }
+    }
+    println!("runs, merged of plain:\n{}", report.join("\n"));
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    assert!(
+        merged < plain,
+        "--merge-states ran {merged} schedules, the plain search {plain}: it no longer merges"
+    );
+}

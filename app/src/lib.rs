@@ -72,6 +72,31 @@ pub trait App: Any + Send {
     fn fork(&self) -> Option<Box<dyn App>> {
         None
     }
+
+    /// The app's state as bytes, for `udrma check`'s fingerprint of a
+    /// world (docs/check.md): everything that decides what it does next
+    /// and what the checks read at the end, with times relative to the
+    /// fingerprint's (`udrma_proto::fingerprint_origin`). `None`, the
+    /// default: it cannot say, and a search over it does not merge.
+    #[cfg(feature = "fingerprint")]
+    fn fingerprint(&self) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+/// A host's app serialised as its fingerprint; refused when it has none.
+#[cfg(feature = "fingerprint")]
+pub fn serialize_app<S: serde::Serializer>(
+    app: &Option<Box<dyn App>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match app {
+        None => s.serialize_none(),
+        Some(a) => match a.fingerprint() {
+            Some(bytes) => s.serialize_some(&bytes),
+            None => Err(serde::ser::Error::custom("an app has no fingerprint")),
+        },
+    }
 }
 
 /// An app made of one closure that reacts to events (see [`from_fn`]).

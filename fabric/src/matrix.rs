@@ -18,6 +18,7 @@ use udrma_proto::{Duration, Instant};
 
 /// One connection: `src` writes `size` bytes to `dst`, starting at `start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Connection {
     /// Sending host.
     pub src: u32,
@@ -31,6 +32,7 @@ pub struct Connection {
 
 /// A parsed connection matrix.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct ConnectionMatrix {
     /// Hosts the matrix was written for.
     pub nodes: u32,
@@ -41,6 +43,7 @@ pub struct ConnectionMatrix {
 /// What is wrong with a matrix, and on which line (1-based).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("connection matrix line {line}: {what}")]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct MatrixError {
     /// Line number, from 1.
     pub line: usize,

@@ -154,6 +154,21 @@ impl Calendar {
 }
 
 impl EventQueue {
+    /// Every key waiting, as (time, event code), in the order they come
+    /// out (the tie-breakers dropped: the order says it).
+    #[cfg(feature = "fingerprint")]
+    pub(crate) fn pending(&self) -> Vec<(Instant, u32)> {
+        let mut all: Vec<u128> = self.far.iter().map(|r| r.0).collect();
+        if let Some(c) = &self.calendar {
+            all.extend(c.active.iter().copied());
+            all.extend(c.wheel.iter().flatten().copied());
+        }
+        all.sort_unstable();
+        all.into_iter()
+            .map(|k| (Instant((k >> 64) as u64), k as u32))
+            .collect()
+    }
+
     /// Makes bucket `b` the active one: keys from the heap that the moved
     /// horizon now covers go into the wheel first.
     fn enter(&mut self, b: u64) {

@@ -14,6 +14,7 @@ use crate::topology::{NodeId, NodeKind, PortId, Shape, Topology};
 
 /// How a switch picks among equal-cost next hops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Policy {
     /// Always the first (one fixed path per destination).
     ShortestPath,
@@ -32,6 +33,7 @@ pub enum Policy {
 /// a copy of the stream instead cost a 300-byte copy per look, and a
 /// block of ChaCha thrown away every 32nd.)
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct SwitchRng {
     rng: ChaCha8Rng,
     ahead: Option<u64>,
@@ -67,6 +69,7 @@ impl SwitchRng {
 
 /// Next-hop computation for one topology.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Router {
     policy: Policy,
     shape: Shape,

@@ -16,6 +16,7 @@ pub type PortId = u32;
 
 /// Physical parameters of one link (both directions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct LinkParams {
     /// Line rate in bits per second.
     pub bandwidth_bps: u64,
@@ -65,6 +66,7 @@ impl Default for LinkParams {
 
 /// Host or switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum NodeKind {
     /// An end host with a NIC; its `NodeAddr` is its index among hosts.
     Host(NodeAddr),
@@ -74,6 +76,7 @@ pub enum NodeKind {
 
 /// A node.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Node {
     /// Stable name.
     pub name: String,
@@ -85,6 +88,7 @@ pub struct Node {
 
 /// A full-duplex link `a-b`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Link {
     /// Stable name, `a-b`.
     pub name: String,
@@ -100,6 +104,7 @@ pub struct Link {
 
 /// One direction of a link: where a packet leaves from and goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Port {
     /// Node it belongs to.
     pub node: NodeId,
@@ -113,6 +118,7 @@ pub struct Port {
 
 /// The shape, where routing can use it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Shape {
     /// Any graph: routing by breadth-first distance tables.
     Generic,
@@ -126,6 +132,7 @@ pub enum Shape {
 
 /// Nodes, links and ports.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Topology {
     /// All nodes.
     pub nodes: Vec<Node>,

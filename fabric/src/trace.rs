@@ -136,6 +136,7 @@ pub enum TraceEvent {
 
 /// How a trace sink writes events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum TraceFormat {
     /// postcard, one event after another (read back with [`read_postcard`]).
     Postcard,

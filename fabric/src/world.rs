@@ -26,7 +26,9 @@
 //! into a costed NIC, `hosts` the driving of each NIC, `packet` the packet
 //! in flight, `arrivals` what each host heard from each source (to count
 //! reordering), `journey` the ladder-diagram journal, `egress_log` the
-//! packets the fault rules judged (for `udrma check`), `pfc` Priority
+//! packets the fault rules judged (for `udrma check`), `fingerprint`
+//! the state as `udrma check --merge-states` fingerprints it (feature
+//! `fingerprint`), `pfc` Priority
 //! Flow Control (lossless ports, PAUSE frames, the deadlock detector),
 //! `apps` host
 //! software and the completion log, `windows` the lookahead windows (the
@@ -50,6 +52,8 @@ mod apps;
 mod arrivals;
 mod egress_log;
 mod events;
+#[cfg(feature = "fingerprint")]
+mod fingerprint;
 mod hosts;
 mod journey;
 mod lane;
@@ -96,6 +100,7 @@ const DEEP_PREFETCH_BYTES: usize = 256 << 10;
 
 /// Everything that describes a world besides its topology.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct FabricConfig {
     /// Master seed: every random stream derives from it.
     pub seed: u64,
@@ -129,6 +134,7 @@ impl Default for FabricConfig {
 
 /// Counters of the fabric (the NICs keep their own).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct FabricStats {
     /// Events processed.
     pub events: u64,
@@ -186,6 +192,7 @@ impl FabricStats {
 
 /// A completion or arrival a host reported, with when and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct HostEvent {
     /// Host.
     pub host: NodeAddr,
@@ -262,6 +269,10 @@ pub struct World {
     /// While a switch routes an arriving packet on a lossless fabric: the
     /// port it came in by (its ingress to charge), else `PortId::MAX`.
     ingress: PortId,
+    /// `udrma check`'s fingerprints, when asked
+    /// ([`World::log_fingerprints`]).
+    #[cfg(feature = "fingerprint")]
+    fingerprints: Option<fingerprint::Log>,
 }
 
 impl core::fmt::Debug for World {
@@ -348,6 +359,8 @@ impl World {
             shard: None,
             pfc: None,
             ingress: PortId::MAX,
+            #[cfg(feature = "fingerprint")]
+            fingerprints: None,
         })
     }
 

@@ -40,6 +40,7 @@ use udrma_proto::{Instant, NodeAddr};
 /// A host's NIC stops processing (no receive, no transmit, no timers)
 /// from `from` until `until`; packets that arrive meanwhile wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct HostPause {
     /// Which host.
     pub host: NodeAddr,

@@ -17,6 +17,7 @@ use crate::rng::{below, mix, normal, stream, unit, Correlated};
 
 /// What happens to one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Verdict {
     /// Untouched.
     Pass,
@@ -32,6 +33,7 @@ pub enum Verdict {
 
 /// Which way a packet crosses a link named `a-b`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Direction {
     /// From `a` to `b`.
     Forward,
@@ -41,6 +43,7 @@ pub enum Direction {
 
 /// What a rule may look at: the packet, where and when.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct PacketCtx {
     /// Now.
     pub now: Instant,
@@ -62,6 +65,7 @@ pub struct PacketCtx {
 
 /// Which packets a rule considers. Empty lists mean "any".
 #[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Target {
     /// Link names (`h0-e0`); resolved to indices by [`RuleSet::resolve`].
     pub links: Vec<String>,
@@ -85,6 +89,7 @@ pub struct Target {
 
 /// "Every `every`-th matching packet, starting at `offset`".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Nth {
     /// Period (≥ 1).
     pub every: u64,
@@ -169,6 +174,7 @@ impl Target {
 
 /// Delay jitter distributions (netem's names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Jitter {
     /// base ± jitter, uniform.
     Uniform,
@@ -181,6 +187,7 @@ pub enum Jitter {
 
 /// What a rule does to the packets it targets.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Model {
     /// Random loss with probability `p` (netem `loss p [correlation]`).
     Loss {
@@ -268,6 +275,7 @@ pub enum Model {
 
 /// Why a rule cannot be installed.
 #[derive(Debug, Error, Clone, PartialEq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum FaultError {
     /// A probability outside [0, 1].
     #[error("rule {rule}: {field} = {value} is not a probability in [0, 1]")]
@@ -305,6 +313,7 @@ pub enum FaultError {
 
 /// How often a rule fired, by verdict.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct RuleCounters {
     /// Packets the target matched.
     pub matched: u64,
@@ -319,6 +328,7 @@ pub struct RuleCounters {
 }
 
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct State {
     corr: Correlated,
     ge_bad: bool,
@@ -350,6 +360,7 @@ impl State {
 
 /// One installed rule.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Rule {
     /// Name (for traces, counters and errors).
     pub name: String,

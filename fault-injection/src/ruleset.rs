@@ -5,6 +5,7 @@ use crate::rule::{closest, FaultError, PacketCtx, Rule, Verdict};
 
 /// Rules in install order.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct RuleSet {
     rules: Vec<Rule>,
 }

@@ -19,10 +19,12 @@ use udrma_proto::time::Instant;
 
 /// A completion queue id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct CqId(pub u32);
 
 /// One completion on a CQ.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Completion {
     /// The VI (endpoint number) whose queue held the request.
     pub vi: u16,
@@ -39,6 +41,7 @@ pub struct Completion {
 }
 
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Vi {
     send_cq: u32,
     recv_cq: u32,
@@ -50,6 +53,7 @@ struct Vi {
 
 /// Why a VIA call was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum ViaError {
     /// The VI does not exist.
     #[error("no VI {0}")]
@@ -67,6 +71,7 @@ pub enum ViaError {
 
 /// The VIs and CQs of one host.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Via {
     vis: BTreeMap<u16, Vi>,
     cqs: Vec<VecDeque<Completion>>,

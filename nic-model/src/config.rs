@@ -6,6 +6,7 @@ use udrma_proto::time::Duration;
 
 /// How the receiver lets an operation into its registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum RegistrationMode {
     /// Only a packet flagged FIRST registers (the patent). Others that
     /// arrive before it wait in the escape channel.
@@ -17,6 +18,7 @@ pub enum RegistrationMode {
 
 /// How the receiver acknowledges data packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum AckMode {
     /// One ACK per data packet, at once.
     PerPacket,
@@ -32,6 +34,7 @@ pub enum AckMode {
 /// How the receiver remembers completed operations, so that a late copy
 /// of one never writes again (docs/design.md, "Exactly once").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum TombstoneMode {
     /// Per peer, the `tombstone_capacity` newest completed message ids; a
     /// sender opens at most `tombstone_capacity` operations toward a peer
@@ -49,6 +52,7 @@ pub enum TombstoneMode {
 
 /// What the sender retransmits after a timeout or NACK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum RetransmitMode {
     /// Only the packet that timed out or was NACKed.
     Selective,
@@ -61,6 +65,7 @@ pub enum RetransmitMode {
 /// path of a packet is chosen by switches hashing its UDP source port (its
 /// entropy, as RoCEv2 and Ultra Ethernet use it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Multipath {
     /// One source port: one path per peer (per-flow ECMP).
     Single,
@@ -75,6 +80,7 @@ pub enum Multipath {
 
 /// Every configurable parameter of one NIC.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct NicConfig {
     /// Largest data payload per packet.
     pub mtu_payload: u32,
@@ -315,6 +321,7 @@ impl Default for NicConfig {
 
 /// A configuration that cannot work, by field.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum ConfigError {
     /// A field is out of its range.
     #[error("{field} = {value}: {why}")]

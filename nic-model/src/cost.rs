@@ -30,6 +30,7 @@ use udrma_proto::time::{Duration, Instant};
 
 /// Simulated costs of host and NIC work. All zero by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct CostModel {
     /// Host writes the doorbell register (per post).
     pub doorbell: Duration,
@@ -174,6 +175,7 @@ impl CostModel {
 /// transmit or receive DMA, a host CPU): work offered at `now` starts when
 /// the unit is free and ends `cost` later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Serial {
     free_at: Instant,
 }

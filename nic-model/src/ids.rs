@@ -3,4 +3,5 @@
 
 /// A memory region key (lkey = rkey).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct MrKey(pub u32);

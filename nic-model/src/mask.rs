@@ -8,6 +8,7 @@
 
 /// A fixed-size bitmask with the never-arriving bits pre-set.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Mask {
     words: Vec<u64>,
     count: u32,

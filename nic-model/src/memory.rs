@@ -20,6 +20,7 @@ use crate::sgl::Sgl;
 
 /// Access rights of a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Access {
     /// The local host may write into it (READ results, SEND receives).
     pub local_write: bool,
@@ -48,12 +49,17 @@ pub use crate::ids::MrKey;
 
 /// One registered region.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Region {
     /// First address.
     pub base: u64,
     /// Rights.
     pub access: Access,
     /// The bytes (empty for a phantom region).
+    #[cfg_attr(
+        feature = "fingerprint",
+        serde(serialize_with = "crate::memory::as_bytes")
+    )]
     pub bytes: Vec<u8>,
     /// Length in bytes.
     pub len: u64,
@@ -81,6 +87,7 @@ impl Region {
 
 /// What a memory access is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Use {
     /// Local read (data to send).
     LocalRead,
@@ -94,6 +101,7 @@ pub enum Use {
 
 /// An indirect key: `[base, base + blocks.len())` mapped onto `blocks`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct IndirectKey {
     /// First address of the key's own range.
     pub base: u64,
@@ -112,6 +120,7 @@ pub const MAX_INDIRECT_BLOCKS: usize = 65_536;
 /// line (a tree's node put its length and its keys lines apart, one cold
 /// load more a packet on a large simulated fabric).
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Regions {
     keys: Vec<MrKey>,
     regions: Vec<Region>,
@@ -159,6 +168,7 @@ impl Regions {
 
 /// The registered regions of one host.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct MemoryTable {
     regions: Regions,
     indirect: BTreeMap<MrKey, IndirectKey>,
@@ -420,6 +430,13 @@ fn allowed(a: Access, u: Use) -> bool {
         Use::RemoteWrite => a.remote_write,
         Use::RemoteRead => a.remote_read,
     }
+}
+
+/// Bytes as one run (a fingerprint reads a region at once, not byte by
+/// byte).
+#[cfg(feature = "fingerprint")]
+pub(crate) fn as_bytes<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bytes(bytes)
 }
 
 #[cfg(test)]

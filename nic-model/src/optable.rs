@@ -8,6 +8,7 @@
 
 /// A packet's op number as it travels on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct OpNumber(pub u32);
 
 impl OpNumber {
@@ -27,6 +28,7 @@ impl OpNumber {
 }
 
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Slot<T> {
     generation: u16,
     value: Option<T>,
@@ -36,6 +38,7 @@ struct Slot<T> {
 /// Slots are allocated as needed up to the capacity; the most recently
 /// freed slot is reused first.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct OpTable<T> {
     slots: Vec<Slot<T>>,
     free: Vec<u16>,

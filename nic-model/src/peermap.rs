@@ -148,6 +148,23 @@ impl<V, const N: usize> PeerMap<V, N> {
     }
 }
 
+/// In peer order, whichever slots hold the entries (two maps of the
+/// same entries are one state).
+#[cfg(feature = "fingerprint")]
+impl<V: serde::Serialize, const N: usize> serde::Serialize for PeerMap<V, N> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut all: Vec<(&NodeAddr, &V)> = self
+            .inline
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k, v))
+            .chain(self.rest.iter())
+            .collect();
+        all.sort_by_key(|(k, _)| **k);
+        s.collect_seq(all)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,7 @@ use udrma_proto::time::Instant;
 /// Identifies an operation at its receiver: (source node, source
 /// endpoint, message id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct OpKey {
     /// Sending host.
     pub from: NodeAddr,
@@ -25,6 +26,7 @@ pub struct OpKey {
 
 /// Where a registered operation's bytes go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Target {
     /// A remote WRITE into registered memory.
     Write {
@@ -45,6 +47,7 @@ pub enum Target {
 
 /// One operation being received.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Entry {
     /// Where its bytes go.
     pub target: Target,
@@ -73,6 +76,7 @@ pub struct Entry {
 
 /// The receive registry: operations being received, at most `capacity`.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct ReceiveRegistry {
     entries: BTreeMap<OpKey, Entry>,
     capacity: usize,
@@ -151,6 +155,7 @@ impl ReceiveRegistry {
 
 /// A packet waiting in the escape channel for its operation to register.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Escaped {
     /// Operation it belongs to.
     pub key: OpKey,
@@ -162,6 +167,7 @@ pub struct Escaped {
 
 /// Why the escape channel refused a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum EscapeFull {
     /// Entry limit reached.
     Entries,
@@ -172,6 +178,7 @@ pub enum EscapeFull {
 /// The escape channel: a bounded buffer (entries and bytes) of packets that
 /// arrived before their operation was registered.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct EscapeChannel {
     entries: BTreeMap<u64, Escaped>,
     bytes: usize,

@@ -8,6 +8,7 @@ use udrma_proto::time::Duration;
 
 /// Smoothed RTT state toward one peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct RttEstimator {
     srtt: Option<Duration>,
     rttvar: Duration,

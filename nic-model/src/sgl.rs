@@ -16,6 +16,7 @@ use crate::ids::MrKey;
 
 /// One scatter-gather entry: `len` bytes at `addr` under `key`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Sge {
     /// Region key.
     pub key: MrKey,
@@ -29,6 +30,7 @@ pub struct Sge {
 /// the entry whose cumulative start is the last at or before `o`. Cheap to
 /// clone (shared).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Sgl {
     entries: Arc<[Sge]>,
     /// `starts[i]`: offset of entry `i` in the run; one more at the end
@@ -38,6 +40,7 @@ pub struct Sgl {
 
 /// A part of one entry that an access touches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Piece {
     /// Index of the entry.
     pub entry: usize,

@@ -270,6 +270,7 @@ impl Stats {
 
 /// The engine's bounded state: now, at its peak, and its configured limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Occupancy {
     /// Receive registry entries (now, peak, limit).
     pub registry: (usize, usize, usize),
@@ -312,5 +313,16 @@ impl Occupancy {
         all.into_iter()
             .find(|(_, (now, peak, limit))| now > limit || peak > limit)
             .map(|(name, _)| name)
+    }
+}
+
+/// The counters as a fingerprint of a state reads them: only what a
+/// check reads at the end (a SEND chunk with no buffer posted; the most
+/// scatter-gather entries a request carried), since no counter decides
+/// what the NIC does next.
+#[cfg(feature = "fingerprint")]
+impl serde::Serialize for Stats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.no_receive_buffer > 0, self.max_sges_posted).serialize(s)
     }
 }

@@ -39,6 +39,7 @@ fn serial_cmp(a: u32, b: u32) -> std::cmp::Ordering {
 /// In [`TombstoneMode::Fifo`] one set of `capacity` for all peers forgets
 /// its oldest first, whatever the senders still send (the hazard).
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Tombstones {
     memory: Memory,
     capacity: usize,
@@ -49,6 +50,7 @@ pub struct Tombstones {
 /// What [`Tombstones`] keeps, by mode (one enum, so that the engine's
 /// per-packet part stays as small as it was).
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum Memory {
     /// Tombstones off: nothing.
     Off,

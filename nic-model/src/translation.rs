@@ -28,6 +28,7 @@ use crate::memory::MrKey;
 
 /// Geometry of the translation cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct TranslationConfig {
     /// Indirect-key entries per line.
     pub entries_per_line: u32,
@@ -57,6 +58,7 @@ impl Default for TranslationConfig {
 
 /// Lines found and lines fetched by a translation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Lookups {
     /// Lines found in the cache.
     pub hits: u64,
@@ -77,6 +79,7 @@ const PAGE_LINE: u64 = 1 << 39;
 
 /// The cache itself: for each set, its lines' tags with their last use.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct TranslationCache {
     cfg: TranslationConfig,
     sets: Vec<Vec<(u64, u64)>>,

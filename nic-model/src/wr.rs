@@ -11,6 +11,7 @@ use udrma_proto::time::Instant;
 
 /// Names a posted request; unique per NIC, increasing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct WrId(pub u64);
 
 impl fmt::Display for WrId {
@@ -21,6 +22,7 @@ impl fmt::Display for WrId {
 
 /// Which kind of request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum WrKind {
     /// RDMA WRITE.
     Write,
@@ -42,6 +44,7 @@ pub enum WrKind {
 /// A control message of the messaging layer, carried by one reliable
 /// packet (RTS, CTS or FIN on the wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Control {
     /// Request-to-send.
     Rts(udrma_proto::Rendezvous),
@@ -79,6 +82,7 @@ pub enum Control {
 /// assert_eq!(t.read(), positional);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Transfer {
     /// The other host.
     pub peer: NodeAddr,
@@ -109,6 +113,7 @@ impl Transfer {
 /// A request for the NIC: move `len` bytes between local memory
 /// (`local`, `local_addr`, or the scatter-gather list `sgl`) and the peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct WorkRequest {
     /// What to do.
     pub kind: WrKind,
@@ -253,6 +258,7 @@ impl WorkRequest {
 
 /// Why a request was refused at `post` (nothing was queued).
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum PostError {
     /// The command queue (or a receive queue) is at its capacity.
     #[error("queue full ({0} requests outstanding)")]
@@ -286,6 +292,7 @@ pub enum PostError {
 
 /// Why a request completed in error.
 #[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum WcError {
     /// A packet went unacknowledged through every retry.
     #[error("retries exhausted")]
@@ -304,6 +311,7 @@ pub enum WcError {
 
 /// What the engine tells its host. Drain with `Nic::poll_event`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Event {
     /// A posted request (or receive buffer) finished: exactly once per
     /// [`WrId`].

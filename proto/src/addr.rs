@@ -11,6 +11,7 @@ use std::net::Ipv4Addr;
 /// administered MAC `02:75:64:xx:xx:xx` holding the same 24 bits. Ids at or
 /// beyond 2^24 - 1 wrap in those synthetic addresses (never in the id).
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Hash, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct NodeAddr(pub u32);
 
 impl NodeAddr {

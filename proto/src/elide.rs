@@ -28,6 +28,7 @@ pub fn is_static_zeros(data: &[u8]) -> bool {
 
 /// A datagram, perhaps with its all-zero payload left out of `bytes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Datagram<'a> {
     /// The whole datagram, or with `zeros` > 0: header, extension and ICRC.
     pub bytes: &'a [u8],

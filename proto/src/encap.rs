@@ -23,6 +23,7 @@ pub const MAX_DATAGRAM: usize = 65_535 - 20 - 8;
 
 /// One end of a UDP flow as a capture shows it.
 #[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct UdpEndpoint {
     /// Ethernet address.
     pub mac: [u8; 6],
@@ -42,6 +43,7 @@ impl UdpEndpoint {
 
 /// A UDP datagram found inside a frame.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Datagram<'a> {
     /// Sender.
     pub src: UdpEndpoint,
@@ -58,6 +60,7 @@ pub struct Datagram<'a> {
 
 /// Why a frame could not be built or taken apart.
 #[derive(Debug, Error, PartialEq, Eq, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum EncapError {
     /// The datagram does not fit one IPv4 packet.
     #[error("datagram of {0} bytes exceeds the {MAX_DATAGRAM}-byte IPv4/UDP limit")]

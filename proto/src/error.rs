@@ -9,6 +9,7 @@ use thiserror::Error;
 /// opcode. A corrupted packet therefore reports [`Error::BadChecksum`]
 /// whichever byte was hit.
 #[derive(Debug, Error, PartialEq, Eq, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Error {
     /// Shorter than the common header plus the ICRC trailer.
     #[error("truncated: {len} bytes, a packet needs at least {need}")]
@@ -82,6 +83,7 @@ pub enum Error {
 
 /// Why a [`crate::Repr`] could not be written to a buffer.
 #[derive(Debug, Error, PartialEq, Eq, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum EmitError {
     /// The output buffer is smaller than [`crate::Repr::buffer_len`].
     #[error("buffer too small: {have} bytes, packet needs {need}")]

@@ -7,6 +7,7 @@ use core::fmt;
 /// Bits not named here are reserved: sent as zero, kept (and shown) on
 /// receipt so a newer sender's bits are never silently lost.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Hash, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Flags(pub u16);
 
 impl Flags {

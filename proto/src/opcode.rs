@@ -9,6 +9,7 @@ enum_with_unknown! {
     ///
     /// Codes `0x30..=0x3f` belong to the NIC-offloaded reduction (REDUCE)
     /// kinds; `0x33..=0x3f` are still free and parse as `Unknown`.
+    #[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
     pub enum Opcode(u8) {
         /// RDMA WRITE data; FIRST/LAST flags give its place in the operation.
         Write = 0x01,
@@ -187,6 +188,7 @@ impl fmt::Display for Opcode {
 
 /// Where a data packet sits in its operation, from its FIRST and LAST flags.
 #[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Position {
     /// FIRST set, LAST clear.
     First,
@@ -232,6 +234,7 @@ impl Position {
 
 enum_with_unknown! {
     /// Why a NACK rejected a packet (first byte of the NACK extension).
+    #[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
     pub enum Syndrome(u8) {
         /// The target region exists but forbids this access.
         RemoteAccess = 0x01,
@@ -305,6 +308,7 @@ impl fmt::Display for Syndrome {
 
 enum_with_unknown! {
     /// The rendezvous protocol an RTS, CTS or FIN belongs to.
+    #[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
     pub enum Protocol(u8) {
         /// RTS → CTS → data copied through vbufs.
         R3 = 0x01,
@@ -328,6 +332,7 @@ impl fmt::Display for Protocol {
 
 enum_with_unknown! {
     /// The ALU operation of a REDUCE packet (byte 0 of its extension).
+    #[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
     pub enum ReduceOp(u8) {
         /// Sum (floats: IEEE 754 addition; integers wrap).
         Sum = 0x01,
@@ -424,6 +429,7 @@ impl fmt::Display for ReduceOp {
 
 enum_with_unknown! {
     /// The element type of a REDUCE packet (byte 1 of its extension).
+    #[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
     pub enum ReduceType(u8) {
         /// IEEE 754 binary32.
         F32 = 0x01,

@@ -61,6 +61,7 @@ pub mod field {
 /// panics. [`Packet::new_unchecked`] skips the checks and is meant for
 /// writing into a buffer whose length the writer chose.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
 }

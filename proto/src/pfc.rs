@@ -38,6 +38,7 @@ pub const QUANTUM_BITS: u64 = 512;
 
 /// Why bytes are not a PFC frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum PfcError {
     /// Fewer than [`MIN_LEN`] bytes.
     #[error("{0} bytes: a PFC frame has at least 34")]
@@ -56,6 +57,7 @@ pub enum PfcError {
 
 /// One PFC frame: who sent it and, per priority, the pause it asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct PfcRepr {
     /// The sender's MAC address.
     pub src: [u8; 6],

@@ -16,6 +16,7 @@ pub mod ext;
 
 /// The fields of an RTS or CTS.
 #[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Rendezvous {
     /// Protocol the sender proposes (RTS) or the receiver accepts (CTS).
     pub protocol: Protocol,
@@ -34,6 +35,7 @@ pub struct Rendezvous {
 
 /// The fields of a HELLO: who a peer is and which region it offers.
 #[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Hello {
     /// This HELLO answers one.
     pub reply: bool,
@@ -84,6 +86,7 @@ impl Hello {
 /// `seg_index`/`seg_count` the chunk (one descriptor's worth of data) and
 /// the number of chunks.
 #[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct ReduceHeader {
     /// ALU operation.
     pub op: ReduceOp,
@@ -116,6 +119,7 @@ impl ReduceHeader {
 
 /// The opcode-specific part of a packet.
 #[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Body<'a> {
     /// RDMA WRITE data.
     Write {
@@ -284,6 +288,7 @@ impl<'a> Body<'a> {
 
 /// A parsed udrma packet.
 #[derive(Debug, PartialEq, Eq, Clone, Copy, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Repr<'a> {
     /// Header flags.
     pub flags: Flags,
@@ -705,6 +710,7 @@ impl<'a> Repr<'a> {
 /// The opcode-specific fields of a packet as `key=value` pairs
 /// (see [`Repr::detail`]).
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Detail<'r, 'a>(&'r Body<'a>);
 
 impl fmt::Display for Detail<'_, '_> {

@@ -66,6 +66,7 @@ pub fn accept_below(v: u64, n: u64) -> Option<u64> {
 
 /// netem-style correlated draw: `next = (1 - c)·U + c·last`.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Correlated {
     last: f64,
 }

@@ -294,6 +294,7 @@ pub fn direction(repr: &Repr<'_>) -> (NodeAddr, NodeAddr) {
 
 /// One frame of the sample capture.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct SampleFrame {
     /// The packet (for the corrupted frame: the packet before corruption).
     pub repr: Repr<'static>,

@@ -27,6 +27,7 @@ pub const OVERHEAD: usize = SEC_HEADER_LEN + TAG_LEN - ICRC_LEN;
 
 /// The security header's fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct SecHeader {
     /// Which key sealed it (receivers may hold several: rotation).
     pub key_id: u8,
@@ -53,6 +54,7 @@ impl SecHeader {
 
 /// A sealed datagram taken apart (nothing checked but lengths).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Sealed<'a> {
     /// The security header.
     pub header: SecHeader,

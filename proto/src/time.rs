@@ -11,8 +11,45 @@ use core::ops::{Add, AddAssign, Sub};
 #[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Hash, Default)]
 pub struct Instant(pub u64);
 
+#[cfg(feature = "fingerprint")]
+std::thread_local! {
+    /// The time a fingerprint is taken at ([`fingerprint_origin`]).
+    static ORIGIN: core::cell::Cell<Option<u64>> = const { core::cell::Cell::new(None) };
+}
+
+/// Runs `f` with every [`Instant`] it serialises written relative to
+/// `now` (a fingerprint of a state: two states that differ only by a
+/// shift in time serialise alike). `Instant::ZERO` and `u64::MAX` ps are
+/// written as themselves (the engine's "never set" and "never"), so they
+/// cannot meet a time that happens to be as far from `now`.
+#[cfg(feature = "fingerprint")]
+pub fn fingerprint_origin<R>(now: Instant, f: impl FnOnce() -> R) -> R {
+    let before = ORIGIN.with(|o| o.replace(Some(now.0)));
+    let r = f();
+    ORIGIN.with(|o| o.set(before));
+    r
+}
+
+#[cfg(feature = "fingerprint")]
+impl serde::Serialize for Instant {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match (self.0, ORIGIN.with(|o| o.get())) {
+            (0, _) => s.serialize_newtype_variant("Instant", 0, "Zero", &()),
+            (u64::MAX, _) => s.serialize_newtype_variant("Instant", 1, "Never", &()),
+            (t, Some(now)) => s.serialize_newtype_variant(
+                "Instant",
+                2,
+                "From",
+                &(i128::from(t) - i128::from(now)),
+            ),
+            (t, None) => s.serialize_newtype_variant("Instant", 3, "At", &t),
+        }
+    }
+}
+
 /// A span of time in picoseconds.
 #[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Hash, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Duration(pub u64);
 
 impl Instant {

@@ -157,6 +157,24 @@ pub struct Report {
     /// fabric only).
     #[serde(skip)]
     pub egress: Option<Vec<udrma_fabric::Egress>>,
+    /// Before each event, the packets judged so far and the state's
+    /// fingerprint, when the run's options asked
+    /// (`RunOptions::fingerprints`; the `fingerprint` feature, the
+    /// simulated fabric, one thread); with why they stopped, if they did.
+    #[serde(skip)]
+    pub fingerprints: Option<Fingerprints>,
+}
+
+/// The state fingerprints a run took (`RunOptions::fingerprints`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fingerprints {
+    /// Before each event: the packets the fault rules had judged, the
+    /// event's time (ps), and the fingerprint of the state (0: none
+    /// taken).
+    pub taken: Vec<(u32, u64, u128)>,
+    /// Why they stopped (a part of the state that cannot say), if they
+    /// did.
+    pub refused: Option<String>,
 }
 
 impl Report {
@@ -543,6 +561,7 @@ pub(crate) fn build(
         egress: world
             .world()
             .and_then(|w| w.egress_log().map(<[_]>::to_vec)),
+        fingerprints: fingerprints_of(world),
     }
 }
 
@@ -804,4 +823,21 @@ pub struct NoncontigReport {
     pub translation: [u64; 2],
     /// The cost estimate of each method, µs (latency excluded).
     pub estimates_us: BTreeMap<String, f64>,
+}
+
+/// The fingerprints the world took, if asked (see `Report::fingerprints`).
+#[cfg(feature = "fingerprint")]
+fn fingerprints_of(world: &dyn Backend) -> Option<Fingerprints> {
+    world
+        .world()
+        .and_then(|w| w.fingerprints())
+        .map(|l| Fingerprints {
+            taken: l.taken.clone(),
+            refused: l.refused.clone(),
+        })
+}
+
+#[cfg(not(feature = "fingerprint"))]
+fn fingerprints_of(_: &dyn Backend) -> Option<Fingerprints> {
+    None
 }

@@ -63,6 +63,11 @@ pub struct RunOptions {
     /// Record every packet presented to the fault rules
     /// ([`Report::egress`]; the simulated fabric, one thread).
     pub egress_log: bool,
+    /// Record the state's fingerprint before every event that begins
+    /// with at least this many packets judged, and the egress log
+    /// ([`Report::fingerprints`]; the `fingerprint` feature, the
+    /// simulated fabric, one thread).
+    pub fingerprints: Option<u32>,
 }
 
 /// Runs `sc`: plans it for the seed and backend `opts` give, then runs
@@ -92,6 +97,14 @@ pub fn run_plan(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioErr
     let mut world = sim_world(plan)?;
     if opts.egress_log {
         world.log_egress();
+    }
+    if let Some(_from) = opts.fingerprints {
+        #[cfg(feature = "fingerprint")]
+        world.log_fingerprints(_from);
+        #[cfg(not(feature = "fingerprint"))]
+        return Err(plan
+            .at
+            .error("state fingerprints need udrma-scenarios' `fingerprint` feature".into()));
     }
     let n = world.n_hosts();
     if let Some((sink, links)) = opts.pcap.take() {

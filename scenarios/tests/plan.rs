@@ -82,3 +82,21 @@ fn a_swap_refuses_what_it_cannot_carry() {
     let e = base.with_faults(registration).unwrap_err();
     assert!(e.message.contains("nowhere"), "{e}");
 }
+
+/// The link flow figures are read against: the topology's (here a
+/// profile's 2 Gb/s, 0.5 µs) in the simulated fabric, split or not; over
+/// real sockets the file's (100 Gb/s and 1 µs when it gives none).
+#[test]
+fn the_host_link_is_the_topologys_in_the_fabric_and_the_files_over_sockets() {
+    let sc = Scenario::parse(
+        "myrinet.toml",
+        &PAIR.replace("[topology]", "profile = \"myrinet-lanai9\"\n[topology]"),
+    )
+    .unwrap();
+    let sim = plan(&sc, 7, BackendKind::Sim).unwrap();
+    assert_eq!(sim.host_link.0, 2_000_000_000);
+    assert_eq!(sim.host_link.1.as_ps(), 500_000);
+    let udp = plan(&sc, 7, BackendKind::Udp).unwrap();
+    assert_eq!(udp.host_link.0, 100_000_000_000);
+    assert_eq!(udp.host_link.1.as_ps(), 1_000_000);
+}

@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use udrma_fabric::Egress;
 
 use super::future_bound::Futures;
+use super::merge::States;
 use super::schedule::{Base, Class, Fault, Kind, Outcome, Schedule};
 use crate::sweep::plan::Shard;
 
@@ -24,6 +25,9 @@ pub struct Bound {
     /// `--merge-bound`: cut a run's children where its future meets an
     /// earlier run's (`future_bound`; a measurement, not a proof).
     pub merge_bound: bool,
+    /// `--merge-states`: cut a run's children where it reaches a state an
+    /// earlier run reached with as many faults left (`merge`; sound).
+    pub merge_states: bool,
 }
 
 /// Counts for one number of faults.
@@ -56,6 +60,8 @@ pub struct Search {
     pub interrupted: bool,
     /// With `--merge-bound`: the futures recorded and the runs that met one.
     pub futures: Option<Futures>,
+    /// With `--merge-states`: the states recorded and the runs that met one.
+    pub states: Option<States>,
 }
 
 impl Search {
@@ -85,6 +91,9 @@ impl Search {
 struct Node {
     schedule: Schedule,
     egress: Vec<Egress>,
+    /// Before each event of its run: packets judged, state fingerprint
+    /// (`--merge-states`).
+    fingerprints: Option<Vec<(u32, u64, u128)>>,
     /// Children only on packets before this position (`--merge-bound`:
     /// from here on the run's future is an earlier run's).
     cutoff: usize,
@@ -95,15 +104,34 @@ impl Node {
         Node {
             schedule,
             egress,
+            fingerprints: None,
             cutoff: usize::MAX,
         }
     }
 
-    /// With `futures`, cut where this run meets an earlier future.
-    fn cut(mut self, futures: Option<&mut Futures>, faults: usize) -> Node {
+    /// A node of the run `outcome` made, with its fingerprints.
+    fn of(schedule: Schedule, outcome: Outcome) -> Node {
+        Node {
+            fingerprints: outcome.fingerprints,
+            ..Node::new(schedule, outcome.egress)
+        }
+    }
+
+    /// With `futures`, cut where this run meets an earlier future; with
+    /// `states`, where it reaches an earlier run's state.
+    fn cut(
+        mut self,
+        futures: Option<&mut Futures>,
+        states: Option<&mut States>,
+        faults: usize,
+    ) -> Node {
+        let start = self.schedule.last().map_or(0, |f| f.pos + 1);
+        let left = faults - self.schedule.len();
         if let Some(f) = futures {
-            let start = self.schedule.last().map_or(0, |f| f.pos + 1);
-            self.cutoff = f.cut(&self.egress, start, faults - self.schedule.len());
+            self.cutoff = f.cut(&self.egress, start, left);
+        }
+        if let (Some(s), Some(fps)) = (states, self.fingerprints.take()) {
+            self.cutoff = s.cut(&fps, self.egress.len(), start, left);
         }
         self
     }
@@ -225,7 +253,11 @@ pub fn search(
         return Ok(out);
     }
     let mut futures = bound.merge_bound.then(Futures::default);
-    let mut parents = vec![Node::new(Vec::new(), zero.egress).cut(futures.as_mut(), bound.faults)];
+    let mut states = bound
+        .merge_states
+        .then(|| States::new(bound.kinds.contains(&Kind::Corrupt)));
+    let mut parents =
+        vec![Node::of(Vec::new(), zero).cut(futures.as_mut(), states.as_mut(), bound.faults)];
     for depth in 1..=bound.faults {
         let leaf = depth == bound.faults;
         let mut level = Level::default();
@@ -247,7 +279,12 @@ pub fn search(
                 let ran: Vec<Option<Result<Outcome, String>>> = pool.install(|| {
                     batch
                         .par_iter()
-                        .map(|(_, s)| (!stop.load(Ordering::Relaxed)).then(|| base.run(s)))
+                        .map(|(_, s)| {
+                            // A leaf's children are not searched: its
+                            // states are not needed.
+                            (!stop.load(Ordering::Relaxed))
+                                .then(|| base.run_with(s, base.fingerprints && !leaf))
+                        })
                         .collect()
                 });
                 progress(Progress::Ran(
@@ -269,9 +306,11 @@ pub fn search(
                         out.first = Some((schedule, outcome));
                     }
                 } else if !leaf {
-                    next.push(
-                        Node::new(schedule, outcome.egress).cut(futures.as_mut(), bound.faults),
-                    );
+                    next.push(Node::of(schedule, outcome).cut(
+                        futures.as_mut(),
+                        states.as_mut(),
+                        bound.faults,
+                    ));
                 }
             }
             if out.interrupted {
@@ -286,6 +325,7 @@ pub fn search(
         parents = next;
     }
     out.futures = futures;
+    out.states = states;
     Ok(out)
 }
 
@@ -398,6 +438,7 @@ mod tests {
             kinds: vec![Kind::Drop, Kind::Reorder],
             delay_ns: 200_000,
             merge_bound: false,
+            merge_states: false,
         };
         (node, bound)
     }
@@ -486,6 +527,7 @@ mod tests {
             kinds: vec![Kind::Delay, Kind::Reorder],
             delay_ns: 2000,
             merge_bound: false,
+            merge_states: false,
         };
         let mut level = Level::default();
         let kids = children(&node, &bound, &mut level, None);

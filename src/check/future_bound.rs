@@ -1,5 +1,6 @@
 //! `--merge-bound`: an estimate of how much state merging could save,
-//! made before a sound fingerprint exists.
+//! made before the sound fingerprint (`merge`, `--merge-states`) existed,
+//! and still a fast first look.
 //!
 //! Two runs in the same state at a decision point have the same future:
 //! without further faults they judge the same packets, at the same times

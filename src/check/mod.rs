@@ -14,8 +14,11 @@
 //! - `counterexample`: the failing schedule as a scenario file, replayed;
 //! - `report`: what the command prints;
 //! - `shard`: one search across machines (`--shard`, `--merge`);
-//! - `future_bound`: `--merge-bound`, how much state merging could save
-//!   at most (a measurement, not a proof).
+//! - `merge`: `--merge-states`, sound merging of runs that reach one
+//!   state (the world's fingerprint, `udrma_fabric`'s
+//!   `world/fingerprint.rs`);
+//! - `future_bound`: `--merge-bound`, merging on equal fault-free
+//!   futures instead (a measurement, not a proof).
 //!
 //! With `--shrink`, the counterexample also goes through `udrma shrink`
 //! (`crate::shrink`): it cannot take a fault away (every smaller schedule
@@ -39,6 +42,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 mod counterexample;
 mod enumerate;
 mod future_bound;
+mod merge;
 mod report;
 mod schedule;
 mod shard;
@@ -104,6 +108,15 @@ pub struct CheckArgs {
     /// process only: not with --shard or --merge.
     #[arg(long, conflicts_with_all = ["shard", "merge"])]
     pub merge_bound: bool,
+    /// Merge states: skip a run's children where it reaches a state (the
+    /// whole world's, fingerprinted before each event) that an earlier
+    /// run reached with at least as many faults left. Sound: the same
+    /// verdict and smallest counterexample as the plain search. One
+    /// process only: not with --shard or --merge (a shard merges only
+    /// the states it saw, so shards' counts would not add up to one
+    /// process's).
+    #[arg(long, conflicts_with_all = ["merge_bound", "shard", "merge"])]
+    pub merge_states: bool,
 }
 
 /// Runs `udrma check`: read the file (and the shards, for a merge), set
@@ -163,6 +176,7 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
         kinds,
         delay_ns: delay.as_ps().div_ceil(1000).max(1),
         merge_bound: args.merge_bound,
+        merge_states: args.merge_states,
     };
     // A shard searches about its share.
     let estimate = enumerate::estimate(zero.egress.len(), bound.kinds.len(), bound.faults)
@@ -314,6 +328,7 @@ fn prepare(args: &CheckArgs) -> anyhow::Result<Prepared> {
     Ok(Prepared {
         base: schedule::Base {
             plan,
+            fingerprints: args.merge_states,
             scenario: sc,
             seed,
             link_names,

@@ -147,7 +147,8 @@ pub fn print_search(
     jobs: usize,
 ) -> io::Result<()> {
     let ran = s.ran();
-    let pruned = s.pruned();
+    // Merged states prune soundly; the merge bound's cuts are not proof.
+    let pruned = s.pruned() + if s.states.is_some() { s.cut() } else { 0 };
     let considered = ran + pruned;
     writeln!(
         out,
@@ -160,6 +161,15 @@ pub fn print_search(
         },
         s.not_applicable()
     )?;
+    if let Some(m) = &s.states {
+        writeln!(
+            out,
+            "merged      {} runs reached a state an earlier run had reached as late or later with as many faults left ({} states recorded): {} schedules with a fault from there on were not run, nor any deeper below them",
+            m.met,
+            m.recorded(),
+            s.cut()
+        )?;
+    }
     if let Some(f) = &s.futures {
         writeln!(
             out,

@@ -224,6 +224,10 @@ pub struct Outcome {
     pub trace_hash: String,
     /// Every packet presented to the fault rules, in judging order.
     pub egress: Vec<Egress>,
+    /// With `Base::fingerprints`: before each event, the packets judged
+    /// and the state's fingerprint (`None`: not asked, or a part of the
+    /// state could not say).
+    pub fingerprints: Option<Vec<(u32, u64, u128)>>,
 }
 
 impl Outcome {
@@ -245,6 +249,8 @@ pub struct Base {
     /// Its plan for `seed` in the simulated fabric, planned once: each
     /// run swaps in its own fault rules (`Plan::with_faults`).
     pub plan: Plan,
+    /// Take state fingerprints (`--merge-states`).
+    pub fingerprints: bool,
     /// The seed every run uses.
     pub seed: u64,
     /// Link names by index.
@@ -256,6 +262,13 @@ impl Base {
     /// `udrma run`: the scenario's plan, `udrma_scenarios::run_plan`).
     /// Fails on input the scenario crate refuses.
     pub fn run(&self, faults: &[Fault]) -> Result<Outcome, String> {
+        self.run_with(faults, self.fingerprints)
+    }
+
+    /// [`Base::run`], with state fingerprints when `fingerprints` (from
+    /// the packet after the last fault: the search reads no decision
+    /// before it).
+    pub fn run_with(&self, faults: &[Fault], fingerprints: bool) -> Result<Outcome, String> {
         let specs = faults
             .iter()
             .enumerate()
@@ -270,6 +283,7 @@ impl Base {
             &plan,
             RunOptions {
                 egress_log: true,
+                fingerprints: fingerprints.then(|| faults.last().map_or(0, |f| f.pos as u32 + 1)),
                 ..RunOptions::default()
             },
         )
@@ -285,6 +299,9 @@ impl Base {
             notes: report.notes,
             trace_hash: report.trace_hash,
             egress,
+            fingerprints: report
+                .fingerprints
+                .and_then(|f| f.refused.is_none().then_some(f.taken)),
         })
     }
 }

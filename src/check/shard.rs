@@ -372,6 +372,7 @@ pub fn merge(
         first,
         interrupted: false,
         futures: None,
+        states: None,
     })
 }
 

@@ -86,6 +86,7 @@ impl World {
 /// request completed twice), and the failed ones on every host (a count,
 /// and the first few with their errors).
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(crate) struct CompletionLog {
     seen: BTreeMap<(NodeAddr, WrId), u32>,
     failed: u64,

@@ -10,6 +10,7 @@ use super::*;
 /// tree node of its own, which on a large fabric is a cold load at every
 /// delivery; the rest wait in a tree.
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Arrivals {
     /// The newest first.
     recent: [Option<(NodeAddr, u64)>; 2],

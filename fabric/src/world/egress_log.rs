@@ -6,6 +6,7 @@ use super::*;
 
 /// One packet as the fault rules saw it where it entered a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Egress {
     /// When it was judged.
     pub t: Instant,

@@ -3,6 +3,7 @@
 use super::*;
 
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) enum EvKind {
     /// A host's port finished sending: pull the NIC's next datagram.
     HostFree(u32),
@@ -112,6 +113,8 @@ impl World {
                 self.flush_pcap(limit);
                 return false;
             }
+            #[cfg(feature = "fingerprint")]
+            self.note_fingerprint(key.t);
             self.queue.take();
             self.prefetch_ahead();
             self.run_event(key, true);
@@ -366,6 +369,8 @@ impl World {
     /// nothing is left.
     pub fn step(&mut self) -> Option<Instant> {
         let t = self.peek_time()?;
+        #[cfg(feature = "fingerprint")]
+        self.note_fingerprint(t);
         self.process_next(t);
         Some(t)
     }

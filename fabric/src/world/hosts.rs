@@ -9,6 +9,7 @@ use super::*;
 /// first lines of this struct) hold both; Rust's own order had put the
 /// host's fields after the NIC's 2.5 KB, where nothing asked for them.
 #[repr(C)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct HostState {
     pub(super) port: PortId,
     pub(super) paused: bool,
@@ -19,8 +20,14 @@ pub(super) struct HostState {
     pub(super) tx_lead: Duration,
     /// Host software, if any: it gets the NIC's events instead of
     /// [`World::take_host_events`], and its deadline joins the NIC's.
+    #[cfg_attr(
+        feature = "fingerprint",
+        serde(serialize_with = "udrma_app::serialize_app")
+    )]
     pub(super) app: Option<Box<dyn App>>,
     /// Who it has heard from, for the count of packets out of order.
+    /// (A counter only: not in a fingerprint.)
+    #[cfg_attr(feature = "fingerprint", serde(skip))]
     pub(super) arrivals: Arrivals,
     pub(super) nic: Nic,
     pub(super) held: VecDeque<Pkt>,

@@ -5,6 +5,7 @@ use super::*;
 /// One packet between two watched hosts, from creation to its fate (for
 /// ladder diagrams).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Journey {
     /// Packet serial.
     pub serial: u64,

@@ -28,6 +28,7 @@ use crate::topology::Topology;
 /// One port's lane: when each waiting packet starts across the link,
 /// its bytes and the NIC's work on it; and what it holds.
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Lane {
     waiting: VecDeque<(Instant, u64, u64)>,
     bytes: u64,
@@ -38,6 +39,7 @@ pub(super) struct Lane {
 
 /// What a lane holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Room {
     /// Bytes of waiting packets (the port's queue size).
     pub(super) bytes: u64,

@@ -4,13 +4,25 @@
 use super::*;
 
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Pkt {
+    /// Numbers packets in sending order; draws ECN marks
+    /// (`ports::ecn_marks`), so a fingerprint keeps it only where ports
+    /// mark.
+    #[cfg_attr(
+        feature = "fingerprint",
+        serde(serialize_with = "super::fingerprint::serial")
+    )]
     pub(super) serial: u64,
     pub(super) src: NodeAddr,
     pub(super) dst: NodeAddr,
     pub(super) src_port: u16,
     /// The datagram, or with a phantom payload: header, extension and
     /// ICRC only.
+    #[cfg_attr(
+        feature = "fingerprint",
+        serde(serialize_with = "super::fingerprint::as_bytes")
+    )]
     pub(super) bytes: Vec<u8>,
     /// Zero bytes of payload left out of `bytes` (phantom payloads).
     pub(super) elided: u16,
@@ -28,6 +40,7 @@ pub(super) struct Pkt {
 
 /// The header fields faults, the trace and the ladder journal read.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Head {
     pub(super) opcode: Option<Opcode>,
     pub(super) flags: Flags,

@@ -45,6 +45,7 @@ pub const HOST_WAITING: usize = 16;
 
 /// PFC's parameters, the same on every link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct PfcConfig {
     /// Bytes an ingress link may hold in one priority before the switch
     /// pauses it.
@@ -78,6 +79,7 @@ impl Default for PfcConfig {
 
 /// Why a PFC configuration is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum PfcError {
     /// XON must lie below XOFF.
     #[error("pfc_xon ({xon} B) must be below pfc_xoff ({xoff} B)")]
@@ -177,6 +179,7 @@ impl PfcConfig {
 
 /// What PFC did on one port (one direction of a link).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct PfcPortStats {
     /// PAUSE frames that reached the port (refreshes included).
     pub pauses: u64,
@@ -192,6 +195,7 @@ pub struct PfcPortStats {
 
 /// A cycle of paused ports, each waiting for the next: a PFC deadlock.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct PfcDeadlock {
     /// When the last PAUSE of the cycle took effect.
     pub formed: Instant,
@@ -203,6 +207,7 @@ pub struct PfcDeadlock {
 
 /// A PFC event.
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) enum PfcEv {
     /// A port may be able to start its next packet.
     Pump(PortId),
@@ -230,6 +235,7 @@ impl PfcEv {
 
 /// One port's lossless state.
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct LosslessPort {
     /// Packets not yet started, per priority, with the port they came in
     /// by ([`NO_PORT`]: none counted).
@@ -258,6 +264,7 @@ struct LosslessPort {
 /// A cycle of waits found, not yet confirmed: its (port, priority)
 /// pairs, what each had started then, and when it formed.
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Candidate {
     cycle: Vec<(PortId, u8)>,
     started: Vec<u64>,
@@ -266,6 +273,7 @@ struct Candidate {
 
 /// A world's PFC.
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Pfc {
     cfg: PfcConfig,
     ports: Vec<LosslessPort>,

@@ -7,6 +7,7 @@ use super::*;
 /// port's state so a hop reads one place instead of five tables (on the
 /// 1024-host shape each of those reads was a cache miss).
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct PortHot {
     pub(super) link: LinkId,
     pub(super) direction: Direction,
@@ -60,6 +61,7 @@ impl PortHot {
 /// then the queue), so a hop touches exactly those two.
 #[derive(Debug)]
 #[repr(align(64))]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct PortState {
     pub(super) hot: PortHot,
     /// When the last packet given to this port finishes serializing.
@@ -87,6 +89,7 @@ pub(super) struct PortState {
 /// (16 bytes an entry less: a large fabric's lines are about a third of
 /// its memory).
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct InFlight {
     /// When it reaches the far end.
     pub(super) arrive: Instant,

@@ -43,6 +43,7 @@ use events::{CODE_AHEAD, CODE_ARRIVE, CODE_HOST_FREE, CODE_INDEX, CODE_TIMER};
 
 /// The order the event loop runs events in ([`World::set_event_order`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum EventOrder {
     /// Strictly by time, ties in the order they were scheduled.
     #[default]
@@ -54,6 +55,7 @@ pub enum EventOrder {
 
 /// Why a world cannot run in windows.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum WindowError {
     /// Some link has no latency: there is no window to run.
     #[error("a link has zero latency, so no window is safe (windows are as wide as the shortest link latency)")]
@@ -68,6 +70,7 @@ pub enum WindowError {
 
 /// The window loop's state.
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Windows {
     /// Window width in picoseconds (the shortest link latency); 0: time
     /// order.
@@ -97,6 +100,7 @@ pub(super) struct Windows {
 /// did, never on which other nodes ran before it in a window: the order
 /// of a run split across threads by node is then the order of one thread.
 #[derive(Debug, Default, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Origin {
     stamps: u32,
     sent: u32,

@@ -24,6 +24,7 @@ use crate::messaging::{Messenger, MsgEvent, SendId};
 use crate::App;
 
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Iter {
     arrived: Vec<Option<Operand>>,
     folded: bool,
@@ -32,6 +33,7 @@ struct Iter {
 
 /// One node's side of the host-based collectives.
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct HostApp {
     me: NodeAddr,
     plan: Arc<CollectivePlan>,

@@ -35,6 +35,7 @@ pub const RESULT_BASE: u64 = 0x4000_0000;
 
 /// Everything a collective study's hosts agree on.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct CollectivePlan {
     /// Which collective.
     pub kind: CollectiveKind,
@@ -182,6 +183,7 @@ impl CollectivePlan {
 
 /// What one node saw of one collective.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Outcome {
     /// Iteration.
     pub iter: u32,

@@ -13,6 +13,7 @@ use crate::App;
 
 /// One node's side of the offloaded collectives.
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct OffloadApp {
     me: NodeAddr,
     plan: Arc<CollectivePlan>,

@@ -15,6 +15,7 @@ use udrma_proto::NodeAddr;
 
 /// A rooted tree over nodes `0..n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Tree {
     /// Each node's parent (`None` at the root, node 0).
     pub parent: Vec<Option<Parent>>,

@@ -16,6 +16,7 @@ const MAX_WORK: u64 = 1 << 26;
 /// the buffer's start (element 0's origin). Offsets may be negative, as MPI
 /// displacements may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Block {
     /// Start, relative to the buffer.
     pub offset: i64,
@@ -26,6 +27,7 @@ pub struct Block {
 /// A committed datatype: the blocks of some number of elements in type-map
 /// order (the order packing follows), adjacent blocks merged.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Layout {
     blocks: Vec<Block>,
     lb: i64,
@@ -33,6 +35,7 @@ pub struct Layout {
     size: u64,
 }
 
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Sink {
     blocks: Vec<Block>,
     work: u64,

@@ -45,6 +45,7 @@ pub use flatten::{Block, Layout, MAX_BLOCKS};
 
 /// Why a datatype cannot be built or committed.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum TypeError {
     /// Two argument lists that must be equally long are not.
     #[error("{what}: {a} and {b} entries (they must match)")]
@@ -72,6 +73,7 @@ pub enum TypeError {
 
 /// Storage order of a [subarray](Datatype::subarray).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Order {
     /// Row-major: the last dimension varies fastest (MPI_ORDER_C).
     C,
@@ -83,6 +85,7 @@ pub enum Order {
 /// How a type was built: the constructor and its arguments (what MPI's
 /// `MPI_Type_get_contents` returns).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Constructor {
     /// `size` contiguous bytes of a basic type (a byte, an int, a double).
     Primitive {
@@ -149,9 +152,11 @@ pub enum Constructor {
 
 /// A derived datatype (see the [module docs](self)).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Datatype(Arc<Node>);
 
 #[derive(Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Node {
     ctor: Constructor,
     lb: i64,

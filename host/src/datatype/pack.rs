@@ -13,6 +13,7 @@ use super::Layout;
 /// A layout that does not fit the buffer, or packed bytes of the wrong
 /// length.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum PackError {
     /// Block `block` (`offset`, `len`) falls outside the buffer.
     #[error(

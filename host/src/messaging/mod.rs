@@ -54,6 +54,7 @@ mod types;
 pub use types::*;
 
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Peer {
     ep: u16,
     /// vbufs the peer has posted for us that we have not used.
@@ -80,12 +81,14 @@ struct Peer {
 }
 
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum ArrivalKind {
     Eager(Vec<u8>),
     Rts(Rendezvous),
 }
 
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Arrival {
     from: NodeAddr,
     seq: u32,
@@ -95,6 +98,7 @@ struct Arrival {
 }
 
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Posted {
     id: RecvId,
     src: Option<NodeAddr>,
@@ -104,6 +108,7 @@ struct Posted {
 
 /// A chunk to send through vbufs.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Chunk {
     send: SendId,
     dst: NodeAddr,
@@ -117,6 +122,7 @@ struct Chunk {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum SendState {
     /// Chunks in flight (eager, or R3 after the CTS).
     Chunks,
@@ -129,6 +135,7 @@ enum SendState {
 }
 
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct SendMsg {
     dst: NodeAddr,
     tag: u32,
@@ -141,6 +148,7 @@ struct SendMsg {
 }
 
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct RecvMsg {
     id: RecvId,
     tag: u32,
@@ -156,6 +164,7 @@ struct RecvMsg {
 
 /// What an outstanding NIC request of ours is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum Purpose {
     /// A vbuf pre-posted for `peer` (index into the vbuf region).
     Vbuf { peer: NodeAddr, slot: u32 },
@@ -179,6 +188,7 @@ type Assembly = (Vec<u8>, Vec<bool>, u32, u64);
 
 /// Host work that finishes later (cost model).
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum Deferred {
     /// A chunk copied into its send vbuf: post the SEND.
     PostChunk(Chunk, u32),
@@ -192,6 +202,7 @@ enum Deferred {
 
 /// One host's messaging layer. See the module docs.
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Messenger {
     cfg: MsgConfig,
     /// The VI number our peers use for us (their receive endpoint).

@@ -28,6 +28,7 @@ pub fn peer_ep(peer: NodeAddr) -> Option<u16> {
 
 /// Messaging knobs (MVICH's names where it has them).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct MsgConfig {
     /// Bytes per vbuf (receive buffer), header included.
     pub vbuf_size: u32,
@@ -82,6 +83,7 @@ impl Default for MsgConfig {
 
 /// A configuration that cannot work.
 #[derive(Debug, Error, Clone, PartialEq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum MsgConfigError {
     /// A field is out of range.
     #[error("{field}: {why}")]
@@ -173,13 +175,16 @@ impl MsgConfig {
 
 /// A send's handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct SendId(pub u64);
 /// A receive's handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct RecvId(pub u64);
 
 /// Why a message failed.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum MsgError {
     /// The NIC failed an operation the message needed.
     #[error("transport: {0}")]
@@ -203,6 +208,7 @@ pub enum MsgError {
 
 /// What the messenger reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum MsgEvent {
     /// A send finished (its buffer may be reused).
     SendDone {
@@ -236,6 +242,7 @@ pub enum MsgEvent {
 
 /// The protocol a message went by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum MsgProtocol {
     /// Data through vbufs without a handshake.
     Eager,
@@ -278,6 +285,7 @@ impl MsgProtocol {
 
 /// Counters of the messaging layer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct MsgStats {
     /// Messages sent eagerly.
     pub eager: u64,

@@ -30,6 +30,7 @@ pub use predict::{predict, Estimate, Shape};
 
 /// How non-contiguous data is moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Method {
     /// Host copies into and out of a contiguous buffer.
     Pack,
@@ -73,6 +74,7 @@ impl fmt::Display for Method {
 /// `offset`, read from `src` pieces and written to `dst` pieces (offsets
 /// relative to each side's layout origin).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Chunk {
     /// Where the chunk starts in the stream.
     pub offset: u64,
@@ -86,6 +88,7 @@ pub struct Chunk {
 
 /// Why a transfer cannot be cut.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum CutError {
     /// The two layouts describe different amounts of data.
     #[error("the sender's layout holds {src} bytes and the receiver's {dst}")]

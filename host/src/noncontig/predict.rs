@@ -22,6 +22,7 @@ use crate::datatype::Layout;
 
 /// The transfer and the machine, as the estimate needs them.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Shape<'a> {
     /// Sender's layout.
     pub src: &'a Layout,
@@ -49,6 +50,7 @@ pub struct Shape<'a> {
 
 /// One method's estimate for one transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Estimate {
     /// The method.
     pub method: Method,
@@ -85,6 +87,7 @@ pub fn predict(shape: &Shape<'_>, method: Method) -> Result<Estimate, CutError> 
 }
 
 /// What every method's estimate is made of, for one transfer.
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Terms<'a> {
     shape: &'a Shape<'a>,
     c: &'a CostModel,

@@ -34,6 +34,7 @@ use crate::App;
 
 /// Which OSU shape a workload has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum MsgKind {
     /// Ping-pong latency.
     Latency,
@@ -47,6 +48,7 @@ pub enum MsgKind {
 
 /// One messaging workload, planned.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct MsgWorkload {
     /// Its shape.
     pub kind: MsgKind,
@@ -84,6 +86,7 @@ pub fn message_seed(from: NodeAddr, tag: u32, k: u32) -> u32 {
 
 /// A message this host sent: the `k`-th to `to` with `tag`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Sent {
     /// Its workload.
     pub workload: usize,
@@ -101,6 +104,7 @@ pub struct Sent {
 
 /// A message this host received: the `k`-th from `from` with `tag`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Received {
     /// Its workload.
     pub workload: usize,
@@ -122,6 +126,7 @@ pub struct Received {
 
 /// One timed size of a workload, as side `a` measured it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct SizeRow {
     /// The workload.
     pub workload: usize,
@@ -134,6 +139,7 @@ pub struct SizeRow {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum Role {
     A,
     B,
@@ -141,6 +147,7 @@ enum Role {
 
 /// One side of one workload.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Side {
     wl: usize,
     role: Role,
@@ -158,9 +165,11 @@ struct Side {
 
 /// One host's side of the messaging workloads, as an app.
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct MsgApp {
     me: NodeAddr,
     m: Messenger,
+    #[cfg_attr(feature = "fingerprint", serde(skip))]
     workloads: Vec<MsgWorkload>,
     sides: Vec<Side>,
     next_k_sent: BTreeMap<(NodeAddr, u32), u32>,
@@ -570,6 +579,10 @@ impl MsgApp {
 }
 
 impl App for MsgApp {
+    #[cfg(feature = "fingerprint")]
+    fn fingerprint(&self) -> Option<Vec<u8>> {
+        postcard::to_allocvec(self).ok()
+    }
     fn handle_event(&mut self, now: Instant, nic: &mut Nic, event: Event) {
         self.m.handle_event(now, nic, event);
         self.drain(now, nic);

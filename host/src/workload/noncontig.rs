@@ -70,6 +70,7 @@ pub fn recv_seed(h: NodeAddr) -> u32 {
 
 /// A ping-pong between two hosts.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct NcPlan {
     /// The host that starts each round trip.
     pub a: NodeAddr,
@@ -120,6 +121,7 @@ impl NcPlan {
 
 /// What one host saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct NcRecord {
     /// One-way latencies of the timed round trips (half each round trip),
     /// in picoseconds (host `a` only).
@@ -139,6 +141,7 @@ pub struct NcRecord {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum Step {
     /// Waiting for the peer's transfer.
     Waiting,
@@ -153,7 +156,9 @@ enum Step {
 }
 
 /// One host's side of an [`NcPlan`].
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct NcApp {
+    #[cfg_attr(feature = "fingerprint", serde(skip))]
     plan: Arc<NcPlan>,
     me: NodeAddr,
     peer: NodeAddr,
@@ -180,6 +185,7 @@ pub struct NcApp {
 /// The local keys each request in flight names, and the keys waiting for
 /// their last request to complete before they are destroyed.
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct KeyLedger {
     /// Posted requests that have not completed: the keys they name.
     in_flight: BTreeMap<WrId, Vec<MrKey>>,
@@ -216,6 +222,7 @@ impl KeyLedger {
 }
 
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Keys {
     send: MrKey,
     recv: MrKey,
@@ -591,6 +598,10 @@ fn list(layout: &Layout, base: u64, key: MrKey) -> Sgl {
 }
 
 impl App for NcApp {
+    #[cfg(feature = "fingerprint")]
+    fn fingerprint(&self) -> Option<Vec<u8>> {
+        postcard::to_allocvec(self).ok()
+    }
     fn start(&mut self, now: Instant, nic: &mut Nic) {
         if self.plan.side(self.me).is_none() {
             self.step = Step::Done;

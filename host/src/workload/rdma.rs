@@ -59,6 +59,7 @@ pub fn reuse_seed(tag: u32, op: usize) -> u32 {
 
 /// What an operation does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum OpKind {
     /// The poster writes its source into the peer's target.
     Write,
@@ -70,6 +71,7 @@ pub enum OpKind {
 
 /// When an operation is posted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum When {
     /// At this time (open loop).
     At(Instant),
@@ -83,6 +85,7 @@ pub enum When {
 
 /// One planned operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct PlannedOp {
     /// The workload it belongs to (its index in the scenario).
     pub workload: usize,
@@ -124,6 +127,7 @@ impl PlannedOp {
 
 /// A host overwriting the targets of the WRITEs that landed in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Reuse {
     /// When.
     pub at: Instant,
@@ -135,6 +139,7 @@ pub struct Reuse {
 
 /// Every host's part of the RDMA workloads, planned once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct RdmaPlan {
     /// Every operation, in plan order (the order ties are broken in).
     pub ops: Vec<PlannedOp>,
@@ -242,6 +247,7 @@ impl RdmaPlan {
 
 /// The keys of a host's three regions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Keys {
     /// Sources.
     pub src: MrKey,
@@ -267,6 +273,7 @@ impl Keys {
 
 /// What happened to an operation, as its poster saw it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct OpRecord {
     /// When it was posted (`None`: not yet, or refused).
     pub posted_at: Option<Instant>,
@@ -281,6 +288,7 @@ pub struct OpRecord {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum Action {
     Post(usize),
     Recv(usize),
@@ -289,8 +297,10 @@ enum Action {
 
 /// One host's part of an [`RdmaPlan`], as an app.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct RdmaApp {
     me: NodeAddr,
+    #[cfg_attr(feature = "fingerprint", serde(skip))]
     plan: Arc<RdmaPlan>,
     keys: Keys,
     /// Timed actions by (time, plan order).
@@ -533,6 +543,10 @@ impl RdmaApp {
 }
 
 impl App for RdmaApp {
+    #[cfg(feature = "fingerprint")]
+    fn fingerprint(&self) -> Option<Vec<u8>> {
+        postcard::to_allocvec(self).ok()
+    }
     fn fork(&self) -> Option<Box<dyn App>> {
         Some(Box::new(self.clone()))
     }

@@ -38,6 +38,7 @@ const FAST_STEPS: u32 = 5;
 
 /// DCQCN-like state toward one peer.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Dcqcn {
     line: f64,
     rc: f64,
@@ -130,6 +131,11 @@ impl Dcqcn {
 }
 
 impl CongestionControl for Dcqcn {
+    #[cfg(feature = "fingerprint")]
+    fn snapshot(&self) -> Option<super::CcSnapshot> {
+        Some(super::CcSnapshot::Dcqcn(self.clone()))
+    }
+
     fn on_send(&mut self, now: Instant, bytes: u64) {
         self.advance(now);
         let from = pace_from(self.next_send, now, self.pace_slack);

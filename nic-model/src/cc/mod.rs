@@ -42,6 +42,7 @@ pub use rccc::Rccc;
 
 /// One acknowledged data packet, as the controller sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct AckSample {
     /// Bytes the packet carried on the wire (header and payload).
     pub bytes: u64,
@@ -57,6 +58,7 @@ pub struct AckSample {
 
 /// Why the engine thinks a packet was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum LossCause {
     /// Its retransmit timer expired.
     Timeout,
@@ -95,6 +97,14 @@ pub trait CongestionControl: Debug + Send {
     /// A short name for reports (`"nscc"`).
     fn name(&self) -> &'static str;
 
+    /// The controller's whole state, for `udrma check`'s fingerprint of a
+    /// world (docs/check.md); `None`, the default: a controller that
+    /// cannot say, and a search over it does not merge states.
+    #[cfg(feature = "fingerprint")]
+    fn snapshot(&self) -> Option<CcSnapshot> {
+        None
+    }
+
     /// A receiver-credit controller's answer to "may a new packet go?":
     /// the bytes it may still send before the receiver grants more
     /// (checked even with nothing in flight). `None`, the default: not
@@ -121,6 +131,7 @@ pub trait CongestionControl: Debug + Send {
 
 /// Which controller the engine builds for each peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum CcAlgorithm {
     /// No controller: the OP table is the only window.
     #[default]
@@ -160,6 +171,7 @@ impl CcAlgorithm {
 
 /// What the network looks like to a controller, and which one to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct CcConfig {
     /// The controller.
     pub algorithm: CcAlgorithm,
@@ -239,6 +251,39 @@ impl CcConfig {
     }
 }
 
+/// A controller's state as its fingerprint reads it
+/// ([`CongestionControl::snapshot`]).
+#[cfg(feature = "fingerprint")]
+#[derive(Debug, Clone, serde::Serialize)]
+pub enum CcSnapshot {
+    /// No control.
+    Unlimited,
+    /// NSCC.
+    Nscc(Nscc),
+    /// DCQCN.
+    Dcqcn(Dcqcn),
+    /// Receiver credit.
+    Rccc(Rccc),
+}
+
+/// A boxed controller serialised as its snapshot; refused (so no state
+/// is merged) when it has none.
+#[cfg(feature = "fingerprint")]
+#[allow(clippy::borrowed_box)] // serde's `serialize_with` passes the field.
+pub fn serialize_controller<S: serde::Serializer>(
+    cc: &Box<dyn CongestionControl>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    match cc.snapshot() {
+        Some(snap) => snap.serialize(s),
+        None => Err(serde::ser::Error::custom(format!(
+            "the congestion controller {:?} has no snapshot",
+            cc.name()
+        ))),
+    }
+}
+
 /// No congestion control: an unlimited window, no pacing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Unlimited;
@@ -255,6 +300,10 @@ impl CongestionControl for Unlimited {
     }
     fn name(&self) -> &'static str {
         "none"
+    }
+    #[cfg(feature = "fingerprint")]
+    fn snapshot(&self) -> Option<CcSnapshot> {
+        Some(CcSnapshot::Unlimited)
     }
 }
 

@@ -51,6 +51,7 @@ const DELAY_ALPHA: f64 = 0.125;
 
 /// NSCC-like state toward one peer.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Nscc {
     cwnd: f64,
     max_cwnd: f64,
@@ -110,6 +111,11 @@ impl Nscc {
 }
 
 impl CongestionControl for Nscc {
+    #[cfg(feature = "fingerprint")]
+    fn snapshot(&self) -> Option<super::CcSnapshot> {
+        Some(super::CcSnapshot::Nscc(self.clone()))
+    }
+
     fn on_send(&mut self, now: Instant, bytes: u64) {
         // Pace at cwnd per smoothed RTT, never faster than the line.
         let rate = (self.cwnd * 8.0 * 1e12 / self.srtt.as_ps().max(1) as f64) as u64;

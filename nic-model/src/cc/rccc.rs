@@ -22,6 +22,7 @@ use super::{AckSample, CcConfig, CongestionControl, LossCause};
 
 /// Receiver-credit congestion control, sender side.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Rccc {
     /// Bytes a burst may send before any grant.
     unscheduled: u64,
@@ -60,6 +61,11 @@ impl Rccc {
 }
 
 impl CongestionControl for Rccc {
+    #[cfg(feature = "fingerprint")]
+    fn snapshot(&self) -> Option<super::CcSnapshot> {
+        Some(super::CcSnapshot::Rccc(self.clone()))
+    }
+
     fn on_send(&mut self, _now: Instant, bytes: u64) {
         if self.inflight == 0 && self.sent >= self.wanted {
             // Idle: a new burst may go unscheduled again.

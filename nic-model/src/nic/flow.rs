@@ -11,6 +11,15 @@ pub type ControllerFactory = dyn Fn(NodeAddr) -> Box<dyn CongestionControl> + Se
 #[derive(Default)]
 pub(super) struct Factory(pub Option<Box<ControllerFactory>>);
 
+/// Configuration, the same in every run of one search: only whether the
+/// host gave its own factory.
+#[cfg(feature = "fingerprint")]
+impl serde::Serialize for Factory {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bool(self.0.is_some())
+    }
+}
+
 impl core::fmt::Debug for Factory {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(if self.0.is_some() {
@@ -23,7 +32,12 @@ impl core::fmt::Debug for Factory {
 
 /// Congestion state toward one peer.
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Flow {
+    #[cfg_attr(
+        feature = "fingerprint",
+        serde(serialize_with = "crate::cc::serialize_controller")
+    )]
     pub cc: Box<dyn CongestionControl>,
     /// Bytes of packets in the OP table toward this peer.
     pub inflight: u64,
@@ -87,6 +101,7 @@ pub(super) struct Flow {
 /// A packet sent again on loss detection: its operation, its segment, and
 /// when the copy before this one left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Resent {
     pub msg_id: u32,
     pub seg: u32,
@@ -179,6 +194,7 @@ const GATE_SCAN: usize = 128;
 
 /// Why the gate kept a packet back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) enum Gate {
     Open,
     /// The window is full: an acknowledgement will open it.

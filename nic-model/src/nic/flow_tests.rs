@@ -85,6 +85,7 @@ fn recycled_entropies_are_bounded_and_good_ones_are_the_last_eight_distinct() {
 
 /// A controller with a fixed window and, optionally, receiver credit.
 #[derive(Debug)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Fixed {
     window: u64,
     credit: Option<u64>,

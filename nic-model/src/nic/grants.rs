@@ -16,6 +16,7 @@ use super::*;
 
 /// What a receiver knows of one sender's demand (all cumulative).
 #[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Grantee {
     wanted: u64,
     free: u64,
@@ -32,6 +33,7 @@ impl Grantee {
 
 /// The receiver's grant scheduler.
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Grants {
     peers: BTreeMap<NodeAddr, Grantee>,
     /// The pacer's clock: the next grant goes no earlier.

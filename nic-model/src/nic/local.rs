@@ -10,6 +10,7 @@ use udrma_proto::time::Duration;
 
 /// Local bytes of a posted receive buffer.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) enum Local {
     /// `[addr, ..)` under `key` (which may be an indirect key).
     Region { key: MrKey, addr: u64 },
@@ -20,6 +21,7 @@ pub(super) enum Local {
 /// A range a packet's DMA touches: under a key (direct or indirect), or
 /// in a scatter-gather list.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) enum Touch {
     /// `[addr, addr + len)` under `key`.
     Key { key: MrKey, addr: u64, len: u64 },

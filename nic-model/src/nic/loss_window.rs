@@ -36,6 +36,7 @@ use super::*;
 
 /// The loss window toward one peer (see the module's doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct LossWindow {
     /// Bytes that may be out toward the peer.
     pub window: u64,
@@ -50,6 +51,7 @@ pub(super) struct LossWindow {
 
 /// What was lost, as the loss window sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) enum CutCause {
     /// A retransmit timeout: nothing came back.
     Timeout,

@@ -81,6 +81,7 @@ mod window;
 
 /// A datagram [`Nic::poll_transmit`] wrote into the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Transmit {
     /// Destination host.
     pub dst: NodeAddr,
@@ -109,6 +110,7 @@ pub struct Transmit {
 /// What the network says about a received datagram besides its bytes (as
 /// quinn-proto's receive call takes an ECN codepoint with each datagram).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct RxMeta {
     /// The IP header's ECN field as it arrived.
     pub ecn: Ecn,
@@ -123,6 +125,7 @@ pub struct RxMeta {
 
 /// The two ECN bits of the IP header (RFC 3168).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum Ecn {
     /// Not ECN-capable transport (or unknown: a socket that cannot read it).
     #[default]
@@ -154,6 +157,7 @@ impl Ecn {
 /// when it fires early is filed again (so it may wake the driver once per
 /// `registry_timeout` for nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum Timer {
     /// An outstanding packet's retransmit deadline.
     Retransmit(OpNumber),
@@ -186,6 +190,7 @@ enum Timer {
 }
 
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Request {
     req: WorkRequest,
     /// Bytes already cut into operations.
@@ -200,6 +205,7 @@ struct Request {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum OpKind {
     Write,
     Send,
@@ -209,6 +215,7 @@ enum OpKind {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum PktState {
     Unsent,
     InFlight(OpNumber),
@@ -217,6 +224,7 @@ enum PktState {
 
 /// One segment operation: a message id with its packets.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Op {
     wr: WrId,
     kind: OpKind,
@@ -271,6 +279,7 @@ struct Op {
 
 /// An OP table entry: one outstanding packet.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Inflight {
     msg_id: u32,
     seg: u32,
@@ -309,6 +318,7 @@ impl Inflight {
 
 /// A posted receive buffer.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct RecvBuf {
     wr: WrId,
     at: Local,
@@ -317,6 +327,7 @@ struct RecvBuf {
 
 /// Whether an ACK reports its packet as a duplicate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum Dup {
     /// A first arrival's acknowledgement.
     No,
@@ -329,6 +340,7 @@ enum Dup {
 
 /// What a NOOP (CREDIT packet) is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum Noop {
     /// Carries a credit advertisement nothing else would carry.
     Advertise,
@@ -341,6 +353,7 @@ enum Noop {
 }
 
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 enum ReplyBody {
     /// `ece`: the acknowledged packet arrived CE-marked. `dup`: whether
     /// this copy of it was a duplicate, reported (flag `DUP`).
@@ -397,6 +410,7 @@ enum ReplyBody {
 
 /// A packet the receive side owes a peer (built at transmit time).
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Reply {
     /// UDP source port to send it from (0: the NIC's own): with
     /// multipath on, a reply leaves from the port (entropy) the packet it
@@ -413,6 +427,7 @@ struct Reply {
 }
 
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct PendingSack {
     src_ep: u16,
     seg_count: u32,
@@ -436,6 +451,7 @@ struct PendingSack {
 /// before `stats`.
 #[derive(Debug)]
 #[repr(C)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Nic {
     timers: timers::TimerSet,
     addr: NodeAddr,

@@ -400,6 +400,7 @@ impl Nic {
 
 /// What a packet's `credits` field may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) enum Carry {
     /// A data packet or an answer: news first, echoes in turn.
     Any,
@@ -411,6 +412,7 @@ pub(super) enum Carry {
 
 /// The per-peer credit maps [`credit_field`] reads and updates, borrowed
 /// apart from the rest of the NIC (a packet's payload may borrow it).
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct CreditBook<'a> {
     pub(super) advertised: &'a PeerMap<u16, 2>,
     pub(super) seen: &'a PeerMap<u16, 2>,

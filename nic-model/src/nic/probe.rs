@@ -27,6 +27,7 @@ use udrma_proto::time::Duration;
 
 /// One operation's probing state.
 #[derive(Debug, Clone, Copy, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct ProbeState {
     /// When the operation last sent a packet or had one acknowledged.
     active: Instant,

@@ -654,6 +654,7 @@ fn still_missing(mask: Option<&Mask>, retransmit: bool) -> Option<(u32, u32)> {
 }
 
 /// A packet just emitted, as `Nic::record_sent` books it.
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 struct Leaving {
     opn: OpNumber,
     inf: Inflight,

@@ -17,6 +17,7 @@ use super::*;
 /// OP table slot is reused once its packet is acknowledged, so the
 /// operation and segment say whether the slot still holds it).
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct TimeoutCopy {
     pub at: Instant,
     pub opn: OpNumber,

@@ -53,6 +53,7 @@ fn slot_of(k: u128) -> usize {
 }
 
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct TimerSet {
     /// Every key that is not in the fast lane.
     other: BTreeSet<(Instant, Timer)>,

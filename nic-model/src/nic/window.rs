@@ -31,6 +31,7 @@ use crate::config::TombstoneMode;
 /// data-arrived notices owed by WRITEs with notification whose last
 /// segment is open (each will open one more operation).
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct SendWindow {
     ids: VecDeque<u32>,
     notices_owed: usize,

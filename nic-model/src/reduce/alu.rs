@@ -27,6 +27,7 @@ use udrma_proto::{ReduceHeader, ReduceOp, ReduceType};
 /// One operand: elements as raw bits (32-bit types in the low half) and,
 /// for MINLOC/MAXLOC, one location per element (empty otherwise).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Operand {
     /// Element bits.
     pub values: Vec<u64>,
@@ -146,6 +147,7 @@ pub fn combine_one(
 
 /// Why two operands cannot be combined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum AluError {
     /// The operation is not defined on the type.
     #[error("{op} is not defined on {ty}")]

@@ -44,6 +44,7 @@ pub use alu::Operand;
 
 /// Which collective a descriptor belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub enum CollectiveKind {
     /// Combine every node's operand at the root.
     Reduce,
@@ -76,6 +77,7 @@ impl CollectiveKind {
 
 /// Where a node's combined operand goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct Parent {
     /// The parent node.
     pub addr: NodeAddr,
@@ -88,6 +90,7 @@ pub struct Parent {
 
 /// One node's descriptor for one collective (all its chunks).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct ReducePost {
     /// Which collective.
     pub kind: CollectiveKind,

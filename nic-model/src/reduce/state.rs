@@ -12,6 +12,7 @@ use crate::wr::WrId;
 
 /// One chunk of one collective at one endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct ChunkKey {
     /// Endpoint.
     pub ep: u16,
@@ -25,6 +26,7 @@ pub struct ChunkKey {
 
 /// A reduce packet this NIC sends and retransmits until acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub struct OutKey {
     /// Destination.
     pub to: NodeAddr,
@@ -36,6 +38,7 @@ pub struct OutKey {
 
 /// What every packet of one chunk must agree on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(crate) struct Shape {
     pub op: ReduceOp,
     pub ty: ReduceType,
@@ -46,6 +49,7 @@ pub(crate) struct Shape {
 
 /// Counter, operand slots and result of one chunk.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(crate) struct ChunkState {
     /// The collective posted here, once the host has posted it.
     pub wr: Option<WrId>,
@@ -73,6 +77,7 @@ pub(crate) struct ChunkState {
 
 /// One posted collective.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(crate) struct Coll {
     pub post: ReducePost,
     pub chunks: u32,
@@ -92,6 +97,7 @@ impl Coll {
 
 /// A reduce packet awaiting acknowledgement.
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(crate) struct Outgoing {
     pub wr: WrId,
     pub hdr: ReduceHeader,
@@ -107,6 +113,7 @@ pub(crate) struct Outgoing {
 
 /// A REDUCE_ACK owed to a peer.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(crate) struct AckOut {
     pub to: NodeAddr,
     pub src_ep: u16,
@@ -121,6 +128,7 @@ pub(crate) struct AckOut {
 
 /// Everything the reduce unit holds.
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(crate) struct ReduceState {
     pub chunks: BTreeMap<ChunkKey, ChunkState>,
     pub peak: usize,

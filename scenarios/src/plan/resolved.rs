@@ -180,11 +180,6 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// How many hosts the topology has.
-    pub fn n_hosts(&self) -> usize {
-        self.resolved.n_hosts()
-    }
-
     /// The seed everything seeded draws from.
     pub fn seed(&self) -> u64 {
         self.resolved.seed
