@@ -166,6 +166,34 @@ fn every_check_case_gives_its_pinned_answer() {
     assert!(violations >= 4, "{violations} cases with a violation");
 }
 
+/// Every case searched with `extra` flags and plainly: where the
+/// answer differs from the pinned one (as `expect` rewrites each pinned
+/// line), each case's runs with and without, and the runs in all.
+fn against_pinned(
+    extra: &str,
+    expect: impl Fn(String) -> String,
+) -> (Vec<String>, Vec<(String, u64, u64)>) {
+    let mut wrong = Vec::new();
+    let mut runs = Vec::new();
+    for path in &cases() {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(path).unwrap();
+        let (flags, pinned) = header(&text, &name);
+        let (got, ran) = search(path, &flags, &[extra]);
+        let (_, ran_plain) = search(path, &flags, &[]);
+        let expected: Vec<String> = pinned.iter().map(|l| expect(agreed(l))).collect();
+        if got.iter().map(|l| agreed(l)).ne(expected.iter().cloned()) {
+            wrong.push(format!(
+                "{name}: pinned\n  {}\n{extra} says\n  {}",
+                expected.join("\n  "),
+                got.join("\n  ")
+            ));
+        }
+        runs.push((name, ran, ran_plain));
+    }
+    (wrong, runs)
+}
+
 /// `--merge-bound` cuts a run's children where its fault-free future
 /// meets an earlier run's: not sound (two states with one future may
 /// differ where only a later fault looks), so it is measured here
@@ -178,38 +206,17 @@ fn every_check_case_gives_its_pinned_answer() {
     ignore = "about 30,000 runs of the engine: run with --release (CI does)"
 )]
 fn the_merge_bound_gives_every_case_its_pinned_answer_with_fewer_runs() {
-    let (mut plain, mut bounded) = (0, 0);
-    let mut wrong = Vec::new();
-    for path in &cases() {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(path).unwrap();
-        let (flags, pinned) = header(&text, &name);
-        let (got, ran) = search(path, &flags, &["--merge-bound"]);
-        let (_, ran_plain) = search(path, &flags, &[]);
-        plain += ran_plain;
-        bounded += ran;
-        let expected: Vec<String> = pinned
-            .iter()
-            .map(|l| {
-                let l = agreed(l);
-                match l.strip_prefix("result      no violation within ") {
-                    Some(k) => format!(
-                        "result      no violation in the schedules that ran (--merge-bound: not a proof within {})",
-                        k
-                    ),
-                    None => l,
-                }
-            })
-            .collect();
-        if got.iter().map(|l| agreed(l)).ne(expected.iter().cloned()) {
-            wrong.push(format!(
-                "{name}: pinned\n  {}\n--merge-bound says\n  {}",
-                expected.join("\n  "),
-                got.join("\n  ")
-            ));
+    let (wrong, runs) = against_pinned("--merge-bound", |l| {
+        match l.strip_prefix("result      no violation within ") {
+            Some(k) => format!(
+                "result      no violation in the schedules that ran (--merge-bound: not a proof within {k})"
+            ),
+            None => l,
         }
-    }
+    });
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    let bounded: u64 = runs.iter().map(|r| r.1).sum();
+    let plain: u64 = runs.iter().map(|r| r.2).sum();
     assert!(
         bounded * 2 < plain,
         "--merge-bound ran {bounded} schedules, the plain search {plain}: it no longer cuts"
@@ -228,35 +235,16 @@ fn the_merge_bound_gives_every_case_its_pinned_answer_with_fewer_runs() {
     ignore = "about 50,000 runs of the engine: run with --release (CI does)"
 )]
 fn merged_states_give_every_case_its_pinned_answer() {
-    let (mut plain, mut merged) = (0, 0);
-    let mut wrong = Vec::new();
-    let mut report = Vec::new();
-    for path in &cases() {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(path).unwrap();
-        let (flags, pinned) = header(&text, &name);
-        let (got, ran) = search(path, &flags, &["--merge-states"]);
-        let (_, ran_plain) = search(path, &flags, &[]);
-        report.push(format!("{name}: {ran} of {ran_plain}"));
-        plain += ran_plain;
-        merged += ran;
+    let (mut wrong, runs) = against_pinned("--merge-states", |l| l);
+    for (name, ran, ran_plain) in &runs {
+        println!("{name}: {ran} runs merged, {ran_plain} plain");
         if ran > ran_plain {
             wrong.push(format!("{name}: merged ran {ran}, plain {ran_plain}"));
         }
-        if got
-            .iter()
-            .map(|l| agreed(l))
-            .ne(pinned.iter().map(|l| agreed(l)))
-        {
-            wrong.push(format!(
-                "{name}: pinned\n  {}\n--merge-states says\n  {}",
-                pinned.join("\n  "),
-                got.join("\n  ")
-            ));
-        }
     }
-    println!("runs, merged of plain:\n{}", report.join("\n"));
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+    let merged: u64 = runs.iter().map(|r| r.1).sum();
+    let plain: u64 = runs.iter().map(|r| r.2).sum();
     assert!(
         merged < plain,
         "--merge-states ran {merged} schedules, the plain search {plain}: it no longer merges"

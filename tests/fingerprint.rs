@@ -76,6 +76,22 @@ fn future(egress: &[Egress], from: usize, at: u64) -> Vec<String> {
         .collect()
 }
 
+/// Two runs from the packets where they met at one fingerprint: the
+/// same packets judged at the same gaps (from the first one's time), and
+/// the same checks at the end.
+fn alike((an, a, ja): (&str, &Report, usize), (bn, b, jb): (&str, &Report, usize), how: &str) {
+    let (ea, eb) = (a.egress.as_ref().unwrap(), b.egress.as_ref().unwrap());
+    assert_eq!(
+        future(ea, ja, ea[ja].t.as_ps()),
+        future(eb, jb, eb[jb].t.as_ps()),
+        "{an} (from packet {ja}) and {bn} (from packet {jb}) met at one fingerprint and went on differently{how}"
+    );
+    assert_eq!(
+        a.checks, b.checks,
+        "{an} and {bn} met at one fingerprint and were judged differently{how}"
+    );
+}
+
 /// Every event's (packets judged before it, its time, its fingerprint).
 fn states(r: &Report) -> Vec<(usize, u128)> {
     let f = r.fingerprints.clone().expect("fingerprints asked");
@@ -150,15 +166,7 @@ fn runs_that_meet_at_one_fingerprint_go_on_alike() {
                     continue;
                 }
                 met += 1;
-                assert_eq!(
-                    future(ea, ja, ea[ja].t.as_ps()),
-                    future(eb, jb, eb[jb].t.as_ps()),
-                    "{a_name} (from packet {ja}) and {b_name} (from packet {jb}) met at one fingerprint and went on differently"
-                );
-                assert_eq!(
-                    a.checks, b.checks,
-                    "{a_name} and {b_name} met at one fingerprint and were judged differently"
-                );
+                alike((a_name, a, ja), (b_name, b, jb), "");
                 // And alike under one more fault: the packet each judges
                 // first from there on, dropped.
                 let (Some(ta), Some(tb)) = (dropping(a_text, a, ja), dropping(b_text, b, jb))
@@ -166,7 +174,6 @@ fn runs_that_meet_at_one_fingerprint_go_on_alike() {
                     continue;
                 };
                 let (a2, b2) = (fingerprinted(&ta), fingerprinted(&tb));
-                let (ea2, eb2) = (a2.egress.as_ref().unwrap(), b2.egress.as_ref().unwrap());
                 // Only where each drop struck (a copy a rule made is
                 // counted by the rules but not logged: an n-th counted
                 // from the log may name another packet).
@@ -176,14 +183,10 @@ fn runs_that_meet_at_one_fingerprint_go_on_alike() {
                     continue;
                 }
                 dropped_after += 1;
-                assert_eq!(
-                    future(ea2, ja, ea2[ja].t.as_ps()),
-                    future(eb2, jb, eb2[jb].t.as_ps()),
-                    "{a_name} (from packet {ja}) and {b_name} (from packet {jb}) met at one fingerprint and went on differently when that packet was dropped"
-                );
-                assert_eq!(
-                    a2.checks, b2.checks,
-                    "{a_name} and {b_name} met at one fingerprint and, that packet dropped, were judged differently"
+                alike(
+                    (a_name, &a2, ja),
+                    (b_name, &b2, jb),
+                    " with that packet dropped",
                 );
             }
         }
