@@ -142,6 +142,34 @@ mod tests {
     }
 
     #[test]
+    fn one_state_is_met_whatever_number_of_packets_led_to_it() {
+        let mut s = States::new(false);
+        // State 9 with packets 3 and 4 judged in its event...
+        assert_eq!(s.cut(&RUN[3..], 5, 3, 1), usize::MAX);
+        // ... reached (as early) by a run that had judged six packets
+        // before it: its first packet there is the other's first.
+        let longer = [(0, 0, 5), (6, 20, 9)];
+        assert_eq!(s.cut(&longer, 8, 6, 1), 6);
+    }
+
+    #[test]
+    fn a_state_keeps_every_run_no_other_covers() {
+        let mut s = States::new(false);
+        let at = |t: u64| [(3, t, 9)];
+        // Two faults left at 30, then one left at 40: neither covers the
+        // other, so both stay.
+        assert_eq!(s.cut(&at(30), 4, 3, 2), usize::MAX);
+        assert_eq!(s.cut(&at(40), 4, 3, 1), usize::MAX);
+        // Two left at 25: covered by the first only.
+        assert_eq!(s.cut(&at(25), 4, 3, 2), 3);
+        // One left at 35: covered by the second only.
+        assert_eq!(s.cut(&at(35), 4, 3, 1), 3);
+        // Two left at 35: by neither; it then covers the first.
+        assert_eq!(s.cut(&at(35), 4, 3, 2), usize::MAX);
+        assert_eq!(s.cut(&at(33), 4, 3, 2), 3);
+    }
+
+    #[test]
     fn a_decision_in_the_event_of_the_last_fault_is_not_compared() {
         let mut s = States::new(false);
         // The last fault on packet 0: packet 1 is judged in the same
