@@ -167,6 +167,12 @@ mod tests {
         // Two left at 35: by neither; it then covers the first.
         assert_eq!(s.cut(&at(35), 4, 3, 2), usize::MAX);
         assert_eq!(s.cut(&at(33), 4, 3, 2), 3);
+        // The other way round: one left at 40, then two at 30; one left
+        // at 35 is still covered by the first.
+        let mut s = States::new(false);
+        assert_eq!(s.cut(&at(40), 4, 3, 1), usize::MAX);
+        assert_eq!(s.cut(&at(30), 4, 3, 2), usize::MAX);
+        assert_eq!(s.cut(&at(35), 4, 3, 1), 3);
     }
 
     #[test]
