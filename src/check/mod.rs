@@ -155,7 +155,15 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     let asked = shard::Asked { seed, ..asked };
     let zero_started = Wall::now();
     let zero = base.run(&[]).map_err(BadInput)?;
-    let zero_wall = zero_started.elapsed();
+    let mut zero_wall = zero_started.elapsed();
+    if base.fingerprints {
+        // The estimate is at a run's pace without fingerprints: most runs
+        // (the leaves) take none, and the fault-free run takes one before
+        // every event.
+        let plain = Wall::now();
+        base.run_with(&[], false).map_err(BadInput)?;
+        zero_wall = plain.elapsed();
+    }
     if let Some(f) = merged.as_ref().map(|s| &s[0]) {
         if f.zero_trace != zero.trace_hash {
             return Err(BadInput(format!(
@@ -216,7 +224,19 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     );
     report::print_head(&mut out, &head)?;
     if merged.is_none() {
-        report::print_estimate(&mut out, estimate, zero_wall, jobs, bound.merge_bound)?;
+        report::print_estimate(
+            &mut out,
+            estimate,
+            zero_wall,
+            jobs,
+            if bound.merge_bound {
+                Some("--merge-bound")
+            } else if bound.merge_states {
+                Some("--merge-states")
+            } else {
+                None
+            },
+        )?;
     }
     let searched = Searched {
         base: &base,

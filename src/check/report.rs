@@ -101,7 +101,7 @@ pub fn print_estimate(
     schedules: u128,
     zero: std::time::Duration,
     jobs: usize,
-    merge_bound: bool,
+    cut_by: Option<&str>,
 ) -> io::Result<()> {
     let secs = zero.as_secs_f64() * schedules as f64 / jobs.max(1) as f64;
     writeln!(
@@ -110,10 +110,9 @@ pub fn print_estimate(
         duration(secs),
         count(jobs as u64, "job"),
         zero.as_secs_f64() * 1e3,
-        if merge_bound {
-            "; for the plain search, which --merge-bound cuts"
-        } else {
-            ""
+        match cut_by {
+            Some(flag) => format!("; for the plain search, which {flag} cuts"),
+            None => String::new(),
         }
     )
 }
