@@ -276,11 +276,18 @@ fn bad_input_gets_the_usual_errors() {
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(!stdout.contains("delay holds"), "{stdout}");
     // The merge bound is one process's estimate, not a share of a search.
+    refused_with(
+        "--merge-bound",
+        &[&["--shard", "0/2"], &["--merge", "x.json"]],
+    );
+}
+
+/// `udrma check check-pair.toml FLAG` with each of `others` is refused
+/// (exit 2) as flags that cannot be used together.
+fn refused_with(flag: &str, others: &[&[&str]]) {
     let pair = example("check-pair.toml");
-    for with in [["--shard", "0/2"], ["--merge", "x.json"]] {
-        let mut args = vec!["check", &pair, "--merge-bound"];
-        args.extend(with.iter().filter(|a| !a.is_empty()));
-        let out = udrma(&args);
+    for with in others {
+        let out = udrma(&[&["check", pair.as_str(), flag][..], with].concat());
         let (_, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(2), "{with:?}: {stderr}");
         assert!(stderr.contains("cannot be used with"), "{with:?}: {stderr}");
@@ -315,18 +322,14 @@ fn merging_states_runs_fewer_schedules_for_the_same_answer() {
     };
     assert_eq!(ran(&[]), "33527");
     assert_eq!(ran(&["--merge-states"]), "18840");
-    for with in [
-        ["--shard", "0/2"],
-        ["--merge", "x.json"],
-        ["--merge-bound", ""],
-    ] {
-        let mut args = vec!["check", &pair, "--merge-states"];
-        args.extend(with.iter().filter(|a| !a.is_empty()));
-        let out = udrma(&args);
-        let (_, stderr) = text(&out);
-        assert_eq!(out.status.code(), Some(2), "{with:?}: {stderr}");
-        assert!(stderr.contains("cannot be used with"), "{with:?}: {stderr}");
-    }
+    refused_with(
+        "--merge-states",
+        &[
+            &["--shard", "0/2"],
+            &["--merge", "x.json"],
+            &["--merge-bound"],
+        ],
+    );
 }
 
 #[test]

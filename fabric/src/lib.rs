@@ -41,7 +41,7 @@ pub use routing::{Policy, Router};
 pub use topology::{LinkParams, Topology};
 pub use trace::{read_postcard, DropReason, Trace, TraceEvent, TraceFormat};
 pub use world::{
-    partition, run_sharded, Egress, EventOrder, FabricConfig, FabricError, FabricStats, HostEvent,
-    Journey, PfcConfig, PfcDeadlock, PfcError, PfcPortStats, ShardError, ShardedRun, SplitWorld,
-    WindowError, World, MAX_SHARDS, PFC_WIRE_BYTES, WIRE_OVERHEAD,
+    partition, run_sharded, Egress, EventOrder, FabricConfig, FabricError, FabricStats,
+    FingerprintLog, HostEvent, Journey, PfcConfig, PfcDeadlock, PfcError, PfcPortStats, ShardError,
+    ShardedRun, SplitWorld, WindowError, World, MAX_SHARDS, PFC_WIRE_BYTES, WIRE_OVERHEAD,
 };

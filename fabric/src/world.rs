@@ -65,7 +65,7 @@ mod split;
 mod windows;
 
 use arrivals::Arrivals;
-pub use egress_log::Egress;
+pub use egress_log::{Egress, FingerprintLog};
 use events::EvKind;
 use hosts::HostState;
 pub use journey::Journey;
@@ -272,7 +272,7 @@ pub struct World {
     /// `udrma check`'s fingerprints, when asked
     /// ([`World::log_fingerprints`]).
     #[cfg(feature = "fingerprint")]
-    fingerprints: Option<fingerprint::Log>,
+    fingerprints: Option<egress_log::FingerprintLog>,
 }
 
 impl core::fmt::Debug for World {

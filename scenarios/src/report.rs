@@ -162,19 +162,7 @@ pub struct Report {
     /// (`RunOptions::fingerprints`; the `fingerprint` feature, the
     /// simulated fabric, one thread); with why they stopped, if they did.
     #[serde(skip)]
-    pub fingerprints: Option<Fingerprints>,
-}
-
-/// The state fingerprints a run took (`RunOptions::fingerprints`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Fingerprints {
-    /// Before each event: the packets the fault rules had judged, the
-    /// event's time (ps), and the fingerprint of the state (0: none
-    /// taken).
-    pub taken: Vec<(u32, u64, u128)>,
-    /// Why they stopped (a part of the state that cannot say), if they
-    /// did.
-    pub refused: Option<String>,
+    pub fingerprints: Option<udrma_fabric::FingerprintLog>,
 }
 
 impl Report {
@@ -827,17 +815,11 @@ pub struct NoncontigReport {
 
 /// The fingerprints the world took, if asked (see `Report::fingerprints`).
 #[cfg(feature = "fingerprint")]
-fn fingerprints_of(world: &dyn Backend) -> Option<Fingerprints> {
-    world
-        .world()
-        .and_then(|w| w.fingerprints())
-        .map(|l| Fingerprints {
-            taken: l.taken.clone(),
-            refused: l.refused.clone(),
-        })
+fn fingerprints_of(world: &dyn Backend) -> Option<udrma_fabric::FingerprintLog> {
+    world.world().and_then(|w| w.fingerprints()).cloned()
 }
 
 #[cfg(not(feature = "fingerprint"))]
-fn fingerprints_of(_: &dyn Backend) -> Option<Fingerprints> {
+fn fingerprints_of(_: &dyn Backend) -> Option<udrma_fabric::FingerprintLog> {
     None
 }

@@ -26,7 +26,8 @@ pub struct Bound {
     /// earlier run's (`future_bound`; a measurement, not a proof).
     pub merge_bound: bool,
     /// `--merge-states`: cut a run's children where it reaches a state an
-    /// earlier run reached with as many faults left (`merge`; sound).
+    /// earlier run reached as late or later with as many faults left
+    /// (`merge`; sound).
     pub merge_states: bool,
 }
 
@@ -42,9 +43,9 @@ pub struct Level {
     pub same_rule: u64,
     /// Reorders of a packet with nothing after it on its link.
     pub not_applicable: u64,
-    /// `--merge-bound`: children not run because their parent's run met
-    /// an earlier run's future before their fault (schedules deeper
-    /// still below them are not counted).
+    /// `--merge-bound` or `--merge-states`: children not run because
+    /// their parent's run met an earlier run's future (or state) before
+    /// their fault (schedules deeper still below them are not counted).
     #[serde(default)]
     pub cut: u64,
 }
@@ -70,8 +71,8 @@ impl Search {
         self.levels.iter().map(|l| l.ran).sum()
     }
 
-    /// Children not run under `--merge-bound` (not counting the deeper
-    /// schedules below them).
+    /// Children not run under `--merge-bound` or `--merge-states` (not
+    /// counting the deeper schedules below them).
     pub fn cut(&self) -> u64 {
         self.levels.iter().map(|l| l.cut).sum()
     }
@@ -94,8 +95,8 @@ struct Node {
     /// Before each event of its run: packets judged, state fingerprint
     /// (`--merge-states`).
     fingerprints: Option<Vec<(u32, u64, u128)>>,
-    /// Children only on packets before this position (`--merge-bound`:
-    /// from here on the run's future is an earlier run's).
+    /// Children only on packets before this position (from here on the
+    /// run's future, or its state, is an earlier run's).
     cutoff: usize,
 }
 

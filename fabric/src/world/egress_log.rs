@@ -28,6 +28,24 @@ pub struct Egress {
     pub seg: u32,
 }
 
+/// The state fingerprints a run took (`World::log_fingerprints`, feature
+/// `fingerprint`; `udrma check --merge-states` reads them beside the
+/// egress log): before each event, the number of packets the fault
+/// rules had judged, the event's time (ps) and the 128-bit fingerprint
+/// of the state the event starts from (times relative to the event's;
+/// 0: none taken).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FingerprintLog {
+    /// (packets judged before the event, its time in ps, fingerprint).
+    pub taken: Vec<(u32, u64, u128)>,
+    /// Why fingerprints stopped (a part of the state that cannot say), if
+    /// they did.
+    pub refused: Option<String>,
+    /// Events that begin before this many packets were judged are entered
+    /// with fingerprint 0, "none" (the search reads no decision there).
+    pub from: u32,
+}
+
 impl World {
     /// From now on, records every packet presented to the fault rules
     /// (with or without rules installed); see [`World::egress_log`].

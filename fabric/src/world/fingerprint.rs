@@ -89,22 +89,6 @@ impl World {
     }
 }
 
-/// The fingerprints a run took: before each event, the number of packets
-/// the fault rules had judged, the event's time (ps) and the 128-bit
-/// fingerprint of the state the event starts from (times relative to
-/// the event's; 0: none taken).
-#[derive(Debug, Clone, Default)]
-pub struct Log {
-    /// (packets judged before the event, its time in ps, fingerprint).
-    pub taken: Vec<(u32, u64, u128)>,
-    /// Why fingerprints stopped (a part of the state that cannot say), if
-    /// they did.
-    pub refused: Option<String>,
-    /// Events that begin before this many packets were judged are entered
-    /// with fingerprint 0, "none" (the search reads no decision there).
-    pub from: u32,
-}
-
 impl World {
     /// Takes a fingerprint before every event from now on (with the
     /// egress log, which numbers the packets the fault rules judge).
@@ -112,11 +96,13 @@ impl World {
     /// with fingerprint 0 ("none"), at no cost.
     pub fn log_fingerprints(&mut self, from: u32) {
         self.log_egress();
-        self.fingerprints.get_or_insert_with(Log::default).from = from;
+        self.fingerprints
+            .get_or_insert_with(FingerprintLog::default)
+            .from = from;
     }
 
     /// The fingerprints taken since [`World::log_fingerprints`].
-    pub fn fingerprints(&self) -> Option<&Log> {
+    pub fn fingerprints(&self) -> Option<&FingerprintLog> {
         self.fingerprints.as_ref()
     }
 
@@ -131,7 +117,7 @@ impl World {
     }
 
     /// Records the fingerprint before an event at `at`, if asked: of the
-    /// state, once the run has judged `Log::from` packets, else 0
+    /// state, once the run has judged `FingerprintLog::from` packets, else 0
     /// ("none").
     #[inline]
     pub(super) fn note_fingerprint(&mut self, at: Instant) {
