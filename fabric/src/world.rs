@@ -22,8 +22,9 @@
 //!
 //! This file holds the world's state, its configuration and its public
 //! surface. Its children: `events` is the event loop, `ports` the egress
-//! queues and links, `lane` the backlog of the lane ahead of a queue
-//! into a costed NIC, `hosts` the driving of each NIC, `packet` the packet
+//! queues and links, `port_state` a port's own state (its link's
+//! figures, its queue's count, its flight line), `lane` the backlog of
+//! the lane ahead of a queue into a costed NIC, `hosts` the driving of each NIC, `packet` the packet
 //! in flight, `arrivals` what each host heard from each source (to count
 //! reordering), `journey` the ladder-diagram journal, `egress_log` the
 //! packets the fault rules judged (for `udrma check`), `fingerprint`
@@ -59,6 +60,7 @@ mod journey;
 mod lane;
 mod packet;
 mod pfc;
+mod port_state;
 mod ports;
 mod shards;
 mod split;
@@ -71,7 +73,7 @@ use hosts::HostState;
 pub use journey::Journey;
 use packet::{Head, Pkt};
 pub use pfc::{PfcConfig, PfcDeadlock, PfcError, PfcPortStats, HOST_WAITING, PFC_WIRE_BYTES};
-use ports::{InFlight, PortHot, PortState};
+use port_state::{InFlight, PortHot, PortState};
 pub use shards::{partition, run_sharded, ShardError, ShardedRun, MAX_SHARDS};
 pub use split::SplitWorld;
 pub use windows::{EventOrder, WindowError};
@@ -312,7 +314,11 @@ impl World {
                 NodeKind::Host(_) => None,
             })
             .collect();
-        let ports: Vec<PortState> = topo.ports.iter().map(|p| port_state(&topo, p)).collect();
+        let ports: Vec<PortState> = topo
+            .ports
+            .iter()
+            .map(|p| initial_port_state(&topo, p))
+            .collect();
         let costed = !cfg.nic.cost.is_zero();
         let lanes = if costed {
             let packet = u64::from(cfg.nic.mtu_payload) + udrma_proto::packet::HEADER_LEN as u64;
@@ -559,16 +565,16 @@ fn host_states(topo: &Topology, cfg: &FabricConfig) -> Result<Vec<HostState>, Fa
 
 /// A port's state at the start: its link's parameters where the hot
 /// loop reads them, and nothing queued.
-fn port_state(topo: &Topology, p: &crate::topology::Port) -> PortState {
+fn initial_port_state(topo: &Topology, p: &crate::topology::Port) -> PortState {
     let params = topo.links[p.link as usize].params;
     let bw = params.bandwidth_bps.max(1);
     PortState {
         hot: PortHot {
             link: p.link,
             direction: p.direction,
-            host_raw: topo.host_addr(p.node).map_or(ports::NO_HOST, |h| h.0),
+            host_raw: topo.host_addr(p.node).map_or(port_state::NO_HOST, |h| h.0),
             peer: p.peer,
-            peer_host_raw: topo.host_addr(p.peer).map_or(ports::NO_HOST, |h| h.0),
+            peer_host_raw: topo.host_addr(p.peer).map_or(port_state::NO_HOST, |h| h.0),
             mtu: params.mtu,
             queue_bytes: params.queue_bytes,
             ecn_threshold: params.ecn_threshold.unwrap_or(u64::MAX),

@@ -236,7 +236,7 @@ impl World {
             // (the queue's count is settled only when it decides something,
             // so the first waiting packet is rarely read).
             if let Some(f) = out.and_then(|o| self.ports[o as usize].flight.back()) {
-                let next = (f as *const ports::InFlight).wrapping_add(1);
+                let next = (f as *const port_state::InFlight).wrapping_add(1);
                 crate::prefetch::prefetch(next);
                 crate::prefetch::prefetch(next.cast::<u8>().wrapping_add(64));
             }
@@ -292,7 +292,10 @@ impl World {
 
     /// A port's state and the head of its flight line.
     #[inline(always)]
-    pub(super) fn head_of(&self, p: PortId) -> Option<(&ports::PortState, &ports::InFlight)> {
+    pub(super) fn head_of(
+        &self,
+        p: PortId,
+    ) -> Option<(&port_state::PortState, &port_state::InFlight)> {
         let st = self.ports.get(p as usize)?;
         Some((st, st.flight.front()?))
     }
@@ -302,7 +305,7 @@ impl World {
     #[inline(always)]
     pub(super) fn prefetch_port(&self, p: PortId, queue: bool) {
         if let Some(st) = self.ports.get(p as usize) {
-            let st: *const ports::PortState = st;
+            let st: *const port_state::PortState = st;
             crate::prefetch::prefetch(st);
             if queue {
                 crate::prefetch::prefetch(st.cast::<u8>().wrapping_add(64));
@@ -324,7 +327,7 @@ impl World {
             return;
         };
         for f in (0..n).map_while(|i| st.flight.get(i)) {
-            let f: *const ports::InFlight = f;
+            let f: *const port_state::InFlight = f;
             crate::prefetch::prefetch(f);
             crate::prefetch::prefetch(f.cast::<u8>().wrapping_add(64));
         }

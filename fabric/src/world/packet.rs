@@ -7,7 +7,7 @@ use super::*;
 #[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
 pub(super) struct Pkt {
     /// Numbers packets in sending order; draws ECN marks
-    /// (`ports::ecn_marks`), so a fingerprint keeps it only where ports
+    /// (`port_state::ecn_marks`), so a fingerprint keeps it only where ports
     /// mark.
     #[cfg_attr(
         feature = "fingerprint",

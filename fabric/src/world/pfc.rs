@@ -27,7 +27,7 @@
 //! one that is still there, with nothing started on any of its ports, a
 //! confirmation time later is a deadlock ([`World::pfc_deadlock`]).
 
-use super::ports::ecn_marks;
+use super::port_state::ecn_marks;
 use super::*;
 use udrma_proto::pfc::{pause_time, PfcRepr, FRAME_LEN, XOFF_QUANTA};
 

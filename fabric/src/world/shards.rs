@@ -46,7 +46,7 @@ use crate::queue::pack;
 use crate::topology::Shape;
 use crate::trace::RunDigest;
 use events::CODE_ARRIVE;
-use ports::InFlight;
+use port_state::InFlight;
 
 /// Most shards a run may be split into.
 pub const MAX_SHARDS: usize = 64;
