@@ -172,7 +172,7 @@ async fn keys_rotate_mid_transfer_without_a_lost_datagram() {
             .register(0x1000, len as usize, udrma_nic::Access::ALL);
         let mut data = vec![0u8; len as usize];
         tools::pattern(&mut data, 5);
-        c.nic_mut().memory_mut().region_mut(mr).unwrap().bytes = data;
+        c.nic_mut().memory_mut().region_mut(mr).unwrap().bytes = data.into();
         let wr = c
             .post(udrma_nic::WorkRequest::write(
                 peer.node,

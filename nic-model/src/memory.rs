@@ -11,12 +11,19 @@
 //! receiver may use different layouts. Creating one checks every block
 //! against its region's rights once; every access checks again that the
 //! blocks' regions still exist.
+//!
+//! - `bytes`: a region's bytes ([`RegionBytes`]), with the one value,
+//!   kept up to date block by block, that a state fingerprint reads
+//!   instead of the bytes themselves.
 
 use std::collections::BTreeMap;
 
 use udrma_proto::Syndrome;
 
 use crate::sgl::Sgl;
+
+mod bytes;
+pub use bytes::{RegionBytes, BLOCK};
 
 /// Access rights of a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -56,11 +63,7 @@ pub struct Region {
     /// Rights.
     pub access: Access,
     /// The bytes (empty for a phantom region).
-    #[cfg_attr(
-        feature = "fingerprint",
-        serde(serialize_with = "crate::memory::as_bytes")
-    )]
-    pub bytes: Vec<u8>,
+    pub bytes: RegionBytes,
     /// Length in bytes.
     pub len: u64,
     /// A phantom region has bounds and rights but no bytes: reads give
@@ -166,6 +169,18 @@ impl Regions {
     }
 }
 
+impl MemoryTable {
+    /// Brings every region's block hashes up to date (see
+    /// [`RegionBytes`]): a search that fingerprints the state before
+    /// every event calls this first, so each fingerprint rehashes only
+    /// the blocks written since the last.
+    pub fn refresh_hashes(&mut self) {
+        for r in &mut self.regions.regions {
+            r.bytes.refresh_hashes();
+        }
+    }
+}
+
 /// The registered regions of one host.
 #[derive(Debug, Clone, Default)]
 #[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
@@ -191,7 +206,7 @@ impl MemoryTable {
         self.insert(Region {
             base,
             access,
-            bytes: vec![0; len],
+            bytes: RegionBytes::zeroed(len),
             len: len as u64,
             phantom: false,
         })
@@ -204,7 +219,7 @@ impl MemoryTable {
         self.insert(Region {
             base,
             access,
-            bytes: Vec::new(),
+            bytes: RegionBytes::default(),
             len,
             phantom: true,
         })
@@ -417,7 +432,7 @@ impl MemoryTable {
             .span(addr, data.len() as u64)
             .ok_or(Syndrome::OutOfBounds)?;
         if !region.phantom {
-            region.bytes[span].copy_from_slice(data);
+            region.bytes.write_at(span, data);
         }
         Ok(())
     }
@@ -430,13 +445,6 @@ fn allowed(a: Access, u: Use) -> bool {
         Use::RemoteWrite => a.remote_write,
         Use::RemoteRead => a.remote_read,
     }
-}
-
-/// Bytes as one run (a fingerprint reads a region at once, not byte by
-/// byte).
-#[cfg(feature = "fingerprint")]
-pub(crate) fn as_bytes<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_bytes(bytes)
 }
 
 #[cfg(test)]

@@ -327,10 +327,10 @@ struct Sut {
 fn h0_regions(nic: &mut udrma_nic::Nic, life: u32) -> (MrKey, MrKey, MrKey) {
     let seed = life as u8;
     let src = nic.register(SRC, SIZE, Access::ALL);
-    nic.memory_mut().region_mut(src).unwrap().bytes = pattern(SIZE, 0x11 ^ seed);
+    nic.memory_mut().region_mut(src).unwrap().bytes = pattern(SIZE, 0x11 ^ seed).into();
     let rbuf = nic.register(RBUF, SIZE, Access::LOCAL);
     let back = nic.register(BACK, SIZE, Access::ALL);
-    nic.memory_mut().region_mut(back).unwrap().bytes = pattern(SIZE, 0x66 ^ seed);
+    nic.memory_mut().region_mut(back).unwrap().bytes = pattern(SIZE, 0x66 ^ seed).into();
     (src, rbuf, back)
 }
 
@@ -499,7 +499,7 @@ impl StateMachineTest for NicMachine {
         let (src, rbuf, back) = h0_regions(&mut pair.nics[0], 0);
         let h1 = &mut pair.nics[1];
         let dst = h1.register(DST, SIZE, Access::ALL);
-        h1.memory_mut().region_mut(dst).unwrap().bytes = pattern(SIZE, 0x22);
+        h1.memory_mut().region_mut(dst).unwrap().bytes = pattern(SIZE, 0x22).into();
         let rsrc = h1.register(
             RSRC,
             SIZE,
@@ -508,12 +508,12 @@ impl StateMachineTest for NicMachine {
                 ..Access::default()
             },
         );
-        h1.memory_mut().region_mut(rsrc).unwrap().bytes = pattern(SIZE, 0x33);
+        h1.memory_mut().region_mut(rsrc).unwrap().bytes = pattern(SIZE, 0x33).into();
         let recv = h1.register(RECV, SIZE, Access::LOCAL);
         let src1 = h1.register(SRC1, SIZE, Access::LOCAL);
-        h1.memory_mut().region_mut(src1).unwrap().bytes = pattern(SIZE, 0x55);
+        h1.memory_mut().region_mut(src1).unwrap().bytes = pattern(SIZE, 0x55).into();
         let guard = h1.register(GUARD, 4096, Access::LOCAL);
-        h1.memory_mut().region_mut(guard).unwrap().bytes = pattern(4096, 0x44);
+        h1.memory_mut().region_mut(guard).unwrap().bytes = pattern(4096, 0x44).into();
         let plan: Rc<RefCell<VecDeque<Fault>>> = Rc::default();
         let corrupted: Rc<Cell<u64>> = Rc::default();
         let hostile: Rc<RefCell<Vec<u64>>> = Rc::default();

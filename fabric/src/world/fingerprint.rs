@@ -131,6 +131,10 @@ impl World {
         let taken = if judged < log.from {
             Ok(0)
         } else {
+            // Memory is hashed by blocks, each rehashed only once written.
+            for h in &mut self.hosts {
+                h.nic.memory_mut().refresh_hashes();
+            }
             // (0 stays "none": a fingerprint of 0 is taken as 1.)
             self.state_fingerprint(at).map(|f| f.max(1))
         };
@@ -144,20 +148,17 @@ impl World {
 
 /// A postcard output that hashes what it is given (two independent
 /// 64-bit SipHashes with fixed keys, the same in every process: one
-/// 128-bit fingerprint) instead of keeping it.
+/// 128-bit fingerprint) instead of keeping it. The bytes are gathered
+/// first and hashed at once: postcard hands many of them over one by
+/// one, and a hasher's call costs more than its byte.
 struct Hashing {
-    a: std::hash::DefaultHasher,
-    b: std::hash::DefaultHasher,
+    bytes: Vec<u8>,
 }
 
 impl Default for Hashing {
     fn default() -> Self {
-        use std::hash::Hasher;
-        let mut b = std::hash::DefaultHasher::new();
-        b.write_u16(0x5eed);
         Hashing {
-            a: std::hash::DefaultHasher::new(),
-            b,
+            bytes: Vec::with_capacity(4096),
         }
     }
 }
@@ -166,18 +167,22 @@ impl postcard::ser_flavors::Flavor for Hashing {
     type Output = u128;
 
     fn try_push(&mut self, data: u8) -> postcard::Result<()> {
-        self.try_extend(&[data])
+        self.bytes.push(data);
+        Ok(())
     }
 
     fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
-        use std::hash::Hasher;
-        self.a.write(data);
-        self.b.write(data);
+        self.bytes.extend_from_slice(data);
         Ok(())
     }
 
     fn finalize(self) -> postcard::Result<u128> {
         use std::hash::Hasher;
-        Ok((u128::from(self.a.finish()) << 64) | u128::from(self.b.finish()))
+        let mut a = std::hash::DefaultHasher::new();
+        let mut b = std::hash::DefaultHasher::new();
+        b.write_u16(0x5eed);
+        a.write(&self.bytes);
+        b.write(&self.bytes);
+        Ok((u128::from(a.finish()) << 64) | u128::from(b.finish()))
     }
 }

@@ -30,7 +30,7 @@ pub fn world(
     for h in 0..w.topology().n_hosts() as u32 {
         let nic = w.nic_mut(NodeAddr(h));
         let src = nic.register(SRC, region, Access::ALL);
-        nic.memory_mut().region_mut(src).unwrap().bytes = pattern(region, h);
+        nic.memory_mut().region_mut(src).unwrap().bytes = pattern(region, h).into();
         let dst = nic.register(DST, region, Access::ALL);
         keys.push((src, dst));
     }

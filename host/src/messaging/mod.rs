@@ -450,7 +450,7 @@ impl Messenger {
             match self.register(now, nic, len, Access::ALL) {
                 Some((key, a)) => {
                     if let Some(r) = nic.memory_mut().region_mut(key) {
-                        r.bytes.copy_from_slice(&data);
+                        r.bytes.write_at(0..data.len(), &data);
                     }
                     region = Some(key);
                     addr = a;

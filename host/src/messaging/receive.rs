@@ -307,7 +307,7 @@ impl Messenger {
         let mut data = r
             .region
             .and_then(|k| nic.memory_mut().deregister(k))
-            .map(|reg| reg.bytes)
+            .map(|reg| reg.bytes.into_vec())
             .unwrap_or_default();
         data.truncate(r.len as usize);
         let result = fits(r.len, r.max_len);

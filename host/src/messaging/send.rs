@@ -99,7 +99,7 @@ impl Messenger {
         bytes.extend_from_slice(&s.data[from..from + c.data_len as usize]);
         if let Some(r) = nic.memory_mut().region_mut(key) {
             let at = (addr - r.base) as usize;
-            r.bytes[at..at + bytes.len()].copy_from_slice(&bytes);
+            r.bytes.write_at(at..at + bytes.len(), &bytes);
         }
         let ep = self.peers[&c.dst].ep;
         let wr = WorkRequest::send(c.dst, key, addr, bytes.len() as u64).endpoints(ep, self.my_ep);

@@ -301,11 +301,11 @@ impl NcApp {
         let mem = nic.memory_mut();
         let send = mem.register(SEND_BASE, s_len as usize, Access::ALL);
         if let Some(r) = mem.region_mut(send) {
-            r.bytes = pattern(s_len as usize, self.me.0);
+            r.bytes = pattern(s_len as usize, self.me.0).into();
         }
         let recv = mem.register(RECV_BASE, s_len as usize, Access::ALL);
         if let Some(r) = mem.region_mut(recv) {
-            r.bytes = pattern(s_len as usize, recv_seed(self.me));
+            r.bytes = pattern(s_len as usize, recv_seed(self.me)).into();
         }
         let size = self.size().max(1) as usize;
         let pack_send = mem.register(PACK_SEND_BASE, size, Access::ALL);
@@ -466,7 +466,7 @@ impl NcApp {
                     )
                 });
                 match (res, mem.region_mut(k.pack_send)) {
-                    (Some(Ok(())), Some(r)) => r.bytes[..packed.len()].copy_from_slice(&packed),
+                    (Some(Ok(())), Some(r)) => r.bytes.write_at(0..packed.len(), &packed),
                     (e, _) => self.rec.errors.push(format!("packing failed: {e:?}")),
                 }
                 self.rec.bytes_copied += size;

@@ -575,12 +575,12 @@ impl App for RdmaApp {
             ];
             for (key, bytes) in fill {
                 if let Some(r) = m.region_mut(key) {
-                    r.bytes = bytes;
+                    r.bytes = bytes.into();
                 }
             }
         }
         if let Some(r) = m.region_mut(keys.guard) {
-            r.bytes = pattern(GUARD_LEN, GUARD_SEED);
+            r.bytes = pattern(GUARD_LEN, GUARD_SEED).into();
         }
         if keys != Keys::expected() {
             self.notes.push(format!(

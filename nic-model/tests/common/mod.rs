@@ -37,9 +37,9 @@ pub fn config() -> NicConfig {
 pub fn setup(cfg: NicConfig) -> Setup {
     let mut pair = Pair::new(cfg);
     let src = pair.nics[0].register(SRC, LEN, Access::ALL);
-    pair.nics[0].memory_mut().region_mut(src).unwrap().bytes = pattern(LEN, 0x5a);
+    pair.nics[0].memory_mut().region_mut(src).unwrap().bytes = pattern(LEN, 0x5a).into();
     let dst = pair.nics[1].register(DST, LEN, Access::ALL);
-    pair.nics[1].memory_mut().region_mut(dst).unwrap().bytes = pattern(LEN, 0xc3);
+    pair.nics[1].memory_mut().region_mut(dst).unwrap().bytes = pattern(LEN, 0xc3).into();
     Setup { pair, src, dst }
 }
 

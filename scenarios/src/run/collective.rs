@@ -334,7 +334,7 @@ fn collect(
                 }
             }
         }
-        results.push(key.and_then(|k| world.nic(h).memory().region(k).map(|r| r.bytes.clone())));
+        results.push(key.and_then(|k| world.nic(h).memory().region(k).map(|r| r.bytes.to_vec())));
         outcomes.push(outs);
         if let Some(what) = world.nic(h).occupancy().violation() {
             bounded = false;

@@ -299,11 +299,7 @@ fn in_bounds(
         let Some(app) = app else { continue };
         let (me, keys) = (NodeAddr(h as u32), app.keys());
         let mem = world.nic(me).memory();
-        let bytes = |key| {
-            mem.region(key)
-                .map(|r| r.bytes.as_slice())
-                .unwrap_or_default()
-        };
+        let bytes = |key| mem.region(key).map(|r| &r.bytes[..]).unwrap_or_default();
         if !is_pattern(bytes(keys.guard), GUARD_SEED, 0) || bytes(keys.guard).len() != GUARD_LEN {
             in_bounds = false;
             notes.push(format!("{me}: guard region written"));
