@@ -321,7 +321,7 @@ fn merging_states_runs_fewer_schedules_for_the_same_answer() {
             .unwrap_or_else(|| panic!("{stdout}"))
     };
     assert_eq!(ran(&[]), "33527");
-    assert_eq!(ran(&["--merge-states"]), "18840");
+    assert_eq!(ran(&["--merge-states"]), "17108");
     refused_with(
         "--merge-states",
         &[

@@ -73,6 +73,8 @@ pub use packet::{Packet, HEADER_LEN, ICRC_LEN, VERSION};
 pub use repr::{Body, Detail, Hello, ReduceHeader, Rendezvous, Repr};
 #[cfg(feature = "fingerprint")]
 pub use time::fingerprint_origin;
+#[cfg(feature = "fingerprint")]
+pub use time::not_before_now;
 pub use time::{Duration, Instant};
 
 /// The UDP port udrma uses unless configured otherwise (destination port of

@@ -47,6 +47,18 @@ impl serde::Serialize for Instant {
     }
 }
 
+/// Serialises an instant whose past values all act alike (a link or a
+/// NIC free since then is free now) as `max(t, now)`: two states that
+/// differ only in how long ago a resource became free fingerprint alike.
+#[cfg(feature = "fingerprint")]
+pub fn not_before_now<S: serde::Serializer>(t: &Instant, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    match ORIGIN.with(|o| o.get()) {
+        Some(now) if t.0 <= now => s.serialize_newtype_variant("Instant", 2, "From", &0i128),
+        _ => t.serialize(s),
+    }
+}
+
 /// A span of time in picoseconds.
 #[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Hash, Default)]
 #[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]

@@ -69,6 +69,10 @@ impl PortHot {
 pub(super) struct PortState {
     pub(super) hot: PortHot,
     /// When the last packet given to this port finishes serializing.
+    #[cfg_attr(
+        feature = "fingerprint",
+        serde(serialize_with = "udrma_proto::not_before_now")
+    )]
     pub(super) free_at: Instant,
     /// How many packets at the tail of `flight` were waiting to start
     /// when last looked at (starts only grow along the line, so the

@@ -485,6 +485,10 @@ pub struct Nic {
     /// NIC sends in the order it hands packets out, so no packet leaves
     /// before the one handed out ahead of it (the timer rule,
     /// docs/engine.md).
+    #[cfg_attr(
+        feature = "fingerprint",
+        serde(serialize_with = "udrma_proto::not_before_now")
+    )]
     tx_frontier: Instant,
     /// Peers that said "receiver not ready": no new packet goes to them
     /// before the time given (back-pressure, as an RNR NAK stops a queue
