@@ -297,6 +297,52 @@ fn refused_with(flag: &str, others: &[&[&str]]) {
 /// `--merge-states` on check-pair at three faults: the plain search's
 /// answer with fewer runs (the figures docs/check.md gives), and one
 /// process only.
+/// Searches `file` to `k` faults with `extra` flags, which must find no
+/// violation; the schedules run and explored, as the report gives them.
+fn searched(file: &str, k: u32, extra: &[&str]) -> (String, String) {
+    let k = k.to_string();
+    let out = udrma(&[&["check", file, "--faults", k.as_str()][..], extra].concat());
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("result      no violation within {k} faults")),
+        "{stdout}"
+    );
+    let explored = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("explored "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let ran = explored
+        .split("ran ")
+        .nth(1)
+        .and_then(|l| l.split(',').next())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let schedules = explored.split_whitespace().next().unwrap_or_default();
+    (ran.to_string(), schedules.to_string())
+}
+
+/// The figures of docs/check.md's table of depths: each search's runs
+/// and schedules explored, exactly (about sixteen minutes on two cores,
+/// so not in CI: `cargo test --release --test check -- --ignored
+/// depth`).
+#[test]
+#[ignore = "the depth targets of docs/check.md: about sixteen minutes on two cores"]
+fn merged_searches_at_depth_run_the_counts_the_docs_give() {
+    let big = ["--merge-states", "--max-schedules", "20000000"];
+    let cases = [
+        ("check-pair.toml", 6, "5455903", "16765662"),
+        ("check-credits.toml", 4, "3658009", "7235377"),
+        ("check-rendezvous.toml", 3, "2985937", "6427909"),
+    ];
+    for (file, k, ran, explored) in cases {
+        assert_eq!(
+            searched(&example(file), k, &big),
+            (ran.to_string(), explored.to_string()),
+            "{file} at K = {k}"
+        );
+    }
+}
+
 #[test]
 #[cfg_attr(
     debug_assertions,
@@ -304,24 +350,12 @@ fn refused_with(flag: &str, others: &[&[&str]]) {
 )]
 fn merging_states_runs_fewer_schedules_for_the_same_answer() {
     let pair = example("check-pair.toml");
-    let ran = |extra: &[&str]| {
-        let out = udrma(&[&["check", pair.as_str(), "--faults", "3"][..], extra].concat());
-        let (stdout, stderr) = text(&out);
-        assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-        assert!(
-            stdout.contains("result      no violation within 3 faults"),
-            "{stdout}"
-        );
-        stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("explored "))
-            .and_then(|l| l.split("ran ").nth(1))
-            .and_then(|l| l.split(',').next())
-            .map(str::to_string)
-            .unwrap_or_else(|| panic!("{stdout}"))
-    };
-    assert_eq!(ran(&[]), "33527");
-    assert_eq!(ran(&["--merge-states"]), "17108");
+    let ran = |extra: &[&str], k: u32| searched(&pair, k, extra);
+    assert_eq!(ran(&[], 3), ("33527".into(), "33527".into()));
+    assert_eq!(
+        ran(&["--merge-states"], 3),
+        ("17108".into(), "29228".into())
+    );
     refused_with(
         "--merge-states",
         &[
