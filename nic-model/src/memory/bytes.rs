@@ -180,6 +180,8 @@ fn sip128(feed: impl Fn(&mut DefaultHasher)) -> u128 {
 
 /// The hash of a block's bytes.
 fn content_hash(block: &[u8]) -> u128 {
+    #[cfg(test)]
+    tests::HASHED.with(|n| n.set(n.get() + 1));
     sip128(|h| h.write(block))
 }
 
@@ -351,6 +353,56 @@ impl serde::Serialize for RegionBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
+
+    std::thread_local! {
+        /// Blocks' bytes hashed on this thread.
+        pub static HASHED: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// Blocks hashed by `f`.
+    fn hashes_in(f: impl FnOnce()) -> usize {
+        let before = HASHED.with(Cell::get);
+        f();
+        HASHED.with(Cell::get) - before
+    }
+
+    #[test]
+    fn a_refresh_reads_only_the_blocks_written_since_the_last() {
+        zero_hash(BLOCK); // (kept once per process)
+        let len = 70 * BLOCK;
+        let mut r = RegionBytes::zeroed(len);
+        // Block 65 (past the first bit word), then the end of block 0
+        // up to its last byte: one block each.
+        r.write_at(65 * BLOCK + 1..65 * BLOCK + 3, &[1, 2]);
+        r.write_at(BLOCK - 4..BLOCK, &[3, 3, 3, 3]);
+        assert_eq!(hashes_in(|| r.refresh_hashes()), 2, "two blocks written");
+        assert_eq!(hashes_in(|| assert_eq!(r.value(), from_scratch(&r))), 70);
+        assert_eq!(hashes_in(|| drop(r.value())), 0, "the kept value");
+        r.write_at(65 * BLOCK..65 * BLOCK + 1, &[9]);
+        assert_eq!(hashes_in(|| r.refresh_hashes()), 1);
+        assert_eq!(r.value(), from_scratch(&r));
+        assert_eq!(hashes_in(|| r.refresh_hashes()), 0, "nothing written since");
+        let mut fresh = fresh(3 * BLOCK);
+        assert_eq!(
+            hashes_in(|| fresh.refresh_hashes()),
+            3,
+            "unknown bytes are read"
+        );
+    }
+
+    #[test]
+    fn a_zeroed_regions_value_before_any_refresh_counts_its_writes() {
+        let mut r = RegionBytes::zeroed(2 * BLOCK);
+        r.write_at(BLOCK + 1..BLOCK + 2, &[7]);
+        assert_eq!(r.value(), from_scratch(&r));
+        assert_ne!(r.value(), RegionBytes::zeroed(2 * BLOCK).value());
+        assert_eq!(
+            RegionBytes::from(vec![1, 2, 3]).into_vec(),
+            vec![1, 2, 3],
+            "a region's bytes come back as they are"
+        );
+    }
 
     fn fresh(len: usize) -> RegionBytes {
         RegionBytes::from((0..len).map(|i| (i * 7) as u8).collect::<Vec<u8>>())
