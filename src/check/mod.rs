@@ -56,7 +56,7 @@ pub struct CheckArgs {
     /// search starts from a fault-free run.
     pub file: PathBuf,
     /// Most faults in one schedule (0 to 8).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=8))]
+    #[arg(long, default_value_t = 2, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(0..=8))]
     pub faults: u32,
     /// Fault kinds to place, comma-separated.
     #[arg(
@@ -72,10 +72,10 @@ pub struct CheckArgs {
     pub delay: Option<udrma_proto::Duration>,
     /// Threads running schedules (the output is the same for any count;
     /// default: the machine's cores).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: Option<u16>,
     /// Refuse to start when the estimated number of schedules is larger.
-    #[arg(long, default_value_t = 2_000_000)]
+    #[arg(long, default_value_t = 2_000_000, allow_negative_numbers = true)]
     pub max_schedules: u64,
     /// Where to write `<name>-counterexample.toml`.
     #[arg(long, default_value = ".")]
@@ -153,21 +153,16 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     } = prepare(&args)?;
     let seed = base.seed;
     let asked = shard::Asked { seed, ..asked };
-    let zero_started = Wall::now();
     let zero = base.run(&[]).map_err(BadInput)?;
-    let mut zero_wall = zero_started.elapsed();
-    if base.fingerprints {
-        // The estimate is at a run's pace without fingerprints: most runs
-        // (the leaves) take none, and the fault-free run takes one before
-        // every event.
-        // (Twice, the faster kept: the first run in a process pays for
-        // pages no later run touches anew, up to fifty times a run.)
-        zero_wall = std::time::Duration::MAX;
-        for _ in 0..2 {
-            let plain = Wall::now();
-            base.run_with(&[], false).map_err(BadInput)?;
-            zero_wall = zero_wall.min(plain.elapsed());
-        }
+    // The estimate is at the pace of a plain run (no fingerprints: most
+    // runs, the leaves, take none), and of a warm one: the first run in a
+    // process pays for pages no later run touches anew, up to a hundred
+    // times a run. Two more runs, the faster kept.
+    let mut zero_wall = std::time::Duration::MAX;
+    for _ in 0..2 {
+        let plain = Wall::now();
+        base.run_with(&[], false).map_err(BadInput)?;
+        zero_wall = zero_wall.min(plain.elapsed());
     }
     if let Some(f) = merged.as_ref().map(|s| &s[0]) {
         if f.zero_trace != zero.trace_hash {
@@ -386,7 +381,7 @@ fn search_or_merge(
     if let Some(shards) = merged {
         let found = shard::merge(shards, s.base, s.zero, s.bound).map_err(BadInput)?;
         for (i, l) in found.levels.iter().enumerate() {
-            report::print_level(out, i, l)?;
+            report::print_level(out, i, l, s.bound.merge_states)?;
         }
         return Ok(found);
     }
@@ -414,7 +409,7 @@ fn search_or_merge(
             enumerate::Progress::Ran(n) => bar.inc(n),
             enumerate::Progress::Level(i, l) => {
                 if printed.is_ok() {
-                    printed = bar.suspend(|| report::print_level(out, i, l));
+                    printed = bar.suspend(|| report::print_level(out, i, l, s.bound.merge_states));
                 }
             }
         },

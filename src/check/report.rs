@@ -128,12 +128,15 @@ fn duration(secs: f64) -> String {
     }
 }
 
-/// The counts for `i` faults, printed as soon as they are all run.
-pub fn print_level(out: &mut dyn Write, i: usize, l: &Level) -> io::Result<()> {
+/// The counts for `i` faults, printed as soon as they are all run; with
+/// `merged` (`--merge-states`), the schedules cut at a merged state count
+/// as pruned, as in the totals.
+pub fn print_level(out: &mut dyn Write, i: usize, l: &Level, merged: bool) -> io::Result<()> {
+    let pruned = l.same_rule + if merged { l.cut } else { 0 };
     writeln!(
         out,
-        "faults {i:<4} ran {}  violations {}  pruned {}  not applicable {}",
-        l.ran, l.violations, l.same_rule, l.not_applicable
+        "faults {i:<4} ran {}  violations {}  pruned {pruned}  not applicable {}",
+        l.ran, l.violations, l.not_applicable
     )
 }
 
