@@ -389,6 +389,14 @@ mod tests {
         assert_eq!(hashes_in(|| r.refresh_hashes()), 1);
         assert_eq!(r.value(), from_scratch(&r));
         assert_eq!(hashes_in(|| r.refresh_hashes()), 0, "nothing written since");
+        let untouched = RegionBytes::zeroed(len);
+        assert_eq!(
+            hashes_in(|| {
+                untouched.value();
+            }),
+            0,
+            "zeros read nothing"
+        );
         let mut fresh = fresh(3 * BLOCK);
         assert_eq!(
             hashes_in(|| fresh.refresh_hashes()),
