@@ -496,6 +496,34 @@ mod tests {
     }
 
     #[test]
+    fn zeros_past_the_kept_prefix_have_the_value_their_definition_gives() {
+        let z = zero_hash(BLOCK);
+        let defined = |whole: usize| (0..whole).fold(0, |v, b| v ^ placed(b, z));
+        for whole in [
+            ZERO_PREFIX - 1,
+            ZERO_PREFIX,
+            ZERO_PREFIX + 1,
+            ZERO_PREFIX + 2,
+        ] {
+            assert_eq!(zero_value(whole * BLOCK), defined(whole), "{whole} blocks");
+            assert_eq!(
+                zero_value(whole * BLOCK + 5),
+                defined(whole) ^ placed(whole, content_hash(&[0; 5])),
+                "{whole} blocks and 5 bytes"
+            );
+        }
+    }
+
+    #[test]
+    fn a_hash_has_two_independent_halves() {
+        for bytes in [&b""[..], b"x", &[0; BLOCK]] {
+            let h = content_hash(bytes);
+            let (high, low) = (h >> 64, h & u128::from(u64::MAX));
+            assert!(high != 0 && low != 0 && high != low, "{h:x}");
+        }
+    }
+
+    #[test]
     fn two_blocks_swapped_give_another_value() {
         let mut a = RegionBytes::zeroed(2 * BLOCK);
         a.write_at(0..1, &[1]);
