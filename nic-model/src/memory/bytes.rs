@@ -493,6 +493,18 @@ mod tests {
         w[100] = 1;
         drop(w);
         assert!(pool::take(len).is_none(), "not kept");
+        // A block past the first bit word, zeroed again too.
+        let big = 70 * BLOCK;
+        let mut r = RegionBytes::zeroed(big);
+        r.write_at(65 * BLOCK + 3..65 * BLOCK + 4, &[8]);
+        drop(r);
+        let again = RegionBytes::zeroed(big);
+        assert!(again.iter().all(|&b| b == 0));
+        // The smallest kept, and one byte less not.
+        for (len, kept) in [(pool::SMALLEST, true), (pool::SMALLEST - 1, false)] {
+            drop(RegionBytes::zeroed(len));
+            assert_eq!(pool::take(len).is_some(), kept, "{len} bytes");
+        }
     }
 
     #[test]
