@@ -295,7 +295,7 @@ mod pool {
     pub const SMALLEST: usize = 64 << 10;
 
     /// Most buffers a thread keeps.
-    const MOST: usize = 16;
+    pub const MOST: usize = 16;
 
     std::thread_local! {
         static KEPT: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
@@ -533,6 +533,34 @@ mod tests {
             let (high, low) = (h >> 64, h & u128::from(u64::MAX));
             assert!(high != 0 && low != 0 && high != low, "{h:x}");
         }
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_its_count_and_its_bytes() {
+        for _ in 0..pool::MOST + 1 {
+            pool::give(vec![0; pool::SMALLEST]);
+        }
+        let mut kept = 0;
+        while pool::take(pool::SMALLEST).is_some() {
+            kept += 1;
+        }
+        assert_eq!(kept, pool::MOST);
+        let half = POOL_BYTES / 2 + 1;
+        pool::give(vec![0; half]);
+        pool::give(vec![0; half]);
+        assert!(pool::take(half).is_some());
+        assert!(
+            pool::take(half).is_none(),
+            "the second was over the bytes kept"
+        );
+    }
+
+    #[test]
+    fn regions_are_equal_when_their_bytes_are() {
+        let mut a = RegionBytes::zeroed(10);
+        assert_eq!(a, RegionBytes::from(vec![0; 10]));
+        a.write_at(3..4, &[1]);
+        assert_ne!(a, RegionBytes::zeroed(10));
     }
 
     #[test]
