@@ -99,8 +99,6 @@ impl RegionBytes {
     /// now on.
     pub fn refresh_hashes(&mut self) {
         let n = blocks(self.data.len());
-        let dirty = std::mem::take(&mut self.dirty);
-        let is_dirty = |b: usize| dirty.get(b / 64).is_some_and(|w| w & (1 << (b % 64)) != 0);
         self.known = match std::mem::take(&mut self.known) {
             Known::Nothing => {
                 let blocks: Vec<u128> = (0..n).map(|b| content_hash(self.block(b))).collect();
@@ -111,38 +109,38 @@ impl RegionBytes {
                 Known::Hashed { blocks, value }
             }
             Known::Zero => {
+                let mut blocks: Vec<u128> =
+                    (0..n).map(|b| zero_hash(self.block(b).len())).collect();
                 let mut value = zero_value(self.data.len());
-                let blocks = (0..n)
-                    .map(|b| {
-                        let zero = zero_hash(self.block(b).len());
-                        if !is_dirty(b) {
-                            return zero;
-                        }
-                        let c = content_hash(self.block(b));
-                        value ^= placed(b, zero) ^ placed(b, c);
-                        c
-                    })
-                    .collect();
+                self.rehash_written(&mut blocks, &mut value);
                 Known::Hashed { blocks, value }
             }
             Known::Hashed {
                 mut blocks,
                 mut value,
             } => {
-                for (w, &word) in dirty.iter().enumerate() {
-                    let mut bits = word;
-                    while bits != 0 {
-                        let b = w * 64 + bits.trailing_zeros() as usize;
-                        bits &= bits - 1;
-                        let c = content_hash(self.block(b));
-                        value ^= placed(b, blocks[b]) ^ placed(b, c);
-                        blocks[b] = c;
-                    }
-                }
+                self.rehash_written(&mut blocks, &mut value);
                 Known::Hashed { blocks, value }
             }
         };
-        self.dirty = vec![0; n.div_ceil(64)];
+        // (Cleared in place: this runs for every region before every
+        // event of a fingerprinted run.)
+        let words = n.div_ceil(64);
+        if self.dirty.len() == words {
+            self.dirty.fill(0);
+        } else {
+            self.dirty = vec![0; words];
+        }
+    }
+
+    /// Rehashes the blocks `dirty` marks into `blocks` and the region's
+    /// `value`.
+    fn rehash_written(&self, blocks: &mut [u128], value: &mut u128) {
+        for b in marked(&self.dirty) {
+            let c = content_hash(self.block(b));
+            *value ^= placed(b, blocks[b]) ^ placed(b, c);
+            blocks[b] = c;
+        }
     }
 
     /// The region's value: the kept one if nothing was written since the
@@ -165,6 +163,20 @@ impl RegionBytes {
 /// Blocks in `len` bytes.
 fn blocks(len: usize) -> usize {
     len.div_ceil(BLOCK)
+}
+
+/// The blocks a bit set marks, in order.
+fn marked(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    words.iter().enumerate().flat_map(|(w, &word)| {
+        let mut bits = word;
+        core::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let b = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                b
+            })
+        })
+    })
 }
 
 /// Two SipHashes with fixed, different keys (the same in every process)
@@ -271,14 +283,9 @@ impl Drop for RegionBytes {
         if self.data.len() < pool::SMALLEST {
             return;
         }
-        for (w, &word) in touched.iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let b = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let end = ((b + 1) * BLOCK).min(self.data.len());
-                self.data[b * BLOCK..end].fill(0);
-            }
+        for b in marked(&touched) {
+            let end = ((b + 1) * BLOCK).min(self.data.len());
+            self.data[b * BLOCK..end].fill(0);
         }
         pool::give(std::mem::take(&mut self.data));
     }
