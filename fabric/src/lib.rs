@@ -41,7 +41,8 @@ pub use routing::{Policy, Router};
 pub use topology::{LinkParams, Topology};
 pub use trace::{read_postcard, DropReason, Trace, TraceEvent, TraceFormat};
 pub use world::{
-    partition, run_sharded, Egress, EventOrder, FabricConfig, FabricError, FabricStats,
-    FingerprintLog, HostEvent, Journey, PfcConfig, PfcDeadlock, PfcError, PfcPortStats, ShardError,
-    ShardedRun, SplitWorld, WindowError, World, MAX_SHARDS, PFC_WIRE_BYTES, WIRE_OVERHEAD,
+    partition, run_ranked, run_sharded, Egress, EventOrder, Exchanged, FabricConfig, FabricError,
+    FabricStats, FingerprintLog, HostEvent, Journey, LocalRanks, PfcConfig, PfcDeadlock, PfcError,
+    PfcPortStats, RankedRun, RankedWorld, Ranks, ShardError, ShardedRun, SplitWorld, WindowError,
+    World, MAX_SHARDS, PFC_WIRE_BYTES, WIRE_OVERHEAD,
 };

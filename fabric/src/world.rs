@@ -34,7 +34,8 @@
 //! `apps` host
 //! software and the completion log, `windows` the lookahead windows (the
 //! event loop's second order), `shards` one run split by node across
-//! threads, and `split` a world that stays split from run to run.
+//! threads, `split` a world that stays split from run to run, and
+//! `ranks` one run split across processes (MPI ranks).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
@@ -62,6 +63,7 @@ mod packet;
 mod pfc;
 mod port_state;
 mod ports;
+mod ranks;
 mod shards;
 mod split;
 mod windows;
@@ -74,6 +76,7 @@ pub use journey::Journey;
 use packet::{Head, Pkt};
 pub use pfc::{PfcConfig, PfcDeadlock, PfcError, PfcPortStats, HOST_WAITING, PFC_WIRE_BYTES};
 use port_state::{InFlight, PortHot, PortState};
+pub use ranks::{run_ranked, Exchanged, LocalRanks, RankedRun, RankedWorld, Ranks};
 pub use shards::{partition, run_sharded, ShardError, ShardedRun, MAX_SHARDS};
 pub use split::SplitWorld;
 pub use windows::{EventOrder, WindowError};
@@ -135,8 +138,7 @@ impl Default for FabricConfig {
 }
 
 /// Counters of the fabric (the NICs keep their own).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FabricStats {
     /// Events processed.
     pub events: u64,

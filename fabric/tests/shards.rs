@@ -13,8 +13,8 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use udrma_fabric::{
-    partition, run_sharded, EventOrder, FabricConfig, FabricError, FabricStats, HostEvent,
-    LinkParams, Policy, ShardError, Topology, World,
+    partition, run_ranked, run_sharded, EventOrder, FabricConfig, FabricError, FabricStats,
+    HostEvent, LinkParams, LocalRanks, Policy, RankedRun, ShardError, Topology, World,
 };
 use udrma_faults::{Jitter, Model, Rule, RuleSet, Target};
 use udrma_nic::NicConfig;
@@ -53,6 +53,31 @@ fn split(n: usize, build: &Build) -> Outcome {
         run.now,
         run.host_events,
     )
+}
+
+/// The same run on `n` ranks ([`LocalRanks`] on threads): rank 0's
+/// figures, and what each rank exchanged.
+fn ranked(n: usize, build: &Build) -> (Outcome, RankedRun) {
+    let group = LocalRanks::group(n);
+    let runs: Vec<Option<RankedRun>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = group
+            .into_iter()
+            .map(|r| scope.spawn(move || run_ranked(r, "a story", build).unwrap()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut runs = runs.into_iter();
+    let run = runs.next().flatten().expect("rank 0 has the figures");
+    assert!(runs.all(|r| r.is_none()), "only rank 0 has them");
+    assert_eq!(run.ranks.len(), n);
+    let outcome = (
+        run.trace_hash,
+        run.trace_events,
+        run.stats.clone(),
+        run.now,
+        Vec::new(),
+    );
+    (outcome, run)
 }
 
 /// Every host of a k=4 fat tree writes `len` bytes (real bytes) to the
@@ -285,6 +310,23 @@ fn a_run_split_across_threads_is_the_run_of_one() {
             );
             assert_eq!(got.2, want.2, "{name} on {n} threads: counters");
             assert_eq!(got.4, want.4, "{name} on {n} threads: host events");
+            let (got, run) = ranked(n, build);
+            assert_eq!(
+                (got.0, got.1, got.3),
+                (want.0, want.1, want.3),
+                "{name} on {n} ranks: trace hash, events, clock"
+            );
+            assert_eq!(got.2, want.2, "{name} on {n} ranks: counters");
+            let handed: u64 = run.ranks.iter().map(|r| r.packets).sum();
+            assert_eq!(handed > 0, n > 1, "{name} on {n} ranks: {:?}", run.ranks);
+            let windows = run.ranks[0].windows;
+            assert!(
+                run.ranks
+                    .iter()
+                    .all(|r| r.windows == windows && windows > 0),
+                "{name} on {n} ranks: every rank runs every window: {:?}",
+                run.ranks
+            );
         }
     }
 }

@@ -62,7 +62,7 @@ pub(super) struct Mail {
 
 impl Mail {
     /// The earliest arrival among the packets.
-    fn first_arrival(&self) -> Option<Instant> {
+    pub(super) fn first_arrival(&self) -> Option<Instant> {
         let line = self.line.iter().map(|(_, f)| f.arrive);
         line.chain(self.ahead.iter().map(|(_, _, f)| f.arrive))
             .min()
@@ -135,11 +135,11 @@ enum Command {
 /// A window to run: first take in the packets other shards sent (by
 /// sender). `runs` is an empty list to record the window's node runs in
 /// (the one last handed back, so that its room is used again).
-struct Run {
-    start: u64,
-    end: u64,
-    inbox: Vec<Mail>,
-    runs: Vec<RunDigest>,
+pub(super) struct Run {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) inbox: Vec<Mail>,
+    pub(super) runs: Vec<RunDigest>,
 }
 
 /// A shard, built and ready: its first event's time, its window width,
@@ -152,17 +152,17 @@ pub(super) struct Ready {
 }
 
 /// A window a shard ran.
-struct Done {
+pub(super) struct Done {
     /// Events pending as the window began.
-    pending: u64,
+    pub(super) pending: u64,
     /// The shard's next event's time.
-    next: Option<Instant>,
+    pub(super) next: Option<Instant>,
     /// Packets for other shards, by receiving shard.
-    outbox: Vec<Mail>,
+    pub(super) outbox: Vec<Mail>,
     /// Its node runs, in node order.
-    runs: Vec<RunDigest>,
+    pub(super) runs: Vec<RunDigest>,
     /// Its hosts' events, in node order.
-    host_events: Vec<HostEvent>,
+    pub(super) host_events: Vec<HostEvent>,
 }
 
 /// What a shard has at the end: its counters and clock, and its world if
@@ -335,7 +335,7 @@ impl World {
 }
 
 /// Runs one window of a shard's world.
-fn window(w: &mut World, run: Run) -> Done {
+pub(super) fn window(w: &mut World, run: Run) -> Done {
     let emptied = w.take_mail(run.inbox);
     w.trace.held = Some(run.runs);
     let pending = w.run_one_window(run.start, run.end);
@@ -609,7 +609,7 @@ impl Crew<'_> {
 /// `node`, in that order (each node's items are in one list only, so
 /// ties cannot come up between lists), and hands back the emptied lists,
 /// in their order, for their room to be used again.
-fn merge_into<T>(
+pub(super) fn merge_into<T>(
     mut lists: Vec<Vec<T>>,
     node: impl Fn(&T) -> u32,
     mut take: impl FnMut(T),
@@ -660,7 +660,7 @@ impl World {
     }
 
     /// What identifies the world a build made, for the shards to compare.
-    fn fingerprint(&self) -> String {
+    pub(super) fn fingerprint(&self) -> String {
         format!(
             "{} nodes, {} events pending, {} packets sent, trace {:016x}, at {}",
             self.topo.nodes.len(),

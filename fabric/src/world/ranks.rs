@@ -1,0 +1,379 @@
+//! Ranks: a split run whose shards are processes, one per rank of an
+//! engine that carries messages between them (MPI under `mpiexec` or
+//! Slurm's `srun`; [`LocalRanks`] on threads, for tests).
+//!
+//! It is the run of `shards`, with the coordinator gone: every rank runs
+//! its shard's part of a window, then all ranks make one exchange
+//! ([`Ranks::exchange`]). What rank `s` sends rank `r` holds the packets
+//! `s` gave to ports whose far end `r` runs, `s`'s next event time and
+//! the earliest arrival among everything `s` handed on; what it sends
+//! rank 0 also holds its node runs, which rank 0 folds into the trace in
+//! node order as the coordinator would. So after one exchange every rank
+//! knows the same earliest time anything is due, and starts the same
+//! next window there (empty windows are skipped), and the run comes out
+//! as one thread runs it: the same trace, counters and clock.
+//!
+//! At the start the ranks greet each other with what identifies their
+//! run (the caller's words: the file, the seed, the build) and the
+//! fingerprint of the world each built; any difference stops every rank
+//! with the same error, naming the first rank that differs. A message
+//! that does not parse stops the run naming its rank and byte.
+//!
+//! Children: `wire` (the messages as bytes) and `local` ([`LocalRanks`]).
+
+mod local;
+mod wire;
+
+pub use local::LocalRanks;
+
+use super::shards::{merge_into, prepare, window, Mail, Run};
+use super::*;
+use crate::trace::RunDigest;
+use wire::{Reader, Writer};
+
+/// The engine that carries messages between ranks.
+pub trait Ranks {
+    /// This rank, from 0.
+    fn rank(&self) -> usize;
+    /// How many ranks run.
+    fn size(&self) -> usize;
+    /// One all-to-all exchange, which every rank makes together: `out[r]`
+    /// goes to rank `r` (`out` has one entry per rank, this one's
+    /// included); the result's entry `r` is what rank `r` sent here.
+    /// Fails when the ranks cannot exchange (a rank died).
+    fn exchange(&mut self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String>;
+}
+
+/// Message kinds, the first byte of every message.
+const GREETING: u8 = 0x47;
+const WINDOW: u8 = 0x57;
+const FIGURES: u8 = 0x46;
+
+/// What one rank exchanged over a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exchanged {
+    /// Windows run.
+    pub windows: u64,
+    /// Empty windows skipped over (nothing was due in them anywhere).
+    pub skipped: u64,
+    /// Bytes sent to other ranks (every message, headers included).
+    pub bytes: u64,
+    /// Messages to other ranks that carried packets.
+    pub messages: u64,
+    /// Packets handed to other ranks.
+    pub packets: u64,
+}
+
+/// What a run on ranks did, as rank 0 gathers it ([`RankedWorld::gather`]).
+#[derive(Debug)]
+pub struct RankedRun {
+    /// The fabric's counters, summed over the ranks.
+    pub stats: FabricStats,
+    /// The run's trace hash.
+    pub trace_hash: u64,
+    /// Its event count.
+    pub trace_events: u64,
+    /// Simulated time at the end: the latest event run on any rank.
+    pub now: Instant,
+    /// The window width.
+    pub window: Duration,
+    /// What each rank exchanged, by rank.
+    pub ranks: Vec<Exchanged>,
+}
+
+/// This rank's shard of a world run on ranks (see the module
+/// documentation).
+pub struct RankedWorld<R: Ranks> {
+    world: World,
+    ranks: R,
+    width: u64,
+    /// The earliest time anything is due on any rank, as every rank
+    /// agreed at the last exchange.
+    next: Option<Instant>,
+    /// Packets from each rank for this rank's lines.
+    inbox: Vec<Mail>,
+    spare_runs: Vec<RunDigest>,
+    /// On rank 0 the run's trace; elsewhere the build's.
+    trace: Trace,
+    host_events: Vec<HostEvent>,
+    /// The most events pending at once over the ranks (rank 0).
+    deepest: u64,
+    /// Where the last window ended.
+    last_end: Option<u64>,
+    exchanged: Exchanged,
+}
+
+impl<R: Ranks> std::fmt::Debug for RankedWorld<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankedWorld")
+            .field("rank", &self.ranks.rank())
+            .field("ranks", &self.ranks.size())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Ranks> RankedWorld<R> {
+    /// Makes `world` (built the same way on every rank) this rank's
+    /// shard, and greets the other ranks: each must have been started
+    /// with the same `identity` and have built the same world, or every
+    /// rank fails alike.
+    pub fn new(world: World, mut ranks: R, identity: &str) -> Result<RankedWorld<R>, ShardError> {
+        let (size, me) = (ranks.size(), ranks.rank());
+        if size == 0 || size > MAX_SHARDS || me >= size {
+            return Err(ShardError::Count(size));
+        }
+        let (world, ready) = prepare(world, size, me)?;
+        let mut w = Writer::default();
+        w.u8(GREETING);
+        w.blob(identity.as_bytes());
+        w.blob(ready.fingerprint.as_bytes());
+        w.u64(ready.width);
+        w.time(ready.next);
+        let greetings = ranks
+            .exchange(vec![w.bytes; size])
+            .map_err(|e| ShardError::Stopped(me, e))?;
+        let mut first: Option<(String, String, u64)> = None;
+        let mut next = None;
+        for (r, g) in greetings.iter().enumerate() {
+            let bad = |e: String| ShardError::Stopped(r, e);
+            let mut rd = Reader::new(g, r);
+            if rd.u8("kind").map_err(bad)? != GREETING {
+                return Err(bad(format!("rank {r} did not greet (is it a udrma rank?)")));
+            }
+            let id = String::from_utf8_lossy(rd.blob("identity").map_err(bad)?).into_owned();
+            let fp = String::from_utf8_lossy(rd.blob("fingerprint").map_err(bad)?).into_owned();
+            let width = rd.u64("width").map_err(bad)?;
+            let t = rd.time("next event").map_err(bad)?;
+            rd.end().map_err(bad)?;
+            match &first {
+                None => first = Some((id, fp, width)),
+                Some((id0, fp0, width0)) => {
+                    if id != *id0 {
+                        return Err(ShardError::Differ(
+                            r,
+                            format!("it was started with {id}, rank 0 with {id0}"),
+                        ));
+                    }
+                    if fp != *fp0 || width != *width0 {
+                        return Err(ShardError::Differ(r, format!("{fp} against {fp0}")));
+                    }
+                }
+            }
+            next = next.into_iter().chain(t).min();
+        }
+        let trace = Trace::continuing((world.trace.hash(), world.trace.events()));
+        Ok(RankedWorld {
+            world,
+            ranks,
+            width: ready.width,
+            next,
+            inbox: (0..size).map(|_| Mail::default()).collect(),
+            spare_runs: Vec::new(),
+            trace,
+            host_events: Vec::new(),
+            deepest: 0,
+            last_end: None,
+            exchanged: Exchanged::default(),
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.ranks.rank()
+    }
+
+    /// The ranks the run is split into.
+    pub fn size(&self) -> usize {
+        self.ranks.size()
+    }
+
+    /// This rank's world: its own nodes' state (the other ranks' hosts
+    /// were given back).
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// Whether this rank runs host `h`.
+    pub fn is_local(&self, h: NodeAddr) -> bool {
+        self.world.hosts.get(h.0 as usize).is_some() && {
+            let part = partition(&self.world.topo, self.size());
+            let node = self.world.topo.hosts[h.0 as usize];
+            usize::from(part[node as usize]) == self.rank()
+        }
+    }
+
+    /// The events of this rank's hosts (those without apps), in order.
+    pub fn take_host_events(&mut self) -> Vec<HostEvent> {
+        std::mem::take(&mut self.host_events)
+    }
+
+    /// What this rank exchanged so far.
+    pub fn exchanged(&self) -> &Exchanged {
+        &self.exchanged
+    }
+
+    /// Runs windows, all ranks together, until nothing is due anywhere
+    /// (true) or the next thing is due after `limit` (false).
+    pub fn run_until(&mut self, limit: Instant) -> Result<bool, ShardError> {
+        let (size, me) = (self.size(), self.rank());
+        let ports = self.world.ports.len();
+        let width = self.width;
+        loop {
+            let Some(t) = self.next else {
+                return Ok(true);
+            };
+            if t > limit {
+                return Ok(false);
+            }
+            let start = t.as_ps() - t.as_ps() % width;
+            let end = start
+                .saturating_add(width)
+                .min(limit.as_ps().saturating_add(1));
+            if let Some(last) = self.last_end {
+                self.exchanged.skipped += start.saturating_sub(last) / width;
+            }
+            self.last_end = Some(end);
+            self.exchanged.windows += 1;
+            let run = Run {
+                start,
+                end,
+                inbox: std::mem::take(&mut self.inbox),
+                runs: std::mem::take(&mut self.spare_runs),
+            };
+            let mut done = window(&mut self.world, run);
+            self.host_events.append(&mut done.host_events);
+            done.outbox.resize_with(size, Mail::default);
+            let first_out = done.outbox.iter().filter_map(Mail::first_arrival).min();
+            let mut out = Vec::with_capacity(size);
+            for (r, mail) in done.outbox.iter_mut().enumerate() {
+                let mut w = Writer::default();
+                w.u8(WINDOW);
+                w.time(done.next);
+                w.time(first_out);
+                w.u64(done.pending);
+                w.mail(mail);
+                w.runs(if r == 0 { &done.runs } else { &[] });
+                if r != me {
+                    let packets = (mail.line.len() + mail.ahead.len()) as u64;
+                    self.exchanged.bytes += w.bytes.len() as u64;
+                    self.exchanged.packets += packets;
+                    self.exchanged.messages += u64::from(packets > 0);
+                }
+                mail.line.clear();
+                mail.ahead.clear();
+                out.push(w.bytes);
+            }
+            done.runs.clear();
+            self.spare_runs = done.runs;
+            let got = self
+                .ranks
+                .exchange(out)
+                .map_err(|e| ShardError::Stopped(me, e))?;
+            let mut next: Option<Instant> = None;
+            let mut pending = 0;
+            let mut run_lists = Vec::new();
+            let mut inbox = done.outbox;
+            for (r, bytes) in got.iter().enumerate() {
+                let bad = |e: String| ShardError::Stopped(r, e);
+                let mut rd = Reader::new(bytes, r);
+                if rd.u8("kind").map_err(bad)? != WINDOW {
+                    return Err(bad(format!("rank {r} is out of step (not a window)")));
+                }
+                let theirs = rd.time("next event").map_err(bad)?;
+                let handed = rd.time("first arrival").map_err(bad)?;
+                next = next.into_iter().chain(theirs).chain(handed).min();
+                pending += rd.u64("pending").map_err(bad)?;
+                inbox[r] = rd.mail(ports).map_err(bad)?;
+                let runs = rd.runs().map_err(bad)?;
+                rd.end().map_err(bad)?;
+                if me == 0 {
+                    run_lists.push(runs);
+                } else if !runs.is_empty() {
+                    return Err(bad(format!("rank {r} sent node runs to rank {me}")));
+                }
+            }
+            self.inbox = inbox;
+            self.next = next;
+            if me == 0 {
+                self.deepest = self.deepest.max(pending);
+                let trace = &mut self.trace;
+                merge_into(run_lists, |r| r.0, |r| trace.take_run(r));
+            }
+        }
+    }
+
+    /// Gathers every rank's counters, clock and exchange figures on rank
+    /// 0 (every rank calls it together): `Some` on rank 0, `None`
+    /// elsewhere.
+    pub fn gather(&mut self) -> Result<Option<RankedRun>, ShardError> {
+        let (size, me) = (self.size(), self.rank());
+        let mut w = Writer::default();
+        w.u8(FIGURES);
+        let stats = postcard::to_stdvec(&self.world.stats)
+            .map_err(|e| ShardError::Stopped(me, format!("its counters: {e}")))?;
+        w.blob(&stats);
+        w.u64(self.world.now.as_ps());
+        let x = &self.exchanged;
+        for v in [x.windows, x.skipped, x.bytes, x.messages, x.packets] {
+            w.u64(v);
+        }
+        let mut out = vec![Vec::new(); size];
+        out[0] = w.bytes;
+        let got = self
+            .ranks
+            .exchange(out)
+            .map_err(|e| ShardError::Stopped(me, e))?;
+        if me != 0 {
+            return Ok(None);
+        }
+        let mut run = RankedRun {
+            stats: FabricStats::default(),
+            trace_hash: self.trace.hash(),
+            trace_events: self.trace.events(),
+            now: Instant::ZERO,
+            window: Duration::from_ps(self.width),
+            ranks: Vec::with_capacity(size),
+        };
+        for (r, bytes) in got.iter().enumerate() {
+            let bad = |e: String| ShardError::Stopped(r, e);
+            let mut rd = Reader::new(bytes, r);
+            if rd.u8("kind").map_err(bad)? != FIGURES {
+                return Err(bad(format!("rank {r} is out of step (not its figures)")));
+            }
+            let stats: FabricStats = postcard::from_bytes(rd.blob("counters").map_err(bad)?)
+                .map_err(|e| bad(format!("rank {r}'s counters: {e}")))?;
+            let now = Instant(rd.u64("clock").map_err(bad)?);
+            let mut f = [0u64; 5];
+            for v in &mut f {
+                *v = rd.u64("figures").map_err(bad)?;
+            }
+            rd.end().map_err(bad)?;
+            run.stats.absorb(&stats);
+            run.now = run.now.max(now);
+            let [windows, skipped, bytes, messages, packets] = f;
+            run.ranks.push(Exchanged {
+                windows,
+                skipped,
+                bytes,
+                messages,
+                packets,
+            });
+        }
+        run.stats.max_event_queue = run.stats.max_event_queue.max(self.deepest);
+        Ok(Some(run))
+    }
+}
+
+/// Runs the world `build` makes until it is idle, split over `ranks` by
+/// [`partition`], every rank calling this together with the same
+/// `identity` and a `build` that makes the same world on each. Rank 0
+/// gets the run's figures (`Some`), the others `None`.
+pub fn run_ranked<R: Ranks>(
+    ranks: R,
+    identity: &str,
+    build: impl FnOnce() -> Result<World, FabricError>,
+) -> Result<Option<RankedRun>, ShardError> {
+    let mut w = RankedWorld::new(build()?, ranks, identity)?;
+    w.run_until(Instant(u64::MAX))?;
+    w.gather()
+}

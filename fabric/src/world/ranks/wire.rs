@@ -1,0 +1,355 @@
+//! What ranks send each other, as bytes: the message of a window (the
+//! sender's next event, the earliest arrival among the packets it hands
+//! on, the packets for the receiver's lines, and for rank 0 the
+//! sender's node runs), the greeting at the start and the figures at
+//! the end. Little-endian, fixed widths, no padding; a reader names the
+//! byte where a message stops making sense instead of panicking.
+
+use super::super::port_state::InFlight;
+use super::super::shards::Mail;
+use super::super::*;
+use crate::trace::RunDigest;
+
+/// Writes the fields of a message.
+#[derive(Debug, Default)]
+pub(super) struct Writer {
+    pub(super) bytes: Vec<u8>,
+}
+
+impl Writer {
+    pub(super) fn u8(&mut self, x: u8) {
+        self.bytes.push(x);
+    }
+    pub(super) fn u16(&mut self, x: u16) {
+        self.bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    pub(super) fn u32(&mut self, x: u32) {
+        self.bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    pub(super) fn u64(&mut self, x: u64) {
+        self.bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    fn u128(&mut self, x: u128) {
+        self.bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    /// A time or none: a flag byte, then the time if there is one.
+    pub(super) fn time(&mut self, t: Option<Instant>) {
+        match t {
+            Some(t) => {
+                self.u8(1);
+                self.u64(t.as_ps());
+            }
+            None => self.u8(0),
+        }
+    }
+    /// A length-prefixed run of bytes.
+    pub(super) fn blob(&mut self, b: &[u8]) {
+        self.u32(b.len() as u32);
+        self.bytes.extend_from_slice(b);
+    }
+    fn flight(&mut self, f: &InFlight) {
+        let p = &f.pkt;
+        self.u64(f.arrive.as_ps());
+        self.u64(p.serial);
+        self.u32(p.src.0);
+        self.u32(p.dst.0);
+        self.u16(p.src_port);
+        self.u16(p.elided);
+        self.u32(p.nic_work_ps);
+        self.u8(u8::from(p.ce) | u8::from(p.trimmed) << 1);
+        self.blob(&p.bytes);
+    }
+    /// The packets for one rank's lines.
+    pub(super) fn mail(&mut self, m: &Mail) {
+        self.u32(m.line.len() as u32);
+        for (port, f) in &m.line {
+            self.u32(*port);
+            self.flight(f);
+        }
+        self.u32(m.ahead.len() as u32);
+        for (port, key, f) in &m.ahead {
+            self.u32(*port);
+            self.u128(*key);
+            self.flight(f);
+        }
+    }
+    /// Node runs (for rank 0).
+    pub(super) fn runs(&mut self, runs: &[RunDigest]) {
+        self.u32(runs.len() as u32);
+        for (node, digest, n) in runs {
+            self.u32(*node);
+            self.u64(*digest);
+            self.u64(*n);
+        }
+    }
+}
+
+/// Reads the fields of a message from rank `from`.
+pub(super) struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    from: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(super) fn new(bytes: &'a [u8], from: usize) -> Reader<'a> {
+        Reader { bytes, at: 0, from }
+    }
+
+    fn bad(&self, what: &str) -> String {
+        format!(
+            "rank {}'s message is malformed at byte {} of {}: {what}",
+            self.from,
+            self.at,
+            self.bytes.len()
+        )
+    }
+
+    fn take<const N: usize>(&mut self, what: &str) -> Result<[u8; N], String> {
+        let b = self
+            .bytes
+            .get(self.at..self.at + N)
+            .ok_or_else(|| self.bad(&format!("{what} runs past the end")))?;
+        self.at += N;
+        Ok(b.try_into().expect("N bytes"))
+    }
+    pub(super) fn u8(&mut self, what: &str) -> Result<u8, String> {
+        Ok(self.take::<1>(what)?[0])
+    }
+    pub(super) fn u16(&mut self, what: &str) -> Result<u16, String> {
+        Ok(u16::from_le_bytes(self.take(what)?))
+    }
+    pub(super) fn u32(&mut self, what: &str) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.take(what)?))
+    }
+    pub(super) fn u64(&mut self, what: &str) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.take(what)?))
+    }
+    fn u128(&mut self, what: &str) -> Result<u128, String> {
+        Ok(u128::from_le_bytes(self.take(what)?))
+    }
+    pub(super) fn time(&mut self, what: &str) -> Result<Option<Instant>, String> {
+        match self.u8(what)? {
+            0 => Ok(None),
+            1 => Ok(Some(Instant(self.u64(what)?))),
+            x => Err(self.bad(&format!("{what}: flag {x}, not 0 or 1"))),
+        }
+    }
+    pub(super) fn blob(&mut self, what: &str) -> Result<&'a [u8], String> {
+        let n = self.u32(what)? as usize;
+        let b = self
+            .bytes
+            .get(self.at..self.at.saturating_add(n))
+            .ok_or_else(|| self.bad(&format!("{what}: {n} bytes run past the end")))?;
+        self.at += n;
+        Ok(b)
+    }
+    /// A count of items, each at least `least` bytes long: refused if
+    /// the rest of the message cannot hold them (so no room is made for
+    /// a count a message does not back).
+    fn count(&mut self, what: &str, least: usize) -> Result<usize, String> {
+        let n = self.u32(what)? as usize;
+        if n.saturating_mul(least) > self.bytes.len() - self.at {
+            return Err(self.bad(&format!("{n} {what} cannot fit")));
+        }
+        Ok(n)
+    }
+    fn flight(&mut self) -> Result<InFlight, String> {
+        let arrive = Instant(self.u64("arrival")?);
+        let serial = self.u64("serial")?;
+        let src = NodeAddr(self.u32("source")?);
+        let dst = NodeAddr(self.u32("destination")?);
+        let src_port = self.u16("source port")?;
+        let elided = self.u16("elided length")?;
+        let nic_work_ps = self.u32("NIC work")?;
+        let marks = self.u8("marks")?;
+        if marks > 3 {
+            return Err(self.bad(&format!("marks {marks:#x}")));
+        }
+        let bytes = self.blob("datagram")?.to_vec();
+        Ok(InFlight {
+            arrive,
+            pkt: Pkt {
+                serial,
+                src,
+                dst,
+                src_port,
+                head: Head::of(&bytes),
+                bytes,
+                elided,
+                nic_work_ps,
+                ce: marks & 1 != 0,
+                trimmed: marks & 2 != 0,
+            },
+        })
+    }
+    /// The packets for this rank's lines; each port must be below
+    /// `ports`.
+    pub(super) fn mail(&mut self, ports: usize) -> Result<Mail, String> {
+        const FLIGHT: usize = 8 + 8 + 4 + 4 + 2 + 2 + 4 + 1 + 4;
+        let mut mail = Mail::default();
+        let port = |r: &mut Self| -> Result<PortId, String> {
+            let p = r.u32("port")?;
+            if p as usize >= ports {
+                return Err(r.bad(&format!("port {p} of {ports}")));
+            }
+            Ok(p)
+        };
+        let n = self.count("packets on lines", 4 + FLIGHT)?;
+        mail.line.reserve(n);
+        for _ in 0..n {
+            let p = port(self)?;
+            mail.line.push((p, self.flight()?));
+        }
+        let n = self.count("packets ahead of queues", 4 + 16 + FLIGHT)?;
+        mail.ahead.reserve(n);
+        for _ in 0..n {
+            let p = port(self)?;
+            let key = self.u128("key")?;
+            mail.ahead.push((p, key, self.flight()?));
+        }
+        Ok(mail)
+    }
+    pub(super) fn runs(&mut self) -> Result<Vec<RunDigest>, String> {
+        let n = self.count("node runs", 20)?;
+        let mut runs = Vec::with_capacity(n);
+        for _ in 0..n {
+            runs.push((self.u32("node")?, self.u64("digest")?, self.u64("events")?));
+        }
+        Ok(runs)
+    }
+    /// The message must end here.
+    pub(super) fn end(&self) -> Result<(), String> {
+        if self.at != self.bytes.len() {
+            return Err(self.bad("bytes left over"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flight(bytes: Vec<u8>) -> InFlight {
+        InFlight {
+            arrive: Instant(0x0102),
+            pkt: Pkt {
+                serial: 7,
+                src: NodeAddr(1),
+                dst: NodeAddr(2),
+                src_port: 0xc000,
+                head: Head::of(&bytes),
+                bytes,
+                elided: 3,
+                nic_work_ps: 9,
+                ce: true,
+                trimmed: false,
+            },
+        }
+    }
+
+    /// One packet on a line, byte for byte: port, arrival, serial,
+    /// source, destination, source port, elided length, NIC work, marks,
+    /// then the datagram with its length.
+    #[test]
+    fn a_packet_on_a_line_is_these_bytes() {
+        let mut w = Writer::default();
+        let mail = Mail {
+            line: vec![(5, flight(vec![0xaa, 0xbb]))],
+            ahead: vec![],
+        };
+        w.mail(&mail);
+        #[rustfmt::skip]
+        let want: Vec<u8> = vec![
+            1, 0, 0, 0,                 // one packet on a line
+            5, 0, 0, 0,                 // port 5
+            0x02, 0x01, 0, 0, 0, 0, 0, 0, // arrives at 0x0102 ps
+            7, 0, 0, 0, 0, 0, 0, 0,     // serial 7
+            1, 0, 0, 0,                 // from h1
+            2, 0, 0, 0,                 // to h2
+            0x00, 0xc0,                 // source port 0xc000
+            3, 0,                       // 3 zero bytes elided
+            9, 0, 0, 0,                 // 9 ps of NIC work
+            1,                          // marked CE, not trimmed
+            2, 0, 0, 0, 0xaa, 0xbb,     // the datagram
+            0, 0, 0, 0,                 // nothing ahead of a queue
+        ];
+        assert_eq!(w.bytes, want);
+        let mut r = Reader::new(&w.bytes, 1);
+        let back = r.mail(6).unwrap();
+        r.end().unwrap();
+        let (port, f) = &back.line[0];
+        assert_eq!(*port, 5);
+        assert_eq!(f.arrive, Instant(0x0102));
+        assert_eq!(
+            (f.pkt.serial, f.pkt.src, f.pkt.dst, f.pkt.src_port),
+            (7, NodeAddr(1), NodeAddr(2), 0xc000)
+        );
+        assert_eq!((f.pkt.elided, f.pkt.nic_work_ps), (3, 9));
+        assert!(f.pkt.ce && !f.pkt.trimmed);
+        assert_eq!(f.pkt.bytes, [0xaa, 0xbb]);
+    }
+
+    /// Packets ahead of a queue carry their arrival's key, and node runs
+    /// read back as written.
+    #[test]
+    fn keys_and_runs_read_back() {
+        let mut w = Writer::default();
+        let mail = Mail {
+            line: vec![],
+            ahead: vec![(2, u128::MAX - 1, flight(vec![1; 40]))],
+        };
+        w.mail(&mail);
+        w.runs(&[(3, 0xfeed, 12), (9, 1, 1)]);
+        w.time(Some(Instant(77)));
+        w.time(None);
+        let mut r = Reader::new(&w.bytes, 0);
+        let back = r.mail(3).unwrap();
+        assert_eq!(back.ahead[0].0, 2);
+        assert_eq!(back.ahead[0].1, u128::MAX - 1);
+        assert_eq!(back.ahead[0].2.pkt.bytes, vec![1; 40]);
+        assert_eq!(r.runs().unwrap(), vec![(3, 0xfeed, 12), (9, 1, 1)]);
+        assert_eq!(r.time("t").unwrap(), Some(Instant(77)));
+        assert_eq!(r.time("t").unwrap(), None);
+        r.end().unwrap();
+    }
+
+    /// A message cut short, with a port out of range, a count it cannot
+    /// back, a bad flag or bytes left over is refused, naming the rank
+    /// and the byte; never a panic.
+    #[test]
+    fn malformed_messages_are_refused_by_rank_and_byte() {
+        let mut w = Writer::default();
+        w.mail(&Mail {
+            line: vec![(5, flight(vec![0xaa, 0xbb]))],
+            ahead: vec![],
+        });
+        let whole = w.bytes.clone();
+        for cut in 0..whole.len() {
+            let e = Reader::new(&whole[..cut], 2).mail(6).unwrap_err();
+            assert!(
+                e.starts_with("rank 2's message is malformed at byte"),
+                "{e}"
+            );
+        }
+        let e = Reader::new(&whole, 2).mail(5).unwrap_err();
+        assert!(e.contains("port 5 of 5"), "{e}");
+        let mut huge = whole.clone();
+        huge[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let e = Reader::new(&huge, 1).mail(6).unwrap_err();
+        assert!(e.contains("cannot fit"), "{e}");
+        let e = Reader::new(&[7], 3).time("next event").unwrap_err();
+        assert!(e.contains("next event: flag 7"), "{e}");
+        let mut longer = whole.clone();
+        longer.push(0);
+        let mut r = Reader::new(&longer, 1);
+        r.mail(6).unwrap();
+        assert!(r.end().unwrap_err().contains("bytes left over"));
+        let mut marks = whole;
+        let at = 4 + 4 + 8 + 8 + 4 + 4 + 2 + 2 + 4;
+        marks[at] = 4;
+        let e = Reader::new(&marks, 1).mail(6).unwrap_err();
+        assert!(e.contains("marks 0x4"), "{e}");
+    }
+}

@@ -1,0 +1,177 @@
+//! Runs on ranks (`run_ranked`, here on threads with `LocalRanks`): what
+//! the ranks agree on before they run, and what stops them. Ranks started
+//! differently are refused at the start, every rank alike; a rank that
+//! ends early stops the others, naming it, instead of leaving them
+//! waiting; what a split run cannot carry is refused by name; empty
+//! windows are skipped, and counted. (That a run on ranks is the run of
+//! one thread is told in `shards.rs`, beside the same runs on threads.)
+
+mod common;
+
+use common::*;
+use udrma_fabric::{
+    run_ranked, FabricConfig, FabricError, LinkParams, LocalRanks, RankedRun, RankedWorld,
+    ShardError, Topology, World,
+};
+use udrma_faults::RuleSet;
+use udrma_proto::{Duration, Instant};
+
+/// A pair where h0 writes to h1 at time zero, and again at `later`.
+fn pair(later: Duration) -> Result<World, FabricError> {
+    pair_with(later, false)
+}
+
+/// The same, and with `back` h1 writes to h0 as well.
+fn pair_with(later: Duration, back: bool) -> Result<World, FabricError> {
+    let (mut w, keys) = world(
+        Topology::pair(LinkParams::default()),
+        FabricConfig::default(),
+        RuleSet::new(),
+        8192,
+    );
+    write(&mut w, &keys, 0, 1, 4096);
+    if back {
+        write(&mut w, &keys, 1, 0, 4096);
+    }
+    let wr = udrma_nic::WorkRequest::write(
+        udrma_proto::NodeAddr(1),
+        keys[0].0,
+        SRC,
+        4096,
+        keys[1].1 .0,
+        DST,
+    );
+    w.post_at(Instant::ZERO + later, udrma_proto::NodeAddr(0), wr)?;
+    Ok(w)
+}
+
+/// Every rank of `n` runs `body` with its rank handle, on its own thread;
+/// their results by rank.
+fn on_ranks<T: Send>(n: usize, body: impl Fn(LocalRanks) -> T + Sync) -> Vec<T> {
+    std::thread::scope(|scope| {
+        let body = &body;
+        let handles: Vec<_> = LocalRanks::group(n)
+            .into_iter()
+            .map(|r| scope.spawn(move || body(r)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// A rank started with another file, seed or build (its identity) is
+/// refused at the start: every rank stops with the same error, naming
+/// the first rank that differs and both identities.
+#[test]
+fn ranks_started_differently_are_refused_alike() {
+    let ids = ["run.toml seed 1", "run.toml seed 1", "run.toml seed 2"];
+    let got = on_ranks(3, |r| {
+        let id = ids[udrma_fabric::Ranks::rank(&r)];
+        run_ranked(r, id, || pair(Duration::from_micros(5))).map(|_| ())
+    });
+    for (rank, e) in got.into_iter().enumerate() {
+        match e {
+            Err(ShardError::Differ(2, why)) => assert!(
+                why.contains("started with run.toml seed 2, rank 0 with run.toml seed 1"),
+                "rank {rank}: {why}"
+            ),
+            other => panic!("rank {rank}: {other:?}"),
+        }
+    }
+}
+
+/// A build that is not the same on every rank (the same identity, but a
+/// different world) is refused by its fingerprint, every rank alike.
+#[test]
+fn a_build_that_differs_between_ranks_is_refused() {
+    let got = on_ranks(2, |r| {
+        let odd = udrma_fabric::Ranks::rank(&r) == 1;
+        run_ranked(r, "same", || pair_with(Duration::from_micros(5), odd)).map(|_| ())
+    });
+    for (rank, e) in got.into_iter().enumerate() {
+        match e {
+            Err(ShardError::Differ(1, why)) => assert!(why.contains("against"), "{why}"),
+            other => panic!("rank {rank}: {other:?}"),
+        }
+    }
+}
+
+/// A rank that ends in the middle of the run (its process died) stops
+/// every other rank at its next exchange, naming it: no rank waits on.
+#[test]
+fn a_rank_that_ends_stops_the_others_by_name() {
+    let got = on_ranks(3, |r| {
+        let me = udrma_fabric::Ranks::rank(&r);
+        let mut w = RankedWorld::new(pair(Duration::from_micros(50))?, r, "x")?;
+        if me == 2 {
+            // Runs the first windows, then dies.
+            w.run_until(Instant::ZERO + Duration::from_micros(1))?;
+            drop(w);
+            return Ok(None);
+        }
+        w.run_until(Instant(u64::MAX))?;
+        w.gather()
+    });
+    let mut got = got.into_iter();
+    for rank in 0..2 {
+        match got.next().unwrap() {
+            Err(ShardError::Stopped(_, why)) => {
+                assert_eq!(why, "rank 2 has ended", "rank {rank}")
+            }
+            other => panic!("rank {rank}: {:?}", other.map(|r| r.is_some())),
+        }
+    }
+    assert!(matches!(got.next(), Some(Ok(None))));
+}
+
+/// What a split run cannot carry (here a capture) is refused on every
+/// rank by name, before any exchange.
+#[test]
+fn what_ranks_cannot_carry_is_refused_by_name() {
+    let got = on_ranks(2, |r| {
+        run_ranked(r, "x", || {
+            let mut w = pair(Duration::from_micros(5))?;
+            w.tap_all(Box::new(std::io::sink()))?;
+            Ok(w)
+        })
+        .map(|_| ())
+    });
+    for e in got {
+        match e {
+            Err(ShardError::Unsupported(why)) => assert!(why.contains("capture"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// A second write a millisecond after the first leaves hundreds of
+/// windows with nothing in them: the ranks agree on where the next
+/// thing is due and jump there, counting the windows they skipped, and
+/// the run is still the run of one.
+#[test]
+fn empty_windows_are_skipped_and_counted() {
+    let later = Duration::from_millis(1);
+    let mut one = pair(later).unwrap();
+    one.set_event_order(udrma_fabric::EventOrder::Windows)
+        .unwrap();
+    assert!(one.run());
+    let got: Vec<Option<RankedRun>> = on_ranks(2, |r| run_ranked(r, "x", || pair(later)).unwrap());
+    let run = got.into_iter().next().flatten().unwrap();
+    assert_eq!(
+        (run.trace_hash, run.trace_events, run.now),
+        (one.trace().hash(), one.trace().events(), one.now())
+    );
+    assert_eq!(&run.stats, one.stats());
+    let r0 = &run.ranks[0];
+    let span = (run.now - Instant::ZERO).as_ps() / run.window.as_ps();
+    // Windows run and skipped cover the run (the last may run stale
+    // timers only, past the last event that moved the clock).
+    assert!(
+        r0.skipped > 900 && r0.windows < 20 && r0.windows + r0.skipped >= span,
+        "{r0:?} over {span} windows' span"
+    );
+    assert_eq!(
+        run.ranks[1].windows, r0.windows,
+        "ranks run windows together"
+    );
+    assert_eq!(run.ranks[1].skipped, r0.skipped);
+}
