@@ -58,6 +58,17 @@ pub(crate) fn bench_sim(
         None => udrma_fabric::shapes::speed_shape(k, seed),
         Some(f) => udrma_fabric::shapes::speed_shape_with(k, seed, f),
     };
+    if let Some(mut ranks) = crate::ranks::join()? {
+        if threads > 1 {
+            return crate::ranks::alike(&ranks, "--threads splits a run within one process; under an MPI launcher the ranks split it: drop --threads");
+        }
+        if order == Order::Time {
+            return crate::ranks::alike(&ranks, "ranks split runs in windows: drop --order time");
+        }
+        crate::ranks::roster(&mut ranks)?;
+        let what = format!("bench sim k={k} seed={seed}, {traffic}");
+        return on_ranks(&mut ranks, &what, k, &traffic, make);
+    }
     if threads > 1 {
         if order == Order::Time {
             return Err(
@@ -116,6 +127,66 @@ pub(crate) fn bench_sim(
         hash: w.trace().hash(),
     }
     .print();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `udrma bench sim` on MPI ranks: each rank builds and runs its shard;
+/// rank 0 prints the figures, and each rank's memory and exchange.
+fn on_ranks(
+    ranks: &mut crate::ranks::Mpi,
+    what: &str,
+    k: u32,
+    traffic: &str,
+    make: impl FnOnce() -> Result<udrma_fabric::World, udrma_fabric::FabricError>,
+) -> anyhow::Result<ExitCode> {
+    use udrma_fabric::Ranks;
+    let identity = crate::ranks::identity(what);
+    let start = Wall::now();
+    let run = udrma_fabric::run_ranked(&mut *ranks, &identity, make);
+    let run = crate::ranks::settle(ranks, run)?;
+    let wall = start.elapsed().as_secs_f64();
+    // Each rank's peak memory, in KiB, to rank 0.
+    let kib = peak_rss_mib().map_or(0, |m| (m * 1024.0) as u64);
+    let mut out = vec![Vec::new(); ranks.size()];
+    out[0] = kib.to_le_bytes().to_vec();
+    let got = ranks.exchange(out).map_err(|e| anyhow::anyhow!(e))?;
+    let Some(run) = run else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let order = format!(
+        "windows of {:.3} us, node by node, split across {} ranks",
+        run.window.as_ps() as f64 / 1e6,
+        run.ranks.len()
+    );
+    Figures {
+        k,
+        hosts: u64::from(k).pow(3) / 4,
+        traffic,
+        now: run.now,
+        stats: &run.stats,
+        order,
+        built: None,
+        took: format!("{wall:.3} s (each rank's build and the run)"),
+        wall,
+        hash: run.trace_hash,
+    }
+    .print();
+    println!("rank  peak MiB  windows  skipped  sent MiB  messages  packets");
+    for (r, x) in run.ranks.iter().enumerate() {
+        let kib = got
+            .get(r)
+            .and_then(|b| <[u8; 8]>::try_from(&b[..]).ok())
+            .map_or(0, u64::from_le_bytes);
+        println!(
+            "{r:>4}  {:>8.1}  {:>7}  {:>7}  {:>8.1}  {:>8}  {:>7}",
+            kib as f64 / 1024.0,
+            x.windows,
+            x.skipped,
+            x.bytes as f64 / f64::from(1 << 20),
+            x.messages,
+            x.packets
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -5,6 +5,7 @@
 //!
 //! Children not named above:
 //! - `bench_cmd`: `udrma bench sim`
+//! - `ranks`: one run over MPI ranks (`mpiexec -n N udrma ...`)
 //! - `bridge_cmd`: `udrma bridge serve/put/get` and `udrma perf latency/bandwidth`
 //! - `reproduce`: `udrma reproduce`
 //! - `shrink`: `udrma shrink`: reduce a failing case to a smaller scenario that still fails the same check
@@ -34,6 +35,7 @@ mod check;
 /// No outcome depends on it: no address reaches a result or a hash.
 #[global_allocator]
 static MIMALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+mod ranks;
 mod reproduce;
 mod shrink;
 mod slurm;
@@ -452,6 +454,8 @@ fn main() -> ExitCode {
         Ok(code) => code,
         // `udrma decode x.pcap | head`: the reader left; not our failure.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        // Another rank reports it (`ranks::settle`).
+        Err(e) if e.is::<ranks::Quiet>() => ExitCode::from(2),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)

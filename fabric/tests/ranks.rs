@@ -70,8 +70,8 @@ fn ranks_started_differently_are_refused_alike() {
     });
     for (rank, e) in got.into_iter().enumerate() {
         match e {
-            Err(ShardError::Differ(2, why)) => assert!(
-                why.contains("started with run.toml seed 2, rank 0 with run.toml seed 1"),
+            Err(ShardError::Started(2, why)) => assert!(
+                why.contains("it runs run.toml seed 2; rank 0 runs run.toml seed 1"),
                 "rank {rank}: {why}"
             ),
             other => panic!("rank {rank}: {other:?}"),

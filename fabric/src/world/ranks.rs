@@ -44,6 +44,20 @@ pub trait Ranks {
     fn exchange(&mut self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String>;
 }
 
+/// A rank handle lent out: the caller keeps it for exchanges of its own
+/// after the run (its figures, its memory).
+impl<R: Ranks + ?Sized> Ranks for &mut R {
+    fn rank(&self) -> usize {
+        (**self).rank()
+    }
+    fn size(&self) -> usize {
+        (**self).size()
+    }
+    fn exchange(&mut self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
+        (**self).exchange(out)
+    }
+}
+
 /// Message kinds, the first byte of every message.
 const GREETING: u8 = 0x47;
 const WINDOW: u8 = 0x57;
@@ -149,9 +163,9 @@ impl<R: Ranks> RankedWorld<R> {
                 None => first = Some((id, fp, width)),
                 Some((id0, fp0, width0)) => {
                     if id != *id0 {
-                        return Err(ShardError::Differ(
+                        return Err(ShardError::Started(
                             r,
-                            format!("it was started with {id}, rank 0 with {id0}"),
+                            format!("it runs {id}; rank 0 runs {id0}"),
                         ));
                     }
                     if fp != *fp0 || width != *width0 {

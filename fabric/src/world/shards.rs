@@ -98,6 +98,10 @@ pub enum ShardError {
         "shard {0} built a different world from shard 0 ({1}): the build must be deterministic"
     )]
     Differ(usize, String),
+    /// A rank was started with another run than rank 0 (another file,
+    /// seed, command or build: their identities, see `RankedWorld`).
+    #[error("rank {0} was not started as rank 0 was: {1}")]
+    Started(usize, String),
     /// A shard's thread stopped.
     #[error("shard {0} stopped: {1}")]
     Stopped(usize, String),

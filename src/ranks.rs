@@ -1,0 +1,285 @@
+//! Ranks: one run spread over the processes an MPI launcher started
+//! (`mpiexec -n N`, Slurm's `srun -n N`), each running its shard of the
+//! world (`udrma_fabric::RankedWorld`); docs/cluster.md.
+//!
+//! A launcher is recognised by what it puts in each process's
+//! environment; only then is MPI started. A binary built without the
+//! `mpi` feature that finds itself one of several processes refuses to
+//! run, rather than run the whole scenario once per process.
+
+use std::fmt::Write as _;
+
+use udrma_fabric::ShardError;
+
+use crate::BadInput;
+
+/// Environment variables a launcher sets to the count of processes it
+/// started: MPICH's Hydra and Slurm's PMI-2 set `PMI_SIZE`, Open MPI
+/// `OMPI_COMM_WORLD_SIZE`. (A PMIx launcher sets `PMIX_RANK`, and MPI
+/// itself then says how many.)
+const SIZE_VARS: [&str; 2] = ["PMI_SIZE", "OMPI_COMM_WORLD_SIZE"];
+
+/// How many processes the launcher says it started, if this process was
+/// started by one.
+pub(crate) fn launched() -> Option<usize> {
+    SIZE_VARS
+        .iter()
+        .find_map(|v| std::env::var(v).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .or_else(|| std::env::var_os("PMIX_RANK").map(|_| 0))
+}
+
+/// What identifies this run for the ranks to compare: `what` (the
+/// command, the file's text, the seed) and this build (the version and
+/// a checksum of the executable, so that ranks started from different
+/// builds are told apart).
+pub(crate) fn identity(what: &str) -> String {
+    let exe = std::env::current_exe()
+        .and_then(std::fs::read)
+        .map(|b| crc32fast::hash(&b));
+    let mut id = format!("udrma {}", env!("CARGO_PKG_VERSION"));
+    match exe {
+        Ok(sum) => {
+            let _ = write!(id, " (executable crc32 {sum:08x})");
+        }
+        Err(e) => {
+            let _ = write!(id, " (executable unreadable: {e})");
+        }
+    }
+    let _ = write!(id, ", {what}");
+    id
+}
+
+/// The ranks this process is one of, when a launcher started it; `None`
+/// when it runs alone. Without the `mpi` feature, being one of several
+/// processes is refused.
+pub(crate) fn join() -> Result<Option<Mpi>, BadInput> {
+    match launched() {
+        None => Ok(None),
+        Some(n) => start(n),
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn start(n: usize) -> Result<Option<Mpi>, BadInput> {
+    if n <= 1 {
+        return Ok(None);
+    }
+    Err(BadInput(format!(
+        "this process is one of {n} an MPI launcher started, but this udrma was built without the `mpi` feature, so each would run the whole thing: build with `cargo build --release --features mpi` (docs/cluster.md)"
+    )))
+}
+
+/// Stands in for MPI's ranks in a build without it: never made.
+#[cfg(not(feature = "mpi"))]
+pub(crate) enum Mpi {}
+
+#[cfg(not(feature = "mpi"))]
+impl Mpi {
+    pub(crate) fn abort(&self, _code: i32) -> ! {
+        match *self {}
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+impl udrma_fabric::Ranks for Mpi {
+    fn rank(&self) -> usize {
+        match *self {}
+    }
+    fn size(&self) -> usize {
+        match *self {}
+    }
+    fn exchange(&mut self, _: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
+        match *self {}
+    }
+}
+
+/// An error every rank has already met alike and rank 0 reports: the
+/// other ranks exit with its code, saying nothing.
+#[derive(Debug)]
+pub(crate) struct Quiet;
+
+impl std::fmt::Display for Quiet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("another rank reports the error")
+    }
+}
+
+impl std::error::Error for Quiet {}
+
+/// Tells rank 0's standard error which process and host runs each rank
+/// (every rank calls it together), so that a launcher's word on a
+/// process that died (Hydra names its PID) names a rank.
+pub(crate) fn roster(ranks: &mut Mpi) -> anyhow::Result<()> {
+    use udrma_fabric::Ranks;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "an unnamed host".into());
+    let me = format!("pid {} on {host}", std::process::id());
+    let mut out = vec![Vec::new(); ranks.size()];
+    out[0] = me.into_bytes();
+    let got = ranks.exchange(out).map_err(|e| anyhow::anyhow!(e))?;
+    if ranks.rank() == 0 {
+        let all: Vec<String> = got
+            .iter()
+            .enumerate()
+            .map(|(r, b)| format!("rank {r} {}", String::from_utf8_lossy(b)))
+            .collect();
+        eprintln!("udrma: {} ranks: {}", ranks.size(), all.join(", "));
+    }
+    Ok(())
+}
+
+/// Bad input every rank met alike: rank 0 reports it, the others exit
+/// with its code saying nothing.
+pub(crate) fn alike<T>(ranks: &Mpi, why: &str) -> anyhow::Result<T> {
+    use udrma_fabric::Ranks;
+    if ranks.rank() == 0 {
+        Err(BadInput(why.to_string()).into())
+    } else {
+        Err(Quiet.into())
+    }
+}
+
+/// What a rank does with a failed run: an error every rank met alike
+/// (refused at the start: a difference between the ranks, what a split
+/// cannot carry, a rank count out of range) is rank 0's to report, and
+/// every rank exits with it; any other stops every rank at once
+/// (MPI_Abort), naming this rank, so that none waits for it.
+pub(crate) fn settle<T>(ranks: &Mpi, r: Result<T, ShardError>) -> anyhow::Result<T> {
+    use udrma_fabric::Ranks;
+    match r {
+        Ok(x) => Ok(x),
+        Err(
+            e @ (ShardError::Differ(..)
+            | ShardError::Started(..)
+            | ShardError::Unsupported(_)
+            | ShardError::Count(_)),
+        )
+        | Err(e @ ShardError::Build(_)) => alike(ranks, &e.to_string()),
+        Err(e) => {
+            eprintln!(
+                "error: rank {} of {}: {e}; stopping every rank",
+                ranks.rank(),
+                ranks.size()
+            );
+            ranks.abort(1)
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+pub(crate) use with_mpi::Mpi;
+
+#[cfg(feature = "mpi")]
+fn start(_n: usize) -> Result<Option<Mpi>, BadInput> {
+    Mpi::init().map(Some)
+}
+
+#[cfg(feature = "mpi")]
+mod with_mpi {
+    use mpi::datatype::{Partition, PartitionMut};
+    use mpi::traits::*;
+
+    use crate::BadInput;
+
+    /// This process's rank in MPI's world communicator.
+    pub(crate) struct Mpi {
+        world: mpi::topology::SimpleCommunicator,
+        rank: usize,
+        size: usize,
+        // Last: MPI is finalised when it drops.
+        _universe: mpi::environment::Universe,
+    }
+
+    impl Mpi {
+        pub(crate) fn init() -> Result<Mpi, BadInput> {
+            let universe = mpi::initialize()
+                .ok_or_else(|| BadInput("MPI could not be initialised (or was already)".into()))?;
+            let world = universe.world();
+            Ok(Mpi {
+                rank: world.rank() as usize,
+                size: world.size() as usize,
+                world,
+                _universe: universe,
+            })
+        }
+
+        /// Stops every rank (MPI_Abort): what a rank that failed alone
+        /// does, so that no other waits for it.
+        pub(crate) fn abort(&self, code: i32) -> ! {
+            self.world.abort(code)
+        }
+    }
+
+    impl udrma_fabric::Ranks for Mpi {
+        fn rank(&self) -> usize {
+            self.rank
+        }
+
+        fn size(&self) -> usize {
+            self.size
+        }
+
+        fn exchange(&mut self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
+            if out.len() != self.size {
+                return Err(format!("{} messages for {} ranks", out.len(), self.size));
+            }
+            let count = |n: usize| {
+                i32::try_from(n).map_err(|_| format!("a message of {n} bytes is over MPI's 2 GiB"))
+            };
+            let counts = out
+                .iter()
+                .map(|m| count(m.len()))
+                .collect::<Result<Vec<i32>, _>>()?;
+            let mut theirs = vec![0i32; self.size];
+            self.world.all_to_all_into(&counts[..], &mut theirs[..]);
+            let at = |c: &[i32]| -> Result<Vec<i32>, String> {
+                let mut sum = 0usize;
+                c.iter()
+                    .map(|&n| {
+                        let here = count(sum)?;
+                        sum += n as usize;
+                        count(sum)?;
+                        Ok(here)
+                    })
+                    .collect()
+            };
+            let (ours_at, theirs_at) = (at(&counts)?, at(&theirs)?);
+            let send = out.concat();
+            let total: usize = theirs.iter().map(|&n| n as usize).sum();
+            let mut recv = vec![0u8; total];
+            {
+                let s = Partition::new(&send[..], &counts[..], &ours_at[..]);
+                let mut r = PartitionMut::new(&mut recv[..], &theirs[..], &theirs_at[..]);
+                self.world.all_to_all_varcount_into(&s, &mut r);
+            }
+            let mut got = Vec::with_capacity(self.size);
+            let mut rest = &recv[..];
+            for &n in &theirs {
+                let (m, tail) = rest.split_at(n as usize);
+                got.push(m.to_vec());
+                rest = tail;
+            }
+            Ok(got)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two builds of the same run differ in their identities only where
+    /// the caller's words differ.
+    #[test]
+    fn identity_names_the_build_and_the_run() {
+        let a = identity("bench sim k=8 seed=1");
+        let b = identity("bench sim k=8 seed=2");
+        assert!(a.starts_with("udrma "), "{a}");
+        assert!(a.contains("executable crc32"), "{a}");
+        assert!(a.ends_with(", bench sim k=8 seed=1"), "{a}");
+        assert_eq!(a.split(", ").next(), b.split(", ").next());
+        assert_ne!(a, b);
+    }
+}

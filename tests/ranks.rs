@@ -1,0 +1,204 @@
+//! One run over MPI ranks, as a user launches it: `mpiexec -n N udrma
+//! bench sim` gives the trace hash and counters of one process for 1 to
+//! 4 ranks; ranks started with different runs are refused, once, naming
+//! the rank; a rank killed in the middle stops the whole job within
+//! seconds with a non-zero exit, and the launcher's report names a
+//! process of the roster printed at the start. (Hydra names the first
+//! process it saw end badly, which is not always the one killed: when
+//! the survivors are cleaned up first it names one of them.)
+//!
+//! These need the `mpi` feature and an MPI launcher (`.ci/run` installs
+//! MPICH and runs them with `--features mpi`); without them they show as
+//! ignored. A build without the feature that finds itself one of several
+//! launched processes refuses to run the whole thing in each: that is
+//! checked in every build.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn udrma() -> &'static str {
+    env!("CARGO_BIN_EXE_udrma")
+}
+
+/// `mpiexec` with `args` (its own, then the processes').
+fn mpiexec(args: &[&str]) -> Output {
+    Command::new("mpiexec")
+        .args(args)
+        .output()
+        .expect("mpiexec runs (MPICH's launcher)")
+}
+
+/// A line of `udrma bench sim`'s output: the text after its label.
+fn figure<'a>(out: &'a str, label: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(label))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no {label:?} in:\n{out}"))
+}
+
+/// A launched process (the launcher's variables say it is one of two)
+/// in a build without the `mpi` feature refuses, rather than run the
+/// whole thing once in every process.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn a_build_without_mpi_refuses_to_run_once_per_process() {
+    let out = Command::new(udrma())
+        .args(["bench", "sim", "--k", "4"])
+        .env("PMI_SIZE", "2")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("one of 2 an MPI launcher started")
+            && err.contains("--features mpi")
+            && err.contains("docs/cluster.md"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+/// The speed shape on 1 to 4 ranks (3 and 4 oversubscribe a 2-core
+/// machine) gives one process's trace hash, events, hops and clock;
+/// every rank runs every window, and with more than one rank packets
+/// cross between them.
+#[test]
+#[cfg_attr(
+    not(feature = "mpi"),
+    ignore = "needs --features mpi and mpiexec (.ci/run runs it)"
+)]
+fn bench_sim_on_ranks_is_the_run_of_one_process() {
+    for k in ["4", "8"] {
+        let one = Command::new(udrma())
+            .args(["bench", "sim", "--k", k])
+            .output()
+            .unwrap();
+        assert!(one.status.success());
+        let one = String::from_utf8_lossy(&one.stdout).into_owned();
+        let counts = if k == "4" { 1..=4 } else { 2..=2 };
+        for n in counts {
+            let nn = n.to_string();
+            let out = mpiexec(&["-n", &nn, udrma(), "bench", "sim", "--k", k]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(out.status.success(), "k={k} on {n} ranks:\n{text}");
+            for label in ["trace hash", "simulated"] {
+                assert_eq!(
+                    figure(&text, label),
+                    figure(&one, label),
+                    "k={k} on {n} ranks: {label}"
+                );
+            }
+            assert!(
+                figure(&text, "order").ends_with(&format!("split across {n} ranks")),
+                "{text}"
+            );
+            let rows: Vec<Vec<u64>> = text
+                .lines()
+                .skip_while(|l| !l.starts_with("rank  peak MiB"))
+                .skip(1)
+                .map(|l| {
+                    l.split_whitespace()
+                        .map(|w| w.parse::<f64>().unwrap() as u64)
+                        .collect()
+                })
+                .collect();
+            assert_eq!(rows.len(), n, "one row per rank:\n{text}");
+            let windows = rows[0][2];
+            assert!(
+                rows.iter().all(|r| r[2] == windows && windows > 0),
+                "{text}"
+            );
+            let packets: u64 = rows.iter().map(|r| r[6]).sum();
+            assert_eq!(packets > 0, n > 1, "packets between ranks:\n{text}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.starts_with(&format!("udrma: {n} ranks: rank 0 pid ")),
+                "the roster: {err}"
+            );
+        }
+    }
+}
+
+/// Ranks started with different runs (here another seed) are refused
+/// before they run: rank 0 says so once, naming the rank and both runs.
+#[test]
+#[cfg_attr(
+    not(feature = "mpi"),
+    ignore = "needs --features mpi and mpiexec (.ci/run runs it)"
+)]
+fn ranks_started_differently_are_refused_once_by_rank() {
+    let sim = |seed: &'static str| [udrma(), "bench", "sim", "--k", "4", "--seed", seed];
+    let mut args = vec!["-n", "1"];
+    args.extend(sim("1"));
+    args.extend([":", "-n", "1"]);
+    args.extend(sim("2"));
+    let out = mpiexec(&args);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(said.len(), 1, "said once: {err}");
+    assert!(
+        said[0].contains("rank 1 was not started as rank 0 was")
+            && said[0].contains("k=4 seed=2")
+            && said[0].contains("k=4 seed=1"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+/// A rank killed while the run goes on stops every rank within seconds,
+/// with a non-zero exit; the launcher names a process that ended badly
+/// by its PID, and the roster says which rank that was.
+#[test]
+#[cfg_attr(
+    not(feature = "mpi"),
+    ignore = "needs --features mpi and mpiexec (.ci/run runs it)"
+)]
+fn a_killed_rank_stops_the_job_and_is_named() {
+    let mut job = Command::new("mpiexec")
+        .args(["-n", "3", udrma(), "bench", "sim", "--k", "16"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(job.stderr.take().unwrap());
+    let mut roster = String::new();
+    err.read_line(&mut roster).unwrap();
+    let pid_of = |rank: usize| -> String {
+        let at = roster
+            .find(&format!("rank {rank} pid "))
+            .unwrap_or_else(|| panic!("no rank {rank} in {roster:?}"));
+        roster[at..].split_whitespace().nth(3).unwrap().to_string()
+    };
+    let victim = pid_of(1);
+    let killed = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-9", &victim])
+        .status()
+        .unwrap()
+        .success());
+    let status = loop {
+        if let Some(s) = job.try_wait().unwrap() {
+            break s;
+        }
+        if killed.elapsed() > Duration::from_secs(30) {
+            let _ = job.kill();
+            panic!("the job still runs 30 s after rank 1 was killed");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = killed.elapsed();
+    assert!(!status.success(), "{status:?}");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(job.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let said = format!("{out}{rest}");
+    let named = (0..3).find(|r| said.contains(&format!("PID {} ", pid_of(*r))));
+    assert!(
+        named.is_some() && said.contains("BAD TERMINATION"),
+        "the launcher names a process of the roster {roster:?} (rank 1, {victim}, was killed):\n{said}"
+    );
+    assert!(took < Duration::from_secs(10), "stopped after {took:?}");
+}
