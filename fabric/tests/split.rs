@@ -290,6 +290,89 @@ proptest! {
     }
 }
 
+/// A world with apps on every host, on one to four ranks (on threads,
+/// [`LocalRanks`]), stopped at several times: at each stop rank 0's
+/// trace and whether the run is idle are one world's, at the end the
+/// gathered counters and clock are too, and every app, read on the rank
+/// that ran it, saw what it saw in one world.
+#[test]
+fn a_world_with_apps_on_ranks_runs_as_one_world_does() {
+    use udrma_fabric::{LocalRanks, RankedWorld, Ranks};
+    for (seed, step) in [(7, 5), (21, 3), (99, 11)] {
+        let keys = fabric_seeded(seed).1;
+        let app = |h: u32| Box::new(relay_to(h, (h + step) % 16, &keys));
+        let stops: Vec<Instant> = [900, 2_500, 6_000]
+            .iter()
+            .map(|ns| Instant::ZERO + Duration::from_nanos(*ns))
+            .chain([Instant(u64::MAX)])
+            .collect();
+        let mut one = fabric_seeded(seed).0;
+        one.set_event_order(EventOrder::Windows).unwrap();
+        for h in 0..16 {
+            one.set_app(NodeAddr(h), app(h)).unwrap();
+        }
+        let want: Vec<(bool, u64, u64)> = stops
+            .iter()
+            .map(|t| (one.run_until(*t), one.trace().hash(), one.trace().events()))
+            .collect();
+        let want_apps = records(|h| one.app::<Relay>(h).unwrap().done.clone());
+        for n in 1..=4 {
+            let got = std::thread::scope(|scope| {
+                let handles: Vec<_> = LocalRanks::group(n)
+                    .into_iter()
+                    .map(|r| {
+                        let (stops, app) = (&stops, &app);
+                        scope.spawn(move || {
+                            let me = r.rank();
+                            let mut w = RankedWorld::new(fabric_seeded(seed).0, r, "apps").unwrap();
+                            for h in 0..16 {
+                                w.set_app(NodeAddr(h), app(h)).unwrap();
+                            }
+                            let at: Vec<(bool, u64, u64)> = stops
+                                .iter()
+                                .map(|t| {
+                                    let idle = w.run_until(*t).unwrap();
+                                    (idle, w.trace().hash(), w.trace().events())
+                                })
+                                .collect();
+                            let apps: Vec<(NodeAddr, Vec<(Instant, bool)>)> = (0..16)
+                                .map(NodeAddr)
+                                .filter(|h| w.is_local(*h))
+                                .map(|h| (h, w.world().app::<Relay>(h).unwrap().done.clone()))
+                                .collect();
+                            (me, at, apps, w.gather().unwrap())
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap())
+                    .collect::<Vec<_>>()
+            });
+            let mut seen_apps = vec![None; 16];
+            for (me, at, apps, run) in got {
+                if me == 0 {
+                    assert_eq!(at, want, "seed {seed}, {n} ranks: trace at each stop");
+                    let run = run.expect("rank 0 gathers");
+                    assert_eq!(&run.stats, one.stats(), "seed {seed}, {n} ranks");
+                    assert_eq!(run.now, one.now(), "seed {seed}, {n} ranks");
+                } else {
+                    assert!(run.is_none());
+                }
+                for (h, done) in apps {
+                    assert!(
+                        seen_apps[h.0 as usize].replace(done).is_none(),
+                        "{h} on one rank"
+                    );
+                }
+            }
+            let seen: Vec<Vec<(Instant, bool)>> =
+                seen_apps.into_iter().map(Option::unwrap).collect();
+            assert_eq!(seen, want_apps, "seed {seed}, {n} ranks: what the apps saw");
+        }
+    }
+}
+
 /// Hosts without apps queue their NICs' events for the caller: a split
 /// world hands them over in the order one world does, from the writes
 /// every copy was built with.

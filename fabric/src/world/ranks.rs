@@ -26,7 +26,7 @@ mod wire;
 
 pub use local::LocalRanks;
 
-use super::shards::{merge_into, prepare, window, Mail, Run};
+use super::shards::{merge_into, prepare_in_place, window, Mail, Run};
 use super::*;
 use crate::trace::RunDigest;
 use wire::{Reader, Writer};
@@ -100,6 +100,15 @@ pub struct RankedRun {
 pub struct RankedWorld<R: Ranks> {
     world: World,
     ranks: R,
+    identity: String,
+    /// Whether this rank has kept its shard and greeted the others (at
+    /// the first run).
+    split: bool,
+    /// Each node's rank, from the split on.
+    part: Vec<u16>,
+    /// A host whose NIC was worked on from outside its app after the
+    /// split.
+    touched: Option<u32>,
     width: u64,
     /// The earliest time anything is due on any rank, as every rank
     /// agreed at the last exchange.
@@ -127,23 +136,80 @@ impl<R: Ranks> std::fmt::Debug for RankedWorld<R> {
 }
 
 impl<R: Ranks> RankedWorld<R> {
-    /// Makes `world` (built the same way on every rank) this rank's
-    /// shard, and greets the other ranks: each must have been started
-    /// with the same `identity` and have built the same world, or every
-    /// rank fails alike.
-    pub fn new(world: World, mut ranks: R, identity: &str) -> Result<RankedWorld<R>, ShardError> {
+    /// Takes `world` (built the same way on every rank) to run on
+    /// `ranks`: checks that it can be split and puts it in windows. Apps
+    /// are installed on every host, on every rank, before the first run
+    /// ([`RankedWorld::set_app`]); the first run keeps this rank's shard
+    /// and greets the other ranks: each must have been started with the
+    /// same `identity` and have built the same world, or every rank
+    /// fails alike.
+    pub fn new(mut world: World, ranks: R, identity: &str) -> Result<RankedWorld<R>, ShardError> {
         let (size, me) = (ranks.size(), ranks.rank());
         if size == 0 || size > MAX_SHARDS || me >= size {
             return Err(ShardError::Count(size));
         }
-        let (world, ready) = prepare(world, size, me)?;
+        world.shardable().map_err(ShardError::Unsupported)?;
+        let width = world
+            .set_event_order(EventOrder::Windows)?
+            .map_or(u64::MAX, |d| d.as_ps());
+        let trace = Trace::continuing((world.trace.hash(), world.trace.events()));
+        Ok(RankedWorld {
+            world,
+            ranks,
+            identity: identity.to_string(),
+            split: false,
+            part: Vec::new(),
+            touched: None,
+            width,
+            next: None,
+            inbox: (0..size).map(|_| Mail::default()).collect(),
+            spare_runs: Vec::new(),
+            trace,
+            host_events: Vec::new(),
+            deepest: 0,
+            last_end: None,
+            exchanged: Exchanged::default(),
+        })
+    }
+
+    /// Installs `app` on host `h` and starts it, before the first run:
+    /// every rank installs every host's app, as one process would, so
+    /// that each starts from the same state; the split then gives back
+    /// the apps of the hosts other ranks run.
+    pub fn set_app(&mut self, h: NodeAddr, app: Box<dyn App>) -> Result<(), ShardError> {
+        if self.split {
+            return Err(ShardError::Unsupported(format!(
+                "host {h}: a run on ranks takes its apps before it first runs"
+            )));
+        }
+        Ok(self.world.set_app(h, app)?)
+    }
+
+    /// Host `h`'s NIC, to work on from outside its app: after the split
+    /// no other rank can make the same change, so the next run is
+    /// refused, naming the host.
+    pub fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic {
+        if self.split {
+            self.touched.get_or_insert(h.0);
+        }
+        self.world.nic_mut(h)
+    }
+
+    /// The first run: keeps this rank's shard and greets the others.
+    fn split(&mut self) -> Result<(), ShardError> {
+        let (size, me) = (self.size(), self.rank());
+        let ready = prepare_in_place(&mut self.world, size, me)?;
+        self.split = true;
+        self.part = partition(&self.world.topo, size);
+        self.trace = Trace::continuing(ready.trace);
         let mut w = Writer::default();
         w.u8(GREETING);
-        w.blob(identity.as_bytes());
+        w.blob(self.identity.as_bytes());
         w.blob(ready.fingerprint.as_bytes());
         w.u64(ready.width);
         w.time(ready.next);
-        let greetings = ranks
+        let greetings = self
+            .ranks
             .exchange(vec![w.bytes; size])
             .map_err(|e| ShardError::Stopped(me, e))?;
         let mut first: Option<(String, String, u64)> = None;
@@ -175,20 +241,8 @@ impl<R: Ranks> RankedWorld<R> {
             }
             next = next.into_iter().chain(t).min();
         }
-        let trace = Trace::continuing((world.trace.hash(), world.trace.events()));
-        Ok(RankedWorld {
-            world,
-            ranks,
-            width: ready.width,
-            next,
-            inbox: (0..size).map(|_| Mail::default()).collect(),
-            spare_runs: Vec::new(),
-            trace,
-            host_events: Vec::new(),
-            deepest: 0,
-            last_end: None,
-            exchanged: Exchanged::default(),
-        })
+        self.next = next;
+        Ok(())
     }
 
     /// This rank.
@@ -207,18 +261,23 @@ impl<R: Ranks> RankedWorld<R> {
         &self.world
     }
 
-    /// Whether this rank runs host `h`.
+    /// Whether this rank runs host `h` (before the first run, every
+    /// host is here: every rank installs every app).
     pub fn is_local(&self, h: NodeAddr) -> bool {
-        self.world.hosts.get(h.0 as usize).is_some() && {
-            let part = partition(&self.world.topo, self.size());
-            let node = self.world.topo.hosts[h.0 as usize];
-            usize::from(part[node as usize]) == self.rank()
-        }
+        let Some(&node) = self.world.topo.hosts.get(h.0 as usize) else {
+            return false;
+        };
+        !self.split || self.part.get(node as usize).map(|&s| usize::from(s)) == Some(self.rank())
     }
 
     /// The events of this rank's hosts (those without apps), in order.
     pub fn take_host_events(&mut self) -> Vec<HostEvent> {
         std::mem::take(&mut self.host_events)
+    }
+
+    /// The run's trace so far on rank 0 (elsewhere, the build's).
+    pub fn trace(&self) -> &Trace {
+        &self.trace
     }
 
     /// What this rank exchanged so far.
@@ -229,6 +288,14 @@ impl<R: Ranks> RankedWorld<R> {
     /// Runs windows, all ranks together, until nothing is due anywhere
     /// (true) or the next thing is due after `limit` (false).
     pub fn run_until(&mut self, limit: Instant) -> Result<bool, ShardError> {
+        if let Some(h) = self.touched {
+            return Err(ShardError::Unsupported(format!(
+                "host h{h}'s NIC was worked on outside its app, which the other ranks cannot repeat"
+            )));
+        }
+        if !self.split {
+            self.split()?;
+        }
         let (size, me) = (self.size(), self.rank());
         let ports = self.world.ports.len();
         let width = self.width;

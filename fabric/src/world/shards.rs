@@ -310,6 +310,16 @@ pub(super) fn prepare(
     shards: usize,
     me: usize,
 ) -> Result<(World, Ready), ShardError> {
+    let ready = prepare_in_place(&mut w, shards, me)?;
+    Ok((w, ready))
+}
+
+/// [`prepare`], on a world the caller keeps.
+pub(super) fn prepare_in_place(
+    w: &mut World,
+    shards: usize,
+    me: usize,
+) -> Result<Ready, ShardError> {
     w.shardable().map_err(ShardError::Unsupported)?;
     let width = w
         .set_event_order(EventOrder::Windows)?
@@ -322,8 +332,7 @@ pub(super) fn prepare(
         // What the build counted (its first packets), shard 0 counts.
         w.stats = FabricStats::default();
     }
-    let ready = w.ready(width, fingerprint, trace);
-    Ok((w, ready))
+    Ok(w.ready(width, fingerprint, trace))
 }
 
 impl World {
