@@ -15,6 +15,10 @@
 #    and the result equals the local sweep again.
 # 4. `udrma check` as a two-task array of scripts/udrma-check.sbatch, its
 #    shards merged with `udrma check --merge`, against one process.
+# 5. one `udrma run` over two MPI ranks (a build with --features mpi):
+#    with `srun --mpi=pmi2 -n 2` and with scripts/udrma-ranks.sbatch,
+#    each printing one process's JSON but for its wall-clock fields and
+#    the ranks' own figures; `srun -n 2` without an MPI plugin refused.
 # Needs root, slurm-wlm and munge; builds the release binary if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -110,3 +114,23 @@ steady() { grep -v -e '^time ' -e '^estimate ' -e '^merged ' "$1"; }
 same <(steady "$work"/check-one.txt) <(steady "$work"/check-merged.txt)
 cat "$work"/check-merged.txt
 ok "udrma check in 2 array tasks, merged: the counts and result of one process"
+
+# 5. one run over two MPI ranks: srun, and the documented job script.
+# The build with the mpi feature replaces the release binary (only the
+# root crate rebuilds), so this comes last.
+cargo build --release --locked --features mpi --quiet
+file=scenarios/tests/ranks/spray-k4.toml
+comparable() { jq -S 'del(.wall_s, .packet_hops_per_s, .ranks)' "$1"; }
+"$udrma" run "$file" --json > "$work"/ranks-one.json
+srun --mpi=pmi2 -n 2 "$udrma" run "$file" --json > "$work"/ranks-srun.json
+same <(comparable "$work"/ranks-one.json) <(comparable "$work"/ranks-srun.json)
+[ "$(jq '.ranks | length' "$work"/ranks-srun.json)" -eq 2 ] || fail "srun: not 2 ranks"
+UDRMA=$udrma sbatch --wait --ntasks=2 --output="$work"/ranks-sbatch.json --error="$work"/ranks-sbatch.err \
+    scripts/udrma-ranks.sbatch "$file" --json > /dev/null
+same <(comparable "$work"/ranks-one.json) <(comparable "$work"/ranks-sbatch.json)
+jq -c '.ranks' "$work"/ranks-sbatch.json
+rc=0
+srun -n 2 "$udrma" run "$file" > "$work"/ranks-noplugin.txt 2>&1 || rc=$?
+[ "$rc" -ne 0 ] && grep -q -- '--mpi=pmi2' "$work"/ranks-noplugin.txt \
+    || { cat "$work"/ranks-noplugin.txt >&2; fail "srun without an MPI plugin was not refused"; }
+ok "udrma run over 2 ranks with srun and with scripts/udrma-ranks.sbatch: one process's report"

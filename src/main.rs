@@ -106,6 +106,12 @@ enum Command {
         /// report and trace hash as one thread in windows. RDMA workloads
         /// only; no fault rules with memory (correlation, Gilbert-Elliott,
         /// n-th packet, reorder gap), captures, traces or ladders.
+        ///
+        /// Under an MPI launcher (`mpiexec -n N`, `srun -n N`; a build
+        /// with the `mpi` feature) the run is split across the N ranks
+        /// instead, with the same report, JSON and trace hash as one
+        /// process in windows, on the same terms; rank 0 prints it
+        /// (docs/cluster.md).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
         threads: Option<u16>,
     },
@@ -599,7 +605,7 @@ struct LadderArgs {
 }
 
 /// The flags of `udrma run`.
-struct RunFlags {
+pub(crate) struct RunFlags {
     sets: Vec<String>,
     threads: Option<usize>,
     seed: Option<u64>,
@@ -612,6 +618,9 @@ struct RunFlags {
 }
 
 fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
+    if let Some(ranks) = ranks::join()? {
+        return ranks::run_file(ranks, file, flags);
+    }
     let RunFlags {
         sets,
         threads,

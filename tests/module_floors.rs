@@ -134,7 +134,14 @@ const CRATES: [Floors; 7] = [
         src: "scenarios/src/run",
         decl: "../run.rs",
         prefix: "crate::run::",
-        order: &["leftover", "rdma", "messaging", "noncontig", "collective"],
+        order: &[
+            "leftover",
+            "host_end",
+            "rdma",
+            "messaging",
+            "noncontig",
+            "collective",
+        ],
         root_items: &[],
     },
 ];

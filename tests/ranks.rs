@@ -59,6 +59,35 @@ fn a_build_without_mpi_refuses_to_run_once_per_process() {
     assert!(out.stdout.is_empty());
 }
 
+/// Tasks `srun` started without an MPI plugin (no PMI in their
+/// environment) cannot meet: each would run the whole thing alone, so
+/// each refuses, saying how to start them.
+#[test]
+fn srun_tasks_without_an_mpi_plugin_are_refused() {
+    let out = Command::new(udrma())
+        .args(["bench", "sim", "--k", "4"])
+        .env("SLURM_STEP_NUM_TASKS", "2")
+        .env_remove("PMI_SIZE")
+        .env_remove("OMPI_COMM_WORLD_SIZE")
+        .env_remove("PMIX_RANK")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("srun started 2 tasks without an MPI plugin")
+            && err.contains("srun --mpi=pmi2 -n 2"),
+        "{err}"
+    );
+    // One task alone is a plain process.
+    let one = Command::new(udrma())
+        .args(["bench", "sim", "--k", "4"])
+        .env("SLURM_STEP_NUM_TASKS", "1")
+        .output()
+        .unwrap();
+    assert!(one.status.success());
+}
+
 /// The speed shape on 1 to 4 ranks (3 and 4 oversubscribe a 2-core
 /// machine) gives one process's trace hash, events, hops and clock;
 /// every rank runs every window, and with more than one rank packets
@@ -117,6 +146,94 @@ fn bench_sim_on_ranks_is_the_run_of_one_process() {
                 "the roster: {err}"
             );
         }
+    }
+}
+
+/// The scenarios of `scenarios/tests/ranks/` (a sprayed k=4 and k=8 fat
+/// tree, an incast whose queues drop and mark, a trimming fabric, a
+/// k-ary n-tree of costed NICs, targeted faults): `mpiexec -n N udrma run
+/// FILE --json` prints one process's JSON but for the wall-clock fields
+/// and the ranks' own figures, for N = 1 to 4 (k=8 on 2 and 4); the
+/// table says how many ranks ran.
+#[test]
+#[cfg_attr(
+    not(feature = "mpi"),
+    ignore = "needs --features mpi and mpiexec (.ci/run runs it)"
+)]
+fn udrma_run_on_ranks_prints_the_report_of_one_process() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/tests/ranks");
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with(".toml"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 6);
+    let json = |out: &Output| -> serde_json::Value {
+        let mut v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let o = v.as_object_mut().unwrap();
+        o.remove("wall_s");
+        o.remove("packet_hops_per_s");
+        v
+    };
+    for file in &files {
+        let one = Command::new(udrma())
+            .args(["run", file, "--json"])
+            .output()
+            .unwrap();
+        assert!(one.status.success(), "{file}");
+        let want = json(&one);
+        let counts: &[usize] = if file.ends_with("spray-k8.toml") {
+            &[2, 4]
+        } else {
+            &[1, 2, 3, 4]
+        };
+        for &n in counts {
+            let nn = n.to_string();
+            let out = mpiexec(&["-n", &nn, udrma(), "run", file, "--json"]);
+            assert!(out.status.success(), "{file} on {n} ranks");
+            let mut got = json(&out);
+            let ranks = got.as_object_mut().unwrap().remove("ranks").unwrap();
+            assert_eq!(ranks.as_array().unwrap().len(), n, "{file}");
+            assert_eq!(got, want, "{file} on {n} ranks");
+        }
+    }
+    let out = mpiexec(&["-n", "2", udrma(), "run", &files[0]]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("ranks       2 ("), "{table}");
+    assert!(table.contains("  rank 1    "), "{table}");
+}
+
+/// What ranks cannot split is refused before they run, once, naming the
+/// key or flag: a capture, and the udp backend.
+#[test]
+#[cfg_attr(
+    not(feature = "mpi"),
+    ignore = "needs --features mpi and mpiexec (.ci/run runs it)"
+)]
+fn what_ranks_cannot_split_is_refused_once() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/tests/ranks/spray-k4.toml"
+    );
+    for (flags, says) in [
+        (
+            &["--pcap", "/tmp/udrma-ranks-refused.pcap"][..],
+            "2 MPI ranks: a capture cannot be split across ranks",
+        ),
+        (&["--backend", "udp"][..], "--backend udp runs real sockets"),
+        (&["--threads", "2"][..], "drop --threads"),
+    ] {
+        let mut args = vec!["-n", "2", udrma(), "run", file];
+        args.extend(flags);
+        let out = mpiexec(&args);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let said: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+        assert_eq!(said.len(), 1, "{flags:?}: said once: {err}");
+        assert!(said[0].contains(says), "{flags:?}: {err}");
+        assert!(out.stdout.is_empty(), "{flags:?}");
     }
 }
 

@@ -4,8 +4,9 @@
 //! time, deterministic) or on real UDP sockets (real time, the kernel's
 //! stack), all in this process or some in others.
 
+use serde::{Deserialize, Serialize};
 use udrma_bridge::Cluster;
-use udrma_fabric::{FabricStats, SplitWorld, World};
+use udrma_fabric::{FabricStats, RankedWorld, Ranks, SplitWorld, World};
 use udrma_host::App;
 use udrma_nic::Nic;
 use udrma_proto::{Instant, NodeAddr};
@@ -43,6 +44,69 @@ pub struct Traffic {
     pub events: u64,
     /// Link crossings (the simulator only).
     pub packet_hops: u64,
+}
+
+/// The NICs' counters a report sums, over the hosts of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NicSums {
+    /// ECN echoes seen.
+    pub ecn_echoes: u64,
+    /// Retransmissions (reductions' included).
+    pub retransmits: u64,
+    /// Fast retransmissions.
+    pub fast_retransmits: u64,
+    /// Fast retransmissions that were not needed.
+    pub spurious_fast_retransmits: u64,
+    /// Tail probes.
+    pub tail_probes: u64,
+    /// Timeouts.
+    pub timeouts: u64,
+    /// Duplicates dropped (reductions' included).
+    pub dup_dropped: u64,
+    /// Packets into the escape channel.
+    pub escape_buffered: u64,
+    /// Packets drained from it.
+    pub escape_drained: u64,
+    /// Packets expired in it.
+    pub escape_expired: u64,
+    /// Packets it had no room for.
+    pub escape_overflow: u64,
+    /// NACKs sent.
+    pub nacks: u64,
+}
+
+impl NicSums {
+    /// Adds one NIC's counters.
+    pub fn add(&mut self, s: &udrma_nic::Stats) {
+        self.ecn_echoes += s.ecn_echoes;
+        self.retransmits += s.retransmits + s.reduce_retransmits;
+        self.fast_retransmits += s.fast_retransmits;
+        self.spurious_fast_retransmits += s.spurious_fast_retransmits;
+        self.tail_probes += s.tail_probes;
+        self.timeouts += s.timeouts;
+        self.dup_dropped += s.dup_dropped + s.reduce_duplicates;
+        self.escape_buffered += s.escape_buffered;
+        self.escape_drained += s.escape_drained;
+        self.escape_expired += s.escape_expired;
+        self.escape_overflow += s.escape_overflow;
+        self.nacks += s.nacks_out();
+    }
+
+    /// Adds another set of sums.
+    pub fn absorb(&mut self, o: &NicSums) {
+        self.ecn_echoes += o.ecn_echoes;
+        self.retransmits += o.retransmits;
+        self.fast_retransmits += o.fast_retransmits;
+        self.spurious_fast_retransmits += o.spurious_fast_retransmits;
+        self.tail_probes += o.tail_probes;
+        self.timeouts += o.timeouts;
+        self.dup_dropped += o.dup_dropped;
+        self.escape_buffered += o.escape_buffered;
+        self.escape_drained += o.escape_drained;
+        self.escape_expired += o.escape_expired;
+        self.escape_overflow += o.escape_overflow;
+        self.nacks += o.nacks;
+    }
 }
 
 /// Hosts and their NICs, and a way to let time pass.
@@ -91,6 +155,29 @@ pub trait Backend {
     fn trace_hash(&self) -> Option<u64>;
     /// The simulated world, for what only it can draw (ladders).
     fn world(&self) -> Option<&World> {
+        None
+    }
+    /// The NICs' counters summed over the hosts here (a run on ranks:
+    /// over every rank's, on rank 0, once it finished).
+    fn nic_sums(&self) -> NicSums {
+        let mut sums = NicSums::default();
+        for h in (0..self.n_hosts() as u32).map(NodeAddr) {
+            if self.is_local(h) {
+                sums.add(self.nic(h).stats());
+            }
+        }
+        sums
+    }
+    /// Gathers `mine` (this process's part of what a runner reports) to
+    /// where the report is made: here, with every part in process order
+    /// (`Some`), or another rank (`None`: this one's part is sent). One
+    /// process has one part, its own.
+    fn gather(&mut self, mine: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, String> {
+        Ok(Some(vec![mine]))
+    }
+    /// A run on ranks: how many, and what each exchanged (rank 0, at
+    /// the end).
+    fn ranks(&self) -> Option<(usize, &[udrma_fabric::Exchanged])> {
         None
     }
 }
@@ -236,6 +323,169 @@ impl Backend for SplitWorld {
 
     fn trace_hash(&self) -> Option<u64> {
         Some(self.trace().hash())
+    }
+}
+
+/// The simulated world spread over ranks (`mpiexec -n N udrma run`):
+/// every rank builds the world and installs every host's app, the first
+/// run keeps its shard ([`RankedWorld`]), and at the end rank 0 gathers
+/// the counters, the clock, whether every rank is idle, the NICs' sums
+/// and each host's end, and makes the report.
+pub struct Ranked {
+    world: RankedWorld<Box<dyn Ranks>>,
+    /// What rank 0 gathered at the end.
+    ended: Option<RanksEnded>,
+}
+
+/// What rank 0 gathered at the end of a run on ranks.
+struct RanksEnded {
+    run: udrma_fabric::RankedRun,
+    idle: bool,
+    nic: NicSums,
+}
+
+impl std::fmt::Debug for Ranked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ranked")
+            .field("rank", &self.world.rank())
+            .field("ranks", &self.world.size())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ranked {
+    /// Drives `world`.
+    pub fn new(world: RankedWorld<Box<dyn Ranks>>) -> Ranked {
+        Ranked { world, ended: None }
+    }
+
+    /// This rank's local idleness and NIC sums.
+    fn local_end(&self) -> (bool, NicSums) {
+        let w = self.world.world();
+        let n = w.topology().n_hosts() as u32;
+        let mut nic = NicSums::default();
+        for h in (0..n).map(NodeAddr).filter(|h| self.world.is_local(*h)) {
+            nic.add(w.nic(h).stats());
+        }
+        (self.world.is_idle_here(), nic)
+    }
+
+    /// What each rank exchanged (rank 0, after the run).
+    pub fn exchanged(&self) -> Option<&[udrma_fabric::Exchanged]> {
+        self.ended.as_ref().map(|e| &e.run.ranks[..])
+    }
+}
+
+impl Backend for Ranked {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn now(&self) -> Instant {
+        match &self.ended {
+            Some(e) => e.run.now,
+            None => self.world.world().now(),
+        }
+    }
+
+    fn n_hosts(&self) -> usize {
+        self.world.world().topology().n_hosts()
+    }
+
+    fn is_local(&self, h: NodeAddr) -> bool {
+        self.world.is_local(h)
+    }
+
+    fn nic(&self, h: NodeAddr) -> &Nic {
+        self.world.world().nic(h)
+    }
+
+    fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic {
+        self.world.nic_mut(h)
+    }
+
+    fn service(&mut self, h: NodeAddr) {
+        // Only after nic_mut, which has already marked the run.
+        let _ = h;
+    }
+
+    fn set_app(&mut self, h: NodeAddr, app: Box<dyn App>) -> Result<(), String> {
+        self.world.set_app(h, app).map_err(|e| e.to_string())
+    }
+
+    fn app(&self, h: NodeAddr) -> Option<&dyn App> {
+        self.world.world().app_dyn(h)
+    }
+
+    fn run(&mut self, limit: Instant) -> Result<Ending, String> {
+        match self.world.run_until(limit) {
+            Ok(true) => Ok(Ending::Quiet),
+            Ok(false) => {
+                let next = self.world.peek_time().map_err(|e| e.to_string())?;
+                Ok(Ending::Limit(next.unwrap_or(limit)))
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        match &self.ended {
+            Some(e) => e.idle,
+            None => self.local_end().0,
+        }
+    }
+
+    /// Gathers the figures every rank has at the end on rank 0.
+    fn finish(&mut self) -> Result<(), String> {
+        let (idle, nic) = self.local_end();
+        let run = self.world.gather().map_err(|e| e.to_string())?;
+        let mut out = vec![Vec::new(); self.world.size()];
+        out[0] = postcard::to_stdvec(&(idle, nic)).map_err(|e| e.to_string())?;
+        let got = self.world.exchange(out).map_err(|e| e.to_string())?;
+        if let Some(run) = run {
+            let mut ended = RanksEnded {
+                run,
+                idle: true,
+                nic: NicSums::default(),
+            };
+            for (r, bytes) in got.iter().enumerate() {
+                let (idle, nic): (bool, NicSums) = postcard::from_bytes(bytes)
+                    .map_err(|e| format!("rank {r}'s figures do not parse: {e}"))?;
+                ended.idle &= idle;
+                ended.nic.absorb(&nic);
+            }
+            self.ended = Some(ended);
+        }
+        Ok(())
+    }
+
+    fn traffic(&self) -> Traffic {
+        match &self.ended {
+            Some(e) => Traffic::of(&e.run.stats),
+            None => Traffic::of(self.world.world().stats()),
+        }
+    }
+
+    fn trace_hash(&self) -> Option<u64> {
+        Some(self.world.trace().hash())
+    }
+
+    fn nic_sums(&self) -> NicSums {
+        match &self.ended {
+            Some(e) => e.nic,
+            None => self.local_end().1,
+        }
+    }
+
+    fn gather(&mut self, mine: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, String> {
+        let mut out = vec![Vec::new(); self.world.size()];
+        out[0] = mine;
+        let got = self.world.exchange(out).map_err(|e| e.to_string())?;
+        Ok((self.world.rank() == 0).then_some(got))
+    }
+
+    fn ranks(&self) -> Option<(usize, &[udrma_fabric::Exchanged])> {
+        Some((self.world.size(), self.exchanged().unwrap_or(&[])))
     }
 }
 

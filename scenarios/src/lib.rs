@@ -39,7 +39,8 @@ pub use plan::resolved::{plan, Plan, Resolved};
 pub use report::ladder::Ladder;
 pub use report::Report;
 pub use run::{
-    host_part, run, run_host, run_plan, BackendKind, HostError, HostOptions, RunOptions,
+    host_part, run, run_host, run_plan, BackendKind, HostError, HostOptions, RankOptions,
+    RunOptions,
 };
 
 /// The built-in demo (also `scenarios/examples/demo.toml`).

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use udrma_proto::{Duration, Instant, NodeAddr};
+use udrma_proto::{Duration, Instant};
 
 use crate::backend::Backend;
 use crate::file::checks::CHECKS;
@@ -149,6 +149,11 @@ pub struct Report {
     /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pfc: Option<PfcReport>,
+    /// A run on ranks: how many ran, and what each exchanged (like the
+    /// wall time, not part of what a run on ranks shares with one
+    /// process's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<Vec<RankFigures>>,
     /// The ladder diagram, when one was asked for.
     #[serde(skip)]
     pub ladder_svg: Option<String>,
@@ -190,8 +195,28 @@ impl Report {
         self.collective_lines(&mut s);
         self.messaging_lines(&mut s);
         self.fabric_lines(&mut s);
+        self.rank_lines(&mut s);
         self.check_lines(&mut s);
         s
+    }
+
+    /// A run on ranks: one line per rank.
+    fn rank_lines(&self, s: &mut String) {
+        let Some(ranks) = &self.ranks else {
+            return;
+        };
+        let _ = writeln!(
+            s,
+            "ranks       {} (windows run and skipped, and what each sent the others)",
+            ranks.len()
+        );
+        for (r, x) in ranks.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  rank {r}    {} windows, {} skipped; {} packets in {} messages, {} bytes",
+                x.windows, x.skipped, x.packets, x.messages, x.bytes
+            );
+        }
     }
 
     /// The first lines: what ran, and how long it took.
@@ -458,13 +483,7 @@ pub(crate) fn build(
     notes: Vec<String>,
 ) -> Report {
     let fs = world.traffic();
-    let n = world.n_hosts();
-    let nics: Vec<_> = (0..n as u32)
-        .map(NodeAddr)
-        .filter(|h| world.is_local(*h))
-        .map(|h| world.nic(h).stats().clone())
-        .collect();
-    let sum = |f: fn(&udrma_nic::Stats) -> u64| nics.iter().map(f).sum::<u64>();
+    let nic = world.nic_sums();
     let mut lat: Vec<u64> = ops
         .iter()
         .filter_map(|o| o.latency.map(|d| d.as_nanos()))
@@ -513,7 +532,7 @@ pub(crate) fn build(
             trimmed: fs.trimmed,
         },
         cc: plan.cc.clone(),
-        ecn_echoes: sum(|s| s.ecn_echoes),
+        ecn_echoes: nic.ecn_echoes,
         ops: Ops {
             posted,
             completed: ops.iter().filter(|o| o.ok == Some(true)).count() as u64,
@@ -525,19 +544,19 @@ pub(crate) fn build(
             max: lat.last().copied().unwrap_or(0),
         },
         goodput_gbps: (goodput * 1000.0).round() / 1000.0,
-        retransmits: sum(|s| s.retransmits + s.reduce_retransmits),
-        fast_retransmits: sum(|s| s.fast_retransmits),
-        spurious_fast_retransmits: sum(|s| s.spurious_fast_retransmits),
-        tail_probes: sum(|s| s.tail_probes),
-        timeouts: sum(|s| s.timeouts),
-        dup_dropped: sum(|s| s.dup_dropped + s.reduce_duplicates),
+        retransmits: nic.retransmits,
+        fast_retransmits: nic.fast_retransmits,
+        spurious_fast_retransmits: nic.spurious_fast_retransmits,
+        tail_probes: nic.tail_probes,
+        timeouts: nic.timeouts,
+        dup_dropped: nic.dup_dropped,
         escape: Escape {
-            buffered: sum(|s| s.escape_buffered),
-            drained: sum(|s| s.escape_drained),
-            expired: sum(|s| s.escape_expired),
-            overflow: sum(|s| s.escape_overflow),
+            buffered: nic.escape_buffered,
+            drained: nic.escape_drained,
+            expired: nic.escape_expired,
+            overflow: nic.escape_overflow,
         },
-        nacks: sum(|s| s.nacks_out()),
+        nacks: nic.nacks,
         checks,
         notes,
         messaging: None,
@@ -545,12 +564,38 @@ pub(crate) fn build(
         collective: None,
         flows: None,
         pfc: world.world().and_then(PfcReport::of),
+        ranks: world.ranks().map(|(_, each)| {
+            each.iter()
+                .map(|x| RankFigures {
+                    windows: x.windows,
+                    skipped: x.skipped,
+                    bytes: x.bytes,
+                    messages: x.messages,
+                    packets: x.packets,
+                })
+                .collect()
+        }),
         ladder_svg: None,
         egress: world
             .world()
             .and_then(|w| w.egress_log().map(<[_]>::to_vec)),
         fingerprints: fingerprints_of(world),
     }
+}
+
+/// What one rank of a run on ranks exchanged with the others.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct RankFigures {
+    /// Windows run.
+    pub windows: u64,
+    /// Empty windows skipped.
+    pub skipped: u64,
+    /// Bytes sent to other ranks.
+    pub bytes: u64,
+    /// Messages to other ranks that carried packets.
+    pub messages: u64,
+    /// Packets handed to other ranks.
+    pub packets: u64,
 }
 
 /// A lossless fabric's own checks: no packet was dropped at a queue

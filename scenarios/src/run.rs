@@ -12,9 +12,12 @@
 //!   checking what the apps recorded: [`rdma`] (which also holds
 //!   `start_and_run`, the start, run to the time limit and finish that
 //!   every runner shares), [`messaging`], [`noncontig`], [`collective`];
-//! - [`leftover`]: what a run left undone, said the way it happened.
+//! - [`leftover`]: what a run left undone, said the way it happened;
+//! - `host_end`: what a host ended an RDMA run with, worked out where it
+//!   ran and gathered where the report is made.
 
 pub mod collective;
+mod host_end;
 pub mod leftover;
 pub mod messaging;
 pub mod noncontig;
@@ -60,6 +63,11 @@ pub struct RunOptions {
     /// windows, with the outcome of one thread in windows); `None` runs
     /// one world as the file says.
     pub threads: Option<usize>,
+    /// Spread the simulated run over these ranks (processes an MPI
+    /// launcher started, every one calling [`run`] with the same file):
+    /// each runs its shard, and rank 0's report is the run's (the other
+    /// ranks' reports are placeholders, not to be shown).
+    pub ranks: Option<RankOptions>,
     /// Record every packet presented to the fault rules
     /// ([`Report::egress`]; the simulated fabric, one thread).
     pub egress_log: bool,
@@ -68,6 +76,15 @@ pub struct RunOptions {
     /// ([`Report::fingerprints`]; the `fingerprint` feature, the
     /// simulated fabric, one thread).
     pub fingerprints: Option<u32>,
+}
+
+/// The ranks a run is spread over, and what identifies the run for them
+/// to compare (the command, the file, the seed, the build).
+pub struct RankOptions {
+    /// This process's rank among them.
+    pub ranks: Box<dyn udrma_fabric::Ranks>,
+    /// What identifies the run.
+    pub identity: String,
 }
 
 /// Runs `sc`: plans it for the seed and backend `opts` give, then runs
@@ -83,6 +100,9 @@ pub fn run(sc: &Scenario, opts: RunOptions) -> Result<Report, ScenarioError> {
 /// `opts.backend` are the plan's already, and not read again): builds
 /// the backend and hands it to the runner of the plan's workloads.
 pub fn run_plan(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> {
+    if let Some(ranks) = opts.ranks.take() {
+        return run_ranked(plan, ranks, &opts);
+    }
     if plan.backend == BackendKind::Udp {
         if opts.threads.is_some() {
             return Err(plan.at.error(
@@ -155,14 +175,46 @@ pub fn run_plan(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioErr
     }
 }
 
-/// Runs the RDMA workloads of `plan` on `threads` copies of its world,
-/// each thread running its share of the nodes ([`SplitWorld`]).
-fn run_split(plan: &Plan, threads: usize, opts: &RunOptions) -> Result<Report, ScenarioError> {
+/// Runs the RDMA workloads of `plan` on ranks, each running its shard of
+/// the world ([`udrma_fabric::RankedWorld`]): what a split run cannot
+/// carry is refused in the same words, naming the key.
+fn run_ranked(plan: &Plan, ranks: RankOptions, opts: &RunOptions) -> Result<Report, ScenarioError> {
+    let n = ranks.ranks.size();
     let refuse = |what: &str| {
         Err(plan.at.error(format!(
-            "--threads {threads}: {what} cannot be split across threads"
+            "{n} MPI ranks: {what} cannot be split across ranks"
         )))
     };
+    if plan.backend == BackendKind::Udp {
+        return Err(plan.at.error(format!(
+            "{n} MPI ranks split the simulated fabric; --backend udp runs real sockets (run it without the launcher)"
+        )));
+    }
+    if opts.threads.is_some() {
+        return Err(plan.at.error(format!(
+            "--threads splits a run within one process; under an MPI launcher the {n} ranks split it: drop --threads"
+        )));
+    }
+    refuse_unsplittable(plan, opts, &refuse)?;
+    if !(1..=udrma_fabric::MAX_SHARDS).contains(&n) {
+        return Err(plan.at.error(format!(
+            "{n} MPI ranks: from 1 to {}",
+            udrma_fabric::MAX_SHARDS
+        )));
+    }
+    let world = udrma_fabric::RankedWorld::new(sim_world(plan)?, ranks.ranks, &ranks.identity)
+        .map_err(|e| plan.at.error(format!("{n} MPI ranks: {e}")))?;
+    crate::run::rdma::run(plan, Box::new(crate::backend::Ranked::new(world)), None)
+}
+
+/// What neither threads nor ranks can split, refused by `refuse` naming
+/// it: captures, trace files, ladders, a lossless fabric, workloads other
+/// than RDMA.
+fn refuse_unsplittable(
+    plan: &Plan,
+    opts: &RunOptions,
+    refuse: &dyn Fn(&str) -> Result<(), ScenarioError>,
+) -> Result<(), ScenarioError> {
     if opts.pcap.is_some() || plan.outputs.pcap.is_some() {
         return refuse("a capture");
     }
@@ -178,6 +230,18 @@ fn run_split(plan: &Plan, threads: usize, opts: &RunOptions) -> Result<Report, S
     if let Some(k) = plan.kinds.iter().find(|k| !k.is_rdma()) {
         return refuse(&format!("the {} workload", k.name()));
     }
+    Ok(())
+}
+
+/// Runs the RDMA workloads of `plan` on `threads` copies of its world,
+/// each thread running its share of the nodes ([`SplitWorld`]).
+fn run_split(plan: &Plan, threads: usize, opts: &RunOptions) -> Result<Report, ScenarioError> {
+    let refuse = |what: &str| {
+        Err(plan.at.error(format!(
+            "--threads {threads}: {what} cannot be split across threads"
+        )))
+    };
+    refuse_unsplittable(plan, opts, &refuse)?;
     if !(1..=udrma_fabric::MAX_SHARDS).contains(&threads) {
         return Err(plan.at.error(format!(
             "--threads {threads}: from 1 to {}",

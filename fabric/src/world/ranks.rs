@@ -58,6 +58,19 @@ impl<R: Ranks + ?Sized> Ranks for &mut R {
     }
 }
 
+/// Ranks behind a box (a scenario runner's, whatever engine carries them).
+impl<R: Ranks + ?Sized> Ranks for Box<R> {
+    fn rank(&self) -> usize {
+        (**self).rank()
+    }
+    fn size(&self) -> usize {
+        (**self).size()
+    }
+    fn exchange(&mut self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
+        (**self).exchange(out)
+    }
+}
+
 /// Message kinds, the first byte of every message.
 const GREETING: u8 = 0x47;
 const WINDOW: u8 = 0x57;
@@ -261,6 +274,16 @@ impl<R: Ranks> RankedWorld<R> {
         &self.world
     }
 
+    /// One exchange of the caller's own among the ranks (every rank
+    /// calls it together; see [`Ranks::exchange`]): what a runner
+    /// gathers after the run.
+    pub fn exchange(&mut self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, ShardError> {
+        let me = self.rank();
+        self.ranks
+            .exchange(out)
+            .map_err(|e| ShardError::Stopped(me, e))
+    }
+
     /// Whether this rank runs host `h` (before the first run, every
     /// host is here: every rank installs every app).
     pub fn is_local(&self, h: NodeAddr) -> bool {
@@ -273,6 +296,42 @@ impl<R: Ranks> RankedWorld<R> {
     /// The events of this rank's hosts (those without apps), in order.
     pub fn take_host_events(&mut self) -> Vec<HostEvent> {
         std::mem::take(&mut self.host_events)
+    }
+
+    /// Nothing left to happen on this rank: no event, no packet from
+    /// another rank waiting, every NIC idle.
+    pub fn is_idle_here(&self) -> bool {
+        self.world.is_idle()
+            && self
+                .inbox
+                .iter()
+                .all(|m| m.line.is_empty() && m.ahead.is_empty())
+    }
+
+    /// When the next thing is due on any rank (every rank calls it
+    /// together, after a run that stopped at its limit): each rank's
+    /// next live event ([`World::peek_time`]) or packet from another
+    /// rank, at the earliest.
+    pub fn peek_time(&mut self) -> Result<Option<Instant>, ShardError> {
+        let mine = self
+            .world
+            .peek_time()
+            .into_iter()
+            .chain(self.inbox.iter().filter_map(Mail::first_arrival))
+            .min();
+        let mut w = Writer::default();
+        w.time(mine);
+        let got = self.exchange(vec![w.bytes; self.size()])?;
+        let mut next = None;
+        for (r, bytes) in got.iter().enumerate() {
+            let mut rd = Reader::new(bytes, r);
+            let t = rd
+                .time("next event")
+                .map_err(|e| ShardError::Stopped(r, e))?;
+            rd.end().map_err(|e| ShardError::Stopped(r, e))?;
+            next = next.into_iter().chain(t).min();
+        }
+        Ok(next)
     }
 
     /// The run's trace so far on rank 0 (elsewhere, the build's).

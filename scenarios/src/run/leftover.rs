@@ -15,7 +15,56 @@ pub fn note(
     ending: Ending,
     extra: impl Fn(NodeAddr) -> Option<String>,
 ) -> String {
-    let now = world.now() - Instant::ZERO;
+    let held = (0..world.n_hosts() as u32)
+        .map(NodeAddr)
+        .filter(|h| world.is_local(*h))
+        .map(|h| {
+            let mut held = held(world.nic(h));
+            held.extend(extra(h));
+            (h, held)
+        });
+    note_of(world.now(), limit, ending, held)
+}
+
+/// What host `h`'s NIC still holds, in words (empty: nothing).
+pub fn held(nic: &udrma_nic::Nic) -> Vec<String> {
+    let o = nic.occupancy();
+    let mut held = Vec::new();
+    let count = |n: usize, one: &str, many: &str| {
+        (n > 0).then(|| format!("{n} {}", if n == 1 { one } else { many }))
+    };
+    held.extend(count(
+        o.requests.0,
+        "request outstanding",
+        "requests outstanding",
+    ));
+    held.extend(count(
+        o.registry.0,
+        "partly received operation in the receive registry",
+        "partly received operations in the receive registry",
+    ));
+    held.extend(count(
+        o.escape_entries.0,
+        "packet in the escape channel",
+        "packets in the escape channel",
+    ));
+    held.extend(count(
+        o.transmit_queue.0,
+        "packet waiting to leave",
+        "packets waiting to leave",
+    ));
+    held
+}
+
+/// The note, from the time of the last event and what each host still
+/// holds (in host order; hosts that hold nothing are passed over).
+pub fn note_of(
+    now: Instant,
+    limit: Instant,
+    ending: Ending,
+    held: impl Iterator<Item = (NodeAddr, Vec<String>)>,
+) -> String {
+    let now = now - Instant::ZERO;
     let head = match ending {
         Ending::Limit(next) => format!(
             "stopped at the time limit ({}): the last event ran at {now} and the next was due at {}",
@@ -27,37 +76,7 @@ pub fn note(
     const SHOWN: usize = 4;
     let mut parts = Vec::new();
     let mut hosts = 0;
-    for h in 0..world.n_hosts() as u32 {
-        let h = NodeAddr(h);
-        if !world.is_local(h) {
-            continue;
-        }
-        let o = world.nic(h).occupancy();
-        let mut held = Vec::new();
-        let count = |n: usize, one: &str, many: &str| {
-            (n > 0).then(|| format!("{n} {}", if n == 1 { one } else { many }))
-        };
-        held.extend(count(
-            o.requests.0,
-            "request outstanding",
-            "requests outstanding",
-        ));
-        held.extend(count(
-            o.registry.0,
-            "partly received operation in the receive registry",
-            "partly received operations in the receive registry",
-        ));
-        held.extend(count(
-            o.escape_entries.0,
-            "packet in the escape channel",
-            "packets in the escape channel",
-        ));
-        held.extend(count(
-            o.transmit_queue.0,
-            "packet waiting to leave",
-            "packets waiting to leave",
-        ));
-        held.extend(extra(h));
+    for (h, held) in held {
         if held.is_empty() {
             continue;
         }

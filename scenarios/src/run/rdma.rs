@@ -5,11 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use udrma_host::workload::is_pattern;
-use udrma_host::workload::rdma::{
-    target_seed, OpKind, OpRecord, PlannedOp, RdmaApp, RdmaPlan, When, GUARD_LEN, GUARD_SEED,
-};
-use udrma_nic::MrKey;
+use udrma_host::workload::rdma::{OpKind, OpRecord, PlannedOp, RdmaApp, RdmaPlan, When};
 use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::backend::Backend;
@@ -18,6 +14,7 @@ use crate::file::source::Locate;
 use crate::plan::resolved::{BackendKind, Plan, Work};
 use crate::report::ladder::Ladder;
 use crate::report::{self, OpOutcome, Report};
+use crate::run::host_end::{self, AppEnd, HostEnd};
 use crate::ScenarioError;
 
 /// One planned operation, and what became of it.
@@ -85,14 +82,39 @@ pub(crate) fn run(
     }
     let (limit, ending) = start_and_run(whole, world.as_mut())?;
 
-    // ---- gather what the apps saw
-    let apps: Vec<Option<&RdmaApp>> = (0..n)
-        .map(|h| {
-            world
-                .app(NodeAddr(h as u32))
-                .and_then(udrma_host::app::downcast_ref::<RdmaApp>)
-        })
+    // ---- each host's end, worked out where it ran, gathered here
+    let here: Vec<NodeAddr> = (0..n as u32)
+        .map(NodeAddr)
+        .filter(|h| world.is_local(*h))
         .collect();
+    let mine: Vec<HostEnd> = here
+        .iter()
+        .map(|h| HostEnd::of(&*world, *h, plan, phantom))
+        .collect();
+    let gathered = world
+        .gather(host_end::encode(&mine).map_err(|e| whole.at.error(e))?)
+        .map_err(|e| whole.at.error(e))?;
+    let Some(parts) = gathered else {
+        // Another rank makes the report; this one's part is sent.
+        return Ok(report::build(
+            whole,
+            &*world,
+            &[],
+            0,
+            BTreeMap::new(),
+            Vec::new(),
+        ));
+    };
+    let ends = host_end::decode(&parts).map_err(|e| whole.at.error(e))?;
+    let mut local = vec![false; n];
+    let mut apps: Vec<Option<&AppEnd>> = vec![None; n];
+    for e in &ends {
+        if let Some(h) = local.get_mut(e.host as usize) {
+            *h = true;
+            apps[e.host as usize] = e.app.as_ref();
+        }
+    }
+
     let (ops, mut notes, bytes_ok) = gather(plan, &apps);
     let mine = |op: &Op| local[op.plan.poster.0 as usize];
     // ---- checks
@@ -123,24 +145,40 @@ pub(crate) fn run(
     checks.insert("exactly-once".into(), exactly_once);
     if !phantom {
         let end = Ended {
-            world: &*world,
             apps: &apps,
             ops: &ops,
             local: &local,
         };
         let sends = end.sends_in_buffers(&mut notes);
         checks.insert("memory-equal".into(), bytes_ok && sends);
-        let in_bounds = in_bounds(&*world, &apps, plan, &mut notes);
+        let mut in_bounds = true;
+        for (h, app) in apps.iter().enumerate() {
+            let Some(app) = app else { continue };
+            in_bounds &= app.bounds.is_empty();
+            notes.extend(app.bounds.iter().map(|why| format!("h{h}: {why}")));
+        }
         checks.insert("no-out-of-bounds".into(), in_bounds);
         let no_late = end.no_late_writes(&mut notes);
         checks.insert("no-write-after-completion".into(), no_late);
     }
-    let bounded = bounded(&*world, &local, &mut notes);
+    let mut bounded = true;
+    for e in &ends {
+        if let Some(what) = &e.over_limit {
+            bounded = false;
+            notes.push(format!("h{}: {what} passed its limit", e.host));
+        }
+    }
     checks.insert("bounded-state".into(), bounded);
     let idle = world.is_idle();
     checks.insert("liveness".into(), idle && all_done);
     if !idle {
-        notes.push(crate::run::leftover::note(&*world, limit, ending, |_| None));
+        let held = ends.iter().map(|e| (NodeAddr(e.host), e.held.clone()));
+        notes.push(crate::run::leftover::note_of(
+            world.now(),
+            limit,
+            ending,
+            held,
+        ));
     }
     // Attempted posts: accepted ones have a post time, refused ones a
     // failure without a request id.
@@ -172,7 +210,7 @@ pub(crate) fn run(
 /// What the apps saw, per operation (its record, and what its target
 /// should hold), their notes, and whether every landing and READ brought
 /// its source's bytes.
-fn gather(plan: &RdmaPlan, apps: &[Option<&RdmaApp>]) -> (Vec<Op>, Vec<String>, bool) {
+fn gather(plan: &RdmaPlan, apps: &[Option<&AppEnd>]) -> (Vec<Op>, Vec<String>, bool) {
     let mut ops: Vec<Op> = plan
         .ops
         .iter()
@@ -185,25 +223,24 @@ fn gather(plan: &RdmaPlan, apps: &[Option<&RdmaApp>]) -> (Vec<Op>, Vec<String>, 
     let mut notes: Vec<String> = Vec::new();
     let mut bytes_ok = true;
     for app in apps.iter().flatten() {
-        for (i, rec) in app.records() {
-            ops[*i].rec = *rec;
+        for (i, rec) in &app.records {
+            ops[*i].rec = (*rec).into();
         }
-        for i in app.landed().keys() {
+        for i in &app.landed {
             ops[*i].expect = Some(Expect::Source);
         }
-        for (i, seed) in app.reused() {
+        for (i, seed) in &app.reused {
             ops[*i].expect = Some(Expect::Reused(*seed));
         }
-        notes.extend(app.notes().iter().cloned());
-        bytes_ok &= app.bytes_ok();
+        notes.extend(app.notes.iter().cloned());
+        bytes_ok &= app.bytes_ok;
     }
     (ops, notes, bytes_ok)
 }
 
 /// What a run ended with, as the memory checks read it.
 struct Ended<'a> {
-    world: &'a dyn Backend,
-    apps: &'a [Option<&'a RdmaApp>],
+    apps: &'a [Option<&'a AppEnd>],
     ops: &'a [Op],
     local: &'a [bool],
 }
@@ -213,15 +250,11 @@ impl Ended<'_> {
     /// filled receive buffer (of the hosts here).
     fn sends_in_buffers(&self, notes: &mut Vec<String>) -> bool {
         let mut ok = true;
-        let mut filled: Vec<(NodeAddr, Vec<u8>)> = Vec::new();
+        let mut filled: Vec<(NodeAddr, &[usize])> = Vec::new();
         for (h, app) in self.apps.iter().enumerate() {
             let Some(app) = app else { continue };
-            for (off, len) in app.filled() {
-                let key = app.keys().dst;
-                filled.push((
-                    NodeAddr(h as u32),
-                    region_bytes(self.world, NodeAddr(h as u32), key, *off, *len),
-                ));
+            for holds in &app.filled {
+                filled.push((NodeAddr(h as u32), holds));
             }
         }
         for (i, op) in self.ops.iter().enumerate() {
@@ -229,7 +262,7 @@ impl Ended<'_> {
             if p.kind == OpKind::Send && op.rec.ok == Some(true) && self.local[p.to.0 as usize] {
                 match filled
                     .iter()
-                    .position(|(h, b)| *h == p.to && p.is_source(b))
+                    .position(|(h, holds)| *h == p.to && holds.contains(&i))
                 {
                     Some(at) => {
                         filled.swap_remove(at);
@@ -262,11 +295,11 @@ impl Ended<'_> {
                 None if op.rec.ok == Some(true) => Expect::Source,
                 None => continue,
             };
-            let key = self.apps[p.to.0 as usize].map(|a| a.keys().dst);
-            let got = key.map(|k| region_bytes(self.world, p.to, k, p.dst_off, p.size));
-            let holds = got.is_some_and(|b| match want {
-                Expect::Source => p.is_source(&b),
-                Expect::Reused(seed) => is_pattern(&b, seed, 0),
+            let verdict =
+                self.apps[p.to.0 as usize].and_then(|a| a.writes.iter().find(|(j, _, _)| *j == i));
+            let holds = verdict.is_some_and(|(_, source, reused)| match want {
+                Expect::Source => *source,
+                Expect::Reused(_) => reused.unwrap_or(false),
             });
             if !holds {
                 no_late = false;
@@ -286,56 +319,16 @@ impl Ended<'_> {
     }
 }
 
-/// `no-out-of-bounds`: no byte outside an accepted operation changed
-/// (sources, the targets' unused tail, the guard).
-fn in_bounds(
-    world: &dyn Backend,
-    apps: &[Option<&RdmaApp>],
-    plan: &RdmaPlan,
-    notes: &mut Vec<String>,
-) -> bool {
-    let mut in_bounds = true;
-    for (h, app) in apps.iter().enumerate() {
-        let Some(app) = app else { continue };
-        let (me, keys) = (NodeAddr(h as u32), app.keys());
-        let mem = world.nic(me).memory();
-        let bytes = |key| mem.region(key).map(|r| &r.bytes[..]).unwrap_or_default();
-        if !is_pattern(bytes(keys.guard), GUARD_SEED, 0) || bytes(keys.guard).len() != GUARD_LEN {
-            in_bounds = false;
-            notes.push(format!("{me}: guard region written"));
-        }
-        if !is_pattern(bytes(keys.src), me.0, 0) {
-            in_bounds = false;
-            notes.push(format!("{me}: a source region changed"));
-        }
-        let used = plan.dst_len[h] as usize;
-        let dst = bytes(keys.dst);
-        if dst.len() > used && !is_pattern(&dst[used..], target_seed(me), used as u64) {
-            in_bounds = false;
-            notes.push(format!("{me}: bytes beyond every target changed"));
-        }
-    }
-    in_bounds
-}
-
-/// `bounded-state`: no local NIC's table passed its limit.
-fn bounded(world: &dyn Backend, local: &[bool], notes: &mut Vec<String>) -> bool {
-    let mut bounded = true;
-    for h in (0..local.len()).filter(|h| local[*h]) {
-        if let Some(what) = world.nic(NodeAddr(h as u32)).occupancy().violation() {
-            bounded = false;
-            notes.push(format!("h{h}: {what} passed its limit"));
-        }
-    }
-    bounded
-}
-
 /// The flow workloads' figures: each completed flow's time against its
 /// time on an empty fabric over its own path (the links between its
 /// hosts, 2 over real sockets).
 fn flow_stats(whole: &Plan, world: &dyn Backend, ops: &[Op]) -> crate::plan::flows::FlowStats {
     let (bps, latency) = whole.host_link;
-    let mtu = u64::from(world.nic(NodeAddr(0)).config().mtu_payload);
+    let mtu = u64::from(if world.is_local(NodeAddr(0)) {
+        world.nic(NodeAddr(0)).config().mtu_payload
+    } else {
+        whole.resolved.nic.mtu_payload
+    });
     let links = |a: NodeAddr, b: NodeAddr| -> u32 {
         Some(&whole.resolved.topology)
             .filter(|_| whole.backend == BackendKind::Sim)
@@ -401,18 +394,6 @@ fn chains_ended_by_failure(ops: &[Op]) -> BTreeMap<usize, usize> {
         }
     }
     ended
-}
-
-/// Bytes `off .. off + len` of host `h`'s region `key` (empty if there
-/// are none).
-fn region_bytes(world: &dyn Backend, h: NodeAddr, key: MrKey, off: u64, len: u64) -> Vec<u8> {
-    world
-        .nic(h)
-        .memory()
-        .region(key)
-        .and_then(|r| r.bytes.get(off as usize..(off + len) as usize))
-        .map(<[u8]>::to_vec)
-        .unwrap_or_default()
 }
 
 fn ops_summary(ops: &[Op]) -> Vec<OpOutcome> {

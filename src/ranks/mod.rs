@@ -6,6 +6,9 @@
 //! environment; only then is MPI started. A binary built without the
 //! `mpi` feature that finds itself one of several processes refuses to
 //! run, rather than run the whole scenario once per process.
+//!
+//! Children: `mpi` (MPI's ranks, with the feature) and `run` (`udrma run
+//! FILE` on ranks).
 
 use std::fmt::Write as _;
 
@@ -34,9 +37,20 @@ pub(crate) fn launched() -> Option<usize> {
 /// a checksum of the executable, so that ranks started from different
 /// builds are told apart).
 pub(crate) fn identity(what: &str) -> String {
+    // Read a block at a time: the executable (with its debug lines) is
+    // tens of MiB, which would count in every rank's peak memory.
     let exe = std::env::current_exe()
-        .and_then(std::fs::read)
-        .map(|b| crc32fast::hash(&b));
+        .and_then(std::fs::File::open)
+        .and_then(|mut f| {
+            let mut sum = crc32fast::Hasher::new();
+            let mut block = vec![0u8; 1 << 16];
+            loop {
+                match std::io::Read::read(&mut f, &mut block)? {
+                    0 => return Ok(sum.finalize()),
+                    n => sum.update(&block[..n]),
+                }
+            }
+        });
     let mut id = format!("udrma {}", env!("CARGO_PKG_VERSION"));
     match exe {
         Ok(sum) => {
@@ -55,9 +69,24 @@ pub(crate) fn identity(what: &str) -> String {
 /// processes is refused.
 pub(crate) fn join() -> Result<Option<Mpi>, BadInput> {
     match launched() {
-        None => Ok(None),
+        None => match slurm_tasks() {
+            Some(n) if n > 1 => Err(BadInput(format!(
+                "srun started {n} tasks without an MPI plugin, so each would run the whole thing alone: start them with `srun --mpi=pmi2 -n {n}` (MPICH; `--mpi=pmix` for Open MPI with PMIx), docs/cluster.md"
+            ))),
+            _ => Ok(None),
+        },
         Some(n) => start(n),
     }
+}
+
+/// How many tasks `srun` started in this job step, if it started this
+/// process (a batch script's own shell is no step of `srun`'s).
+fn slurm_tasks() -> Option<usize> {
+    std::env::var("SLURM_STEP_NUM_TASKS")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -169,101 +198,15 @@ pub(crate) fn settle<T>(ranks: &Mpi, r: Result<T, ShardError>) -> anyhow::Result
 }
 
 #[cfg(feature = "mpi")]
-pub(crate) use with_mpi::Mpi;
+mod mpi;
+#[cfg(feature = "mpi")]
+pub(crate) use self::mpi::Mpi;
+mod run;
+pub(crate) use run::run_file;
 
 #[cfg(feature = "mpi")]
 fn start(_n: usize) -> Result<Option<Mpi>, BadInput> {
     Mpi::init().map(Some)
-}
-
-#[cfg(feature = "mpi")]
-mod with_mpi {
-    use mpi::datatype::{Partition, PartitionMut};
-    use mpi::traits::*;
-
-    use crate::BadInput;
-
-    /// This process's rank in MPI's world communicator.
-    pub(crate) struct Mpi {
-        world: mpi::topology::SimpleCommunicator,
-        rank: usize,
-        size: usize,
-        // Last: MPI is finalised when it drops.
-        _universe: mpi::environment::Universe,
-    }
-
-    impl Mpi {
-        pub(crate) fn init() -> Result<Mpi, BadInput> {
-            let universe = mpi::initialize()
-                .ok_or_else(|| BadInput("MPI could not be initialised (or was already)".into()))?;
-            let world = universe.world();
-            Ok(Mpi {
-                rank: world.rank() as usize,
-                size: world.size() as usize,
-                world,
-                _universe: universe,
-            })
-        }
-
-        /// Stops every rank (MPI_Abort): what a rank that failed alone
-        /// does, so that no other waits for it.
-        pub(crate) fn abort(&self, code: i32) -> ! {
-            self.world.abort(code)
-        }
-    }
-
-    impl udrma_fabric::Ranks for Mpi {
-        fn rank(&self) -> usize {
-            self.rank
-        }
-
-        fn size(&self) -> usize {
-            self.size
-        }
-
-        fn exchange(&mut self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
-            if out.len() != self.size {
-                return Err(format!("{} messages for {} ranks", out.len(), self.size));
-            }
-            let count = |n: usize| {
-                i32::try_from(n).map_err(|_| format!("a message of {n} bytes is over MPI's 2 GiB"))
-            };
-            let counts = out
-                .iter()
-                .map(|m| count(m.len()))
-                .collect::<Result<Vec<i32>, _>>()?;
-            let mut theirs = vec![0i32; self.size];
-            self.world.all_to_all_into(&counts[..], &mut theirs[..]);
-            let at = |c: &[i32]| -> Result<Vec<i32>, String> {
-                let mut sum = 0usize;
-                c.iter()
-                    .map(|&n| {
-                        let here = count(sum)?;
-                        sum += n as usize;
-                        count(sum)?;
-                        Ok(here)
-                    })
-                    .collect()
-            };
-            let (ours_at, theirs_at) = (at(&counts)?, at(&theirs)?);
-            let send = out.concat();
-            let total: usize = theirs.iter().map(|&n| n as usize).sum();
-            let mut recv = vec![0u8; total];
-            {
-                let s = Partition::new(&send[..], &counts[..], &ours_at[..]);
-                let mut r = PartitionMut::new(&mut recv[..], &theirs[..], &theirs_at[..]);
-                self.world.all_to_all_varcount_into(&s, &mut r);
-            }
-            let mut got = Vec::with_capacity(self.size);
-            let mut rest = &recv[..];
-            for &n in &theirs {
-                let (m, tail) = rest.split_at(n as usize);
-                got.push(m.to_vec());
-                rest = tail;
-            }
-            Ok(got)
-        }
-    }
 }
 
 #[cfg(test)]
