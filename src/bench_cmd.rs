@@ -67,6 +67,14 @@ pub(crate) fn bench_sim(
         }
         crate::ranks::roster(&mut ranks)?;
         let what = format!("bench sim k={k} seed={seed}, {traffic}");
+        let shard = Some((
+            udrma_fabric::Ranks::size(&ranks),
+            udrma_fabric::Ranks::rank(&ranks),
+        ));
+        let make = || match &flows {
+            None => udrma_fabric::shapes::speed_shape_for(k, seed, shard),
+            Some(f) => udrma_fabric::shapes::speed_shape_with_for(k, seed, f, shard),
+        };
         return on_ranks(&mut ranks, &what, k, &traffic, make);
     }
     if threads > 1 {

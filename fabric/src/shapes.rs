@@ -32,7 +32,22 @@ pub fn derangement(n: u32, seed: u64) -> Vec<u32> {
 /// permutation of 2 MB WRITEs (each host writes to exactly one other),
 /// over phantom memory. Returns the world with every WRITE posted.
 pub fn speed_shape(k: u32, seed: u64) -> Result<World, FabricError> {
+    speed_shape_for(k, seed, None)
+}
+
+/// The speed shape built for shard `me` of `shards` (`Some((shards,
+/// me))`, [`World::build_for_shard`]): the hosts other shards run give
+/// their state back as soon as their WRITE is posted.
+pub fn speed_shape_for(
+    k: u32,
+    seed: u64,
+    shard: Option<(usize, usize)>,
+) -> Result<World, FabricError> {
     let mut w = speed_world(k, seed, SPEED_WRITE_BYTES)?;
+    if let Some((shards, me)) = shard {
+        let part = crate::world::partition(w.topology(), shards);
+        w.build_for_shard(&part, me as u16);
+    }
     let n = w.topology().n_hosts() as u32;
     let flows: Vec<Connection> = derangement(n, seed)
         .into_iter()
@@ -53,8 +68,23 @@ pub fn speed_shape(k: u32, seed: u64) -> Result<World, FabricError> {
 /// flow is one WRITE from its own stretch of the sender's phantom memory
 /// to its own stretch of the receiver's, posted at its start time.
 pub fn speed_shape_with(k: u32, seed: u64, flows: &[Connection]) -> Result<World, FabricError> {
+    speed_shape_with_for(k, seed, flows, None)
+}
+
+/// [`speed_shape_with`] built for shard `me` of `shards`
+/// ([`speed_shape_for`]).
+pub fn speed_shape_with_for(
+    k: u32,
+    seed: u64,
+    flows: &[Connection],
+    shard: Option<(usize, usize)>,
+) -> Result<World, FabricError> {
     let largest = flows.iter().map(|f| f.size).max().unwrap_or(1);
     let mut w = speed_world(k, seed, largest.max(SPEED_WRITE_BYTES))?;
+    if let Some((shards, me)) = shard {
+        let part = crate::world::partition(w.topology(), shards);
+        w.build_for_shard(&part, me as u16);
+    }
     post_flows(&mut w, flows)?;
     Ok(w)
 }

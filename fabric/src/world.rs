@@ -268,6 +268,9 @@ pub struct World {
     egress_log: Option<Vec<egress_log::Egress>>,
     /// In a split run, this shard's own state (`shards`).
     shard: Option<Box<shards::Shard>>,
+    /// While a rank builds the world for its shard: per host, whether
+    /// another shard runs it ([`World::build_for_shard`]).
+    elsewhere: Option<Vec<bool>>,
     /// A lossless fabric's state ([`World::set_pfc`]).
     pfc: Option<Box<pfc::Pfc>>,
     /// While a switch routes an arriving packet on a lossless fabric: the
@@ -365,6 +368,7 @@ impl World {
             completions: Default::default(),
             egress_log: None,
             shard: None,
+            elsewhere: None,
             pfc: None,
             ingress: PortId::MAX,
             #[cfg(feature = "fingerprint")]
@@ -487,7 +491,34 @@ impl World {
             .post(now, wr)
             .map_err(|e| FabricError::Post(h.0, e))?;
         self.service_host(h.0);
+        self.give_back_if_elsewhere(h.0);
         Ok(id)
+    }
+
+    /// Builds the world for shard `me` from here on (`part`: each node's
+    /// shard, as [`partition`] gives it): a host another shard runs gives
+    /// back its state (its posts' tables, its regions, its app) as soon
+    /// as a post or its app's start has run on it. Its first packets
+    /// leave as they would in the whole world, numbered and traced the
+    /// same, so once split the world is the one the whole would have
+    /// been; but no rank holds every host's state at once.
+    pub fn build_for_shard(&mut self, part: &[u16], me: u16) {
+        let elsewhere = self
+            .topo
+            .hosts
+            .iter()
+            .map(|&n| part.get(n as usize).is_some_and(|&s| s != me))
+            .collect();
+        self.elsewhere = Some(elsewhere);
+    }
+
+    /// Gives back host `h`'s state if another shard will run it.
+    fn give_back_if_elsewhere(&mut self, h: u32) {
+        if let Some(e) = &self.elsewhere {
+            if e.get(h as usize) == Some(&true) {
+                self.hosts[h as usize].vacate(NodeAddr(h));
+            }
+        }
     }
 
     /// Posts `wr` on host `h` at time `at` (a refusal then is recorded as

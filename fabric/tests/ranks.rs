@@ -175,3 +175,54 @@ fn empty_windows_are_skipped_and_counted() {
     );
     assert_eq!(run.ranks[1].skipped, r0.skipped);
 }
+
+/// A rank builds only its shard: a host another rank runs gives back its
+/// state as soon as its WRITE is posted (its first packet leaves as in
+/// the whole world), so during the build and after the split a rank
+/// holds no other rank's hosts (no regions, nothing outstanding) and
+/// all of its own; the run is the whole world's.
+#[test]
+fn a_rank_holds_no_other_ranks_hosts() {
+    use udrma_fabric::shapes::{speed_shape, speed_shape_for};
+    let part = udrma_fabric::partition(speed_shape(4, 3).unwrap().topology(), 2);
+    let of = |w: &World, h: u32| {
+        let node = w.topology().hosts[h as usize];
+        usize::from(part[node as usize])
+    };
+    for me in 0..2 {
+        let w = speed_shape_for(4, 3, Some((2, me))).unwrap();
+        let (mut mine, mut theirs) = (0, 0);
+        for h in 0..16 {
+            let nic = w.nic(udrma_proto::NodeAddr(h));
+            let regions = nic.memory().regions().count();
+            if of(&w, h) == me {
+                assert!(regions == 2 && !nic.is_idle(), "h{h}, rank {me}'s own");
+                mine += 1;
+            } else {
+                assert!(regions == 0 && nic.is_idle(), "h{h} on rank {me}");
+                theirs += 1;
+            }
+        }
+        assert_eq!((mine, theirs), (8, 8));
+    }
+    let whole = {
+        let mut w = speed_shape(4, 3).unwrap();
+        w.set_event_order(udrma_fabric::EventOrder::Windows)
+            .unwrap();
+        assert!(w.run());
+        (w.trace().hash(), w.stats().clone())
+    };
+    let got = on_ranks(2, |r| {
+        let me = udrma_fabric::Ranks::rank(&r);
+        let mut w =
+            RankedWorld::new(speed_shape_for(4, 3, Some((2, me))).unwrap(), r, "x").unwrap();
+        w.run_until(Instant(u64::MAX)).unwrap();
+        for h in (0..16).map(udrma_proto::NodeAddr) {
+            let regions = w.world().nic(h).memory().regions().count();
+            assert_eq!(regions > 0, w.is_local(h), "{h} on rank {me} after the run");
+        }
+        w.gather().unwrap()
+    });
+    let run = got.into_iter().next().flatten().unwrap();
+    assert_eq!((run.trace_hash, run.stats), whole);
+}

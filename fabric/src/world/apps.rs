@@ -25,6 +25,7 @@ impl World {
         let app = host.app.insert(app);
         app.start(now, &mut host.nic);
         self.service_host(h.0);
+        self.give_back_if_elsewhere(h.0);
         Ok(())
     }
 

@@ -162,6 +162,9 @@ impl<R: Ranks> RankedWorld<R> {
             return Err(ShardError::Count(size));
         }
         world.shardable().map_err(ShardError::Unsupported)?;
+        // The apps to come start on every host, but only this rank's keep
+        // their state.
+        world.build_for_shard(&partition(&world.topo, size), me as u16);
         let width = world
             .set_event_order(EventOrder::Windows)?
             .map_or(u64::MAX, |d| d.as_ps());
@@ -506,8 +509,10 @@ impl<R: Ranks> RankedWorld<R> {
 
 /// Runs the world `build` makes until it is idle, split over `ranks` by
 /// [`partition`], every rank calling this together with the same
-/// `identity` and a `build` that makes the same world on each. Rank 0
-/// gets the run's figures (`Some`), the others `None`.
+/// `identity` and a `build` that makes the same world on each (a build
+/// that calls [`World::build_for_shard`] for this rank's shard before it
+/// posts holds less). Rank 0 gets the run's figures (`Some`), the others
+/// `None`.
 pub fn run_ranked<R: Ranks>(
     ranks: R,
     identity: &str,
