@@ -60,10 +60,13 @@ pub(crate) fn bench_sim(
     };
     if let Some(mut ranks) = crate::ranks::join()? {
         if threads > 1 {
-            return crate::ranks::alike(&ranks, "--threads splits a run within one process; under an MPI launcher the ranks split it: drop --threads");
+            return crate::ranks::alike(udrma_fabric::Ranks::rank(&ranks), "--threads splits a run within one process; under an MPI launcher the ranks split it: drop --threads");
         }
         if order == Order::Time {
-            return crate::ranks::alike(&ranks, "ranks split runs in windows: drop --order time");
+            return crate::ranks::alike(
+                udrma_fabric::Ranks::rank(&ranks),
+                "ranks split runs in windows: drop --order time",
+            );
         }
         crate::ranks::roster(&mut ranks)?;
         let what = format!("bench sim k={k} seed={seed}, {traffic}");
@@ -75,7 +78,7 @@ pub(crate) fn bench_sim(
             None => udrma_fabric::shapes::speed_shape_for(k, seed, shard),
             Some(f) => udrma_fabric::shapes::speed_shape_with_for(k, seed, f, shard),
         };
-        return on_ranks(&mut ranks, &what, k, &traffic, make);
+        return on_ranks(ranks, &what, k, &traffic, make);
     }
     if threads > 1 {
         if order == Order::Time {
@@ -141,7 +144,7 @@ pub(crate) fn bench_sim(
 /// `udrma bench sim` on MPI ranks: each rank builds and runs its shard;
 /// rank 0 prints the figures, and each rank's memory and exchange.
 fn on_ranks(
-    ranks: &mut crate::ranks::Mpi,
+    ranks: crate::ranks::Mpi,
     what: &str,
     k: u32,
     traffic: &str,
@@ -149,15 +152,21 @@ fn on_ranks(
 ) -> anyhow::Result<ExitCode> {
     use udrma_fabric::Ranks;
     let identity = crate::ranks::identity(what);
+    let (me, size) = (ranks.rank(), ranks.size());
     let start = Wall::now();
-    let run = udrma_fabric::run_ranked(&mut *ranks, &identity, make);
-    let run = crate::ranks::settle(ranks, run)?;
+    let ran = (|| {
+        let mut w = udrma_fabric::RankedWorld::new(make()?, ranks, &identity)?;
+        w.run_until(udrma::proto::Instant(u64::MAX))?;
+        let run = w.gather()?;
+        Ok((w, run))
+    })();
+    let (mut w, run) = crate::ranks::settle(me, size, ran)?;
     let wall = start.elapsed().as_secs_f64();
     // Each rank's peak memory, in KiB, to rank 0.
     let kib = peak_rss_mib().map_or(0, |m| (m * 1024.0) as u64);
-    let mut out = vec![Vec::new(); ranks.size()];
+    let mut out = vec![Vec::new(); size];
     out[0] = kib.to_le_bytes().to_vec();
-    let got = ranks.exchange(out).map_err(|e| anyhow::anyhow!(e))?;
+    let got = w.exchange(out)?;
     let Some(run) = run else {
         return Ok(ExitCode::SUCCESS);
     };

@@ -104,13 +104,6 @@ fn start(n: usize) -> Result<Option<Mpi>, BadInput> {
 pub(crate) enum Mpi {}
 
 #[cfg(not(feature = "mpi"))]
-impl Mpi {
-    pub(crate) fn abort(&self, _code: i32) -> ! {
-        match *self {}
-    }
-}
-
-#[cfg(not(feature = "mpi"))]
 impl udrma_fabric::Ranks for Mpi {
     fn rank(&self) -> usize {
         match *self {}
@@ -159,40 +152,35 @@ pub(crate) fn roster(ranks: &mut Mpi) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Bad input every rank met alike: rank 0 reports it, the others exit
-/// with its code saying nothing.
-pub(crate) fn alike<T>(ranks: &Mpi, why: &str) -> anyhow::Result<T> {
-    use udrma_fabric::Ranks;
-    if ranks.rank() == 0 {
+/// Bad input every rank met alike: rank 0 (`me`) reports it, the others
+/// exit with its code saying nothing.
+pub(crate) fn alike<T>(me: usize, why: &str) -> anyhow::Result<T> {
+    if me == 0 {
         Err(BadInput(why.to_string()).into())
     } else {
         Err(Quiet.into())
     }
 }
 
-/// What a rank does with a failed run: an error every rank met alike
-/// (refused at the start: a difference between the ranks, what a split
-/// cannot carry, a rank count out of range) is rank 0's to report, and
-/// every rank exits with it; any other stops every rank at once
-/// (MPI_Abort), naming this rank, so that none waits for it.
-pub(crate) fn settle<T>(ranks: &Mpi, r: Result<T, ShardError>) -> anyhow::Result<T> {
-    use udrma_fabric::Ranks;
+/// What rank `me` of `size` does with a failed run: an error every rank
+/// met alike (refused at the start: a difference between the ranks,
+/// what a split cannot carry, a rank count out of range, a build that
+/// failed) is rank 0's to report, and every rank exits with it; any
+/// other ends this process at once, naming this rank, and the launcher
+/// stops the others, so that none waits for it.
+pub(crate) fn settle<T>(me: usize, size: usize, r: Result<T, ShardError>) -> anyhow::Result<T> {
     match r {
         Ok(x) => Ok(x),
         Err(
             e @ (ShardError::Differ(..)
             | ShardError::Started(..)
             | ShardError::Unsupported(_)
-            | ShardError::Count(_)),
-        )
-        | Err(e @ ShardError::Build(_)) => alike(ranks, &e.to_string()),
+            | ShardError::Count(_)
+            | ShardError::Build(_)),
+        ) => alike(me, &e.to_string()),
         Err(e) => {
-            eprintln!(
-                "error: rank {} of {}: {e}; stopping every rank",
-                ranks.rank(),
-                ranks.size()
-            );
-            ranks.abort(1)
+            eprintln!("error: rank {me} of {size}: {e}; stopping every rank");
+            std::process::exit(1)
         }
     }
 }

@@ -27,12 +27,6 @@ impl Mpi {
             _universe: universe,
         })
     }
-
-    /// Stops every rank (MPI_Abort): what a rank that failed alone
-    /// does, so that no other waits for it.
-    pub(crate) fn abort(&self, code: i32) -> ! {
-        self.world.abort(code)
-    }
 }
 
 impl udrma_fabric::Ranks for Mpi {

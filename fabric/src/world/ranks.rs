@@ -44,20 +44,6 @@ pub trait Ranks {
     fn exchange(&mut self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String>;
 }
 
-/// A rank handle lent out: the caller keeps it for exchanges of its own
-/// after the run (its figures, its memory).
-impl<R: Ranks + ?Sized> Ranks for &mut R {
-    fn rank(&self) -> usize {
-        (**self).rank()
-    }
-    fn size(&self) -> usize {
-        (**self).size()
-    }
-    fn exchange(&mut self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
-        (**self).exchange(out)
-    }
-}
-
 /// Ranks behind a box (a scenario runner's, whatever engine carries them).
 impl<R: Ranks + ?Sized> Ranks for Box<R> {
     fn rank(&self) -> usize {
@@ -368,10 +354,7 @@ impl<R: Ranks> RankedWorld<R> {
             if t > limit {
                 return Ok(false);
             }
-            let start = t.as_ps() - t.as_ps() % width;
-            let end = start
-                .saturating_add(width)
-                .min(limit.as_ps().saturating_add(1));
+            let (start, end) = windows::span(t, width, limit);
             if let Some(last) = self.last_end {
                 self.exchanged.skipped += start.saturating_sub(last) / width;
             }
@@ -389,7 +372,8 @@ impl<R: Ranks> RankedWorld<R> {
             let first_out = done.outbox.iter().filter_map(Mail::first_arrival).min();
             let mut out = Vec::with_capacity(size);
             for (r, mail) in done.outbox.iter_mut().enumerate() {
-                let mut w = Writer::default();
+                let runs = if r == 0 { done.runs.len() * 20 } else { 0 };
+                let mut w = Writer::with_capacity(32 + Writer::mail_len(mail) + runs);
                 w.u8(WINDOW);
                 w.time(done.next);
                 w.time(first_out);
@@ -402,8 +386,13 @@ impl<R: Ranks> RankedWorld<R> {
                     self.exchanged.packets += packets;
                     self.exchanged.messages += u64::from(packets > 0);
                 }
-                mail.line.clear();
-                mail.ahead.clear();
+                // The datagrams' room serves the packets sent next.
+                for (_, f) in mail.line.drain(..) {
+                    self.world.recycle(f.pkt.bytes);
+                }
+                for (_, _, f) in mail.ahead.drain(..) {
+                    self.world.recycle(f.pkt.bytes);
+                }
                 out.push(w.bytes);
             }
             done.runs.clear();

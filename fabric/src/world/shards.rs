@@ -554,10 +554,7 @@ impl Crew<'_> {
             if t > limit {
                 return Ok(false);
             }
-            let start = t.as_ps() - t.as_ps() % width;
-            let end = start
-                .saturating_add(width)
-                .min(limit.as_ps().saturating_add(1));
+            let (start, end) = windows::span(t, width, limit);
             let mut runs = std::mem::take(&mut between.spare_runs).into_iter();
             let inboxes = &mut between.inboxes;
             let mut order = |s: usize| Run {

@@ -259,9 +259,7 @@ impl World {
             if first.t > limit {
                 break false;
             }
-            let w = self.windows.width;
-            let start = first.t.as_ps() - first.t.as_ps() % w;
-            let end = start.saturating_add(w).min(limit.as_ps().saturating_add(1));
+            let (start, end) = span(first.t, self.windows.width, limit);
             let pending = self.run_one_window(start, end);
             self.stats.max_event_queue = self.stats.max_event_queue.max(pending);
         };
@@ -421,6 +419,17 @@ pub(super) fn prefetch_bytes(pkt: &Pkt) {
     let b = pkt.bytes.as_ptr();
     crate::prefetch::prefetch(b);
     crate::prefetch::prefetch(b.wrapping_add(64));
+}
+
+/// The window whose first event is at `t`: from the window boundary at
+/// or before `t`, `width` wide, cut after `limit` (a run to a limit runs
+/// nothing past it).
+pub(super) fn span(t: Instant, width: u64, limit: Instant) -> (u64, u64) {
+    let start = t.as_ps() - t.as_ps() % width;
+    let end = start
+        .saturating_add(width)
+        .min(limit.as_ps().saturating_add(1));
+    (start, end)
 }
 
 #[cfg(test)]

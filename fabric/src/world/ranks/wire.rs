@@ -10,6 +10,9 @@ use super::super::shards::Mail;
 use super::super::*;
 use crate::trace::RunDigest;
 
+/// Bytes of a packet's fields before its datagram's.
+const FLIGHT: usize = 8 + 8 + 4 + 4 + 2 + 2 + 4 + 1 + 4;
+
 /// Writes the fields of a message.
 #[derive(Debug, Default)]
 pub(super) struct Writer {
@@ -17,6 +20,23 @@ pub(super) struct Writer {
 }
 
 impl Writer {
+    /// A writer with room for `bytes` bytes.
+    pub(super) fn with_capacity(bytes: usize) -> Writer {
+        Writer {
+            bytes: Vec::with_capacity(bytes),
+        }
+    }
+
+    /// The bytes [`Writer::mail`] writes for `m`.
+    pub(super) fn mail_len(m: &Mail) -> usize {
+        let flights = |f: &InFlight| FLIGHT + f.pkt.bytes.len();
+        8 + m.line.iter().map(|(_, f)| 4 + flights(f)).sum::<usize>()
+            + m.ahead
+                .iter()
+                .map(|(_, _, f)| 20 + flights(f))
+                .sum::<usize>()
+    }
+
     pub(super) fn u8(&mut self, x: u8) {
         self.bytes.push(x);
     }
@@ -186,7 +206,6 @@ impl<'a> Reader<'a> {
     /// The packets for this rank's lines; each port must be below
     /// `ports`.
     pub(super) fn mail(&mut self, ports: usize) -> Result<Mail, String> {
-        const FLIGHT: usize = 8 + 8 + 4 + 4 + 2 + 2 + 4 + 1 + 4;
         let mut mail = Mail::default();
         let port = |r: &mut Self| -> Result<PortId, String> {
             let p = r.u32("port")?;
