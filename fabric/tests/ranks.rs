@@ -226,3 +226,80 @@ fn a_rank_holds_no_other_ranks_hosts() {
     let run = got.into_iter().next().flatten().unwrap();
     assert_eq!((run.trace_hash, run.stats), whole);
 }
+
+/// A run on ranks behind boxes (`Box<dyn Ranks>`, as a scenario runner
+/// holds them) stopped at a limit: every rank agrees on when the next
+/// thing is due (one world's `peek_time`), and is not idle while a
+/// packet or an event waits for it; at the end every rank is idle, and
+/// an exchange of the caller's own carries each rank's words to each.
+#[test]
+fn ranks_behind_boxes_agree_on_what_is_due_and_when_they_are_idle() {
+    let limit = Instant::ZERO + Duration::from_micros(2);
+    let build = || fat_pair_of_pods();
+    let mut one = build().unwrap();
+    one.set_event_order(udrma_fabric::EventOrder::Windows)
+        .unwrap();
+    assert!(!one.run_until(limit));
+    let due = one.peek_time();
+    assert!(due.is_some());
+    assert!(one.run());
+    let events_of = |events: &[udrma_fabric::HostEvent], h: u32| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e.host.0 == h)
+            .map(|e| format!("{:?}", e.event))
+            .collect()
+    };
+    let all = one.take_host_events();
+    let got = on_ranks(3, |r| {
+        let boxed: Box<dyn udrma_fabric::Ranks> = Box::new(r);
+        let (me, size) = (boxed.rank(), boxed.size());
+        assert_eq!(size, 3);
+        let mut w = RankedWorld::new(build().unwrap(), boxed, "boxed").unwrap();
+        assert_eq!((w.rank(), w.size()), (me, 3));
+        assert!(!w.run_until(limit).unwrap());
+        let next = w.peek_time().unwrap();
+        let busy = !w.is_idle_here();
+        assert!(w.run_until(Instant(u64::MAX)).unwrap());
+        let idle = w.is_idle_here();
+        let taken = w.take_host_events();
+        let events: Vec<(u32, Vec<String>)> = (0..16)
+            .filter(|h| w.is_local(udrma_proto::NodeAddr(*h)))
+            .map(|h| (h, events_of(&taken, h)))
+            .collect();
+        assert!(w.take_host_events().is_empty(), "taken once");
+        let words: Vec<Vec<u8>> = (0..3).map(|to| vec![me as u8, to as u8]).collect();
+        let heard = w.exchange(words).unwrap();
+        (next, busy, idle, heard, events)
+    });
+    let mut hosts = 0;
+    for (me, (next, busy, idle, heard, events)) in got.into_iter().enumerate() {
+        for (h, seen) in events {
+            assert!(!seen.is_empty(), "h{h} completed its WRITE on rank {me}");
+            assert_eq!(seen, events_of(&all, h), "h{h}'s events on rank {me}");
+            hosts += 1;
+        }
+        assert_eq!(next, due, "rank {me}: the next thing due");
+        assert!(busy, "rank {me} has work left at the limit");
+        assert!(idle, "rank {me} idle at the end");
+        let want: Vec<Vec<u8>> = (0..3).map(|from| vec![from as u8, me as u8]).collect();
+        assert_eq!(heard, want, "rank {me} hears every rank's words to it");
+    }
+    assert_eq!(hosts, 16, "every host on one rank");
+}
+
+/// A k=4 fat tree in which every host writes to the host eight along
+/// (the other half of the pods), so that every rank of up to four has
+/// hosts busy and packets to hand on.
+fn fat_pair_of_pods() -> Result<World, FabricError> {
+    let (mut w, keys) = world(
+        Topology::fat_tree(4, LinkParams::default()).unwrap(),
+        FabricConfig::default(),
+        RuleSet::new(),
+        16 * 1024,
+    );
+    for h in 0..16 {
+        write(&mut w, &keys, h, (h + 8) % 16, 16 * 1024);
+    }
+    Ok(w)
+}
