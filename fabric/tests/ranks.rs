@@ -260,7 +260,12 @@ fn ranks_behind_boxes_agree_on_what_is_due_and_when_they_are_idle() {
         assert!(!w.run_until(limit).unwrap());
         let next = w.peek_time().unwrap();
         let busy = !w.is_idle_here();
+        // A stop exactly at the next event's time runs it.
+        let at = next.unwrap();
+        w.run_until(at).unwrap();
+        let trace_at = (w.trace().hash(), w.trace().events());
         assert!(w.run_until(Instant(u64::MAX)).unwrap());
+        let x = w.exchanged().clone();
         let idle = w.is_idle_here();
         let taken = w.take_host_events();
         let events: Vec<(u32, Vec<String>)> = (0..16)
@@ -270,10 +275,31 @@ fn ranks_behind_boxes_agree_on_what_is_due_and_when_they_are_idle() {
         assert!(w.take_host_events().is_empty(), "taken once");
         let words: Vec<Vec<u8>> = (0..3).map(|to| vec![me as u8, to as u8]).collect();
         let heard = w.exchange(words).unwrap();
-        (next, busy, idle, heard, events)
+        (next, busy, idle, heard, events, trace_at, x)
     });
+    let mut at_due = build().unwrap();
+    at_due
+        .set_event_order(udrma_fabric::EventOrder::Windows)
+        .unwrap();
+    at_due.run_until(limit);
+    at_due.run_until(due.unwrap());
     let mut hosts = 0;
-    for (me, (next, busy, idle, heard, events)) in got.into_iter().enumerate() {
+    for (me, (next, busy, idle, heard, events, trace_at, x)) in got.into_iter().enumerate() {
+        if me == 0 {
+            assert_eq!(
+                trace_at,
+                (at_due.trace().hash(), at_due.trace().events()),
+                "a stop at the next event's own time runs it, as one world does"
+            );
+        }
+        // Every message that carried packets carried at least one, and
+        // some windows handed nothing on.
+        assert!(
+            x.packets > 0 && x.messages > 0 && x.messages <= x.packets,
+            "rank {me}: {x:?}"
+        );
+        assert!(x.messages < 2 * x.windows, "rank {me}: {x:?}");
+        assert!(x.bytes >= 40 * x.packets, "rank {me}: {x:?}");
         for (h, seen) in events {
             assert!(!seen.is_empty(), "h{h} completed its WRITE on rank {me}");
             assert_eq!(seen, events_of(&all, h), "h{h}'s events on rank {me}");

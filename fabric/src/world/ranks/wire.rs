@@ -310,6 +310,19 @@ mod tests {
         assert_eq!(f.pkt.bytes, [0xaa, 0xbb]);
     }
 
+    /// What a message is sized for before it is written is what it takes.
+    #[test]
+    fn a_mail_is_sized_before_it_is_written() {
+        let mail = Mail {
+            line: vec![(5, flight(vec![0xaa, 0xbb])), (1, flight(vec![7; 300]))],
+            ahead: vec![(2, 9, flight(vec![1; 40]))],
+        };
+        let mut w = Writer::default();
+        w.mail(&mail);
+        assert_eq!(Writer::mail_len(&mail), w.bytes.len());
+        assert_eq!(Writer::mail_len(&Mail::default()), 8);
+    }
+
     /// Packets ahead of a queue carry their arrival's key, and node runs
     /// read back as written.
     #[test]
