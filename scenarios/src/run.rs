@@ -196,6 +196,9 @@ fn run_ranked(plan: &Plan, ranks: RankOptions, opts: &RunOptions) -> Result<Repo
         )));
     }
     refuse_unsplittable(plan, opts, &refuse)?;
+    if opts.egress_log || opts.fingerprints.is_some() {
+        refuse("the egress log and state fingerprints (one thread only)")?;
+    }
     if !(1..=udrma_fabric::MAX_SHARDS).contains(&n) {
         return Err(plan.at.error(format!(
             "{n} MPI ranks: from 1 to {}",
