@@ -107,10 +107,10 @@ enum Command {
         /// only; no fault rules with memory (correlation, Gilbert-Elliott,
         /// n-th packet, reorder gap), captures, traces or ladders.
         ///
-        /// Under an MPI launcher (`mpiexec -n N`, `srun -n N`; a build
-        /// with the `mpi` feature) the run is split across the N ranks
-        /// instead, with the same report, JSON and trace hash as one
-        /// process in windows, on the same terms; rank 0 prints it
+        /// Under an MPI launcher (`mpiexec -n N`, `srun --mpi=pmi2 -n N`;
+        /// a build with the `mpi` feature) the run is split across the N
+        /// ranks instead, with the report, JSON and trace hash of
+        /// `--threads 1`, on the same terms; rank 0 prints it
         /// (docs/cluster.md).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
         threads: Option<u16>,
@@ -302,7 +302,10 @@ enum Bench {
         #[arg(long, value_enum, default_value_t = Order::Windows)]
         order: Order,
         /// Split the run across this many threads, node by node (windows
-        /// only; the same trace hash for any count).
+        /// only; the same trace hash for any count). Under an MPI launcher
+        /// (`mpiexec -n N`, `srun --mpi=pmi2 -n N`; a build with the `mpi`
+        /// feature) the N ranks split it instead, and rank 0 adds a row
+        /// per rank (docs/cluster.md).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
         threads: u16,
     },
