@@ -169,6 +169,11 @@ fn empty_windows_are_skipped_and_counted() {
         r0.skipped > 900 && r0.windows < 20 && r0.windows + r0.skipped >= span,
         "{r0:?} over {span} windows' span"
     );
+    // ... and no more than a few windows past it.
+    assert!(
+        r0.windows + r0.skipped <= span + span / 10,
+        "{r0:?} over {span}"
+    );
     assert_eq!(
         run.ranks[1].windows, r0.windows,
         "ranks run windows together"
