@@ -310,6 +310,24 @@ mod tests {
         assert_eq!(f.pkt.bytes, [0xaa, 0xbb]);
     }
 
+    /// Every combination of the two marks reads back as written.
+    #[test]
+    fn both_marks_read_back_in_every_combination() {
+        for (ce, trimmed) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut f = flight(vec![3; 12]);
+            f.pkt.ce = ce;
+            f.pkt.trimmed = trimmed;
+            let mut w = Writer::default();
+            w.mail(&Mail {
+                line: vec![(0, f)],
+                ahead: vec![],
+            });
+            let back = Reader::new(&w.bytes, 0).mail(1).unwrap();
+            let p = &back.line[0].1.pkt;
+            assert_eq!((p.ce, p.trimmed), (ce, trimmed));
+        }
+    }
+
     /// What a message is sized for before it is written is what it takes.
     #[test]
     fn a_mail_is_sized_before_it_is_written() {
