@@ -42,8 +42,9 @@ pub(crate) struct AppEnd {
     /// Each receive buffer a SEND filled, in order: the SENDs to this
     /// host whose source bytes it holds.
     pub(crate) filled: Vec<Vec<usize>>,
-    /// Every WRITE to this host: whether its target holds the source's
-    /// bytes, and, if the host reused it, the reuse's pattern.
+    /// Every WRITE to this host, in plan order: whether its target holds
+    /// the source's bytes, and, if the host reused it, the reuse's
+    /// pattern.
     pub(crate) writes: Vec<(usize, bool, Option<bool>)>,
     /// Why bytes outside every accepted operation changed (empty: none
     /// did; `no-out-of-bounds`).
@@ -86,13 +87,20 @@ impl From<Record> for OpRecord {
 
 impl HostEnd {
     /// Host `h`'s end on `world`, where it ran; the memory verdicts only
-    /// with real memory (`phantom`: none).
-    pub(crate) fn of(world: &dyn Backend, h: NodeAddr, plan: &RdmaPlan, phantom: bool) -> HostEnd {
+    /// with real memory (`phantom`: none). `to_me` holds the plan's
+    /// operations that target `h`, in plan order.
+    pub(crate) fn of(
+        world: &dyn Backend,
+        h: NodeAddr,
+        plan: &RdmaPlan,
+        to_me: &[usize],
+        phantom: bool,
+    ) -> HostEnd {
         let nic = world.nic(h);
         let app = world
             .app(h)
             .and_then(udrma_host::app::downcast_ref::<RdmaApp>)
-            .map(|app| AppEnd::of(world, h, app, plan, phantom));
+            .map(|app| AppEnd::of(world, h, app, plan, to_me, phantom));
         HostEnd {
             host: h.0,
             app,
@@ -108,6 +116,7 @@ impl AppEnd {
         h: NodeAddr,
         app: &RdmaApp,
         plan: &RdmaPlan,
+        to_me: &[usize],
         phantom: bool,
     ) -> AppEnd {
         let mut end = AppEnd {
@@ -123,10 +132,10 @@ impl AppEnd {
         }
         let dst = app.keys().dst;
         let to_me = |kind: OpKind| {
-            plan.ops
+            to_me
                 .iter()
-                .enumerate()
-                .filter(move |(_, p)| p.kind == kind && p.to == h)
+                .map(|&i| (i, &plan.ops[i]))
+                .filter(move |(_, p)| p.kind == kind)
         };
         for (off, len) in app.filled() {
             let b = region_bytes(world, h, dst, *off, *len);

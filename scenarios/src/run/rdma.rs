@@ -87,9 +87,16 @@ pub(crate) fn run(
         .map(NodeAddr)
         .filter(|h| world.is_local(*h))
         .collect();
+    // Each host's incoming operations, found in one pass over the plan.
+    let mut to: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, p) in plan.ops.iter().enumerate() {
+        if let Some(list) = to.get_mut(p.to.0 as usize) {
+            list.push(i);
+        }
+    }
     let mine: Vec<HostEnd> = here
         .iter()
-        .map(|h| HostEnd::of(&*world, *h, plan, phantom))
+        .map(|h| HostEnd::of(&*world, *h, plan, &to[h.0 as usize], phantom))
         .collect();
     let gathered = world
         .gather(host_end::encode(&mine).map_err(|e| whole.at.error(e))?)
