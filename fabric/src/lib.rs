@@ -42,7 +42,7 @@ pub use topology::{LinkParams, Topology};
 pub use trace::{read_postcard, DropReason, Trace, TraceEvent, TraceFormat};
 pub use world::{
     partition, run_ranked, run_sharded, Egress, EventOrder, Exchanged, FabricConfig, FabricError,
-    FabricStats, FingerprintLog, HostEvent, Journey, LocalRanks, PfcConfig, PfcDeadlock, PfcError,
-    PfcPortStats, RankedRun, RankedWorld, Ranks, ShardError, ShardedRun, SplitWorld, WindowError,
-    World, MAX_SHARDS, PFC_WIRE_BYTES, WIRE_OVERHEAD,
+    FabricStats, FingerprintLog, HostEvent, Journey, LocalRanks, Packed, PfcConfig, PfcDeadlock,
+    PfcError, PfcPortStats, RankedRun, RankedWorld, Ranks, ShardError, ShardedRun, SplitWorld,
+    WindowError, World, MAX_SHARDS, PFC_WIRE_BYTES, WIRE_OVERHEAD,
 };

@@ -36,18 +36,15 @@ pub fn speed_shape(k: u32, seed: u64) -> Result<World, FabricError> {
 }
 
 /// The speed shape built for shard `me` of `shards` (`Some((shards,
-/// me))`, [`World::build_for_shard`]): the hosts other shards run give
-/// their state back as soon as their WRITE is posted.
+/// me))`, [`World::new_shard`]): the shard holds only its run of hosts,
+/// and a host another shard runs gives its state back as soon as its
+/// WRITE is posted.
 pub fn speed_shape_for(
     k: u32,
     seed: u64,
     shard: Option<(usize, usize)>,
 ) -> Result<World, FabricError> {
-    let mut w = speed_world(k, seed, SPEED_WRITE_BYTES)?;
-    if let Some((shards, me)) = shard {
-        let part = crate::world::partition(w.topology(), shards);
-        w.build_for_shard(&part, me as u16);
-    }
+    let mut w = speed_world(k, seed, SPEED_WRITE_BYTES, shard)?;
     let n = w.topology().n_hosts() as u32;
     let flows: Vec<Connection> = derangement(n, seed)
         .into_iter()
@@ -80,18 +77,20 @@ pub fn speed_shape_with_for(
     shard: Option<(usize, usize)>,
 ) -> Result<World, FabricError> {
     let largest = flows.iter().map(|f| f.size).max().unwrap_or(1);
-    let mut w = speed_world(k, seed, largest.max(SPEED_WRITE_BYTES))?;
-    if let Some((shards, me)) = shard {
-        let part = crate::world::partition(w.topology(), shards);
-        w.build_for_shard(&part, me as u16);
-    }
+    let mut w = speed_world(k, seed, largest.max(SPEED_WRITE_BYTES), shard)?;
     post_flows(&mut w, flows)?;
     Ok(w)
 }
 
-/// The fabric and NICs of the speed shape, with nothing posted; a WRITE of
-/// up to `largest` bytes is one operation.
-fn speed_world(k: u32, seed: u64, largest: u64) -> Result<World, FabricError> {
+/// The fabric and NICs of the speed shape, with nothing posted, whole or
+/// shard `me` of `shards` ([`World::new_shard`]); a WRITE of up to
+/// `largest` bytes is one operation.
+fn speed_world(
+    k: u32,
+    seed: u64,
+    largest: u64,
+    shard: Option<(usize, usize)>,
+) -> Result<World, FabricError> {
     let params = LinkParams {
         bandwidth_bps: 100_000_000_000,
         latency: Duration::from_micros(1),
@@ -109,7 +108,10 @@ fn speed_world(k: u32, seed: u64, largest: u64) -> Result<World, FabricError> {
         phantom_payload: true,
         seal_bytes: 0,
     };
-    World::new(topo, cfg, RuleSet::new())
+    match shard {
+        Some((shards, me)) => World::new_shard(topo, cfg, RuleSet::new(), shards, me),
+        None => World::new(topo, cfg, RuleSet::new()),
+    }
 }
 
 /// Registers each host's phantom regions, sized to what it sends and

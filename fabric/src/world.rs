@@ -24,7 +24,8 @@
 //! surface. Its children: `events` is the event loop, `ports` the egress
 //! queues and links, `port_state` a port's own state (its link's
 //! figures, its queue's count, its flight line), `lane` the backlog of
-//! the lane ahead of a queue into a costed NIC, `hosts` the driving of each NIC, `packet` the packet
+//! the lane ahead of a queue into a costed NIC, `hosts` the driving of each NIC,
+//! `host_table` the hosts' states by number (a shard's run of them), `packet` the packet
 //! in flight, `arrivals` what each host heard from each source (to count
 //! reordering), `journey` the ladder-diagram journal, `egress_log` the
 //! packets the fault rules judged (for `udrma check`), `fingerprint`
@@ -56,8 +57,10 @@ mod egress_log;
 mod events;
 #[cfg(feature = "fingerprint")]
 mod fingerprint;
+mod host_table;
 mod hosts;
 mod journey;
+mod kept;
 mod lane;
 mod packet;
 mod pfc;
@@ -71,12 +74,13 @@ mod windows;
 use arrivals::Arrivals;
 pub use egress_log::{Egress, FingerprintLog};
 use events::EvKind;
+use host_table::HostTable;
 use hosts::HostState;
 pub use journey::Journey;
 use packet::{Head, Pkt};
 pub use pfc::{PfcConfig, PfcDeadlock, PfcError, PfcPortStats, HOST_WAITING, PFC_WIRE_BYTES};
 use port_state::{InFlight, PortHot, PortState};
-pub use ranks::{run_ranked, Exchanged, LocalRanks, RankedRun, RankedWorld, Ranks};
+pub use ranks::{run_ranked, Exchanged, LocalRanks, Packed, RankedRun, RankedWorld, Ranks};
 pub use shards::{partition, run_sharded, ShardError, ShardedRun, MAX_SHARDS};
 pub use split::SplitWorld;
 pub use windows::{EventOrder, WindowError};
@@ -208,7 +212,7 @@ pub struct HostEvent {
 pub struct World {
     topo: Topology,
     router: Router,
-    hosts: Vec<HostState>,
+    hosts: HostTable,
     ports: Vec<PortState>,
     switch_rng: Vec<Option<SwitchRng>>,
     /// Whether the event loop prefetches four events deep, routes worked
@@ -299,15 +303,46 @@ const PS_PER_S: u64 = 1_000_000_000_000;
 impl World {
     /// A world over `topo` with one NIC per host, and `faults` installed
     /// (their link names are resolved here).
-    pub fn new(
+    pub fn new(topo: Topology, cfg: FabricConfig, faults: RuleSet) -> Result<World, FabricError> {
+        World::with_hosts(topo, cfg, faults, None)
+    }
+
+    /// The world shard `me` of `shards` runs ([`partition`]), built from
+    /// the start as [`World::new`] followed by [`World::build_for_shard`]
+    /// would leave it, but holding only the run of hosts from the shard's
+    /// first to its last: a host outside the run has a state only while
+    /// the build works on it (a post, an app's start), as every shard
+    /// builds every host's first packets. What a rank of an MPI run
+    /// builds (`RankedWorld`).
+    pub fn new_shard(
+        topo: Topology,
+        cfg: FabricConfig,
+        faults: RuleSet,
+        shards: usize,
+        me: usize,
+    ) -> Result<World, FabricError> {
+        let part = partition(&topo, shards);
+        let me = me as u16;
+        let mine: Vec<bool> = topo
+            .hosts
+            .iter()
+            .map(|&n| part.get(n as usize) == Some(&me))
+            .collect();
+        let mut w = World::with_hosts(topo, cfg, faults, Some(&mine))?;
+        w.build_for_shard(&part, me);
+        Ok(w)
+    }
+
+    fn with_hosts(
         topo: Topology,
         cfg: FabricConfig,
         mut faults: RuleSet,
+        mine: Option<&[bool]>,
     ) -> Result<World, FabricError> {
         let names = topo.link_names();
         faults.resolve(|n| topo.link_by_name(n), &names)?;
         check_ecn_ramps(&topo, &names)?;
-        let hosts = host_states(&topo, &cfg)?;
+        let hosts = HostTable::new(&topo, &cfg.nic, cfg.phantom_payload, mine)?;
         let switch_rng = topo
             .nodes
             .iter()
@@ -331,9 +366,10 @@ impl World {
         } else {
             Vec::new()
         };
+        let router = Router::new(&topo, cfg.routing);
         let deep_prefetch = ports.len() * std::mem::size_of::<PortState>() > DEEP_PREFETCH_BYTES;
         Ok(World {
-            router: Router::new(&topo, cfg.routing),
+            router,
             topo,
             hosts,
             ports,
@@ -545,9 +581,17 @@ impl World {
         }
     }
 
+    /// How many hosts' states this world holds: every host in a whole
+    /// world; in a shard ([`World::new_shard`], or once split) the run
+    /// from its first host to its last, and while it is built, also the
+    /// hosts outside the run that the build worked on.
+    pub fn hosts_held(&self) -> usize {
+        self.hosts.held()
+    }
+
     /// Whether every NIC is idle and nothing is scheduled.
     pub fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.hosts.iter().all(|h| h.nic.is_idle())
+        self.queue.is_empty() && self.hosts.iter().all(|(_, h)| h.nic.is_idle())
     }
 }
 
@@ -570,30 +614,6 @@ fn check_ecn_ramps(topo: &Topology, names: &[&str]) -> Result<(), FabricError> {
         }
     }
     Ok(())
-}
-
-/// Every host's NIC, configured as `cfg` says, at its port.
-fn host_states(topo: &Topology, cfg: &FabricConfig) -> Result<Vec<HostState>, FabricError> {
-    let mut hosts = Vec::with_capacity(topo.n_hosts());
-    for (i, &node) in topo.hosts.iter().enumerate() {
-        let mut nic = Nic::new(NodeAddr(i as u32), cfg.nic.clone())?;
-        // Phantom memory's payloads travel elided: the NIC leaves them
-        // out and takes them back that way (the same run, faster).
-        nic.set_elide_zeros(cfg.phantom_payload);
-        hosts.push(HostState {
-            nic,
-            port: topo.nodes[node as usize].ports[0],
-            timer_at: None,
-            paused: false,
-            held: VecDeque::new(),
-            arrivals: Arrivals::default(),
-            tx_lead: Duration::ZERO,
-            rx_unit: udrma_nic::cost::Serial::default(),
-            rx_ready: Instant::ZERO,
-            app: None,
-        });
-    }
-    Ok(hosts)
 }
 
 /// A port's state at the start: its link's parameters where the hot
@@ -631,6 +651,7 @@ fn initial_port_state(topo: &Topology, p: &crate::topology::Port) -> PortState {
         },
         free_at: Instant::ZERO,
         waiting: 0,
+        kept: 0,
         queued_bytes: 0,
         flight: VecDeque::new(),
     }

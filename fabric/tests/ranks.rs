@@ -181,11 +181,11 @@ fn empty_windows_are_skipped_and_counted() {
     assert_eq!(run.ranks[1].skipped, r0.skipped);
 }
 
-/// A rank builds only its shard: a host another rank runs gives back its
-/// state as soon as its WRITE is posted (its first packet leaves as in
-/// the whole world), so during the build and after the split a rank
-/// holds no other rank's hosts (no regions, nothing outstanding) and
-/// all of its own; the run is the whole world's.
+/// A rank builds only its shard: it holds the states of its own hosts,
+/// and a host another rank runs has one only while the build posts on it
+/// (its first packet leaves as in the whole world) and gives it back at
+/// once (no regions, nothing outstanding); once split, a rank holds no
+/// other rank's hosts at all. The run is the whole world's.
 #[test]
 fn a_rank_holds_no_other_ranks_hosts() {
     use udrma_fabric::shapes::{speed_shape, speed_shape_for};
@@ -209,9 +209,11 @@ fn a_rank_holds_no_other_ranks_hosts() {
             }
         }
         assert_eq!((mine, theirs), (8, 8));
+        assert_eq!(w.hosts_held(), 16, "its own, and the 8 it posted on");
     }
     let whole = {
         let mut w = speed_shape(4, 3).unwrap();
+        assert_eq!(w.hosts_held(), 16);
         w.set_event_order(udrma_fabric::EventOrder::Windows)
             .unwrap();
         assert!(w.run());
@@ -222,6 +224,7 @@ fn a_rank_holds_no_other_ranks_hosts() {
         let mut w =
             RankedWorld::new(speed_shape_for(4, 3, Some((2, me))).unwrap(), r, "x").unwrap();
         w.run_until(Instant(u64::MAX)).unwrap();
+        assert_eq!(w.world().hosts_held(), 8, "rank {me} after the split");
         for h in (0..16).map(udrma_proto::NodeAddr) {
             let regions = w.world().nic(h).memory().regions().count();
             assert_eq!(regions > 0, w.is_local(h), "{h} on rank {me} after the run");

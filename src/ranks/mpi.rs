@@ -4,6 +4,8 @@
 use mpi::datatype::{Partition, PartitionMut};
 use mpi::traits::*;
 
+use udrma_fabric::Packed;
+
 use crate::BadInput;
 
 /// This process's rank in MPI's world communicator.
@@ -42,12 +44,26 @@ impl udrma_fabric::Ranks for Mpi {
         if out.len() != self.size {
             return Err(format!("{} messages for {} ranks", out.len(), self.size));
         }
+        Ok(self.exchange_packed(Packed::join(out))?.split())
+    }
+
+    /// One `MPI_Alltoall` of the lengths, then one `MPI_Alltoallv` from
+    /// the caller's buffer into one received buffer: no copy either way.
+    fn exchange_packed(&mut self, out: Packed) -> Result<Packed, String> {
+        if out.lens.len() != self.size {
+            return Err(format!(
+                "{} messages for {} ranks",
+                out.lens.len(),
+                self.size
+            ));
+        }
         let count = |n: usize| {
             i32::try_from(n).map_err(|_| format!("a message of {n} bytes is over MPI's 2 GiB"))
         };
         let counts = out
+            .lens
             .iter()
-            .map(|m| count(m.len()))
+            .map(|&n| count(n))
             .collect::<Result<Vec<i32>, _>>()?;
         let mut theirs = vec![0i32; self.size];
         self.world.all_to_all_into(&counts[..], &mut theirs[..]);
@@ -63,21 +79,13 @@ impl udrma_fabric::Ranks for Mpi {
                 .collect()
         };
         let (ours_at, theirs_at) = (at(&counts)?, at(&theirs)?);
-        let send = out.concat();
-        let total: usize = theirs.iter().map(|&n| n as usize).sum();
-        let mut recv = vec![0u8; total];
+        let lens: Vec<usize> = theirs.iter().map(|&n| n as usize).collect();
+        let mut recv = vec![0u8; lens.iter().sum()];
         {
-            let s = Partition::new(&send[..], &counts[..], &ours_at[..]);
+            let s = Partition::new(&out.bytes[..], &counts[..], &ours_at[..]);
             let mut r = PartitionMut::new(&mut recv[..], &theirs[..], &theirs_at[..]);
             self.world.all_to_all_varcount_into(&s, &mut r);
         }
-        let mut got = Vec::with_capacity(self.size);
-        let mut rest = &recv[..];
-        for &n in &theirs {
-            let (m, tail) = rest.split_at(n as usize);
-            got.push(m.to_vec());
-            rest = tail;
-        }
-        Ok(got)
+        Ok(Packed { bytes: recv, lens })
     }
 }

@@ -76,9 +76,8 @@ impl World {
     pub fn unfinished_apps(&self) -> Vec<NodeAddr> {
         self.hosts
             .iter()
-            .enumerate()
             .filter(|(_, h)| h.app.as_ref().is_some_and(|a| !a.is_done()))
-            .map(|(i, _)| NodeAddr(i as u32))
+            .map(|(i, _)| NodeAddr(i))
             .collect()
     }
 }

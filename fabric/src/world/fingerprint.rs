@@ -74,7 +74,7 @@ impl World {
             .collect();
         let mut t = s.serialize_tuple(11)?;
         t.serialize_element(&serials.then_some(self.serial))?;
-        t.serialize_element(&self.hosts)?;
+        t.serialize_element(self.hosts.in_run())?;
         t.serialize_element(&self.ports)?;
         t.serialize_element(&self.switch_rng)?;
         t.serialize_element(&self.ahead)?;
@@ -132,7 +132,7 @@ impl World {
             Ok(0)
         } else {
             // Memory is hashed by blocks, each rehashed only once written.
-            for h in &mut self.hosts {
+            for h in self.hosts.iter_mut() {
                 h.nic.memory_mut().refresh_hashes();
             }
             // (0 stays "none": a fingerprint of 0 is taken as 1.)

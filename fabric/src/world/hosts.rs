@@ -42,6 +42,32 @@ pub(super) struct HostState {
 }
 
 impl HostState {
+    /// Host `h`'s state before anything happened: a fresh NIC of `nic`'s
+    /// configuration on the link of `port`.
+    pub(super) fn fresh(
+        h: NodeAddr,
+        port: PortId,
+        nic: &NicConfig,
+        phantom_payload: bool,
+    ) -> Result<HostState, FabricError> {
+        let mut nic = Nic::new(h, nic.clone())?;
+        // Phantom memory's payloads travel elided: the NIC leaves them
+        // out and takes them back that way (the same run, faster).
+        nic.set_elide_zeros(phantom_payload);
+        Ok(HostState {
+            nic,
+            port,
+            timer_at: None,
+            paused: false,
+            held: VecDeque::new(),
+            arrivals: Arrivals::default(),
+            tx_lead: Duration::ZERO,
+            rx_unit: udrma_nic::cost::Serial::default(),
+            rx_ready: Instant::ZERO,
+            app: None,
+        })
+    }
+
     /// Gives back what host `h` holds, for a world in which another
     /// thread runs it (see `shards`): its state here is never read again,
     /// and the build's posts, regions and app would otherwise stay in

@@ -80,6 +80,12 @@ pub(super) struct PortState {
     /// decision depends on it ([`PortState::settle`]), so between times
     /// it may still count packets that have started.
     pub(super) waiting: u32,
+    /// On a line to another rank: how many packets at the tail of
+    /// `flight` are still this rank's to hand on (kept until the window
+    /// before their arrival's, `World::hand_on`), the rest being
+    /// stand-ins. Always 0 elsewhere.
+    #[cfg_attr(feature = "fingerprint", serde(skip))]
+    pub(super) kept: u32,
     /// The bytes of those packets (as charged to the queue): never less
     /// than the bytes really waiting.
     pub(super) queued_bytes: u64,
@@ -332,6 +338,7 @@ mod tests {
             hot,
             free_at: Instant(4 * one),
             waiting: 3,
+            kept: 0,
             queued_bytes: 3000,
             flight: (0..4).map(entry).collect(),
         }

@@ -155,8 +155,10 @@ impl World {
             return;
         }
         if hot.remote {
-            // Stand-ins of packets another shard has taken in by now.
+            // Stand-ins of packets another shard has taken in by now
+            // (every packet kept here arrives in a later window).
             while st.flight.front().is_some_and(|f| f.arrive <= now) {
+                debug_assert!(st.flight.len() > st.kept as usize, "a kept packet is due");
                 st.pop_arrived(self.seal_bytes);
             }
         }
@@ -242,11 +244,21 @@ impl World {
             pkt,
         };
         if hot.remote {
-            st.flight.push_back(entry.stand_in());
-            if let Some(shard) = self.shard.as_mut() {
-                shard.outbox[usize::from(hot.to_shard)]
-                    .line
-                    .push((port, entry));
+            match self.shard.as_mut() {
+                Some(shard) if shard.keep => {
+                    st.flight.push_back(entry);
+                    st.kept += 1;
+                    if st.kept == 1 {
+                        shard.keeping.push(port);
+                    }
+                }
+                Some(shard) => {
+                    st.flight.push_back(entry.stand_in());
+                    shard.outbox[usize::from(hot.to_shard)]
+                        .line
+                        .push((port, entry));
+                }
+                None => st.flight.push_back(entry.stand_in()),
             }
         } else {
             st.flight.push_back(entry);

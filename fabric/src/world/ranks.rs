@@ -42,6 +42,49 @@ pub trait Ranks {
     /// included); the result's entry `r` is what rank `r` sent here.
     /// Fails when the ranks cannot exchange (a rank died).
     fn exchange(&mut self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String>;
+    /// The same exchange with the messages laid end to end in one buffer
+    /// each way, as the windows send them: an engine that moves one
+    /// buffer (MPI's all-to-all with counts) overrides it and spares the
+    /// copies, which at k=64 are tens of MiB a window. By default it goes
+    /// through [`Ranks::exchange`].
+    fn exchange_packed(&mut self, out: Packed) -> Result<Packed, String> {
+        let got = self.exchange(out.split())?;
+        Ok(Packed::join(got))
+    }
+}
+
+/// Messages laid end to end: the one for (or from) rank `r` is
+/// [`Packed::part`]`(r)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Packed {
+    /// The messages, one after the other.
+    pub bytes: Vec<u8>,
+    /// Each message's length, by rank.
+    pub lens: Vec<usize>,
+}
+
+impl Packed {
+    /// Rank `r`'s message (empty past the end).
+    pub fn part(&self, r: usize) -> &[u8] {
+        let start: usize = self.lens.iter().take(r).sum();
+        let len = self.lens.get(r).copied().unwrap_or(0);
+        self.bytes.get(start..start + len).unwrap_or(&[])
+    }
+
+    /// One message per rank.
+    pub fn split(&self) -> Vec<Vec<u8>> {
+        (0..self.lens.len())
+            .map(|r| self.part(r).to_vec())
+            .collect()
+    }
+
+    /// The messages laid end to end.
+    pub fn join(parts: Vec<Vec<u8>>) -> Packed {
+        Packed {
+            lens: parts.iter().map(Vec::len).collect(),
+            bytes: parts.concat(),
+        }
+    }
 }
 
 /// Ranks behind a box (a scenario runner's, whatever engine carries them).
@@ -55,12 +98,18 @@ impl<R: Ranks + ?Sized> Ranks for Box<R> {
     fn exchange(&mut self, out: Vec<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
         (**self).exchange(out)
     }
+    fn exchange_packed(&mut self, out: Packed) -> Result<Packed, String> {
+        (**self).exchange_packed(out)
+    }
 }
 
 /// Message kinds, the first byte of every message.
 const GREETING: u8 = 0x47;
 const WINDOW: u8 = 0x57;
 const FIGURES: u8 = 0x46;
+/// Kept packets due in the next window, when it starts later than the
+/// end of the last ("H").
+const HAND_ON: u8 = 0x48;
 
 /// What one rank exchanged over a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -112,6 +161,9 @@ pub struct RankedWorld<R: Ranks> {
     /// The earliest time anything is due on any rank, as every rank
     /// agreed at the last exchange.
     next: Option<Instant>,
+    /// The earliest arrival of a packet any rank still keeps (`kept`),
+    /// as of the last exchange.
+    kept: Option<Instant>,
     /// Packets from each rank for this rank's lines.
     inbox: Vec<Mail>,
     spare_runs: Vec<RunDigest>,
@@ -164,6 +216,7 @@ impl<R: Ranks> RankedWorld<R> {
             touched: None,
             width,
             next: None,
+            kept: None,
             inbox: (0..size).map(|_| Mail::default()).collect(),
             spare_runs: Vec::new(),
             trace,
@@ -201,6 +254,7 @@ impl<R: Ranks> RankedWorld<R> {
     fn split(&mut self) -> Result<(), ShardError> {
         let (size, me) = (self.size(), self.rank());
         let ready = prepare_in_place(&mut self.world, size, me)?;
+        self.world.keep_on_lines();
         self.split = true;
         self.part = partition(&self.world.topo, size);
         self.trace = Trace::continuing(ready.trace);
@@ -288,9 +342,10 @@ impl<R: Ranks> RankedWorld<R> {
     }
 
     /// Nothing left to happen on this rank: no event, no packet from
-    /// another rank waiting, every NIC idle.
+    /// another rank waiting, none kept for another rank, every NIC idle.
     pub fn is_idle_here(&self) -> bool {
         self.world.is_idle()
+            && self.world.first_kept().is_none()
             && self
                 .inbox
                 .iter()
@@ -307,6 +362,7 @@ impl<R: Ranks> RankedWorld<R> {
             .peek_time()
             .into_iter()
             .chain(self.inbox.iter().filter_map(Mail::first_arrival))
+            .chain(self.world.first_kept())
             .min();
         let mut w = Writer::default();
         w.time(mine);
@@ -355,7 +411,18 @@ impl<R: Ranks> RankedWorld<R> {
                 return Ok(false);
             }
             let (start, end) = windows::span(t, width, limit);
+            if self.kept.is_some_and(|k| k.as_ps() < end) {
+                // The window starts later than the last one ended: what
+                // is kept for it goes now.
+                self.hand_on(end)?;
+            }
             if let Some(last) = self.last_end {
+                if t.as_ps() < last {
+                    return Err(ShardError::Stopped(
+                        me,
+                        format!("something is due at {t}, before the last window ended at {last} ps: the ranks are out of step"),
+                    ));
+                }
                 self.exchanged.skipped += start.saturating_sub(last) / width;
             }
             self.last_end = Some(end);
@@ -365,47 +432,44 @@ impl<R: Ranks> RankedWorld<R> {
                 end,
                 inbox: std::mem::take(&mut self.inbox),
                 runs: std::mem::take(&mut self.spare_runs),
+                // What the next window needs if it starts where this one
+                // ends.
+                hand_on: Some(windows::span(Instant(end), width, limit).1),
             };
             let mut done = window(&mut self.world, run);
+            if let Some(t) = done.late {
+                return Err(ShardError::Stopped(
+                    me,
+                    format!("a packet due at {t} came after its window began at {start} ps: the ranks are out of step"),
+                ));
+            }
             self.host_events.append(&mut done.host_events);
+            let kept = done.kept;
             done.outbox.resize_with(size, Mail::default);
             let first_out = done.outbox.iter().filter_map(Mail::first_arrival).min();
-            let mut out = Vec::with_capacity(size);
-            for (r, mail) in done.outbox.iter_mut().enumerate() {
-                let runs = if r == 0 { done.runs.len() * 20 } else { 0 };
-                let mut w = Writer::with_capacity(32 + Writer::mail_len(mail) + runs);
+            let runs = std::mem::take(&mut done.runs);
+            let out = self.post(&mut done.outbox, |w, r| {
                 w.u8(WINDOW);
                 w.time(done.next);
                 w.time(first_out);
+                w.time(kept);
                 w.u64(done.pending);
-                w.mail(mail);
-                w.runs(if r == 0 { &done.runs } else { &[] });
-                if r != me {
-                    let packets = (mail.line.len() + mail.ahead.len()) as u64;
-                    self.exchanged.bytes += w.bytes.len() as u64;
-                    self.exchanged.packets += packets;
-                    self.exchanged.messages += u64::from(packets > 0);
-                }
-                // The datagrams' room serves the packets sent next.
-                for (_, f) in mail.line.drain(..) {
-                    self.world.recycle(f.pkt.bytes);
-                }
-                for (_, _, f) in mail.ahead.drain(..) {
-                    self.world.recycle(f.pkt.bytes);
-                }
-                out.push(w.bytes);
-            }
-            done.runs.clear();
-            self.spare_runs = done.runs;
+                Some(if r == 0 { &runs[..] } else { &[] })
+            });
+            let mut spare = runs;
+            spare.clear();
+            self.spare_runs = spare;
             let got = self
                 .ranks
-                .exchange(out)
+                .exchange_packed(out)
                 .map_err(|e| ShardError::Stopped(me, e))?;
             let mut next: Option<Instant> = None;
+            let mut kept_any: Option<Instant> = None;
             let mut pending = 0;
             let mut run_lists = Vec::new();
             let mut inbox = done.outbox;
-            for (r, bytes) in got.iter().enumerate() {
+            for (r, into) in inbox.iter_mut().enumerate() {
+                let bytes = got.part(r);
                 let bad = |e: String| ShardError::Stopped(r, e);
                 let mut rd = Reader::new(bytes, r);
                 if rd.u8("kind").map_err(bad)? != WINDOW {
@@ -413,9 +477,16 @@ impl<R: Ranks> RankedWorld<R> {
                 }
                 let theirs = rd.time("next event").map_err(bad)?;
                 let handed = rd.time("first arrival").map_err(bad)?;
-                next = next.into_iter().chain(theirs).chain(handed).min();
+                let kept = rd.time("first kept").map_err(bad)?;
+                next = next
+                    .into_iter()
+                    .chain(theirs)
+                    .chain(handed)
+                    .chain(kept)
+                    .min();
+                kept_any = kept_any.into_iter().chain(kept).min();
                 pending += rd.u64("pending").map_err(bad)?;
-                inbox[r] = rd.mail(ports).map_err(bad)?;
+                *into = rd.mail(ports).map_err(bad)?;
                 let runs = rd.runs().map_err(bad)?;
                 rd.end().map_err(bad)?;
                 if me == 0 {
@@ -426,12 +497,91 @@ impl<R: Ranks> RankedWorld<R> {
             }
             self.inbox = inbox;
             self.next = next;
+            self.kept = kept_any;
             if me == 0 {
                 self.deepest = self.deepest.max(pending);
                 let trace = &mut self.trace;
                 merge_into(run_lists, |r| r.0, |r| trace.take_run(r));
             }
         }
+    }
+
+    /// Writes each rank's message: `head` writes its first fields (and
+    /// gives the node runs to end it with, if any), then the mail for
+    /// that rank, whose packets' room then serves the packets sent next.
+    /// Counts what goes to other ranks.
+    fn post<'a>(
+        &mut self,
+        outbox: &mut [Mail],
+        head: impl Fn(&mut Writer, usize) -> Option<&'a [RunDigest]>,
+    ) -> Packed {
+        let me = self.rank();
+        let room = outbox.iter().map(|m| 48 + Writer::mail_len(m)).sum();
+        let mut w = Writer::with_capacity(room);
+        let mut lens = Vec::with_capacity(outbox.len());
+        for (r, mail) in outbox.iter_mut().enumerate() {
+            let from = w.bytes.len();
+            let runs = head(&mut w, r);
+            w.mail(mail);
+            if let Some(runs) = runs {
+                w.runs(runs);
+            }
+            let len = w.bytes.len() - from;
+            if r != me {
+                let packets = (mail.line.len() + mail.ahead.len()) as u64;
+                self.exchanged.bytes += len as u64;
+                self.exchanged.packets += packets;
+                self.exchanged.messages += u64::from(packets > 0);
+            }
+            for (_, f) in mail.line.drain(..) {
+                self.world.recycle(f.pkt.bytes);
+            }
+            for (_, _, f) in mail.ahead.drain(..) {
+                self.world.recycle(f.pkt.bytes);
+            }
+            lens.push(len);
+        }
+        Packed {
+            bytes: w.bytes,
+            lens,
+        }
+    }
+
+    /// Every rank hands on the packets it keeps that arrive before `end`
+    /// (ps), and all learn what is still kept: one exchange, no window.
+    fn hand_on(&mut self, end: u64) -> Result<(), ShardError> {
+        let (size, me) = (self.size(), self.rank());
+        let ports = self.world.ports.len();
+        let kept = self.world.hand_on(end);
+        let mut outbox = self.world.take_outbox(size);
+        let out = self.post(&mut outbox, |w, _| {
+            w.u8(HAND_ON);
+            w.time(kept);
+            None
+        });
+        self.world.give_back_outbox(outbox);
+        let got = self
+            .ranks
+            .exchange_packed(out)
+            .map_err(|e| ShardError::Stopped(me, e))?;
+        let mut kept_any: Option<Instant> = None;
+        for r in 0..size {
+            let bytes = got.part(r);
+            let bad = |e: String| ShardError::Stopped(r, e);
+            let mut rd = Reader::new(bytes, r);
+            if rd.u8("kind").map_err(bad)? != HAND_ON {
+                return Err(bad(format!("rank {r} is out of step (not handing on)")));
+            }
+            let kept = rd.time("first kept").map_err(bad)?;
+            kept_any = kept_any.into_iter().chain(kept).min();
+            let mail = rd.mail(ports).map_err(bad)?;
+            rd.end().map_err(bad)?;
+            let into = &mut self.inbox[r];
+            into.line.extend(mail.line);
+            into.ahead.extend(mail.ahead);
+        }
+        self.kept = kept_any;
+        Ok(())
     }
 
     /// Gathers every rank's counters, clock and exchange figures on rank
@@ -510,4 +660,29 @@ pub fn run_ranked<R: Ranks>(
     let mut w = RankedWorld::new(build()?, ranks, identity)?;
     w.run_until(Instant(u64::MAX))?;
     w.gather()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Packed;
+
+    /// Messages laid end to end come apart where they were joined, an
+    /// empty one included, and a rank past the end reads as nothing.
+    #[test]
+    fn packed_messages_come_apart_as_they_were_joined() {
+        let parts = vec![b"ab".to_vec(), Vec::new(), b"cde".to_vec()];
+        let p = Packed::join(parts.clone());
+        assert_eq!(p.bytes, b"abcde");
+        assert_eq!(p.lens, [2, 0, 3]);
+        assert_eq!(p.part(0), b"ab");
+        assert_eq!(p.part(1), b"");
+        assert_eq!(p.part(2), b"cde");
+        assert_eq!(p.part(3), b"");
+        assert_eq!(p.split(), parts);
+        let short = Packed {
+            bytes: b"ab".to_vec(),
+            lens: vec![1, 4],
+        };
+        assert_eq!(short.part(1), b"", "a length past the bytes reads as nothing");
+    }
 }

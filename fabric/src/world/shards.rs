@@ -75,6 +75,13 @@ pub(super) struct Shard {
     /// Packets given this window to ports whose far end another shard
     /// runs, by that shard.
     pub(super) outbox: Vec<Mail>,
+    /// Whether packets on lines to another shard stay here until the
+    /// window before their arrival's (ranks: `kept`), instead of going
+    /// at the end of the window they were given in (threads).
+    pub(super) keep: bool,
+    /// The lines that keep packets (`PortState::kept` > 0), in the order
+    /// they came to.
+    pub(super) keeping: Vec<PortId>,
 }
 
 /// Why a run could not be split.
@@ -144,6 +151,9 @@ pub(super) struct Run {
     pub(super) end: u64,
     pub(super) inbox: Vec<Mail>,
     pub(super) runs: Vec<RunDigest>,
+    /// On ranks, the kept packets arriving before this (ps) go with the
+    /// window's outbox ([`World::hand_on`]).
+    pub(super) hand_on: Option<u64>,
 }
 
 /// A shard, built and ready: its first event's time, its window width,
@@ -167,6 +177,11 @@ pub(super) struct Done {
     pub(super) runs: Vec<RunDigest>,
     /// Its hosts' events, in node order.
     pub(super) host_events: Vec<HostEvent>,
+    /// When the earliest packet it still keeps arrives.
+    pub(super) kept: Option<Instant>,
+    /// The arrival of a packet another shard gave it too late: before
+    /// the window began (never, while shards keep in step).
+    pub(super) late: Option<Instant>,
 }
 
 /// What a shard has at the end: its counters and clock, and its world if
@@ -349,9 +364,17 @@ impl World {
 
 /// Runs one window of a shard's world.
 pub(super) fn window(w: &mut World, run: Run) -> Done {
+    let late = run
+        .inbox
+        .iter()
+        .filter_map(Mail::first_arrival)
+        .min()
+        .filter(|t| t.as_ps() < run.start);
     let emptied = w.take_mail(run.inbox);
     w.trace.held = Some(run.runs);
-    let pending = w.run_one_window(run.start, run.end);
+    let heads = w.kept_heads(run.start);
+    let pending = w.run_one_window(run.start, run.end) + heads;
+    let kept = run.hand_on.and_then(|bound| w.hand_on(bound));
     let runs = w
         .trace
         .held
@@ -370,6 +393,8 @@ pub(super) fn window(w: &mut World, run: Run) -> Done {
         outbox,
         runs,
         host_events: w.take_host_events(),
+        kept,
+        late,
     }
 }
 
@@ -562,6 +587,7 @@ impl Crew<'_> {
                 end,
                 inbox: std::mem::take(&mut inboxes[s]),
                 runs: runs.next().unwrap_or_default(),
+                hand_on: None,
             };
             let own = order(0);
             for (s, c) in self.commands.iter().enumerate().map(|(i, c)| (i + 1, c)) {
@@ -580,6 +606,12 @@ impl Crew<'_> {
             let mut event_lists = Vec::with_capacity(shards);
             for (s, d) in done.iter_mut().enumerate() {
                 let d = d.take().ok_or_else(|| Self::out_of_step(s))?;
+                if let Some(t) = d.late {
+                    return Err(ShardError::Stopped(
+                        s,
+                        format!("a packet due at {t} came after its window began at {start} ps"),
+                    ));
+                }
                 pending += d.pending;
                 next[s] = d.next;
                 run_lists.push(d.runs);
@@ -684,14 +716,12 @@ impl World {
     /// Keeps shard `me`'s part of the world (`part`: each node's shard):
     /// its nodes' events, the lines that reach its nodes, and a stand-in
     /// for each packet on a line from its nodes to another shard's; the
-    /// other shards' hosts give their state back ([`HostState::vacate`]).
+    /// other shards' hosts give their state back, and only the run of
+    /// hosts from this shard's first to its last stays (`HostTable`).
     fn keep_shard(&mut self, part: &[u16], me: u16, shards: usize) {
         let mine = |n: NodeId| part[n as usize] == me;
-        for (h, &node) in self.topo.hosts.iter().enumerate() {
-            if !mine(node) {
-                self.hosts[h].vacate(NodeAddr(h as u32));
-            }
-        }
+        let hosts: Vec<bool> = self.topo.hosts.iter().map(|&n| mine(n)).collect();
+        self.hosts.keep_run(&hosts, self.phantom_payload);
         let mut queue = std::mem::take(&mut self.queue);
         let mut dropped = Vec::new();
         queue.retain(|k| {
@@ -733,6 +763,8 @@ impl World {
         self.trace.held = Some(Vec::new());
         self.shard = Some(Box::new(Shard {
             outbox: (0..shards).map(|_| Mail::default()).collect(),
+            keep: false,
+            keeping: Vec::new(),
         }));
     }
 
