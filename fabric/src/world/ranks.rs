@@ -164,8 +164,6 @@ pub struct RankedWorld<R: Ranks> {
     /// The earliest arrival of a packet any rank still keeps (`kept`),
     /// as of the last exchange.
     kept: Option<Instant>,
-    /// Packets from each rank for this rank's lines.
-    inbox: Vec<Mail>,
     spare_runs: Vec<RunDigest>,
     /// On rank 0 the run's trace; elsewhere the build's.
     trace: Trace,
@@ -217,7 +215,6 @@ impl<R: Ranks> RankedWorld<R> {
             width,
             next: None,
             kept: None,
-            inbox: (0..size).map(|_| Mail::default()).collect(),
             spare_runs: Vec::new(),
             trace,
             host_events: Vec::new(),
@@ -344,12 +341,7 @@ impl<R: Ranks> RankedWorld<R> {
     /// Nothing left to happen on this rank: no event, no packet from
     /// another rank waiting, none kept for another rank, every NIC idle.
     pub fn is_idle_here(&self) -> bool {
-        self.world.is_idle()
-            && self.world.first_kept().is_none()
-            && self
-                .inbox
-                .iter()
-                .all(|m| m.line.is_empty() && m.ahead.is_empty())
+        self.world.is_idle() && self.world.first_kept().is_none()
     }
 
     /// When the next thing is due on any rank (every rank calls it
@@ -361,7 +353,6 @@ impl<R: Ranks> RankedWorld<R> {
             .world
             .peek_time()
             .into_iter()
-            .chain(self.inbox.iter().filter_map(Mail::first_arrival))
             .chain(self.world.first_kept())
             .min();
         let mut w = Writer::default();
@@ -430,7 +421,9 @@ impl<R: Ranks> RankedWorld<R> {
             let run = Run {
                 start,
                 end,
-                inbox: std::mem::take(&mut self.inbox),
+                // Packets from other ranks went on this rank's lines as
+                // they were read.
+                inbox: Vec::new(),
                 runs: std::mem::take(&mut self.spare_runs),
                 // What the next window needs if it starts where this one
                 // ends.
@@ -467,8 +460,9 @@ impl<R: Ranks> RankedWorld<R> {
             let mut kept_any: Option<Instant> = None;
             let mut pending = 0;
             let mut run_lists = Vec::new();
-            let mut inbox = done.outbox;
-            for (r, into) in inbox.iter_mut().enumerate() {
+            // The lists' room goes: the next window's are made as needed.
+            drop(done.outbox);
+            for r in 0..size {
                 let bytes = got.part(r);
                 let bad = |e: String| ShardError::Stopped(r, e);
                 let mut rd = Reader::new(bytes, r);
@@ -486,7 +480,9 @@ impl<R: Ranks> RankedWorld<R> {
                     .min();
                 kept_any = kept_any.into_iter().chain(kept).min();
                 pending += rd.u64("pending").map_err(bad)?;
-                *into = rd.mail(ports).map_err(bad)?;
+                let world = &mut self.world;
+                rd.mail_each(ports, &mut |p, key, f| world.take(p, key, f))
+                    .map_err(bad)?;
                 let runs = rd.runs().map_err(bad)?;
                 rd.end().map_err(bad)?;
                 if me == 0 {
@@ -495,7 +491,6 @@ impl<R: Ranks> RankedWorld<R> {
                     return Err(bad(format!("rank {r} sent node runs to rank {me}")));
                 }
             }
-            self.inbox = inbox;
             self.next = next;
             self.kept = kept_any;
             if me == 0 {
@@ -574,11 +569,10 @@ impl<R: Ranks> RankedWorld<R> {
             }
             let kept = rd.time("first kept").map_err(bad)?;
             kept_any = kept_any.into_iter().chain(kept).min();
-            let mail = rd.mail(ports).map_err(bad)?;
+            let world = &mut self.world;
+            rd.mail_each(ports, &mut |p, key, f| world.take(p, key, f))
+                .map_err(bad)?;
             rd.end().map_err(bad)?;
-            let into = &mut self.inbox[r];
-            into.line.extend(mail.line);
-            into.ahead.extend(mail.ahead);
         }
         self.kept = kept_any;
         Ok(())
@@ -683,6 +677,10 @@ mod tests {
             bytes: b"ab".to_vec(),
             lens: vec![1, 4],
         };
-        assert_eq!(short.part(1), b"", "a length past the bytes reads as nothing");
+        assert_eq!(
+            short.part(1),
+            b"",
+            "a length past the bytes reads as nothing"
+        );
     }
 }

@@ -775,20 +775,41 @@ impl World {
         let shards = self.shard.as_ref().map_or(0, |s| s.outbox.len());
         inbox.resize_with(shards, Mail::default);
         for (port, f) in inbox.iter_mut().flat_map(|m| m.line.drain(..)) {
-            let arrive = f.arrive;
-            let st = &mut self.ports[port as usize];
-            st.flight.push_back(f);
-            if st.flight.len() == 1 {
-                let slot = self.code(EvKind::Arrive(port));
-                debug_assert_eq!(slot & !events::CODE_INDEX, CODE_ARRIVE);
-                self.queue.insert_key(pack(arrive, 0, slot));
-            }
+            self.take_line(port, f);
         }
         for (port, key, f) in inbox.iter_mut().flat_map(|m| m.ahead.drain(..)) {
-            self.file_ahead(port, f);
-            self.queue.insert_key(key);
+            self.take_ahead(port, key, f);
         }
         inbox
+    }
+
+    /// Takes a packet another shard gave to `port`: on its line, or ahead
+    /// of its queue with `key`.
+    pub(super) fn take(&mut self, port: PortId, key: Option<u128>, f: InFlight) {
+        match key {
+            None => self.take_line(port, f),
+            Some(k) => self.take_ahead(port, k, f),
+        }
+    }
+
+    /// Puts a packet another shard gave to `port`'s line on it, filing
+    /// its arrival if it heads the line.
+    pub(super) fn take_line(&mut self, port: PortId, f: InFlight) {
+        let arrive = f.arrive;
+        let st = &mut self.ports[port as usize];
+        st.flight.push_back(f);
+        if st.flight.len() == 1 {
+            let slot = self.code(EvKind::Arrive(port));
+            debug_assert_eq!(slot & !events::CODE_INDEX, CODE_ARRIVE);
+            self.queue.insert_key(pack(arrive, 0, slot));
+        }
+    }
+
+    /// Puts a packet another shard sent ahead of `port`'s queue in its
+    /// ahead line, with the key its sender gave its arrival.
+    pub(super) fn take_ahead(&mut self, port: PortId, key: u128, f: InFlight) {
+        self.file_ahead(port, f);
+        self.queue.insert_key(key);
     }
 }
 

@@ -205,8 +205,22 @@ impl<'a> Reader<'a> {
     }
     /// The packets for this rank's lines; each port must be below
     /// `ports`.
+    #[cfg(test)]
     pub(super) fn mail(&mut self, ports: usize) -> Result<Mail, String> {
         let mut mail = Mail::default();
+        self.mail_each(ports, &mut |p, key, f| match key {
+            None => mail.line.push((p, f)),
+            Some(k) => mail.ahead.push((p, k, f)),
+        })?;
+        Ok(mail)
+    }
+    /// The same, each packet handed to `take` as it is read (with its
+    /// key if it went ahead of a queue): no list in between.
+    pub(super) fn mail_each(
+        &mut self,
+        ports: usize,
+        take: &mut dyn FnMut(PortId, Option<u128>, InFlight),
+    ) -> Result<(), String> {
         let port = |r: &mut Self| -> Result<PortId, String> {
             let p = r.u32("port")?;
             if p as usize >= ports {
@@ -215,19 +229,17 @@ impl<'a> Reader<'a> {
             Ok(p)
         };
         let n = self.count("packets on lines", 4 + FLIGHT)?;
-        mail.line.reserve(n);
         for _ in 0..n {
             let p = port(self)?;
-            mail.line.push((p, self.flight()?));
+            take(p, None, self.flight()?);
         }
         let n = self.count("packets ahead of queues", 4 + 16 + FLIGHT)?;
-        mail.ahead.reserve(n);
         for _ in 0..n {
             let p = port(self)?;
             let key = self.u128("key")?;
-            mail.ahead.push((p, key, self.flight()?));
+            take(p, Some(key), self.flight()?);
         }
-        Ok(mail)
+        Ok(())
     }
     pub(super) fn runs(&mut self) -> Result<Vec<RunDigest>, String> {
         let n = self.count("node runs", 20)?;
