@@ -459,7 +459,7 @@ fn main() -> ExitCode {
         Command::Bridge { what } => bridge_cmd::bridge(what),
         Command::Perf { what } => bridge_cmd::perf(what),
     };
-    match result {
+    let code = match result {
         Ok(code) => code,
         // `udrma decode x.pcap | head`: the reader left; not our failure.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
@@ -469,7 +469,10 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
-    }
+    };
+    // On MPI ranks, only once every rank has said what it had to.
+    ranks::finish();
+    code
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

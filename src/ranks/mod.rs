@@ -188,7 +188,11 @@ pub(crate) fn settle<T>(me: usize, size: usize, r: Result<T, ShardError>) -> any
 #[cfg(feature = "mpi")]
 mod mpi;
 #[cfg(feature = "mpi")]
-pub(crate) use self::mpi::Mpi;
+pub(crate) use self::mpi::{finish, Mpi};
+
+/// Nothing to finalise without the `mpi` feature.
+#[cfg(not(feature = "mpi"))]
+pub(crate) fn finish() {}
 mod run;
 pub(crate) use run::run_file;
 

@@ -13,8 +13,15 @@ pub(crate) struct Mpi {
     world: mpi::topology::SimpleCommunicator,
     rank: usize,
     size: usize,
-    // Last: MPI is finalised when it drops.
-    _universe: mpi::environment::Universe,
+}
+
+std::thread_local! {
+    /// MPI itself, finalised by [`finish`] once the process has said what
+    /// it has to say: a rank that finalised and exited while rank 0 was
+    /// still about to print the error they all met could have the
+    /// launcher (Open MPI's) stop rank 0 before it printed.
+    static UNIVERSE: std::cell::RefCell<Option<mpi::environment::Universe>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 impl Mpi {
@@ -22,12 +29,20 @@ impl Mpi {
         let universe = mpi::initialize()
             .ok_or_else(|| BadInput("MPI could not be initialised (or was already)".into()))?;
         let world = universe.world();
+        UNIVERSE.with(|u| *u.borrow_mut() = Some(universe));
         Ok(Mpi {
             rank: world.rank() as usize,
             size: world.size() as usize,
             world,
-            _universe: universe,
         })
+    }
+}
+
+/// Finalises MPI, if this process started it (after its last word: every
+/// rank waits there for the others).
+pub(crate) fn finish() {
+    if let Ok(Some(u)) = UNIVERSE.try_with(|u| u.borrow_mut().take()) {
+        drop(u);
     }
 }
 
@@ -80,12 +95,22 @@ impl udrma_fabric::Ranks for Mpi {
         };
         let (ours_at, theirs_at) = (at(&counts)?, at(&theirs)?);
         let lens: Vec<usize> = theirs.iter().map(|&n| n as usize).collect();
-        let mut recv = vec![0u8; lens.iter().sum()];
+        let total: usize = lens.iter().sum();
+        // Never an empty buffer: its address would be 1, which Open MPI
+        // takes for `MPI_IN_PLACE` and refuses (MPI_ERR_ARG).
+        let mut recv = vec![0u8; total.max(1)];
+        let pad = [0u8; 1];
+        let send: &[u8] = if out.bytes.is_empty() {
+            &pad
+        } else {
+            &out.bytes
+        };
         {
-            let s = Partition::new(&out.bytes[..], &counts[..], &ours_at[..]);
+            let s = Partition::new(send, &counts[..], &ours_at[..]);
             let mut r = PartitionMut::new(&mut recv[..], &theirs[..], &theirs_at[..]);
             self.world.all_to_all_varcount_into(&s, &mut r);
         }
+        recv.truncate(total);
         Ok(Packed { bytes: recv, lens })
     }
 }
