@@ -35,8 +35,9 @@
 //! `apps` host
 //! software and the completion log, `windows` the lookahead windows (the
 //! event loop's second order), `shards` one run split by node across
-//! threads, `split` a world that stays split from run to run, and
-//! `ranks` one run split across processes (MPI ranks).
+//! threads, `split` a world that stays split from run to run,
+//! `ranks` one run split across processes (MPI ranks), and `kept` the
+//! packets a rank keeps for another until they are due.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
