@@ -498,3 +498,23 @@ fn a_fat_tree_is_split_pod_by_pod() {
     let p = Topology::pair(LinkParams::default());
     assert_eq!(partition(&p, 2), [0, 0]);
 }
+
+/// A rank keeps the packets for another until the window before they
+/// arrive, so the far end's line can be empty at a window's start while
+/// one process's still holds them, its head's arrival pending: the
+/// pending count adds those lines, and the run's deepest event queue is
+/// one process's. The k=32 speed shape is the smallest run found where it
+/// shows (89,385 events pending at most; 89,372 without those lines), so
+/// release only.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "release only: the k=32 speed shape (.ci/run runs it)"
+)]
+fn ranks_count_the_pending_events_of_one_process_at_k32() {
+    let build = || udrma_fabric::shapes::speed_shape(32, 1);
+    let one = one_thread(&build);
+    let (two, _) = ranked(2, &build);
+    assert_eq!(one.2.max_event_queue, 89_385);
+    assert_eq!((two.0, two.1, &two.2, two.3), (one.0, one.1, &one.2, one.3));
+}
