@@ -232,6 +232,18 @@ fn a_rank_holds_no_other_ranks_hosts() {
         w.gather().unwrap()
     });
     let run = got.into_iter().next().flatten().unwrap();
+    assert_eq!((run.trace_hash, run.stats.clone()), whole);
+    // A world built whole (as the scenario runner builds it) on three
+    // ranks, whose pods go 2, 1, 1: once split, the middle rank holds its
+    // one pod's hosts, none of the last rank's.
+    let got = on_ranks(3, |r| {
+        let mut w = RankedWorld::new(speed_shape(4, 3).unwrap(), r, "x").unwrap();
+        w.run_until(Instant(u64::MAX)).unwrap();
+        (w.world().hosts_held(), w.gather().unwrap())
+    });
+    let held: Vec<usize> = got.iter().map(|g| g.0).collect();
+    assert_eq!(held, [8, 4, 4]);
+    let run = got.into_iter().next().and_then(|g| g.1).unwrap();
     assert_eq!((run.trace_hash, run.stats), whole);
 }
 
