@@ -349,3 +349,48 @@ fn fat_pair_of_pods() -> Result<World, FabricError> {
     }
     Ok(w)
 }
+
+/// A run stopped at a limit says what is due next as one process says
+/// it, even when that is a packet one rank keeps for another: one host
+/// writes across a slow bottleneck with a deep queue, whose far switch
+/// another rank runs, and at the limit the head of the bottleneck's line
+/// is still kept by its sender (it arrives later than the next window),
+/// while no rank has an event due before it.
+#[test]
+fn what_is_due_next_counts_the_packets_a_rank_keeps() {
+    let build = || {
+        let edge = LinkParams::default();
+        let bottleneck = LinkParams {
+            bandwidth_bps: 1_000_000_000,
+            latency: Duration::from_micros(5),
+            queue_bytes: 1 << 20,
+            ..LinkParams::default()
+        };
+        let (mut w, keys) = world(
+            Topology::dumbbell(1, edge, bottleneck),
+            FabricConfig::default(),
+            RuleSet::new(),
+            64 * 1024,
+        );
+        write(&mut w, &keys, 0, 1, 64 * 1024);
+        Ok::<World, FabricError>(w)
+    };
+    let limit = Instant::ZERO + Duration::from_micros(10);
+    let mut one = build().unwrap();
+    one.set_event_order(udrma_fabric::EventOrder::Windows)
+        .unwrap();
+    assert!(!one.run_until(limit));
+    let due = one.peek_time();
+    let got = on_ranks(2, |r| {
+        let mut w = RankedWorld::new(build().unwrap(), r, "x").unwrap();
+        assert!(!w.run_until(limit).unwrap());
+        let next = w.peek_time().unwrap();
+        assert!(w.run_until(Instant(u64::MAX)).unwrap());
+        (next, w.is_idle_here())
+    });
+    assert!(due.is_some());
+    for (r, (next, idle)) in got.iter().enumerate() {
+        assert_eq!(*next, due, "rank {r}");
+        assert!(idle, "rank {r} at the end");
+    }
+}
