@@ -83,20 +83,11 @@ pub(crate) fn run(
     let (limit, ending) = start_and_run(whole, world.as_mut())?;
 
     // ---- each host's end, worked out where it ran, gathered here
-    let here: Vec<NodeAddr> = (0..n as u32)
-        .map(NodeAddr)
-        .filter(|h| world.is_local(*h))
-        .collect();
-    // Each host's incoming operations, found in one pass over the plan.
-    let mut to: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, p) in plan.ops.iter().enumerate() {
-        if let Some(list) = to.get_mut(p.to.0 as usize) {
-            list.push(i);
-        }
-    }
-    let mine: Vec<HostEnd> = here
-        .iter()
-        .map(|h| HostEnd::of(&*world, *h, plan, &to[h.0 as usize], phantom))
+    // (Asked again: before the first run every host is local.)
+    let to = incoming(plan, n);
+    let mine: Vec<HostEnd> = (0..n)
+        .filter(|h| world.is_local(NodeAddr(*h as u32)))
+        .map(|h| HostEnd::of(&*world, NodeAddr(h as u32), plan, &to[h], phantom))
         .collect();
     let gathered = world
         .gather(host_end::encode(&mine).map_err(|e| whole.at.error(e))?)
@@ -217,6 +208,18 @@ pub(crate) fn run(
 /// What the apps saw, per operation (its record, and what its target
 /// should hold), their notes, and whether every landing and READ brought
 /// its source's bytes.
+/// Each of `n` hosts' incoming operations (their indices in the plan),
+/// found in one pass.
+fn incoming(plan: &RdmaPlan, n: usize) -> Vec<Vec<usize>> {
+    let mut to: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, p) in plan.ops.iter().enumerate() {
+        if let Some(list) = to.get_mut(p.to.0 as usize) {
+            list.push(i);
+        }
+    }
+    to
+}
+
 fn gather(plan: &RdmaPlan, apps: &[Option<&AppEnd>]) -> (Vec<Op>, Vec<String>, bool) {
     let mut ops: Vec<Op> = plan
         .ops
