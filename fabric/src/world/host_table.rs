@@ -155,6 +155,7 @@ impl HostTable {
 
     /// The hosts this table holds, to change (the run's, then the
     /// visitors').
+    #[cfg(feature = "fingerprint")]
     pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut HostState> {
         self.here
             .iter_mut()
@@ -163,6 +164,7 @@ impl HostTable {
 
     /// The hosts in the run, in host order (what a fingerprint holds:
     /// every host in a whole world).
+    #[cfg(feature = "fingerprint")]
     pub(super) fn in_run(&self) -> &[HostState] {
         &self.here
     }
