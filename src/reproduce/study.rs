@@ -373,8 +373,9 @@ fn beyond_table(get: Get, extra: &mut String) -> anyhow::Result<()> {
     }
     // The walk's cost as the shipped profile has it, not as written here.
     let study = scenario("noncontig-study.toml", STUDY, &[])?;
-    let (_, cost) =
-        udrma_scenarios::plan::profile::hardware(&study).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let f = &study.file;
+    let (_, cost) = udrma_scenarios::plan::profile::hardware(f.profile.as_ref(), &f.cost, &study)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let search = cost.translate_search;
     let _ = writeln!(
         extra,

@@ -12,10 +12,10 @@
 
 use udrma_fabric::{LinkParams, Topology};
 
-use crate::file::schema::TopologyKind;
+use crate::file::schema::{TopologyKind, TopologySpec};
 use crate::file::source::Locate;
 use crate::plan::profile::Profile;
-use crate::{Scenario, ScenarioError};
+use crate::ScenarioError;
 
 mod faults;
 mod msg;
@@ -23,7 +23,7 @@ mod nic;
 
 pub use faults::{check_links, fault_plan, rules, OPCODE_NAMES};
 pub use msg::{msg_checked, msg_setup, MsgSetup};
-pub use nic::nic_config;
+pub use nic::{nic_config, Keys as NicKeys};
 
 /// Most hosts a scenario's topology may have (a k = 128 fat tree).
 pub const MAX_HOSTS: u64 = 524_288;
@@ -37,20 +37,24 @@ pub const MAX_STORED_BYTES: u128 = 4 << 30;
 /// if any) and, for a lossless fabric, its PFC configuration checked
 /// against it.
 pub fn shape(
-    sc: &Scenario,
+    t: &TopologySpec,
+    at: &dyn Locate,
     profile: Option<&Profile>,
 ) -> Result<(Topology, Option<udrma_fabric::PfcConfig>), ScenarioError> {
-    let topology = topology(sc, profile)?;
-    let pfc = pfc_config(sc)?;
+    let topology = topology(t, at, profile)?;
+    let pfc = pfc_config(t, at)?;
     if let Some(cfg) = &pfc {
-        check_pfc(sc, cfg, &topology)?;
+        check_pfc(t, at, cfg, &topology)?;
     }
     Ok((topology, pfc))
 }
 
 /// Builds the topology (over the hardware profile's link, if any).
-fn topology(sc: &Scenario, profile: Option<&Profile>) -> Result<Topology, ScenarioError> {
-    let t = &sc.file.topology;
+fn topology(
+    t: &TopologySpec,
+    at: &dyn Locate,
+    profile: Option<&Profile>,
+) -> Result<Topology, ScenarioError> {
     let mut d = LinkParams::default();
     if let Some(p) = profile {
         d.bandwidth_bps = p.link.bandwidth.map_or(d.bandwidth_bps, |r| r.0);
@@ -67,7 +71,7 @@ fn topology(sc: &Scenario, profile: Option<&Profile>) -> Result<Topology, Scenar
         control_priority: t.control_priority,
     };
     if u64::from(params.mtu) > params.queue_bytes {
-        return Err(sc.error_at_key(
+        return Err(at.error_at_key(
             "queue",
             format!(
                 "topology.queue = {} B holds no packet: every port would drop all it is given; it must hold at least one of the link's MTU ({} B)",
@@ -78,14 +82,14 @@ fn topology(sc: &Scenario, profile: Option<&Profile>) -> Result<Topology, Scenar
     if let Some(max) = t.ecn_max {
         match t.ecn_threshold {
             None => {
-                return Err(sc.error_at_key(
+                return Err(at.error_at_key(
                     "ecn_max",
                     "topology.ecn_max needs topology.ecn_threshold (where the marking ramp starts)"
                         .into(),
                 ))
             }
             Some(min) if max.0 <= min.0 => {
-                return Err(sc.error_at_key(
+                return Err(at.error_at_key(
                     "ecn_max",
                     format!(
                         "topology.ecn_max ({} B) must be above ecn_threshold ({} B): the ramp marks more as the queue grows from one to the other",
@@ -104,13 +108,13 @@ fn topology(sc: &Scenario, profile: Option<&Profile>) -> Result<Topology, Scenar
         TopologyKind::KaryNtree | TopologyKind::Ring => u64::from(t.hosts.unwrap_or(0)),
     };
     if hosts > MAX_HOSTS {
-        return Err(sc.error_at_key(
+        return Err(at.error_at_key(
             if t.kind == TopologyKind::FatTree { "k" } else { "hosts" },
             format!("this topology would have {hosts} hosts; scenario files allow at most {MAX_HOSTS} (a fat tree up to k = 128)"),
         ));
     }
     let need = |what: &str| {
-        sc.error_at(
+        at.error_at(
             "kind",
             format!(
                 "topology kind {what} needs `{}`",
@@ -130,21 +134,21 @@ fn topology(sc: &Scenario, profile: Option<&Profile>) -> Result<Topology, Scenar
         }
         TopologyKind::FatTree => {
             let k = t.k.ok_or_else(|| need("fat-tree"))?;
-            Topology::fat_tree(k, params).map_err(|m| sc.error_at_key("k", m))?
+            Topology::fat_tree(k, params).map_err(|m| at.error_at_key("k", m))?
         }
         TopologyKind::Ring => Topology::ring(t.hosts.ok_or_else(|| need("ring"))?, params)
-            .map_err(|m| sc.error_at_key("hosts", m))?,
+            .map_err(|m| at.error_at_key("hosts", m))?,
         TopologyKind::KaryNtree => {
             let k = t
                 .k
-                .ok_or_else(|| sc.error_at("kind", "topology kind kary-ntree needs `k`".into()))?;
+                .ok_or_else(|| at.error_at("kind", "topology kind kary-ntree needs `k`".into()))?;
             let hosts = t.hosts.ok_or_else(|| need("kary-ntree"))?;
             let levels = match t.levels {
                 Some(l) => l,
                 None => kary_levels(k, hosts),
             };
             Topology::kary_ntree(k, levels, hosts, params).map_err(|m| {
-                sc.error_at_key(
+                at.error_at_key(
                     if t.levels.is_some() {
                         "levels"
                     } else {
@@ -156,7 +160,7 @@ fn topology(sc: &Scenario, profile: Option<&Profile>) -> Result<Topology, Scenar
         }
     };
     if topo.n_hosts() < 2 {
-        return Err(sc.error_at(
+        return Err(at.error_at(
             "hosts",
             format!(
                 "a topology needs at least 2 hosts, this one has {}",
@@ -181,8 +185,10 @@ pub fn kary_levels(k: u32, hosts: u32) -> u32 {
 /// `[topology] pfc` and its keys: the lossless configuration, or `None`
 /// for a lossy fabric (a `pfc_*` key without `pfc = true` is refused at
 /// its place: it would change nothing).
-fn pfc_config(sc: &Scenario) -> Result<Option<udrma_fabric::PfcConfig>, ScenarioError> {
-    let t = &sc.file.topology;
+fn pfc_config(
+    t: &TopologySpec,
+    at: &dyn Locate,
+) -> Result<Option<udrma_fabric::PfcConfig>, ScenarioError> {
     let set = [
         ("pfc_xoff", t.pfc_xoff.is_some()),
         ("pfc_xon", t.pfc_xon.is_some()),
@@ -192,7 +198,7 @@ fn pfc_config(sc: &Scenario) -> Result<Option<udrma_fabric::PfcConfig>, Scenario
     ];
     if !t.pfc {
         if let Some((key, _)) = set.iter().find(|(_, on)| *on) {
-            return Err(sc.error_at_key(
+            return Err(at.error_at_key(
                 key,
                 format!("topology.{key} applies only to a lossless fabric: add `pfc = true` to [topology] (or remove {key})"),
             ));
@@ -218,20 +224,20 @@ fn pfc_config(sc: &Scenario) -> Result<Option<udrma_fabric::PfcConfig>, Scenario
 /// fault: a headroom that cannot take one round trip at line rate is
 /// refused with the arithmetic.
 fn check_pfc(
-    sc: &Scenario,
+    t: &TopologySpec,
+    at: &dyn Locate,
     cfg: &udrma_fabric::PfcConfig,
     topo: &Topology,
 ) -> Result<(), ScenarioError> {
-    if sc.file.topology.order == crate::file::schema::OrderKind::Windows {
-        return Err(pfc_error(sc, udrma_fabric::PfcError::Windows));
+    if t.order == crate::file::schema::OrderKind::Windows {
+        return Err(pfc_error(t, at, udrma_fabric::PfcError::Windows));
     }
-    cfg.check(topo).map(|_| ()).map_err(|e| pfc_error(sc, e))
+    cfg.check(topo).map(|_| ()).map_err(|e| pfc_error(t, at, e))
 }
 
 /// A refused PFC configuration, at the key that asked for it.
-fn pfc_error(sc: &Scenario, e: udrma_fabric::PfcError) -> ScenarioError {
+fn pfc_error(t: &TopologySpec, at: &dyn Locate, e: udrma_fabric::PfcError) -> ScenarioError {
     use udrma_fabric::PfcError;
-    let t = &sc.file.topology;
     let key = match &e {
         PfcError::Thresholds { .. } if t.pfc_xon.is_some() => "pfc_xon",
         PfcError::Thresholds { .. } => "pfc_xoff",
@@ -242,5 +248,5 @@ fn pfc_error(sc: &Scenario, e: udrma_fabric::PfcError) -> ScenarioError {
         PfcError::Windows => "order",
         PfcError::Trim(_) => "trim",
     };
-    sc.error_at_key(key, format!("topology.{key}: {e}"))
+    at.error_at_key(key, format!("topology.{key}: {e}"))
 }

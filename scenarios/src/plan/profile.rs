@@ -9,7 +9,7 @@ use udrma_proto::Duration;
 use crate::file::schema::CostSpec;
 use crate::file::source::Locate;
 use crate::file::units::{Rate, Time};
-use crate::{Scenario, ScenarioError};
+use crate::ScenarioError;
 
 /// The shipped profiles, by name.
 pub const PROFILES: [(&str, &str); 5] = [
@@ -76,15 +76,19 @@ pub struct ProfileLink {
 
 /// The hardware the file names: its profile, if any, and the cost model
 /// (the profile's, under the file's `[cost]`).
-pub fn hardware(sc: &Scenario) -> Result<(Option<Profile>, CostModel), ScenarioError> {
-    let profile = profile(sc)?;
-    let cost = cost_model(sc, profile.as_ref());
+pub fn hardware(
+    name: Option<&String>,
+    cost: &CostSpec,
+    at: &dyn Locate,
+) -> Result<(Option<Profile>, CostModel), ScenarioError> {
+    let profile = profile(name, at)?;
+    let cost = cost_model(cost, profile.as_ref());
     Ok((profile, cost))
 }
 
-/// The hardware profile the file names, if any.
-fn profile(sc: &Scenario) -> Result<Option<Profile>, ScenarioError> {
-    let Some(name) = &sc.file.profile else {
+/// The hardware profile `name`s, if any.
+fn profile(name: Option<&String>, at: &dyn Locate) -> Result<Option<Profile>, ScenarioError> {
+    let Some(name) = name else {
         return Ok(None);
     };
     let Some((_, text)) = PROFILES.iter().find(|(n, _)| n == name) else {
@@ -92,7 +96,7 @@ fn profile(sc: &Scenario) -> Result<Option<Profile>, ScenarioError> {
         let hint = udrma_faults::closest(name, &names)
             .map(|b| format!(" (did you mean {b:?}?)"))
             .unwrap_or_default();
-        return Err(sc.error_at(
+        return Err(at.error_at(
             name,
             format!(
                 "profile {name:?} does not exist; expected one of {}{hint}",
@@ -102,7 +106,7 @@ fn profile(sc: &Scenario) -> Result<Option<Profile>, ScenarioError> {
     };
     toml::from_str(text)
         .map(Some)
-        .map_err(|e| sc.error_at(name, format!("profile {name:?} is broken: {e}")))
+        .map_err(|e| at.error_at(name, format!("profile {name:?} is broken: {e}")))
 }
 
 fn ps_per_byte(r: Option<Rate>) -> Option<u64> {
@@ -110,10 +114,10 @@ fn ps_per_byte(r: Option<Rate>) -> Option<u64> {
     r.map(|r| (8_000_000_000_000u128 / u128::from(r.0.max(1))) as u64)
 }
 
-/// The cost model: the profile's, with the scenario's `[cost]` on top.
-pub fn cost_model(sc: &Scenario, profile: Option<&Profile>) -> CostModel {
+/// The cost model: the profile's, with the scenario's `[cost]` (`o`) on
+/// top.
+pub fn cost_model(o: &CostSpec, profile: Option<&Profile>) -> CostModel {
     let base = profile.map(|p| p.cost.clone()).unwrap_or_default();
-    let o = &sc.file.cost;
     let t = |a: Option<Time>, b: Option<Time>| a.or(b).map_or(Duration::ZERO, |t| t.0);
     CostModel {
         doorbell: t(o.doorbell, base.doorbell),

@@ -69,13 +69,22 @@ impl Resolved {
 }
 
 /// Resolves `sc` for `seed`: each piece built once, each error located.
+/// Each builder is handed only the tables it reads and a [`Locator`]
+/// (the file's name and text, for errors), never the whole scenario.
 pub fn resolve(sc: &Scenario, seed: u64) -> Result<Resolved, ScenarioError> {
-    let (profile, cost) = profile::hardware(sc)?;
-    let (topology, pfc) = build::shape(sc, profile.as_ref())?;
-    let nic = build::nic_config(sc, profile.as_ref(), &cost, &topology)?;
+    let f = &sc.file;
+    let at = sc.locator();
+    let (profile, cost) = profile::hardware(f.profile.as_ref(), &f.cost, &at)?;
+    let (topology, pfc) = build::shape(&f.topology, &at, profile.as_ref())?;
+    let keys = build::NicKeys {
+        nic: &f.nic,
+        topology: &f.topology,
+        at: &at,
+    };
+    let nic = build::nic_config(&keys, profile.as_ref(), &cost, &topology)?;
     let fabric = fabric_config(sc, seed, &nic)?;
-    let (rules, pauses) = build::fault_plan(sc, seed, &topology)?;
-    let msg = build::msg_setup(sc, seed, topology.n_hosts())?;
+    let (rules, pauses) = build::fault_plan(&f.faults, &f.pauses, &at, seed, &topology)?;
+    let msg = build::msg_setup(&f.messaging, &f.faults, &at, seed, topology.n_hosts())?;
     Ok(Resolved {
         msg,
         seed,

@@ -5,9 +5,9 @@
 use udrma_faults::{Direction, HostPause, Jitter, Model, Rule, RuleSet, Target};
 use udrma_proto::{Duration, Flags, Instant, NodeAddr, Opcode};
 
-use crate::file::schema::{FaultSpec, ModelKind};
+use crate::file::schema::{FaultSpec, ModelKind, PauseSpec};
 use crate::file::source::Locate;
-use crate::{Scenario, ScenarioError};
+use crate::ScenarioError;
 
 /// The opcodes a `[[fault]]` rule can name (`opcodes = [...]`), by the
 /// name a scenario file gives them.
@@ -73,17 +73,20 @@ fn flag(sc: &dyn Locate, name: &str) -> Result<Flags, ScenarioError> {
         })
 }
 
-/// The fault plan for `seed`: the rules (their links checked against
-/// `topology`; the world resolves its own copy) and the host pauses.
+/// The fault plan for `seed`: the rules of `faults` (their links checked
+/// against `topology`; the world resolves its own copy) and the host
+/// `pauses`, each error located by `at`.
 pub fn fault_plan(
-    sc: &Scenario,
+    faults: &[FaultSpec],
+    pauses: &[PauseSpec],
+    at: &dyn Locate,
     seed: u64,
     topology: &udrma_fabric::Topology,
 ) -> Result<(RuleSet, Vec<HostPause>), ScenarioError> {
     let n = topology.n_hosts();
-    let rules = rules(sc, &sc.file.faults, seed, n)?;
-    check_links(sc, &rules, topology)?;
-    Ok((rules, pauses(sc, n)?))
+    let rules = rules(at, faults, seed, n)?;
+    check_links(at, &rules, topology)?;
+    Ok((rules, host_pauses(pauses, at, n)?))
 }
 
 /// Checks that every link `rules` name is a link of `topology` (the
@@ -285,9 +288,12 @@ fn target(
 }
 
 /// The host pauses.
-fn pauses(sc: &Scenario, n_hosts: usize) -> Result<Vec<HostPause>, ScenarioError> {
-    sc.file
-        .pauses
+fn host_pauses(
+    pauses: &[PauseSpec],
+    sc: &dyn Locate,
+    n_hosts: usize,
+) -> Result<Vec<HostPause>, ScenarioError> {
+    pauses
         .iter()
         .map(|p| {
             let h = sc.host(&p.host, n_hosts, "pause")?;

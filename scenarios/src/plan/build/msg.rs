@@ -6,9 +6,9 @@ use udrma_host::messaging::MsgConfig;
 use udrma_nic::NicConfig;
 use udrma_proto::{Duration, Instant, NodeAddr, Protocol};
 
-use crate::file::schema::ModelKind;
+use crate::file::schema::{FaultSpec, MessagingSpec, ModelKind};
 use crate::file::source::Locate;
-use crate::{Scenario, ScenarioError};
+use crate::ScenarioError;
 
 /// The messaging layer's configuration as the file gives it: one for
 /// every host, but for the `registration-failure` faults that name
@@ -48,10 +48,16 @@ impl MsgSetup {
     }
 }
 
-/// The messaging layer's configuration for the `n` hosts of `sc`, seeded
-/// with `seed` (checked against a NIC by [`msg_checked`]).
-pub fn msg_setup(sc: &Scenario, seed: u64, n: usize) -> Result<MsgSetup, ScenarioError> {
-    let m = &sc.file.messaging;
+/// The messaging layer's configuration for `n` hosts from `[messaging]`
+/// and the registration faults among `faults`, seeded with `seed`
+/// (checked against a NIC by [`msg_checked`]); errors located by `sc`.
+pub fn msg_setup(
+    m: &MessagingSpec,
+    faults: &[FaultSpec],
+    sc: &dyn Locate,
+    seed: u64,
+    n: usize,
+) -> Result<MsgSetup, ScenarioError> {
     let d = MsgConfig::default();
     let small = |v: Option<crate::file::units::Size>, d: u32, key: &str| {
         v.map_or(Ok(d), |s| {
@@ -82,7 +88,7 @@ pub fn msg_setup(sc: &Scenario, seed: u64, n: usize) -> Result<MsgSetup, Scenari
         }
     };
     let mut failures = Vec::new();
-    for (i, f) in sc.file.faults.iter().enumerate() {
+    for (i, f) in faults.iter().enumerate() {
         if f.model != ModelKind::RegistrationFailure {
             continue;
         }

@@ -6,17 +6,38 @@ use udrma_fabric::Topology;
 use udrma_nic::{AckMode, NicConfig, RegistrationMode, RetransmitMode, TombstoneMode};
 use udrma_proto::Duration;
 
+use crate::file::schema::{NicSpec, TopologySpec};
 use crate::file::schema::{RoutingKind, TopologyKind};
 use crate::file::source::Locate;
 use crate::file::units::RtoFloor;
 use crate::plan::profile::Profile;
-use crate::{Scenario, ScenarioError};
+use crate::ScenarioError;
 use udrma_nic::CostModel;
 
 use super::kary_levels;
 
+/// What the NIC's configuration reads of a scenario: its `[nic]` and
+/// `[topology]` tables, and where they are written (for errors).
+pub struct Keys<'a> {
+    /// `[nic]`.
+    pub nic: &'a NicSpec,
+    /// `[topology]` (routing and the paths' shape set timer floors).
+    pub topology: &'a TopologySpec,
+    /// The file, for locating an error at its key.
+    pub at: &'a dyn Locate,
+}
+
+impl Locate for Keys<'_> {
+    fn path(&self) -> &str {
+        self.at.path()
+    }
+    fn text(&self) -> &str {
+        self.at.text()
+    }
+}
+
 fn mode<T: Copy>(
-    sc: &Scenario,
+    k: &Keys<'_>,
     key: &str,
     value: &Option<String>,
     options: &[(&str, T)],
@@ -31,7 +52,7 @@ fn mode<T: Copy>(
         .map(|(_, m)| *m)
         .ok_or_else(|| {
             let names: Vec<&str> = options.iter().map(|(n, _)| *n).collect();
-            sc.error_at(
+            k.error_at(
                 v,
                 format!("nic.{key} = {v:?}: expected one of {}", names.join(", ")),
             )
@@ -41,27 +62,27 @@ fn mode<T: Copy>(
 /// Builds and validates the NIC configuration (over the hardware
 /// profile's, if any; timer floors from the topology's paths).
 pub fn nic_config(
-    sc: &Scenario,
+    k: &Keys<'_>,
     profile: Option<&Profile>,
     cost: &CostModel,
     topo: &Topology,
 ) -> Result<NicConfig, ScenarioError> {
-    let n = &sc.file.nic;
-    let d = profile_defaults(sc, profile, cost);
+    let n = &k.nic;
+    let d = profile_defaults(k, profile, cost);
     let t = |v: Option<crate::file::units::Time>, d: Duration| v.map_or(d, |x| x.0);
     let sack_delay = t(n.sack_delay, Duration::from_micros(2));
-    let m = Modes::of(sc, &d, sack_delay)?;
+    let m = Modes::of(k, &d, sack_delay)?;
     // Built once: the controller and the full-queue floor both read it.
-    let shape = path_shape(sc, topo);
+    let shape = path_shape(k, topo);
     let mut cfg = NicConfig {
         mtu_payload: n.mtu_payload.map_or(Ok(d.mtu_payload), |s| {
             u32::try_from(s.0)
-                .map_err(|_| sc.error_at("mtu_payload", "nic.mtu_payload is too large".into()))
+                .map_err(|_| k.error_at("mtu_payload", "nic.mtu_payload is too large".into()))
         })?,
         segment_threshold: n.segment_threshold.map_or(d.segment_threshold, |s| s.0),
         segment_size: n.segment_size.map_or(Ok(d.segment_size), |s| {
             u32::try_from(s.0)
-                .map_err(|_| sc.error_at("segment_size", "nic.segment_size is too large".into()))
+                .map_err(|_| k.error_at("segment_size", "nic.segment_size is too large".into()))
         })?,
         op_table_capacity: n.op_table.unwrap_or(d.op_table_capacity),
         command_queue_capacity: n.command_queue.unwrap_or(d.command_queue_capacity),
@@ -85,7 +106,7 @@ pub fn nic_config(
         credit_repair: n.credit_repair.unwrap_or(d.credit_repair),
         loss_window: n.loss_window.unwrap_or(d.loss_window),
         rto_initial: t(n.rto_initial, d.rto_initial),
-        rto_min: rto_min(sc, &d, &shape)?,
+        rto_min: rto_min(k, &d, &shape)?,
         rto_max: t(n.rto_max, d.rto_max),
         max_retries: n.max_retries.unwrap_or(d.max_retries),
         rnr_delay: t(n.rnr_delay, d.rnr_delay),
@@ -98,7 +119,7 @@ pub fn nic_config(
             usize::try_from(l.0).unwrap_or(usize::MAX)
         }),
         reduce_chunks: n.reduce_chunks.unwrap_or(d.reduce_chunks),
-        cc: cc_config(sc, &d, &shape)?,
+        cc: cc_config(k, &d, &shape)?,
         multipath: m.multipath,
         entropies: n.entropies.unwrap_or(d.entropies),
         translation: udrma_nic::translation::TranslationConfig {
@@ -118,12 +139,12 @@ pub fn nic_config(
     // round trip near the default 100 us).
     let floor = cost_round_trip(&cfg, &shape);
     cfg.rto_initial = cfg.rto_initial.max(floor.min(cfg.rto_max));
-    refuse_reordering_go_back_n(sc, &cfg)?;
-    refuse_loss_window_where_it_changes_nothing(sc, &cfg)?;
-    refuse_timeout_hold_under_go_back_n(sc, &cfg)?;
+    refuse_reordering_go_back_n(k, &cfg)?;
+    refuse_loss_window_where_it_changes_nothing(k, &cfg)?;
+    refuse_timeout_hold_under_go_back_n(k, &cfg)?;
     cfg.validate().map_err(|e| {
         let udrma_nic::ConfigError::OutOfRange { field, .. } = &e;
-        sc.error_at_key(field, format!("nic: {e}"))
+        k.error_at_key(field, format!("nic: {e}"))
     })?;
     Ok(cfg)
 }
@@ -138,11 +159,11 @@ struct Modes {
 }
 
 impl Modes {
-    fn of(sc: &Scenario, d: &NicConfig, sack_delay: Duration) -> Result<Modes, ScenarioError> {
-        let n = &sc.file.nic;
+    fn of(k: &Keys<'_>, d: &NicConfig, sack_delay: Duration) -> Result<Modes, ScenarioError> {
+        let n = &k.nic;
         Ok(Modes {
             tombstone_mode: mode(
-                sc,
+                k,
                 "tombstone_mode",
                 &n.tombstone_mode,
                 &[
@@ -152,7 +173,7 @@ impl Modes {
                 d.tombstone_mode,
             )?,
             registration: mode(
-                sc,
+                k,
                 "registration",
                 &n.registration,
                 &[
@@ -162,7 +183,7 @@ impl Modes {
                 d.registration,
             )?,
             ack_mode: mode(
-                sc,
+                k,
                 "ack",
                 &n.ack,
                 &[
@@ -172,7 +193,7 @@ impl Modes {
                 d.ack_mode,
             )?,
             retransmit: mode(
-                sc,
+                k,
                 "retransmit",
                 &n.retransmit,
                 &[
@@ -182,7 +203,7 @@ impl Modes {
                 d.retransmit,
             )?,
             multipath: mode(
-                sc,
+                k,
                 "multipath",
                 &n.multipath,
                 &[
@@ -199,8 +220,8 @@ impl Modes {
 /// The defaults a `[nic]` key falls back to: the engine's, with the
 /// hardware profile's MTU, limits, translation cache and costs, and the
 /// descriptor ring's low-water mark a quarter of its size unless given.
-fn profile_defaults(sc: &Scenario, profile: Option<&Profile>, cost: &CostModel) -> NicConfig {
-    let n = &sc.file.nic;
+fn profile_defaults(k: &Keys<'_>, profile: Option<&Profile>, cost: &CostModel) -> NicConfig {
+    let n = &k.nic;
     let mut d = NicConfig::default();
     if let Some(p) = profile {
         if let Some(m) = p.mtu_payload {
@@ -230,8 +251,8 @@ fn profile_defaults(sc: &Scenario, profile: Option<&Profile>, cost: &CostModel) 
 
 /// `nic.rto_min`: a time, or `"full-queues"` (every queue on the longest
 /// path full, there and back), which must not exceed `rto_max`.
-fn rto_min(sc: &Scenario, d: &NicConfig, shape: &PathShape) -> Result<Duration, ScenarioError> {
-    let n = &sc.file.nic;
+fn rto_min(k: &Keys<'_>, d: &NicConfig, shape: &PathShape) -> Result<Duration, ScenarioError> {
+    let n = &k.nic;
     Ok(match n.rto_min {
         None => d.rto_min,
         Some(RtoFloor::Fixed(x)) => x,
@@ -239,7 +260,7 @@ fn rto_min(sc: &Scenario, d: &NicConfig, shape: &PathShape) -> Result<Duration, 
             let floor = full_queue_floor(shape);
             let max = n.rto_max.map_or(d.rto_max, |x| x.0);
             if floor > max {
-                return Err(sc.error_at_key(
+                return Err(k.error_at_key(
                     "rto_min",
                     format!(
                         "nic.rto_min = \"full-queues\" works out to {floor} on this topology, above nic.rto_max ({max}): raise rto_max or give rto_min as a time"
@@ -255,12 +276,9 @@ fn rto_min(sc: &Scenario, d: &NicConfig, shape: &PathShape) -> Result<Duration, 
 /// everything after the lost packet again, and its receiver answers only
 /// in order, so the key changes nothing and a file that sets it is
 /// refused.
-fn refuse_timeout_hold_under_go_back_n(
-    sc: &Scenario,
-    cfg: &NicConfig,
-) -> Result<(), ScenarioError> {
-    if cfg.retransmit == RetransmitMode::GoBackN && sc.file.nic.timeout_hold.is_some() {
-        return Err(sc.error_at_key(
+fn refuse_timeout_hold_under_go_back_n(k: &Keys<'_>, cfg: &NicConfig) -> Result<(), ScenarioError> {
+    if cfg.retransmit == RetransmitMode::GoBackN && k.nic.timeout_hold.is_some() {
+        return Err(k.error_at_key(
             "timeout_hold",
             "nic.timeout_hold changes nothing under retransmit = \"go-back-n\": a \
              go-back-N timeout already sends again everything after the packet \
@@ -277,7 +295,7 @@ fn refuse_timeout_hold_under_go_back_n(
 /// (docs/testing.md, findings 24 and 25: 23,046 NACKs for 53 drops, and
 /// congestion marks lost with the discarded packets). RoCE NICs that
 /// resend windows do not spray; a file that asks for both is refused.
-fn refuse_reordering_go_back_n(sc: &Scenario, cfg: &NicConfig) -> Result<(), ScenarioError> {
+fn refuse_reordering_go_back_n(k: &Keys<'_>, cfg: &NicConfig) -> Result<(), ScenarioError> {
     if cfg.retransmit != RetransmitMode::GoBackN {
         return Ok(());
     }
@@ -286,11 +304,11 @@ fn refuse_reordering_go_back_n(sc: &Scenario, cfg: &NicConfig) -> Result<(), Sce
         udrma_nic::Multipath::Spray => Some(("multipath", "nic.multipath = \"spray\"")),
         udrma_nic::Multipath::Reps => Some(("multipath", "nic.multipath = \"reps\"")),
     }
-    .or((sc.file.topology.routing == RoutingKind::Spray)
+    .or((k.topology.routing == RoutingKind::Spray)
         .then_some(("routing", "topology.routing = \"spray\"")));
     match spreading {
         None => Ok(()),
-        Some((key, what)) => Err(sc.error_at_key(
+        Some((key, what)) => Err(k.error_at_key(
             key,
             format!(
                 "{what} reorders every flow, and retransmit = \"go-back-n\" discards \
@@ -308,18 +326,18 @@ fn refuse_reordering_go_back_n(sc: &Scenario, cfg: &NicConfig) -> Result<(), Sce
 /// Anywhere else it would change nothing, so a file that sets it there
 /// is refused at the key.
 fn refuse_loss_window_where_it_changes_nothing(
-    sc: &Scenario,
+    k: &Keys<'_>,
     cfg: &NicConfig,
 ) -> Result<(), ScenarioError> {
-    let t = &sc.file.topology;
+    let t = k.topology;
     let applies = match cfg.retransmit {
         RetransmitMode::GoBackN => t.trim || t.ecn_threshold.is_some(),
         RetransmitMode::Selective => cfg.cc.algorithm == udrma_nic::CcAlgorithm::None && t.trim,
     };
-    if applies || sc.file.nic.loss_window.is_none() {
+    if applies || k.nic.loss_window.is_none() {
         return Ok(());
     }
-    Err(sc.error_at_key(
+    Err(k.error_at_key(
         "loss_window",
         "nic.loss_window changes nothing here: it answers losses near a sign of \
          congestion, under retransmit = \"go-back-n\" on a fabric that trims or \
@@ -335,11 +353,11 @@ fn refuse_loss_window_where_it_changes_nothing(
 /// longest path (a full-size packet out, an ACK back), unless the file
 /// gives `cc_base_rtt`.
 fn cc_config(
-    sc: &Scenario,
+    k: &Keys<'_>,
     d: &NicConfig,
     shape: &PathShape,
 ) -> Result<udrma_nic::CcConfig, ScenarioError> {
-    let n = &sc.file.nic;
+    let n = &k.nic;
     let algorithm = match &n.cc {
         None => d.cc.algorithm,
         Some(name) => udrma_nic::CcAlgorithm::parse(name).ok_or_else(|| {
@@ -347,7 +365,7 @@ fn cc_config(
                 .iter()
                 .map(|a| a.name())
                 .collect();
-            sc.error_at_key(
+            k.error_at_key(
                 "cc",
                 format!(
                     "nic.cc = {name:?}: unknown controller; known: {}",
@@ -408,7 +426,7 @@ struct PathShape {
     control_priority: bool,
 }
 
-fn path_shape(sc: &Scenario, topo: &Topology) -> PathShape {
+fn path_shape(k: &Keys<'_>, topo: &Topology) -> PathShape {
     let link = topo.links.first().map(|l| l.params);
     let (rate, latency, mtu) = link
         .map_or((100_000_000_000, Duration::from_micros(1), 9216), |p| {
@@ -420,7 +438,7 @@ fn path_shape(sc: &Scenario, topo: &Topology) -> PathShape {
         .map(|l| udrma_nic::cc::serialization(l.params.queue_bytes, l.params.bandwidth_bps))
         .max()
         .unwrap_or(Duration::ZERO);
-    let t = &sc.file.topology;
+    let t = k.topology;
     let links: u64 = match t.kind {
         TopologyKind::Pair => 1,
         TopologyKind::Star => 2,
@@ -429,10 +447,10 @@ fn path_shape(sc: &Scenario, topo: &Topology) -> PathShape {
         // Half way round, and a host link at each end.
         TopologyKind::Ring => u64::from(t.hosts.unwrap_or(3) / 2) + 2,
         TopologyKind::KaryNtree => {
-            let k = t.k.unwrap_or(2);
+            let arity = t.k.unwrap_or(2);
             2 * u64::from(
                 t.levels
-                    .unwrap_or_else(|| kary_levels(k, t.hosts.unwrap_or(1))),
+                    .unwrap_or_else(|| kary_levels(arity, t.hosts.unwrap_or(1))),
             )
         }
     };
