@@ -361,7 +361,26 @@ fn main() -> ExitCode {
             .with_writer(std::io::stderr)
             .init();
     }
-    let result = match cli.command.unwrap_or(Command::Demo { json: false }) {
+    let result = dispatch(cli.command.unwrap_or(Command::Demo { json: false }));
+    let code = match result {
+        Ok(code) => code,
+        // `udrma decode x.pcap | head`: the reader left; not our failure.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        // Another rank reports it (`ranks::settle`).
+        Err(e) if e.is::<ranks::Quiet>() => ExitCode::from(2),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    };
+    // On MPI ranks, only once every rank has said what it had to.
+    ranks::finish();
+    code
+}
+
+/// Runs one subcommand.
+fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
         Command::Run {
             file,
             seed,
@@ -458,21 +477,7 @@ fn main() -> ExitCode {
         Command::Demo { json } => demo(json),
         Command::Bridge { what } => bridge_cmd::bridge(what),
         Command::Perf { what } => bridge_cmd::perf(what),
-    };
-    let code = match result {
-        Ok(code) => code,
-        // `udrma decode x.pcap | head`: the reader left; not our failure.
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        // Another rank reports it (`ranks::settle`).
-        Err(e) if e.is::<ranks::Quiet>() => ExitCode::from(2),
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
-        }
-    };
-    // On MPI ranks, only once every rank has said what it had to.
-    ranks::finish();
-    code
+    }
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

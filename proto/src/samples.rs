@@ -64,15 +64,32 @@ fn write(flags: Flags, seg_index: u32, total_len: u32) -> Repr<'static> {
 /// every rendezvous protocol), in a fixed order.
 pub fn every_kind() -> Vec<Repr<'static>> {
     let total = 4 * DATA.len() as u32;
-    let rdv = |protocol, addr, rkey| Rendezvous {
-        protocol,
-        tag: 99,
-        length: 65_536,
-        addr,
-        rkey,
-        seq: 5,
-    };
-    let mut v = vec![
+    let mut v = data_kinds(total);
+    for (i, syndrome) in Syndrome::ALL.into_iter().enumerate() {
+        v.push(header(
+            Flags::empty(),
+            i as u32 % 4,
+            4,
+            Body::Nack {
+                syndrome,
+                detail: 0x11,
+            },
+        ));
+    }
+    v.extend(messaging_kinds(total));
+    v.extend(reduce_kinds());
+    // Distinct op numbers (slot = position, generation 1) so a decoder that
+    // reads the wrong packet's field is caught.
+    for (slot, r) in v.iter_mut().enumerate() {
+        r.op_num = 0x0001_0000 | slot as u32;
+    }
+    v
+}
+
+/// The data kinds at each position of a message, READ, SEND and the
+/// acknowledgements (`total`: a message's length).
+fn data_kinds(total: u32) -> Vec<Repr<'static>> {
+    vec![
         write(Flags::FIRST, 0, total),
         write(Flags::empty(), 1, 0),
         write(Flags::LAST, 3, 0).with_flags(Flags::RETRANSMIT),
@@ -125,19 +142,21 @@ pub fn every_kind() -> Vec<Repr<'static>> {
                 bitmap: 0b1011,
             },
         ),
-    ];
-    for (i, syndrome) in Syndrome::ALL.into_iter().enumerate() {
-        v.push(header(
-            Flags::empty(),
-            i as u32 % 4,
-            4,
-            Body::Nack {
-                syndrome,
-                detail: 0x11,
-            },
-        ));
-    }
-    v.extend([
+    ]
+}
+
+/// Completions, credits, rendezvous of each protocol, the socket
+/// handshake and the grants (`total`: a message's length).
+fn messaging_kinds(total: u32) -> Vec<Repr<'static>> {
+    let rdv = |protocol, addr, rkey| Rendezvous {
+        protocol,
+        tag: 99,
+        length: 65_536,
+        addr,
+        rkey,
+        seq: 5,
+    };
+    vec![
         header(
             Flags::empty(),
             0,
@@ -214,7 +233,11 @@ pub fn every_kind() -> Vec<Repr<'static>> {
             },
         ),
         header(Flags::empty(), 0, 1, Body::Grant { granted: 3 * 4214 }),
-    ]);
+    ]
+}
+
+/// The reduction kinds: operands of two types, a broadcast, an ACK.
+fn reduce_kinds() -> Vec<Repr<'static>> {
     let reduce = |op, ty, count, first| ReduceHeader {
         op,
         ty,
@@ -225,7 +248,7 @@ pub fn every_kind() -> Vec<Repr<'static>> {
         level: 0,
         first,
     };
-    v.extend([
+    vec![
         header(
             Flags::empty(),
             0,
@@ -266,13 +289,7 @@ pub fn every_kind() -> Vec<Repr<'static>> {
                 tree: 1,
             },
         ),
-    ]);
-    // Distinct op numbers (slot = position, generation 1) so a decoder that
-    // reads the wrong packet's field is caught.
-    for (slot, r) in v.iter_mut().enumerate() {
-        r.op_num = 0x0001_0000 | slot as u32;
-    }
-    v
+    ]
 }
 
 /// Which way a sample travels: requests and data from `h0` to `h1`,

@@ -153,28 +153,7 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     } = prepare(&args)?;
     let seed = base.seed;
     let asked = shard::Asked { seed, ..asked };
-    let zero = base.run(&[]).map_err(BadInput)?;
-    // The estimate is at the pace of a plain run (no fingerprints: most
-    // runs, the leaves, take none), and of a warm one: the first run in a
-    // process pays for pages no later run touches anew, up to a hundred
-    // times a run. Two more runs, the faster kept.
-    let mut zero_wall = std::time::Duration::MAX;
-    for _ in 0..2 {
-        let plain = Wall::now();
-        base.run_with(&[], false).map_err(BadInput)?;
-        zero_wall = zero_wall.min(plain.elapsed());
-    }
-    if let Some(f) = merged.as_ref().map(|s| &s[0]) {
-        if f.zero_trace != zero.trace_hash {
-            return Err(BadInput(format!(
-                "{}: its fault-free run here has trace {}, the shards' {}: they ran another build of udrma",
-                args.file.display(),
-                zero.trace_hash,
-                f.zero_trace
-            ))
-            .into());
-        }
-    }
+    let (zero, zero_wall) = fault_free(&base, merged.as_deref(), &args.file)?;
     let asked = shard::Asked {
         zero_trace: zero.trace_hash.clone(),
         ..asked
@@ -224,19 +203,9 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     );
     report::print_head(&mut out, &head)?;
     if merged.is_none() {
-        report::print_estimate(
-            &mut out,
-            estimate,
-            zero_wall,
-            jobs,
-            if bound.merge_bound {
-                Some("--merge-bound")
-            } else if bound.merge_states {
-                Some("--merge-states")
-            } else {
-                None
-            },
-        )?;
+        let how = (bound.merge_bound.then_some("--merge-bound"))
+            .or(bound.merge_states.then_some("--merge-states"));
+        report::print_estimate(&mut out, estimate, zero_wall, jobs, how)?;
     }
     let searched = Searched {
         base: &base,
@@ -357,6 +326,38 @@ fn prepare(args: &CheckArgs) -> anyhow::Result<Prepared> {
         delay,
         dropped_rules,
     })
+}
+
+/// The fault-free run, and the wall time of a plain one (the estimate's
+/// pace); for a merge, refused if its trace is not the shards'.
+fn fault_free(
+    base: &schedule::Base,
+    merged: Option<&[shard::ShardFile]>,
+    file: &std::path::Path,
+) -> anyhow::Result<(schedule::Outcome, std::time::Duration)> {
+    let zero = base.run(&[]).map_err(BadInput)?;
+    // The estimate is at the pace of a plain run (no fingerprints: most
+    // runs, the leaves, take none), and of a warm one: the first run in a
+    // process pays for pages no later run touches anew, up to a hundred
+    // times a run. Two more runs, the faster kept.
+    let mut zero_wall = std::time::Duration::MAX;
+    for _ in 0..2 {
+        let plain = Wall::now();
+        base.run_with(&[], false).map_err(BadInput)?;
+        zero_wall = zero_wall.min(plain.elapsed());
+    }
+    if let Some(f) = merged.map(|s| &s[0]) {
+        if f.zero_trace != zero.trace_hash {
+            return Err(BadInput(format!(
+                "{}: its fault-free run here has trace {}, the shards' {}: they ran another build of udrma",
+                file.display(),
+                zero.trace_hash,
+                f.zero_trace
+            ))
+            .into());
+        }
+    }
+    Ok((zero, zero_wall))
 }
 
 /// One search's fixed parts.

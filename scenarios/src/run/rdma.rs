@@ -114,70 +114,13 @@ pub(crate) fn run(
     }
 
     let (ops, mut notes, bytes_ok) = gather(plan, &apps);
-    let mine = |op: &Op| local[op.plan.poster.0 as usize];
-    // ---- checks
-    let mut checks: BTreeMap<String, bool> = BTreeMap::new();
-    let ended = chains_ended_by_failure(&ops);
-    for (i, j) in &ended {
-        let p = &ops[*i].plan;
-        notes.push(format!(
-            "op {i} ({:?} {}→{} {} B) not posted: op {j}, whose landing it waits for, failed",
-            p.kind, p.from, p.to, p.size
-        ));
-    }
-    let all_done = ops
-        .iter()
-        .enumerate()
-        .filter(|(_, o)| mine(o))
-        .all(|(i, o)| o.rec.completions > 0 || ended.contains_key(&i));
-    checks.insert("all-complete".into(), all_done);
-    if !whole.checks.expect_failures {
-        checks.insert(
-            "all-succeeded".into(),
-            ops.iter()
-                .filter(|o| mine(o))
-                .all(|o| o.rec.ok == Some(true)),
-        );
-    }
-    let exactly_once = ops.iter().all(|o| o.rec.completions <= 1);
-    checks.insert("exactly-once".into(), exactly_once);
-    if !phantom {
-        let end = Ended {
-            apps: &apps,
-            ops: &ops,
-            local: &local,
-        };
-        let sends = end.sends_in_buffers(&mut notes);
-        checks.insert("memory-equal".into(), bytes_ok && sends);
-        let mut in_bounds = true;
-        for (h, app) in apps.iter().enumerate() {
-            let Some(app) = app else { continue };
-            in_bounds &= app.bounds.is_empty();
-            notes.extend(app.bounds.iter().map(|why| format!("h{h}: {why}")));
-        }
-        checks.insert("no-out-of-bounds".into(), in_bounds);
-        let no_late = end.no_late_writes(&mut notes);
-        checks.insert("no-write-after-completion".into(), no_late);
-    }
-    let mut bounded = true;
-    for e in &ends {
-        if let Some(what) = &e.over_limit {
-            bounded = false;
-            notes.push(format!("h{}: {what} passed its limit", e.host));
-        }
-    }
-    checks.insert("bounded-state".into(), bounded);
-    let idle = world.is_idle();
-    checks.insert("liveness".into(), idle && all_done);
-    if !idle {
-        let held = ends.iter().map(|e| (NodeAddr(e.host), e.held.clone()));
-        notes.push(crate::run::leftover::note_of(
-            world.now(),
-            limit,
-            ending,
-            held,
-        ));
-    }
+    let end = Ended {
+        apps: &apps,
+        ops: &ops,
+        local: &local,
+        phantom,
+    };
+    let checks = end.checks(whole, &*world, &ends, bytes_ok, (limit, ending), &mut notes);
     // Attempted posts: accepted ones have a post time, refused ones a
     // failure without a request id.
     let attempted = ops
@@ -205,9 +148,81 @@ pub(crate) fn run(
     Ok(report)
 }
 
-/// What the apps saw, per operation (its record, and what its target
-/// should hold), their notes, and whether every landing and READ brought
-/// its source's bytes.
+impl Ended<'_> {
+    /// The checks of an RDMA run: each named check and whether it held,
+    /// with a note on each thing that broke one.
+    fn checks(
+        &self,
+        whole: &Plan,
+        world: &dyn Backend,
+        ends: &[HostEnd],
+        bytes_ok: bool,
+        (limit, ending): (Instant, crate::backend::Ending),
+        notes: &mut Vec<String>,
+    ) -> BTreeMap<String, bool> {
+        let (ops, local, phantom) = (self.ops, self.local, self.phantom);
+        let mine = |op: &Op| local[op.plan.poster.0 as usize];
+        let mut checks: BTreeMap<String, bool> = BTreeMap::new();
+        let ended = chains_ended_by_failure(ops);
+        for (i, j) in &ended {
+            let p = &ops[*i].plan;
+            notes.push(format!(
+                "op {i} ({:?} {}→{} {} B) not posted: op {j}, whose landing it waits for, failed",
+                p.kind, p.from, p.to, p.size
+            ));
+        }
+        let all_done = ops
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| mine(o))
+            .all(|(i, o)| o.rec.completions > 0 || ended.contains_key(&i));
+        checks.insert("all-complete".into(), all_done);
+        if !whole.checks.expect_failures {
+            checks.insert(
+                "all-succeeded".into(),
+                ops.iter()
+                    .filter(|o| mine(o))
+                    .all(|o| o.rec.ok == Some(true)),
+            );
+        }
+        let exactly_once = ops.iter().all(|o| o.rec.completions <= 1);
+        checks.insert("exactly-once".into(), exactly_once);
+        if !phantom {
+            let sends = self.sends_in_buffers(notes);
+            checks.insert("memory-equal".into(), bytes_ok && sends);
+            let mut in_bounds = true;
+            for (h, app) in self.apps.iter().enumerate() {
+                let Some(app) = app else { continue };
+                in_bounds &= app.bounds.is_empty();
+                notes.extend(app.bounds.iter().map(|why| format!("h{h}: {why}")));
+            }
+            checks.insert("no-out-of-bounds".into(), in_bounds);
+            let no_late = self.no_late_writes(notes);
+            checks.insert("no-write-after-completion".into(), no_late);
+        }
+        let mut bounded = true;
+        for e in ends {
+            if let Some(what) = &e.over_limit {
+                bounded = false;
+                notes.push(format!("h{}: {what} passed its limit", e.host));
+            }
+        }
+        checks.insert("bounded-state".into(), bounded);
+        let idle = world.is_idle();
+        checks.insert("liveness".into(), idle && all_done);
+        if !idle {
+            let held = ends.iter().map(|e| (NodeAddr(e.host), e.held.clone()));
+            notes.push(crate::run::leftover::note_of(
+                world.now(),
+                limit,
+                ending,
+                held,
+            ));
+        }
+        checks
+    }
+}
+
 /// Each of `n` hosts' incoming operations (their indices in the plan),
 /// found in one pass.
 fn incoming(plan: &RdmaPlan, n: usize) -> Vec<Vec<usize>> {
@@ -220,6 +235,9 @@ fn incoming(plan: &RdmaPlan, n: usize) -> Vec<Vec<usize>> {
     to
 }
 
+/// What the apps saw, per operation (its record, and what its target
+/// should hold), their notes, and whether every landing and READ brought
+/// its source's bytes.
 fn gather(plan: &RdmaPlan, apps: &[Option<&AppEnd>]) -> (Vec<Op>, Vec<String>, bool) {
     let mut ops: Vec<Op> = plan
         .ops
@@ -253,6 +271,8 @@ struct Ended<'a> {
     apps: &'a [Option<&'a AppEnd>],
     ops: &'a [Op],
     local: &'a [bool],
+    /// The run moved no bytes (`phantom_payload`): no memory checks.
+    phantom: bool,
 }
 
 impl Ended<'_> {
