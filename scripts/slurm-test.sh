@@ -14,7 +14,9 @@
 #    exit 1; after `sbatch --array=1` of the job's script, collect merges
 #    and the result equals the local sweep again.
 # 4. `udrma check` as a two-task array of scripts/udrma-check.sbatch, its
-#    shards merged with `udrma check --merge`, against one process.
+#    shards merged with `udrma check --merge`, against one process; and
+#    the same with --merge-states on check-credits, against the answer
+#    of one plain process.
 # 5. one `udrma run` over two MPI ranks (a build with --features mpi):
 #    with `srun --mpi=pmi2 -n 2` and with scripts/udrma-ranks.sbatch,
 #    each printing one process's JSON but for its wall-clock fields and
@@ -114,6 +116,22 @@ steady() { grep -v -e '^time ' -e '^estimate ' -e '^merged ' "$1"; }
 same <(steady "$work"/check-one.txt) <(steady "$work"/check-merged.txt)
 cat "$work"/check-merged.txt
 ok "udrma check in 2 array tasks, merged: the counts and result of one process"
+
+# 4b. the same with --merge-states on a messaging scenario: each task
+# merges the states it saw; the merge gives one plain process's answer.
+check=scenarios/examples/check-credits.toml
+"$udrma" check "$check" --faults 2 --out "$work"/credits-one > "$work"/credits-one.txt || true
+UDRMA=$udrma sbatch --wait --array=0-1 --output="$work"/credits-%a.log \
+    scripts/udrma-check.sbatch "$check" 2 2 "$work"/credits-shards --merge-states > /dev/null
+grep -h '^shard' "$work"/credits-*.log
+"$udrma" check "$check" --merge "$work"/credits-shards/*-check-shard-*.json \
+    --out "$work"/credits-merged > "$work"/credits-merged.txt || true
+answer() { grep -e '^result ' -e '^fault ' "$1" | sed 's/ (the smallest[^)]*)//'; }
+same <(answer "$work"/credits-one.txt) <(answer "$work"/credits-merged.txt)
+grep -q '^merged .*states recorded' "$work"/credits-merged.txt \
+    || fail "the merged shards of --merge-states tally no merged states"
+cat "$work"/credits-merged.txt
+ok "udrma check --merge-states in 2 array tasks, merged: the answer of one plain process"
 
 # 5. one run over two MPI ranks: srun, and the documented job script.
 # The build with the mpi feature replaces the release binary (only the

@@ -356,13 +356,11 @@ fn merging_states_runs_fewer_schedules_for_the_same_answer() {
         ran(&["--merge-states"], 3),
         ("17108".into(), "29228".into())
     );
+    // Shards merge states too (`tests/check_cases.rs`); a `--merge`
+    // takes it from their files.
     refused_with(
         "--merge-states",
-        &[
-            &["--shard", "0/2"],
-            &["--merge", "x.json"],
-            &["--merge-bound"],
-        ],
+        &[&["--merge", "x.json"], &["--merge-bound"]],
     );
 }
 

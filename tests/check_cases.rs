@@ -250,3 +250,69 @@ fn merged_states_give_every_case_its_pinned_answer() {
         "--merge-states ran {merged} schedules, the plain search {plain}: it no longer merges"
     );
 }
+
+/// `--merge-states` across machines: each case searched as two shards,
+/// each merging only the states it saw, then `--merge`d, gives the plain
+/// search's answer line for line (a state one shard cut its run at was
+/// reached in that shard, or by the fault-free run whose children the
+/// shards share out, so every cut schedule has its twin searched in some
+/// shard, and the merge takes the least counterexample of all).
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "about 50,000 runs of the engine: run with --release (CI does)"
+)]
+fn merged_states_split_into_shards_give_every_case_its_pinned_answer() {
+    let mut wrong = Vec::new();
+    for path in &cases() {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(path).unwrap();
+        let (flags, pinned) = header(&text, &name);
+        let dir = tmp(&format!("check-case-shards-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = path.to_str().unwrap();
+        let out = dir.to_str().unwrap();
+        let mut shards = Vec::new();
+        for share in ["0/2", "1/2"] {
+            let mut args = vec!["check", file];
+            args.extend(flags.iter().map(String::as_str));
+            args.extend(["--merge-states", "--shard", share, "--out", out]);
+            let run = udrma(&args);
+            assert!(
+                matches!(run.status.code(), Some(0 | 1)),
+                "{name}: udrma check {args:?} exited {:?}\n{}",
+                run.status.code(),
+                String::from_utf8_lossy(&run.stderr)
+            );
+        }
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.to_string_lossy().contains("-check-shard-") {
+                shards.push(p.to_string_lossy().into_owned());
+            }
+        }
+        assert_eq!(shards.len(), 2, "{name}: shard files {shards:?}");
+        let mut args = vec!["check", file, "--out", out, "--merge"];
+        args.extend(shards.iter().map(String::as_str));
+        let merged = udrma(&args);
+        let stdout = String::from_utf8_lossy(&merged.stdout);
+        assert!(
+            stdout.contains("merged      ") && stdout.contains("states recorded"),
+            "{name}: the merge does not tally the shards' merged states\n{stdout}"
+        );
+        let got = answer(&stdout);
+        if got
+            .iter()
+            .map(|l| agreed(l))
+            .ne(pinned.iter().map(|l| agreed(l)))
+        {
+            wrong.push(format!(
+                "{name}: pinned\n  {}\ntwo merged shards say\n  {}",
+                pinned.join("\n  "),
+                got.join("\n  ")
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}

@@ -40,6 +40,9 @@ pub struct States {
     pub same_length: bool,
     /// Runs whose children were cut because they met an earlier state.
     pub met: u64,
+    /// States the shards of a merged search recorded (each shard its
+    /// own), for a search added up from shard files.
+    by_shards: usize,
 }
 
 impl States {
@@ -52,9 +55,20 @@ impl States {
         }
     }
 
+    /// A search's tally added up from its shards: `met` runs cut, and
+    /// `recorded` states (each shard's own, added).
+    pub fn tallied(same_length: bool, met: u64, recorded: usize) -> States {
+        States {
+            same_length,
+            met,
+            by_shards: recorded,
+            ..States::default()
+        }
+    }
+
     /// States recorded.
     pub fn recorded(&self) -> usize {
-        self.seen.len()
+        self.seen.len() + self.by_shards
     }
 
     /// Walks the decisions of a run from `start` (the packet after its

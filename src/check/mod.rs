@@ -111,11 +111,12 @@ pub struct CheckArgs {
     /// Merge states: skip a run's children where it reaches a state (the
     /// whole world's, fingerprinted before each event) that an earlier
     /// run reached with at least as many faults left. Sound: the same
-    /// verdict and smallest counterexample as the plain search. One
-    /// process only: not with --shard or --merge (a shard merges only
-    /// the states it saw, so shards' counts would not add up to one
-    /// process's).
-    #[arg(long, conflicts_with_all = ["merge_bound", "shard", "merge"])]
+    /// verdict and smallest counterexample as the plain search. With
+    /// --shard, each shard merges the states it saw: the shards' merge
+    /// gives the same verdict and counterexample, and runs more
+    /// schedules in all than one process would (a --merge takes it from
+    /// the shard files).
+    #[arg(long, conflicts_with_all = ["merge_bound", "merge"])]
     pub merge_states: bool,
 }
 

@@ -53,6 +53,14 @@ pub struct ShardFile {
     pub delay_ns: u64,
     /// Whether `--delay` was given.
     pub delay_given: bool,
+    /// `--merge-states`: the shard merged the states it saw (files of
+    /// earlier builds, which had no merging across shards, read as no).
+    #[serde(default)]
+    pub merge_states: bool,
+    /// With `--merge-states`: runs cut at a state an earlier run had
+    /// reached, and the states recorded.
+    #[serde(default)]
+    pub merged: Option<(u64, usize)>,
     /// This shard's index, from 0.
     pub index: u32,
     /// How many shards.
@@ -108,6 +116,8 @@ pub fn record(asked: &Asked, bound: &Bound, s: Shard, found: &Search, wall_s: f6
         kinds: bound.kinds.iter().map(|k| k.name().to_string()).collect(),
         delay_ns: bound.delay_ns,
         delay_given: asked.delay_given,
+        merge_states: bound.merge_states,
+        merged: found.states.as_ref().map(|m| (m.met, m.recorded())),
         index: s.index,
         count: s.count,
         levels: found.levels.clone(),
@@ -171,6 +181,7 @@ pub fn read_all(paths: &[PathBuf]) -> Result<Vec<ShardFile>, BadInput> {
                 &g.kinds,
                 g.delay_ns,
                 g.count,
+                g.merge_states,
                 &g.levels[0],
             ) == (
                 &f.scenario_sha256,
@@ -180,11 +191,12 @@ pub fn read_all(paths: &[PathBuf]) -> Result<Vec<ShardFile>, BadInput> {
                 &f.kinds,
                 f.delay_ns,
                 f.count,
+                f.merge_states,
                 &f.levels[0],
             );
             if !same {
                 return Err(BadInput(format!(
-                    "{} and {} are shards of different searches (scenario bytes, seed, fault-free run, --faults, --kinds, --delay or shard count differ)",
+                    "{} and {} are shards of different searches (scenario bytes, seed, fault-free run, --faults, --kinds, --delay, --merge-states or shard count differ)",
                     q.display(),
                     p.display()
                 )));
@@ -289,6 +301,7 @@ pub fn adopt(args: &mut super::CheckArgs, sha256: &str) -> Result<Vec<ShardFile>
     args.kinds = f.kinds.iter().map(|k| kind(k)).collect::<Result<_, _>>()?;
     args.delay = Some(udrma_proto::Duration::from_nanos(f.delay_ns));
     args.seed = Some(f.seed);
+    args.merge_states = f.merge_states;
     args.max_schedules = u64::MAX;
     Ok(shards)
 }
@@ -338,6 +351,7 @@ pub fn merge(
             sum.violations = sum.violations.saturating_add(l.violations);
             sum.same_rule = sum.same_rule.saturating_add(l.same_rule);
             sum.not_applicable = sum.not_applicable.saturating_add(l.not_applicable);
+            sum.cut = sum.cut.saturating_add(l.cut);
         }
         if any {
             levels.push(sum);
@@ -367,12 +381,22 @@ pub fn merge(
         }
         None => None,
     };
+    // Each shard merged only the states it saw: the tally adds theirs.
+    let states = bound.merge_states.then(|| {
+        let (met, recorded) = shards
+            .iter()
+            .filter_map(|f| f.merged)
+            .fold((0u64, 0usize), |(m, r), (fm, fr)| {
+                (m.saturating_add(fm), r.saturating_add(fr))
+            });
+        super::merge::States::tallied(bound.kinds.contains(&Kind::Corrupt), met, recorded)
+    });
     Ok(Search {
         levels,
         first,
         interrupted: false,
         futures: None,
-        states: None,
+        states,
     })
 }
 
@@ -398,6 +422,8 @@ mod tests {
             kinds: vec!["drop".into(), "delay".into()],
             delay_ns: 1000,
             delay_given: false,
+            merge_states: false,
+            merged: None,
             index,
             count,
             levels: vec![Level::default(); 3],
@@ -435,5 +461,35 @@ mod tests {
         f.first = Some(vec![(4, "drop".into())]);
         f.levels.truncate(2);
         assert_eq!(f.consistent(), Ok(()));
+    }
+
+    /// Shards of which some merged states and some did not are two
+    /// searches; a file of a build before merging shards reads as one
+    /// that did not merge.
+    #[test]
+    fn shards_that_merged_states_and_shards_that_did_not_are_not_one_search() {
+        let dir = std::env::temp_dir().join(format!("udrma-shard-merge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut merging = shard(1, 2);
+        merging.merge_states = true;
+        merging.merged = Some((3, 40));
+        let files = [(shard(0, 2), "a.json"), (merging, "b.json")];
+        let paths: Vec<PathBuf> = files
+            .iter()
+            .map(|(f, name)| {
+                let p = dir.join(name);
+                write(f, &p).unwrap();
+                p
+            })
+            .collect();
+        let e = read_all(&paths).unwrap_err().0;
+        assert!(e.contains("--merge-states"), "{e}");
+        let mut old = serde_json::to_value(shard(0, 2)).unwrap();
+        let map = old.as_object_mut().unwrap();
+        map.remove("merge_states");
+        map.remove("merged");
+        let read: ShardFile = serde_json::from_value(old).unwrap();
+        assert!(!read.merge_states && read.merged.is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
