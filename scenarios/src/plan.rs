@@ -2,7 +2,7 @@
 //! from the file, each error located in it.
 //!
 //! Children, from the bottom up:
-//! - [`profile`]: hardware profiles (cost model, messaging configuration);
+//! - [`profile`]: hardware profiles (link defaults, cost model, NIC limits);
 //! - [`build`]: topology, PFC, and (in `build/nic.rs`, `build/faults.rs`,
 //!   `build/msg.rs`) the NIC configuration, the fault rules and pauses,
 //!   and the messaging layer's configuration;

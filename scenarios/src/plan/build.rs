@@ -4,7 +4,7 @@
 //!
 //! Children:
 //! - `nic`: the NIC configuration (`nic_config`);
-//! - `faults`: the fault rules and host pauses (`rules`, `pauses`);
+//! - `faults`: the fault rules and host pauses (`fault_plan`, `rules`);
 //! - `msg`: the messaging layer's configuration (`msg_setup`,
 //!   `msg_checked`).
 //!

@@ -1,6 +1,5 @@
-//! Hardware profiles and what they set: the cost model and the messaging
-//! layer's configuration (a scenario's `profile =`, `[cost]` and
-//! `[messaging]`).
+//! Hardware profiles and what they set: the link's defaults, the cost
+//! model and the NIC's limits (a scenario's `profile =` and `[cost]`).
 
 use serde::Deserialize;
 use udrma_nic::CostModel;
@@ -86,7 +85,7 @@ pub fn hardware(
     Ok((profile, cost))
 }
 
-/// The hardware profile `name`s, if any.
+/// The hardware profile named `name`, if any.
 fn profile(name: Option<&String>, at: &dyn Locate) -> Result<Option<Profile>, ScenarioError> {
     let Some(name) = name else {
         return Ok(None);

@@ -25,7 +25,8 @@ use udrma_nic::NicConfig;
 use udrma_proto::Duration;
 
 use crate::file::schema::{
-    ChecksSpec, FaultSpec, OrderKind, OutputsSpec, RoutingKind, TopologyKind, WorkloadKind,
+    ChecksSpec, FaultSpec, OrderKind, OutputsSpec, RoutingKind, SecuritySpec, TopologyKind,
+    TopologySpec, WorkloadKind,
 };
 use crate::file::source::{Locate, Locator};
 use crate::plan::build::{self, MsgSetup};
@@ -82,7 +83,7 @@ pub fn resolve(sc: &Scenario, seed: u64) -> Result<Resolved, ScenarioError> {
         at: &at,
     };
     let nic = build::nic_config(&keys, profile.as_ref(), &cost, &topology)?;
-    let fabric = fabric_config(sc, seed, &nic)?;
+    let fabric = fabric_config(&f.topology, &f.security, &at, seed, &nic)?;
     let (rules, pauses) = build::fault_plan(&f.faults, &f.pauses, &at, seed, &topology)?;
     let msg = build::msg_setup(&f.messaging, &f.faults, &at, seed, topology.n_hosts())?;
     Ok(Resolved {
@@ -99,22 +100,30 @@ pub fn resolve(sc: &Scenario, seed: u64) -> Result<Resolved, ScenarioError> {
     })
 }
 
-/// The fabric configuration for `seed`, with NICs configured as `nic`.
-fn fabric_config(sc: &Scenario, seed: u64, nic: &NicConfig) -> Result<FabricConfig, ScenarioError> {
+/// The fabric configuration for `seed`, with NICs configured as `nic`:
+/// the routing and phantom payloads of `[topology]` (`t`), the seal of
+/// `[security]`.
+fn fabric_config(
+    t: &TopologySpec,
+    security: &SecuritySpec,
+    at: &dyn Locate,
+    seed: u64,
+    nic: &NicConfig,
+) -> Result<FabricConfig, ScenarioError> {
     Ok(FabricConfig {
         seed,
-        routing: match sc.file.topology.routing {
+        routing: match t.routing {
             RoutingKind::Shortest => Policy::ShortestPath,
             RoutingKind::Ecmp => Policy::Ecmp,
             RoutingKind::Spray => Policy::Spray,
         },
         nic: nic.clone(),
-        phantom_payload: sc.file.topology.phantom,
-        seal_bytes: match sc.file.security.mode.as_deref() {
+        phantom_payload: t.phantom,
+        seal_bytes: match security.mode.as_deref() {
             None | Some("none") => 0,
             Some("aead") => udrma_proto::secure::OVERHEAD as u64,
             Some(other) => {
-                return Err(sc.error_at_key(
+                return Err(at.error_at_key(
                     "mode",
                     format!("security.mode = {other:?}: expected \"none\" or \"aead\""),
                 ))

@@ -290,15 +290,15 @@ fn target(
 /// The host pauses.
 fn host_pauses(
     pauses: &[PauseSpec],
-    sc: &dyn Locate,
+    at: &dyn Locate,
     n_hosts: usize,
 ) -> Result<Vec<HostPause>, ScenarioError> {
     pauses
         .iter()
         .map(|p| {
-            let h = sc.host(&p.host, n_hosts, "pause")?;
+            let h = at.host(&p.host, n_hosts, "pause")?;
             if p.until.0 <= p.from.0 {
-                return Err(sc.error_at(
+                return Err(at.error_at(
                     &p.host,
                     format!("pause of {}: `until` must be after `from`", p.host),
                 ));

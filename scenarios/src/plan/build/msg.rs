@@ -50,11 +50,11 @@ impl MsgSetup {
 
 /// The messaging layer's configuration for `n` hosts from `[messaging]`
 /// and the registration faults among `faults`, seeded with `seed`
-/// (checked against a NIC by [`msg_checked`]); errors located by `sc`.
+/// (checked against a NIC by [`msg_checked`]); errors located by `at`.
 pub fn msg_setup(
     m: &MessagingSpec,
     faults: &[FaultSpec],
-    sc: &dyn Locate,
+    at: &dyn Locate,
     seed: u64,
     n: usize,
 ) -> Result<MsgSetup, ScenarioError> {
@@ -62,7 +62,7 @@ pub fn msg_setup(
     let small = |v: Option<crate::file::units::Size>, d: u32, key: &str| {
         v.map_or(Ok(d), |s| {
             u32::try_from(s.0)
-                .map_err(|_| sc.error_at_key(key, format!("messaging.{key} is too large")))
+                .map_err(|_| at.error_at_key(key, format!("messaging.{key} is too large")))
         })
     };
     let rendezvous = match m.rendezvous.as_deref() {
@@ -71,7 +71,7 @@ pub fn msg_setup(
         Some("rget") => Protocol::Rget,
         Some("rput") => Protocol::Rput,
         Some(other) => {
-            return Err(sc.error_at(
+            return Err(at.error_at(
                 other,
                 format!("messaging.rendezvous = {other:?}: expected r3, rget or rput"),
             ))
@@ -81,7 +81,7 @@ pub fn msg_setup(
         None | Some("ok") => 0.0,
         Some("fail") => 1.0,
         Some(other) => {
-            return Err(sc.error_at(
+            return Err(at.error_at(
                 other,
                 format!("messaging.registration = {other:?}: expected ok or fail"),
             ))
@@ -97,16 +97,16 @@ pub fn msg_setup(
         let hosts = f
             .src
             .iter()
-            .map(|x| sc.host(x, n, &who))
+            .map(|x| at.host(x, n, &who))
             .collect::<Result<Vec<_>, _>>()?;
         let p = f.p.ok_or_else(|| {
-            sc.error_at(
+            at.error_at(
                 &name,
                 format!("{who}: model registration-failure needs `p`"),
             )
         })?;
         if !(0.0..=1.0).contains(&p) {
-            return Err(sc.error_at(&name, format!("{who}: p = {p} is not a probability")));
+            return Err(at.error_at(&name, format!("{who}: p = {p} is not a probability")));
         }
         let window = (f.from.is_some() || f.until.is_some()).then(|| {
             (

@@ -21,7 +21,8 @@ use super::kary_levels;
 pub struct Keys<'a> {
     /// `[nic]`.
     pub nic: &'a NicSpec,
-    /// `[topology]` (routing and the paths' shape set timer floors).
+    /// `[topology]`: routing, the paths' shape (timer floors), and the
+    /// trimming and marking a loss window needs.
     pub topology: &'a TopologySpec,
     /// The file, for locating an error at its key.
     pub at: &'a dyn Locate,
