@@ -112,7 +112,7 @@ UDRMA=$udrma sbatch --wait --array=0-1 --output="$work"/check-%a.log \
 grep -h '^shard' "$work"/check-*.log
 "$udrma" check "$check" --merge "$work"/check-shards/*-check-shard-*.json \
     --out "$work"/check-merged > "$work"/check-merged.txt
-steady() { grep -v -e '^time ' -e '^estimate ' -e '^merged ' "$1"; }
+steady() { grep -v -e '^time ' -e '^estimate ' -e '^shards ' "$1"; }
 same <(steady "$work"/check-one.txt) <(steady "$work"/check-merged.txt)
 cat "$work"/check-merged.txt
 ok "udrma check in 2 array tasks, merged: the counts and result of one process"

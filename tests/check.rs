@@ -358,9 +358,13 @@ fn merging_states_runs_fewer_schedules_for_the_same_answer() {
     );
     // Shards merge states too (`tests/check_cases.rs`); a `--merge`
     // takes it from their files.
-    refused_with(
-        "--merge-states",
-        &[&["--merge", "x.json"], &["--merge-bound"]],
+    refused_with("--merge-states", &[&["--merge-bound"]]);
+    let out = udrma(&["check", &pair, "--merge-states", "--merge", "x.json"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--merge reads it from the shard files"),
+        "{stderr}"
     );
 }
 
@@ -448,12 +452,16 @@ fn two_shards_merged_print_what_one_process_prints() {
         let o = udrma(&args);
         let (m, e) = text(&o);
         assert_eq!(o.status.code(), Some(code), "{m}\n{e}");
-        assert!(m.contains("merged      2 shards"), "{m}");
+        assert!(m.contains("shards      2 shards"), "{m}");
+        assert!(
+            m.contains(" 2 shards\n"),
+            "the time line counts shards: {m}"
+        );
         let steady = |s: &str| {
             without_time(s)
                 .lines()
                 .filter(|l| {
-                    !l.starts_with("merged ")
+                    !l.starts_with("shards ")
                         && !l.starts_with("wrote ")
                         && !l.starts_with("ladder ")
                         && !l.starts_with("capture ")
@@ -478,7 +486,7 @@ fn two_shards_merged_print_what_one_process_prints() {
         let o = udrma(&["check", &file, "--merge", files[0].to_str().unwrap()]);
         let (_, e) = text(&o);
         assert_eq!(o.status.code(), Some(2), "{e}");
-        assert!(e.contains("shard(s) 1/2 missing of 2"), "{e}");
+        assert!(e.contains("1 of 2 shards given; missing: 1/2"), "{e}");
         let f0 = files[0].to_str().unwrap();
         let o = udrma(&["check", &file, "--merge", f0, f0]);
         let (_, e) = text(&o);
@@ -488,6 +496,18 @@ fn two_shards_merged_print_what_one_process_prints() {
         let o = udrma(&["check", &example("check-credits.toml"), "--merge", f0, f1]);
         let (_, e) = text(&o);
         assert!(e.contains("not the scenario the shards searched"), "{e}");
+        // Shards of two searches: the merge names what differs.
+        let other = dir.join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        let (c, s, e) = search(&["--shard", "1/2", "--merge-states"], &other);
+        assert!(c == Some(0) || c == Some(1), "{s}\n{e}");
+        let f1 = other.join(format!("{name}-check-shard-1-of-2.json"));
+        let o = udrma(&["check", &file, "--merge", f0, f1.to_str().unwrap()]);
+        let (_, e) = text(&o);
+        assert!(
+            e.contains("are shards of different searches: their --merge-states differ"),
+            "{e}"
+        );
     }
 }
 

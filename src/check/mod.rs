@@ -116,7 +116,7 @@ pub struct CheckArgs {
     /// gives the same verdict and counterexample, and runs more
     /// schedules in all than one process would (a --merge takes it from
     /// the shard files).
-    #[arg(long, conflicts_with_all = ["merge_bound", "merge"])]
+    #[arg(long, conflicts_with = "merge_bound")]
     pub merge_states: bool,
 }
 
@@ -131,6 +131,11 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     // A merge searches nothing: the bound and the seed are the shards'.
     let merged = if args.merge.is_empty() {
         None
+    } else if args.merge_states {
+        return Err(BadInput(
+            "--merge-states goes with each --shard; --merge reads it from the shard files: leave it out here".into(),
+        )
+        .into());
     } else {
         Some(shard::adopt(&mut args, &sha256)?)
     };
@@ -187,12 +192,14 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
     };
     if estimate > u128::from(args.max_schedules) {
         return Err(BadInput(format!(
-            "{}: about {estimate} schedules within {} faults of {} kinds over the {} packets of its fault-free run, more than --max-schedules {}; use fewer operations or smaller ones, a smaller --faults, fewer --kinds, or raise --max-schedules",
+            "{}: about {estimate} schedules{} within {} faults of {} kinds over the {} packets of its fault-free run, more than --max-schedules {}; use fewer operations or smaller ones, a smaller --faults, fewer --kinds, {}or raise --max-schedules",
             args.file.display(),
+            args.shard.map_or(String::new(), |s| format!(" (shard {s}'s share of about {})", estimate * u128::from(s.count))),
             bound.faults,
             bound.kinds.len(),
             zero.egress.len(),
-            args.max_schedules
+            args.max_schedules,
+            if args.shard.is_some() { "more shards, " } else { "" },
         ))
         .into());
     }
@@ -223,7 +230,8 @@ pub fn check(mut args: CheckArgs) -> anyhow::Result<ExitCode> {
         jobs = shards.len();
         report::print_merged(&mut out, jobs, wall)?;
     }
-    report::print_search(&mut out, &found, &bound, wall, jobs)?;
+    let workers = if merged.is_some() { "shard" } else { "job" };
+    report::print_search(&mut out, &found, &bound, wall, (jobs, workers))?;
     if let Some(s) = args.shard {
         let to = shard::path(&args.out, &base.scenario.file.name, s);
         shard::write(&shard::record(&asked, &bound, s, &found, wall), &to)?;

@@ -146,7 +146,7 @@ pub fn print_search(
     s: &Search,
     bound: &Bound,
     wall_s: f64,
-    jobs: usize,
+    (jobs, unit): (usize, &str),
 ) -> io::Result<()> {
     let ran = s.ran();
     // Merged states prune soundly; the merge bound's cuts are not proof.
@@ -201,7 +201,7 @@ pub fn print_search(
         } else {
             0.0
         },
-        count(jobs as u64, "job"),
+        count(jobs as u64, unit),
     )?;
     Ok(())
 }
@@ -210,7 +210,7 @@ pub fn print_search(
 pub fn print_merged(out: &mut dyn Write, shards: usize, wall_s: f64) -> io::Result<()> {
     writeln!(
         out,
-        "merged      {}; their searches took {wall_s:.2} s in all",
+        "shards      {}; their searches took {wall_s:.2} s in all (the time below is theirs, added up)",
         count(shards as u64, "shard")
     )
 }
@@ -232,6 +232,16 @@ pub fn print_shard(
         shard.index,
         to.display()
     )?;
+    if s.levels
+        .get(1)
+        .is_some_and(|l| l.ran + l.same_rule + l.not_applicable == 0)
+    {
+        writeln!(
+            out,
+            "note        this shard has no schedule: the fault-free run has no packet i with i mod {} = {} (fewer shards would do)",
+            shard.count, shard.index
+        )?;
+    }
     if s.interrupted {
         print_interrupted(out, s, bound)?;
         return Ok(std::process::ExitCode::from(130));
@@ -296,9 +306,15 @@ pub fn print_violation(
     } else {
         "the smallest"
     };
+    // Pruned schedules are not counted among those that violate.
+    let ran = if s.futures.is_some() || s.states.is_some() {
+        " that ran"
+    } else {
+        ""
+    };
     writeln!(
         out,
-        "result      VIOLATION with {n} fault(s) ({smallest}; {same} schedule(s) with {n} faults violate): fails {}",
+        "result      VIOLATION with {n} fault(s) ({smallest}; {same} schedule(s) with {n} faults{ran} violate): fails {}",
         outcome.failing().join(", ")
     )?;
     for (i, f) in schedule.iter().enumerate() {

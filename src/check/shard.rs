@@ -173,32 +173,13 @@ pub fn read_all(paths: &[PathBuf]) -> Result<Vec<ShardFile>, BadInput> {
             )));
         }
         if let Some((q, g)) = shards.first() {
-            let same = (
-                &g.scenario_sha256,
-                g.seed,
-                &g.zero_trace,
-                g.faults,
-                &g.kinds,
-                g.delay_ns,
-                g.count,
-                g.merge_states,
-                &g.levels[0],
-            ) == (
-                &f.scenario_sha256,
-                f.seed,
-                &f.zero_trace,
-                f.faults,
-                &f.kinds,
-                f.delay_ns,
-                f.count,
-                f.merge_states,
-                &f.levels[0],
-            );
-            if !same {
+            let differ = differences(g, &f);
+            if !differ.is_empty() {
                 return Err(BadInput(format!(
-                    "{} and {} are shards of different searches (scenario bytes, seed, fault-free run, --faults, --kinds, --delay, --merge-states or shard count differ)",
+                    "{} and {} are shards of different searches: their {} differ",
                     q.display(),
-                    p.display()
+                    p.display(),
+                    differ.join(", ")
                 )));
             }
         }
@@ -222,8 +203,9 @@ pub fn read_all(paths: &[PathBuf]) -> Result<Vec<ShardFile>, BadInput> {
         .collect();
     if !missing.is_empty() {
         return Err(BadInput(format!(
-            "--merge: shard(s) {} missing of {count}",
-            missing.join(", ")
+            "--merge: {} of {count} shards given; missing: {} (shard I of N writes NAME-check-shard-I-of-N.json in its --out)",
+            shards.len(),
+            missing.join(", "),
         )));
     }
     let mut out: Vec<ShardFile> = shards.into_iter().map(|(_, f)| f).collect();
@@ -281,6 +263,26 @@ impl ShardFile {
         }
         Ok(())
     }
+}
+
+/// What makes shards `a` and `b` two searches, by name: the fields of
+/// their search that differ (none: one search).
+fn differences(a: &ShardFile, b: &ShardFile) -> Vec<&'static str> {
+    [
+        ("scenario bytes", a.scenario_sha256 == b.scenario_sha256),
+        ("seeds", a.seed == b.seed),
+        ("fault-free runs (trace hash)", a.zero_trace == b.zero_trace),
+        ("--faults", a.faults == b.faults),
+        ("--kinds", a.kinds == b.kinds),
+        ("--delay", a.delay_ns == b.delay_ns),
+        ("--merge-states", a.merge_states == b.merge_states),
+        ("shard counts (N of I/N)", a.count == b.count),
+        ("fault-free counts", a.levels.first() == b.levels.first()),
+    ]
+    .into_iter()
+    .filter(|(_, same)| !same)
+    .map(|(what, _)| what)
+    .collect()
 }
 
 /// For `--merge`: reads the shard files (`read_all`), checks that `FILE`
