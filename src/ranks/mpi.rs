@@ -13,6 +13,9 @@ pub(crate) struct Mpi {
     world: mpi::topology::SimpleCommunicator,
     rank: usize,
     size: usize,
+    /// The last message sent, its room kept to receive the next in
+    /// (fresh room each window cost its pages' faults).
+    spare: Vec<u8>,
 }
 
 std::thread_local! {
@@ -34,6 +37,7 @@ impl Mpi {
             rank: world.rank() as usize,
             size: world.size() as usize,
             world,
+            spare: Vec::new(),
         })
     }
 }
@@ -98,7 +102,9 @@ impl udrma_fabric::Ranks for Mpi {
         let total: usize = lens.iter().sum();
         // Never an empty buffer: its address would be 1, which Open MPI
         // takes for `MPI_IN_PLACE` and refuses (MPI_ERR_ARG).
-        let mut recv = vec![0u8; total.max(1)];
+        let mut recv = std::mem::take(&mut self.spare);
+        recv.clear();
+        recv.resize(total.max(1), 0);
         let pad = [0u8; 1];
         let send: &[u8] = if out.bytes.is_empty() {
             &pad
@@ -111,6 +117,7 @@ impl udrma_fabric::Ranks for Mpi {
             self.world.all_to_all_varcount_into(&s, &mut r);
         }
         recv.truncate(total);
+        self.spare = out.bytes;
         Ok(Packed { bytes: recv, lens })
     }
 }

@@ -165,6 +165,10 @@ pub struct RankedWorld<R: Ranks> {
     /// as of the last exchange.
     kept: Option<Instant>,
     spare_runs: Vec<RunDigest>,
+    /// The room of the last message read, kept for the next one written:
+    /// a window's message is megabytes, and fresh room each window cost
+    /// its pages' faults.
+    spare_bytes: Vec<u8>,
     /// On rank 0 the run's trace; elsewhere the build's.
     trace: Trace,
     host_events: Vec<HostEvent>,
@@ -216,6 +220,7 @@ impl<R: Ranks> RankedWorld<R> {
             next: None,
             kept: None,
             spare_runs: Vec::new(),
+            spare_bytes: Vec::new(),
             trace,
             host_events: Vec::new(),
             deepest: 0,
@@ -488,6 +493,7 @@ impl<R: Ranks> RankedWorld<R> {
                     return Err(bad(format!("rank {r} sent node runs to rank {me}")));
                 }
             }
+            self.spare_bytes = got.bytes;
             self.next = next;
             self.kept = kept_any;
             if me == 0 {
@@ -509,7 +515,7 @@ impl<R: Ranks> RankedWorld<R> {
     ) -> Packed {
         let me = self.rank();
         let room = outbox.iter().map(|m| 48 + Writer::mail_len(m)).sum();
-        let mut w = Writer::with_capacity(room);
+        let mut w = Writer::reusing(std::mem::take(&mut self.spare_bytes), room);
         let mut lens = Vec::with_capacity(outbox.len());
         for (r, mail) in outbox.iter_mut().enumerate() {
             let from = w.bytes.len();
@@ -571,6 +577,7 @@ impl<R: Ranks> RankedWorld<R> {
                 .map_err(bad)?;
             rd.end().map_err(bad)?;
         }
+        self.spare_bytes = got.bytes;
         self.kept = kept_any;
         Ok(())
     }

@@ -20,11 +20,11 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    /// A writer with room for `bytes` bytes.
-    pub(super) fn with_capacity(bytes: usize) -> Writer {
-        Writer {
-            bytes: Vec::with_capacity(bytes),
-        }
+    /// A writer in `room` (emptied) with space for `bytes` bytes.
+    pub(super) fn reusing(mut room: Vec<u8>, bytes: usize) -> Writer {
+        room.clear();
+        room.reserve(bytes);
+        Writer { bytes: room }
     }
 
     /// The bytes [`Writer::mail`] writes for `m`.
