@@ -465,6 +465,33 @@ mod tests {
         assert_eq!(f.consistent(), Ok(()));
     }
 
+    /// Each field that makes two searches is named when it differs, and
+    /// only then.
+    #[test]
+    fn the_merge_names_what_makes_two_searches() {
+        let a = shard(0, 2);
+        assert!(differences(&a, &shard(1, 2)).is_empty());
+        type Change = fn(&mut ShardFile);
+        let cases: [(&str, Change); 9] = [
+            ("scenario bytes", |f| f.scenario_sha256 = "ef".into()),
+            ("seeds", |f| f.seed = 2),
+            ("fault-free runs (trace hash)", |f| {
+                f.zero_trace = "ee".into()
+            }),
+            ("--faults", |f| f.faults = 3),
+            ("--kinds", |f| f.kinds = vec!["drop".into()]),
+            ("--delay", |f| f.delay_ns = 7),
+            ("--merge-states", |f| f.merge_states = true),
+            ("shard counts (N of I/N)", |f| f.count = 3),
+            ("fault-free counts", |f| f.levels[0].ran = 1),
+        ];
+        for (what, change) in cases {
+            let mut b = shard(1, 2);
+            change(&mut b);
+            assert_eq!(differences(&a, &b), vec![what]);
+        }
+    }
+
     /// Shards of which some merged states and some did not are two
     /// searches; a file of a build before merging shards reads as one
     /// that did not merge.
