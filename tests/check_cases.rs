@@ -42,6 +42,22 @@ fn agreed(line: &str) -> String {
     }
 }
 
+/// Where a search's answer `got` is not the `pinned` one (as searches
+/// must agree on it): what each says, `who` naming the search.
+fn mismatch(name: &str, who: &str, pinned: &[String], got: &[String]) -> Option<String> {
+    let same = got
+        .iter()
+        .map(|l| agreed(l))
+        .eq(pinned.iter().map(|l| agreed(l)));
+    (!same).then(|| {
+        format!(
+            "{name}: pinned\n  {}\n{who}\n  {}",
+            pinned.join("\n  "),
+            got.join("\n  ")
+        )
+    })
+}
+
 /// The case files, by name.
 fn cases() -> Vec<std::path::PathBuf> {
     let dir = format!("{}/tests/check-cases", env!("CARGO_MANIFEST_DIR"));
@@ -149,16 +165,8 @@ fn every_check_case_gives_its_pinned_answer() {
                 lines.insert(at + 1 + i, format!("# answer: {l}"));
             }
             std::fs::write(path, lines.join("\n") + "\n").unwrap();
-        } else if got
-            .iter()
-            .map(|l| agreed(l))
-            .ne(pinned.iter().map(|l| agreed(l)))
-        {
-            wrong.push(format!(
-                "{name}: pinned\n  {}\nthe search now says\n  {}",
-                pinned.join("\n  "),
-                got.join("\n  ")
-            ));
+        } else {
+            wrong.extend(mismatch(&name, "the search now says", &pinned, &got));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
@@ -302,17 +310,7 @@ fn merged_states_split_into_shards_give_every_case_its_pinned_answer() {
             "{name}: the merge does not tally the shards' merged states\n{stdout}"
         );
         let got = answer(&stdout);
-        if got
-            .iter()
-            .map(|l| agreed(l))
-            .ne(pinned.iter().map(|l| agreed(l)))
-        {
-            wrong.push(format!(
-                "{name}: pinned\n  {}\ntwo merged shards say\n  {}",
-                pinned.join("\n  "),
-                got.join("\n  ")
-            ));
-        }
+        wrong.extend(mismatch(&name, "two merged shards say", &pinned, &got));
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
 }
