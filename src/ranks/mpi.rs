@@ -13,8 +13,9 @@ pub(crate) struct Mpi {
     world: mpi::topology::SimpleCommunicator,
     rank: usize,
     size: usize,
-    /// The last message sent, its room kept to receive the next in
-    /// (fresh room each window cost its pages' faults).
+    /// The last message sent, its room kept to receive the next in when
+    /// it is small (`Packed::spare`; fresh room each
+    /// window cost its pages' faults).
     spare: Vec<u8>,
 }
 
@@ -117,7 +118,7 @@ impl udrma_fabric::Ranks for Mpi {
             self.world.all_to_all_varcount_into(&s, &mut r);
         }
         recv.truncate(total);
-        self.spare = out.bytes;
+        self.spare = udrma_fabric::Packed::spare(out.bytes);
         Ok(Packed { bytes: recv, lens })
     }
 }

@@ -64,6 +64,22 @@ pub struct Packed {
 }
 
 impl Packed {
+    /// Most room kept between windows for messages, each way: enough for
+    /// k=32's windows (about 1.3 MiB), while k=64's (about 10 MiB) are
+    /// made afresh, so that a rank's peak memory does not grow by what it
+    /// keeps.
+    pub const SPARE_BYTES: usize = 4 << 20;
+
+    /// `room`, kept for the next message if it is at most
+    /// [`Packed::SPARE_BYTES`]; otherwise nothing.
+    pub fn spare(room: Vec<u8>) -> Vec<u8> {
+        if room.capacity() <= Packed::SPARE_BYTES {
+            room
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Rank `r`'s message (empty past the end).
     pub fn part(&self, r: usize) -> &[u8] {
         let start: usize = self.lens.iter().take(r).sum();
@@ -165,8 +181,8 @@ pub struct RankedWorld<R: Ranks> {
     /// as of the last exchange.
     kept: Option<Instant>,
     spare_runs: Vec<RunDigest>,
-    /// The room of the last message read, kept for the next one written:
-    /// a window's message is megabytes, and fresh room each window cost
+    /// The room of the last message read, kept for the next one written
+    /// when it is small ([`Packed::spare`]): fresh room each window cost
     /// its pages' faults.
     spare_bytes: Vec<u8>,
     /// On rank 0 the run's trace; elsewhere the build's.
@@ -493,7 +509,7 @@ impl<R: Ranks> RankedWorld<R> {
                     return Err(bad(format!("rank {r} sent node runs to rank {me}")));
                 }
             }
-            self.spare_bytes = got.bytes;
+            self.spare_bytes = Packed::spare(got.bytes);
             self.next = next;
             self.kept = kept_any;
             if me == 0 {
@@ -577,7 +593,7 @@ impl<R: Ranks> RankedWorld<R> {
                 .map_err(bad)?;
             rd.end().map_err(bad)?;
         }
-        self.spare_bytes = got.bytes;
+        self.spare_bytes = Packed::spare(got.bytes);
         self.kept = kept_any;
         Ok(())
     }
@@ -666,6 +682,16 @@ mod tests {
 
     /// Messages laid end to end come apart where they were joined, an
     /// empty one included, and a rank past the end reads as nothing.
+    /// Room for messages is kept between windows only while it is small:
+    /// a rank's peak memory must not grow by what it keeps.
+    #[test]
+    fn only_small_room_is_kept_for_the_next_message() {
+        let small = Vec::<u8>::with_capacity(Packed::SPARE_BYTES);
+        assert_eq!(Packed::spare(small).capacity(), Packed::SPARE_BYTES);
+        let big = Vec::<u8>::with_capacity(Packed::SPARE_BYTES + 1);
+        assert_eq!(Packed::spare(big).capacity(), 0);
+    }
+
     #[test]
     fn packed_messages_come_apart_as_they_were_joined() {
         let parts = vec![b"ab".to_vec(), Vec::new(), b"cde".to_vec()];
