@@ -13,9 +13,9 @@ pub(crate) struct Mpi {
     world: mpi::topology::SimpleCommunicator,
     rank: usize,
     size: usize,
-    /// The last message sent, its room kept to receive the next in when
-    /// it is small (`Packed::spare`; fresh room each
-    /// window cost its pages' faults).
+    /// The last message sent, its room kept to receive the next one in
+    /// while it is small (`Packed::spare`): fresh room each window cost
+    /// its pages' faults.
     spare: Vec<u8>,
 }
 

@@ -680,8 +680,6 @@ pub fn run_ranked<R: Ranks>(
 mod tests {
     use super::Packed;
 
-    /// Messages laid end to end come apart where they were joined, an
-    /// empty one included, and a rank past the end reads as nothing.
     /// Room for messages is kept between windows only while it is small:
     /// a rank's peak memory must not grow by what it keeps.
     #[test]
@@ -692,6 +690,8 @@ mod tests {
         assert_eq!(Packed::spare(big).capacity(), 0);
     }
 
+    /// Messages laid end to end come apart where they were joined, an
+    /// empty one included, and a rank past the end reads as nothing.
     #[test]
     fn packed_messages_come_apart_as_they_were_joined() {
         let parts = vec![b"ab".to_vec(), Vec::new(), b"cde".to_vec()];

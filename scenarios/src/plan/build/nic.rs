@@ -6,8 +6,7 @@ use udrma_fabric::Topology;
 use udrma_nic::{AckMode, NicConfig, RegistrationMode, RetransmitMode, TombstoneMode};
 use udrma_proto::Duration;
 
-use crate::file::schema::{NicSpec, TopologySpec};
-use crate::file::schema::{RoutingKind, TopologyKind};
+use crate::file::schema::{NicSpec, RoutingKind, TopologyKind, TopologySpec};
 use crate::file::source::Locate;
 use crate::file::units::RtoFloor;
 use crate::plan::profile::Profile;
