@@ -181,6 +181,12 @@ pub struct RankedWorld<R: Ranks> {
     /// as of the last exchange.
     kept: Option<Instant>,
     spare_runs: Vec<RunDigest>,
+    /// The last window's outbox, emptied, to hold the next one's if it
+    /// is small ([`Packed::SPARE_BYTES`]): lists grown from nothing each
+    /// window cost their pages' faults.
+    spare_outbox: Vec<Mail>,
+    /// The lists rank 0 read the last window's node runs into, emptied.
+    run_lists: Vec<Vec<RunDigest>>,
     /// The room of the last message read, kept for the next one written
     /// when it is small ([`Packed::spare`]): fresh room each window cost
     /// its pages' faults.
@@ -236,6 +242,8 @@ impl<R: Ranks> RankedWorld<R> {
             next: None,
             kept: None,
             spare_runs: Vec::new(),
+            spare_outbox: Vec::new(),
+            run_lists: Vec::new(),
             spare_bytes: Vec::new(),
             trace,
             host_events: Vec::new(),
@@ -443,14 +451,14 @@ impl<R: Ranks> RankedWorld<R> {
                 start,
                 end,
                 // Packets from other ranks went on this rank's lines as
-                // they were read.
-                inbox: Vec::new(),
+                // they were read: the inbox is only room for the outbox.
+                inbox: std::mem::take(&mut self.spare_outbox),
                 runs: std::mem::take(&mut self.spare_runs),
                 // What the next window needs if it starts where this one
                 // ends.
                 hand_on: Some(windows::span(Instant(end), width, limit).1),
             };
-            // (No inbox, so never a late one: a packet read after its
+            // (An empty inbox, so never a late one: a packet read after its
             // window began shows as something due before the last
             // window ended, above.)
             let mut done = window(&mut self.world, run);
@@ -477,9 +485,16 @@ impl<R: Ranks> RankedWorld<R> {
             let mut next: Option<Instant> = None;
             let mut kept_any: Option<Instant> = None;
             let mut pending = 0;
-            let mut run_lists = Vec::new();
-            // The lists' room goes: the next window's are made as needed.
-            drop(done.outbox);
+            // Rank 0 reads the node runs into the lists it read the last
+            // window's into.
+            let mut run_lists = std::mem::take(&mut self.run_lists);
+            run_lists.resize_with(if me == 0 { size } else { 1 }, Vec::new);
+            self.spare_outbox = done.outbox;
+            for mail in &mut self.spare_outbox {
+                if mail.room() > Packed::SPARE_BYTES {
+                    *mail = Mail::default();
+                }
+            }
             for r in 0..size {
                 let bytes = got.part(r);
                 let bad = |e: String| ShardError::Stopped(r, e);
@@ -498,14 +513,11 @@ impl<R: Ranks> RankedWorld<R> {
                     .min();
                 kept_any = kept_any.into_iter().chain(kept).min();
                 pending += rd.u64("pending").map_err(bad)?;
-                let world = &mut self.world;
-                rd.mail_each(ports, &mut |p, key, f| world.take(p, key, f))
-                    .map_err(bad)?;
-                let runs = rd.runs().map_err(bad)?;
+                self.world.mail_each(&mut rd, ports).map_err(bad)?;
+                let runs = &mut run_lists[if me == 0 { r } else { 0 }];
+                rd.runs(runs).map_err(bad)?;
                 rd.end().map_err(bad)?;
-                if me == 0 {
-                    run_lists.push(runs);
-                } else if !runs.is_empty() {
+                if me != 0 && !runs.is_empty() {
                     return Err(bad(format!("rank {r} sent node runs to rank {me}")));
                 }
             }
@@ -515,8 +527,9 @@ impl<R: Ranks> RankedWorld<R> {
             if me == 0 {
                 self.deepest = self.deepest.max(pending);
                 let trace = &mut self.trace;
-                merge_into(run_lists, |r| r.0, |r| trace.take_run(r));
+                run_lists = merge_into(run_lists, |r| r.0, |r| trace.take_run(r));
             }
+            self.run_lists = run_lists;
         }
     }
 
@@ -588,9 +601,7 @@ impl<R: Ranks> RankedWorld<R> {
             }
             let kept = rd.time("first kept").map_err(bad)?;
             kept_any = kept_any.into_iter().chain(kept).min();
-            let world = &mut self.world;
-            rd.mail_each(ports, &mut |p, key, f| world.take(p, key, f))
-                .map_err(bad)?;
+            self.world.mail_each(&mut rd, ports).map_err(bad)?;
             rd.end().map_err(bad)?;
         }
         self.spare_bytes = Packed::spare(got.bytes);
@@ -657,6 +668,20 @@ impl<R: Ranks> RankedWorld<R> {
         }
         run.stats.max_event_queue = run.stats.max_event_queue.max(self.deepest);
         Ok(Some(run))
+    }
+}
+
+impl World {
+    /// Puts the packets a rank's message carries on this world's lines,
+    /// their datagrams in room from the packet pool (what this rank sent
+    /// gave it back).
+    fn mail_each(&mut self, rd: &mut Reader, ports: usize) -> Result<(), String> {
+        let mut pool = std::mem::take(&mut self.pool);
+        let read = rd.mail_each(ports, &mut pool, &mut |p, key, f| self.take(p, key, f));
+        // Taking a packet gives no room back, but keep any that did.
+        pool.append(&mut self.pool);
+        self.pool = pool;
+        read
     }
 }
 

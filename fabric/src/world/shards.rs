@@ -61,6 +61,12 @@ pub(super) struct Mail {
 }
 
 impl Mail {
+    /// Bytes of room its lists hold.
+    pub(super) fn room(&self) -> usize {
+        self.line.capacity() * std::mem::size_of::<(PortId, InFlight)>()
+            + self.ahead.capacity() * std::mem::size_of::<(PortId, u128, InFlight)>()
+    }
+
     /// The earliest arrival among the packets.
     pub(super) fn first_arrival(&self) -> Option<Instant> {
         let line = self.line.iter().map(|(_, f)| f.arrive);

@@ -174,7 +174,8 @@ impl<'a> Reader<'a> {
         }
         Ok(n)
     }
-    fn flight(&mut self) -> Result<InFlight, String> {
+    /// A packet, its datagram copied into room from `pool` if it has any.
+    fn flight(&mut self, pool: &mut Vec<Vec<u8>>) -> Result<InFlight, String> {
         let arrive = Instant(self.u64("arrival")?);
         let serial = self.u64("serial")?;
         let src = NodeAddr(self.u32("source")?);
@@ -186,7 +187,13 @@ impl<'a> Reader<'a> {
         if marks > 3 {
             return Err(self.bad(&format!("marks {marks:#x}")));
         }
-        let bytes = self.blob("datagram")?.to_vec();
+        let blob = self.blob("datagram")?;
+        // Read from the message, not the copy: the copy's room is cold,
+        // and reading it back at once waited for it (4 % of a rank).
+        let head = Head::of(blob);
+        let mut bytes = pool.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.extend_from_slice(blob);
         Ok(InFlight {
             arrive,
             pkt: Pkt {
@@ -194,7 +201,7 @@ impl<'a> Reader<'a> {
                 src,
                 dst,
                 src_port,
-                head: Head::of(&bytes),
+                head,
                 bytes,
                 elided,
                 nic_work_ps,
@@ -208,17 +215,19 @@ impl<'a> Reader<'a> {
     #[cfg(test)]
     pub(super) fn mail(&mut self, ports: usize) -> Result<Mail, String> {
         let mut mail = Mail::default();
-        self.mail_each(ports, &mut |p, key, f| match key {
+        self.mail_each(ports, &mut Vec::new(), &mut |p, key, f| match key {
             None => mail.line.push((p, f)),
             Some(k) => mail.ahead.push((p, k, f)),
         })?;
         Ok(mail)
     }
     /// The same, each packet handed to `take` as it is read (with its
-    /// key if it went ahead of a queue): no list in between.
+    /// key if it went ahead of a queue): no list in between. Datagrams
+    /// are copied into room taken from `pool` while it lasts.
     pub(super) fn mail_each(
         &mut self,
         ports: usize,
+        pool: &mut Vec<Vec<u8>>,
         take: &mut dyn FnMut(PortId, Option<u128>, InFlight),
     ) -> Result<(), String> {
         let port = |r: &mut Self| -> Result<PortId, String> {
@@ -231,23 +240,25 @@ impl<'a> Reader<'a> {
         let n = self.count("packets on lines", 4 + FLIGHT)?;
         for _ in 0..n {
             let p = port(self)?;
-            take(p, None, self.flight()?);
+            take(p, None, self.flight(pool)?);
         }
         let n = self.count("packets ahead of queues", 4 + 16 + FLIGHT)?;
         for _ in 0..n {
             let p = port(self)?;
             let key = self.u128("key")?;
-            take(p, Some(key), self.flight()?);
+            take(p, Some(key), self.flight(pool)?);
         }
         Ok(())
     }
-    pub(super) fn runs(&mut self) -> Result<Vec<RunDigest>, String> {
+    /// Node runs, into `runs` (emptied first, its room used again).
+    pub(super) fn runs(&mut self, runs: &mut Vec<RunDigest>) -> Result<(), String> {
         let n = self.count("node runs", 20)?;
-        let mut runs = Vec::with_capacity(n);
+        runs.clear();
+        runs.reserve(n);
         for _ in 0..n {
             runs.push((self.u32("node")?, self.u64("digest")?, self.u64("events")?));
         }
-        Ok(runs)
+        Ok(())
     }
     /// The message must end here.
     pub(super) fn end(&self) -> Result<(), String> {
@@ -371,7 +382,9 @@ mod tests {
         assert_eq!(back.ahead[0].0, 2);
         assert_eq!(back.ahead[0].1, u128::MAX - 1);
         assert_eq!(back.ahead[0].2.pkt.bytes, vec![1; 40]);
-        assert_eq!(r.runs().unwrap(), vec![(3, 0xfeed, 12), (9, 1, 1)]);
+        let mut runs = vec![(1, 1, 1)];
+        r.runs(&mut runs).unwrap();
+        assert_eq!(runs, vec![(3, 0xfeed, 12), (9, 1, 1)]);
         assert_eq!(r.time("t").unwrap(), Some(Instant(77)));
         assert_eq!(r.time("t").unwrap(), None);
         r.end().unwrap();
