@@ -91,9 +91,10 @@ pub(crate) fn bench_sim(
         let wall = start.elapsed().as_secs_f64();
         let hosts = u64::from(k).pow(3) / 4;
         let order = format!(
-            "windows of {:.3} us, node by node, split across {} threads",
+            "windows of {:.3} us, node by node, split across {} thread{}",
             run.window.as_ps() as f64 / 1e6,
-            run.shards
+            run.shards,
+            if run.shards == 1 { "" } else { "s" }
         );
         Figures {
             k,
@@ -170,10 +171,11 @@ fn on_ranks(
     let Some(run) = run else {
         return Ok(ExitCode::SUCCESS);
     };
+    let n = run.ranks.len();
     let order = format!(
-        "windows of {:.3} us, node by node, split across {} ranks",
+        "windows of {:.3} us, node by node, split across {n} rank{}",
         run.window.as_ps() as f64 / 1e6,
-        run.ranks.len()
+        if n == 1 { "" } else { "s" }
     );
     Figures {
         k,

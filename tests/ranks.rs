@@ -135,7 +135,10 @@ fn bench_sim_on_ranks_is_the_run_of_one_process() {
                 );
             }
             assert!(
-                figure(&text, "order").ends_with(&format!("split across {n} ranks")),
+                figure(&text, "order").ends_with(&format!(
+                    "split across {n} {}",
+                    if n == 1 { "rank" } else { "ranks" }
+                )),
                 "{text}"
             );
             let rows: Vec<Vec<u64>> = text
@@ -157,8 +160,9 @@ fn bench_sim_on_ranks_is_the_run_of_one_process() {
             let packets: u64 = rows.iter().map(|r| r[6]).sum();
             assert_eq!(packets > 0, n > 1, "packets between ranks:\n{text}");
             let err = String::from_utf8_lossy(&out.stderr);
+            let noun = if n == 1 { "rank" } else { "ranks" };
             assert!(
-                err.starts_with(&format!("udrma: {n} ranks: rank 0 pid ")),
+                err.starts_with(&format!("udrma: {n} {noun}: rank 0 pid ")),
                 "the roster: {err}"
             );
         }

@@ -147,7 +147,9 @@ pub(crate) fn roster(ranks: &mut Mpi) -> anyhow::Result<()> {
             .enumerate()
             .map(|(r, b)| format!("rank {r} {}", String::from_utf8_lossy(b)))
             .collect();
-        eprintln!("udrma: {} ranks: {}", ranks.size(), all.join(", "));
+        let n = ranks.size();
+        let noun = if n == 1 { "rank" } else { "ranks" };
+        eprintln!("udrma: {n} {noun}: {}", all.join(", "));
     }
     Ok(())
 }
