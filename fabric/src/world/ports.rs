@@ -8,6 +8,11 @@ use super::*;
 /// Room (bytes) of a buffer the packet pool keeps many of
 /// ([`World::recycle`]).
 const SMALL_ROOM: usize = 128;
+
+/// Whether a pool holding `held` buffers keeps one more of `room` bytes.
+fn pool_keeps(held: usize, room: usize) -> bool {
+    held < 4096 || (room <= SMALL_ROOM && held < 1 << 16)
+}
 impl World {
     /// A packet wants to cross the link of `port`: fault rules first.
     pub(super) fn egress(&mut self, port: PortId, mut pkt: Pkt) {
@@ -135,8 +140,7 @@ impl World {
     /// than allocating each. At most about 24 MiB: 4,096 full frames
     /// and 61,440 small buffers.
     pub(super) fn recycle(&mut self, bytes: Vec<u8>) {
-        let n = self.pool.len();
-        if n < 4096 || (bytes.capacity() <= SMALL_ROOM && n < 1 << 16) {
+        if pool_keeps(self.pool.len(), bytes.capacity()) {
             self.pool.push(bytes);
         }
     }
@@ -542,5 +546,25 @@ impl World {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pool stays bounded: 4,096 buffers of any size, 65,536 small
+    /// ones, whatever is given back.
+    #[test]
+    fn the_packet_pool_keeps_at_most_4096_frames_and_65536_small_buffers() {
+        let fill = |room: usize, given: usize| {
+            (0..given).fold(0, |n, _| n + usize::from(pool_keeps(n, room)))
+        };
+        assert_eq!(fill(4000, 10_000), 4096);
+        assert_eq!(fill(SMALL_ROOM + 1, 10_000), 4096);
+        assert_eq!(fill(SMALL_ROOM, 100_000), 65_536);
+        assert_eq!(fill(48, 100_000), 65_536);
+        // Past 4,096, only small room is kept.
+        assert!(pool_keeps(5000, 64) && !pool_keeps(5000, 4000));
     }
 }

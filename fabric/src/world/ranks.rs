@@ -489,12 +489,9 @@ impl<R: Ranks> RankedWorld<R> {
             // window's into.
             let mut run_lists = std::mem::take(&mut self.run_lists);
             run_lists.resize_with(if me == 0 { size } else { 1 }, Vec::new);
-            self.spare_outbox = done.outbox;
-            for mail in &mut self.spare_outbox {
-                if mail.room() > Packed::SPARE_BYTES {
-                    *mail = Mail::default();
-                }
-            }
+            self.spare_outbox = (done.outbox.into_iter())
+                .map(|m| m.spare(Packed::SPARE_BYTES))
+                .collect();
             for r in 0..size {
                 let bytes = got.part(r);
                 let bad = |e: String| ShardError::Stopped(r, e);

@@ -67,6 +67,16 @@ impl Mail {
             + self.ahead.capacity() * std::mem::size_of::<(PortId, u128, InFlight)>()
     }
 
+    /// The mail, emptied, its room kept if it is at most `most` bytes.
+    pub(super) fn spare(mut self, most: usize) -> Mail {
+        if self.room() > most {
+            return Mail::default();
+        }
+        self.line.clear();
+        self.ahead.clear();
+        self
+    }
+
     /// The earliest arrival among the packets.
     pub(super) fn first_arrival(&self) -> Option<Instant> {
         let line = self.line.iter().map(|(_, f)| f.arrive);
@@ -846,6 +856,21 @@ impl FabricStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An emptied outbox keeps its lists' room for the next window only
+    /// up to a bound (80 bytes a packet on a line, 96 ahead of a queue).
+    #[test]
+    fn an_outbox_keeps_its_room_only_up_to_the_bound() {
+        let mail = || Mail {
+            line: Vec::with_capacity(1000),
+            ahead: Vec::with_capacity(10),
+        };
+        assert_eq!(mail().room(), 1000 * 80 + 10 * 96);
+        let kept = mail().spare(80_960);
+        assert!(kept.line.capacity() >= 1000 && kept.ahead.capacity() >= 10);
+        let dropped = mail().spare(80_959);
+        assert_eq!((dropped.line.capacity(), dropped.ahead.capacity()), (0, 0));
+    }
 
     /// Counters add up across shards and maxima stay maxima, every field
     /// (the stories of tests/shards.rs leave several at zero: no faults
