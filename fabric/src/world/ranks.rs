@@ -421,7 +421,6 @@ impl<R: Ranks> RankedWorld<R> {
             self.split()?;
         }
         let (size, me) = (self.size(), self.rank());
-        let ports = self.world.ports.len();
         let width = self.width;
         loop {
             let Some(t) = self.next else {
@@ -482,52 +481,63 @@ impl<R: Ranks> RankedWorld<R> {
                 .ranks
                 .exchange_packed(out)
                 .map_err(|e| ShardError::Stopped(me, e))?;
-            let mut next: Option<Instant> = None;
-            let mut kept_any: Option<Instant> = None;
-            let mut pending = 0;
-            // Rank 0 reads the node runs into the lists it read the last
-            // window's into.
-            let mut run_lists = std::mem::take(&mut self.run_lists);
-            run_lists.resize_with(if me == 0 { size } else { 1 }, Vec::new);
             self.spare_outbox = (done.outbox.into_iter())
                 .map(|m| m.spare(Packed::SPARE_BYTES))
                 .collect();
-            for r in 0..size {
-                let bytes = got.part(r);
-                let bad = |e: String| ShardError::Stopped(r, e);
-                let mut rd = Reader::new(bytes, r);
-                if rd.u8("kind").map_err(bad)? != WINDOW {
-                    return Err(bad(format!("rank {r} is out of step (not a window)")));
-                }
-                let theirs = rd.time("next event").map_err(bad)?;
-                let handed = rd.time("first arrival").map_err(bad)?;
-                let kept = rd.time("first kept").map_err(bad)?;
-                next = next
-                    .into_iter()
-                    .chain(theirs)
-                    .chain(handed)
-                    .chain(kept)
-                    .min();
-                kept_any = kept_any.into_iter().chain(kept).min();
-                pending += rd.u64("pending").map_err(bad)?;
-                self.world.mail_each(&mut rd, ports).map_err(bad)?;
-                let runs = &mut run_lists[if me == 0 { r } else { 0 }];
-                rd.runs(runs).map_err(bad)?;
-                rd.end().map_err(bad)?;
-                if me != 0 && !runs.is_empty() {
-                    return Err(bad(format!("rank {r} sent node runs to rank {me}")));
-                }
-            }
-            self.spare_bytes = Packed::spare(got.bytes);
-            self.next = next;
-            self.kept = kept_any;
-            if me == 0 {
-                self.deepest = self.deepest.max(pending);
-                let trace = &mut self.trace;
-                run_lists = merge_into(run_lists, |r| r.0, |r| trace.take_run(r));
-            }
-            self.run_lists = run_lists;
+            self.take_window(got)?;
         }
+    }
+
+    /// Reads every rank's message of a window: the packets for this
+    /// rank's lines go on them, every rank learns when the next thing is
+    /// due and what is still kept, and rank 0 adds the node runs to the
+    /// trace.
+    fn take_window(&mut self, got: Packed) -> Result<(), ShardError> {
+        let (size, me) = (self.size(), self.rank());
+        let ports = self.world.ports.len();
+        let mut next: Option<Instant> = None;
+        let mut kept_any: Option<Instant> = None;
+        let mut pending = 0;
+        // Rank 0 reads the node runs into the lists it read the last
+        // window's into.
+        let mut run_lists = std::mem::take(&mut self.run_lists);
+        run_lists.resize_with(if me == 0 { size } else { 1 }, Vec::new);
+        for r in 0..size {
+            let bytes = got.part(r);
+            let bad = |e: String| ShardError::Stopped(r, e);
+            let mut rd = Reader::new(bytes, r);
+            if rd.u8("kind").map_err(bad)? != WINDOW {
+                return Err(bad(format!("rank {r} is out of step (not a window)")));
+            }
+            let theirs = rd.time("next event").map_err(bad)?;
+            let handed = rd.time("first arrival").map_err(bad)?;
+            let kept = rd.time("first kept").map_err(bad)?;
+            next = next
+                .into_iter()
+                .chain(theirs)
+                .chain(handed)
+                .chain(kept)
+                .min();
+            kept_any = kept_any.into_iter().chain(kept).min();
+            pending += rd.u64("pending").map_err(bad)?;
+            self.world.mail_each(&mut rd, ports).map_err(bad)?;
+            let runs = &mut run_lists[if me == 0 { r } else { 0 }];
+            rd.runs(runs).map_err(bad)?;
+            rd.end().map_err(bad)?;
+            if me != 0 && !runs.is_empty() {
+                return Err(bad(format!("rank {r} sent node runs to rank {me}")));
+            }
+        }
+        self.spare_bytes = Packed::spare(got.bytes);
+        self.next = next;
+        self.kept = kept_any;
+        if me == 0 {
+            self.deepest = self.deepest.max(pending);
+            let trace = &mut self.trace;
+            run_lists = merge_into(run_lists, |r| r.0, |r| trace.take_run(r));
+        }
+        self.run_lists = run_lists;
+        Ok(())
     }
 
     /// Writes each rank's message: `head` writes its first fields (and
