@@ -351,6 +351,34 @@ mod tests {
         }
     }
 
+    /// A packet read into room the pool gives back holds its own bytes
+    /// and header only, whatever the room held before; the pool gives
+    /// what it has, then reading makes room.
+    #[test]
+    fn a_packet_read_into_used_room_is_its_own() {
+        let datagram: Vec<u8> = (0..64).collect();
+        let mut w = Writer::default();
+        w.mail(&Mail {
+            line: vec![(0, flight(datagram.clone())), (1, flight(vec![4; 5]))],
+            ahead: vec![],
+        });
+        let mut pool = vec![vec![0xee; 100]];
+        let mut got = Vec::new();
+        Reader::new(&w.bytes, 0)
+            .mail_each(2, &mut pool, &mut |p, _, f| got.push((p, f)))
+            .unwrap();
+        assert!(pool.is_empty());
+        assert_eq!(got[0].1.pkt.bytes, datagram);
+        assert_eq!(got[0].1.pkt.bytes.capacity(), 100, "the pool's room");
+        assert_eq!(got[1].1.pkt.bytes, vec![4; 5]);
+        let (head, own) = (got[0].1.pkt.head, Head::of(&datagram));
+        assert!(own.opcode.is_some());
+        assert_eq!(
+            (head.opcode, head.flags, head.msg, head.seg),
+            (own.opcode, own.flags, own.msg, own.seg)
+        );
+    }
+
     /// What a message is sized for before it is written is what it takes.
     #[test]
     fn a_mail_is_sized_before_it_is_written() {
