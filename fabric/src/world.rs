@@ -35,7 +35,8 @@
 //! `apps` host
 //! software and the completion log, `windows` the lookahead windows (the
 //! event loop's second order), `shards` one run split by node across
-//! threads, `split` a world that stays split from run to run,
+//! threads, `mail` the packets one shard hands another and how they
+//! are taken in, `split` a world that stays split from run to run,
 //! `ranks` one run split across processes (MPI ranks), and `kept` the
 //! packets a rank keeps for another until they are due.
 
@@ -63,6 +64,7 @@ mod hosts;
 mod journey;
 mod kept;
 mod lane;
+mod mail;
 mod packet;
 mod pfc;
 mod port_state;

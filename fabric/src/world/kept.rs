@@ -88,18 +88,18 @@ impl World {
 
     /// Takes the outbox (one list per shard, `shards` of them) to send
     /// what [`World::hand_on`] put in it between windows.
-    pub(super) fn take_outbox(&mut self, shards: usize) -> Vec<shards::Mail> {
+    pub(super) fn take_outbox(&mut self, shards: usize) -> Vec<mail::Mail> {
         let mut out = self
             .shard
             .as_mut()
             .map(|s| std::mem::take(&mut s.outbox))
             .unwrap_or_default();
-        out.resize_with(shards, shards::Mail::default);
+        out.resize_with(shards, mail::Mail::default);
         out
     }
 
     /// Gives the outbox's emptied lists back, for their room.
-    pub(super) fn give_back_outbox(&mut self, outbox: Vec<shards::Mail>) {
+    pub(super) fn give_back_outbox(&mut self, outbox: Vec<mail::Mail>) {
         if let Some(s) = self.shard.as_mut() {
             s.outbox = outbox;
         }

@@ -26,7 +26,8 @@ mod wire;
 
 pub use local::LocalRanks;
 
-use super::shards::{merge_into, prepare_in_place, window, Mail, Run};
+use super::mail::Mail;
+use super::shards::{merge_into, prepare_in_place, window, Run};
 use super::*;
 use crate::trace::RunDigest;
 use wire::{Reader, Writer};

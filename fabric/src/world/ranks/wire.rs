@@ -5,8 +5,8 @@
 //! the end. Little-endian, fixed widths, no padding; a reader names the
 //! byte where a message stops making sense instead of panicking.
 
+use super::super::mail::Mail;
 use super::super::port_state::InFlight;
-use super::super::shards::Mail;
 use super::super::*;
 use crate::trace::RunDigest;
 
