@@ -504,12 +504,8 @@ impl<R: Ranks> RankedWorld<R> {
         let mut run_lists = std::mem::take(&mut self.run_lists);
         run_lists.resize_with(if me == 0 { size } else { 1 }, Vec::new);
         for r in 0..size {
-            let bytes = got.part(r);
             let bad = |e: String| ShardError::Stopped(r, e);
-            let mut rd = Reader::new(bytes, r);
-            if rd.u8("kind").map_err(bad)? != WINDOW {
-                return Err(bad(format!("rank {r} is out of step (not a window)")));
-            }
+            let mut rd = opened(got.part(r), r, WINDOW, "a window")?;
             let theirs = rd.time("next event").map_err(bad)?;
             let handed = rd.time("first arrival").map_err(bad)?;
             let kept = rd.time("first kept").map_err(bad)?;
@@ -601,12 +597,8 @@ impl<R: Ranks> RankedWorld<R> {
             .map_err(|e| ShardError::Stopped(me, e))?;
         let mut kept_any: Option<Instant> = None;
         for r in 0..size {
-            let bytes = got.part(r);
             let bad = |e: String| ShardError::Stopped(r, e);
-            let mut rd = Reader::new(bytes, r);
-            if rd.u8("kind").map_err(bad)? != HAND_ON {
-                return Err(bad(format!("rank {r} is out of step (not handing on)")));
-            }
+            let mut rd = opened(got.part(r), r, HAND_ON, "handing on")?;
             let kept = rd.time("first kept").map_err(bad)?;
             kept_any = kept_any.into_iter().chain(kept).min();
             self.world.mail_each(&mut rd, ports).map_err(bad)?;
@@ -651,10 +643,7 @@ impl<R: Ranks> RankedWorld<R> {
         };
         for (r, bytes) in got.iter().enumerate() {
             let bad = |e: String| ShardError::Stopped(r, e);
-            let mut rd = Reader::new(bytes, r);
-            if rd.u8("kind").map_err(bad)? != FIGURES {
-                return Err(bad(format!("rank {r} is out of step (not its figures)")));
-            }
+            let mut rd = opened(bytes, r, FIGURES, "its figures")?;
             let stats: FabricStats = postcard::from_bytes(rd.blob("counters").map_err(bad)?)
                 .map_err(|e| bad(format!("rank {r}'s counters: {e}")))?;
             let now = Instant(rd.u64("clock").map_err(bad)?);
@@ -677,6 +666,21 @@ impl<R: Ranks> RankedWorld<R> {
         run.stats.max_event_queue = run.stats.max_event_queue.max(self.deepest);
         Ok(Some(run))
     }
+}
+
+/// Rank `r`'s message `bytes`, read past its first byte, which must be
+/// `kind` (what every rank is `doing`): otherwise the ranks are out of
+/// step.
+fn opened<'a>(bytes: &'a [u8], r: usize, kind: u8, doing: &str) -> Result<Reader<'a>, ShardError> {
+    let mut rd = Reader::new(bytes, r);
+    let first = rd.u8("kind").map_err(|e| ShardError::Stopped(r, e))?;
+    if first != kind {
+        return Err(ShardError::Stopped(
+            r,
+            format!("rank {r} is out of step (not {doing})"),
+        ));
+    }
+    Ok(rd)
 }
 
 impl World {
