@@ -18,6 +18,7 @@
 pub mod hostbased;
 pub mod offload;
 pub mod reference;
+pub mod schedule;
 pub mod tree;
 
 use rand_chacha::ChaCha8Rng;

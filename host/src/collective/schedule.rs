@@ -1,0 +1,296 @@
+//! MPI collectives as schedules: which bytes each rank sends to whom, in
+//! which step, and what it does with what it receives, for the
+//! algorithms MPI libraries use (MPICH's, step for step).
+//!
+//! A schedule is one rank's list of [`Step`]s over its own buffer (its
+//! "arena": the collective's input and output and any scratch room, laid
+//! out as [`Plan`] says). In a step the rank first makes its local copies,
+//! then posts its sends (each reads the buffer as it is then) and waits
+//! for its receives, which land in order: copied, or folded into what the
+//! buffer holds (`received ⊕ held`, MPICH's `MPIR_Reduce_local(in,
+//! inout)`). Messages between two ranks match in the order they were
+//! posted, as MPI's do. Nothing here moves a byte over a network: a
+//! backend (the fabric's apps) or the [`run`] interpreter carries the
+//! steps out.
+//!
+//! Children:
+//! - `reduce`: allreduce (recursive doubling, Rabenseifner, ring) and
+//!   reduce (binomial).
+//! - `spread`: broadcast (binomial; scatter, then ring allgather),
+//!   allgather (ring, Bruck), all-to-all (pairwise exchange, Bruck) and
+//!   barrier (dissemination).
+//! - [`run`]: an interpreter that carries out every rank's schedule in
+//!   memory, the reference the others are checked against.
+
+mod reduce;
+pub mod run;
+mod spread;
+
+use std::fmt;
+
+/// A run of bytes in a rank's arena.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// First byte.
+    pub at: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+impl Span {
+    /// `len` bytes from `at`.
+    pub const fn new(at: u64, len: u64) -> Span {
+        Span { at, len }
+    }
+
+    /// One past the last byte.
+    pub const fn end(&self) -> u64 {
+        self.at + self.len
+    }
+}
+
+/// One message: to or from `peer`, its bytes gathered from (or scattered
+/// to) `spans` in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Msg {
+    /// The other rank.
+    pub peer: u32,
+    /// Where its bytes come from or go, in order.
+    pub spans: Vec<Span>,
+}
+
+impl Msg {
+    /// A message of one span.
+    pub fn one(peer: u32, span: Span) -> Msg {
+        Msg {
+            peer,
+            spans: vec![span],
+        }
+    }
+
+    /// Its bytes.
+    pub fn bytes(&self) -> u64 {
+        self.spans.iter().map(|s| s.len).sum()
+    }
+}
+
+/// What a received message does to the bytes it lands on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Land {
+    /// It replaces them.
+    Copy,
+    /// It is folded into them element by element: `received ⊕ held`.
+    Fold,
+}
+
+/// One step of one rank: local copies, then sends, then receives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Step {
+    /// Local copies `(from, to)`, in order, before anything is sent.
+    pub copies: Vec<(Span, Span)>,
+    /// Messages sent, in the order posted.
+    pub sends: Vec<Msg>,
+    /// Messages received, in the order posted, and what each does.
+    pub recvs: Vec<(Msg, Land)>,
+}
+
+/// A collective operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Collective {
+    /// Every rank gets the reduction of every rank's vector.
+    Allreduce,
+    /// The root gets the reduction of every rank's vector.
+    Reduce,
+    /// Every rank gets the root's vector.
+    Broadcast,
+    /// Every rank gets every rank's block, in rank order.
+    Allgather,
+    /// Rank `i`'s block `j` goes to rank `j`'s block `i`.
+    Alltoall,
+    /// No rank leaves before every rank has entered.
+    Barrier,
+}
+
+/// An algorithm, named as MPICH names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Algorithm {
+    /// Binomial tree (broadcast, reduce).
+    Binomial,
+    /// Recursive doubling (allreduce): every step exchanges the whole
+    /// vector with the rank `2^k` away.
+    RecursiveDoubling,
+    /// Rabenseifner's allreduce: reduce-scatter by recursive halving,
+    /// then allgather by recursive doubling.
+    Rabenseifner,
+    /// Ring: reduce-scatter around the ring, then a ring allgather
+    /// (allreduce); blocks passed around the ring (allgather).
+    Ring,
+    /// Broadcast as a binomial scatter, then a ring allgather.
+    ScatterRingAllgather,
+    /// Bruck's algorithm (allgather, all-to-all): `⌈log2 p⌉` steps.
+    Bruck,
+    /// Pairwise exchange (all-to-all): `p − 1` steps, one peer each.
+    Pairwise,
+    /// Dissemination (barrier): `⌈log2 p⌉` rounds of empty messages.
+    Dissemination,
+}
+
+impl Algorithm {
+    /// The name scenario files and tables use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Binomial => "binomial",
+            Algorithm::RecursiveDoubling => "recursive_doubling",
+            Algorithm::Rabenseifner => "reduce_scatter_allgather",
+            Algorithm::Ring => "ring",
+            Algorithm::ScatterRingAllgather => "scatter_ring_allgather",
+            Algorithm::Bruck => "brucks",
+            Algorithm::Pairwise => "pairwise",
+            Algorithm::Dissemination => "dissemination",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Collective {
+    /// The name scenario files and tables use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::Allreduce => "allreduce",
+            Collective::Reduce => "reduce",
+            Collective::Broadcast => "bcast",
+            Collective::Allgather => "allgather",
+            Collective::Alltoall => "alltoall",
+            Collective::Barrier => "barrier",
+        }
+    }
+
+    /// The algorithms this crate schedules it with.
+    pub fn algorithms(self) -> &'static [Algorithm] {
+        use Algorithm::*;
+        match self {
+            Collective::Allreduce => &[RecursiveDoubling, Rabenseifner, Ring],
+            Collective::Reduce => &[Binomial],
+            Collective::Broadcast => &[Binomial, ScatterRingAllgather],
+            Collective::Allgather => &[Ring, Bruck],
+            Collective::Alltoall => &[Pairwise, Bruck],
+            Collective::Barrier => &[Dissemination],
+        }
+    }
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One collective call, as every rank makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    /// Which collective.
+    pub collective: Collective,
+    /// Which algorithm.
+    pub algorithm: Algorithm,
+    /// Ranks taking part.
+    pub ranks: u32,
+    /// Elements: of each rank's vector (allreduce, reduce, broadcast), of
+    /// each rank's block (allgather), of each block one rank sends
+    /// another (all-to-all). Ignored by a barrier.
+    pub count: u64,
+    /// Bytes of one element.
+    pub elem: u64,
+    /// The root of a rooted collective (reduce, broadcast).
+    pub root: u32,
+}
+
+/// Why a collective cannot be scheduled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    /// The algorithm does not do this collective.
+    #[error("{algorithm} does not do {collective} (it does: {})", names(collective.algorithms()))]
+    NotFor {
+        /// The collective asked for.
+        collective: Collective,
+        /// The algorithm asked for.
+        algorithm: Algorithm,
+    },
+    /// No ranks, a rank or root outside the communicator, or an element
+    /// of no bytes.
+    #[error("{0}")]
+    Bad(String),
+}
+
+fn names(algs: &[Algorithm]) -> String {
+    algs.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// One rank's part of a collective: its arena's size, where its input
+/// starts and its result ends up, and its steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Bytes of the rank's arena.
+    pub arena: u64,
+    /// Where the rank's own contribution is before the first step (for a
+    /// broadcast, the root's vector; empty at other ranks).
+    pub input: Span,
+    /// Where the result is after the last step (empty at a reduce's
+    /// other ranks and in a barrier).
+    pub output: Span,
+    /// Its steps.
+    pub steps: Vec<Step>,
+}
+
+impl Spec {
+    /// Rank `rank`'s plan.
+    pub fn plan(&self, rank: u32) -> Result<Plan, ScheduleError> {
+        use Algorithm::*;
+        use Collective::*;
+        let p = self.ranks;
+        if p == 0 || rank >= p || self.root >= p || self.elem == 0 {
+            return Err(ScheduleError::Bad(format!(
+                "rank {rank} and root {} of {p} ranks, elements of {} bytes: \
+                 ranks and root must be below the ranks, and elements at least a byte",
+                self.root, self.elem
+            )));
+        }
+        let s = self;
+        Ok(match (self.collective, self.algorithm) {
+            (Allreduce, RecursiveDoubling) => reduce::recursive_doubling(s, rank),
+            (Allreduce, Rabenseifner) => reduce::rabenseifner(s, rank),
+            (Allreduce, Ring) => reduce::ring(s, rank),
+            (Reduce, Binomial) => reduce::binomial(s, rank),
+            (Broadcast, Binomial) => spread::bcast_binomial(s, rank),
+            (Broadcast, ScatterRingAllgather) => spread::bcast_scatter_ring(s, rank),
+            (Allgather, Ring) => spread::allgather_ring(s, rank),
+            (Allgather, Bruck) => spread::allgather_bruck(s, rank),
+            (Alltoall, Pairwise) => spread::alltoall_pairwise(s, rank),
+            (Alltoall, Bruck) => spread::alltoall_bruck(s, rank),
+            (Barrier, Dissemination) => spread::barrier(s, rank),
+            (collective, algorithm) => {
+                return Err(ScheduleError::NotFor {
+                    collective,
+                    algorithm,
+                })
+            }
+        })
+    }
+
+    /// Bytes of each rank's vector, block or block per pair.
+    pub fn bytes(&self) -> u64 {
+        self.count * self.elem
+    }
+}
+
+/// The largest power of two at most `p` (`p` ≥ 1).
+pub(crate) fn pof2(p: u32) -> u32 {
+    1 << (31 - p.leading_zeros())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,327 @@
+//! Allreduce and reduce schedules, as MPICH 4 runs them for a commutative
+//! built-in operation.
+//!
+//! A communicator that is not a power of two, `p = 2^k + rem`, first
+//! shrinks to `2^k` (recursive doubling and Rabenseifner): each even rank
+//! below `2·rem` gives its vector to the odd rank after it and sits out
+//! until that rank hands the result back at the end.
+
+use super::{pof2, Land, Msg, Plan, Span, Spec, Step};
+
+/// A rank's standing in the power-of-two part: its new rank, or `None`
+/// if it sits out.
+fn shrunk(rank: u32, rem: u32) -> Option<u32> {
+    if rank < 2 * rem {
+        (rank % 2 == 1).then_some(rank / 2)
+    } else {
+        Some(rank - rem)
+    }
+}
+
+/// The real rank of new rank `new`.
+fn real(new: u32, rem: u32) -> u32 {
+    if new < rem {
+        new * 2 + 1
+    } else {
+        new + rem
+    }
+}
+
+fn send(peer: u32, span: Span) -> Step {
+    Step {
+        sends: vec![Msg::one(peer, span)],
+        ..Step::default()
+    }
+}
+
+fn recv(peer: u32, span: Span, land: Land) -> Step {
+    Step {
+        recvs: vec![(Msg::one(peer, span), land)],
+        ..Step::default()
+    }
+}
+
+fn sendrecv(to: u32, out: Span, from: u32, into: Span, land: Land) -> Step {
+    Step {
+        copies: Vec::new(),
+        sends: vec![Msg::one(to, out)],
+        recvs: vec![(Msg::one(from, into), land)],
+    }
+}
+
+/// Wraps the power-of-two part `body` (given the new rank) in the steps
+/// that shrink a communicator that is not a power of two and give the
+/// result back.
+fn shrinking(s: &Spec, rank: u32, body: impl FnOnce(u32, u32) -> Vec<Step>) -> Plan {
+    let whole = Span::new(0, s.bytes());
+    let rem = s.ranks - pof2(s.ranks);
+    let mut steps = Vec::new();
+    if rank < 2 * rem {
+        steps.push(if rank % 2 == 0 {
+            send(rank + 1, whole)
+        } else {
+            recv(rank - 1, whole, Land::Fold)
+        });
+    }
+    if let Some(new) = shrunk(rank, rem) {
+        steps.extend(body(new, rem));
+    }
+    if rank < 2 * rem {
+        steps.push(if rank % 2 == 1 {
+            send(rank - 1, whole)
+        } else {
+            recv(rank + 1, whole, Land::Copy)
+        });
+    }
+    Plan {
+        arena: s.bytes(),
+        input: whole,
+        output: whole,
+        steps,
+    }
+}
+
+/// Recursive doubling: in step `k` a rank swaps its whole vector with
+/// the rank `2^k` away and folds what it gets. `log2 p` steps of `n`
+/// bytes: for short vectors.
+pub(super) fn recursive_doubling(s: &Spec, rank: u32) -> Plan {
+    let whole = Span::new(0, s.bytes());
+    shrinking(s, rank, |new, rem| {
+        let p2 = pof2(s.ranks);
+        let mut steps = Vec::new();
+        let mut mask = 1;
+        while mask < p2 {
+            let dst = real(new ^ mask, rem);
+            steps.push(sendrecv(dst, whole, dst, whole, Land::Fold));
+            mask <<= 1;
+        }
+        steps
+    })
+}
+
+/// Rabenseifner's algorithm: a reduce-scatter by recursive halving (each
+/// step swaps half of what is left with the rank `2^k` away, nearest
+/// first), then an allgather by recursive doubling (the same partners in
+/// reverse). The vector is cut into `2^k` pieces of `count / 2^k`
+/// elements, the first `count mod 2^k` one larger. MPICH uses it only
+/// when the vector has at least `2^k` elements; below that it runs
+/// recursive doubling instead, and so does this.
+pub(super) fn rabenseifner(s: &Spec, rank: u32) -> Plan {
+    let p2 = pof2(s.ranks);
+    if s.count < u64::from(p2) {
+        return recursive_doubling(s, rank);
+    }
+    let cnts: Vec<u64> = (0..u64::from(p2))
+        .map(|i| s.count / u64::from(p2) + u64::from(i < s.count % u64::from(p2)))
+        .collect();
+    let mut disps = vec![0u64; cnts.len()];
+    for i in 1..cnts.len() {
+        disps[i] = disps[i - 1] + cnts[i - 1];
+    }
+    let el = s.elem;
+    // The bytes of pieces `a..b`.
+    let piece = |a: usize, b: usize| {
+        Span::new(
+            disps.get(a).map_or(s.bytes(), |&d| d * el),
+            cnts[a..b].iter().sum::<u64>() * el,
+        )
+    };
+    shrinking(s, rank, |new, rem| {
+        let p2 = p2 as usize;
+        let mut steps = Vec::new();
+        let (mut send_idx, mut recv_idx, mut last_idx) = (0usize, 0usize, p2);
+        let mut mask = 1usize;
+        while mask < p2 {
+            let newdst = new as usize ^ mask;
+            let dst = real(newdst as u32, rem);
+            let (out, into);
+            if (new as usize) < newdst {
+                send_idx = recv_idx + p2 / (mask * 2);
+                out = piece(send_idx, last_idx);
+                into = piece(recv_idx, send_idx);
+            } else {
+                recv_idx = send_idx + p2 / (mask * 2);
+                out = piece(send_idx, recv_idx);
+                into = piece(recv_idx, last_idx);
+            }
+            steps.push(sendrecv(dst, out, dst, into, Land::Fold));
+            send_idx = recv_idx;
+            mask <<= 1;
+            if mask < p2 {
+                last_idx = recv_idx + p2 / mask;
+            }
+        }
+        mask >>= 1;
+        while mask > 0 {
+            let newdst = new as usize ^ mask;
+            let dst = real(newdst as u32, rem);
+            let (out, into);
+            if (new as usize) < newdst {
+                if mask != p2 / 2 {
+                    last_idx += p2 / (mask * 2);
+                }
+                recv_idx = send_idx + p2 / (mask * 2);
+                out = piece(send_idx, recv_idx);
+                into = piece(recv_idx, last_idx);
+            } else {
+                recv_idx = send_idx - p2 / (mask * 2);
+                out = piece(send_idx, last_idx);
+                into = piece(recv_idx, send_idx);
+            }
+            steps.push(sendrecv(dst, out, dst, into, Land::Copy));
+            if new as usize > newdst {
+                send_idx = recv_idx;
+            }
+            mask >>= 1;
+        }
+        steps
+    })
+}
+
+/// The ring: the vector is cut into `p` pieces of `⌈count / p⌉`
+/// elements (the last ones shorter or empty); in `p − 1` steps each rank
+/// passes a piece to its right and folds the one from its left, so that
+/// rank `r` ends with piece `r` complete; then a ring allgather passes
+/// the complete pieces around, at most 32 KiB a message (MPICH's
+/// allgatherv pipeline size). `2(p − 1)` steps of about `n / p` bytes:
+/// for long vectors.
+pub(super) fn ring(s: &Spec, rank: u32) -> Plan {
+    let p = s.ranks as usize;
+    let el = s.elem;
+    let mut cnts = vec![0u64; p];
+    let mut total = 0;
+    for c in cnts.iter_mut() {
+        let want = s.count.div_ceil(p as u64);
+        if total + want > s.count {
+            *c = s.count - total;
+            break;
+        }
+        *c = want;
+        total += want;
+    }
+    let mut disps = vec![0u64; p];
+    for i in 1..p {
+        disps[i] = disps[i - 1] + cnts[i - 1];
+    }
+    let span = |i: usize, from: u64, len: u64| Span::new((disps[i] + from) * el, len * el);
+    let r = rank as usize;
+    let (left, right) = ((r + p - 1) % p, (r + 1) % p);
+    let mut steps = Vec::new();
+    for i in 0..p - 1 {
+        let recv_rank = (p + r - 2 - i) % p;
+        let send_rank = (p + r - 1 - i) % p;
+        steps.push(sendrecv(
+            right as u32,
+            span(send_rank, 0, cnts[send_rank]),
+            left as u32,
+            span(recv_rank, 0, cnts[recv_rank]),
+            Land::Fold,
+        ));
+    }
+    steps.extend(ring_allgatherv(&cnts, r, el, span));
+    let whole = Span::new(0, s.bytes());
+    Plan {
+        arena: s.bytes(),
+        input: whole,
+        output: whole,
+        steps,
+    }
+}
+
+/// MPICH's pipelined ring allgatherv: block `i` has `cnts[i]` elements
+/// (of `el` bytes) at `span(i, from, len)`; messages carry at most
+/// 32 KiB when some block is larger.
+fn ring_allgatherv(
+    cnts: &[u64],
+    r: usize,
+    el: u64,
+    span: impl Fn(usize, u64, u64) -> Span,
+) -> Vec<Step> {
+    const PIPELINE: u64 = 32768;
+    let p = cnts.len();
+    let (left, right) = ((r + p - 1) % p, (r + 1) % p);
+    let total: u64 = cnts.iter().sum();
+    let mut steps = Vec::new();
+    if total == 0 {
+        return steps;
+    }
+    let (mut torecv, mut tosend) = (total - cnts[r], total - cnts[right]);
+    let max = cnts.iter().copied().max().unwrap_or(0);
+    let chunk = if max * el > PIPELINE {
+        (PIPELINE / el).max(1)
+    } else {
+        max
+    };
+    let (mut sidx, mut ridx, mut soff, mut roff) = (r, left, 0u64, 0u64);
+    while tosend > 0 || torecv > 0 {
+        let sendnow = if tosend > 0 {
+            (cnts[sidx] - soff).min(chunk)
+        } else {
+            0
+        };
+        let recvnow = if torecv > 0 {
+            (cnts[ridx] - roff).min(chunk)
+        } else {
+            0
+        };
+        let mut step = Step::default();
+        if sendnow > 0 {
+            step.sends
+                .push(Msg::one(right as u32, span(sidx, soff, sendnow)));
+            tosend -= sendnow;
+        }
+        if recvnow > 0 {
+            let into = Msg::one(left as u32, span(ridx, roff, recvnow));
+            step.recvs.push((into, Land::Copy));
+            torecv -= recvnow;
+        }
+        if sendnow > 0 || recvnow > 0 {
+            steps.push(step);
+        }
+        soff += sendnow;
+        roff += recvnow;
+        if soff == cnts[sidx] {
+            soff = 0;
+            sidx = (sidx + p - 1) % p;
+        }
+        if roff == cnts[ridx] {
+            roff = 0;
+            ridx = (ridx + p - 1) % p;
+        }
+    }
+    steps
+}
+
+/// The binomial reduce: relative to the root, a rank receives and folds
+/// from ranks `r | 2^k` while bit `k` of its own relative rank is clear,
+/// then sends its partial result to `r` with that bit cleared. Each
+/// receive waits for the one before (MPICH's are blocking).
+pub(super) fn binomial(s: &Spec, rank: u32) -> Plan {
+    let p = s.ranks;
+    let whole = Span::new(0, s.bytes());
+    let rel = (rank + p - s.root) % p;
+    let mut steps = Vec::new();
+    let mut mask = 1u32;
+    while mask < p {
+        if mask & rel == 0 {
+            let source = rel | mask;
+            if source < p {
+                steps.push(recv((source + s.root) % p, whole, Land::Fold));
+            }
+        } else {
+            steps.push(send(((rel & !mask) + s.root) % p, whole));
+            break;
+        }
+        mask <<= 1;
+    }
+    Plan {
+        arena: s.bytes(),
+        input: whole,
+        output: if rank == s.root {
+            whole
+        } else {
+            Span::new(0, 0)
+        },
+        steps,
+    }
+}
