@@ -9,7 +9,13 @@
 //!   eager message paying the profile's host and NIC costs, each combine a
 //!   pass over the data by the host CPU.
 //!
-//! Both follow a [`CollectivePlan`]: the operation, element type and
+//! - [`schedule`]: MPI's collective algorithms (recursive doubling,
+//!   Rabenseifner, ring, binomial, Bruck, pairwise exchange,
+//!   dissemination) as per-rank schedules, and an interpreter.
+//! - [`scheduled::ScheduledApp`] runs one rank's schedule over the
+//!   messaging layer.
+//!
+//! The first two follow a [`CollectivePlan`]: the operation, element type and
 //! count, the tree, the iterations and their common start times. Node
 //! `i`'s operand in iteration `j` is a fixed function of the plan's seed,
 //! so the [reference](reference) result, folded in the same tree order
@@ -19,6 +25,7 @@ pub mod hostbased;
 pub mod offload;
 pub mod reference;
 pub mod schedule;
+pub mod scheduled;
 pub mod tree;
 
 use rand_chacha::ChaCha8Rng;

@@ -21,6 +21,8 @@
 //!   barrier (dissemination).
 //! - [`run`]: an interpreter that carries out every rank's schedule in
 //!   memory, the reference the others are checked against.
+//! - `tests`: every algorithm on 1 to 17 ranks against the collectives'
+//!   definitions.
 
 mod reduce;
 pub mod run;

@@ -9,7 +9,10 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::{Land, Msg, Plan, Span};
+use udrma_proto::{ReduceOp, ReduceType};
+
+use super::{Land, Msg, Plan, Span, Step};
+use crate::collective::reference::element;
 
 /// What a run left: each rank's arena, and which ranks each has heard
 /// from, directly or through others (itself included).
@@ -49,6 +52,9 @@ fn gather(arena: &[u8], m: &Msg) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// Messages sent and not yet received, per (sender, receiver).
+type Queues = BTreeMap<(u32, u32), VecDeque<Sent>>;
+
 /// Runs `plans` (rank `r`'s at index `r`), each arena starting as
 /// zeros with `input(r)` at its plan's input span; `fold(received,
 /// held)` folds a received run of bytes into the held one.
@@ -58,7 +64,12 @@ pub fn run(
     fold: impl Fn(&[u8], &mut [u8]),
 ) -> Result<Ran, String> {
     let p = plans.len();
-    let mut arenas = Vec::with_capacity(p);
+    let mut ran = Ran {
+        arenas: Vec::with_capacity(p),
+        heard: (0..p).map(|r| (0..p).map(|q| q == r).collect()).collect(),
+        messages: 0,
+        bytes: 0,
+    };
     for (r, plan) in plans.iter().enumerate() {
         let mut a = vec![0u8; plan.arena as usize];
         let data = input(r as u32);
@@ -71,92 +82,27 @@ pub fn run(
         }
         span_of(&a, plan.input)?;
         a[plan.input.at as usize..plan.input.end() as usize].copy_from_slice(&data);
-        arenas.push(a);
+        ran.arenas.push(a);
     }
-    let mut heard: Vec<Vec<bool>> = (0..p).map(|r| (0..p).map(|q| q == r).collect()).collect();
-    let mut queues: BTreeMap<(u32, u32), VecDeque<Sent>> = BTreeMap::new();
+    let mut queues = Queues::new();
     let mut at = vec![0usize; p];
     let mut posted = vec![false; p];
-    let (mut messages, mut bytes) = (0u64, 0u64);
     loop {
         let mut moved = false;
         for r in 0..p {
             let Some(step) = plans[r].steps.get(at[r]) else {
                 continue;
             };
-            let a = &mut arenas[r];
             if !posted[r] {
-                for &(from, to) in &step.copies {
-                    if from.len != to.len {
-                        return Err(format!(
-                            "rank {r}: a copy of {} bytes into {}",
-                            from.len, to.len
-                        ));
-                    }
-                    let b = span_of(a, from)?.to_vec();
-                    span_of(a, to)?;
-                    a[to.at as usize..to.end() as usize].copy_from_slice(&b);
-                }
-                for m in &step.sends {
-                    if m.peer as usize >= p {
-                        return Err(format!("rank {r}: a send to rank {} of {p}", m.peer));
-                    }
-                    let b = gather(a, m)?;
-                    messages += 1;
-                    bytes += b.len() as u64;
-                    let sent = Sent {
-                        bytes: b,
-                        heard: heard[r].clone(),
-                    };
-                    queues
-                        .entry((r as u32, m.peer))
-                        .or_default()
-                        .push_back(sent);
-                }
+                post(&mut ran, &mut queues, r, step)?;
                 posted[r] = true;
                 moved = true;
             }
-            let mut need: BTreeMap<u32, usize> = BTreeMap::new();
-            for (m, _) in &step.recvs {
-                *need.entry(m.peer).or_default() += 1;
+            if land(&mut ran, &mut queues, r, step, &fold)? {
+                at[r] += 1;
+                posted[r] = false;
+                moved = true;
             }
-            let ready = need
-                .iter()
-                .all(|(&q, &k)| queues.get(&(q, r as u32)).is_some_and(|v| v.len() >= k));
-            if !ready {
-                continue;
-            }
-            for (m, land) in &step.recvs {
-                let got = queues
-                    .get_mut(&(m.peer, r as u32))
-                    .and_then(VecDeque::pop_front)
-                    .ok_or("a counted message is gone")?;
-                if got.bytes.len() as u64 != m.bytes() {
-                    return Err(format!(
-                        "rank {r}: {} bytes from rank {} where {} were expected",
-                        got.bytes.len(),
-                        m.peer,
-                        m.bytes()
-                    ));
-                }
-                for (h, g) in heard[r].iter_mut().zip(&got.heard) {
-                    *h |= g;
-                }
-                let mut from = 0usize;
-                for s in &m.spans {
-                    span_of(a, *s)?;
-                    let piece = &got.bytes[from..from + s.len as usize];
-                    let held = &mut a[s.at as usize..s.end() as usize];
-                    match land {
-                        Land::Copy => held.copy_from_slice(piece),
-                        Land::Fold => fold(piece, held),
-                    }
-                    from += s.len as usize;
-                }
-            }
-            at[r] += 1;
-            posted[r] = false;
-            moved = true;
         }
         if (0..p).all(|r| at[r] == plans[r].steps.len()) {
             break;
@@ -175,10 +121,109 @@ pub fn run(
             q.len()
         ));
     }
-    Ok(Ran {
-        arenas,
-        heard,
-        messages,
-        bytes,
-    })
+    Ok(ran)
+}
+
+/// Rank `r` makes the step's copies and posts its sends.
+fn post(ran: &mut Ran, queues: &mut Queues, r: usize, step: &Step) -> Result<(), String> {
+    let p = ran.arenas.len();
+    let a = &mut ran.arenas[r];
+    for &(from, to) in &step.copies {
+        if from.len != to.len {
+            return Err(format!(
+                "rank {r}: a copy of {} bytes into {}",
+                from.len, to.len
+            ));
+        }
+        let b = span_of(a, from)?.to_vec();
+        span_of(a, to)?;
+        a[to.at as usize..to.end() as usize].copy_from_slice(&b);
+    }
+    for m in &step.sends {
+        if m.peer as usize >= p {
+            return Err(format!("rank {r}: a send to rank {} of {p}", m.peer));
+        }
+        let b = gather(a, m)?;
+        ran.messages += 1;
+        ran.bytes += b.len() as u64;
+        let sent = Sent {
+            bytes: b,
+            heard: ran.heard[r].clone(),
+        };
+        queues
+            .entry((r as u32, m.peer))
+            .or_default()
+            .push_back(sent);
+    }
+    Ok(())
+}
+
+/// If every receive of rank `r`'s step has arrived, lands them in order
+/// and says so.
+fn land(
+    ran: &mut Ran,
+    queues: &mut Queues,
+    r: usize,
+    step: &Step,
+    fold: &impl Fn(&[u8], &mut [u8]),
+) -> Result<bool, String> {
+    let mut need: BTreeMap<u32, usize> = BTreeMap::new();
+    for (m, _) in &step.recvs {
+        *need.entry(m.peer).or_default() += 1;
+    }
+    let ready = need
+        .iter()
+        .all(|(&q, &k)| queues.get(&(q, r as u32)).is_some_and(|v| v.len() >= k));
+    if !ready {
+        return Ok(false);
+    }
+    let a = &mut ran.arenas[r];
+    for (m, land) in &step.recvs {
+        let got = queues
+            .get_mut(&(m.peer, r as u32))
+            .and_then(VecDeque::pop_front)
+            .ok_or("a counted message is gone")?;
+        if got.bytes.len() as u64 != m.bytes() {
+            return Err(format!(
+                "rank {r}: {} bytes from rank {} where {} were expected",
+                got.bytes.len(),
+                m.peer,
+                m.bytes()
+            ));
+        }
+        for (h, g) in ran.heard[r].iter_mut().zip(&got.heard) {
+            *h |= g;
+        }
+        let mut from = 0usize;
+        for s in &m.spans {
+            span_of(a, *s)?;
+            let piece = &got.bytes[from..from + s.len as usize];
+            let held = &mut a[s.at as usize..s.end() as usize];
+            match land {
+                Land::Copy => held.copy_from_slice(piece),
+                Land::Fold => fold(piece, held),
+            }
+            from += s.len as usize;
+        }
+    }
+    Ok(true)
+}
+
+/// Folds `got` into `held` element by element as MPI's built-in `op`
+/// on `ty` does (`got ⊕ held`, `got` first in combination order), both
+/// little-endian values of the type's width. Operations with locations
+/// (MINLOC, MAXLOC) take pair types in MPI and are not folded here: they
+/// and operations the type does not define leave `held` as it is.
+pub fn fold_elements(op: ReduceOp, ty: ReduceType, got: &[u8], held: &mut [u8]) {
+    let w = ty.width().unwrap_or(8);
+    for (g, h) in got.chunks_exact(w).zip(held.chunks_exact_mut(w)) {
+        let mut x = [0u8; 8];
+        let mut y = [0u8; 8];
+        x[..w].copy_from_slice(g);
+        y[..w].copy_from_slice(h);
+        let (a, b) = (u64::from_le_bytes(x), u64::from_le_bytes(y));
+        if let Some((v, _)) = element(op, ty, (a, 0), (b, 0)) {
+            h.copy_from_slice(&v.to_le_bytes()[..w]);
+        }
+    }
 }

@@ -1,0 +1,445 @@
+//! One rank of an MPI collective run by its [schedule](super::schedule)
+//! over the messaging layer, as an MPI library over verbs runs it: each
+//! step's local copies and folds cost the host CPU time, each message is
+//! a [`Messenger`] send (eager through vbufs, or a rendezvous), and a
+//! step ends when its sends and receives have all completed, as
+//! `MPI_Sendrecv` returns.
+//!
+//! Iterations run back to back, OSU-style: the collective, then a
+//! dissemination barrier; an iteration's latency is the time from its
+//! start to the end of the collective at this rank. Every iteration
+//! starts from the same input (as a benchmark reuses its buffers), so
+//! every iteration's result must equal the one [`run`](super::schedule::run)
+//! computes in memory from the same schedules.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use udrma_nic::cost::Serial;
+use udrma_nic::{Event, Nic};
+use udrma_proto::{Duration, Instant, NodeAddr, ReduceOp, ReduceType};
+
+use super::schedule::run::fold_elements;
+use super::schedule::{Algorithm, Collective, Land, Plan, ScheduleError, Spec, Step};
+use crate::messaging::{Messenger, MsgEvent, RecvId, SendId};
+use crate::App;
+
+/// What every rank of a scheduled collective agrees on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledPlan {
+    /// The collective, algorithm, ranks (hosts `0..ranks`), count and
+    /// element size.
+    pub spec: Spec,
+    /// The reduction's operation (reductions only).
+    pub op: ReduceOp,
+    /// The elements' type.
+    pub ty: ReduceType,
+    /// Iterations measured, after `warmup` not measured.
+    pub iterations: u32,
+    /// Iterations run first and not measured.
+    pub warmup: u32,
+    /// When every rank starts.
+    pub start: Instant,
+    /// Seed of the inputs.
+    pub seed: u64,
+    /// Host CPU time per byte folded (ps).
+    pub reduce_ps_per_byte: u64,
+}
+
+impl ScheduledPlan {
+    /// Rank `rank`'s plan of the collective and of the barrier after it.
+    pub fn plans(&self, rank: u32) -> Result<(Plan, Plan), ScheduleError> {
+        let barrier = Spec {
+            collective: Collective::Barrier,
+            algorithm: Algorithm::Dissemination,
+            ..self.spec
+        };
+        Ok((self.spec.plan(rank)?, barrier.plan(rank)?))
+    }
+
+    /// Rank `rank`'s input: `len` bytes of elements of the plan's type
+    /// (floats over twelve decades, so a sum's order shows in its bits).
+    pub fn input(&self, rank: u32, len: u64) -> Vec<u8> {
+        let w = self.ty.width().unwrap_or(8);
+        let mut out = Vec::with_capacity(len as usize);
+        let mut i = 0u64;
+        while (out.len() as u64) < len {
+            let r = udrma_proto::rng::mix(self.seed ^ u64::from(rank) << 40 ^ i);
+            let small = (r % 2001) as i64 - 1000;
+            let v = match self.ty {
+                ReduceType::F64 => (small as f64 * 10f64.powi((r >> 32) as i32 % 12 - 6)).to_bits(),
+                ReduceType::F32 => {
+                    u64::from((small as f32 * 10f32.powi((r >> 32) as i32 % 8 - 4)).to_bits())
+                }
+                _ => r,
+            };
+            out.extend_from_slice(&v.to_le_bytes()[..w]);
+            i += 1;
+        }
+        out.truncate(len as usize);
+        out
+    }
+
+    /// The peers rank `rank` exchanges messages with.
+    pub fn peers(&self, rank: u32) -> Result<Vec<NodeAddr>, ScheduleError> {
+        let (c, b) = self.plans(rank)?;
+        let mut peers: Vec<u32> = c
+            .steps
+            .iter()
+            .chain(&b.steps)
+            .flat_map(|s| s.sends.iter().chain(s.recvs.iter().map(|(m, _)| m)))
+            .map(|m| m.peer)
+            .filter(|&p| p != rank)
+            .collect();
+        peers.sort_unstable();
+        peers.dedup();
+        Ok(peers.into_iter().map(NodeAddr).collect())
+    }
+}
+
+/// One iteration at one rank: when it started and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lap {
+    /// Iteration, warm-up ones included.
+    pub iter: u32,
+    /// When this rank started it.
+    pub start: Instant,
+    /// When its collective ended here, or why it failed.
+    pub end: Result<Instant, String>,
+}
+
+/// Where a rank is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Collective,
+    Barrier,
+}
+
+/// One rank's side of a scheduled collective.
+#[derive(Debug)]
+pub struct ScheduledApp {
+    me: u32,
+    plan: Arc<ScheduledPlan>,
+    coll: Plan,
+    barrier: Plan,
+    input: Vec<u8>,
+    m: Messenger,
+    arena: Vec<u8>,
+    iter: u32,
+    phase: Phase,
+    step: usize,
+    /// The step's sends and receives still open (receives by their
+    /// place in the step).
+    sends: BTreeMap<SendId, ()>,
+    recvs: BTreeMap<RecvId, usize>,
+    got: Vec<Option<Vec<u8>>>,
+    /// The step waits for the CPU until then (copies before it, folds
+    /// after it).
+    cpu_until: Option<Instant>,
+    /// The step's copies are made, and its messages posted.
+    copied: bool,
+    posted: bool,
+    cpu: Serial,
+    laps: Vec<Lap>,
+    started: Instant,
+    /// The first measured result, and whether every later one equalled it.
+    result: Option<Vec<u8>>,
+    same: bool,
+    failed: bool,
+}
+
+impl ScheduledApp {
+    /// Rank `me` of `plan`, over `m` (connected to [`ScheduledPlan::peers`]).
+    pub fn new(me: u32, plan: Arc<ScheduledPlan>, m: Messenger) -> Result<Self, ScheduleError> {
+        let (coll, barrier) = plan.plans(me)?;
+        let input = plan.input(me, coll.input.len);
+        Ok(ScheduledApp {
+            me,
+            arena: vec![0; coll.arena as usize],
+            coll,
+            barrier,
+            input,
+            m,
+            iter: 0,
+            phase: Phase::Collective,
+            step: 0,
+            sends: BTreeMap::new(),
+            recvs: BTreeMap::new(),
+            got: Vec::new(),
+            cpu_until: None,
+            copied: false,
+            posted: false,
+            cpu: Serial::default(),
+            laps: Vec::new(),
+            started: plan.start,
+            result: None,
+            same: true,
+            failed: false,
+            plan,
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.me
+    }
+
+    /// Every iteration this rank started.
+    pub fn laps(&self) -> &[Lap] {
+        &self.laps
+    }
+
+    /// The first measured iteration's result, and whether every later
+    /// iteration's equalled it.
+    pub fn result(&self) -> (Option<&[u8]>, bool) {
+        (self.result.as_deref(), self.same)
+    }
+
+    /// The messenger.
+    pub fn messenger(&self) -> &Messenger {
+        &self.m
+    }
+
+    fn total(&self) -> u32 {
+        self.plan.warmup + self.plan.iterations
+    }
+
+    fn plan_now(&self) -> &Plan {
+        match self.phase {
+            Phase::Collective => &self.coll,
+            Phase::Barrier => &self.barrier,
+        }
+    }
+
+    /// The iteration under way fails, and the rank stops.
+    fn fail(&mut self, why: String) {
+        if let Some(lap) = self.laps.last_mut().filter(|l| l.iter == self.iter) {
+            lap.end = Err(why);
+        }
+        self.failed = true;
+    }
+
+    /// Starts iteration `self.iter`: the input back in place (a copy).
+    fn begin(&mut self, now: Instant, nic: &Nic) {
+        let span = self.coll.input;
+        self.arena[span.at as usize..span.end() as usize].copy_from_slice(&self.input);
+        self.laps.push(Lap {
+            iter: self.iter,
+            start: now,
+            end: Ok(now),
+        });
+        self.started = now;
+        self.phase = Phase::Collective;
+        self.step = 0;
+        self.copied = false;
+        self.posted = false;
+        let ready = self.cpu.take(now, nic.config().cost.copy(span.len));
+        self.cpu_until = Some(ready);
+    }
+
+    /// Moves as far as it can: through CPU waits, posting steps, landing
+    /// what arrived, into the next phase and iteration.
+    fn advance(&mut self, now: Instant, nic: &mut Nic) {
+        while !self.failed && self.iter < self.total() {
+            if let Some(t) = self.cpu_until {
+                if t > now {
+                    return;
+                }
+                self.cpu_until = None;
+                continue;
+            }
+            if self.step == self.plan_now().steps.len() {
+                self.end_phase(now, nic);
+                continue;
+            }
+            let step = self.plan_now().steps[self.step].clone();
+            if !self.copied {
+                self.copy(now, nic, &step);
+                continue;
+            }
+            if !self.posted {
+                if let Err(e) = self.post(now, nic, &step) {
+                    self.fail(e);
+                    return;
+                }
+                continue;
+            }
+            if !self.sends.is_empty() || !self.recvs.is_empty() {
+                return;
+            }
+            self.land(now, &step);
+        }
+    }
+
+    /// Makes the step's local copies; the CPU is busy for their bytes.
+    fn copy(&mut self, now: Instant, nic: &Nic, step: &Step) {
+        let mut bytes = 0;
+        for &(from, to) in &step.copies {
+            let b = self.arena[from.at as usize..from.end() as usize].to_vec();
+            self.arena[to.at as usize..to.end() as usize].copy_from_slice(&b);
+            bytes += from.len;
+        }
+        self.copied = true;
+        let ready = self.cpu.take(now, nic.config().cost.copy(bytes));
+        if ready > now {
+            self.cpu_until = Some(ready);
+        }
+    }
+
+    /// Posts the step's sends and receives.
+    fn post(&mut self, now: Instant, nic: &mut Nic, step: &Step) -> Result<(), String> {
+        let tag = self.iter * 2 + u32::from(self.phase == Phase::Barrier);
+        self.posted = true;
+        for msg in &step.sends {
+            let mut data = Vec::with_capacity(msg.bytes() as usize);
+            for s in &msg.spans {
+                data.extend_from_slice(&self.arena[s.at as usize..s.end() as usize]);
+            }
+            let id = self
+                .m
+                .send(now, nic, NodeAddr(msg.peer), tag, data)
+                .map_err(|e| format!("send to h{}: {e}", msg.peer))?;
+            self.sends.insert(id, ());
+        }
+        self.got = vec![None; step.recvs.len()];
+        for (i, (msg, _)) in step.recvs.iter().enumerate() {
+            let id = self
+                .m
+                .recv(now, nic, Some(NodeAddr(msg.peer)), Some(tag), msg.bytes());
+            self.recvs.insert(id, i);
+        }
+        Ok(())
+    }
+
+    /// Lands the step's receives in order (folds cost the CPU), and
+    /// moves to the next step.
+    fn land(&mut self, now: Instant, step: &Step) {
+        let mut folded = 0u64;
+        for (i, (msg, land)) in step.recvs.iter().enumerate() {
+            let data = self.got[i].take().unwrap_or_default();
+            let mut from = 0usize;
+            for s in &msg.spans {
+                let piece = &data[from..from + s.len as usize];
+                let held = &mut self.arena[s.at as usize..s.end() as usize];
+                match land {
+                    Land::Copy => held.copy_from_slice(piece),
+                    Land::Fold => {
+                        fold_elements(self.plan.op, self.plan.ty, piece, held);
+                        folded += s.len;
+                    }
+                }
+                from += s.len as usize;
+            }
+        }
+        self.step += 1;
+        self.copied = false;
+        self.posted = false;
+        let cost = Duration::from_ps(self.plan.reduce_ps_per_byte.saturating_mul(folded));
+        let ready = self.cpu.take(now, cost);
+        if ready > now {
+            self.cpu_until = Some(ready);
+        }
+    }
+
+    fn end_phase(&mut self, now: Instant, nic: &Nic) {
+        match self.phase {
+            Phase::Collective => {
+                if let Some(lap) = self.laps.last_mut() {
+                    lap.end = Ok(now);
+                }
+                if self.iter >= self.plan.warmup {
+                    let out = self.coll.output;
+                    let got = &self.arena[out.at as usize..out.end() as usize];
+                    match &self.result {
+                        None => self.result = Some(got.to_vec()),
+                        Some(r) => self.same &= r.as_slice() == got,
+                    }
+                }
+                self.phase = Phase::Barrier;
+                self.step = 0;
+                self.copied = false;
+                self.posted = false;
+            }
+            Phase::Barrier => {
+                self.iter += 1;
+                if self.iter < self.total() {
+                    self.begin(now, nic);
+                }
+            }
+        }
+    }
+
+    fn on_msg(&mut self, e: MsgEvent) {
+        match e {
+            MsgEvent::SendDone { id, result, .. } => {
+                if self.sends.remove(&id).is_some() {
+                    if let Err(e) = result {
+                        self.fail(format!("a send failed: {e}"));
+                    }
+                }
+            }
+            MsgEvent::RecvDone {
+                id,
+                src,
+                data,
+                result,
+                ..
+            } => {
+                if let Some(i) = self.recvs.remove(&id) {
+                    match result {
+                        Ok(()) => self.got[i] = Some(data),
+                        Err(e) => self.fail(format!("a receive from {src} failed: {e}")),
+                    }
+                }
+            }
+        }
+    }
+
+    fn drain(&mut self, now: Instant, nic: &mut Nic) {
+        while let Some(e) = self.m.poll_event() {
+            self.on_msg(e);
+        }
+        self.advance(now, nic);
+        // Posting may have completed sends or receives at once.
+        while let Some(e) = self.m.poll_event() {
+            self.on_msg(e);
+            self.advance(now, nic);
+        }
+    }
+}
+
+impl App for ScheduledApp {
+    fn start(&mut self, now: Instant, nic: &mut Nic) {
+        if now >= self.plan.start {
+            self.begin(now, nic);
+            self.drain(now, nic);
+        }
+    }
+
+    fn handle_event(&mut self, now: Instant, nic: &mut Nic, event: Event) {
+        self.m.handle_event(now, nic, event);
+        self.drain(now, nic);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let start = self.laps.is_empty().then_some(self.plan.start);
+        [self.m.poll_timeout(), self.cpu_until, start]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn handle_timeout(&mut self, now: Instant, nic: &mut Nic) {
+        if self.laps.is_empty() && now >= self.plan.start && self.total() > 0 {
+            self.begin(now, nic);
+        }
+        if self.m.poll_timeout().is_some_and(|t| t <= now) {
+            self.m.handle_timeout(now, nic);
+        }
+        self.drain(now, nic);
+    }
+
+    fn is_done(&self) -> bool {
+        (self.failed || self.iter >= self.total()) && self.m.is_quiet()
+    }
+}
