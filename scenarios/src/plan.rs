@@ -8,7 +8,8 @@
 //!   and the messaging layer's configuration;
 //! - one planner per workload family: [`ncplan`] (the non-contiguous
 //!   ping-pong's layouts and method), [`collplan`] (the collective
-//!   study's trees and iterations), [`flows`] (sizes and starts of the
+//!   study's trees and iterations), [`schedplan`] (a collective by one
+//!   of MPI's algorithms: sizes, ranks, iterations), [`flows`] (sizes and starts of the
 //!   flow workload, and its figures), [`rdma`] (every operation of the
 //!   RDMA workloads), [`messaging`] (the OSU-shaped loops);
 //! - [`resolved`]: the one pass from a scenario to what a run needs:
@@ -30,4 +31,5 @@ pub mod profile;
 pub mod rdma;
 pub mod resolved;
 pub mod scenario;
+pub mod schedplan;
 pub mod validate;

@@ -2,9 +2,12 @@
 //! human summary table; its children draw pictures:
 //! - [`ladder`]: ladder (sequence) diagrams of the packets between two
 //!   hosts;
+//! - [`osu`]: a collective by one of MPI's algorithms as an OSU-shaped
+//!   table;
 //! - [`svg`]: SVG drawings as plain text (sweep plots and ladders).
 
 pub mod ladder;
+pub mod osu;
 pub mod svg;
 
 use std::collections::BTreeMap;
@@ -141,6 +144,9 @@ pub struct Report {
     /// The collective study's figures (collective scenarios only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub collective: Option<CollectiveReport>,
+    /// A collective by one of MPI's algorithms: the OSU-shaped table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduled: Option<osu::OsuReport>,
     /// The flow workloads' completion times and slowdown (`flows`
     /// workloads only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -193,6 +199,9 @@ impl Report {
         self.counts(&mut s);
         self.noncontig_lines(&mut s);
         self.collective_lines(&mut s);
+        if let Some(o) = &self.scheduled {
+            o.lines(&mut s);
+        }
         self.messaging_lines(&mut s);
         self.fabric_lines(&mut s);
         self.rank_lines(&mut s);
@@ -562,6 +571,7 @@ pub(crate) fn build(
         messaging: None,
         noncontig: None,
         collective: None,
+        scheduled: None,
         flows: None,
         pfc: world.world().and_then(PfcReport::of),
         ranks: world.ranks().map(|(_, each)| {

@@ -11,7 +11,8 @@
 //!   from `udrma_host::workload` with the plan's part for it, and
 //!   checking what the apps recorded: [`rdma`] (which also holds
 //!   `start_and_run`, the start, run to the time limit and finish that
-//!   every runner shares), [`messaging`], [`noncontig`], [`collective`];
+//!   every runner shares), [`messaging`], [`noncontig`], [`collective`],
+//!   [`scheduled`] (a collective by one of MPI's algorithms);
 //! - [`leftover`]: what a run left undone, said the way it happened;
 //! - `host_end`: what a host ended an RDMA run with, worked out where it
 //!   ran and gathered where the report is made.
@@ -22,6 +23,7 @@ pub mod leftover;
 pub mod messaging;
 pub mod noncontig;
 pub mod rdma;
+pub mod scheduled;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -156,6 +158,7 @@ pub fn run_plan(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioErr
             let rebuild = || sim_world(plan).map(|w| Box::new(w) as Box<dyn Backend>);
             crate::run::collective::run(plan, world, &rebuild)
         }
+        Work::Scheduled(_) => crate::run::scheduled::run(plan, world),
         Work::Messaging(_) => {
             let mut report = crate::run::messaging::run(plan, world)?;
             if let Some((a, b)) = ladder_hosts {
@@ -316,6 +319,7 @@ fn run_udp(plan: &Plan, opts: &RunOptions) -> Result<Report, ScenarioError> {
     let backend = loopback()?;
     match &plan.work {
         Work::Collective(_) => crate::run::collective::run(plan, backend, &loopback),
+        Work::Scheduled(_) => crate::run::scheduled::run(plan, backend),
         Work::Noncontig(_) => crate::run::noncontig::run(plan, backend),
         Work::Messaging(_) => crate::run::messaging::run(plan, backend),
         Work::Rdma(_) => crate::run::rdma::run(plan, backend, None),
@@ -529,7 +533,7 @@ pub fn host_part(plan: &Plan, opts: &HostOptions) -> Result<Report, HostError> {
     let report = match &plan.work {
         Work::Messaging(_) => crate::run::messaging::run(plan, backend),
         Work::Rdma(_) => crate::run::rdma::run(plan, backend, None),
-        Work::Noncontig(_) | Work::Collective(_) => Err(at.error_at(
+        Work::Noncontig(_) | Work::Collective(_) | Work::Scheduled(_) => Err(at.error_at(
             "workload",
             "`udrma host` runs RDMA and messaging workloads; run noncontig and collective ones with `udrma run --backend udp`".into(),
         )),

@@ -61,6 +61,7 @@ fn value(key: &str, fault: bool) -> &'static str {
         "layout" => "\"vector\"",
         "peer_layout" => "\"same\"",
         "collective" => "\"allreduce\"",
+        "algorithm" => "\"ring\"",
         "reduce_op" => "\"sum\"",
         "datatype" => "\"f64\"",
         "distribution" => "\"uniform\"",

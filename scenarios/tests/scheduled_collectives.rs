@@ -11,7 +11,7 @@ use udrma_fabric::{LinkParams, Topology};
 use udrma_faults::{Model, Target};
 use udrma_host::collective::schedule::run::{fold_elements, run};
 use udrma_host::collective::schedule::{Algorithm, Collective, Spec};
-use udrma_host::collective::scheduled::{ScheduledApp, ScheduledPlan};
+use udrma_host::collective::scheduled::{ScheduledApp, ScheduledPlan, SizeRun};
 use udrma_host::messaging::{Messenger, MsgConfig};
 use udrma_proto::{Duration, Instant, NodeAddr, ReduceOp, ReduceType};
 
@@ -44,11 +44,12 @@ fn on_fabric(plan: &ScheduledPlan, lossy: bool) -> Vec<(Vec<u8>, bool, usize)> {
         let app = ScheduledApp::new(h, plan.clone(), m).unwrap();
         sim.add_app(NodeAddr(h), app).unwrap();
     }
-    sim.run().assert_invariants();
+    let o = sim.run();
+    o.assert_invariants();
     (0..p)
         .map(|h| {
             let a = sim.app::<ScheduledApp>(NodeAddr(h)).unwrap();
-            let (r, same) = a.result();
+            let (r, same) = a.result(0);
             let ok = a.laps().iter().filter(|l| l.end.is_ok()).count();
             (r.unwrap_or_default().to_vec(), same, ok)
         })
@@ -58,7 +59,7 @@ fn on_fabric(plan: &ScheduledPlan, lossy: bool) -> Vec<(Vec<u8>, bool, usize)> {
 /// What every rank must hold: the same schedules run in memory.
 fn reference(plan: &ScheduledPlan) -> Vec<Vec<u8>> {
     let plans: Vec<_> = (0..plan.spec.ranks)
-        .map(|r| plan.spec.plan(r).unwrap())
+        .map(|r| plan.spec_at(0).plan(r).unwrap())
         .collect();
     let ran = run(
         &plans,
@@ -79,10 +80,11 @@ fn plan(collective: Collective, algorithm: Algorithm, ranks: u32, count: u64) ->
             collective,
             algorithm,
             ranks,
-            count,
+            count: 0,
             elem: 8,
             root: ranks / 2,
         },
+        sizes: vec![SizeRun { count, algorithm }],
         op: ReduceOp::Sum,
         ty: ReduceType::F64,
         iterations: 3,
@@ -139,4 +141,101 @@ fn a_lossy_fabric_changes_the_time_not_the_result() {
     // The comparison can fail: other inputs give other bits.
     let other = reference(&ScheduledPlan { seed: 6, ..pl });
     assert!(got.iter().zip(&other).all(|((g, ..), o)| g != o));
+}
+
+fn file(topology: &str, workload: &str, faults: &str) -> String {
+    format!(
+        "name = \"mpi\"\ntime_limit = \"500ms\"\n[topology]\n{topology}\n\
+         [[workload]]\nkind = \"collective\"\n{workload}\n{faults}"
+    )
+}
+
+/// From a scenario file: a size sweep of every allreduce algorithm on a
+/// fat tree, with and without loss, and on a star over real sockets; every row's result equals the schedules' in memory, and the
+/// latency grows with the size.
+#[test]
+fn a_scenario_file_runs_an_algorithm_over_sizes_and_reports_osu_rows() {
+    use udrma_scenarios::{run, BackendKind, RunOptions, Scenario};
+    let fat = "kind = \"fat-tree\"\nk = 4";
+    let star = "kind = \"star\"\nhosts = 5";
+    let loss = "[[fault]]\nmodel = \"loss\"\np = 0.01\n";
+    for alg in ["recursive_doubling", "reduce_scatter_allgather", "ring"] {
+        for (topology, faults, backend) in [
+            (fat, "", BackendKind::Sim),
+            (fat, loss, BackendKind::Sim),
+            (star, "", BackendKind::Udp),
+        ] {
+            let w = format!("algorithm = \"{alg}\"\nsizes = [8, 4096, 65536]\ncount = 3");
+            let sc = Scenario::parse("mpi.toml", &file(topology, &w, faults)).unwrap();
+            let opts = RunOptions {
+                backend,
+                ..RunOptions::default()
+            };
+            let r = run(&sc, opts).unwrap();
+            assert!(r.passed(), "{alg}: {:?}\n{}", r.notes, r.table());
+            let o = r.scheduled.as_ref().unwrap();
+            assert_eq!(o.rows.len(), 3);
+            assert!(o
+                .rows
+                .iter()
+                .all(|row| row.result_equal && row.algorithm == alg));
+            if backend == BackendKind::Sim {
+                assert!(o.rows[0].avg_us < o.rows[2].avg_us, "{}", r.table());
+                assert!(o
+                    .rows
+                    .iter()
+                    .all(|x| x.min_us <= x.avg_us && x.avg_us <= x.max_us));
+            }
+        }
+    }
+}
+
+/// Keys that do not fit an algorithm are refused, each by name and
+/// place.
+#[test]
+fn bad_algorithm_keys_are_named() {
+    use udrma_scenarios::Scenario;
+    let star = "kind = \"star\"\nhosts = 4";
+    let bad = |w: &str, want: &str| {
+        let e = Scenario::parse("bad.toml", &file(star, w, ""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("bad.toml:") && e.contains(want), "{e}");
+    };
+    bad(
+        "collective = \"alltoall\"\nalgorithm = \"ring\"\nsize = 8",
+        "`algorithm = \"ring\"` does not run alltoall: it takes pairwise, brucks",
+    );
+    bad(
+        "algorithm = \"ring\"\nsize = 8\nfan_in = 2",
+        "`fan_in` belongs to the NIC study",
+    );
+    bad(
+        "size = 8\nwarmup = 2",
+        "`warmup` belongs to an MPI algorithm",
+    );
+    bad(
+        "algorithm = \"ring\"\nsize = 12",
+        "12 B is not a whole number of f64 elements",
+    );
+    bad(
+        "algorithm = \"ring\"\nsize = 8\nreduce_op = \"minloc\"",
+        "an MPI algorithm takes one of",
+    );
+    bad(
+        "algorithm = \"ring\"\nsize = 8\nnodes = 9",
+        "`nodes = 9`: must be 1..=4",
+    );
+    bad(
+        "collective = \"alltoall\"\nalgorithm = \"brucks\"\nsize = \"8MiB\"",
+        "at most 67108864 B (the bytes are real)",
+    );
+    bad(
+        "collective = \"gather\"\nalgorithm = \"ring\"\nsize = 8",
+        "expected one of allreduce",
+    );
+    bad(
+        "algorithm = \"nic\"\nsize = 8\nmethod = \"both\"",
+        "runs the NIC offload only",
+    );
 }

@@ -27,9 +27,11 @@ use crate::App;
 /// What every rank of a scheduled collective agrees on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduledPlan {
-    /// The collective, algorithm, ranks (hosts `0..ranks`), count and
-    /// element size.
+    /// The collective, ranks (hosts `0..ranks`), element size and root
+    /// (its `count` and `algorithm` are not read: `sizes` say them).
     pub spec: Spec,
+    /// The sizes run, one after the other.
+    pub sizes: Vec<SizeRun>,
     /// The reduction's operation (reductions only).
     pub op: ReduceOp,
     /// The elements' type.
@@ -47,14 +49,25 @@ pub struct ScheduledPlan {
 }
 
 impl ScheduledPlan {
-    /// Rank `rank`'s plan of the collective and of the barrier after it.
-    pub fn plans(&self, rank: u32) -> Result<(Plan, Plan), ScheduleError> {
+    /// The collective at the `size`-th size.
+    pub fn spec_at(&self, size: usize) -> Spec {
+        let run = self.sizes.get(size);
+        Spec {
+            count: run.map_or(0, |r| r.count),
+            algorithm: run.map_or(self.spec.algorithm, |r| r.algorithm),
+            ..self.spec
+        }
+    }
+
+    /// Rank `rank`'s plan of the collective at the `size`-th count and
+    /// of the barrier after it.
+    pub fn plans(&self, rank: u32, size: usize) -> Result<(Plan, Plan), ScheduleError> {
         let barrier = Spec {
             collective: Collective::Barrier,
             algorithm: Algorithm::Dissemination,
             ..self.spec
         };
-        Ok((self.spec.plan(rank)?, barrier.plan(rank)?))
+        Ok((self.spec_at(size).plan(rank)?, barrier.plan(rank)?))
     }
 
     /// Rank `rank`'s input: `len` bytes of elements of the plan's type
@@ -80,27 +93,42 @@ impl ScheduledPlan {
         out
     }
 
-    /// The peers rank `rank` exchanges messages with.
+    /// The peers rank `rank` exchanges messages with, at any count.
     pub fn peers(&self, rank: u32) -> Result<Vec<NodeAddr>, ScheduleError> {
-        let (c, b) = self.plans(rank)?;
-        let mut peers: Vec<u32> = c
-            .steps
-            .iter()
-            .chain(&b.steps)
-            .flat_map(|s| s.sends.iter().chain(s.recvs.iter().map(|(m, _)| m)))
-            .map(|m| m.peer)
-            .filter(|&p| p != rank)
-            .collect();
+        let mut peers = Vec::new();
+        for size in 0..self.sizes.len().max(1) {
+            let (c, b) = self.plans(rank, size)?;
+            peers.extend(
+                c.steps
+                    .iter()
+                    .chain(&b.steps)
+                    .flat_map(|s| s.sends.iter().chain(s.recvs.iter().map(|(m, _)| m)))
+                    .map(|m| m.peer)
+                    .filter(|&p| p != rank),
+            );
+        }
         peers.sort_unstable();
         peers.dedup();
         Ok(peers.into_iter().map(NodeAddr).collect())
     }
 }
 
+/// One size of a scheduled collective: its count (elements per rank,
+/// block or pair, as [`Spec::count`]) and the algorithm run at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeRun {
+    /// Elements.
+    pub count: u64,
+    /// The algorithm.
+    pub algorithm: Algorithm,
+}
+
 /// One iteration at one rank: when it started and how it ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lap {
-    /// Iteration, warm-up ones included.
+    /// Which size (index into [`ScheduledPlan::sizes`]).
+    pub size: usize,
+    /// Iteration at that count, warm-up ones included.
     pub iter: u32,
     /// When this rank started it.
     pub start: Instant,
@@ -125,7 +153,6 @@ pub struct ScheduledApp {
     input: Vec<u8>,
     m: Messenger,
     arena: Vec<u8>,
-    iter: u32,
     phase: Phase,
     step: usize,
     /// The step's sends and receives still open (receives by their
@@ -142,25 +169,26 @@ pub struct ScheduledApp {
     cpu: Serial,
     laps: Vec<Lap>,
     started: Instant,
-    /// The first measured result, and whether every later one equalled it.
-    result: Option<Vec<u8>>,
-    same: bool,
+    /// Iterations begun, over every count (a message's tag).
+    begun: u32,
+    /// Per count: the first measured result, and whether every later
+    /// one equalled it.
+    results: Vec<(Option<Vec<u8>>, bool)>,
     failed: bool,
 }
 
 impl ScheduledApp {
     /// Rank `me` of `plan`, over `m` (connected to [`ScheduledPlan::peers`]).
     pub fn new(me: u32, plan: Arc<ScheduledPlan>, m: Messenger) -> Result<Self, ScheduleError> {
-        let (coll, barrier) = plan.plans(me)?;
-        let input = plan.input(me, coll.input.len);
+        let (coll, barrier) = plan.plans(me, 0)?;
+        let input = Vec::new();
         Ok(ScheduledApp {
             me,
-            arena: vec![0; coll.arena as usize],
+            arena: Vec::new(),
             coll,
             barrier,
             input,
             m,
-            iter: 0,
             phase: Phase::Collective,
             step: 0,
             sends: BTreeMap::new(),
@@ -172,8 +200,8 @@ impl ScheduledApp {
             cpu: Serial::default(),
             laps: Vec::new(),
             started: plan.start,
-            result: None,
-            same: true,
+            begun: 0,
+            results: Vec::new(),
             failed: false,
             plan,
         })
@@ -189,10 +217,12 @@ impl ScheduledApp {
         &self.laps
     }
 
-    /// The first measured iteration's result, and whether every later
-    /// iteration's equalled it.
-    pub fn result(&self) -> (Option<&[u8]>, bool) {
-        (self.result.as_deref(), self.same)
+    /// At the `size`-th count: the first measured iteration's result,
+    /// and whether every later iteration's equalled it.
+    pub fn result(&self, size: usize) -> (Option<&[u8]>, bool) {
+        self.results
+            .get(size)
+            .map_or((None, false), |(r, same)| (r.as_deref(), *same))
     }
 
     /// The messenger.
@@ -200,8 +230,24 @@ impl ScheduledApp {
         &self.m
     }
 
-    fn total(&self) -> u32 {
+    /// Iterations at each count.
+    fn per_size(&self) -> u32 {
         self.plan.warmup + self.plan.iterations
+    }
+
+    /// Iterations over every count.
+    fn total(&self) -> u32 {
+        self.per_size() * self.plan.sizes.len() as u32
+    }
+
+    /// The count under way.
+    fn size(&self) -> usize {
+        (self.begun.saturating_sub(1) / self.per_size().max(1)) as usize
+    }
+
+    /// The iteration under way at its count.
+    fn iter(&self) -> u32 {
+        self.begun.saturating_sub(1) % self.per_size().max(1)
     }
 
     fn plan_now(&self) -> &Plan {
@@ -213,18 +259,48 @@ impl ScheduledApp {
 
     /// The iteration under way fails, and the rank stops.
     fn fail(&mut self, why: String) {
-        if let Some(lap) = self.laps.last_mut().filter(|l| l.iter == self.iter) {
+        let (size, iter) = (self.size(), self.iter());
+        if let Some(lap) = self
+            .laps
+            .last_mut()
+            .filter(|l| (l.size, l.iter) == (size, iter))
+        {
             lap.end = Err(why);
         }
         self.failed = true;
     }
 
-    /// Starts iteration `self.iter`: the input back in place (a copy).
+    /// Starts the next iteration: at a new count, its plans, buffer and
+    /// input first; then the input back in place (a copy).
     fn begin(&mut self, now: Instant, nic: &Nic) {
+        self.begun += 1;
+        let (size, iter) = (self.size(), self.iter());
+        if iter == 0 {
+            match self.plan.plans(self.me, size) {
+                Ok((c, b)) => {
+                    self.input = self.plan.input(self.me, c.input.len);
+                    self.arena = vec![0; c.arena as usize];
+                    self.coll = c;
+                    self.barrier = b;
+                    self.results.push((None, true));
+                }
+                Err(e) => {
+                    self.failed = true;
+                    self.laps.push(Lap {
+                        size,
+                        iter,
+                        start: now,
+                        end: Err(e.to_string()),
+                    });
+                    return;
+                }
+            }
+        }
         let span = self.coll.input;
         self.arena[span.at as usize..span.end() as usize].copy_from_slice(&self.input);
         self.laps.push(Lap {
-            iter: self.iter,
+            size,
+            iter,
             start: now,
             end: Ok(now),
         });
@@ -240,7 +316,7 @@ impl ScheduledApp {
     /// Moves as far as it can: through CPU waits, posting steps, landing
     /// what arrived, into the next phase and iteration.
     fn advance(&mut self, now: Instant, nic: &mut Nic) {
-        while !self.failed && self.iter < self.total() {
+        while !self.failed && self.begun > 0 && self.begun <= self.total() {
             if let Some(t) = self.cpu_until {
                 if t > now {
                     return;
@@ -288,7 +364,7 @@ impl ScheduledApp {
 
     /// Posts the step's sends and receives.
     fn post(&mut self, now: Instant, nic: &mut Nic, step: &Step) -> Result<(), String> {
-        let tag = self.iter * 2 + u32::from(self.phase == Phase::Barrier);
+        let tag = (self.begun - 1) * 2 + u32::from(self.phase == Phase::Barrier);
         self.posted = true;
         for msg in &step.sends {
             let mut data = Vec::with_capacity(msg.bytes() as usize);
@@ -347,12 +423,14 @@ impl ScheduledApp {
                 if let Some(lap) = self.laps.last_mut() {
                     lap.end = Ok(now);
                 }
-                if self.iter >= self.plan.warmup {
+                if self.iter() >= self.plan.warmup {
                     let out = self.coll.output;
                     let got = &self.arena[out.at as usize..out.end() as usize];
-                    match &self.result {
-                        None => self.result = Some(got.to_vec()),
-                        Some(r) => self.same &= r.as_slice() == got,
+                    if let Some((first, same)) = self.results.last_mut() {
+                        match first {
+                            None => *first = Some(got.to_vec()),
+                            Some(r) => *same &= r.as_slice() == got,
+                        }
                     }
                 }
                 self.phase = Phase::Barrier;
@@ -361,9 +439,11 @@ impl ScheduledApp {
                 self.posted = false;
             }
             Phase::Barrier => {
-                self.iter += 1;
-                if self.iter < self.total() {
+                if self.begun < self.total() {
                     self.begin(now, nic);
+                } else {
+                    // Past the last: nothing left to run.
+                    self.begun += 1;
                 }
             }
         }
@@ -410,7 +490,7 @@ impl ScheduledApp {
 
 impl App for ScheduledApp {
     fn start(&mut self, now: Instant, nic: &mut Nic) {
-        if now >= self.plan.start {
+        if now >= self.plan.start && self.total() > 0 {
             self.begin(now, nic);
             self.drain(now, nic);
         }
@@ -440,6 +520,6 @@ impl App for ScheduledApp {
     }
 
     fn is_done(&self) -> bool {
-        (self.failed || self.iter >= self.total()) && self.m.is_quiet()
+        (self.failed || self.begun > self.total()) && self.m.is_quiet()
     }
 }

@@ -53,6 +53,9 @@ pub fn keys_of(kind: WorkloadKind) -> &'static [&'static str] {
             "count",
             "interval",
             "method",
+            "algorithm",
+            "sizes",
+            "warmup",
             "start",
         ],
     }

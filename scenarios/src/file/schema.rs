@@ -578,6 +578,9 @@ pub struct WorkloadSpec {
     pub interval: Option<Time>,
     /// Collective: hosts taking part, `h0` up (default: all).
     pub nodes: Option<u32>,
+    /// Collective: the MPI algorithm run over the messaging layer
+    /// (`ring`, `recursive_doubling`, ...), or `nic` for the NIC study.
+    pub algorithm: Option<String>,
     /// Flows: the offered load, a share of every host's link (0 to 1).
     pub load: Option<f64>,
     /// Flows: the size distribution, `[[bytes, cumulative probability],

@@ -84,7 +84,21 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<Planned, ScenarioError
             format!("`count = {iterations}` iterations: must be 1..={MAX_ITERATIONS}"),
         ));
     }
-    let method = match w.method.as_deref().unwrap_or("both") {
+    for (key, given) in [("sizes", w.sizes.is_some()), ("warmup", w.warmup.is_some())] {
+        if given {
+            return Err(bad(
+                sc,
+                key,
+                format!("`{key}` belongs to an MPI algorithm (`algorithm = \"ring\"`, ...), not to the NIC study"),
+            ));
+        }
+    }
+    let default = if w.algorithm.as_deref() == Some("nic") {
+        "nic"
+    } else {
+        "both"
+    };
+    let method = match w.method.as_deref().unwrap_or(default) {
         "nic" => Method::Nic,
         "host" => Method::Host,
         "both" => Method::Both,
@@ -96,6 +110,13 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<Planned, ScenarioError
             ))
         }
     };
+    if w.algorithm.as_deref() == Some("nic") && method != Method::Nic {
+        return Err(bad(
+            sc,
+            "method",
+            "`algorithm = \"nic\"` runs the NIC offload only: leave `method` out".into(),
+        ));
+    }
     let interval = w.interval.map_or(Duration::from_micros(500), |t| t.0);
     if interval == Duration::ZERO {
         return Err(bad(sc, "interval", "`interval` must be positive".into()));
@@ -222,7 +243,9 @@ pub fn validate(sc: &Scenario, n: usize) -> Result<(), ScenarioError> {
             "a collective workload runs alone: put other workloads in another scenario".into(),
         ));
     }
-    if count == 1 {
+    if count == 1 && crate::plan::schedplan::is_scheduled(sc) {
+        crate::plan::schedplan::plan(sc, sc.file.seed, n)?;
+    } else if count == 1 {
         plan(sc, sc.file.seed, n)?;
     }
     Ok(())

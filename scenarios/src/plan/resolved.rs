@@ -159,6 +159,8 @@ pub enum Work {
     Noncontig(ncplan::Planned),
     /// The collective study.
     Collective(collplan::Planned),
+    /// A collective by one of MPI's algorithms.
+    Scheduled(Arc<udrma_host::collective::scheduled::ScheduledPlan>),
 }
 
 /// Everything one run of a scenario needs, for one seed and one backend.
@@ -247,6 +249,8 @@ pub fn plan(sc: &Scenario, seed: u64, backend: BackendKind) -> Result<Plan, Scen
     let has = |k: WorkloadKind| f.workloads.iter().any(|w| w.kind == k);
     let work = if has(WorkloadKind::Noncontig) {
         Work::Noncontig(ncplan::plan(sc, &resolved.nic, &resolved.topology)?)
+    } else if has(WorkloadKind::Collective) && super::schedplan::is_scheduled(sc) {
+        Work::Scheduled(Arc::new(super::schedplan::plan(sc, seed, n)?))
     } else if has(WorkloadKind::Collective) {
         Work::Collective(collplan::plan(sc, seed, n)?)
     } else if f.workloads.iter().any(|w| w.kind.is_messaging()) {

@@ -1,0 +1,250 @@
+//! The plan of a collective run by one of MPI's algorithms
+//! (`kind = "collective"` with `algorithm` set to anything but `nic`):
+//! the collective, its ranks, the sizes and iterations, each key checked
+//! against what it may be.
+
+use udrma_host::collective::schedule::{Algorithm, Collective, Spec};
+use udrma_host::collective::scheduled::{ScheduledPlan, SizeRun};
+use udrma_proto::{Duration, Instant, ReduceOp, ReduceType};
+
+use crate::file::schema::{WorkloadKind, WorkloadSpec};
+use crate::file::source::Locate;
+use crate::{Scenario, ScenarioError};
+
+/// Most bytes one rank's buffer may hold (the collective's input and
+/// output and its scratch room: an all-to-all holds three blocks per
+/// rank), and most over all ranks: the bytes are real.
+pub const MAX_RANK_BYTES: u64 = 64 << 20;
+/// Most bytes over every rank's buffer.
+pub const MAX_TOTAL_BYTES: u64 = 2 << 30;
+/// Most measured iterations at each size.
+pub const MAX_ITERATIONS: u32 = 10_000;
+
+/// The collectives the algorithms run, by the names files use.
+const COLLECTIVES: [(&str, Collective); 6] = [
+    ("allreduce", Collective::Allreduce),
+    ("reduce", Collective::Reduce),
+    ("broadcast", Collective::Broadcast),
+    ("allgather", Collective::Allgather),
+    ("alltoall", Collective::Alltoall),
+    ("barrier", Collective::Barrier),
+];
+
+fn bad(sc: &Scenario, key: &str, msg: String) -> ScenarioError {
+    sc.error_at_key(key, format!("collective workload: {msg}"))
+}
+
+/// Whether the collective workload of `sc` runs one of MPI's algorithms.
+pub fn is_scheduled(sc: &Scenario) -> bool {
+    sc.file.workloads.iter().any(|w| {
+        w.kind == WorkloadKind::Collective && w.algorithm.as_deref().is_some_and(|a| a != "nic")
+    })
+}
+
+/// Plans the collective workload of `sc` over `n` hosts.
+pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, ScenarioError> {
+    let w = sc
+        .file
+        .workloads
+        .iter()
+        .find(|w| w.kind == WorkloadKind::Collective)
+        .ok_or_else(|| sc.error_at("workload", "no collective workload".into()))?;
+    for (key, given) in [
+        ("fan_in", w.fan_in.is_some()),
+        ("interval", w.interval.is_some()),
+        ("method", w.method.is_some()),
+    ] {
+        if given {
+            return Err(bad(
+                sc,
+                key,
+                format!("`{key}` belongs to the NIC study (`algorithm = \"nic\"`), not to an MPI algorithm"),
+            ));
+        }
+    }
+    let collective = collective(sc, w)?;
+    let algorithm = algorithm(sc, w, collective)?;
+    let (op, ty) = op_and_type(sc, w)?;
+    let ranks = w.nodes.unwrap_or(n as u32);
+    if ranks < 1 || ranks as usize > n {
+        return Err(bad(
+            sc,
+            "nodes",
+            format!("`nodes = {ranks}`: must be 1..={n} (the topology's hosts)"),
+        ));
+    }
+    let elem = ty.width().unwrap_or(8) as u64;
+    let spec = Spec {
+        collective,
+        algorithm,
+        ranks,
+        count: 0,
+        elem,
+        root: 0,
+    };
+    let mut sizes = Vec::new();
+    let bytes = if collective == Collective::Barrier {
+        vec![0]
+    } else {
+        crate::plan::messaging::sizes(sc, w, "collective workload")?
+    };
+    for b in bytes {
+        if b % elem != 0 {
+            return Err(bad(
+                sc,
+                "size",
+                format!("{b} B is not a whole number of {ty} elements ({elem} B each)"),
+            ));
+        }
+        let run = SizeRun {
+            count: b / elem,
+            algorithm,
+        };
+        fits(sc, &spec, run)?;
+        sizes.push(run);
+    }
+    let iterations = w.count;
+    if iterations == 0 || iterations > MAX_ITERATIONS {
+        return Err(bad(
+            sc,
+            "count",
+            format!("`count = {iterations}` iterations: must be 1..={MAX_ITERATIONS}"),
+        ));
+    }
+    Ok(ScheduledPlan {
+        spec,
+        sizes,
+        op,
+        ty,
+        iterations,
+        warmup: w.warmup.unwrap_or(1),
+        start: Instant::ZERO + w.start.map_or(Duration::ZERO, |t| t.0),
+        seed,
+        reduce_ps_per_byte: 0,
+    })
+}
+
+/// Refuses a size whose buffers the machine should not be asked to hold.
+fn fits(sc: &Scenario, spec: &Spec, run: SizeRun) -> Result<(), ScenarioError> {
+    let at = Spec {
+        count: run.count,
+        algorithm: run.algorithm,
+        ..*spec
+    };
+    let mut total = 0u64;
+    for r in 0..spec.ranks {
+        let arena = at
+            .plan(r)
+            .map_err(|e| bad(sc, "algorithm", e.to_string()))?
+            .arena;
+        if arena > MAX_RANK_BYTES {
+            return Err(bad(
+                sc,
+                "size",
+                format!(
+                    "{} B per rank needs {arena} B of buffer at rank {r}; at most {MAX_RANK_BYTES} B (the bytes are real)",
+                    at.bytes()
+                ),
+            ));
+        }
+        total += arena;
+    }
+    if total > MAX_TOTAL_BYTES {
+        return Err(bad(
+            sc,
+            "size",
+            format!(
+                "{} B per rank needs {total} B of buffers over {} ranks; at most {MAX_TOTAL_BYTES} B",
+                at.bytes(),
+                spec.ranks
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn collective(sc: &Scenario, w: &WorkloadSpec) -> Result<Collective, ScenarioError> {
+    let name = w.collective.as_deref().unwrap_or("allreduce");
+    COLLECTIVES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, c)| *c)
+        .ok_or_else(|| {
+            let names: Vec<&str> = COLLECTIVES.iter().map(|(n, _)| *n).collect();
+            bad(
+                sc,
+                "collective",
+                format!(
+                    "`collective = {name:?}`: expected one of {}",
+                    names.join(", ")
+                ),
+            )
+        })
+}
+
+fn algorithm(
+    sc: &Scenario,
+    w: &WorkloadSpec,
+    collective: Collective,
+) -> Result<Algorithm, ScenarioError> {
+    let name = w.algorithm.as_deref().unwrap_or_default();
+    let takes = collective.algorithms();
+    takes
+        .iter()
+        .find(|a| a.name() == name)
+        .copied()
+        .ok_or_else(|| {
+            let names: Vec<&str> = takes.iter().map(|a| a.name()).collect();
+            bad(
+                sc,
+                "algorithm",
+                format!(
+                    "`algorithm = {name:?}` does not run {collective}: it takes {} (or \"nic\" for the NIC study)",
+                    names.join(", ")
+                ),
+            )
+        })
+}
+
+/// The operation and type: MPI's built-in operations without locations
+/// (MINLOC and MAXLOC take pair types in MPI).
+fn op_and_type(sc: &Scenario, w: &WorkloadSpec) -> Result<(ReduceOp, ReduceType), ScenarioError> {
+    let op_name = w.reduce_op.as_deref().unwrap_or("sum");
+    let op = ReduceOp::from_name(op_name)
+        .filter(|o| !o.has_locations())
+        .ok_or_else(|| {
+            let names: Vec<&str> = ReduceOp::ALL
+                .iter()
+                .filter(|o| !o.has_locations())
+                .map(|o| o.name())
+                .collect();
+            bad(
+                sc,
+                "reduce_op",
+                format!(
+                    "`reduce_op = {op_name:?}`: an MPI algorithm takes one of {}",
+                    names.join(", ")
+                ),
+            )
+        })?;
+    let ty_name = w.datatype.as_deref().unwrap_or("f64");
+    let ty = ReduceType::from_name(ty_name).ok_or_else(|| {
+        let names: Vec<&str> = ReduceType::ALL.iter().map(|t| t.name()).collect();
+        bad(
+            sc,
+            "datatype",
+            format!(
+                "`datatype = {ty_name:?}`: expected one of {}",
+                names.join(", ")
+            ),
+        )
+    })?;
+    if !op.applies_to(ty) {
+        return Err(bad(
+            sc,
+            "reduce_op",
+            format!("{op} is not defined on {ty} (logical and bitwise operations take integers)"),
+        ));
+    }
+    Ok((op, ty))
+}

@@ -1,0 +1,103 @@
+//! A collective run by one of MPI's algorithms, reported as the OSU
+//! micro-benchmarks report one (`osu_allreduce`: size, average, minimum
+//! and maximum latency) with NCCL-tests' algorithm and bus bandwidth
+//! beside it.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+/// One size's row.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OsuRow {
+    /// Bytes per rank: its vector (allreduce, reduce, broadcast), its
+    /// block (allgather), its block for each rank (all-to-all).
+    pub size: u64,
+    /// The algorithm run at this size.
+    pub algorithm: String,
+    /// Each rank's mean latency over the measured iterations, averaged
+    /// over the ranks, µs (OSU's "Avg Latency").
+    pub avg_us: f64,
+    /// The smallest rank's mean, µs.
+    pub min_us: f64,
+    /// The largest rank's mean, µs.
+    pub max_us: f64,
+    /// NCCL-tests' algorithm bandwidth: its bytes over the average
+    /// latency, GB/s (10^9 bytes a second). Its bytes are the size, or
+    /// for allgather and all-to-all the size times the ranks.
+    pub algbw_gbs: f64,
+    /// NCCL-tests' bus bandwidth: the algorithm bandwidth times
+    /// `2(p − 1)/p` (allreduce), `(p − 1)/p` (allgather, all-to-all) or
+    /// 1 (reduce, broadcast), GB/s.
+    pub busbw_gbs: f64,
+    /// Messages one iteration sends over every rank (barrier excluded).
+    pub messages: u64,
+    /// Whether every rank's result equals the schedules' in memory.
+    pub result_equal: bool,
+}
+
+/// `scheduled` in the JSON report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OsuReport {
+    /// `allreduce`, `reduce`, `broadcast`, `allgather`, `alltoall`,
+    /// `barrier`.
+    pub collective: String,
+    /// The operation (reductions).
+    pub op: String,
+    /// The element type.
+    pub datatype: String,
+    /// Ranks taking part.
+    pub ranks: u32,
+    /// Measured iterations per size.
+    pub iterations: u32,
+    /// Iterations run first per size and not measured.
+    pub warmup: u32,
+    /// One row per size.
+    pub rows: Vec<OsuRow>,
+}
+
+impl OsuReport {
+    /// The bus bandwidth's factor for `p` ranks, and whether the
+    /// algorithm bandwidth counts every rank's block.
+    pub fn factors(collective: &str, p: u32) -> (f64, bool) {
+        let p = f64::from(p.max(1));
+        match collective {
+            "allreduce" => (2.0 * (p - 1.0) / p, false),
+            "allgather" | "alltoall" => ((p - 1.0) / p, true),
+            _ => (1.0, false),
+        }
+    }
+
+    /// The summary's lines.
+    pub fn lines(&self, s: &mut String) {
+        let _ = writeln!(
+            s,
+            "collective  {} {} of {} over {} ranks, {} iterations after {} warm-up",
+            self.collective, self.op, self.datatype, self.ranks, self.iterations, self.warmup
+        );
+        let _ = writeln!(
+            s,
+            "  {:>12} {:<26} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9}",
+            "size", "algorithm", "avg_us", "min_us", "max_us", "algbw_GBs", "busbw_GBs", "messages"
+        );
+        for r in &self.rows {
+            let _ = writeln!(
+                s,
+                "  {:>12} {:<26} {:>12.2} {:>12.2} {:>12.2} {:>10.2} {:>10.2} {:>9}{}",
+                r.size,
+                r.algorithm,
+                r.avg_us,
+                r.min_us,
+                r.max_us,
+                r.algbw_gbs,
+                r.busbw_gbs,
+                r.messages,
+                if r.result_equal {
+                    ""
+                } else {
+                    "  RESULT DIFFERS"
+                }
+            );
+        }
+    }
+}

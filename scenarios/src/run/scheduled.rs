@@ -1,0 +1,235 @@
+//! A collective run by one of MPI's algorithms (planned by
+//! [`crate::plan::schedplan`]): one [`ScheduledApp`] per rank over the
+//! messaging layer, then the checks: all-complete, all-succeeded,
+//! result-equal (every rank's result at every size equals what the same
+//! schedules give in memory, bit for bit), bounded-state, liveness; and
+//! the OSU-shaped table.
+
+use std::collections::BTreeMap;
+use udrma_host::collective::schedule::run::{fold_elements, run as interpret};
+use udrma_host::collective::scheduled::{ScheduledApp, ScheduledPlan};
+use udrma_host::messaging::Messenger;
+use udrma_proto::{Instant, NodeAddr};
+
+use crate::backend::Backend;
+use crate::file::source::Locate;
+use crate::plan::build::msg_checked;
+use crate::plan::resolved::{Plan, Work};
+use crate::report::osu::{OsuReport, OsuRow};
+use crate::report::{self, Report};
+use crate::ScenarioError;
+
+/// Runs the collective on `world`.
+pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, ScenarioError> {
+    let Work::Scheduled(plan) = &whole.work else {
+        return Err(whole
+            .at
+            .error("internal: not a scheduled collective".into()));
+    };
+    let p = plan.spec.ranks;
+    let local: Vec<NodeAddr> = (0..p)
+        .map(NodeAddr)
+        .filter(|h| world.is_local(*h))
+        .collect();
+    for h in local {
+        let nic = world.nic(h).config().clone();
+        let cfg = msg_checked(&whole.at, whole.resolved.msg.config(h), &nic)?;
+        let mut m = Messenger::new(cfg, world.nic(h))
+            .map_err(|e| whole.at.error_at("messaging", format!("[messaging] {e}")))?;
+        let peers = plan
+            .peers(h.0)
+            .map_err(|e| whole.at.error_at("algorithm", e.to_string()))?;
+        for peer in peers {
+            m.connect(Instant::ZERO, world.nic_mut(h), peer)
+                .map_err(|e| whole.at.error_at("workload", format!("collective: {e}")))?;
+        }
+        world.service(h);
+        let app = ScheduledApp::new(h.0, plan.clone(), m)
+            .map_err(|e| whole.at.error_at("algorithm", e.to_string()))?;
+        world
+            .set_app(h, Box::new(app))
+            .map_err(|e| whole.at.error_at("workload", e))?;
+    }
+    let (limit, ending) = crate::run::rdma::start_and_run(whole, world.as_mut())?;
+    let seen = Seen::of(plan, world.as_ref());
+    let mut notes = seen.notes.clone();
+    let mut rows = Vec::new();
+    let mut equal = true;
+    for i in 0..plan.sizes.len() {
+        let row = seen
+            .row(plan, i, &mut notes)
+            .map_err(|e| whole.at.error_at("algorithm", e))?;
+        equal &= row.result_equal;
+        rows.push(row);
+    }
+    let all_done = seen.done;
+    let live = world.is_idle() && all_done;
+    if !live {
+        notes.push(crate::run::leftover::note(&*world, limit, ending, |_| None));
+    }
+    let mut checks: BTreeMap<String, bool> = BTreeMap::new();
+    checks.insert("all-complete".into(), all_done);
+    if !whole.checks.expect_failures {
+        checks.insert("all-succeeded".into(), all_done && seen.failed == 0);
+    }
+    checks.insert("result-equal".into(), equal);
+    checks.insert("bounded-state".into(), seen.bounded);
+    checks.insert("liveness".into(), live);
+    let posted = u64::from(p) * u64::from(plan.iterations) * plan.sizes.len() as u64;
+    let mut rep = report::build(whole, world.as_ref(), &[], posted, checks, notes);
+    rep.ops = report::Ops {
+        posted,
+        completed: seen.measured,
+        failed: seen.failed,
+    };
+    rep.scheduled = Some(OsuReport {
+        collective: plan.spec.collective.name().into(),
+        op: plan.op.name().into(),
+        datatype: plan.ty.name().into(),
+        ranks: p,
+        iterations: plan.iterations,
+        warmup: plan.warmup,
+        rows,
+    });
+    Ok(rep)
+}
+
+/// One rank at one size: its mean measured latency (ps), its first
+/// measured result, and whether every later one equalled it.
+type AtSize = (Option<f64>, Option<Vec<u8>>, bool);
+
+/// What every rank's app recorded.
+struct Seen {
+    /// Per rank (`None` where not run here): per size.
+    ranks: Vec<Option<Vec<AtSize>>>,
+    done: bool,
+    bounded: bool,
+    measured: u64,
+    failed: u64,
+    notes: Vec<String>,
+}
+
+impl Seen {
+    fn of(plan: &ScheduledPlan, world: &dyn Backend) -> Seen {
+        let mut seen = Seen {
+            ranks: Vec::new(),
+            done: true,
+            bounded: true,
+            measured: 0,
+            failed: 0,
+            notes: Vec::new(),
+        };
+        for h in (0..plan.spec.ranks).map(NodeAddr) {
+            let app = world
+                .is_local(h)
+                .then(|| world.app(h))
+                .flatten()
+                .and_then(|a| udrma_host::app::downcast_ref::<ScheduledApp>(a));
+            let Some(app) = app else {
+                seen.ranks.push(None);
+                continue;
+            };
+            seen.done &= udrma_host::App::is_done(app);
+            let mut per = Vec::new();
+            for size in 0..plan.sizes.len() {
+                let mut sum = 0u64;
+                let mut n = 0u64;
+                for lap in app.laps().iter().filter(|l| l.size == size) {
+                    match &lap.end {
+                        Ok(end) if lap.iter >= plan.warmup => {
+                            sum += (*end - lap.start).as_ps();
+                            n += 1;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            seen.failed += 1;
+                            if seen.notes.len() < 20 {
+                                seen.notes
+                                    .push(format!("{h} size {size} iteration {}: {e}", lap.iter));
+                            }
+                        }
+                    }
+                }
+                seen.measured += n;
+                seen.done &= n == u64::from(plan.iterations);
+                let mean = (n > 0).then(|| sum as f64 / n as f64);
+                let (result, same) = app.result(size);
+                per.push((mean, result.map(<[u8]>::to_vec), same));
+            }
+            seen.ranks.push(Some(per));
+            if let Some(what) = world.nic(h).occupancy().violation() {
+                seen.bounded = false;
+                seen.notes.push(format!("{h}: {what} passed its limit"));
+            }
+        }
+        seen
+    }
+
+    /// The row of the `i`-th size: latencies over the ranks, bandwidths,
+    /// and every rank's result against the schedules run in memory.
+    fn row(
+        &self,
+        plan: &ScheduledPlan,
+        i: usize,
+        notes: &mut Vec<String>,
+    ) -> Result<OsuRow, String> {
+        let spec = plan.spec_at(i);
+        let plans = (0..spec.ranks)
+            .map(|r| spec.plan(r))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        let ran = interpret(
+            &plans,
+            |r| plan.input(r, plans[r as usize].input.len),
+            |g, h| fold_elements(plan.op, plan.ty, g, h),
+        )
+        .map_err(|e| format!("the schedules in memory: {e}"))?;
+        let mut equal = true;
+        let mut means = Vec::new();
+        for (r, rank) in self.ranks.iter().enumerate() {
+            let Some((mean, got, same)) = rank.as_ref().and_then(|v| v.get(i)) else {
+                continue;
+            };
+            means.extend(*mean);
+            let out = plans[r].output;
+            let want = &ran.arenas[r][out.at as usize..out.end() as usize];
+            if got.as_deref() != Some(want) || !same {
+                equal = false;
+                if notes.len() < 20 {
+                    notes.push(format!(
+                        "h{r} size {} B: its result differs from the schedules' in memory",
+                        spec.bytes()
+                    ));
+                }
+            }
+        }
+        let us = |ps: f64| (ps / 1e3).round() / 1e3;
+        let avg = if means.is_empty() {
+            0.0
+        } else {
+            means.iter().sum::<f64>() / means.len() as f64
+        };
+        let min = means.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = means.iter().copied().fold(0.0, f64::max);
+        let name = spec.collective.name();
+        let (factor, every) = OsuReport::factors(name, spec.ranks);
+        let bytes = spec.bytes() * if every { u64::from(spec.ranks) } else { 1 };
+        let algbw = if avg > 0.0 {
+            bytes as f64 / avg * 1e3
+        } else {
+            0.0
+        };
+        let r2 = |x: f64| (x * 100.0).round() / 100.0;
+        Ok(OsuRow {
+            size: spec.bytes(),
+            algorithm: spec.algorithm.name().into(),
+            avg_us: us(avg),
+            min_us: if min.is_finite() { us(min) } else { 0.0 },
+            max_us: us(max),
+            algbw_gbs: r2(algbw),
+            busbw_gbs: r2(algbw * factor),
+            messages: ran.messages,
+            result_equal: equal,
+        })
+    }
+}
