@@ -50,8 +50,13 @@ fn ours(collective: &str, algorithm: &str) -> Option<(Collective, Algorithm)> {
         ("allreduce", "recursive_doubling") => (Collective::Allreduce, RecursiveDoubling),
         ("allreduce", "reduce_scatter_allgather") => (Collective::Allreduce, Rabenseifner),
         ("reduce", "binomial") => (Collective::Reduce, Binomial),
+        ("reduce", "reduce_scatter_gather") => (Collective::Reduce, ReduceScatterGather),
+        ("allgather", "recursive_doubling") => (Collective::Allgather, RecursiveDoubling),
         ("bcast", "binomial") => (Collective::Broadcast, Binomial),
         ("bcast", "scatter_ring_allgather") => (Collective::Broadcast, ScatterRingAllgather),
+        ("bcast", "scatter_recursive_doubling_allgather") => {
+            (Collective::Broadcast, ScatterDoublingAllgather)
+        }
         ("allgather", "ring") => (Collective::Allgather, Ring),
         ("allgather", "brucks") => (Collective::Allgather, Bruck),
         ("alltoall", "pairwise") => (Collective::Alltoall, Pairwise),
@@ -123,7 +128,7 @@ fn every_scheduled_algorithm_sends_what_mpich_sends() {
         differ[..differ.len().min(5)].join("\n")
     );
     // Every algorithm we schedule was compared, on every size and count.
-    assert_eq!(compared.len(), 10, "{compared:?}");
+    assert_eq!(compared.len(), 13, "{compared:?}");
     for ((coll, alg), n) in &compared {
         let roots = if alg == "binomial" { 2 } else { 1 };
         let expect = if coll == "barrier" {

@@ -118,15 +118,22 @@ pub enum Collective {
 pub enum Algorithm {
     /// Binomial tree (broadcast, reduce).
     Binomial,
-    /// Recursive doubling (allreduce): every step exchanges the whole
-    /// vector with the rank `2^k` away.
+    /// Recursive doubling: every step exchanges the whole vector
+    /// (allreduce), or all a rank has gathered (allgather), with the rank
+    /// `2^k` away.
     RecursiveDoubling,
     /// Rabenseifner's allreduce: reduce-scatter by recursive halving,
     /// then allgather by recursive doubling.
     Rabenseifner,
+    /// Rabenseifner's reduce: reduce-scatter by recursive halving, then a
+    /// binomial gather of the pieces to the root.
+    ReduceScatterGather,
     /// Ring: reduce-scatter around the ring, then a ring allgather
     /// (allreduce); blocks passed around the ring (allgather).
     Ring,
+    /// Broadcast as a binomial scatter, then an allgather by recursive
+    /// doubling.
+    ScatterDoublingAllgather,
     /// Broadcast as a binomial scatter, then a ring allgather.
     ScatterRingAllgather,
     /// Bruck's algorithm (allgather, all-to-all): `⌈log2 p⌉` steps.
@@ -144,7 +151,9 @@ impl Algorithm {
             Algorithm::Binomial => "binomial",
             Algorithm::RecursiveDoubling => "recursive_doubling",
             Algorithm::Rabenseifner => "reduce_scatter_allgather",
+            Algorithm::ReduceScatterGather => "reduce_scatter_gather",
             Algorithm::Ring => "ring",
+            Algorithm::ScatterDoublingAllgather => "scatter_recursive_doubling_allgather",
             Algorithm::ScatterRingAllgather => "scatter_ring_allgather",
             Algorithm::Bruck => "brucks",
             Algorithm::Pairwise => "pairwise",
@@ -177,9 +186,9 @@ impl Collective {
         use Algorithm::*;
         match self {
             Collective::Allreduce => &[RecursiveDoubling, Rabenseifner, Ring],
-            Collective::Reduce => &[Binomial],
-            Collective::Broadcast => &[Binomial, ScatterRingAllgather],
-            Collective::Allgather => &[Ring, Bruck],
+            Collective::Reduce => &[Binomial, ReduceScatterGather],
+            Collective::Broadcast => &[Binomial, ScatterDoublingAllgather, ScatterRingAllgather],
+            Collective::Allgather => &[RecursiveDoubling, Ring, Bruck],
             Collective::Alltoall => &[Pairwise, Bruck],
             Collective::Barrier => &[Dissemination],
         }
@@ -267,8 +276,11 @@ impl Spec {
             (Allreduce, Rabenseifner) => reduce::rabenseifner(s, rank),
             (Allreduce, Ring) => reduce::ring(s, rank),
             (Reduce, Binomial) => reduce::binomial(s, rank),
+            (Reduce, ReduceScatterGather) => reduce::rabenseifner_reduce(s, rank),
             (Broadcast, Binomial) => spread::bcast_binomial(s, rank),
             (Broadcast, ScatterRingAllgather) => spread::bcast_scatter_ring(s, rank),
+            (Broadcast, ScatterDoublingAllgather) => spread::bcast_scatter_doubling(s, rank),
+            (Allgather, RecursiveDoubling) => spread::allgather_recursive_doubling(s, rank),
             (Allgather, Ring) => spread::allgather_ring(s, rank),
             (Allgather, Bruck) => spread::allgather_bruck(s, rank),
             (Alltoall, Pairwise) => spread::alltoall_pairwise(s, rank),

@@ -292,6 +292,142 @@ fn ring_allgatherv(
     steps
 }
 
+/// Rabenseifner's reduce (MPICH's `reduce_scatter_gather`): a
+/// reduce-scatter by recursive halving, as in [`rabenseifner`], then a
+/// binomial gather of the pieces to the root. Off a power of two the odd
+/// ranks below `2·rem` give their vector to the even rank before them
+/// (the allreduce's pairing the other way round); a root among them
+/// takes over piece 0 and the place of rank 0 in the gather. Below
+/// `2^k` elements MPICH runs the binomial reduce instead, and so does
+/// this.
+pub(super) fn rabenseifner_reduce(s: &Spec, rank: u32) -> Plan {
+    let p2 = pof2(s.ranks) as usize;
+    if s.count < p2 as u64 {
+        return binomial(s, rank);
+    }
+    let rem = (s.ranks as usize) - p2;
+    let r = rank as usize;
+    let whole = Span::new(0, s.bytes());
+    let cnts: Vec<u64> = (0..p2 as u64)
+        .map(|i| s.count / p2 as u64 + u64::from(i < s.count % p2 as u64))
+        .collect();
+    let mut disps = vec![0u64; p2];
+    for i in 1..p2 {
+        disps[i] = disps[i - 1] + cnts[i - 1];
+    }
+    let el = s.elem;
+    let piece = |a: usize, b: usize| {
+        Span::new(
+            disps.get(a).map_or(s.bytes(), |&d| d * el),
+            cnts[a..b].iter().sum::<u64>() * el,
+        )
+    };
+    let real = |new: usize| if new < rem { new * 2 } else { new + rem } as u32;
+    let mut steps = Vec::new();
+    let mut new = if r < 2 * rem {
+        if r % 2 == 1 {
+            steps.push(send(rank - 1, whole));
+            None
+        } else {
+            steps.push(recv(rank + 1, whole, Land::Fold));
+            Some(r / 2)
+        }
+    } else {
+        Some(r - rem)
+    };
+    let (mut send_idx, mut recv_idx, mut last_idx) = (0usize, 0usize, p2);
+    if let Some(nr) = new {
+        let mut mask = 1usize;
+        while mask < p2 {
+            let nd = nr ^ mask;
+            let (out, into);
+            if nr < nd {
+                send_idx = recv_idx + p2 / (mask * 2);
+                out = piece(send_idx, last_idx);
+                into = piece(recv_idx, send_idx);
+            } else {
+                recv_idx = send_idx + p2 / (mask * 2);
+                out = piece(send_idx, recv_idx);
+                into = piece(recv_idx, last_idx);
+            }
+            steps.push(sendrecv(real(nd), out, real(nd), into, Land::Fold));
+            send_idx = recv_idx;
+            mask <<= 1;
+            if mask < p2 {
+                last_idx = recv_idx + p2 / mask;
+            }
+        }
+    }
+    let root = s.root as usize;
+    let odd_root = root < 2 * rem && root % 2 == 1;
+    let newroot = if root < 2 * rem {
+        if odd_root {
+            0
+        } else {
+            root / 2
+        }
+    } else {
+        root - rem
+    };
+    if odd_root {
+        if r == root {
+            steps.push(recv(0, piece(0, 1), Land::Copy));
+            new = Some(0);
+            send_idx = 0;
+            last_idx = 2;
+        } else if new == Some(0) {
+            steps.push(send(s.root, piece(0, 1)));
+            new = None;
+        }
+    }
+    if let Some(nr) = new {
+        let mut mask = p2 / 2;
+        let mut j = p2.trailing_zeros() as i32 - 1;
+        while mask > 0 {
+            let nd = nr ^ mask;
+            let dst = if nd == 0 && odd_root {
+                s.root
+            } else {
+                real(nd)
+            };
+            let tree = |x: usize| (x >> j) << j;
+            let (out, into);
+            if nr < nd {
+                if mask != p2 / 2 {
+                    last_idx += p2 / (mask * 2);
+                }
+                recv_idx = send_idx + p2 / (mask * 2);
+                out = piece(send_idx, recv_idx);
+                into = piece(recv_idx, last_idx);
+            } else {
+                recv_idx = send_idx - p2 / (mask * 2);
+                out = piece(send_idx, last_idx);
+                into = piece(recv_idx, send_idx);
+            }
+            if tree(nd) == tree(newroot) {
+                steps.push(send(dst, out));
+                break;
+            }
+            steps.push(recv(dst, into, Land::Copy));
+            if nr > nd {
+                send_idx = recv_idx;
+            }
+            mask >>= 1;
+            j -= 1;
+        }
+    }
+    Plan {
+        arena: s.bytes(),
+        input: whole,
+        output: if rank == s.root {
+            whole
+        } else {
+            Span::new(0, 0)
+        },
+        steps,
+    }
+}
+
 /// The binomial reduce: relative to the root, a rank receives and folds
 /// from ranks `r | 2^k` while bit `k` of its own relative rank is clear,
 /// then sends its partial result to `r` with that bit cleared. Each

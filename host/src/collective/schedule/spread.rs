@@ -63,28 +63,25 @@ pub(super) fn bcast_binomial(s: &Spec, rank: u32) -> Plan {
     rooted(s, rank, steps)
 }
 
-/// The broadcast for long vectors: a binomial scatter cuts the vector
-/// into `p` pieces of `⌈n / p⌉` bytes (relative rank `r` gets piece `r`
-/// and the pieces of its subtree), then a ring allgather passes the
-/// pieces around in `p − 1` steps, empty pieces included.
-pub(super) fn bcast_scatter_ring(s: &Spec, rank: u32) -> Plan {
+/// Bytes `[from, to)` of an `n`-byte vector, clipped to it.
+fn part(n: u64, from: u64, to: u64) -> Span {
+    let (a, b) = (from.min(n), to.min(n));
+    Span::new(a, b.saturating_sub(a))
+}
+
+/// MPICH's scatter for a long broadcast: relative rank `r` gets piece
+/// `r` of `size` bytes and the pieces of its binomial subtree from the
+/// rank that differs in its lowest set bit, then passes on the pieces
+/// of its own subtrees, largest first; empty pieces are not sent.
+fn scatter(s: &Spec, rank: u32, size: u64) -> Vec<Step> {
     let p = s.ranks;
     let n = s.bytes();
-    if n == 0 {
-        return rooted(s, rank, Vec::new());
-    }
-    let size = n.div_ceil(u64::from(p));
-    // Bytes `[from, to)` of the vector, clipped to it.
-    let part = |from: u64, to: u64| {
-        let (a, b) = (from.min(n), to.min(n));
-        Span::new(a, b.saturating_sub(a))
-    };
     let rel = (rank + p - s.root) % p;
     let mut steps = Vec::new();
     let mut mask = 1u32;
     while mask < p {
         if rel & mask != 0 {
-            let got = part(u64::from(rel) * size, u64::from(rel + mask) * size);
+            let got = part(n, u64::from(rel) * size, u64::from(rel + mask) * size);
             if got.len > 0 {
                 steps.push(step(vec![], vec![Msg::one((rank + p - mask) % p, got)]));
             }
@@ -96,6 +93,7 @@ pub(super) fn bcast_scatter_ring(s: &Spec, rank: u32) -> Plan {
     while mask > 0 {
         if rel + mask < p {
             let give = part(
+                n,
                 u64::from(rel + mask) * size,
                 u64::from(rel + 2 * mask) * size,
             );
@@ -105,10 +103,25 @@ pub(super) fn bcast_scatter_ring(s: &Spec, rank: u32) -> Plan {
         }
         mask >>= 1;
     }
+    steps
+}
+
+/// The broadcast for long vectors: a binomial scatter cuts the vector
+/// into `p` pieces of `⌈n / p⌉` bytes (relative rank `r` gets piece `r`
+/// and the pieces of its subtree), then a ring allgather passes the
+/// pieces around in `p − 1` steps, empty pieces included.
+pub(super) fn bcast_scatter_ring(s: &Spec, rank: u32) -> Plan {
+    let p = s.ranks;
+    let n = s.bytes();
+    if n == 0 {
+        return rooted(s, rank, Vec::new());
+    }
+    let size = n.div_ceil(u64::from(p));
+    let mut steps = scatter(s, rank, size);
     let (left, right) = ((rank + p - 1) % p, (rank + 1) % p);
     let piece = |j: u32| {
         let r = u64::from((j + p - s.root) % p);
-        part(r * size, (r + 1) * size)
+        part(n, r * size, (r + 1) * size)
     };
     let (mut j, mut jnext) = (rank, left);
     for _ in 1..p {
@@ -118,6 +131,57 @@ pub(super) fn bcast_scatter_ring(s: &Spec, rank: u32) -> Plan {
         ));
         j = jnext;
         jnext = (jnext + p - 1) % p;
+    }
+    rooted(s, rank, steps)
+}
+
+/// The broadcast for medium vectors: the same scatter, then an allgather
+/// by recursive doubling over relative ranks: in step `k` a rank swaps
+/// the pieces of its subtree of `2^k` ranks with the rank `2^k` away.
+/// Off a power of two some partners do not exist; the ranks of a subtree
+/// that did get the other half then pass it on, within the subtree, to
+/// those that did not (MPICH's `nprocs_completed` step).
+pub(super) fn bcast_scatter_doubling(s: &Spec, rank: u32) -> Plan {
+    let p = s.ranks;
+    let n = s.bytes();
+    if n == 0 {
+        return rooted(s, rank, Vec::new());
+    }
+    let size = n.div_ceil(u64::from(p));
+    let mut steps = scatter(s, rank, size);
+    let rel = (rank + p - s.root) % p;
+    let real = |r: u32| (r + s.root) % p;
+    // The pieces of relative ranks `[a, b)` that exist.
+    let held = |a: u32, b: u32| part(n, u64::from(a) * size, u64::from(b.min(p)) * size);
+    let (mut mask, mut i) = (1u32, 0u32);
+    while mask < p {
+        let rd = rel ^ mask;
+        let dtr = rd >> i << i;
+        let mtr = rel >> i << i;
+        if rd < p {
+            steps.push(step(
+                vec![Msg::one(real(rd), held(mtr, mtr + mask))],
+                vec![Msg::one(real(rd), held(dtr, dtr + mask))],
+            ));
+        }
+        if dtr + mask > p {
+            let done = p.saturating_sub(mtr + mask);
+            let piece = held(mtr + mask, mtr + 2 * mask);
+            let (mut tmp, mut k) = (mask >> 1, i);
+            while tmp > 0 {
+                let rd = rel ^ tmp;
+                let root = rel >> k << k;
+                if rd > rel && rel < root + done && rd >= root + done {
+                    steps.push(step(vec![Msg::one(real(rd), piece)], vec![]));
+                } else if rd < rel && rd < root + done && rel >= root + done {
+                    steps.push(step(vec![], vec![Msg::one(real(rd), piece)]));
+                }
+                tmp >>= 1;
+                k = k.saturating_sub(1);
+            }
+        }
+        mask <<= 1;
+        i += 1;
     }
     rooted(s, rank, steps)
 }
@@ -149,6 +213,31 @@ pub(super) fn allgather_ring(s: &Spec, rank: u32) -> Plan {
         ));
         j = jnext;
         jnext = (jnext + p - 1) % p;
+    }
+    gathered(s, rank, u64::from(p) * n, steps)
+}
+
+/// Recursive doubling (allgather, a power of two of ranks): in step `k` a
+/// rank swaps the `2^k` blocks of its subtree with the rank `2^k` away.
+/// MPICH runs it only on a power of two and Bruck's algorithm
+/// otherwise, and so does this.
+pub(super) fn allgather_recursive_doubling(s: &Spec, rank: u32) -> Plan {
+    let p = s.ranks;
+    if !p.is_power_of_two() {
+        return allgather_bruck(s, rank);
+    }
+    let n = s.bytes();
+    let mut steps = Vec::new();
+    let mut mask = 1u32;
+    while mask < p {
+        let dst = rank ^ mask;
+        let tree = |x: u32| u64::from(x & !(mask - 1)) * n;
+        let len = u64::from(mask) * n;
+        steps.push(step(
+            vec![Msg::one(dst, Span::new(tree(rank), len))],
+            vec![Msg::one(dst, Span::new(tree(dst), len))],
+        ));
+        mask <<= 1;
     }
     gathered(s, rank, u64::from(p) * n, steps)
 }
