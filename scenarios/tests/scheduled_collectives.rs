@@ -106,6 +106,7 @@ fn every_algorithm_over_the_engine_gives_the_in_memory_result() {
         Collective::Broadcast,
         Collective::Allgather,
         Collective::Alltoall,
+        Collective::ReduceScatter,
         Collective::Barrier,
     ] {
         for &algorithm in collective.algorithms() {
@@ -204,7 +205,7 @@ fn bad_algorithm_keys_are_named() {
     };
     bad(
         "collective = \"alltoall\"\nalgorithm = \"ring\"\nsize = 8",
-        "`algorithm = \"ring\"` does not run alltoall: it takes pairwise, brucks",
+        "`algorithm = \"ring\"` does not run alltoall: it takes pairwise, brucks, scattered, \"auto\"",
     );
     bad(
         "algorithm = \"ring\"\nsize = 8\nfan_in = 2",
@@ -237,5 +238,35 @@ fn bad_algorithm_keys_are_named() {
     bad(
         "algorithm = \"nic\"\nsize = 8\nmethod = \"both\"",
         "runs the NIC offload only",
+    );
+}
+
+/// `algorithm = "auto"` picks per size as MPICH 4.0.2 does, and the
+/// table says which it picked: on 16 ranks, recursive doubling for an
+/// 8-byte allreduce and Rabenseifner from 16 elements up.
+#[test]
+fn auto_picks_mpichs_algorithm_per_size_and_says_which() {
+    use udrma_scenarios::{run, RunOptions, Scenario};
+    let fat = "kind = \"fat-tree\"\nk = 4";
+    let w = "algorithm = \"auto\"\nsizes = [8, 64, 128, 4096]\ncount = 2";
+    let sc = Scenario::parse("auto.toml", &file(fat, w, "")).unwrap();
+    let r = run(&sc, RunOptions::default()).unwrap();
+    assert!(r.passed(), "{:?}\n{}", r.notes, r.table());
+    let algs: Vec<&str> = r
+        .scheduled
+        .as_ref()
+        .unwrap()
+        .rows
+        .iter()
+        .map(|x| x.algorithm.as_str())
+        .collect();
+    assert_eq!(
+        algs,
+        [
+            "recursive_doubling",
+            "recursive_doubling",
+            "reduce_scatter_allgather",
+            "reduce_scatter_allgather"
+        ]
     );
 }

@@ -41,7 +41,7 @@ declare -A ALGOS=(
     [reduce]="binomial reduce_scatter_gather"
     [allgather]="recursive_doubling brucks ring"
     [reduce_scatter_block]="recursive_halving pairwise recursive_doubling"
-    [alltoall]="brucks pairwise"
+    [alltoall]="brucks pairwise scattered"
     [barrier]="dissemination"
 )
 COLLS="allreduce iallreduce bcast reduce allgather reduce_scatter_block alltoall barrier"

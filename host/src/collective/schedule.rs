@@ -14,16 +14,20 @@
 //! steps out.
 //!
 //! Children:
-//! - `reduce`: allreduce (recursive doubling, Rabenseifner, ring) and
-//!   reduce (binomial).
-//! - `spread`: broadcast (binomial; scatter, then ring allgather),
-//!   allgather (ring, Bruck), all-to-all (pairwise exchange, Bruck) and
-//!   barrier (dissemination).
+//! - `reduce`: allreduce (recursive doubling, Rabenseifner, ring),
+//!   reduce (binomial, Rabenseifner's) and reduce-scatter (recursive
+//!   halving, pairwise exchange).
+//! - `spread`: broadcast (binomial; scatter, then a recursive-doubling
+//!   or ring allgather), allgather (recursive doubling, ring, Bruck),
+//!   all-to-all (pairwise exchange, Bruck, scattered) and barrier
+//!   (dissemination).
+//! - [`auto`]: the algorithm MPICH 4.0.2 picks by default.
 //! - [`run`]: an interpreter that carries out every rank's schedule in
 //!   memory, the reference the others are checked against.
 //! - `tests`: every algorithm on 1 to 17 ranks against the collectives'
 //!   definitions.
 
+pub mod auto;
 mod reduce;
 pub mod run;
 mod spread;
@@ -109,6 +113,9 @@ pub enum Collective {
     Allgather,
     /// Rank `i`'s block `j` goes to rank `j`'s block `i`.
     Alltoall,
+    /// Every rank gets the reduction of every rank's block for it
+    /// (`MPI_Reduce_scatter_block`).
+    ReduceScatter,
     /// No rank leaves before every rank has entered.
     Barrier,
 }
@@ -138,8 +145,15 @@ pub enum Algorithm {
     ScatterRingAllgather,
     /// Bruck's algorithm (allgather, all-to-all): `⌈log2 p⌉` steps.
     Bruck,
-    /// Pairwise exchange (all-to-all): `p − 1` steps, one peer each.
+    /// Recursive halving (reduce-scatter): farthest first, each step
+    /// swaps half of what is still in play.
+    RecursiveHalving,
+    /// Pairwise exchange (all-to-all, reduce-scatter): `p − 1` steps, one
+    /// peer each.
     Pairwise,
+    /// Scattered (all-to-all): every send and receive posted at once, in
+    /// batches of 32 peers.
+    Scattered,
     /// Dissemination (barrier): `⌈log2 p⌉` rounds of empty messages.
     Dissemination,
 }
@@ -156,7 +170,9 @@ impl Algorithm {
             Algorithm::ScatterDoublingAllgather => "scatter_recursive_doubling_allgather",
             Algorithm::ScatterRingAllgather => "scatter_ring_allgather",
             Algorithm::Bruck => "brucks",
+            Algorithm::RecursiveHalving => "recursive_halving",
             Algorithm::Pairwise => "pairwise",
+            Algorithm::Scattered => "scattered",
             Algorithm::Dissemination => "dissemination",
         }
     }
@@ -177,6 +193,7 @@ impl Collective {
             Collective::Broadcast => "bcast",
             Collective::Allgather => "allgather",
             Collective::Alltoall => "alltoall",
+            Collective::ReduceScatter => "reduce_scatter",
             Collective::Barrier => "barrier",
         }
     }
@@ -189,7 +206,8 @@ impl Collective {
             Collective::Reduce => &[Binomial, ReduceScatterGather],
             Collective::Broadcast => &[Binomial, ScatterDoublingAllgather, ScatterRingAllgather],
             Collective::Allgather => &[RecursiveDoubling, Ring, Bruck],
-            Collective::Alltoall => &[Pairwise, Bruck],
+            Collective::Alltoall => &[Pairwise, Bruck, Scattered],
+            Collective::ReduceScatter => &[RecursiveHalving, Pairwise],
             Collective::Barrier => &[Dissemination],
         }
     }
@@ -211,8 +229,9 @@ pub struct Spec {
     /// Ranks taking part.
     pub ranks: u32,
     /// Elements: of each rank's vector (allreduce, reduce, broadcast), of
-    /// each rank's block (allgather), of each block one rank sends
-    /// another (all-to-all). Ignored by a barrier.
+    /// each rank's block (allgather, reduce-scatter: each rank gives `p`
+    /// such blocks), of each block one rank sends another (all-to-all).
+    /// Ignored by a barrier.
     pub count: u64,
     /// Bytes of one element.
     pub elem: u64,
@@ -285,6 +304,9 @@ impl Spec {
             (Allgather, Bruck) => spread::allgather_bruck(s, rank),
             (Alltoall, Pairwise) => spread::alltoall_pairwise(s, rank),
             (Alltoall, Bruck) => spread::alltoall_bruck(s, rank),
+            (Alltoall, Scattered) => spread::alltoall_scattered(s, rank),
+            (ReduceScatter, RecursiveHalving) => reduce::reduce_scatter_halving(s, rank),
+            (ReduceScatter, Pairwise) => reduce::reduce_scatter_pairwise(s, rank),
             (Barrier, Dissemination) => spread::barrier(s, rank),
             (collective, algorithm) => {
                 return Err(ScheduleError::NotFor {

@@ -3,7 +3,7 @@
 //! the collective, its ranks, the sizes and iterations, each key checked
 //! against what it may be.
 
-use udrma_host::collective::schedule::{Algorithm, Collective, Spec};
+use udrma_host::collective::schedule::{auto, Algorithm, Collective, Spec};
 use udrma_host::collective::scheduled::{ScheduledPlan, SizeRun};
 use udrma_proto::{Duration, Instant, ReduceOp, ReduceType};
 
@@ -21,12 +21,13 @@ pub const MAX_TOTAL_BYTES: u64 = 2 << 30;
 pub const MAX_ITERATIONS: u32 = 10_000;
 
 /// The collectives the algorithms run, by the names files use.
-const COLLECTIVES: [(&str, Collective); 6] = [
+const COLLECTIVES: [(&str, Collective); 7] = [
     ("allreduce", Collective::Allreduce),
     ("reduce", Collective::Reduce),
     ("broadcast", Collective::Broadcast),
     ("allgather", Collective::Allgather),
     ("alltoall", Collective::Alltoall),
+    ("reduce_scatter", Collective::ReduceScatter),
     ("barrier", Collective::Barrier),
 ];
 
@@ -76,7 +77,7 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
     let elem = ty.width().unwrap_or(8) as u64;
     let spec = Spec {
         collective,
-        algorithm,
+        algorithm: algorithm.unwrap_or(Algorithm::Dissemination),
         ranks,
         count: 0,
         elem,
@@ -96,9 +97,10 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
                 format!("{b} B is not a whole number of {ty} elements ({elem} B each)"),
             ));
         }
+        let count = b / elem;
         let run = SizeRun {
-            count: b / elem,
-            algorithm,
+            count,
+            algorithm: algorithm.unwrap_or_else(|| auto::choose(collective, ranks, count, elem)),
         };
         fits(sc, &spec, run)?;
         sizes.push(run);
@@ -182,24 +184,29 @@ fn collective(sc: &Scenario, w: &WorkloadSpec) -> Result<Collective, ScenarioErr
         })
 }
 
+/// The algorithm asked for, or `None` for `auto` (chosen per size).
 fn algorithm(
     sc: &Scenario,
     w: &WorkloadSpec,
     collective: Collective,
-) -> Result<Algorithm, ScenarioError> {
+) -> Result<Option<Algorithm>, ScenarioError> {
     let name = w.algorithm.as_deref().unwrap_or_default();
+    if name == "auto" {
+        return Ok(None);
+    }
     let takes = collective.algorithms();
     takes
         .iter()
         .find(|a| a.name() == name)
         .copied()
+        .map(Some)
         .ok_or_else(|| {
             let names: Vec<&str> = takes.iter().map(|a| a.name()).collect();
             bad(
                 sc,
                 "algorithm",
                 format!(
-                    "`algorithm = {name:?}` does not run {collective}: it takes {} (or \"nic\" for the NIC study)",
+                    "`algorithm = {name:?}` does not run {collective}: it takes {}, \"auto\" (MPICH's choice by size), or \"nic\" for the NIC study",
                     names.join(", ")
                 ),
             )

@@ -324,7 +324,7 @@ pub(super) fn rabenseifner_reduce(s: &Spec, rank: u32) -> Plan {
     };
     let real = |new: usize| if new < rem { new * 2 } else { new + rem } as u32;
     let mut steps = Vec::new();
-    let mut new = if r < 2 * rem {
+    let new = if r < 2 * rem {
         if r % 2 == 1 {
             steps.push(send(rank - 1, whole));
             None
@@ -358,6 +358,45 @@ pub(super) fn rabenseifner_reduce(s: &Spec, rank: u32) -> Plan {
             }
         }
     }
+    gather(
+        s,
+        rank,
+        &mut steps,
+        new,
+        [send_idx, last_idx],
+        &piece,
+        &real,
+    );
+    Plan {
+        arena: s.bytes(),
+        input: whole,
+        output: if rank == s.root {
+            whole
+        } else {
+            Span::new(0, 0)
+        },
+        steps,
+    }
+}
+
+/// The gather half of Rabenseifner's reduce: from the pieces the
+/// reduce-scatter left (`new`: this rank's place among the `2^k`, and
+/// its piece indices `[send, last]`), a binomial gather to the
+/// root's place, with an odd root below `2·rem` first taking piece 0 and
+/// rank 0's place.
+#[allow(clippy::too_many_arguments)]
+fn gather(
+    s: &Spec,
+    rank: u32,
+    steps: &mut Vec<Step>,
+    mut new: Option<usize>,
+    [mut send_idx, mut last_idx]: [usize; 2],
+    piece: &dyn Fn(usize, usize) -> Span,
+    real: &dyn Fn(usize) -> u32,
+) {
+    let p2 = pof2(s.ranks) as usize;
+    let rem = s.ranks as usize - p2;
+    let r = rank as usize;
     let root = s.root as usize;
     let odd_root = root < 2 * rem && root % 2 == 1;
     let newroot = if root < 2 * rem {
@@ -380,6 +419,7 @@ pub(super) fn rabenseifner_reduce(s: &Spec, rank: u32) -> Plan {
             new = None;
         }
     }
+    let mut recv_idx;
     if let Some(nr) = new {
         let mut mask = p2 / 2;
         let mut j = p2.trailing_zeros() as i32 - 1;
@@ -416,16 +456,6 @@ pub(super) fn rabenseifner_reduce(s: &Spec, rank: u32) -> Plan {
             j -= 1;
         }
     }
-    Plan {
-        arena: s.bytes(),
-        input: whole,
-        output: if rank == s.root {
-            whole
-        } else {
-            Span::new(0, 0)
-        },
-        steps,
-    }
 }
 
 /// The binomial reduce: relative to the root, a rank receives and folds
@@ -460,4 +490,112 @@ pub(super) fn binomial(s: &Spec, rank: u32) -> Plan {
         },
         steps,
     }
+}
+
+/// A reduce-scatter plan: the `p` blocks of `n` bytes each rank gives
+/// (worked on in place), then the rank's own block of the result.
+fn scattered(s: &Spec, steps: Vec<Step>) -> Plan {
+    let all = u64::from(s.ranks) * s.bytes();
+    Plan {
+        arena: all + s.bytes(),
+        input: Span::new(0, all),
+        output: Span::new(all, s.bytes()),
+        steps,
+    }
+}
+
+/// Reduce-scatter by recursive halving (MPICH's
+/// `reduce_scatter_block` `recursive_halving`, for commutative
+/// operations): off a power of two, even ranks below `2·rem` give all
+/// their blocks to the odd rank after it; then, farthest first, each
+/// step swaps half of the blocks still in play with the rank `2^k` away
+/// and folds what comes back; a rank ends with its own block, and passes
+/// its even neighbour's on.
+pub(super) fn reduce_scatter_halving(s: &Spec, rank: u32) -> Plan {
+    let p = s.ranks;
+    let n = s.bytes();
+    let all = u64::from(p) * n;
+    let p2 = pof2(p) as usize;
+    let rem = p - pof2(p);
+    let block = |b: u32| Span::new(u64::from(b) * n, n);
+    let out = Span::new(all, n);
+    let mut steps = Vec::new();
+    if rank < 2 * rem {
+        steps.push(if rank % 2 == 0 {
+            send(rank + 1, Span::new(0, all))
+        } else {
+            recv(rank - 1, Span::new(0, all), Land::Fold)
+        });
+    }
+    if let Some(new) = shrunk(rank, rem) {
+        // New rank `i` stands for old blocks: two below `2·rem`, else one.
+        let cnts: Vec<u64> = (0..p2 as u32)
+            .map(|i| if real(i, rem) < 2 * rem { 2 * n } else { n })
+            .collect();
+        let mut disps = vec![0u64; p2];
+        for i in 1..p2 {
+            disps[i] = disps[i - 1] + cnts[i - 1];
+        }
+        let piece = |a: usize, b: usize| {
+            Span::new(disps.get(a).map_or(all, |&d| d), cnts[a..b].iter().sum())
+        };
+        let new = new as usize;
+        let (mut send_idx, mut recv_idx, mut last_idx) = (0usize, 0usize, p2);
+        let mut mask = p2 >> 1;
+        while mask > 0 {
+            let nd = new ^ mask;
+            let dst = real(nd as u32, rem);
+            let (give, take);
+            if new < nd {
+                send_idx = recv_idx + mask;
+                give = piece(send_idx, last_idx);
+                take = piece(recv_idx, send_idx);
+            } else {
+                recv_idx = send_idx + mask;
+                give = piece(send_idx, recv_idx);
+                take = piece(recv_idx, last_idx);
+            }
+            let mut st = Step::default();
+            if give.len > 0 {
+                st.sends.push(Msg::one(dst, give));
+            }
+            if take.len > 0 {
+                st.recvs.push((Msg::one(dst, take), Land::Fold));
+            }
+            steps.push(st);
+            send_idx = recv_idx;
+            last_idx = recv_idx + mask;
+            mask >>= 1;
+        }
+        let mut last = Step {
+            copies: vec![(block(rank), out)],
+            ..Step::default()
+        };
+        if rank < 2 * rem {
+            last.sends.push(Msg::one(rank - 1, block(rank - 1)));
+        }
+        steps.push(last);
+    } else {
+        steps.push(recv(rank + 1, out, Land::Copy));
+    }
+    scattered(s, steps)
+}
+
+/// Reduce-scatter by pairwise exchange (MPICH's `pairwise`, for
+/// commutative operations): in step `i` a rank sends block `r + i` to
+/// rank `r + i` and folds the block rank `r − i` sends it into its own.
+pub(super) fn reduce_scatter_pairwise(s: &Spec, rank: u32) -> Plan {
+    let p = s.ranks;
+    let n = s.bytes();
+    let block = |b: u32| Span::new(u64::from(b) * n, n);
+    let out = Span::new(u64::from(p) * n, n);
+    let mut steps = vec![Step {
+        copies: vec![(block(rank), out)],
+        ..Step::default()
+    }];
+    for i in 1..p {
+        let (src, dst) = ((rank + p - i) % p, (rank + i) % p);
+        steps.push(sendrecv(dst, block(dst), src, out, Land::Fold));
+    }
+    scattered(s, steps)
 }

@@ -321,6 +321,43 @@ pub(super) fn alltoall_pairwise(s: &Spec, rank: u32) -> Plan {
     exchanged(s, 0, steps)
 }
 
+/// Scattered (MPICH's all-to-all for medium blocks): in batches of 32
+/// peers (`MPIR_CVAR_ALLTOALL_THROTTLE`), a rank posts the receives
+/// from ranks `r, r + 1, …` and the sends to ranks `r, r − 1, …` of
+/// the batch at once and waits for them all. Its own block is a local
+/// copy.
+pub(super) fn alltoall_scattered(s: &Spec, rank: u32) -> Plan {
+    const THROTTLE: u32 = 32;
+    let p = s.ranks;
+    let n = s.bytes();
+    let all = u64::from(p) * n;
+    let sent = |j: u32| Span::new(u64::from(j) * n, n);
+    let got = |j: u32| Span::new(all + u64::from(j) * n, n);
+    let mut steps = Vec::new();
+    let mut first = 0;
+    while first < p {
+        let size = (p - first).min(THROTTLE);
+        let mut st = Step::default();
+        for i in first..first + size {
+            let src = (rank + i) % p;
+            if src == rank {
+                st.copies.push((sent(rank), got(rank)));
+            } else {
+                st.recvs.push((Msg::one(src, got(src)), Land::Copy));
+            }
+        }
+        for i in first..first + size {
+            let dst = (rank + p - i % p) % p;
+            if dst != rank {
+                st.sends.push(Msg::one(dst, sent(dst)));
+            }
+        }
+        steps.push(st);
+        first += size;
+    }
+    exchanged(s, 0, steps)
+}
+
 /// Bruck's all-to-all: the blocks are rotated so that block `i` is meant
 /// for rank `r + i`; in step `k` every block whose index has bit `k` set
 /// goes, packed into one message, to rank `r + 2^k`, and the blocks from
