@@ -32,32 +32,14 @@ impl World {
         let shard = self.shard.as_mut()?;
         let mut first: Option<Instant> = None;
         let ports = &mut self.ports;
-        let mut keeping = std::mem::take(&mut shard.keeping);
-        let mut still = 0;
-        for i in 0..keeping.len() {
-            // Each port's state, then its first kept packet, is asked
-            // for a few ports ahead: each is a miss, the second behind
-            // the first.
-            if let Some(st) = keeping.get(i + 4).and_then(|&p| ports.get(p as usize)) {
-                let st: *const PortState = st;
-                crate::prefetch::prefetch(st);
-                crate::prefetch::prefetch(st.cast::<u8>().wrapping_add(64));
-            }
-            if let Some(st) = keeping.get(i + 2).and_then(|&p| ports.get(p as usize)) {
-                if let Some(f) = st.flight.get(st.flight.len() - st.kept as usize) {
-                    crate::prefetch::prefetch(f);
-                }
-            }
-            let port = keeping[i];
+        shard.keeping.retain(|&port| {
             let st = &mut ports[port as usize];
-            let mut emptied = true;
             while st.kept > 0 {
-                let at = st.flight.len() - st.kept as usize;
-                let f = &mut st.flight[at];
+                let i = st.flight.len() - st.kept as usize;
+                let f = &mut st.flight[i];
                 if f.arrive.as_ps() >= bound {
                     first = first.into_iter().chain([f.arrive]).min();
-                    emptied = false;
-                    break;
+                    return true;
                 }
                 let stand_in = f.stand_in();
                 let entry = std::mem::replace(f, stand_in);
@@ -66,13 +48,8 @@ impl World {
                     .push((port, entry));
                 st.kept -= 1;
             }
-            if !emptied {
-                keeping[still] = port;
-                still += 1;
-            }
-        }
-        keeping.truncate(still);
-        shard.keeping = keeping;
+            false
+        });
         first
     }
 

@@ -81,22 +81,6 @@ impl World {
         }
     }
 
-    /// Asks for the room just past the last packet on `port`'s line,
-    /// where [`World::take_line`] will write the next (a hint: wasted if
-    /// the line wraps or grows first).
-    #[inline(always)]
-    pub(super) fn prefetch_line_end(&self, port: PortId) {
-        if let Some(f) = self
-            .ports
-            .get(port as usize)
-            .and_then(|st| st.flight.back())
-        {
-            let next = (f as *const InFlight).wrapping_add(1);
-            crate::prefetch::prefetch(next);
-            crate::prefetch::prefetch(next.cast::<u8>().wrapping_add(64));
-        }
-    }
-
     /// Puts a packet another shard sent ahead of `port`'s queue in its
     /// ahead line, with the key its sender gave its arrival.
     pub(super) fn take_ahead(&mut self, port: PortId, key: u128, f: InFlight) {

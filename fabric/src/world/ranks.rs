@@ -687,28 +687,9 @@ impl World {
     /// Puts the packets a rank's message carries on this world's lines,
     /// their datagrams in room from the packet pool (what this rank sent
     /// gave it back).
-    ///
-    /// Each packet is put on its line two packets after it is read: its
-    /// port's state is asked for as it is read, and the end of its line
-    /// one packet later, so neither miss is waited for (most of reading
-    /// was those two misses).
     fn mail_each(&mut self, rd: &mut Reader, ports: usize) -> Result<(), String> {
-        type Held = (PortId, Option<u128>, InFlight);
         let mut pool = std::mem::take(&mut self.pool);
-        let (mut older, mut newer): (Option<Held>, Option<Held>) = (None, None);
-        let read = rd.mail_each(ports, &mut pool, &mut |p, key, f| {
-            self.prefetch_port(p, false);
-            if let Some((q, ..)) = &newer {
-                self.prefetch_line_end(*q);
-            }
-            if let Some((q, key, f)) = older.take() {
-                self.take(q, key, f);
-            }
-            older = newer.replace((p, key, f));
-        });
-        for (q, key, f) in [older, newer].into_iter().flatten() {
-            self.take(q, key, f);
-        }
+        let read = rd.mail_each(ports, &mut pool, &mut |p, key, f| self.take(p, key, f));
         // Taking a packet gives no room back, but keep any that did.
         pool.append(&mut self.pool);
         self.pool = pool;

@@ -80,17 +80,9 @@ impl Writer {
         self.blob(&p.bytes);
     }
     /// The packets for one rank's lines.
-    ///
-    /// A packet's datagram has waited in its line since it was sent, so
-    /// its room is cold: the datagram a few packets on is asked for while
-    /// this one is written (copying them was 2.5 % of a rank's time).
     pub(super) fn mail(&mut self, m: &Mail) {
-        const AHEAD: usize = 4;
         self.u32(m.line.len() as u32);
-        for (i, (port, f)) in m.line.iter().enumerate() {
-            if let Some((_, next)) = m.line.get(i + AHEAD) {
-                crate::prefetch::prefetch(next.pkt.bytes.as_ptr());
-            }
+        for (port, f) in &m.line {
             self.u32(*port);
             self.flight(f);
         }
