@@ -206,3 +206,37 @@ fn the_ring_allreduce_sends_what_mpichs_nonblocking_ring_sends_but_empty_message
     assert_eq!(compared, 16 * 5);
     assert!(only_empty > 0, "some cases differ by their empty messages");
 }
+
+/// `auto` against what MPICH 4.0.2 itself picked by default
+/// (`scripts/mpich-schedules/auto.tsv`: each default run's messages
+/// matched to the one forced algorithm that sends the same), on 4 to 16
+/// ranks at sizes on both sides of its thresholds.
+#[test]
+fn auto_picks_what_mpich_picks_by_default() {
+    use udrma_host::collective::schedule::auto::choose;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mpich-schedules/auto.tsv");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut rows = 0;
+    let mut kinds = std::collections::BTreeSet::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 5, "{line}");
+        let collective = match f[0] {
+            "allreduce" => Collective::Allreduce,
+            "reduce" => Collective::Reduce,
+            "bcast" => Collective::Broadcast,
+            "allgather" => Collective::Allgather,
+            "alltoall" => Collective::Alltoall,
+            "reduce_scatter_block" => Collective::ReduceScatter,
+            "barrier" => Collective::Barrier,
+            other => panic!("{other}"),
+        };
+        let (p, count): (u32, u64) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+        let ours = choose(collective, p, count, 4);
+        assert_eq!(ours.name(), f[4], "{line}");
+        rows += 1;
+        kinds.insert((f[0], f[4]));
+    }
+    assert_eq!(rows, 192);
+    assert!(kinds.len() >= 14, "every choice appears: {kinds:?}");
+}

@@ -14,6 +14,7 @@
 //! | `nic_per_packet`, `dma_setup`, `dma_per_byte` | the fabric | per packet sent and per packet received |
 //! | `host_copy_per_byte` | the messaging layer, packing | per byte copied into or out of a vbuf or a pack buffer |
 //! | `host_copy_per_block` | packing | per block packed or unpacked |
+//! | `host_reduce_per_byte` | host collectives (MPI's algorithms) | per byte of a received vector folded into the held one |
 //! | `key_create` | host software (non-contiguous workloads) | per indirect key created |
 //! | `recv_fetch` | the engine ([`crate::Nic::receive_work`]) | when a SEND's first packet takes a receive buffer |
 //! | `translate_hit`, `translate_miss` | the engine | per translation-table line an indirect key's access needs ([`crate::translation`]) |
@@ -50,6 +51,9 @@ pub struct CostModel {
     pub interrupt: Duration,
     /// Host time per block packed or unpacked (loop and address work).
     pub host_copy_per_block: Duration,
+    /// Host time per byte folded by a reduction, in picoseconds (a
+    /// received vector combined element by element into the held one).
+    pub host_reduce_ps_per_byte: u64,
     /// A translation-table line found in the NIC's cache.
     pub translate_hit: Duration,
     /// A translation-table line read from host memory.
@@ -89,6 +93,7 @@ impl CostModel {
         host_copy_ps_per_byte: 0,
         interrupt: Duration::ZERO,
         host_copy_per_block: Duration::ZERO,
+        host_reduce_ps_per_byte: 0,
         translate_hit: Duration::ZERO,
         translate_miss: Duration::ZERO,
         translate_search: Duration::ZERO,
@@ -158,6 +163,12 @@ impl CostModel {
         self.translate_hit > Duration::ZERO
             || self.translate_miss > Duration::ZERO
             || self.translate_search > Duration::ZERO
+    }
+
+    /// Host time to fold `len` bytes of a received vector into the held
+    /// one.
+    pub fn reduce(&self, len: u64) -> Duration {
+        Duration::from_ps(self.host_reduce_ps_per_byte.saturating_mul(len))
     }
 
     /// Host time to copy `len` bytes.

@@ -91,7 +91,6 @@ fn plan(collective: Collective, algorithm: Algorithm, ranks: u32, count: u64) ->
         warmup: 1,
         start: Instant::ZERO,
         seed: 5,
-        reduce_ps_per_byte: 100,
     }
 }
 

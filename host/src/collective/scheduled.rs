@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use udrma_nic::cost::Serial;
 use udrma_nic::{Event, Nic};
-use udrma_proto::{Duration, Instant, NodeAddr, ReduceOp, ReduceType};
+use udrma_proto::{Instant, NodeAddr, ReduceOp, ReduceType};
 
 use super::schedule::run::fold_elements;
 use super::schedule::{Algorithm, Collective, Land, Plan, ScheduleError, Spec, Step};
@@ -44,8 +44,6 @@ pub struct ScheduledPlan {
     pub start: Instant,
     /// Seed of the inputs.
     pub seed: u64,
-    /// Host CPU time per byte folded (ps).
-    pub reduce_ps_per_byte: u64,
 }
 
 impl ScheduledPlan {
@@ -343,7 +341,7 @@ impl ScheduledApp {
             if !self.sends.is_empty() || !self.recvs.is_empty() {
                 return;
             }
-            self.land(now, &step);
+            self.land(now, nic, &step);
         }
     }
 
@@ -389,7 +387,7 @@ impl ScheduledApp {
 
     /// Lands the step's receives in order (folds cost the CPU), and
     /// moves to the next step.
-    fn land(&mut self, now: Instant, step: &Step) {
+    fn land(&mut self, now: Instant, nic: &Nic, step: &Step) {
         let mut folded = 0u64;
         for (i, (msg, land)) in step.recvs.iter().enumerate() {
             let data = self.got[i].take().unwrap_or_default();
@@ -410,8 +408,7 @@ impl ScheduledApp {
         self.step += 1;
         self.copied = false;
         self.posted = false;
-        let cost = Duration::from_ps(self.plan.reduce_ps_per_byte.saturating_mul(folded));
-        let ready = self.cpu.take(now, cost);
+        let ready = self.cpu.take(now, nic.config().cost.reduce(folded));
         if ready > now {
             self.cpu_until = Some(ready);
         }

@@ -81,6 +81,9 @@ pub struct CostSpec {
     pub interrupt: Option<Time>,
     /// Host time per block packed or unpacked.
     pub host_copy_per_block: Option<Time>,
+    /// Host reduction bandwidth (bytes of a received vector folded into
+    /// the held one per second, by MPI's collective algorithms).
+    pub host_reduce_bandwidth: Option<Rate>,
     /// An indirect-key translation line found in the NIC's cache.
     pub translate_hit: Option<Time>,
     /// An indirect-key translation line read from host memory.

@@ -129,6 +129,10 @@ pub fn cost_model(o: &CostSpec, profile: Option<&Profile>) -> CostModel {
             .unwrap_or(0),
         interrupt: t(o.interrupt, base.interrupt),
         host_copy_per_block: t(o.host_copy_per_block, base.host_copy_per_block),
+        host_reduce_ps_per_byte: ps_per_byte(
+            o.host_reduce_bandwidth.or(base.host_reduce_bandwidth),
+        )
+        .unwrap_or(0),
         translate_hit: t(o.translate_hit, base.translate_hit),
         translate_miss: t(o.translate_miss, base.translate_miss),
         translate_search: t(o.translate_search, base.translate_search),

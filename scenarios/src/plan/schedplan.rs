@@ -122,7 +122,6 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
         warmup: w.warmup.unwrap_or(1),
         start: Instant::ZERO + w.start.map_or(Duration::ZERO, |t| t.0),
         seed,
-        reduce_ps_per_byte: 0,
     })
 }
 
