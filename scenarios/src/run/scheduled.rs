@@ -144,8 +144,16 @@ impl Seen {
                         Err(e) => {
                             seen.failed += 1;
                             if seen.notes.len() < 20 {
-                                seen.notes
-                                    .push(format!("{h} size {size} iteration {}: {e}", lap.iter));
+                                let warm = if lap.iter < plan.warmup {
+                                    " (warm-up)"
+                                } else {
+                                    ""
+                                };
+                                seen.notes.push(format!(
+                                    "{h} at {} B, iteration {}{warm}: {e}",
+                                    plan.spec_at(size).bytes(),
+                                    lap.iter
+                                ));
                             }
                         }
                     }
@@ -186,6 +194,7 @@ impl Seen {
         .map_err(|e| format!("the schedules in memory: {e}"))?;
         let mut equal = true;
         let mut means = Vec::new();
+        let mut missing = Vec::new();
         for (r, rank) in self.ranks.iter().enumerate() {
             let Some((mean, got, same)) = rank.as_ref().and_then(|v| v.get(i)) else {
                 continue;
@@ -193,7 +202,13 @@ impl Seen {
             means.extend(*mean);
             let out = plans[r].output;
             let want = &ran.arenas[r][out.at as usize..out.end() as usize];
-            if got.as_deref() != Some(want) || !same {
+            // A rank that finished no measured iteration has no result
+            // to compare (all-complete says so).
+            let Some(got) = got else {
+                missing.push(format!("h{r}"));
+                continue;
+            };
+            if got.as_slice() != want || !same {
                 equal = false;
                 if notes.len() < 20 {
                     notes.push(format!(
@@ -202,6 +217,13 @@ impl Seen {
                     ));
                 }
             }
+        }
+        if !missing.is_empty() && notes.len() < 20 {
+            notes.push(format!(
+                "no result at {} B (no measured iteration finished): {}",
+                spec.bytes(),
+                missing.join(", ")
+            ));
         }
         let us = |ps: f64| (ps / 1e3).round() / 1e3;
         let avg = if means.is_empty() {

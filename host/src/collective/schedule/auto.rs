@@ -46,7 +46,6 @@ pub fn choose(collective: Collective, p: u32, count: u64, elem: u64) -> Algorith
         // Up to 8 ranks (the tree's `comm_size < 8` is tested as `<=`
         // there): scattered up to 32 KiB blocks. From 9: Bruck up to 256
         // bytes, scattered up to 32 KiB. Pairwise above.
-        Collective::Alltoall if p <= 8 && n <= 32768 => Scattered,
         Collective::Alltoall if p > 8 && n <= 256 => Bruck,
         Collective::Alltoall if n <= 32768 => Scattered,
         Collective::Alltoall => Pairwise,
