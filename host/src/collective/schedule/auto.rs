@@ -71,6 +71,10 @@ mod tests {
         assert_eq!(c(Collective::Allreduce, 16, 128), Rabenseifner);
         assert_eq!(c(Collective::Reduce, 4, 2048), Binomial);
         assert_eq!(c(Collective::Reduce, 4, 2056), ReduceScatterGather);
+        // Above 2,048 bytes, fewer elements than `p'` still take the tree.
+        assert_eq!(choose(Collective::Reduce, 1024, 600, 8), Binomial);
+        assert_eq!(choose(Collective::Reduce, 512, 511, 8), Binomial);
+        assert_eq!(choose(Collective::Reduce, 512, 512, 8), ReduceScatterGather);
         assert_eq!(c(Collective::Broadcast, 7, 1 << 20), Binomial);
         assert_eq!(c(Collective::Broadcast, 16, 12288), Binomial);
         assert_eq!(
