@@ -77,6 +77,20 @@ pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, S
     checks.insert("liveness".into(), live);
     let posted = u64::from(p) * u64::from(plan.iterations) * plan.sizes.len() as u64;
     let mut rep = report::build(whole, world.as_ref(), &[], posted, checks, notes);
+    // The headline completion: every rank's measured iterations at the
+    // first size (what a sweep's CSV shows).
+    let mut first = seen.first.clone();
+    first.sort_unstable();
+    let at = |q: usize| {
+        first
+            .get((first.len() * q).div_ceil(100).saturating_sub(1))
+            .copied()
+    };
+    rep.completion_ns = report::Latency {
+        p50: at(50).unwrap_or(0),
+        p99: at(99).unwrap_or(0),
+        max: first.last().copied().unwrap_or(0),
+    };
     rep.ops = report::Ops {
         posted,
         completed: seen.measured,
@@ -105,6 +119,9 @@ struct Seen {
     done: bool,
     bounded: bool,
     measured: u64,
+    /// Every measured iteration's latency at the first size, every rank
+    /// together (ns), sorted.
+    first: Vec<u64>,
     failed: u64,
     notes: Vec<String>,
 }
@@ -116,6 +133,7 @@ impl Seen {
             done: true,
             bounded: true,
             measured: 0,
+            first: Vec::new(),
             failed: 0,
             notes: Vec::new(),
         };
@@ -138,6 +156,9 @@ impl Seen {
                     match &lap.end {
                         Ok(end) if lap.iter >= plan.warmup => {
                             sum += (*end - lap.start).as_ps();
+                            if size == 0 {
+                                seen.first.push((*end - lap.start).as_nanos());
+                            }
                             n += 1;
                         }
                         Ok(_) => {}
