@@ -91,10 +91,19 @@ pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, S
         p99: at(99).unwrap_or(0),
         max: first.last().copied().unwrap_or(0),
     };
+    // A measured iteration that did not finish by the end failed: its
+    // rank's own send or receive failed, or it waited on one that did.
+    let unfinished = posted.saturating_sub(seen.measured);
+    if unfinished > seen.failed {
+        rep.notes.push(format!(
+            "{unfinished} measured iterations (ranks × iterations × sizes) did not finish, {} of them failed at their own rank",
+            seen.failed
+        ));
+    }
     rep.ops = report::Ops {
         posted,
         completed: seen.measured,
-        failed: seen.failed,
+        failed: unfinished,
     };
     rep.scheduled = Some(OsuReport {
         collective: plan.spec.collective.name().into(),
