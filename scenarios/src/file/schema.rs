@@ -591,6 +591,15 @@ pub struct WorkloadSpec {
     pub cdf: Option<Vec<[f64; 2]>>,
 }
 
+impl WorkloadSpec {
+    /// A collective run by one of MPI's algorithms (`algorithm` set, and
+    /// not to `nic`, the NIC study).
+    pub fn is_scheduled(&self) -> bool {
+        self.kind == WorkloadKind::Collective
+            && self.algorithm.as_deref().is_some_and(|a| a != "nic")
+    }
+}
+
 fn one_u32() -> u32 {
     1
 }

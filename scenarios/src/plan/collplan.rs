@@ -243,7 +243,7 @@ pub fn validate(sc: &Scenario, n: usize) -> Result<(), ScenarioError> {
             "a collective workload runs alone: put other workloads in another scenario".into(),
         ));
     }
-    if count == 1 && crate::plan::schedplan::is_scheduled(sc) {
+    if count == 1 && sc.file.workloads.iter().any(|w| w.is_scheduled()) {
         crate::plan::schedplan::plan(sc, sc.file.seed, n)?;
     } else if count == 1 {
         plan(sc, sc.file.seed, n)?;

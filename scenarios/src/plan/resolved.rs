@@ -249,7 +249,7 @@ pub fn plan(sc: &Scenario, seed: u64, backend: BackendKind) -> Result<Plan, Scen
     let has = |k: WorkloadKind| f.workloads.iter().any(|w| w.kind == k);
     let work = if has(WorkloadKind::Noncontig) {
         Work::Noncontig(ncplan::plan(sc, &resolved.nic, &resolved.topology)?)
-    } else if has(WorkloadKind::Collective) && super::schedplan::is_scheduled(sc) {
+    } else if f.workloads.iter().any(|w| w.is_scheduled()) {
         Work::Scheduled(Arc::new(super::schedplan::plan(sc, seed, n)?))
     } else if has(WorkloadKind::Collective) {
         Work::Collective(collplan::plan(sc, seed, n)?)

@@ -35,13 +35,6 @@ fn bad(sc: &Scenario, key: &str, msg: String) -> ScenarioError {
     sc.error_at_key(key, format!("collective workload: {msg}"))
 }
 
-/// Whether the collective workload of `sc` runs one of MPI's algorithms.
-pub fn is_scheduled(sc: &Scenario) -> bool {
-    sc.file.workloads.iter().any(|w| {
-        w.kind == WorkloadKind::Collective && w.algorithm.as_deref().is_some_and(|a| a != "nic")
-    })
-}
-
 /// Plans the collective workload of `sc` over `n` hosts.
 pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, ScenarioError> {
     let w = sc
