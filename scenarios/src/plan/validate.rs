@@ -21,6 +21,9 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
     validate_messaging(sc, &r)?;
     crate::plan::ncplan::validate(sc, &r.nic, &r.topology)?;
     crate::plan::collplan::validate(sc, n)?;
+    if sc.file.workloads.iter().any(|w| w.is_scheduled()) {
+        crate::plan::schedplan::plan(sc, sc.file.seed, n)?;
+    }
     for (i, w) in sc.file.workloads.iter().enumerate() {
         if !(w.kind.is_messaging()
             || w.kind == WorkloadKind::Noncontig
