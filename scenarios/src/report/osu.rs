@@ -70,10 +70,19 @@ impl OsuReport {
 
     /// The summary's lines.
     pub fn lines(&self, s: &mut String) {
+        let reduces = matches!(
+            self.collective.as_str(),
+            "allreduce" | "reduce" | "reduce_scatter"
+        );
+        let what = if reduces {
+            format!("{} {} of {}", self.collective, self.op, self.datatype)
+        } else {
+            format!("{} of {}", self.collective, self.datatype)
+        };
         let _ = writeln!(
             s,
-            "collective  {} {} of {} over {} ranks, {} iterations after {} warm-up",
-            self.collective, self.op, self.datatype, self.ranks, self.iterations, self.warmup
+            "collective  {what} over {} ranks, {} iterations after {} warm-up",
+            self.ranks, self.iterations, self.warmup
         );
         let _ = writeln!(
             s,

@@ -16,7 +16,7 @@ use crate::file::source::Locate;
 use crate::plan::build::msg_checked;
 use crate::plan::resolved::{Plan, Work};
 use crate::report::osu::{OsuReport, OsuRow};
-use crate::report::{self, Report};
+use crate::report::{self, MessagingReport, Report};
 use crate::ScenarioError;
 
 /// Runs the collective on `world`.
@@ -105,6 +105,7 @@ pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, S
         completed: seen.measured,
         failed: unfinished,
     };
+    rep.messaging = Some(seen.messaging.clone());
     rep.scheduled = Some(OsuReport {
         collective: plan.spec.collective.name().into(),
         op: plan.op.name().into(),
@@ -131,6 +132,9 @@ struct Seen {
     /// Every measured iteration's latency at the first size, every rank
     /// together (ns), sorted.
     first: Vec<u64>,
+    /// The messaging layer's counters over every rank (no per-size rows:
+    /// the OSU table has them).
+    messaging: MessagingReport,
     failed: u64,
     notes: Vec<String>,
 }
@@ -143,6 +147,16 @@ impl Seen {
             bounded: true,
             measured: 0,
             first: Vec::new(),
+            messaging: MessagingReport {
+                eager: 0,
+                r3: 0,
+                rget: 0,
+                rput: 0,
+                noops: 0,
+                credit_stalls: 0,
+                fallbacks: 0,
+                sizes: Vec::new(),
+            },
             failed: 0,
             notes: Vec::new(),
         };
@@ -157,6 +171,15 @@ impl Seen {
                 continue;
             };
             seen.done &= udrma_host::App::is_done(app);
+            let st = app.messenger().stats();
+            let m = &mut seen.messaging;
+            m.eager += st.eager;
+            m.r3 += st.r3;
+            m.rget += st.rget;
+            m.rput += st.rput;
+            m.noops += st.noops;
+            m.credit_stalls += st.credit_stalls;
+            m.fallbacks += st.fallbacks;
             let mut per = Vec::new();
             for size in 0..plan.sizes.len() {
                 let mut sum = 0u64;
