@@ -62,6 +62,31 @@ pub struct RunRecord {
     pub messaging: Option<MessagingFigures>,
     /// Collective runs: the median completions of each side.
     pub collective: Option<CollectiveFigures>,
+    /// A collective by one of MPI's algorithms: the OSU table's first row.
+    #[serde(default)]
+    pub scheduled: Option<OsuFigures>,
+}
+
+/// The first row of a scheduled collective's OSU table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OsuFigures {
+    /// The algorithm run (what `auto` chose).
+    pub algorithm: String,
+    /// OSU's average latency, µs.
+    #[serde(with = "float")]
+    pub avg_us: f64,
+    /// The smallest rank's mean latency, µs.
+    #[serde(with = "float")]
+    pub min_us: f64,
+    /// The largest rank's mean latency, µs.
+    #[serde(with = "float")]
+    pub max_us: f64,
+    /// NCCL-tests' algorithm bandwidth, GB/s.
+    #[serde(with = "float")]
+    pub algbw_gbs: f64,
+    /// NCCL-tests' bus bandwidth, GB/s.
+    #[serde(with = "float")]
+    pub busbw_gbs: f64,
 }
 
 /// The first per-size row of a messaging run.
@@ -180,6 +205,18 @@ impl RunRecord {
                 host_p50_us: c.host.as_ref().map(|s| s.completion_us.p50),
                 nic_p50_us: c.nic.as_ref().map(|s| s.completion_us.p50),
             }),
+            scheduled: r
+                .scheduled
+                .as_ref()
+                .and_then(|o| o.rows.first())
+                .map(|row| OsuFigures {
+                    algorithm: row.algorithm.clone(),
+                    avg_us: row.avg_us,
+                    min_us: row.min_us,
+                    max_us: row.max_us,
+                    algbw_gbs: row.algbw_gbs,
+                    busbw_gbs: row.busbw_gbs,
+                }),
         }
     }
 
@@ -190,7 +227,7 @@ impl RunRecord {
 
     /// The CSV columns after the settings and the seed (new ones go at
     /// the end, so that a column keeps its position).
-    pub const COLUMNS: [&'static str; 22] = [
+    pub const COLUMNS: [&'static str; 28] = [
         "passed",
         "failed_checks",
         "trace_hash",
@@ -213,10 +250,18 @@ impl RunRecord {
         "timeouts",
         "pfc_pauses",
         "pfc_paused_ns",
+        "algorithm",
+        "osu_avg_us",
+        "osu_min_us",
+        "osu_max_us",
+        "algbw_gbs",
+        "busbw_gbs",
     ];
 
     /// The values of [`RunRecord::COLUMNS`].
-    pub fn row(&self) -> [String; 22] {
+    pub fn row(&self) -> [String; 28] {
+        let osu = self.scheduled.as_ref();
+        let f = |g: fn(&OsuFigures) -> f64| osu.map(|o| g(o).to_string()).unwrap_or_default();
         [
             self.passed().to_string(),
             self.failed_checks.join(" "),
@@ -240,6 +285,12 @@ impl RunRecord {
             self.timeouts.to_string(),
             self.pfc_pauses.to_string(),
             self.pfc_paused_ns.to_string(),
+            osu.map(|o| o.algorithm.clone()).unwrap_or_default(),
+            f(|o| o.avg_us),
+            f(|o| o.min_us),
+            f(|o| o.max_us),
+            f(|o| o.algbw_gbs),
+            f(|o| o.busbw_gbs),
         ]
     }
 }
@@ -297,6 +348,14 @@ mod tests {
             collective: Some(CollectiveFigures {
                 host_p50_us: Some(std::f64::consts::PI),
                 nic_p50_us: None,
+            }),
+            scheduled: Some(OsuFigures {
+                algorithm: "ring".into(),
+                avg_us: 0.1 + 0.7,
+                min_us: 1.0 / 7.0,
+                max_us: 2.5,
+                algbw_gbs: 3.0 / 11.0,
+                busbw_gbs: 1e-300,
             }),
         };
         let back: RunRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
