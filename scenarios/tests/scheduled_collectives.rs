@@ -52,7 +52,11 @@ fn on_faulty_fabric(plan: &ScheduledPlan, faults: Vec<Model>) -> Vec<(Vec<u8>, b
         .map(|h| {
             let a = sim.app::<ScheduledApp>(NodeAddr(h)).unwrap();
             let (r, same) = a.result(0);
-            let ok = a.laps().iter().filter(|l| l.end.is_ok()).count();
+            let ok = a
+                .laps()
+                .iter()
+                .filter(|l| matches!(l.end, Some(Ok(_))))
+                .count();
             (r.unwrap_or_default().to_vec(), same, ok)
         })
         .collect()
@@ -177,10 +181,16 @@ fn a_scenario_file_runs_an_algorithm_over_sizes_and_reports_osu_rows() {
             assert!(r.passed(), "{alg}: {:?}\n{}", r.notes, r.table());
             let o = r.scheduled.as_ref().unwrap();
             assert_eq!(o.rows.len(), 3);
-            assert!(o
-                .rows
-                .iter()
-                .all(|row| row.result_equal && row.algorithm == alg));
+            assert!(o.rows.iter().all(|row| row.result_equal));
+            // Rabenseifner below 16 elements (8 B) is refused by MPICH,
+            // which runs recursive doubling instead; the row says so.
+            let ran: Vec<&str> = o.rows.iter().map(|row| row.algorithm.as_str()).collect();
+            let first = if alg == "reduce_scatter_allgather" {
+                "recursive_doubling"
+            } else {
+                alg
+            };
+            assert_eq!(ran, [first, alg, alg], "{}", r.table());
             if backend == BackendKind::Sim {
                 assert!(o.rows[0].avg_us < o.rows[2].avg_us, "{}", r.table());
                 assert!(o

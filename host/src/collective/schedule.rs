@@ -190,7 +190,7 @@ impl Collective {
         match self {
             Collective::Allreduce => "allreduce",
             Collective::Reduce => "reduce",
-            Collective::Broadcast => "bcast",
+            Collective::Broadcast => "broadcast",
             Collective::Allgather => "allgather",
             Collective::Alltoall => "alltoall",
             Collective::ReduceScatter => "reduce_scatter",

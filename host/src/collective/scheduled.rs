@@ -130,8 +130,9 @@ pub struct Lap {
     pub iter: u32,
     /// When this rank started it.
     pub start: Instant,
-    /// When its collective ended here, or why it failed.
-    pub end: Result<Instant, String>,
+    /// When its collective ended here, or why it failed; `None` while it
+    /// runs (and for good if the run stopped first).
+    pub end: Option<Result<Instant, String>>,
 }
 
 /// Where a rank is.
@@ -166,12 +167,13 @@ pub struct ScheduledApp {
     posted: bool,
     cpu: Serial,
     laps: Vec<Lap>,
-    started: Instant,
     /// Iterations begun, over every count (a message's tag).
     begun: u32,
     /// Per count: the first measured result, and whether every later
     /// one equalled it.
     results: Vec<(Option<Vec<u8>>, bool)>,
+    /// A failure outside a collective: size, iteration, why.
+    failure: Option<(usize, u32, String)>,
     failed: bool,
 }
 
@@ -197,9 +199,9 @@ impl ScheduledApp {
             posted: false,
             cpu: Serial::default(),
             laps: Vec::new(),
-            started: plan.start,
             begun: 0,
             results: Vec::new(),
+            failure: None,
             failed: false,
             plan,
         })
@@ -255,22 +257,31 @@ impl ScheduledApp {
         }
     }
 
-    /// The iteration under way fails, and the rank stops.
+    /// The iteration under way fails, and the rank stops. A failure in
+    /// the barrier after it leaves the finished collective as it ended
+    /// and is kept apart ([`ScheduledApp::failure`]).
     fn fail(&mut self, why: String) {
         let (size, iter) = (self.size(), self.iter());
-        if let Some(lap) = self
-            .laps
-            .last_mut()
-            .filter(|l| (l.size, l.iter) == (size, iter))
-        {
-            lap.end = Err(why);
+        match self.laps.last_mut() {
+            Some(lap) if (lap.size, lap.iter) == (size, iter) && lap.end.is_none() => {
+                lap.end = Some(Err(why));
+            }
+            _ => self.failure = Some((size, iter, format!("in the barrier after it: {why}"))),
         }
         self.failed = true;
     }
 
-    /// Starts the next iteration: at a new count, its plans, buffer and
-    /// input first; then the input back in place (a copy).
-    fn begin(&mut self, now: Instant, nic: &Nic) {
+    /// Why this rank stopped outside a collective (in the barrier after
+    /// one): its size, iteration and reason.
+    pub fn failure(&self) -> Option<&(usize, u32, String)> {
+        self.failure.as_ref()
+    }
+
+    /// Starts the next iteration: at a new size, its plans, buffer and
+    /// input first; then the input back in place. The reset is the
+    /// benchmark's, not the collective's, and costs no time (MPICH's own
+    /// first copies, sendbuf into recvbuf, are not charged yet).
+    fn begin(&mut self, now: Instant) {
         self.begun += 1;
         let (size, iter) = (self.size(), self.iter());
         if iter == 0 {
@@ -288,7 +299,7 @@ impl ScheduledApp {
                         size,
                         iter,
                         start: now,
-                        end: Err(e.to_string()),
+                        end: Some(Err(e.to_string())),
                     });
                     return;
                 }
@@ -300,15 +311,12 @@ impl ScheduledApp {
             size,
             iter,
             start: now,
-            end: Ok(now),
+            end: None,
         });
-        self.started = now;
         self.phase = Phase::Collective;
         self.step = 0;
         self.copied = false;
         self.posted = false;
-        let ready = self.cpu.take(now, nic.config().cost.copy(span.len));
-        self.cpu_until = Some(ready);
     }
 
     /// Moves as far as it can: through CPU waits, posting steps, landing
@@ -323,7 +331,7 @@ impl ScheduledApp {
                 continue;
             }
             if self.step == self.plan_now().steps.len() {
-                self.end_phase(now, nic);
+                self.end_phase(now);
                 continue;
             }
             let step = self.plan_now().steps[self.step].clone();
@@ -414,11 +422,11 @@ impl ScheduledApp {
         }
     }
 
-    fn end_phase(&mut self, now: Instant, nic: &Nic) {
+    fn end_phase(&mut self, now: Instant) {
         match self.phase {
             Phase::Collective => {
                 if let Some(lap) = self.laps.last_mut() {
-                    lap.end = Ok(now);
+                    lap.end = Some(Ok(now));
                 }
                 if self.iter() >= self.plan.warmup {
                     let out = self.coll.output;
@@ -437,7 +445,7 @@ impl ScheduledApp {
             }
             Phase::Barrier => {
                 if self.begun < self.total() {
-                    self.begin(now, nic);
+                    self.begin(now);
                 } else {
                     // Past the last: nothing left to run.
                     self.begun += 1;
@@ -488,7 +496,7 @@ impl ScheduledApp {
 impl App for ScheduledApp {
     fn start(&mut self, now: Instant, nic: &mut Nic) {
         if now >= self.plan.start && self.total() > 0 {
-            self.begin(now, nic);
+            self.begin(now);
             self.drain(now, nic);
         }
     }
@@ -508,7 +516,7 @@ impl App for ScheduledApp {
 
     fn handle_timeout(&mut self, now: Instant, nic: &mut Nic) {
         if self.laps.is_empty() && now >= self.plan.start && self.total() > 0 {
-            self.begin(now, nic);
+            self.begin(now);
         }
         if self.m.poll_timeout().is_some_and(|t| t <= now) {
             self.m.handle_timeout(now, nic);

@@ -542,7 +542,7 @@ pub struct WorkloadSpec {
     /// Message sizes of `msg-*` workloads (default: `size`).
     pub sizes: Option<SizesSpec>,
     /// Untimed iterations before the timed ones, per size (`msg-*`,
-    /// default 2).
+    /// default 2; a collective by an MPI algorithm, default 1).
     pub warmup: Option<u32>,
     /// Non-contiguous: `pack`, `sgl`, `indirect` or `auto`.
     pub method: Option<String>,
@@ -566,7 +566,9 @@ pub struct WorkloadSpec {
     pub halo: Option<u64>,
     /// Non-contiguous: keep indirect keys between transfers (default true).
     pub key_cache: Option<bool>,
-    /// Collective: `allreduce` (default), `reduce` or `broadcast`.
+    /// Collective: `allreduce` (default), `reduce` or `broadcast`; with an
+    /// MPI `algorithm` also `allgather`, `alltoall`, `reduce_scatter` and
+    /// `barrier`.
     pub collective: Option<String>,
     /// Collective: the ALU operation (`sum` default, `min`, `max`,
     /// `minloc`, `maxloc`, `land`, `lor`, `lxor`, `band`, `bor`, `bxor`).

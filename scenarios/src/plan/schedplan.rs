@@ -17,8 +17,10 @@ use crate::{Scenario, ScenarioError};
 pub const MAX_RANK_BYTES: u64 = 64 << 20;
 /// Most bytes over every rank's buffer.
 pub const MAX_TOTAL_BYTES: u64 = 2 << 30;
-/// Most measured iterations at each size.
+/// Most measured iterations at each size, and most warm-up ones.
 pub const MAX_ITERATIONS: u32 = 10_000;
+/// Most iterations over every size, warm-up ones included.
+pub const MAX_LAPS: u32 = 1_000_000;
 
 /// The collectives the algorithms run, by the names files use.
 const COLLECTIVES: [(&str, Collective); 7] = [
@@ -93,7 +95,10 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
         let count = b / elem;
         let run = SizeRun {
             count,
-            algorithm: algorithm.unwrap_or_else(|| auto::choose(collective, ranks, count, elem)),
+            algorithm: match algorithm {
+                Some(a) => auto::runs(collective, a, ranks, count, elem),
+                None => auto::choose(collective, ranks, count, elem),
+            },
         };
         fits(sc, &spec, run)?;
         sizes.push(run);
@@ -106,13 +111,25 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
             format!("`count = {iterations}` iterations: must be 1..={MAX_ITERATIONS}"),
         ));
     }
+    let warmup = w.warmup.unwrap_or(1);
+    let laps = u64::from(iterations + warmup.min(MAX_ITERATIONS)) * sizes.len() as u64;
+    if warmup > MAX_ITERATIONS || laps > u64::from(MAX_LAPS) {
+        return Err(bad(
+            sc,
+            "warmup",
+            format!(
+                "`warmup = {warmup}` and `count = {iterations}` at {} sizes: at most {MAX_ITERATIONS} each, and {MAX_LAPS} iterations in all",
+                sizes.len()
+            ),
+        ));
+    }
     Ok(ScheduledPlan {
         spec,
         sizes,
         op,
         ty,
         iterations,
-        warmup: w.warmup.unwrap_or(1),
+        warmup,
         start: Instant::ZERO + w.start.map_or(Duration::ZERO, |t| t.0),
         seed,
     })

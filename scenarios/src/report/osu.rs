@@ -11,7 +11,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct OsuRow {
     /// Bytes per rank: its vector (allreduce, reduce, broadcast), its
-    /// block (allgather), its block for each rank (all-to-all).
+    /// block (allgather; reduce-scatter: the block it gets, of the `p`
+    /// it gives), its block for each rank (all-to-all).
     pub size: u64,
     /// The algorithm run at this size.
     pub algorithm: String,
@@ -24,11 +25,12 @@ pub struct OsuRow {
     pub max_us: f64,
     /// NCCL-tests' algorithm bandwidth: its bytes over the average
     /// latency, GB/s (10^9 bytes a second). Its bytes are the size, or
-    /// for allgather and all-to-all the size times the ranks.
+    /// for allgather, all-to-all and reduce-scatter the size times the
+    /// ranks (NCCL-tests' whole buffer).
     pub algbw_gbs: f64,
     /// NCCL-tests' bus bandwidth: the algorithm bandwidth times
-    /// `2(p − 1)/p` (allreduce), `(p − 1)/p` (allgather, all-to-all) or
-    /// 1 (reduce, broadcast), GB/s.
+    /// `2(p − 1)/p` (allreduce), `(p − 1)/p` (allgather, all-to-all,
+    /// reduce-scatter) or 1 (reduce, broadcast), GB/s.
     pub busbw_gbs: f64,
     /// Messages one iteration sends over every rank (barrier excluded).
     pub messages: u64,
@@ -40,7 +42,7 @@ pub struct OsuRow {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct OsuReport {
     /// `allreduce`, `reduce`, `broadcast`, `allgather`, `alltoall`,
-    /// `barrier`.
+    /// `reduce_scatter`, `barrier`.
     pub collective: String,
     /// The operation (reductions).
     pub op: String,
@@ -58,12 +60,13 @@ pub struct OsuReport {
 
 impl OsuReport {
     /// The bus bandwidth's factor for `p` ranks, and whether the
-    /// algorithm bandwidth counts every rank's block.
+    /// algorithm bandwidth counts every rank's block (NCCL-tests'
+    /// `PERFORMANCE.md` factors).
     pub fn factors(collective: &str, p: u32) -> (f64, bool) {
         let p = f64::from(p.max(1));
         match collective {
             "allreduce" => (2.0 * (p - 1.0) / p, false),
-            "allgather" | "alltoall" => ((p - 1.0) / p, true),
+            "allgather" | "alltoall" | "reduce_scatter" => ((p - 1.0) / p, true),
             _ => (1.0, false),
         }
     }

@@ -96,7 +96,7 @@ pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, S
     let unfinished = posted.saturating_sub(seen.measured);
     if unfinished > seen.failed {
         rep.notes.push(format!(
-            "{unfinished} measured iterations (ranks × iterations × sizes) did not finish, {} of them failed at their own rank",
+            "{unfinished} measured iterations (ranks × iterations × sizes) did not finish; {} (warm-up ones included) failed at their own rank, the others waited on a rank that stopped or ran out of time",
             seen.failed
         ));
     }
@@ -167,6 +167,8 @@ impl Seen {
                 .flatten()
                 .and_then(|a| udrma_host::app::downcast_ref::<ScheduledApp>(a));
             let Some(app) = app else {
+                // A local host without its rank's app ran nothing.
+                seen.done &= !world.is_local(h);
                 seen.ranks.push(None);
                 continue;
             };
@@ -180,21 +182,29 @@ impl Seen {
             m.noops += st.noops;
             m.credit_stalls += st.credit_stalls;
             m.fallbacks += st.fallbacks;
+            if let Some((size, iter, why)) = app.failure() {
+                seen.notes.push(format!(
+                    "{h} at {} B, iteration {iter}: {why}",
+                    plan.spec_at(*size).bytes()
+                ));
+            }
             let mut per = Vec::new();
             for size in 0..plan.sizes.len() {
                 let mut sum = 0u64;
                 let mut n = 0u64;
                 for lap in app.laps().iter().filter(|l| l.size == size) {
                     match &lap.end {
-                        Ok(end) if lap.iter >= plan.warmup => {
+                        // Still running when the run stopped: not measured.
+                        None => {}
+                        Some(Ok(end)) if lap.iter >= plan.warmup => {
                             sum += (*end - lap.start).as_ps();
                             if size == 0 {
                                 seen.first.push((*end - lap.start).as_nanos());
                             }
                             n += 1;
                         }
-                        Ok(_) => {}
-                        Err(e) => {
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => {
                             seen.failed += 1;
                             if seen.notes.len() < 20 {
                                 let warm = if lap.iter < plan.warmup {

@@ -53,10 +53,69 @@ pub fn choose(collective: Collective, p: u32, count: u64, elem: u64) -> Algorith
     }
 }
 
+/// The algorithm that runs when `algorithm` is asked for: itself, or,
+/// where MPICH refuses it (Rabenseifner's allreduce and reduce below
+/// `p'` elements, recursive-doubling allgather off a power of two),
+/// MPICH's default choice, as its fallback does.
+pub fn runs(
+    collective: Collective,
+    algorithm: Algorithm,
+    p: u32,
+    count: u64,
+    elem: u64,
+) -> Algorithm {
+    use Algorithm::*;
+    let pof2 = u64::from(pof2(p.max(1)));
+    let refused = match (collective, algorithm) {
+        (Collective::Allreduce, Rabenseifner) | (Collective::Reduce, ReduceScatterGather) => {
+            count < pof2
+        }
+        (Collective::Allgather, RecursiveDoubling) => !p.is_power_of_two(),
+        _ => false,
+    };
+    if refused {
+        choose(collective, p, count, elem)
+    } else {
+        algorithm
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use Algorithm::*;
+
+    /// A refused algorithm runs MPICH's default instead: Rabenseifner
+    /// below `p'` elements, recursive-doubling allgather on 12 ranks
+    /// (Bruck for a small total, the ring for a large one).
+    #[test]
+    fn a_refused_algorithm_runs_mpichs_default() {
+        assert_eq!(
+            runs(Collective::Allreduce, Rabenseifner, 16, 15, 8),
+            RecursiveDoubling
+        );
+        assert_eq!(
+            runs(Collective::Allreduce, Rabenseifner, 16, 16, 8),
+            Rabenseifner
+        );
+        assert_eq!(
+            runs(Collective::Reduce, ReduceScatterGather, 16, 15, 8),
+            Binomial
+        );
+        assert_eq!(
+            runs(Collective::Allgather, RecursiveDoubling, 12, 10, 8),
+            Bruck
+        );
+        assert_eq!(
+            runs(Collective::Allgather, RecursiveDoubling, 12, 1024, 8),
+            Ring
+        );
+        assert_eq!(
+            runs(Collective::Allgather, RecursiveDoubling, 16, 1024, 8),
+            RecursiveDoubling
+        );
+        assert_eq!(runs(Collective::Alltoall, Pairwise, 12, 1, 8), Pairwise);
+    }
 
     /// Each rule's boundary, on both sides (doubles: 8 bytes each).
     #[test]

@@ -219,8 +219,10 @@ pub(super) fn allgather_ring(s: &Spec, rank: u32) -> Plan {
 
 /// Recursive doubling (allgather, a power of two of ranks): in step `k` a
 /// rank swaps the `2^k` blocks of its subtree with the rank `2^k` away.
-/// MPICH runs it only on a power of two and Bruck's algorithm
-/// otherwise, and so does this.
+/// MPICH runs it only on a power of two; otherwise it falls back to its
+/// default (Bruck below 81,920 bytes in all, the ring above), as a
+/// scenario's plan does ([`super::auto::runs`]). Asked for here off a
+/// power of two, this gives Bruck's schedule.
 pub(super) fn allgather_recursive_doubling(s: &Spec, rank: u32) -> Plan {
     let p = s.ranks;
     if !p.is_power_of_two() {
