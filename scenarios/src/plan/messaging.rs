@@ -89,11 +89,16 @@ pub fn sizes(sc: &Scenario, w: &WorkloadSpec, who: &str) -> Result<Vec<u64>, Sce
                     format!("{who}: sizes = {r:?}: FROM must be at least 1 and at most TO"),
                 ));
             }
+            // Doubling up to TO: a bound near u64::MAX would never be
+            // passed (the 64 MiB limit below refuses it anyway).
             let mut v = Vec::new();
             let mut s = a;
-            while s <= b {
+            while s <= b.min(1 << 40) {
                 v.push(s);
                 s = s.saturating_mul(2);
+            }
+            if b > 1 << 40 {
+                v.push(b);
             }
             v
         }
