@@ -250,6 +250,15 @@ fn bad_algorithm_keys_are_named() {
         "algorithm = \"nic\"\nsize = 8\nmethod = \"both\"",
         "runs the NIC offload only",
     );
+    // A range whose end is near u64::MAX is refused, not doubled forever.
+    bad(
+        "algorithm = \"ring\"\nsizes = \"1..17179869184GiB\"",
+        "messages are limited to 64 MiB here",
+    );
+    bad(
+        "algorithm = \"ring\"\nsize = 8\nwarmup = 10001",
+        "`warmup = 10001`",
+    );
 }
 
 /// `algorithm = "auto"` picks per size as MPICH 4.0.2 does, and the
