@@ -89,16 +89,13 @@ pub fn sizes(sc: &Scenario, w: &WorkloadSpec, who: &str) -> Result<Vec<u64>, Sce
                     format!("{who}: sizes = {r:?}: FROM must be at least 1 and at most TO"),
                 ));
             }
-            // Doubling up to TO: a bound near u64::MAX would never be
-            // passed (the 64 MiB limit below refuses it anyway).
+            // Doubling up to TO, and no further than u64 goes (a bound
+            // near u64::MAX is refused by the 64 MiB limit below).
             let mut v = Vec::new();
-            let mut s = a;
-            while s <= b.min(1 << 40) {
-                v.push(s);
-                s = s.saturating_mul(2);
-            }
-            if b > 1 << 40 {
-                v.push(b);
+            let mut s = Some(a);
+            while let Some(x) = s.filter(|&x| x <= b) {
+                v.push(x);
+                s = x.checked_mul(2);
             }
             v
         }
