@@ -160,38 +160,55 @@ fn what(
             ))
         }
     };
+    let (op, ty) = op_and_type(w, true).map_err(|(key, m)| bad(sc, key, m))?;
+    Ok((kind, op, ty))
+}
+
+/// The operation and datatype of a collective workload, each read
+/// against its names, and the operation defined on the type; with
+/// `locations` false, MINLOC and MAXLOC are refused (MPI's algorithms:
+/// they take pair types in MPI). An error names its key.
+pub(crate) fn op_and_type(
+    w: &WorkloadSpec,
+    locations: bool,
+) -> Result<(ReduceOp, ReduceType), (&'static str, String)> {
     let op_name = w.reduce_op.as_deref().unwrap_or("sum");
-    let op = ReduceOp::from_name(op_name).ok_or_else(|| {
-        let names: Vec<&str> = ReduceOp::ALL.iter().map(|o| o.name()).collect();
-        bad(
-            sc,
-            "reduce_op",
-            format!(
-                "`reduce_op = {op_name:?}`: expected one of {}",
-                names.join(", ")
-            ),
-        )
-    })?;
+    let takes = |o: &&ReduceOp| locations || !o.has_locations();
+    let op = ReduceOp::from_name(op_name)
+        .filter(|o| takes(&o))
+        .ok_or_else(|| {
+            let names: Vec<&str> = ReduceOp::ALL
+                .iter()
+                .filter(takes)
+                .map(|o| o.name())
+                .collect();
+            let which = if locations {
+                "expected"
+            } else {
+                "an MPI algorithm takes"
+            };
+            let names = names.join(", ");
+            (
+                "reduce_op",
+                format!("`reduce_op = {op_name:?}`: {which} one of {names}"),
+            )
+        })?;
     let ty_name = w.datatype.as_deref().unwrap_or("f64");
     let ty = ReduceType::from_name(ty_name).ok_or_else(|| {
         let names: Vec<&str> = ReduceType::ALL.iter().map(|t| t.name()).collect();
-        bad(
-            sc,
+        let names = names.join(", ");
+        (
             "datatype",
-            format!(
-                "`datatype = {ty_name:?}`: expected one of {}",
-                names.join(", ")
-            ),
+            format!("`datatype = {ty_name:?}`: expected one of {names}"),
         )
     })?;
     if !op.applies_to(ty) {
-        return Err(bad(
-            sc,
+        return Err((
             "reduce_op",
             format!("{op} is not defined on {ty} (logical and bitwise operations take integers)"),
         ));
     }
-    Ok((kind, op, ty))
+    Ok((op, ty))
 }
 
 /// The nodes taking part (2 up to the topology's hosts), the NIC tree's

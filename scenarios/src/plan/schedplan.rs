@@ -5,7 +5,7 @@
 
 use udrma_host::collective::schedule::{auto, Algorithm, Collective, Spec};
 use udrma_host::collective::scheduled::{ScheduledPlan, SizeRun};
-use udrma_proto::{Duration, Instant, ReduceOp, ReduceType};
+use udrma_proto::{Duration, Instant};
 
 use crate::file::schema::{WorkloadKind, WorkloadSpec};
 use crate::file::source::Locate;
@@ -60,7 +60,8 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
     }
     let collective = collective(sc, w)?;
     let algorithm = algorithm(sc, w, collective)?;
-    let (op, ty) = op_and_type(sc, w)?;
+    let (op, ty) =
+        crate::plan::collplan::op_and_type(w, false).map_err(|(key, m)| bad(sc, key, m))?;
     let ranks = w.nodes.unwrap_or(n as u32);
     if ranks < 1 || ranks as usize > n {
         return Err(bad(
@@ -220,47 +221,4 @@ fn algorithm(
                 ),
             )
         })
-}
-
-/// The operation and type: MPI's built-in operations without locations
-/// (MINLOC and MAXLOC take pair types in MPI).
-fn op_and_type(sc: &Scenario, w: &WorkloadSpec) -> Result<(ReduceOp, ReduceType), ScenarioError> {
-    let op_name = w.reduce_op.as_deref().unwrap_or("sum");
-    let op = ReduceOp::from_name(op_name)
-        .filter(|o| !o.has_locations())
-        .ok_or_else(|| {
-            let names: Vec<&str> = ReduceOp::ALL
-                .iter()
-                .filter(|o| !o.has_locations())
-                .map(|o| o.name())
-                .collect();
-            bad(
-                sc,
-                "reduce_op",
-                format!(
-                    "`reduce_op = {op_name:?}`: an MPI algorithm takes one of {}",
-                    names.join(", ")
-                ),
-            )
-        })?;
-    let ty_name = w.datatype.as_deref().unwrap_or("f64");
-    let ty = ReduceType::from_name(ty_name).ok_or_else(|| {
-        let names: Vec<&str> = ReduceType::ALL.iter().map(|t| t.name()).collect();
-        bad(
-            sc,
-            "datatype",
-            format!(
-                "`datatype = {ty_name:?}`: expected one of {}",
-                names.join(", ")
-            ),
-        )
-    })?;
-    if !op.applies_to(ty) {
-        return Err(bad(
-            sc,
-            "reduce_op",
-            format!("{op} is not defined on {ty} (logical and bitwise operations take integers)"),
-        ));
-    }
-    Ok((op, ty))
 }
