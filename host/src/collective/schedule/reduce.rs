@@ -99,6 +99,78 @@ pub(super) fn recursive_doubling(s: &Spec, rank: u32) -> Plan {
     })
 }
 
+/// The `2^k` pieces Rabenseifner's algorithms cut a vector into:
+/// `count / 2^k` elements each, the first `count mod 2^k` one larger.
+struct Pieces {
+    cnts: Vec<u64>,
+    disps: Vec<u64>,
+    elem: u64,
+    bytes: u64,
+}
+
+impl Pieces {
+    fn new(s: &Spec, p2: usize) -> Pieces {
+        let p = p2 as u64;
+        let cnts: Vec<u64> = (0..p)
+            .map(|i| s.count / p + u64::from(i < s.count % p))
+            .collect();
+        let mut disps = vec![0u64; p2];
+        for i in 1..p2 {
+            disps[i] = disps[i - 1] + cnts[i - 1];
+        }
+        Pieces {
+            cnts,
+            disps,
+            elem: s.elem,
+            bytes: s.bytes(),
+        }
+    }
+
+    /// The bytes of pieces `a..b`.
+    fn span(&self, a: usize, b: usize) -> Span {
+        Span::new(
+            self.disps.get(a).map_or(self.bytes, |&d| d * self.elem),
+            self.cnts[a..b].iter().sum::<u64>() * self.elem,
+        )
+    }
+}
+
+/// The reduce-scatter by recursive halving that both of Rabenseifner's
+/// algorithms start with, at place `new` of the `p2` (partners' real
+/// ranks from `real`), nearest first: each step swaps half of the pieces
+/// still in play and folds what comes back. Returns the piece indices
+/// it ends with, `[send, last]`, where the second half starts.
+fn halving(
+    new: usize,
+    p2: usize,
+    pieces: &Pieces,
+    real: &dyn Fn(usize) -> u32,
+    steps: &mut Vec<Step>,
+) -> [usize; 2] {
+    let (mut send_idx, mut recv_idx, mut last_idx) = (0usize, 0usize, p2);
+    let mut mask = 1usize;
+    while mask < p2 {
+        let nd = new ^ mask;
+        let (out, into);
+        if new < nd {
+            send_idx = recv_idx + p2 / (mask * 2);
+            out = pieces.span(send_idx, last_idx);
+            into = pieces.span(recv_idx, send_idx);
+        } else {
+            recv_idx = send_idx + p2 / (mask * 2);
+            out = pieces.span(send_idx, recv_idx);
+            into = pieces.span(recv_idx, last_idx);
+        }
+        steps.push(sendrecv(real(nd), out, real(nd), into, Land::Fold));
+        send_idx = recv_idx;
+        mask <<= 1;
+        if mask < p2 {
+            last_idx = recv_idx + p2 / mask;
+        }
+    }
+    [send_idx, last_idx]
+}
+
 /// Rabenseifner's algorithm: a reduce-scatter by recursive halving (each
 /// step swaps half of what is left with the rank `2^k` away, nearest
 /// first), then an allgather by recursive doubling (the same partners in
@@ -111,47 +183,20 @@ pub(super) fn rabenseifner(s: &Spec, rank: u32) -> Plan {
     if s.count < u64::from(p2) {
         return recursive_doubling(s, rank);
     }
-    let cnts: Vec<u64> = (0..u64::from(p2))
-        .map(|i| s.count / u64::from(p2) + u64::from(i < s.count % u64::from(p2)))
-        .collect();
-    let mut disps = vec![0u64; cnts.len()];
-    for i in 1..cnts.len() {
-        disps[i] = disps[i - 1] + cnts[i - 1];
-    }
-    let el = s.elem;
-    // The bytes of pieces `a..b`.
-    let piece = |a: usize, b: usize| {
-        Span::new(
-            disps.get(a).map_or(s.bytes(), |&d| d * el),
-            cnts[a..b].iter().sum::<u64>() * el,
-        )
-    };
+    let pieces = Pieces::new(s, p2 as usize);
+    let piece = |a: usize, b: usize| pieces.span(a, b);
     shrinking(s, rank, |new, rem| {
         let p2 = p2 as usize;
         let mut steps = Vec::new();
-        let (mut send_idx, mut recv_idx, mut last_idx) = (0usize, 0usize, p2);
-        let mut mask = 1usize;
-        while mask < p2 {
-            let newdst = new as usize ^ mask;
-            let dst = real(newdst as u32, rem);
-            let (out, into);
-            if (new as usize) < newdst {
-                send_idx = recv_idx + p2 / (mask * 2);
-                out = piece(send_idx, last_idx);
-                into = piece(recv_idx, send_idx);
-            } else {
-                recv_idx = send_idx + p2 / (mask * 2);
-                out = piece(send_idx, recv_idx);
-                into = piece(recv_idx, last_idx);
-            }
-            steps.push(sendrecv(dst, out, dst, into, Land::Fold));
-            send_idx = recv_idx;
-            mask <<= 1;
-            if mask < p2 {
-                last_idx = recv_idx + p2 / mask;
-            }
-        }
-        mask >>= 1;
+        let [mut send_idx, mut last_idx] = halving(
+            new as usize,
+            p2,
+            &pieces,
+            &|n| real(n as u32, rem),
+            &mut steps,
+        );
+        let mut recv_idx;
+        let mut mask = p2 >> 1;
         while mask > 0 {
             let newdst = new as usize ^ mask;
             let dst = real(newdst as u32, rem);
@@ -308,20 +353,8 @@ pub(super) fn rabenseifner_reduce(s: &Spec, rank: u32) -> Plan {
     let rem = (s.ranks as usize) - p2;
     let r = rank as usize;
     let whole = Span::new(0, s.bytes());
-    let cnts: Vec<u64> = (0..p2 as u64)
-        .map(|i| s.count / p2 as u64 + u64::from(i < s.count % p2 as u64))
-        .collect();
-    let mut disps = vec![0u64; p2];
-    for i in 1..p2 {
-        disps[i] = disps[i - 1] + cnts[i - 1];
-    }
-    let el = s.elem;
-    let piece = |a: usize, b: usize| {
-        Span::new(
-            disps.get(a).map_or(s.bytes(), |&d| d * el),
-            cnts[a..b].iter().sum::<u64>() * el,
-        )
-    };
+    let pieces = Pieces::new(s, p2);
+    let piece = |a: usize, b: usize| pieces.span(a, b);
     let real = |new: usize| if new < rem { new * 2 } else { new + rem } as u32;
     let mut steps = Vec::new();
     let new = if r < 2 * rem {
@@ -335,29 +368,10 @@ pub(super) fn rabenseifner_reduce(s: &Spec, rank: u32) -> Plan {
     } else {
         Some(r - rem)
     };
-    let (mut send_idx, mut recv_idx, mut last_idx) = (0usize, 0usize, p2);
-    if let Some(nr) = new {
-        let mut mask = 1usize;
-        while mask < p2 {
-            let nd = nr ^ mask;
-            let (out, into);
-            if nr < nd {
-                send_idx = recv_idx + p2 / (mask * 2);
-                out = piece(send_idx, last_idx);
-                into = piece(recv_idx, send_idx);
-            } else {
-                recv_idx = send_idx + p2 / (mask * 2);
-                out = piece(send_idx, recv_idx);
-                into = piece(recv_idx, last_idx);
-            }
-            steps.push(sendrecv(real(nd), out, real(nd), into, Land::Fold));
-            send_idx = recv_idx;
-            mask <<= 1;
-            if mask < p2 {
-                last_idx = recv_idx + p2 / mask;
-            }
-        }
-    }
+    let [send_idx, last_idx] = match new {
+        Some(nr) => halving(nr, p2, &pieces, &real, &mut steps),
+        None => [0, p2],
+    };
     gather(
         s,
         rank,
