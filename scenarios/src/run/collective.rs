@@ -242,15 +242,7 @@ fn run_host(
         .filter(|h| world.is_local(*h))
         .collect();
     for h in local {
-        let nic = world.nic(h).config().clone();
-        let cfg = msg_checked(&whole.at, whole.resolved.msg.config(h), &nic)?;
-        let mut m = Messenger::new(cfg, world.nic(h))
-            .map_err(|e| whole.at.error_at("messaging", format!("[messaging] {e}")))?;
-        for p in HostApp::peers(plan, h) {
-            m.connect(Instant::ZERO, world.nic_mut(h), p)
-                .map_err(|e| whole.at.error_at("workload", format!("collective: {e}")))?;
-        }
-        world.service(h);
+        let m = connected(whole, world, h, HostApp::peers(plan, h))?;
         world
             .set_app(h, Box::new(HostApp::new(h, plan.clone(), m)))
             .map_err(|e| whole.at.error_at("workload", e))?;
@@ -278,6 +270,27 @@ fn run_host(
             .push(crate::run::leftover::note(&*world, limit, ending, |_| None));
     }
     Ok(ran)
+}
+
+/// Host `h`'s messenger, with the plan's messaging configuration,
+/// connected to `peers`, its NIC serviced: what a collective's host app
+/// runs over.
+pub(crate) fn connected(
+    whole: &Plan,
+    world: &mut dyn Backend,
+    h: NodeAddr,
+    peers: Vec<NodeAddr>,
+) -> Result<Messenger, ScenarioError> {
+    let nic = world.nic(h).config().clone();
+    let cfg = msg_checked(&whole.at, whole.resolved.msg.config(h), &nic)?;
+    let mut m = Messenger::new(cfg, world.nic(h))
+        .map_err(|e| whole.at.error_at("messaging", format!("[messaging] {e}")))?;
+    for p in peers {
+        m.connect(Instant::ZERO, world.nic_mut(h), p)
+            .map_err(|e| whole.at.error_at("workload", format!("collective: {e}")))?;
+    }
+    world.service(h);
+    Ok(m)
 }
 
 type Record = (Vec<Outcome>, Option<udrma_nic::MrKey>, bool);

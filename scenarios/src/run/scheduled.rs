@@ -8,12 +8,10 @@
 use std::collections::BTreeMap;
 use udrma_host::collective::schedule::run::{fold_elements, run as interpret};
 use udrma_host::collective::scheduled::{ScheduledApp, ScheduledPlan};
-use udrma_host::messaging::Messenger;
-use udrma_proto::{Instant, NodeAddr};
+use udrma_proto::NodeAddr;
 
 use crate::backend::Backend;
 use crate::file::source::Locate;
-use crate::plan::build::msg_checked;
 use crate::plan::resolved::{Plan, Work};
 use crate::report::osu::{OsuReport, OsuRow};
 use crate::report::{self, MessagingReport, Report};
@@ -32,18 +30,10 @@ pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, S
         .filter(|h| world.is_local(*h))
         .collect();
     for h in local {
-        let nic = world.nic(h).config().clone();
-        let cfg = msg_checked(&whole.at, whole.resolved.msg.config(h), &nic)?;
-        let mut m = Messenger::new(cfg, world.nic(h))
-            .map_err(|e| whole.at.error_at("messaging", format!("[messaging] {e}")))?;
         let peers = plan
             .peers(h.0)
             .map_err(|e| whole.at.error_at("algorithm", e.to_string()))?;
-        for peer in peers {
-            m.connect(Instant::ZERO, world.nic_mut(h), peer)
-                .map_err(|e| whole.at.error_at("workload", format!("collective: {e}")))?;
-        }
-        world.service(h);
+        let m = crate::run::collective::connected(whole, world.as_mut(), h, peers)?;
         let app = ScheduledApp::new(h.0, plan.clone(), m)
             .map_err(|e| whole.at.error_at("algorithm", e.to_string()))?;
         world
