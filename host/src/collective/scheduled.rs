@@ -147,8 +147,8 @@ enum Phase {
 pub struct ScheduledApp {
     me: u32,
     plan: Arc<ScheduledPlan>,
-    coll: Plan,
-    barrier: Plan,
+    coll: Arc<Plan>,
+    barrier: Arc<Plan>,
     input: Vec<u8>,
     m: Messenger,
     arena: Vec<u8>,
@@ -185,8 +185,8 @@ impl ScheduledApp {
         Ok(ScheduledApp {
             me,
             arena: Vec::new(),
-            coll,
-            barrier,
+            coll: Arc::new(coll),
+            barrier: Arc::new(barrier),
             input,
             m,
             phase: Phase::Collective,
@@ -250,10 +250,12 @@ impl ScheduledApp {
         self.begun.saturating_sub(1) % self.per_size().max(1)
     }
 
-    fn plan_now(&self) -> &Plan {
+    /// The plan of the phase under way (shared, so that a step can be
+    /// read while the app changes).
+    fn plan_now(&self) -> Arc<Plan> {
         match self.phase {
-            Phase::Collective => &self.coll,
-            Phase::Barrier => &self.barrier,
+            Phase::Collective => Arc::clone(&self.coll),
+            Phase::Barrier => Arc::clone(&self.barrier),
         }
     }
 
@@ -289,8 +291,8 @@ impl ScheduledApp {
                 Ok((c, b)) => {
                     self.input = self.plan.input(self.me, c.input.len);
                     self.arena = vec![0; c.arena as usize];
-                    self.coll = c;
-                    self.barrier = b;
+                    self.coll = Arc::new(c);
+                    self.barrier = Arc::new(b);
                     self.results.push((None, true));
                 }
                 Err(e) => {
@@ -330,17 +332,17 @@ impl ScheduledApp {
                 self.cpu_until = None;
                 continue;
             }
-            if self.step == self.plan_now().steps.len() {
+            let plan = self.plan_now();
+            let Some(step) = plan.steps.get(self.step) else {
                 self.end_phase(now);
                 continue;
-            }
-            let step = self.plan_now().steps[self.step].clone();
+            };
             if !self.copied {
-                self.copy(now, nic, &step);
+                self.copy(now, nic, step);
                 continue;
             }
             if !self.posted {
-                if let Err(e) = self.post(now, nic, &step) {
+                if let Err(e) = self.post(now, nic, step) {
                     self.fail(e);
                     return;
                 }
@@ -349,7 +351,7 @@ impl ScheduledApp {
             if !self.sends.is_empty() || !self.recvs.is_empty() {
                 return;
             }
-            self.land(now, nic, &step);
+            self.land(now, nic, step);
         }
     }
 
