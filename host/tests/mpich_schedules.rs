@@ -110,6 +110,7 @@ fn every_scheduled_algorithm_sends_what_mpich_sends() {
             count: *count,
             elem: 4,
             root: *root,
+            pipeline: Spec::PIPELINE,
         };
         let got = scheduled(&spec);
         // MPICH's scattered all-to-all sends each rank's own block to
@@ -183,6 +184,7 @@ fn the_ring_allreduce_sends_what_mpichs_nonblocking_ring_sends_but_empty_message
             count: *count,
             elem: 4,
             root: *root,
+            pipeline: Spec::PIPELINE,
         };
         let got = scheduled(&spec);
         let full =

@@ -11,7 +11,7 @@ use udrma_fabric::{LinkParams, Topology};
 use udrma_faults::{Model, Target};
 use udrma_host::collective::schedule::run::{fold_elements, run};
 use udrma_host::collective::schedule::{Algorithm, Collective, Spec};
-use udrma_host::collective::scheduled::{ScheduledApp, ScheduledPlan, SizeRun};
+use udrma_host::collective::scheduled::{ScheduledApp, ScheduledPlan, SizeRun, Wire};
 use udrma_host::messaging::{Messenger, MsgConfig};
 use udrma_proto::{Duration, Instant, NodeAddr, ReduceOp, ReduceType};
 
@@ -38,12 +38,17 @@ fn on_faulty_fabric(plan: &ScheduledPlan, faults: Vec<Model>) -> Vec<(Vec<u8>, b
     let plan = Arc::new(plan.clone());
     for h in 0..p {
         let nic = sim.nic_mut(NodeAddr(h)).unwrap();
-        let mut m = Messenger::new(MsgConfig::default(), nic).unwrap();
-        for peer in plan.peers(h).unwrap() {
-            m.connect(Instant::ZERO, nic, peer).unwrap();
-        }
-        sim.service(NodeAddr(h)).unwrap();
-        let app = ScheduledApp::new(h, plan.clone(), m).unwrap();
+        let app = match plan.wire {
+            Wire::Messaging => {
+                let mut m = Messenger::new(MsgConfig::default(), nic).unwrap();
+                for peer in plan.peers(h).unwrap() {
+                    m.connect(Instant::ZERO, nic, peer).unwrap();
+                }
+                sim.service(NodeAddr(h)).unwrap();
+                ScheduledApp::new(h, plan.clone(), m).unwrap()
+            }
+            Wire::Write => ScheduledApp::over_writes(h, plan.clone(), nic).unwrap(),
+        };
         sim.add_app(NodeAddr(h), app).unwrap();
     }
     let o = sim.run();
@@ -89,6 +94,7 @@ fn plan(collective: Collective, algorithm: Algorithm, ranks: u32, count: u64) ->
             count: 0,
             elem: 8,
             root: ranks / 2,
+            pipeline: Spec::PIPELINE,
         },
         sizes: vec![SizeRun { count, algorithm }],
         op: ReduceOp::Sum,
@@ -97,6 +103,8 @@ fn plan(collective: Collective, algorithm: Algorithm, ranks: u32, count: u64) ->
         warmup: 1,
         start: Instant::ZERO,
         seed: 5,
+        wire: Wire::Messaging,
+        phantom: false,
     }
 }
 
@@ -147,6 +155,125 @@ fn a_lossy_fabric_changes_the_time_not_the_result() {
     // The comparison can fail: other inputs give other bits.
     let other = reference(&ScheduledPlan { seed: 6, ..pl });
     assert!(got.iter().zip(&other).all(|((g, ..), o)| g != o));
+}
+
+/// The same over the RDMA wire: every message one WRITE into the slot
+/// its receiver registered for it, and three sizes in one run (each size
+/// lays its slots out anew while its peers may already be writing the
+/// barrier's). Every rank's result is the schedules' in memory.
+#[test]
+fn every_algorithm_over_rdma_writes_gives_the_in_memory_result() {
+    for collective in [
+        Collective::Allreduce,
+        Collective::Reduce,
+        Collective::Broadcast,
+        Collective::Allgather,
+        Collective::Alltoall,
+        Collective::ReduceScatter,
+        Collective::Barrier,
+    ] {
+        for &algorithm in collective.algorithms() {
+            let sizes = [5, 3000, 1]
+                .map(|count| SizeRun { count, algorithm })
+                .to_vec();
+            let pl = ScheduledPlan {
+                sizes,
+                wire: Wire::Write,
+                ..plan(collective, algorithm, 6, 0)
+            };
+            let got = on_runs(&pl, vec![]);
+            for size in 0..3 {
+                let at = ScheduledPlan {
+                    sizes: vec![pl.sizes[size]],
+                    ..pl.clone()
+                };
+                let want = reference(&at);
+                for (r, rank) in got.iter().enumerate() {
+                    let what = format!("{collective} {algorithm} size {size}, rank {r}");
+                    let (g, same) = &rank.results[size];
+                    assert!(*same, "{what}: every iteration gives the same result");
+                    assert!(g == &want[r], "{what}: the result differs");
+                }
+            }
+            for (r, rank) in got.iter().enumerate() {
+                assert_eq!(rank.laps.len(), 12, "rank {r}: every iteration ends");
+                assert_eq!(rank.strays, 0, "rank {r}: a WRITE landed outside its slots");
+            }
+        }
+    }
+}
+
+/// With phantom payloads nothing is stored or moved, and the run takes
+/// the same time to the picosecond: the packets are the same, only their
+/// bytes are left out. (The real run's results are checked above.)
+#[test]
+fn phantom_payloads_take_the_time_real_ones_take() {
+    let real = ScheduledPlan {
+        wire: Wire::Write,
+        ..plan(Collective::Allreduce, Algorithm::Ring, 5, 40_000)
+    };
+    let phantom = ScheduledPlan {
+        phantom: true,
+        ..real.clone()
+    };
+    let (a, b) = (on_runs(&real, vec![]), on_runs(&phantom, vec![]));
+    for (r, (a, b)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(a.laps.len(), 4, "rank {r}");
+        assert_eq!(a.laps, b.laps, "rank {r}: the same laps to the picosecond");
+        assert!(!a.results[0].0.is_empty(), "rank {r}: a real result");
+        assert!(b.results[0].0.is_empty(), "rank {r}: no phantom result");
+    }
+}
+
+/// What one rank's run left: per size its first measured result and
+/// whether later ones equalled it; its finished laps (start, end); and
+/// the WRITEs that landed in no slot.
+struct Ran {
+    results: Vec<(Vec<u8>, bool)>,
+    laps: Vec<(Instant, Instant)>,
+    strays: u64,
+}
+
+/// Runs `plan` on a star of its ranks under `faults`.
+fn on_runs(plan: &ScheduledPlan, faults: Vec<Model>) -> Vec<Ran> {
+    let p = plan.spec.ranks;
+    let mut b = Sim::builder()
+        .topology(Topology::star(p, LinkParams::default()))
+        .time_limit(Duration::from_millis(500));
+    for (i, m) in faults.into_iter().enumerate() {
+        b = b.fault(&format!("f{i}"), Target::default(), m);
+    }
+    let mut sim = b.build().unwrap();
+    let plan = Arc::new(plan.clone());
+    for h in 0..p {
+        let nic = sim.nic_mut(NodeAddr(h)).unwrap();
+        let app = ScheduledApp::over_writes(h, plan.clone(), nic).unwrap();
+        sim.add_app(NodeAddr(h), app).unwrap();
+    }
+    let o = sim.run();
+    o.assert_invariants();
+    (0..p)
+        .map(|h| {
+            let a = sim.app::<ScheduledApp>(NodeAddr(h)).unwrap();
+            Ran {
+                results: (0..plan.sizes.len())
+                    .map(|s| {
+                        let (r, same) = a.result(s);
+                        (r.unwrap_or_default().to_vec(), same)
+                    })
+                    .collect(),
+                laps: a
+                    .laps()
+                    .iter()
+                    .filter_map(|l| match l.end {
+                        Some(Ok(end)) => Some((l.start, end)),
+                        _ => None,
+                    })
+                    .collect(),
+                strays: a.strays(),
+            }
+        })
+        .collect()
 }
 
 fn file(topology: &str, workload: &str, faults: &str) -> String {
@@ -259,6 +386,79 @@ fn bad_algorithm_keys_are_named() {
         "algorithm = \"ring\"\nsize = 8\nwarmup = 10001",
         "`warmup = 10001`",
     );
+    bad(
+        "algorithm = \"ring\"\nsize = 8\nform = \"verbs\"",
+        "`form = \"verbs\"`: expected \"messaging\"",
+    );
+    bad(
+        "algorithm = \"nic\"\nsize = 8\nform = \"rdma\"",
+        "`form` belongs to an MPI algorithm",
+    );
+    bad(
+        "algorithm = \"nic\"\nsize = 8\npipeline = \"1MiB\"",
+        "`pipeline` belongs to an MPI algorithm",
+    );
+    bad(
+        "algorithm = \"ring\"\nsize = 8\npipeline = 4",
+        "a piece must hold at least one f64 element",
+    );
+    // Phantom payloads need the RDMA wire, and stop at 1 GiB.
+    let phantom = "kind = \"star\"\nhosts = 4\nphantom = true";
+    let e = Scenario::parse(
+        "bad.toml",
+        &file(phantom, "algorithm = \"ring\"\nsize = 8", ""),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("phantom payloads (`[topology] phantom = true`) need `form = \"rdma\"`"),
+        "{e}"
+    );
+    let e = Scenario::parse(
+        "bad.toml",
+        &file(
+            phantom,
+            "algorithm = \"ring\"\nform = \"rdma\"\nsize = \"2GiB\"",
+            "",
+        ),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("messages are limited to 1024 MiB here"), "{e}");
+}
+
+/// From a file: the RDMA wire with a 64 KiB pipeline gives the
+/// schedules' result on a lossy fat tree; with phantom payloads the same
+/// file runs 256 MiB per rank (past what real bytes may hold) and
+/// checks no result, saying so (on two ranks, to keep the test short).
+#[test]
+fn a_file_runs_the_rdma_wire_and_phantom_payloads() {
+    use udrma_scenarios::{run, RunOptions, Scenario};
+    let fat = "kind = \"fat-tree\"\nk = 4";
+    let loss = "[[fault]]\nmodel = \"loss\"\np = 0.01\n";
+    let w = "algorithm = \"ring\"\nform = \"rdma\"\npipeline = \"64KiB\"\nsizes = [8, 262144]\ncount = 2";
+    let sc = Scenario::parse("rdma.toml", &file(fat, w, loss)).unwrap();
+    let r = run(&sc, RunOptions::default()).unwrap();
+    assert!(r.passed(), "{:?}\n{}", r.notes, r.table());
+    assert_eq!(r.checks.get("result-equal"), Some(&true), "{}", r.table());
+    assert!(
+        r.messaging.is_none(),
+        "no messaging counters on the RDMA wire"
+    );
+    let o = r.scheduled.as_ref().unwrap();
+    // 16 ranks: 15 reduce-scatter steps, then 15 allgather steps, each
+    // block (256 KiB / 16) one piece under the 64 KiB pipeline.
+    assert_eq!(o.rows[1].messages, 16 * 30);
+    let star = "kind = \"star\"\nhosts = 2\nphantom = true";
+    let w = "algorithm = \"ring\"\nform = \"rdma\"\nsize = \"256MiB\"\ncount = 1\nwarmup = 0";
+    let sc = Scenario::parse("phantom.toml", &file(star, w, "")).unwrap();
+    let r = run(&sc, RunOptions::default()).unwrap();
+    assert!(r.passed(), "{:?}\n{}", r.notes, r.table());
+    assert!(!r.checks.contains_key("result-equal"));
+    assert!(r.notes.iter().any(|n| n.contains("no result is checked")));
+    let row = &r.scheduled.as_ref().unwrap().rows[0];
+    assert_eq!(row.size, 256 << 20);
+    assert!(row.busbw_gbs > 1.0, "{}", r.table());
 }
 
 /// `algorithm = "auto"` picks per size as MPICH 4.0.2 does, and the
@@ -333,6 +533,7 @@ mod under_faults {
                         count: 0,
                         elem: ty.width().unwrap_or(8) as u64,
                         root: (seed % u64::from(ranks)) as u32,
+                        pipeline: Spec::PIPELINE,
                     },
                     sizes: vec![SizeRun { count, algorithm }],
                     op: ReduceOp::Sum,
@@ -341,6 +542,12 @@ mod under_faults {
                     warmup: 1,
                     start: Instant::ZERO,
                     seed,
+                    wire: if seed % 2 == 0 {
+                        Wire::Messaging
+                    } else {
+                        Wire::Write
+                    },
+                    phantom: false,
                 }
             })
     }

@@ -13,7 +13,8 @@
 //!   Rabenseifner, ring, binomial, Bruck, pairwise exchange,
 //!   dissemination) as per-rank schedules, and an interpreter.
 //! - [`scheduled::ScheduledApp`] runs one rank's schedule over the
-//!   messaging layer.
+//!   messaging layer, or as RDMA WRITEs into registered slots (its child
+//!   `direct`).
 //!
 //! The first two follow a [`CollectivePlan`]: the operation, element type and
 //! count, the tree, the iterations and their common start times. Node

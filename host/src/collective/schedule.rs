@@ -237,6 +237,11 @@ pub struct Spec {
     pub elem: u64,
     /// The root of a rooted collective (reduce, broadcast).
     pub root: u32,
+    /// Most bytes per message of the ring allgatherv's pipeline (the
+    /// allgather half of the ring allreduce): MPICH's
+    /// `MPIR_CVAR_ALLGATHERV_PIPELINE_MSG_SIZE`, [`Spec::PIPELINE`] by
+    /// default.
+    pub pipeline: u64,
 }
 
 /// Why a collective cannot be scheduled.
@@ -277,6 +282,10 @@ pub struct Plan {
 }
 
 impl Spec {
+    /// MPICH's default pipeline piece of the ring allgatherv, 32 KiB
+    /// (`MPIR_CVAR_ALLGATHERV_PIPELINE_MSG_SIZE`, MPICH 4.1).
+    pub const PIPELINE: u64 = 32768;
+
     /// Rank `rank`'s plan.
     pub fn plan(&self, rank: u32) -> Result<Plan, ScheduleError> {
         use Algorithm::*;

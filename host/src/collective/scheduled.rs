@@ -5,6 +5,11 @@
 //! step ends when its sends and receives have all completed, as
 //! `MPI_Sendrecv` returns.
 //!
+//! Two wires carry the messages: the messaging layer's tagged sends
+//! ([`Wire::Messaging`]), or one RDMA WRITE per message into a slot its
+//! receiver registered for it ([`Wire::Write`], in `direct`), which also
+//! runs phantom payloads.
+//!
 //! Iterations run back to back, OSU-style: the collective, then a
 //! dissemination barrier; an iteration's latency is the time from its
 //! start to the end of the collective at this rank. Every iteration
@@ -20,9 +25,35 @@ use udrma_nic::{Event, Nic};
 use udrma_proto::{Instant, NodeAddr, ReduceOp, ReduceType};
 
 use super::schedule::run::fold_elements;
-use super::schedule::{Algorithm, Collective, Land, Plan, ScheduleError, Spec, Step};
+use super::schedule::{Algorithm, Collective, Land, Plan, ScheduleError, Span, Spec, Step};
 use crate::messaging::{Messenger, MsgEvent, RecvId, SendId};
 use crate::App;
+
+mod direct;
+
+use direct::{Direct, Part};
+
+/// What carries a scheduled collective's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    /// The messaging layer: eager through vbufs, or a rendezvous, as
+    /// its configuration says.
+    #[default]
+    Messaging,
+    /// One RDMA WRITE per message into a landing slot the receiver
+    /// registered at start-up (no rendezvous round trip).
+    Write,
+}
+
+impl Wire {
+    /// Its name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::Messaging => "messaging",
+            Wire::Write => "rdma",
+        }
+    }
+}
 
 /// What every rank of a scheduled collective agrees on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +75,11 @@ pub struct ScheduledPlan {
     pub start: Instant,
     /// Seed of the inputs.
     pub seed: u64,
+    /// What carries the messages.
+    pub wire: Wire,
+    /// No bytes stored or moved (the [`Wire::Write`] wire only): the
+    /// timing is the same, and no result is checked.
+    pub phantom: bool,
 }
 
 impl ScheduledPlan {
@@ -150,8 +186,15 @@ pub struct ScheduledApp {
     coll: Arc<Plan>,
     barrier: Arc<Plan>,
     input: Vec<u8>,
-    m: Messenger,
+    /// The messaging wire's messenger, or the write wire's state.
+    m: Option<Messenger>,
+    direct: Option<Direct>,
+    /// The messaging wire's arena (the write wire's is a NIC region).
     arena: Vec<u8>,
+    /// Sends and receives of the phase's steps before this one (the
+    /// write wire finds a message's slot by its place in the plan).
+    sends_before: usize,
+    recvs_before: usize,
     phase: Phase,
     step: usize,
     /// The step's sends and receives still open (receives by their
@@ -180,10 +223,30 @@ pub struct ScheduledApp {
 impl ScheduledApp {
     /// Rank `me` of `plan`, over `m` (connected to [`ScheduledPlan::peers`]).
     pub fn new(me: u32, plan: Arc<ScheduledPlan>, m: Messenger) -> Result<Self, ScheduleError> {
+        Self::with(me, plan, Some(m), None)
+    }
+
+    /// Rank `me` of `plan` over the [`Wire::Write`] wire: registers its
+    /// arena and landing region on `nic`, which must have no regions yet
+    /// (every rank's keys must be the same).
+    pub fn over_writes(me: u32, plan: Arc<ScheduledPlan>, nic: &mut Nic) -> Result<Self, String> {
+        let d = Direct::new(me, &plan, nic)?;
+        Self::with(me, plan, None, Some(d)).map_err(|e| e.to_string())
+    }
+
+    fn with(
+        me: u32,
+        plan: Arc<ScheduledPlan>,
+        m: Option<Messenger>,
+        direct: Option<Direct>,
+    ) -> Result<Self, ScheduleError> {
         let (coll, barrier) = plan.plans(me, 0)?;
         let input = Vec::new();
         Ok(ScheduledApp {
             me,
+            direct,
+            sends_before: 0,
+            recvs_before: 0,
             arena: Vec::new(),
             coll: Arc::new(coll),
             barrier: Arc::new(barrier),
@@ -225,9 +288,36 @@ impl ScheduledApp {
             .map_or((None, false), |(r, same)| (r.as_deref(), *same))
     }
 
-    /// The messenger.
-    pub fn messenger(&self) -> &Messenger {
-        &self.m
+    /// The messenger (on the messaging wire).
+    pub fn messenger(&self) -> Option<&Messenger> {
+        self.m.as_ref()
+    }
+
+    /// Writes that landed in no slot (the write wire; always 0 unless
+    /// something is wrong).
+    pub fn strays(&self) -> u64 {
+        self.direct.as_ref().map_or(0, |d| d.strays)
+    }
+
+    /// Whether payloads are phantom (no result to check).
+    pub fn phantom(&self) -> bool {
+        self.direct.as_ref().is_some_and(Direct::phantom)
+    }
+
+    /// The arena's bytes at `s` (empty when phantom).
+    fn read(&self, nic: &Nic, s: Span) -> Vec<u8> {
+        match &self.direct {
+            Some(d) => d.read(nic, s),
+            None => self.arena[s.at as usize..s.end() as usize].to_vec(),
+        }
+    }
+
+    /// Puts `data` at `s` of the arena (nothing when phantom).
+    fn write(&mut self, nic: &mut Nic, s: Span, data: &[u8]) {
+        match &self.direct {
+            Some(d) => d.write(nic, s, data),
+            None => self.arena[s.at as usize..s.end() as usize].copy_from_slice(data),
+        }
     }
 
     /// Iterations at each count.
@@ -283,14 +373,18 @@ impl ScheduledApp {
     /// input first; then the input back in place. The reset is the
     /// benchmark's, not the collective's, and costs no time (MPICH's own
     /// first copies, sendbuf into recvbuf, are not charged yet).
-    fn begin(&mut self, now: Instant) {
+    fn begin(&mut self, now: Instant, nic: &mut Nic) {
         self.begun += 1;
         let (size, iter) = (self.size(), self.iter());
         if iter == 0 {
             match self.plan.plans(self.me, size) {
                 Ok((c, b)) => {
-                    self.input = self.plan.input(self.me, c.input.len);
-                    self.arena = vec![0; c.arena as usize];
+                    if !self.phantom() {
+                        self.input = self.plan.input(self.me, c.input.len);
+                    }
+                    if self.direct.is_none() {
+                        self.arena = vec![0; c.arena as usize];
+                    }
                     self.coll = Arc::new(c);
                     self.barrier = Arc::new(b);
                     self.results.push((None, true));
@@ -307,16 +401,24 @@ impl ScheduledApp {
                 }
             }
         }
-        let span = self.coll.input;
-        self.arena[span.at as usize..span.end() as usize].copy_from_slice(&self.input);
+        let input = std::mem::take(&mut self.input);
+        self.write(nic, self.coll.input, &input);
+        self.input = input;
         self.laps.push(Lap {
             size,
             iter,
             start: now,
             end: None,
         });
-        self.phase = Phase::Collective;
+        self.enter(Phase::Collective);
+    }
+
+    /// Starts `phase` at its first step.
+    fn enter(&mut self, phase: Phase) {
+        self.phase = phase;
         self.step = 0;
+        self.sends_before = 0;
+        self.recvs_before = 0;
         self.copied = false;
         self.posted = false;
     }
@@ -332,9 +434,13 @@ impl ScheduledApp {
                 self.cpu_until = None;
                 continue;
             }
+            if let Some(why) = self.direct.as_mut().and_then(Direct::take_failure) {
+                self.fail(why);
+                return;
+            }
             let plan = self.plan_now();
             let Some(step) = plan.steps.get(self.step) else {
-                self.end_phase(now);
+                self.end_phase(now, nic);
                 continue;
             };
             if !self.copied {
@@ -348,19 +454,44 @@ impl ScheduledApp {
                 }
                 continue;
             }
-            if !self.sends.is_empty() || !self.recvs.is_empty() {
+            if !self.step_done(step) {
                 return;
             }
             self.land(now, nic, step);
         }
     }
 
+    /// Whether the step's sends are complete and its receives in.
+    fn step_done(&self, step: &Step) -> bool {
+        match &self.direct {
+            None => self.sends.is_empty() && self.recvs.is_empty(),
+            Some(d) => {
+                let part = self.part();
+                d.sent()
+                    && (0..step.recvs.len()).all(|i| {
+                        d.recv_at(part, self.recvs_before + i)
+                            .is_some_and(|at| d.is_in(at))
+                    })
+            }
+        }
+    }
+
+    fn part(&self) -> Part {
+        match self.phase {
+            Phase::Collective => Part::Collective,
+            Phase::Barrier => Part::Barrier,
+        }
+    }
+
     /// Makes the step's local copies; the CPU is busy for their bytes.
-    fn copy(&mut self, now: Instant, nic: &Nic, step: &Step) {
+    fn copy(&mut self, now: Instant, nic: &mut Nic, step: &Step) {
         let mut bytes = 0;
+        let phantom = self.phantom();
         for &(from, to) in &step.copies {
-            let b = self.arena[from.at as usize..from.end() as usize].to_vec();
-            self.arena[to.at as usize..to.end() as usize].copy_from_slice(&b);
+            if !phantom {
+                let b = self.read(nic, from);
+                self.write(nic, to, &b);
+            }
             bytes += from.len;
         }
         self.copied = true;
@@ -372,50 +503,88 @@ impl ScheduledApp {
 
     /// Posts the step's sends and receives.
     fn post(&mut self, now: Instant, nic: &mut Nic, step: &Step) -> Result<(), String> {
-        let tag = (self.begun - 1) * 2 + u32::from(self.phase == Phase::Barrier);
         self.posted = true;
+        if let Some(d) = self.direct.as_mut() {
+            let part = match self.phase {
+                Phase::Collective => Part::Collective,
+                Phase::Barrier => Part::Barrier,
+            };
+            for (i, msg) in step.sends.iter().enumerate() {
+                d.send(now, nic, part, self.sends_before + i, msg)
+                    .map_err(|e| format!("send to h{}: {e}", msg.peer))?;
+            }
+            return Ok(());
+        }
+        let tag = (self.begun - 1) * 2 + u32::from(self.phase == Phase::Barrier);
+        let Some(m) = self.m.as_mut() else {
+            return Err("internal: no wire".into());
+        };
         for msg in &step.sends {
             let mut data = Vec::with_capacity(msg.bytes() as usize);
             for s in &msg.spans {
                 data.extend_from_slice(&self.arena[s.at as usize..s.end() as usize]);
             }
-            let id = self
-                .m
+            let id = m
                 .send(now, nic, NodeAddr(msg.peer), tag, data)
                 .map_err(|e| format!("send to h{}: {e}", msg.peer))?;
             self.sends.insert(id, ());
         }
         self.got = vec![None; step.recvs.len()];
         for (i, (msg, _)) in step.recvs.iter().enumerate() {
-            let id = self
-                .m
-                .recv(now, nic, Some(NodeAddr(msg.peer)), Some(tag), msg.bytes());
+            let id = m.recv(now, nic, Some(NodeAddr(msg.peer)), Some(tag), msg.bytes());
             self.recvs.insert(id, i);
         }
         Ok(())
     }
 
+    /// The bytes of the step's `i`-th receive: taken off the messenger's
+    /// results, or out of the write wire's slot (whose count it clears).
+    fn received(&mut self, nic: &Nic, i: usize, len: u64) -> Vec<u8> {
+        let part = self.part();
+        match self.direct.as_mut() {
+            None => self.got[i].take().unwrap_or_default(),
+            Some(d) => {
+                let Some(at) = d.recv_at(part, self.recvs_before + i) else {
+                    return Vec::new();
+                };
+                d.take(at);
+                d.landed(nic, at, len)
+            }
+        }
+    }
+
     /// Lands the step's receives in order (folds cost the CPU), and
-    /// moves to the next step.
-    fn land(&mut self, now: Instant, nic: &Nic, step: &Step) {
+    /// moves to the next step. On the write wire a message is already in
+    /// its slot, as a verbs MPI's RDMA-written rendezvous lands in the
+    /// receive buffer: moving it into place costs nothing.
+    fn land(&mut self, now: Instant, nic: &mut Nic, step: &Step) {
         let mut folded = 0u64;
+        let phantom = self.phantom();
         for (i, (msg, land)) in step.recvs.iter().enumerate() {
-            let data = self.got[i].take().unwrap_or_default();
+            let data = self.received(nic, i, msg.bytes());
             let mut from = 0usize;
             for s in &msg.spans {
+                if *land == Land::Fold {
+                    folded += s.len;
+                }
+                if phantom {
+                    continue;
+                }
                 let piece = &data[from..from + s.len as usize];
-                let held = &mut self.arena[s.at as usize..s.end() as usize];
                 match land {
-                    Land::Copy => held.copy_from_slice(piece),
+                    Land::Copy => self.write(nic, *s, piece),
                     Land::Fold => {
-                        fold_elements(self.plan.op, self.plan.ty, piece, held);
-                        folded += s.len;
+                        let mut held = self.read(nic, *s);
+                        fold_elements(self.plan.op, self.plan.ty, piece, &mut held);
+                        self.write(nic, *s, &held);
                     }
                 }
                 from += s.len as usize;
             }
         }
         self.step += 1;
+        self.sends_before += step.sends.len();
+        self.recvs_before += step.recvs.len();
         self.copied = false;
         self.posted = false;
         let ready = self.cpu.take(now, nic.config().cost.reduce(folded));
@@ -424,30 +593,38 @@ impl ScheduledApp {
         }
     }
 
-    fn end_phase(&mut self, now: Instant) {
+    fn end_phase(&mut self, now: Instant, nic: &mut Nic) {
         match self.phase {
             Phase::Collective => {
                 if let Some(lap) = self.laps.last_mut() {
                     lap.end = Some(Ok(now));
                 }
-                if self.iter() >= self.plan.warmup {
-                    let out = self.coll.output;
-                    let got = &self.arena[out.at as usize..out.end() as usize];
+                if self.iter() >= self.plan.warmup && !self.phantom() {
+                    let got = self.read(nic, self.coll.output);
                     if let Some((first, same)) = self.results.last_mut() {
                         match first {
-                            None => *first = Some(got.to_vec()),
-                            Some(r) => *same &= r.as_slice() == got,
+                            None => *first = Some(got),
+                            Some(r) => *same &= *r == got,
                         }
                     }
                 }
-                self.phase = Phase::Barrier;
-                self.step = 0;
-                self.copied = false;
-                self.posted = false;
+                // The write wire lays out the next size's slots now: no
+                // peer writes them before this rank is in the barrier.
+                let next = self.begun as usize;
+                if self.iter() + 1 == self.per_size() && next < self.total() as usize {
+                    let size = self.size() + 1;
+                    if let Some(d) = self.direct.as_mut() {
+                        if let Err(e) = d.lay_out(&self.plan, size) {
+                            self.fail(e);
+                            return;
+                        }
+                    }
+                }
+                self.enter(Phase::Barrier);
             }
             Phase::Barrier => {
                 if self.begun < self.total() {
-                    self.begin(now);
+                    self.begin(now, nic);
                 } else {
                     // Past the last: nothing left to run.
                     self.begun += 1;
@@ -482,13 +659,17 @@ impl ScheduledApp {
         }
     }
 
+    fn poll_msg(&mut self) -> Option<MsgEvent> {
+        self.m.as_mut().and_then(Messenger::poll_event)
+    }
+
     fn drain(&mut self, now: Instant, nic: &mut Nic) {
-        while let Some(e) = self.m.poll_event() {
+        while let Some(e) = self.poll_msg() {
             self.on_msg(e);
         }
         self.advance(now, nic);
         // Posting may have completed sends or receives at once.
-        while let Some(e) = self.m.poll_event() {
+        while let Some(e) = self.poll_msg() {
             self.on_msg(e);
             self.advance(now, nic);
         }
@@ -498,35 +679,44 @@ impl ScheduledApp {
 impl App for ScheduledApp {
     fn start(&mut self, now: Instant, nic: &mut Nic) {
         if now >= self.plan.start && self.total() > 0 {
-            self.begin(now);
+            self.begin(now, nic);
             self.drain(now, nic);
         }
     }
 
     fn handle_event(&mut self, now: Instant, nic: &mut Nic, event: Event) {
-        self.m.handle_event(now, nic, event);
+        if let Some(m) = self.m.as_mut() {
+            m.handle_event(now, nic, event);
+        } else if let Some(d) = self.direct.as_mut() {
+            d.handle_event(now, nic, &event);
+        }
         self.drain(now, nic);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
         let start = self.laps.is_empty().then_some(self.plan.start);
-        [self.m.poll_timeout(), self.cpu_until, start]
-            .into_iter()
-            .flatten()
-            .min()
+        let m = self.m.as_ref().and_then(Messenger::poll_timeout);
+        [m, self.cpu_until, start].into_iter().flatten().min()
     }
 
     fn handle_timeout(&mut self, now: Instant, nic: &mut Nic) {
         if self.laps.is_empty() && now >= self.plan.start && self.total() > 0 {
-            self.begin(now);
+            self.begin(now, nic);
         }
-        if self.m.poll_timeout().is_some_and(|t| t <= now) {
-            self.m.handle_timeout(now, nic);
+        if let Some(m) = self.m.as_mut() {
+            if m.poll_timeout().is_some_and(|t| t <= now) {
+                m.handle_timeout(now, nic);
+            }
         }
         self.drain(now, nic);
     }
 
     fn is_done(&self) -> bool {
-        (self.failed || self.begun > self.total()) && self.m.is_quiet()
+        let quiet = match (&self.m, &self.direct) {
+            (Some(m), _) => m.is_quiet(),
+            (None, Some(d)) => d.sent(),
+            (None, None) => true,
+        };
+        (self.failed || self.begun > self.total()) && quiet
     }
 }

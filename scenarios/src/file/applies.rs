@@ -56,6 +56,8 @@ pub fn keys_of(kind: WorkloadKind) -> &'static [&'static str] {
             "algorithm",
             "sizes",
             "warmup",
+            "form",
+            "pipeline",
             "start",
         ],
     }

@@ -546,13 +546,17 @@ pub struct WorkloadSpec {
     pub warmup: Option<u32>,
     /// Non-contiguous: `pack`, `sgl`, `indirect` or `auto`.
     pub method: Option<String>,
-    /// Non-contiguous: `messaging` (SEND/RECV, default) or `rdma` (WRITE).
+    /// Non-contiguous, or a collective by an MPI algorithm: `messaging`
+    /// (the messaging layer, default) or `rdma` (RDMA WRITEs).
     pub form: Option<String>,
     /// Non-contiguous: `vector` (default), `transpose`, `halo`, `face-x`,
     /// `face-y` or `face-z`.
     pub layout: Option<String>,
     /// Non-contiguous: bytes per block (`vector`, `transpose`).
     pub block: Option<Size>,
+    /// A collective by an MPI algorithm: most bytes per message of the
+    /// ring allgatherv's pipeline (MPICH's default 32 KiB).
+    pub pipeline: Option<Size>,
     /// Non-contiguous: blocks (`vector`), or the side of the matrix, grid
     /// or cube.
     pub blocks: Option<u64>,

@@ -84,7 +84,12 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<Planned, ScenarioError
             format!("`count = {iterations}` iterations: must be 1..={MAX_ITERATIONS}"),
         ));
     }
-    for (key, given) in [("sizes", w.sizes.is_some()), ("warmup", w.warmup.is_some())] {
+    for (key, given) in [
+        ("sizes", w.sizes.is_some()),
+        ("warmup", w.warmup.is_some()),
+        ("form", w.form.is_some()),
+        ("pipeline", w.pipeline.is_some()),
+    ] {
         if given {
             return Err(bad(
                 sc,

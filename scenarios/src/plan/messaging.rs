@@ -29,7 +29,7 @@ pub fn workloads(sc: &Scenario, seed: u64, n: usize) -> Result<Vec<MsgWorkload>,
         let sizes = if kind == MsgKind::Mixed {
             mixed_sizes(seed, i, w.count)
         } else {
-            sizes(sc, w, &who)?
+            sizes(sc, w, &who, MAX_MESSAGE)?
         };
         workloads.push(MsgWorkload {
             kind,
@@ -67,8 +67,16 @@ fn mixed_sizes(seed: u64, wl: usize, count: u32) -> Vec<u64> {
         .collect()
 }
 
-/// The message sizes of a `msg-*` workload.
-pub fn sizes(sc: &Scenario, w: &WorkloadSpec, who: &str) -> Result<Vec<u64>, ScenarioError> {
+/// Most bytes per message of a `msg-*` workload (real bytes).
+pub const MAX_MESSAGE: u64 = 64 << 20;
+
+/// The message sizes of a `msg-*` workload, each at most `max` bytes.
+pub fn sizes(
+    sc: &Scenario,
+    w: &WorkloadSpec,
+    who: &str,
+    max: u64,
+) -> Result<Vec<u64>, ScenarioError> {
     let list = match &w.sizes {
         Some(SizesSpec::List(l)) => l.iter().map(|s| s.0).collect(),
         Some(SizesSpec::One(s)) => vec![s.0],
@@ -90,7 +98,7 @@ pub fn sizes(sc: &Scenario, w: &WorkloadSpec, who: &str) -> Result<Vec<u64>, Sce
                 ));
             }
             // Doubling up to TO, and no further than u64 goes (a bound
-            // near u64::MAX is refused by the 64 MiB limit below).
+            // near u64::MAX is refused by the limit below).
             let mut v = Vec::new();
             let mut s = Some(a);
             while let Some(x) = s.filter(|&x| x <= b) {
@@ -104,10 +112,13 @@ pub fn sizes(sc: &Scenario, w: &WorkloadSpec, who: &str) -> Result<Vec<u64>, Sce
     if list.is_empty() && w.kind != WorkloadKind::MsgMixed {
         return Err(sc.error_at("workload", format!("{who} needs `sizes` or `size`")));
     }
-    if let Some(big) = list.iter().find(|s| **s > 64 << 20) {
+    if let Some(big) = list.iter().find(|s| **s > max) {
         return Err(sc.error_at(
             "sizes",
-            format!("{who}: messages are limited to 64 MiB here, {big} B asked for"),
+            format!(
+                "{who}: messages are limited to {} MiB here, {big} B asked for",
+                max >> 20
+            ),
         ));
     }
     Ok(list)

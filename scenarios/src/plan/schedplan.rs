@@ -4,7 +4,7 @@
 //! against what it may be.
 
 use udrma_host::collective::schedule::{auto, Algorithm, Collective, Spec};
-use udrma_host::collective::scheduled::{ScheduledPlan, SizeRun};
+use udrma_host::collective::scheduled::{ScheduledPlan, SizeRun, Wire};
 use udrma_proto::{Duration, Instant};
 
 use crate::file::schema::{WorkloadKind, WorkloadSpec};
@@ -17,6 +17,8 @@ use crate::{Scenario, ScenarioError};
 pub const MAX_RANK_BYTES: u64 = 64 << 20;
 /// Most bytes over every rank's buffer.
 pub const MAX_TOTAL_BYTES: u64 = 2 << 30;
+/// Most bytes per rank with phantom payloads (nothing is stored).
+pub const MAX_PHANTOM_BYTES: u64 = 1 << 30;
 /// Most measured iterations at each size, and most warm-up ones.
 pub const MAX_ITERATIONS: u32 = 10_000;
 /// Most iterations over every size, warm-up ones included.
@@ -70,20 +72,39 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
             format!("`nodes = {ranks}`: must be 1..={n} (the topology's hosts)"),
         ));
     }
+    let (wire, phantom) = wire(sc, w)?;
     let elem = ty.width().unwrap_or(8) as u64;
-    let spec = Spec {
-        collective,
-        algorithm: algorithm.unwrap_or(Algorithm::Dissemination),
-        ranks,
-        count: 0,
-        elem,
-        root: 0,
-    };
+    let spec =
+        Spec {
+            collective,
+            algorithm: algorithm.unwrap_or(Algorithm::Dissemination),
+            ranks,
+            count: 0,
+            elem,
+            root: 0,
+            pipeline: match w.pipeline {
+                None => Spec::PIPELINE,
+                Some(s) if s.0 >= elem => s.0,
+                Some(s) => return Err(bad(
+                    sc,
+                    "pipeline",
+                    format!(
+                        "`pipeline = {}` B: a piece must hold at least one {ty} element ({elem} B)",
+                        s.0
+                    ),
+                )),
+            },
+        };
     let mut sizes = Vec::new();
     let bytes = if collective == Collective::Barrier {
         vec![0]
     } else {
-        crate::plan::messaging::sizes(sc, w, "collective workload")?
+        let max = if phantom {
+            MAX_PHANTOM_BYTES
+        } else {
+            crate::plan::messaging::MAX_MESSAGE
+        };
+        crate::plan::messaging::sizes(sc, w, "collective workload", max)?
     };
     for b in bytes {
         if b % elem != 0 {
@@ -101,7 +122,7 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
                 None => auto::choose(collective, ranks, count, elem),
             },
         };
-        fits(sc, &spec, run)?;
+        fits(sc, &spec, run, phantom)?;
         sizes.push(run);
     }
     let iterations = w.count;
@@ -133,16 +154,56 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
         warmup,
         start: Instant::ZERO + w.start.map_or(Duration::ZERO, |t| t.0),
         seed,
+        wire,
+        phantom,
     })
 }
 
-/// Refuses a size whose buffers the machine should not be asked to hold.
-fn fits(sc: &Scenario, spec: &Spec, run: SizeRun) -> Result<(), ScenarioError> {
+/// What carries the messages (`form`), and whether payloads are phantom
+/// (which needs the RDMA wire).
+fn wire(sc: &Scenario, w: &WorkloadSpec) -> Result<(Wire, bool), ScenarioError> {
+    let wire = match w.form.as_deref() {
+        None | Some("messaging") => Wire::Messaging,
+        Some("rdma") => Wire::Write,
+        Some(other) => {
+            return Err(bad(
+                sc,
+                "form",
+                format!("`form = {other:?}`: expected \"messaging\" (the messaging layer's sends) or \"rdma\" (one RDMA WRITE per message)"),
+            ))
+        }
+    };
+    let phantom = sc.file.topology.phantom;
+    if phantom && wire == Wire::Messaging {
+        return Err(bad(
+            sc,
+            "form",
+            "phantom payloads (`[topology] phantom = true`) need `form = \"rdma\"`: the messaging layer moves real bytes".into(),
+        ));
+    }
+    Ok((wire, phantom))
+}
+
+/// Refuses a size whose buffers the machine should not be asked to hold
+/// (or, with phantom payloads, that one message could not carry).
+fn fits(sc: &Scenario, spec: &Spec, run: SizeRun, phantom: bool) -> Result<(), ScenarioError> {
     let at = Spec {
         count: run.count,
         algorithm: run.algorithm,
         ..*spec
     };
+    if phantom {
+        let bytes = at.bytes();
+        return if bytes > MAX_PHANTOM_BYTES {
+            Err(bad(
+                sc,
+                "size",
+                format!("{bytes} B per rank: at most {MAX_PHANTOM_BYTES} B, phantom or not"),
+            ))
+        } else {
+            Ok(())
+        };
+    }
     let mut total = 0u64;
     for r in 0..spec.ranks {
         let arena = at

@@ -217,7 +217,7 @@ fn validate_messaging(sc: &Scenario, r: &Resolved) -> Result<(), ScenarioError> 
         if w.src.is_none() || w.dst.is_none() {
             return Err(sc.error_at("workload", format!("{who} needs `src` and `dst`")));
         }
-        let s = crate::plan::messaging::sizes(sc, w, &who)?;
+        let s = crate::plan::messaging::sizes(sc, w, &who, crate::plan::messaging::MAX_MESSAGE)?;
         let iters = u128::from(w.count) + u128::from(w.warmup.unwrap_or(2));
         let window = u128::from(w.window.unwrap_or(64).max(1));
         let per = match w.kind {

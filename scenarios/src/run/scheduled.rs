@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use udrma_host::collective::schedule::run::{fold_elements, run as interpret};
-use udrma_host::collective::scheduled::{ScheduledApp, ScheduledPlan};
+use udrma_host::collective::scheduled::{ScheduledApp, ScheduledPlan, Wire};
 use udrma_proto::NodeAddr;
 
 use crate::backend::Backend;
@@ -30,12 +30,18 @@ pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, S
         .filter(|h| world.is_local(*h))
         .collect();
     for h in local {
-        let peers = plan
-            .peers(h.0)
-            .map_err(|e| whole.at.error_at("algorithm", e.to_string()))?;
-        let m = crate::run::collective::connected(whole, world.as_mut(), h, peers)?;
-        let app = ScheduledApp::new(h.0, plan.clone(), m)
-            .map_err(|e| whole.at.error_at("algorithm", e.to_string()))?;
+        let app = match plan.wire {
+            Wire::Messaging => {
+                let peers = plan
+                    .peers(h.0)
+                    .map_err(|e| whole.at.error_at("algorithm", e.to_string()))?;
+                let m = crate::run::collective::connected(whole, world.as_mut(), h, peers)?;
+                ScheduledApp::new(h.0, plan.clone(), m)
+                    .map_err(|e| whole.at.error_at("algorithm", e.to_string()))?
+            }
+            Wire::Write => ScheduledApp::over_writes(h.0, plan.clone(), world.nic_mut(h))
+                .map_err(|e| whole.at.error_at("form", e))?,
+        };
         world
             .set_app(h, Box::new(app))
             .map_err(|e| whole.at.error_at("workload", e))?;
@@ -62,7 +68,11 @@ pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, S
     if !whole.checks.expect_failures {
         checks.insert("all-succeeded".into(), all_done && seen.failed == 0);
     }
-    checks.insert("result-equal".into(), equal);
+    if plan.phantom {
+        notes.push("phantom payloads: no bytes moved, so no result is checked".into());
+    } else {
+        checks.insert("result-equal".into(), equal);
+    }
     checks.insert("bounded-state".into(), seen.bounded);
     checks.insert("liveness".into(), live);
     let posted = u64::from(p) * u64::from(plan.iterations) * plan.sizes.len() as u64;
@@ -95,7 +105,7 @@ pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, S
         completed: seen.measured,
         failed: unfinished,
     };
-    rep.messaging = Some(seen.messaging.clone());
+    rep.messaging = (plan.wire == Wire::Messaging).then(|| seen.messaging.clone());
     rep.scheduled = Some(OsuReport {
         collective: plan.spec.collective.name().into(),
         op: plan.op.name().into(),
@@ -163,15 +173,23 @@ impl Seen {
                 continue;
             };
             seen.done &= udrma_host::App::is_done(app);
-            let st = app.messenger().stats();
-            let m = &mut seen.messaging;
-            m.eager += st.eager;
-            m.r3 += st.r3;
-            m.rget += st.rget;
-            m.rput += st.rput;
-            m.noops += st.noops;
-            m.credit_stalls += st.credit_stalls;
-            m.fallbacks += st.fallbacks;
+            if let Some(st) = app.messenger().map(|m| m.stats()) {
+                let m = &mut seen.messaging;
+                m.eager += st.eager;
+                m.r3 += st.r3;
+                m.rget += st.rget;
+                m.rput += st.rput;
+                m.noops += st.noops;
+                m.credit_stalls += st.credit_stalls;
+                m.fallbacks += st.fallbacks;
+            }
+            if app.strays() > 0 {
+                seen.bounded = false;
+                seen.notes.push(format!(
+                    "{h}: {} WRITEs landed in no slot of its landing region",
+                    app.strays()
+                ));
+            }
             if let Some((size, iter, why)) = app.failure() {
                 seen.notes.push(format!(
                     "{h} at {} B, iteration {iter}: {why}",
@@ -239,12 +257,28 @@ impl Seen {
             .map(|r| spec.plan(r))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| e.to_string())?;
-        let ran = interpret(
-            &plans,
-            |r| plan.input(r, plans[r as usize].input.len),
-            |g, h| fold_elements(plan.op, plan.ty, g, h),
-        )
-        .map_err(|e| format!("the schedules in memory: {e}"))?;
+        let ran = if plan.phantom {
+            None
+        } else {
+            Some(
+                interpret(
+                    &plans,
+                    |r| plan.input(r, plans[r as usize].input.len),
+                    |g, h| fold_elements(plan.op, plan.ty, g, h),
+                )
+                .map_err(|e| format!("the schedules in memory: {e}"))?,
+            )
+        };
+        let messages = ran.as_ref().map_or_else(
+            || {
+                plans
+                    .iter()
+                    .flat_map(|p| &p.steps)
+                    .map(|s| s.sends.len() as u64)
+                    .sum()
+            },
+            |r| r.messages,
+        );
         let mut equal = true;
         let mut means = Vec::new();
         let mut missing = Vec::new();
@@ -253,6 +287,9 @@ impl Seen {
                 continue;
             };
             means.extend(*mean);
+            let Some(ran) = &ran else {
+                continue;
+            };
             let out = plans[r].output;
             let want = &ran.arenas[r][out.at as usize..out.end() as usize];
             // A rank that finished no measured iteration has no result
@@ -303,7 +340,7 @@ impl Seen {
             max_us: us(max),
             algbw_gbs: r2(algbw),
             busbw_gbs: r2(algbw * factor),
-            messages: ran.messages,
+            messages,
             result_equal: equal,
         })
     }

@@ -263,7 +263,7 @@ pub(super) fn ring(s: &Spec, rank: u32) -> Plan {
             Land::Fold,
         ));
     }
-    steps.extend(ring_allgatherv(&cnts, r, el, span));
+    steps.extend(ring_allgatherv(&cnts, r, el, s.pipeline, span));
     let whole = Span::new(0, s.bytes());
     Plan {
         arena: s.bytes(),
@@ -275,14 +275,15 @@ pub(super) fn ring(s: &Spec, rank: u32) -> Plan {
 
 /// MPICH's pipelined ring allgatherv: block `i` has `cnts[i]` elements
 /// (of `el` bytes) at `span(i, from, len)`; messages carry at most
-/// 32 KiB when some block is larger.
+/// `pipeline` bytes (whole elements, at least one) when some block is
+/// larger.
 fn ring_allgatherv(
     cnts: &[u64],
     r: usize,
     el: u64,
+    pipeline: u64,
     span: impl Fn(usize, u64, u64) -> Span,
 ) -> Vec<Step> {
-    const PIPELINE: u64 = 32768;
     let p = cnts.len();
     let (left, right) = ((r + p - 1) % p, (r + 1) % p);
     let total: u64 = cnts.iter().sum();
@@ -292,8 +293,8 @@ fn ring_allgatherv(
     }
     let (mut torecv, mut tosend) = (total - cnts[r], total - cnts[right]);
     let max = cnts.iter().copied().max().unwrap_or(0);
-    let chunk = if max * el > PIPELINE {
-        (PIPELINE / el).max(1)
+    let chunk = if max * el > pipeline {
+        (pipeline / el).max(1)
     } else {
         max
     };

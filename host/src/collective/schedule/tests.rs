@@ -111,6 +111,7 @@ fn specs() -> impl Iterator<Item = Spec> {
                             count,
                             elem,
                             root,
+                            pipeline: Spec::PIPELINE,
                         })
                 })
             })
@@ -147,6 +148,7 @@ fn a_wrong_schedule_is_caught() {
         count: 4,
         elem: 8,
         root: 0,
+        pipeline: Spec::PIPELINE,
     };
     let mut plans: Vec<Plan> = (0..8).map(|r| s.plan(r).unwrap()).collect();
     plans[0].steps[1].sends[0].peer = 3;
@@ -192,6 +194,7 @@ fn each_algorithm_sends_the_messages_it_is_known_by() {
             count,
             elem: 8,
             root: 0,
+            pipeline: Spec::PIPELINE,
         };
         let plan = s.plan(5).unwrap();
         plan.steps.iter().map(|st| st.sends.len()).sum::<usize>()
@@ -218,6 +221,7 @@ fn an_algorithm_for_another_collective_is_refused() {
         count: 1,
         elem: 8,
         root: 0,
+        pipeline: Spec::PIPELINE,
     };
     let e = s.plan(0).unwrap_err().to_string();
     assert_eq!(
