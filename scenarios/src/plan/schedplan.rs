@@ -74,27 +74,28 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
     }
     let (wire, phantom) = wire(sc, w)?;
     let elem = ty.width().unwrap_or(8) as u64;
-    let spec =
-        Spec {
-            collective,
-            algorithm: algorithm.unwrap_or(Algorithm::Dissemination),
-            ranks,
-            count: 0,
-            elem,
-            root: 0,
-            pipeline: match w.pipeline {
-                None => Spec::PIPELINE,
-                Some(s) if s.0 >= elem => s.0,
-                Some(s) => return Err(bad(
+    let spec = Spec {
+        collective,
+        algorithm: algorithm.unwrap_or(Algorithm::Dissemination),
+        ranks,
+        count: 0,
+        elem,
+        root: 0,
+        pipeline: match w.pipeline {
+            None => Spec::PIPELINE,
+            Some(s) if s.0 >= elem => s.0,
+            Some(s) => {
+                return Err(bad(
                     sc,
                     "pipeline",
                     format!(
                         "`pipeline = {}` B: a piece must hold at least one {ty} element ({elem} B)",
                         s.0
                     ),
-                )),
-            },
-        };
+                ))
+            }
+        },
+    };
     let mut sizes = Vec::new();
     let bytes = if collective == Collective::Barrier {
         vec![0]

@@ -395,3 +395,64 @@ impl Direct {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::schedule::{Algorithm, Collective, Spec};
+    use crate::collective::scheduled::{SizeRun, Wire};
+    use udrma_nic::NicConfig;
+    use udrma_proto::{ReduceOp, ReduceType};
+
+    /// A write that lands outside every slot is counted, not added to
+    /// the slot below it; one inside a slot fills it, and taking it
+    /// empties it.
+    #[test]
+    fn a_write_outside_the_slots_is_a_stray() {
+        let algorithm = Algorithm::Ring;
+        let plan = ScheduledPlan {
+            spec: Spec {
+                collective: Collective::Allreduce,
+                algorithm,
+                ranks: 4,
+                count: 0,
+                elem: 8,
+                root: 0,
+                pipeline: Spec::PIPELINE,
+            },
+            sizes: vec![SizeRun {
+                count: 8,
+                algorithm,
+            }],
+            op: ReduceOp::Sum,
+            ty: ReduceType::F64,
+            iterations: 1,
+            warmup: 0,
+            start: Instant::ZERO,
+            seed: 1,
+            wire: Wire::Write,
+            phantom: false,
+        };
+        let mut nic = Nic::new(NodeAddr(0), NicConfig::default()).unwrap();
+        let mut d = Direct::new(0, &plan, &mut nic).unwrap();
+        let first = d.recv_at(Part::Collective, 0).unwrap();
+        let (len, _) = d.arrived[&first];
+        let landed = |addr: u64, len: u64| Event::WriteReceived {
+            from: NodeAddr(3),
+            ep: 0,
+            msg_id: 1,
+            addr,
+            len,
+            at: Instant::ZERO,
+        };
+        let last = *d.arrived.keys().next_back().unwrap();
+        let past = LAND_BASE + last + d.arrived[&last].0;
+        d.handle_event(Instant::ZERO, &mut nic, &landed(past, 8));
+        assert_eq!(d.strays, 1);
+        assert!(!d.is_in(last));
+        d.handle_event(Instant::ZERO, &mut nic, &landed(LAND_BASE + first, len));
+        assert!(d.is_in(first));
+        d.take(first);
+        assert!(!d.is_in(first));
+    }
+}
