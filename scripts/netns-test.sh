@@ -166,8 +166,8 @@ TWICE=$(( ${DUP_SRV:-0} + ${DUP_CLI:-0} ))
 BEYOND=$(( TWICE - ${DROP_B:-0} ))
 [ "$BEYOND" -lt 0 ] && BEYOND=0
 echo "retransmissions: $RETX (data resent and READ re-asks) for about $LOST datagrams lost; $TWICE arrived twice (server $DUP_SRV, client $DUP_CLI), $BEYOND beyond one per dropped acknowledgement send ($DROP_B)"
-if [ -z "$DUP_SRV" ] || [ "$((BEYOND * 10))" -gt "$RETX" ]; then
-    echo "FAIL: beyond one per lost acknowledgement send, more than a tenth of the retransmissions were of datagrams that had arrived (or the server printed no stats)"
+if [ -z "$DUP_SRV" ] || [ -z "$RETX" ] || [ "$((BEYOND * 10))" -gt "$RETX" ]; then
+    echo "FAIL: beyond one per lost acknowledgement send, more than a tenth of the retransmissions were of datagrams that had arrived (or the server or client printed no figures)"
     exit 1
 fi
 echo "PASS: beyond one per lost acknowledgement send, at most a tenth of the retransmissions were spurious ($BEYOND of $RETX)"

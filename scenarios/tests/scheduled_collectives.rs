@@ -467,6 +467,16 @@ fn bad_algorithm_keys_are_named() {
         "algorithm = \"ring\"\nsize = 8\npipeline = 4",
         "a piece must hold at least one f64 element",
     );
+    bad(
+        "algorithm = \"ring\"\nsize = \"64MiB\"\npipeline = 8",
+        "into more than 65536 pieces per rank",
+    );
+    // On the RDMA wire each message received has its own slot: recursive
+    // doubling on 4 ranks receives its vector twice.
+    bad(
+        "algorithm = \"recursive_doubling\"\nform = \"rdma\"\nsize = \"32MiB\"",
+        "needs 100663296 B of buffer at rank 0 (its landing slots included",
+    );
     // Phantom payloads need the RDMA wire, and stop at 1 GiB.
     let phantom = "kind = \"star\"\nhosts = 4\nphantom = true";
     let e = Scenario::parse(

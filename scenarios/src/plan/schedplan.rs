@@ -19,6 +19,8 @@ pub const MAX_RANK_BYTES: u64 = 64 << 20;
 pub const MAX_TOTAL_BYTES: u64 = 2 << 30;
 /// Most bytes per rank with phantom payloads (nothing is stored).
 pub const MAX_PHANTOM_BYTES: u64 = 1 << 30;
+/// Most pieces of the ring allgatherv per rank (`pipeline`).
+pub const MAX_PIECES: u64 = 65_536;
 /// Most measured iterations at each size, and most warm-up ones.
 pub const MAX_ITERATIONS: u32 = 10_000;
 /// Most iterations over every size, warm-up ones included.
@@ -123,7 +125,7 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
                 None => auto::choose(collective, ranks, count, elem),
             },
         };
-        fits(sc, &spec, run, phantom)?;
+        fits(sc, &spec, run, wire, phantom)?;
         sizes.push(run);
     }
     let iterations = w.count;
@@ -187,36 +189,59 @@ fn wire(sc: &Scenario, w: &WorkloadSpec) -> Result<(Wire, bool), ScenarioError> 
 
 /// Refuses a size whose buffers the machine should not be asked to hold
 /// (or, with phantom payloads, that one message could not carry).
-fn fits(sc: &Scenario, spec: &Spec, run: SizeRun, phantom: bool) -> Result<(), ScenarioError> {
+fn fits(
+    sc: &Scenario,
+    spec: &Spec,
+    run: SizeRun,
+    wire: Wire,
+    phantom: bool,
+) -> Result<(), ScenarioError> {
     let at = Spec {
         count: run.count,
         algorithm: run.algorithm,
         ..*spec
     };
+    // The ring's allgatherv sends one piece a step: a tiny pipeline on a
+    // large vector is millions of steps per rank, held in memory.
+    if at.collective == Collective::Allreduce
+        && at.algorithm == Algorithm::Ring
+        && at.bytes() / at.pipeline.max(1) > MAX_PIECES
+    {
+        return Err(bad(
+            sc,
+            "pipeline",
+            format!(
+                "`pipeline = {}` B cuts {} B into more than {MAX_PIECES} pieces per rank; take a larger pipeline",
+                at.pipeline,
+                at.bytes()
+            ),
+        ));
+    }
     if phantom {
-        let bytes = at.bytes();
-        return if bytes > MAX_PHANTOM_BYTES {
-            Err(bad(
-                sc,
-                "size",
-                format!("{bytes} B per rank: at most {MAX_PHANTOM_BYTES} B, phantom or not"),
-            ))
-        } else {
-            Ok(())
-        };
+        return Ok(());
     }
     let mut total = 0u64;
     for r in 0..spec.ranks {
-        let arena = at
+        let plan = at
             .plan(r)
-            .map_err(|e| bad(sc, "algorithm", e.to_string()))?
-            .arena;
+            .map_err(|e| bad(sc, "algorithm", e.to_string()))?;
+        // On the RDMA wire every message received has its own slot too.
+        let slots: u64 = match wire {
+            Wire::Messaging => 0,
+            Wire::Write => plan
+                .steps
+                .iter()
+                .flat_map(|s| &s.recvs)
+                .map(|(m, _)| m.bytes().max(1))
+                .sum(),
+        };
+        let arena = plan.arena + slots;
         if arena > MAX_RANK_BYTES {
             return Err(bad(
                 sc,
                 "size",
                 format!(
-                    "{} B per rank needs {arena} B of buffer at rank {r}; at most {MAX_RANK_BYTES} B (the bytes are real)",
+                    "{} B per rank needs {arena} B of buffer at rank {r} (its landing slots included, on the RDMA wire); at most {MAX_RANK_BYTES} B (the bytes are real)",
                     at.bytes()
                 ),
             ));

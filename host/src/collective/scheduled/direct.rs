@@ -3,7 +3,8 @@
 //! registered for it, as MPI libraries and NCCL do over verbs with
 //! buffers registered and exchanged at start-up: no rendezvous round trip
 //! per message, and the receiver knows a message is in when the engine
-//! raises [`Event::WriteReceived`] for it.
+//! raises [`Event::WriteReceived`] for it, which it does once per WRITE
+//! (the registry's mask drops copies); the counts below rely on that.
 //!
 //! # Where a message lands
 //! Every rank registers two regions, first on its NIC so that their keys
@@ -98,25 +99,34 @@ impl Layout {
         let recv = slots(mine, from).0;
         // Per peer: its slots for messages from me, and how many of
         // them my sends have used so far.
-        let mut at_peer: BTreeMap<u32, (Vec<u64>, usize)> = BTreeMap::new();
+        let mut at_peer: BTreeMap<u32, (Vec<Slot>, usize)> = BTreeMap::new();
         let mut send_at = Vec::new();
         for msg in mine.steps.iter().flat_map(|s| &s.sends) {
             let (list, used) = match at_peer.entry(msg.peer) {
                 std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::btree_map::Entry::Vacant(e) => {
                     let (all, _) = slots(&theirs(msg.peer)?, from);
-                    let for_me = all.into_iter().filter(|s| s.from == me).map(|s| s.at);
-                    e.insert((for_me.collect(), 0))
+                    e.insert((all.into_iter().filter(|s| s.from == me).collect(), 0))
                 }
             };
-            let at = list.get(*used).copied().ok_or_else(|| {
+            let slot = list.get(*used).copied().ok_or_else(|| {
                 format!(
                     "rank {me} sends h{} more messages than that rank receives from it",
                     msg.peer
                 )
             })?;
+            if slot.len != msg.bytes().max(1) {
+                return Err(format!(
+                    "rank {me}'s message {} to h{} is {} B, and h{} expects {} B",
+                    *used,
+                    msg.peer,
+                    msg.bytes(),
+                    msg.peer,
+                    slot.len
+                ));
+            }
             *used += 1;
-            send_at.push(at);
+            send_at.push(slot.at);
         }
         Ok(Layout { recv, send_at })
     }
@@ -305,7 +315,11 @@ impl Direct {
                     self.backlog.push_front(wr);
                     break;
                 }
-                Err(e) => return Err(format!("WRITE to h{} refused: {e}", wr.dst.0)),
+                Err(e) => {
+                    // The rank stops: nothing more goes out.
+                    self.backlog.clear();
+                    return Err(format!("WRITE to h{} refused: {e}", wr.dst.0));
+                }
             }
         }
         Ok(())
@@ -345,15 +359,18 @@ impl Direct {
                 if let Err(err) = result {
                     self.failed
                         .get_or_insert_with(|| format!("a WRITE failed: {err}"));
-                }
-                if let Err(err) = self.pump(now, nic) {
+                    // The rank stops: what waited to go does not.
+                    self.backlog.clear();
+                } else if let Err(err) = self.pump(now, nic) {
                     self.failed.get_or_insert(err);
                 }
             }
             Event::WriteReceived { addr, len, .. } => {
                 let off = addr.wrapping_sub(LAND_BASE);
                 match self.arrived.range_mut(..=off).next_back() {
-                    Some((&at, (slot, got))) if off < at + *slot => *got += len,
+                    Some((&at, (slot, got))) if off.saturating_add(len) <= at + *slot => {
+                        *got += len
+                    }
                     _ => self.strays += 1,
                 }
             }
