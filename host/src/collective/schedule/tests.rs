@@ -136,6 +136,32 @@ fn every_algorithm_gives_every_rank_the_collectives_result() {
     assert_eq!(cases, 17 * 17 * 5 * 3);
 }
 
+/// The ring allreduce's pipeline cuts each allgather block into pieces
+/// of at most `pipeline` bytes (whole elements), one piece a step, and
+/// the result is the same: 5 ranks, blocks of 13 or 12 elements of 8
+/// bytes, pieces of 3 elements (24 B, or 30 B rounded down to whole
+/// elements): 19 allgather steps where MPICH's 32 KiB takes 4 (a step
+/// sends the next piece of one block and receives one of another).
+#[test]
+fn the_pipeline_cuts_the_rings_allgather_into_pieces() {
+    let s = Spec {
+        collective: Collective::Allreduce,
+        algorithm: Algorithm::Ring,
+        ranks: 5,
+        count: 62,
+        elem: 8,
+        root: 0,
+        pipeline: Spec::PIPELINE,
+    };
+    let steps = |s: &Spec| s.plan(0).unwrap().steps.len();
+    assert_eq!(steps(&s), 4 + 4);
+    for pipeline in [24, 30] {
+        let cut = Spec { pipeline, ..s };
+        check(&cut, 3).unwrap();
+        assert_eq!(steps(&cut), 4 + 19, "pipeline {pipeline}");
+    }
+}
+
 /// The check catches a schedule that is wrong: one allreduce step sent
 /// to the wrong rank deadlocks or leaves a wrong sum, and a barrier round
 /// left out lets a rank leave early.
