@@ -135,6 +135,23 @@ fn scale_examples_have_the_outcome_they_state() {
     }
 }
 
+/// docs/cli.md's table of examples names every example (two had gone
+/// missing from it, issue 69).
+#[test]
+fn the_cli_docs_list_every_example() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cli.md");
+    let text = std::fs::read_to_string(docs).unwrap();
+    let missing: Vec<String> = examples()
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|name| !text.contains(&format!("`{name}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in docs/cli.md's table: {missing:?}"
+    );
+}
+
 /// `scenarios/tests/example-hashes.txt`: the trace hash of every example
 /// at seeds 1 and 7. A change to it is a change to what the simulator does:
 /// make it on purpose and say why in the commit.
