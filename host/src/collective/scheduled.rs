@@ -615,7 +615,11 @@ impl ScheduledApp {
                     let size = self.size() + 1;
                     if let Some(d) = self.direct.as_mut() {
                         if let Err(e) = d.lay_out(&self.plan, size) {
-                            self.fail(e);
+                            // Between the collective (ended) and its
+                            // barrier: said as what it is.
+                            let why = format!("laying out the next size's landing slots: {e}");
+                            self.failure = Some((self.size(), self.iter(), why));
+                            self.failed = true;
                             return;
                         }
                     }
