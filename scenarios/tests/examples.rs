@@ -106,25 +106,21 @@ fn every_example_has_the_outcome_it_states() {
 fn large_examples_have_the_outcome_they_state() {
     // The run at the file's own seed also checks its pinned hash, so the
     // hash test below runs the large ones at their other seeds only.
-    let pinned = pinned_hashes();
-    for (name, text) in examples() {
-        if LARGE.contains(&name.as_str()) {
-            let (seed, got) = check_outcome(&name, &text);
-            let want = pinned
-                .iter()
-                .find(|(n, s, _)| *n == name && *s == seed)
-                .unwrap_or_else(|| panic!("{name}: no pinned hash at its own seed {seed}"));
-            assert_eq!(got, want.2, "{name} seed {seed}: the trace hash changed");
-        }
-    }
+    outcomes_and_own_seed_hashes(&LARGE);
 }
 
 #[test]
 #[ignore = "scale runs take minutes in release: cargo test --release -p udrma-scenarios --test examples -- --ignored scale"]
 fn scale_examples_have_the_outcome_they_state() {
+    outcomes_and_own_seed_hashes(&SCALE);
+}
+
+/// Runs each example named in `names` at its own seed: the outcome its
+/// file states, and the hash pinned at that seed.
+fn outcomes_and_own_seed_hashes(names: &[&str]) {
     let pinned = pinned_hashes();
     for (name, text) in examples() {
-        if SCALE.contains(&name.as_str()) {
+        if names.contains(&name.as_str()) {
             let (seed, got) = check_outcome(&name, &text);
             let want = pinned
                 .iter()

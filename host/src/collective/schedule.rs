@@ -185,6 +185,17 @@ impl fmt::Display for Algorithm {
 }
 
 impl Collective {
+    /// Every collective, in the order the docs list them.
+    pub const ALL: [Collective; 7] = [
+        Collective::Allreduce,
+        Collective::Reduce,
+        Collective::Broadcast,
+        Collective::Allgather,
+        Collective::Alltoall,
+        Collective::ReduceScatter,
+        Collective::Barrier,
+    ];
+
     /// The name scenario files and tables use.
     pub fn name(self) -> &'static str {
         match self {

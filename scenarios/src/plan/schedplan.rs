@@ -26,17 +26,6 @@ pub const MAX_ITERATIONS: u32 = 10_000;
 /// Most iterations over every size, warm-up ones included.
 pub const MAX_LAPS: u32 = 1_000_000;
 
-/// The collectives the algorithms run, by the names files use.
-const COLLECTIVES: [(&str, Collective); 7] = [
-    ("allreduce", Collective::Allreduce),
-    ("reduce", Collective::Reduce),
-    ("broadcast", Collective::Broadcast),
-    ("allgather", Collective::Allgather),
-    ("alltoall", Collective::Alltoall),
-    ("reduce_scatter", Collective::ReduceScatter),
-    ("barrier", Collective::Barrier),
-];
-
 fn bad(sc: &Scenario, key: &str, msg: String) -> ScenarioError {
     sc.error_at_key(key, format!("collective workload: {msg}"))
 }
@@ -264,12 +253,11 @@ fn fits(
 
 fn collective(sc: &Scenario, w: &WorkloadSpec) -> Result<Collective, ScenarioError> {
     let name = w.collective.as_deref().unwrap_or("allreduce");
-    COLLECTIVES
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, c)| *c)
+    Collective::ALL
+        .into_iter()
+        .find(|c| c.name() == name)
         .ok_or_else(|| {
-            let names: Vec<&str> = COLLECTIVES.iter().map(|(n, _)| *n).collect();
+            let names: Vec<&str> = Collective::ALL.iter().map(|c| c.name()).collect();
             bad(
                 sc,
                 "collective",

@@ -89,15 +89,7 @@ fn check(s: &Spec, salt: u64) -> Result<Ran, String> {
 }
 
 fn specs() -> impl Iterator<Item = Spec> {
-    let all = [
-        Collective::Allreduce,
-        Collective::Reduce,
-        Collective::Broadcast,
-        Collective::Allgather,
-        Collective::Alltoall,
-        Collective::ReduceScatter,
-        Collective::Barrier,
-    ];
+    let all = Collective::ALL;
     all.into_iter().flat_map(|collective| {
         collective.algorithms().iter().flat_map(move |&algorithm| {
             (1..=17u32).flat_map(move |ranks| {
