@@ -96,12 +96,18 @@ impl ScheduledPlan {
     /// Rank `rank`'s plan of the collective at the `size`-th count and
     /// of the barrier after it.
     pub fn plans(&self, rank: u32, size: usize) -> Result<(Plan, Plan), ScheduleError> {
-        let barrier = Spec {
+        Ok((self.spec_at(size).plan(rank)?, self.barrier(rank)?))
+    }
+
+    /// Rank `rank`'s plan of the barrier after every collective (the
+    /// same at every size).
+    pub fn barrier(&self, rank: u32) -> Result<Plan, ScheduleError> {
+        Spec {
             collective: Collective::Barrier,
             algorithm: Algorithm::Dissemination,
             ..self.spec
-        };
-        Ok((self.spec_at(size).plan(rank)?, barrier.plan(rank)?))
+        }
+        .plan(rank)
     }
 
     /// Rank `rank`'s input: `len` bytes of elements of the plan's type

@@ -164,17 +164,18 @@ impl Direct {
     /// their keys are what peers write to) for every size of `plan`,
     /// and lays out the first size.
     pub(super) fn new(me: u32, plan: &ScheduledPlan, nic: &mut Nic) -> Result<Direct, String> {
+        let b = plan.barrier(me).map_err(|e| e.to_string())?;
+        let end = slots(&b, 0).1;
+        if end > COLLECTIVE_AT {
+            return Err(format!(
+                "the barrier's {end} landing bytes pass the {COLLECTIVE_AT} set aside"
+            ));
+        }
         let mut arena = 8u64;
         let mut landing = 0u64;
         for size in 0..plan.sizes.len().max(1) {
-            let (c, b) = plan.plans(me, size).map_err(|e| e.to_string())?;
+            let c = plan.spec_at(size).plan(me).map_err(|e| e.to_string())?;
             arena = arena.max(c.arena);
-            let end = slots(&b, 0).1;
-            if end > COLLECTIVE_AT {
-                return Err(format!(
-                    "the barrier's {end} landing bytes pass the {COLLECTIVE_AT} set aside"
-                ));
-            }
             landing = landing.max(slots(&c, COLLECTIVE_AT).1);
         }
         let phantom = plan.phantom;
@@ -200,10 +201,7 @@ impl Direct {
                 (ARENA_KEY, LAND_KEY)
             ));
         }
-        let (_, b) = plan.plans(me, 0).map_err(|e| e.to_string())?;
-        let barrier = Layout::of(me, &b, 0, |q| {
-            plan.plans(q, 0).map(|p| p.1).map_err(|e| e.to_string())
-        })?;
+        let barrier = Layout::of(me, &b, 0, |q| plan.barrier(q).map_err(|e| e.to_string()))?;
         let mut d = Direct {
             me,
             phantom,
@@ -225,9 +223,10 @@ impl Direct {
     /// Lays out the collective's slots at the `size`-th size (when no
     /// peer can be writing the old ones: see the module's notes).
     pub(super) fn lay_out(&mut self, plan: &ScheduledPlan, size: usize) -> Result<(), String> {
-        let (c, _) = plan.plans(self.me, size).map_err(|e| e.to_string())?;
+        let at = plan.spec_at(size);
+        let c = at.plan(self.me).map_err(|e| e.to_string())?;
         self.coll = Layout::of(self.me, &c, COLLECTIVE_AT, |q| {
-            plan.plans(q, size).map(|p| p.0).map_err(|e| e.to_string())
+            at.plan(q).map_err(|e| e.to_string())
         })?;
         self.arrived.retain(|&at, _| at < COLLECTIVE_AT);
         for s in &self.coll.recv {
