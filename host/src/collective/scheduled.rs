@@ -510,11 +510,8 @@ impl ScheduledApp {
     /// Posts the step's sends and receives.
     fn post(&mut self, now: Instant, nic: &mut Nic, step: &Step) -> Result<(), String> {
         self.posted = true;
+        let part = self.part();
         if let Some(d) = self.direct.as_mut() {
-            let part = match self.phase {
-                Phase::Collective => Part::Collective,
-                Phase::Barrier => Part::Barrier,
-            };
             for (i, msg) in step.sends.iter().enumerate() {
                 d.send(now, nic, part, self.sends_before + i, msg)
                     .map_err(|e| format!("send to h{}: {e}", msg.peer))?;
