@@ -262,6 +262,9 @@ pub struct World {
     cost: udrma_nic::CostModel,
     /// Whether `cost` charges anything (asked on every host hop).
     costed: bool,
+    /// The NIC's time for a full data packet: how far ahead of its wire
+    /// freeing up a host's NIC takes its next packet (`ports::launch`).
+    full_work: Duration,
     /// Highest packet serial delivered per flow: indexed by destination
     /// host, then keyed by source (small maps: one lookup per delivery).
     /// Hosts whose packets are journaled, and the journal.
@@ -363,12 +366,13 @@ impl World {
             .map(|p| initial_port_state(&topo, p))
             .collect();
         let costed = !cfg.nic.cost.is_zero();
+        let packet = u64::from(cfg.nic.mtu_payload) + udrma_proto::packet::HEADER_LEN as u64;
         let lanes = if costed {
-            let packet = u64::from(cfg.nic.mtu_payload) + udrma_proto::packet::HEADER_LEN as u64;
             lane::for_ports(&topo, &cfg.nic.cost, packet)
         } else {
             Vec::new()
         };
+        let full_work = cfg.nic.cost.packet(packet as usize);
         let router = Router::new(&topo, cfg.routing);
         let deep_prefetch = ports.len() * std::mem::size_of::<PortState>() > DEEP_PREFETCH_BYTES;
         Ok(World {
@@ -401,6 +405,7 @@ impl World {
             seal_bytes: cfg.seal_bytes,
             cost: cfg.nic.cost,
             costed,
+            full_work,
             watch: None,
             journal: Vec::new(),
             journal_index: BTreeMap::new(),

@@ -11,7 +11,8 @@
 //! | `doorbell` | the engine ([`crate::Nic::post`]) | once per posted request (and per posted receive) |
 //! | `descriptor_fetch`, `per_sge` | the engine | once per request, by the NIC's fetch unit, one at a time |
 //! | `interrupt` | the engine | once per refill of the NIC descriptor ring from the host overflow ring |
-//! | `nic_per_packet`, `dma_setup`, `dma_per_byte` | the fabric | per packet sent and per packet received |
+//! | `nic_per_packet` | the fabric | per packet sent and per packet received |
+//! | `dma_setup`, `dma_per_byte` | the fabric | per packet sent and received that carries a payload (acknowledgements, NACKs and trimmed headers move nothing over PCIe) |
 //! | `host_copy_per_byte` | the messaging layer, packing | per byte copied into or out of a vbuf or a pack buffer |
 //! | `host_copy_per_block` | packing | per block packed or unpacked |
 //! | `host_reduce_per_byte` | host collectives (MPI's algorithms) | per byte of a received vector folded into the held one |
@@ -119,6 +120,16 @@ impl CostModel {
             + Duration::from_ps(
                 (self.dma_ps_per_byte + self.aead_ps_per_byte).saturating_mul(len as u64),
             )
+    }
+
+    /// NIC time for a packet of `len` bytes that carries no payload (an
+    /// acknowledgement, a NACK, a trimmed header): the firmware reads its
+    /// header and updates its own tables, and nothing crosses PCIe, so no
+    /// DMA is set up and no bytes are moved; sealing still covers it.
+    pub fn control(&self, len: usize) -> Duration {
+        self.nic_per_packet
+            + self.aead_per_packet
+            + Duration::from_ps(self.aead_ps_per_byte.saturating_mul(len as u64))
     }
 
     /// NIC time to fetch one descriptor with `sges` gather entries.

@@ -90,7 +90,7 @@ pub(super) fn for_ports(topo: &Topology, cost: &CostModel, packet: u64) -> Vec<L
                     params.bandwidth_bps,
                     full,
                     cost.packet(full as usize),
-                    cost.packet(0),
+                    cost.control(udrma_proto::packet::HEADER_LEN),
                     degree[p.node as usize].saturating_sub(1),
                 ),
             };

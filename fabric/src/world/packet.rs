@@ -80,6 +80,24 @@ impl Pkt {
         self.bytes.len() as u64 + u64::from(self.elided)
     }
 
+    /// Whether it carries a payload for the NIC to move over PCIe (not an
+    /// acknowledgement, a NACK, a trimmed header or a runt).
+    pub(super) fn carries_payload(&self) -> bool {
+        !self.trimmed
+            && self.bytes.len() >= HEADER_LEN
+            && Packet::new_unchecked(&self.bytes[..]).payload_len() > 0
+    }
+
+    /// The NIC's own time for it at `len` bytes, either way: with DMA when
+    /// it carries a payload, firmware (and sealing) alone when not.
+    pub(super) fn nic_time(&self, cost: &udrma_nic::CostModel, len: u64) -> Duration {
+        if self.carries_payload() {
+            cost.packet(len as usize)
+        } else {
+            cost.control(len as usize)
+        }
+    }
+
     /// The datagram as the NIC takes it: bytes, and zeros left out.
     pub(super) fn as_datagram(&self) -> Datagram<'_> {
         Datagram {

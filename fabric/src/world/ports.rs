@@ -210,7 +210,7 @@ impl World {
         // A host's own NIC works on the packet before it can leave.
         let nic_cost = match hot.host() {
             Some(_) if self.costed => {
-                self.cost.packet(len as usize) + Duration::from_ps(u64::from(pkt.nic_work_ps))
+                pkt.nic_time(&self.cost, len) + Duration::from_ps(u64::from(pkt.nic_work_ps))
             }
             _ => Duration::ZERO,
         };
@@ -231,7 +231,7 @@ impl World {
             // The wait is the sender's (a host: its next packet leaves
             // later, and no timer runs for a packet not yet sent) or a
             // switch's queue, which drops, trims and marks as any does.
-            let work = self.cost.packet(pkt.len() as usize);
+            let work = pkt.nic_time(&self.cost, pkt.len());
             start = self.rx_slot(to, &hot, ser, work, start);
             self.take_rx_slot(to, &hot, ser, work, start);
         }
@@ -248,8 +248,14 @@ impl World {
             self.capture(start, &pkt);
         }
         if let Some(h) = hot.host() {
-            self.hosts[h as usize].tx_lead = nic_cost;
-            let pull_at = Instant(free_at.as_ps().saturating_sub(nic_cost.as_ps())).max(now);
+            // The NIC works on its next packet while this one is on the
+            // wire, so it takes it early enough for a full data packet's
+            // work to end as the wire frees: leading by this packet's own
+            // work alone left the wire idle after every acknowledgement,
+            // while the data packet behind it was still being read.
+            let lead = nic_cost.max(self.full_work);
+            self.hosts[h as usize].tx_lead = lead;
+            let pull_at = Instant(free_at.as_ps().saturating_sub(lead.as_ps())).max(now);
             self.schedule(pull_at, EvKind::HostFree(h));
         }
         let arrive_at = free_at + hot.latency;
@@ -334,8 +340,8 @@ impl World {
     /// The link-level flow control into costed host `to`: the earliest
     /// instant, no sooner than `earliest`, at which a packet that takes
     /// `ser` to cross `hot`'s link and `work` of the NIC may start, so that
-    /// it reaches the receive unit no sooner than one packet's work
-    /// before the unit frees up (see `enqueue`).
+    /// it reaches the receive unit no sooner than one full data packet's
+    /// work before the unit frees up (see `launch`).
     fn rx_slot(
         &self,
         to: u32,
@@ -345,7 +351,12 @@ impl World {
         earliest: Instant,
     ) -> Instant {
         let ready = self.hosts[to as usize].rx_ready;
-        let reach = hot.latency + ser + work;
+        // The NIC buffers one full packet beside the one it works on, so a
+        // packet may arrive one full packet's work before the unit frees,
+        // however little work it brings itself: measured from its own
+        // work, an acknowledgement behind a data packet waited until that
+        // packet was nearly done, and left the link idle meanwhile.
+        let reach = hot.latency + ser + work.max(self.full_work);
         earliest.max(Instant(ready.as_ps().saturating_sub(reach.as_ps())))
     }
 
@@ -386,7 +397,7 @@ impl World {
         );
         let mut start = self.now;
         if let Some(to) = hot.peer_host().filter(|_| self.costed) {
-            let work = self.cost.packet(pkt.len() as usize);
+            let work = pkt.nic_time(&self.cost, pkt.len());
             start = self.rx_slot(to, &hot, ser, work, start);
             // The lane holds as many bytes as the port's queue, and no
             // more of the NIC's work than its patience, of its own
@@ -490,7 +501,7 @@ impl World {
                 } else {
                     Duration::ZERO
                 };
-                let cost = self.cost.packet(pkt.len() as usize) + work;
+                let cost = pkt.nic_time(&self.cost, pkt.len()) + work;
                 let host = &mut self.hosts[h as usize];
                 let done = host.rx_unit.take(self.now, cost);
                 // The link's flow control booked the packet's own work
