@@ -27,6 +27,7 @@ fn every_trend_holds_and_the_doc_is_current() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("Non-contiguous study"), "{stdout}");
+    assert!(stdout.contains("MPI's collective algorithms"), "{stdout}");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let ours = std::fs::read_to_string(&md).unwrap();
     let shipped = std::fs::read_to_string(root.join("docs/reproduce.md")).unwrap_or_default();

@@ -13,6 +13,8 @@
 //! - `fit`: coordinate search and the error measure, for the
 //!   cross-validation of fitted profiles
 //! - `irn`: IRN against RoCE, with and without PFC
+//! - `mpi`: MPI's collective algorithms over the engine: α-β-γ costs,
+//!   crossovers beside MPICH's choice, a ring allreduce's bus bandwidth
 //! - `study`: The non-contiguous study: the comparison, its rows and plots
 //! - `study_cv`: its profile's cross-validation
 //! - `study_table`: the study's published table, and our latency at any
@@ -29,6 +31,7 @@ mod classic;
 mod collectives;
 mod fit;
 mod irn;
+mod mpi;
 mod study;
 mod study_cv;
 mod study_table;
@@ -131,6 +134,7 @@ pub fn reproduce() -> anyhow::Result<Vec<Section>> {
         study::noncontig()?,
         collectives::tianhe()?,
         irn::irn()?,
+        mpi::mpi()?,
     ])
 }
 
