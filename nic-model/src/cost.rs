@@ -314,4 +314,20 @@ mod tests {
         assert_eq!(c.packet(1000), Duration::from_nanos(1600));
         assert!(CostModel::ZERO.is_zero() && !c.is_zero());
     }
+
+    /// An acknowledgement moves nothing over PCIe: firmware and sealing
+    /// only, however long its header.
+    #[test]
+    fn a_packet_without_payload_costs_firmware_and_sealing_only() {
+        let c = CostModel {
+            nic_per_packet: Duration::from_nanos(500),
+            dma_setup: Duration::from_nanos(100),
+            dma_ps_per_byte: 1000,
+            aead_per_packet: Duration::from_nanos(20),
+            aead_ps_per_byte: 10,
+            ..CostModel::ZERO
+        };
+        assert_eq!(c.control(36), Duration::from_ps(520_000 + 360));
+        assert_eq!(c.packet(36), Duration::from_ps(620_000 + 36_000 + 360));
+    }
 }
