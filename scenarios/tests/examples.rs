@@ -24,7 +24,7 @@ fn examples() -> Vec<(String, String)> {
 
 /// The large shapes take seconds in release and minutes in debug: they
 /// run here only in release builds (CI runs them through the CLI).
-const LARGE: [&str; 15] = [
+const LARGE: [&str; 16] = [
     "all-to-all-k8.toml",
     "all-to-all-k8-probes.toml",
     "perm-128-uec.toml",
@@ -40,6 +40,7 @@ const LARGE: [&str; 15] = [
     "osu-bw.toml",
     "osu-latency.toml",
     "rnr-backpressure.toml",
+    "alltoall-moe-k4.toml",
 ];
 
 /// Scale runs: minutes even in release, more than CI's budget holds, so
