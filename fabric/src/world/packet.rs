@@ -146,3 +146,59 @@ impl Pkt {
         Some(std::mem::replace(&mut self.bytes, small))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A datagram of `len` bytes whose header says `payload` bytes of
+    /// payload (the rest of the header zero).
+    fn pkt(len: usize, payload: u16) -> Pkt {
+        let mut bytes = vec![0u8; len];
+        if len >= HEADER_LEN {
+            Packet::new_unchecked(&mut bytes[..]).set_payload_len(payload);
+        }
+        Pkt {
+            serial: 1,
+            src: NodeAddr(0),
+            dst: NodeAddr(1),
+            src_port: 0,
+            head: Head::of(&bytes),
+            bytes,
+            elided: 0,
+            nic_work_ps: 0,
+            ce: false,
+            trimmed: false,
+        }
+    }
+
+    /// Only a packet that brings payload bytes costs a DMA: an
+    /// acknowledgement (header and ICRC), a trimmed header and a runt
+    /// cost the firmware's time alone; a phantom payload (elided) still
+    /// costs its DMA, as the real one would.
+    #[test]
+    fn only_a_packet_with_a_payload_costs_a_dma() {
+        let cost = udrma_nic::CostModel {
+            nic_per_packet: Duration::from_nanos(50),
+            dma_setup: Duration::from_nanos(50),
+            dma_ps_per_byte: 40,
+            ..udrma_nic::CostModel::ZERO
+        };
+        let ack = pkt(HEADER_LEN + 4, 0);
+        assert!(!ack.carries_payload());
+        assert_eq!(ack.nic_time(&cost, 36), Duration::from_nanos(50));
+        let data = pkt(HEADER_LEN + 16 + 4096 + 4, 4096);
+        assert!(data.carries_payload());
+        assert_eq!(
+            data.nic_time(&cost, 4148),
+            Duration::from_ps(100_000 + 40 * 4148)
+        );
+        let mut trimmed = pkt(HEADER_LEN, 4096);
+        trimmed.trimmed = true;
+        assert!(!trimmed.carries_payload());
+        assert!(!pkt(HEADER_LEN - 1, 0).carries_payload());
+        let mut phantom = pkt(HEADER_LEN + 16 + 4, 4096);
+        phantom.elided = 4096;
+        assert!(phantom.carries_payload());
+    }
+}
