@@ -12,7 +12,7 @@
 //! | `descriptor_fetch`, `per_sge` | the engine | once per request, by the NIC's fetch unit, one at a time |
 //! | `interrupt` | the engine | once per refill of the NIC descriptor ring from the host overflow ring |
 //! | `nic_per_packet` | the fabric | per packet sent and per packet received |
-//! | `dma_setup`, `dma_per_byte` | the fabric | per packet sent and received that carries a payload (acknowledgements, NACKs and trimmed headers move nothing over PCIe) |
+//! | `dma_setup`, `dma_per_byte` | the fabric | per packet sent and received but control packets (acknowledgements, NACKs, completion notices, credits, demands, grants), trimmed headers and runts, which move nothing over PCIe |
 //! | `host_copy_per_byte` | the messaging layer, packing | per byte copied into or out of a vbuf or a pack buffer |
 //! | `host_copy_per_block` | packing | per block packed or unpacked |
 //! | `host_reduce_per_byte` | host collectives (MPI's algorithms) | per byte of a received vector folded into the held one |
@@ -122,8 +122,8 @@ impl CostModel {
             )
     }
 
-    /// NIC time for a packet of `len` bytes that carries no payload (an
-    /// acknowledgement, a NACK, a trimmed header): the firmware reads its
+    /// NIC time for a control packet of `len` bytes (an acknowledgement,
+    /// a NACK, a credit; or a trimmed header): the firmware reads its
     /// header and updates its own tables, and nothing crosses PCIe, so no
     /// DMA is set up and no bytes are moved; sealing still covers it.
     pub fn control(&self, len: usize) -> Duration {

@@ -8,6 +8,7 @@ const FILE: &str = include_str!("../examples/alltoall-moe-k4.toml");
 
 /// The example with `nic.cc` set to `cc`.
 fn with_cc(cc: &str) -> Report {
+    assert!(FILE.contains("cc = \"nscc\""), "the example sets nic.cc");
     let text = FILE.replace("cc = \"nscc\"", &format!("cc = \"{cc}\""));
     let sc = Scenario::parse("alltoall-moe-k4.toml", &text).unwrap_or_else(|e| panic!("{e}"));
     let r = run(&sc, RunOptions::default()).unwrap();

@@ -80,12 +80,13 @@ impl Pkt {
         self.bytes.len() as u64 + u64::from(self.elided)
     }
 
-    /// Whether it carries a payload for the NIC to move over PCIe (not an
-    /// acknowledgement, a NACK, a trimmed header or a runt).
+    /// Whether the NIC moves anything of it over PCIe: not for a control
+    /// packet (an acknowledgement, NACK, completion notice, credit, demand
+    /// or grant: the NIC reads its header and updates its own tables), a
+    /// trimmed header or a runt. Data, and the requests and rendezvous
+    /// messages host software reads, do cost a DMA.
     pub(super) fn carries_payload(&self) -> bool {
-        !self.trimmed
-            && self.bytes.len() >= HEADER_LEN
-            && Packet::new_unchecked(&self.bytes[..]).payload_len() > 0
+        !self.trimmed && self.head.opcode.is_some_and(|o| !o.is_control())
     }
 
     /// The NIC's own time for it at `len` bytes, either way: with DMA when
@@ -151,12 +152,14 @@ impl Pkt {
 mod tests {
     use super::*;
 
-    /// A datagram of `len` bytes whose header says `payload` bytes of
-    /// payload (the rest of the header zero).
-    fn pkt(len: usize, payload: u16) -> Pkt {
+    /// A datagram of `len` bytes of kind `op` whose header says
+    /// `payload` bytes of payload (the rest of the header zero).
+    fn pkt(op: Opcode, len: usize, payload: u16) -> Pkt {
         let mut bytes = vec![0u8; len];
         if len >= HEADER_LEN {
-            Packet::new_unchecked(&mut bytes[..]).set_payload_len(payload);
+            let mut p = Packet::new_unchecked(&mut bytes[..]);
+            p.set_opcode(op);
+            p.set_payload_len(payload);
         }
         Pkt {
             serial: 1,
@@ -172,10 +175,9 @@ mod tests {
         }
     }
 
-    /// Only a packet that brings payload bytes costs a DMA: an
-    /// acknowledgement (header and ICRC), a trimmed header and a runt
-    /// cost the firmware's time alone; a phantom payload (elided) still
-    /// costs its DMA, as the real one would.
+    /// A control packet (an acknowledgement), a trimmed header and a runt
+    /// cost the firmware's time alone; data, a phantom payload (elided)
+    /// and a rendezvous message host software reads cost their DMA.
     #[test]
     fn only_a_packet_with_a_payload_costs_a_dma() {
         let cost = udrma_nic::CostModel {
@@ -184,20 +186,21 @@ mod tests {
             dma_ps_per_byte: 40,
             ..udrma_nic::CostModel::ZERO
         };
-        let ack = pkt(HEADER_LEN + 4, 0);
+        let ack = pkt(Opcode::Ack, HEADER_LEN + 4, 0);
         assert!(!ack.carries_payload());
         assert_eq!(ack.nic_time(&cost, 36), Duration::from_nanos(50));
-        let data = pkt(HEADER_LEN + 16 + 4096 + 4, 4096);
+        let data = pkt(Opcode::Write, HEADER_LEN + 16 + 4096 + 4, 4096);
         assert!(data.carries_payload());
         assert_eq!(
             data.nic_time(&cost, 4148),
             Duration::from_ps(100_000 + 40 * 4148)
         );
-        let mut trimmed = pkt(HEADER_LEN, 4096);
+        let mut trimmed = pkt(Opcode::Write, HEADER_LEN, 4096);
         trimmed.trimmed = true;
         assert!(!trimmed.carries_payload());
-        assert!(!pkt(HEADER_LEN - 1, 0).carries_payload());
-        let mut phantom = pkt(HEADER_LEN + 16 + 4, 4096);
+        assert!(!pkt(Opcode::Write, HEADER_LEN - 1, 0).carries_payload());
+        assert!(pkt(Opcode::Rts, HEADER_LEN + 32 + 4, 0).carries_payload());
+        let mut phantom = pkt(Opcode::Write, HEADER_LEN + 16 + 4, 4096);
         phantom.elided = 4096;
         assert!(phantom.carries_payload());
     }

@@ -405,12 +405,14 @@ fn cc_config(
 fn cost_round_trip(cfg: &NicConfig, shape: &PathShape) -> Duration {
     let header = (udrma_proto::HEADER_LEN + 16 + udrma_proto::ICRC_LEN) as u64;
     let data = (u64::from(cfg.mtu_payload) + header).min(shape.mtu);
-    let ack = header;
+    let ack = (udrma_proto::HEADER_LEN + udrma_proto::ICRC_LEN) as u64;
     let wire =
         |bytes: u64| udrma_nic::cc::serialization(bytes + udrma_fabric::WIRE_OVERHEAD, shape.rate);
     let one_way = |bytes: u64| (shape.latency + wire(bytes)).saturating_mul(shape.links);
-    let nic = |bytes: u64| cfg.cost.packet(bytes as usize).saturating_mul(2);
-    one_way(data) + one_way(ack) + nic(data) + nic(ack)
+    // Both ends work on each: data with its DMA, the ACK without one.
+    let data_work = cfg.cost.packet(data as usize).saturating_mul(2);
+    let ack_work = cfg.cost.control(ack as usize).saturating_mul(2);
+    one_way(data) + one_way(ack) + data_work + ack_work
 }
 
 /// What the timers and controllers are told about the topology: its
