@@ -51,18 +51,21 @@ struct Costs {
     delta: f64,
 }
 
-/// The sizes a collective's rows use: small (α's part), large (β's).
-fn sizes(c: Collective) -> [u64; 2] {
+/// The sizes a collective's rows use: small (α's part), large (β's); a
+/// barrier has no size.
+fn sizes(c: Collective) -> &'static [u64] {
     match c {
-        Collective::Allgather | Collective::Alltoall | Collective::ReduceScatter => [64, 1 << 20],
-        _ => [64, 16 << 20],
+        Collective::Barrier => &[0],
+        Collective::Allgather | Collective::Alltoall | Collective::ReduceScatter => &[64, 1 << 20],
+        _ => &[64, 16 << 20],
     }
 }
 
 /// The swept sizes of a collective's crossovers: every power of two from
 /// 64 B to its large size.
 fn sweep(c: Collective) -> Vec<u64> {
-    let [small, large] = sizes(c);
+    let s = sizes(c);
+    let (small, large) = (s[0].max(1), s[s.len() - 1]);
     std::iter::successors(Some(small), |s| Some(s * 2))
         .take_while(|s| *s <= large)
         .collect()
@@ -241,13 +244,13 @@ fn model_rows(k: Costs) -> anyhow::Result<Vec<Row>> {
     let whole = [("workload.0.pipeline", "\"1GiB\"".to_string())];
     let points: Vec<(Collective, Algorithm, u64)> = pairs()
         .into_iter()
-        .flat_map(|(c, a)| sizes(c).map(|n| (c, a, n)))
+        .flat_map(|(c, a)| sizes(c).iter().map(move |&n| (c, a, n)))
         .collect();
     let rows: Vec<anyhow::Result<Row>> = points
         .par_iter()
         .map(|&(c, a, n)| {
             let ours = time_at(c, a, n, &whole)?;
-            let copies = copied(c, a, n)?;
+            let copies = copied(c, a, n.max(ELEM))?;
             let want = model(c, a, P, n, k) + copies as f64 * k.delta;
             let ratio = ours / want;
             Ok(Row {
