@@ -212,7 +212,8 @@ enum Command {
     },
     /// Rerun the published results udrma models (MyVIA, MVICH, the
     /// receive-registry patent, the non-contiguous study, the
-    /// NIC-offloaded reduction) from the shipped
+    /// NIC-offloaded reduction, IRN, MPI's collective algorithms against
+    /// their α-β-γ cost) from the shipped
     /// scenario files and print ours beside each published figure with the
     /// ratio. Exit 0 when every trend holds within its stated tolerance, 1
     /// otherwise.

@@ -169,6 +169,9 @@ pub fn table(sections: &[Section]) -> String {
                 ratio,
                 r.tolerance
             );
+            if let (false, Some(why)) = (r.holds, sec.known_miss(r)) {
+                let _ = writeln!(s, "         why: {why}");
+            }
         }
     }
     s
