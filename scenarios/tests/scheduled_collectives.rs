@@ -370,7 +370,10 @@ fn bad_algorithm_keys_are_named() {
         let e = Scenario::parse("bad.toml", &file(star, w, ""))
             .unwrap_err()
             .to_string();
-        assert!(e.starts_with("bad.toml:") && e.contains(want), "{e}");
+        // Located: `bad.toml:LINE:COL: ...`.
+        let at = e.strip_prefix("bad.toml:").unwrap_or_default();
+        assert!(at.starts_with(|c: char| c.is_ascii_digit()), "{e}");
+        assert!(e.contains(want), "{e}");
     };
     bad(
         "collective = \"alltoall\"\nalgorithm = \"ring\"\nsize = 8",
@@ -387,6 +390,24 @@ fn bad_algorithm_keys_are_named() {
     bad(
         "algorithm = \"ring\"\nsize = 12",
         "12 B is not a whole number of f64 elements",
+    );
+    bad(
+        "algorithm = \"ring\"\nsizes = \"12B\"",
+        "12 B is not a whole number of f64 elements",
+    );
+    let e = Scenario::parse(
+        "bad.toml",
+        &file(
+            "kind = \"star\"\nhosts = 4\nphantom = true",
+            "algorithm = \"ring\"\nsize = 8",
+            "",
+        ),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("bad.toml:6:1:") && e.contains("need `form = \"rdma\"`"),
+        "{e}"
     );
     bad(
         "algorithm = \"ring\"\nsize = 8\nreduce_op = \"minloc\"",

@@ -102,7 +102,7 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
         if b % elem != 0 {
             return Err(bad(
                 sc,
-                "size",
+                if w.sizes.is_some() { "sizes" } else { "size" },
                 format!("{b} B is not a whole number of {ty} elements ({elem} B each)"),
             ));
         }
@@ -169,7 +169,9 @@ fn wire(sc: &Scenario, w: &WorkloadSpec) -> Result<(Wire, bool), ScenarioError> 
     if phantom && wire == Wire::Messaging {
         return Err(bad(
             sc,
-            "form",
+            // Where the file says it: `form = "messaging"`, or, with no
+            // `form`, the `phantom` line.
+            if w.form.is_some() { "form" } else { "phantom" },
             "phantom payloads (`[topology] phantom = true`) need `form = \"rdma\"`: the messaging layer moves real bytes".into(),
         ));
     }
