@@ -14,7 +14,6 @@ use std::fmt::Write as _;
 
 use rayon::prelude::*;
 use udrma_host::collective::schedule::{auto, Algorithm, Collective, Spec};
-use udrma_scenarios::report::osu::OsuRow;
 
 use super::{scenario, simulate, Row, Section};
 
@@ -71,28 +70,27 @@ fn sweep(c: Collective) -> Vec<u64> {
         .collect()
 }
 
-/// Runs `c` by `a` on [`MPI`] at `sizes` with further settings; the
-/// report's rows. Only a run's first size starts every rank at once (a
-/// later one starts each rank as it leaves the barrier before it), so
-/// the times below each come from a run of one size.
-fn rows_of(
+/// The time of `c` by `a` at `size` bytes on [`MPI`] with further
+/// settings, µs: the slowest rank's, in a run of that size alone. Only a
+/// run's first size starts every rank at once (a later one starts each
+/// rank as it leaves the barrier before it).
+fn time_at(
     c: Collective,
     a: Algorithm,
-    sizes: &str,
+    size: u64,
     extra: &[(&str, String)],
-) -> anyhow::Result<Vec<OsuRow>> {
+) -> anyhow::Result<f64> {
     let mut sets = vec![
         ("workload.0.collective", format!("\"{}\"", c.name())),
         ("workload.0.algorithm", format!("\"{}\"", a.name())),
-        ("workload.0.sizes", sizes.to_string()),
+        ("workload.0.sizes", format!("\"{size}B\"")),
     ];
     sets.extend(extra.iter().cloned());
     let sc = scenario("collective-mpi.toml", MPI, &sets)?;
     let r = simulate(&sc)?;
-    let osu = r
-        .scheduled
-        .ok_or_else(|| anyhow::anyhow!("collective-mpi.toml: no collective table"))?;
-    Ok(osu.rows)
+    r.scheduled
+        .and_then(|o| o.rows.first().map(|row| row.max_us))
+        .ok_or_else(|| anyhow::anyhow!("collective-mpi.toml: {c} {a} at {size} B: no row"))
 }
 
 /// α from a two-rank barrier, the others from the profile.
@@ -100,16 +98,7 @@ fn costs() -> anyhow::Result<Costs> {
     use udrma_proto::packet::{HEADER_LEN, ICRC_LEN};
     use udrma_proto::Opcode;
     let two = [("topology.hosts", "2".to_string())];
-    let rows = rows_of(
-        Collective::Barrier,
-        Algorithm::Dissemination,
-        "\"0B\"",
-        &two,
-    )?;
-    let alpha = rows
-        .first()
-        .map(|r| r.max_us)
-        .ok_or_else(|| anyhow::anyhow!("collective-mpi.toml: the two-rank barrier gave no row"))?;
+    let alpha = time_at(Collective::Barrier, Algorithm::Dissemination, 0, &two)?;
     let sc = scenario("collective-mpi.toml", MPI, &[])?;
     let res = sc.resolve().map_err(|e| anyhow::anyhow!("{e}"))?;
     let link = res.topology.links[0].params;
@@ -204,20 +193,6 @@ fn copied(c: Collective, a: Algorithm, n: u64) -> anyhow::Result<u64> {
         most = most.max(bytes);
     }
     Ok(most)
-}
-
-/// The time of `c` by `a` at `size` bytes, µs, in a run of that size
-/// alone: the slowest rank's, every rank having started at once.
-fn time_at(
-    c: Collective,
-    a: Algorithm,
-    size: u64,
-    extra: &[(&str, String)],
-) -> anyhow::Result<f64> {
-    let rows = rows_of(c, a, &format!("\"{size}B\""), extra)?;
-    rows.first()
-        .map(|r| r.max_us)
-        .ok_or_else(|| anyhow::anyhow!("{c} {a} at {size} B: no row"))
 }
 
 /// Every collective's algorithms, in the docs' order.
