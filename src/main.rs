@@ -151,11 +151,17 @@ enum Command {
         /// least 1.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         seeds: u32,
-        /// Write one CSV row per run.
+        /// Write one CSV row per run (for a collective by MPI's
+        /// algorithms, one per size: OSU's and NCCL-tests' columns).
         #[arg(long)]
         csv: Option<PathBuf>,
+        /// Write the CSV's rows as a JSON array of objects.
+        #[arg(long)]
+        json: Option<PathBuf>,
         /// Plot goodput, p99 completion and retransmits against the first
-        /// setting (SVG); for a collective study, host and NIC completion.
+        /// setting (SVG); for a collective study, host and NIC completion;
+        /// for a collective by MPI's algorithms, OSU's average latency
+        /// against size.
         #[arg(long)]
         plot: Option<PathBuf>,
         /// Run only the I-th of N balanced, stable slices of the runs (I
@@ -180,9 +186,12 @@ enum Command {
         /// Part files (*.jsonl), or directories of them.
         #[arg(required = true)]
         parts: Vec<PathBuf>,
-        /// Write one CSV row per run.
+        /// Write one CSV row per run (per size for an MPI collective).
         #[arg(long)]
         csv: Option<PathBuf>,
+        /// Write the CSV's rows as a JSON array of objects.
+        #[arg(long)]
+        json: Option<PathBuf>,
         /// Plot against the first setting (SVG), as `udrma sweep --plot`.
         #[arg(long)]
         plot: Option<PathBuf>,
@@ -442,14 +451,31 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             sets,
             seeds,
             csv,
+            json,
             plot,
             shard,
             shards,
             parts,
-        } => sharding(shard, shards, parts)
-            .and_then(|sh| sweep::sweep(&file, &sets, seeds, sh, csv.as_deref(), plot.as_deref())),
-        Command::Merge { parts, csv, plot } => {
-            sweep::merge::merge(&parts, csv.as_deref(), plot.as_deref())
+        } => {
+            let out = sweep::output::Outputs {
+                csv: csv.as_deref(),
+                json: json.as_deref(),
+                plot: plot.as_deref(),
+            };
+            sharding(shard, shards, parts).and_then(|sh| sweep::sweep(&file, &sets, seeds, sh, out))
+        }
+        Command::Merge {
+            parts,
+            csv,
+            json,
+            plot,
+        } => {
+            let out = sweep::output::Outputs {
+                csv: csv.as_deref(),
+                json: json.as_deref(),
+                plot: plot.as_deref(),
+            };
+            sweep::merge::merge(&parts, out)
         }
         Command::Slurm { what } => slurm::main(what),
         Command::Check(args) => check::check(args),

@@ -426,8 +426,9 @@ struct Shown {
 }
 
 /// Every deterministic `udrma run scenarios/examples/...`, `udrma replay`,
-/// `udrma bench sim` and `cargo run --release` (the demo) transcript in `doc`: real-time runs
-/// (`--backend udp`) and commands that write files are left out.
+/// `udrma sweep`, `udrma bench sim` and `cargo run --release` (the demo)
+/// transcript in `doc`: real-time runs (`--backend udp`) and commands that
+/// write files are left out.
 fn transcripts(doc: &'static str) -> Vec<Shown> {
     let root = env!("CARGO_MANIFEST_DIR");
     let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
@@ -468,6 +469,15 @@ fn transcripts(doc: &'static str) -> Vec<Shown> {
                     })
             }
             Some("bench") => args.get(1).map(String::as_str) == Some("sim"),
+            // A sweep's table (no progress bar off a terminal), when it
+            // writes no files.
+            Some("sweep") => {
+                args.get(1)
+                    .is_some_and(|f| f.starts_with("scenarios/examples/"))
+                    && !args.iter().any(|a| {
+                        ["--csv", "--json", "--plot", "--shard", "--parts"].contains(&a.as_str())
+                    })
+            }
             // (Run where its counterexample may be written: see
             // `check_transcripts`.)
             Some("check") => args

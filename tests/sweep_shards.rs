@@ -456,3 +456,127 @@ fn slurm_collect_names_a_failed_task_and_merges_once_it_is_rerun() {
     let out = udrma(&["slurm", "collect", s(&dir)]);
     assert!(stderr(&out).contains("a job directory"), "{}", stderr(&out));
 }
+
+/// A collective by MPI's algorithms on four hosts, eight sizes.
+const ALLREDUCE: &str = r#"
+name = "sweep-allreduce"
+seed = 1
+profile = "roce-100g"
+[topology]
+kind = "star"
+hosts = 4
+[[workload]]
+kind = "collective"
+collective = "allreduce"
+algorithm = "auto"
+datatype = "f32"
+sizes = "8B..1KiB"
+count = 2
+"#;
+
+#[test]
+fn an_mpi_collective_sweeps_to_one_row_per_size_in_csv_and_json() {
+    let dir = fresh("sweep-osu");
+    let file = dir.join("allreduce.toml");
+    std::fs::write(&file, ALLREDUCE).unwrap();
+    let (csv, json, svg) = (dir.join("a.csv"), dir.join("a.json"), dir.join("a.svg"));
+    let sets = [
+        "--set",
+        "workload.0.algorithm=ring,recursive_doubling",
+        "--seeds",
+        "2",
+    ];
+    let mut args = vec!["sweep", s(&file)];
+    args.extend(sets);
+    args.extend(["--csv", s(&csv), "--json", s(&json), "--plot", s(&svg)]);
+    let out = udrma(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // 2 algorithms × 2 seeds × 8 sizes, each row OSU's and NCCL-tests'.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut rows = csv_rows(&text);
+    let header = rows.remove(0);
+    assert_eq!(rows.len(), 2 * 2 * 8, "{text}");
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let sizes: Vec<&str> = rows[..8]
+        .iter()
+        .map(|r| r[col("osu_size_bytes")].as_str())
+        .collect();
+    assert_eq!(sizes, ["8", "16", "32", "64", "128", "256", "512", "1024"]);
+    for r in &rows {
+        assert_eq!(r[col("algorithm")], r[col("workload.0.algorithm")]);
+        let avg: f64 = r[col("osu_avg_us")].parse().unwrap();
+        let (min, max): (f64, f64) = (
+            r[col("osu_min_us")].parse().unwrap(),
+            r[col("osu_max_us")].parse().unwrap(),
+        );
+        assert!(min <= avg && avg <= max && min > 0.0, "{r:?}");
+        assert!(r[col("busbw_gbs")].parse::<f64>().unwrap() >= 0.0);
+    }
+    // Latency grows with size within a run: the rows are each size's own.
+    let at = |i: usize| rows[i][col("osu_avg_us")].parse::<f64>().unwrap();
+    assert!(at(7) > at(0), "{text}");
+
+    // The JSON holds the same rows, keyed by the same columns in order.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let objects = doc.as_array().unwrap();
+    assert_eq!(objects.len(), rows.len());
+    for (o, r) in objects.iter().zip(&rows) {
+        let o = o.as_object().unwrap();
+        let keys: Vec<&String> = o.keys().collect();
+        let mut sorted = header.iter().collect::<Vec<_>>();
+        sorted.sort();
+        assert_eq!(keys, sorted, "the same columns");
+        for (h, cell) in header.iter().zip(r) {
+            let v = &o[h];
+            let as_text = match v {
+                serde_json::Value::String(t) => t.clone(),
+                serde_json::Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            // Floats print alike in both ("0" in CSV, "0.0" in JSON aside).
+            let same = as_text == *cell
+                || matches!((as_text.parse::<f64>(), cell.parse::<f64>()), (Ok(a), Ok(b)) if a == b);
+            assert!(same, "{h}: JSON {v} against CSV {cell:?}");
+        }
+        assert!(o["trace_hash"].is_string() && o["osu_size_bytes"].is_u64());
+    }
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.contains("busbw GB/s") && !table.contains("goodput"),
+        "{table}"
+    );
+    assert!(
+        table.contains("recursive_doubling") && table.contains("1KiB"),
+        "{table}"
+    );
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.contains("OSU average latency") && plot.contains("algorithm=ring"));
+
+    // Shards merge into the very same outputs.
+    let parts = dir.join("parts");
+    for i in 0..2 {
+        let mut a = vec!["sweep", s(&file)];
+        a.extend(sets);
+        let shard = format!("{i}/2");
+        a.extend(["--shard", &shard, "--parts", s(&parts)]);
+        let o = udrma(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let (mcsv, mjson) = (dir.join("m.csv"), dir.join("m.json"));
+    let out = udrma(&["merge", s(&parts), "--csv", s(&mcsv), "--json", s(&mjson)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(mcsv).unwrap(), text);
+    assert_eq!(
+        std::fs::read_to_string(mjson).unwrap(),
+        std::fs::read_to_string(&json).unwrap()
+    );
+}
+
+/// A CSV's rows as fields (no quoting in these files but the header's).
+fn csv_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}

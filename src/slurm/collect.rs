@@ -32,6 +32,9 @@ pub struct CollectArgs {
     /// Where to write the plot (default: DIR/sweep.svg).
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Also write the CSV's rows as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
     /// Report the shards' state once instead of waiting for them.
     #[arg(long)]
     no_wait: bool,
@@ -227,7 +230,12 @@ pub fn collect(a: CollectArgs) -> anyhow::Result<ExitCode> {
     }
     let csv = a.csv.unwrap_or_else(|| dir.0.join("sweep.csv"));
     let plot = a.plot.unwrap_or_else(|| dir.0.join("sweep.svg"));
-    let code = crate::sweep::merge::merge(&[dir.parts()], Some(&csv), Some(&plot))?;
+    let out = crate::sweep::output::Outputs {
+        csv: Some(&csv),
+        json: a.json.as_deref(),
+        plot: Some(&plot),
+    };
+    let code = crate::sweep::merge::merge(&[dir.parts()], out)?;
     eprintln!("wrote {} and {}", csv.display(), plot.display());
     Ok(code)
 }

@@ -218,12 +218,8 @@ fn missing_error(all: &[Part], missing: &[Job]) -> anyhow::Error {
     bad(msg)
 }
 
-/// `udrma merge PARTS... --csv OUT --plot OUT.svg`.
-pub fn merge(
-    inputs: &[PathBuf],
-    csv_path: Option<&Path>,
-    plot: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
+/// `udrma merge PARTS... --csv OUT --json OUT.json --plot OUT.svg`.
+pub fn merge(inputs: &[PathBuf], out: super::output::Outputs) -> anyhow::Result<ExitCode> {
     let files = part_files(inputs)?;
     let (first, records) = gather(&files)?;
     eprintln!(
@@ -238,8 +234,7 @@ pub fn merge(
         &first.header.scenario_name,
         &first.header.layout,
         &records,
-        csv_path,
-        plot,
+        out,
     )
 }
 

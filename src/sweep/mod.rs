@@ -4,7 +4,8 @@
 //! part files back together.
 //!
 //! Children not named above:
-//! - `output`: A sweep's outputs from its records: the CSV (one row per run), the table on stdout and the plot
+//! - `osu`: A sweep of a collective run by MPI's algorithms: the OSU table of every size and a plot of its average latency
+//! - `output`: A sweep's outputs from its records: the CSV and JSON (one row per run, or per size of an MPI collective), the table on stdout and the plot
 //! - `plan`: What a sweep runs
 //! - `record`: What a sweep keeps of each run: the figures its CSV, table and plot read, and nothing else
 
@@ -21,6 +22,7 @@ use udrma_scenarios::{Report, RunOptions, Scenario};
 use crate::BadInput;
 
 pub mod merge;
+pub mod osu;
 pub mod output;
 pub mod part;
 pub mod plan;
@@ -141,17 +143,16 @@ pub fn sweep(
     sets: &[String],
     seeds: u32,
     sharding: Option<Sharding>,
-    csv_path: Option<&Path>,
-    plot: Option<&Path>,
+    out: output::Outputs,
 ) -> anyhow::Result<ExitCode> {
     let plan = Plan::new(file, sets, seeds)?;
     let Some(sh) = sharding else {
         let records = run_jobs(&plan, &plan.layout.jobs())?;
-        return output::report(&plan.name, &plan.layout, &records, csv_path, plot);
+        return output::report(&plan.name, &plan.layout, &records, out);
     };
-    if csv_path.is_some() || plot.is_some() {
+    if out.csv.is_some() || out.json.is_some() || out.plot.is_some() {
         return Err(bad(format!(
-            "shard {} ({}) writes part files, not --csv or --plot: give those to \
+            "shard {} ({}) writes part files, not --csv, --json or --plot: give those to \
              `udrma merge {}` once every shard is done",
             sh.shard,
             sh.from,

@@ -10,9 +10,39 @@ use udrma_scenarios::file::units::parse_size;
 use udrma_scenarios::report::svg::{sweep_plot, Panel, XAxis};
 
 use super::plan::Layout;
-use super::record::{CollectiveFigures, MessagingFigures, RunRecord};
+use super::record::{Cell, CollectiveFigures, MessagingFigures, RunRecord};
 
-/// Writes one CSV row per record (`records` in the layout's job order),
+/// The header and rows of the CSV and JSON outputs: the settings, the
+/// seed, [`RunRecord::COLUMNS`] and `extra` (name, value) on every row.
+/// `records` are in the layout's job order; a run of an MPI collective
+/// gives one row per size.
+fn table(
+    layout: &Layout,
+    records: &[(super::plan::Job, &RunRecord)],
+    extra: &[(&str, String)],
+) -> (Vec<String>, Vec<Vec<Cell>>) {
+    let mut header: Vec<String> = layout.axes.iter().map(|a| a.key.clone()).collect();
+    header.push("seed".into());
+    header.extend(RunRecord::COLUMNS.iter().map(|c| c.to_string()));
+    header.extend(extra.iter().map(|(k, _)| k.to_string()));
+    let mut rows = Vec::new();
+    for (job, r) in records {
+        for cells in r.rows() {
+            let mut row: Vec<Cell> = layout
+                .case(job.case)
+                .into_iter()
+                .map(|(_, v)| Cell::Text(v))
+                .collect();
+            row.push(Cell::Int(job.seed));
+            row.extend(cells);
+            row.extend(extra.iter().map(|(_, v)| Cell::Text(v.clone())));
+            rows.push(row);
+        }
+    }
+    (header, rows)
+}
+
+/// Writes one CSV row per record (one per size for an MPI collective),
 /// with `extra` columns (name, value) appended to every row.
 pub fn write_csv(
     path: &Path,
@@ -20,40 +50,73 @@ pub fn write_csv(
     records: &[(super::plan::Job, &RunRecord)],
     extra: &[(&str, String)],
 ) -> anyhow::Result<()> {
+    let (header, rows) = table(layout, records, extra);
     let mut w = csv::Writer::from_path(path)
         .with_context(|| format!("cannot create {}", path.display()))?;
-    let mut header: Vec<&str> = layout.axes.iter().map(|a| a.key.as_str()).collect();
-    header.push("seed");
-    header.extend(RunRecord::COLUMNS);
-    header.extend(extra.iter().map(|(k, _)| *k));
     w.write_record(&header)?;
-    for (job, r) in records {
-        let mut row: Vec<String> = layout.case(job.case).into_iter().map(|(_, v)| v).collect();
-        row.push(job.seed.to_string());
-        row.extend(r.row());
-        row.extend(extra.iter().map(|(_, v)| v.clone()));
-        w.write_record(&row)?;
+    for row in rows {
+        w.write_record(row.iter().map(Cell::text))?;
     }
     w.flush()
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
 
-/// The table, and the CSV and plot when asked; exit 1 if a run failed a
-/// check. `records` holds every job of `layout`, in its job order.
+/// Writes the CSV's rows as a JSON array of objects, one per line, keyed
+/// by the CSV's header in its order: numbers as numbers, a column that does not apply as `null`,
+/// the settings as the text given to `--set`.
+pub fn write_json(
+    path: &Path,
+    layout: &Layout,
+    records: &[(super::plan::Job, &RunRecord)],
+) -> anyhow::Result<()> {
+    let (header, rows) = table(layout, records, &[]);
+    // Written by hand so that keys keep the CSV's order (serde_json's map
+    // sorts them).
+    let mut text = String::from("[");
+    for (i, row) in rows.iter().enumerate() {
+        text.push_str(if i == 0 { "\n  {" } else { ",\n  {" });
+        for (j, (k, c)) in header.iter().zip(row).enumerate() {
+            let sep = if j == 0 { "" } else { ", " };
+            text.push_str(&format!("{sep}{}: {}", serde_json::to_string(k)?, c.json()));
+        }
+        text.push('}');
+    }
+    text.push_str("\n]\n");
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Where a sweep's or a merge's outputs go (the table always goes to
+/// stdout).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Outputs<'a> {
+    /// `--csv`.
+    pub csv: Option<&'a Path>,
+    /// `--json`.
+    pub json: Option<&'a Path>,
+    /// `--plot`.
+    pub plot: Option<&'a Path>,
+}
+
+/// The table, and the CSV, JSON and plot when asked; exit 1 if a run
+/// failed a check. `records` holds every job of `layout`, in its job
+/// order.
 pub fn report(
     name: &str,
     layout: &Layout,
     records: &[RunRecord],
-    csv_path: Option<&Path>,
-    plot: Option<&Path>,
+    out: Outputs,
 ) -> anyhow::Result<ExitCode> {
     let jobs = layout.jobs();
     debug_assert_eq!(jobs.len(), records.len());
-    if let Some(path) = csv_path {
-        let rows: Vec<_> = jobs.iter().copied().zip(records).collect();
+    let rows: Vec<_> = jobs.iter().copied().zip(records).collect();
+    if let Some(path) = out.csv {
         write_csv(path, layout, &rows, &[])?;
     }
+    if let Some(path) = out.json {
+        write_json(path, layout, &rows)?;
+    }
+    let plot = out.plot;
     // The runs whose first setting has its `vi`-th value.
     let first_len = layout.axes[0].values.len();
     let per_value = layout.case_count() / first_len;
@@ -68,7 +131,18 @@ pub fn report(
     let first = (&first.key, &first.values);
     let xs = positions(first.1);
     let by = ByValue::of(first.1, &xs, &of_value);
-    print_table(first.0, &by);
+    // MPI collectives: goodput and completion times mean nothing there;
+    // OSU's table and latency plot take their place.
+    let osu = records.iter().all(|r| !r.osu.is_empty());
+    print_table(first.0, &by, osu);
+    if osu {
+        let svg = super::osu::table_and_plot(first.0, first.1, &xs, &of_value);
+        if let Some(path) = plot {
+            std::fs::write(path, svg)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        return Ok(exit_code(records));
+    }
     // Messaging runs: latency and bandwidth of the first per-size row.
     let messaging = records.iter().all(|r| r.messaging.is_some());
     let (lat, bw) = if messaging {
@@ -125,11 +199,16 @@ pub fn report(
         let svg = sweep_plot(&title, &x_axis(first, &xs, messaging), &sorted(&xs, panels));
         std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(if records.iter().all(RunRecord::passed) {
+    Ok(exit_code(records))
+}
+
+/// 0 when every run passed its checks, else 1.
+fn exit_code(records: &[RunRecord]) -> ExitCode {
+    if records.iter().all(RunRecord::passed) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    }
 }
 
 /// Where each value of the first setting sits on the x axis: the number,
@@ -191,8 +270,26 @@ impl ByValue {
     }
 }
 
-/// The table on stdout: per value, mean over seeds (and other settings).
-fn print_table(key: &str, by: &ByValue) {
+/// The table on stdout: per value, mean over seeds (and other settings);
+/// without goodput and p99 when `osu` (an MPI collective's table follows).
+fn print_table(key: &str, by: &ByValue, osu: bool) {
+    if osu {
+        println!(
+            "{:<24} {:>10} {:>12} {:>18}",
+            key, "runs", "passed", "failed ops (runs)"
+        );
+        for (v, ok, n, failed_ops, failed_runs) in &by.passes {
+            let failed = format!("{failed_ops} ({failed_runs})");
+            println!(
+                "{:<24} {:>10} {:>12} {:>18}",
+                v,
+                n,
+                format!("{ok}/{n}"),
+                failed
+            );
+        }
+        return;
+    }
     println!(
         "{:<24} {:>10} {:>14} {:>14} {:>12} {:>18}",
         key, "runs", "goodput Gb/s", "p99 us", "passed", "failed ops (runs)"

@@ -62,14 +62,17 @@ pub struct RunRecord {
     pub messaging: Option<MessagingFigures>,
     /// Collective runs: the median completions of each side.
     pub collective: Option<CollectiveFigures>,
-    /// A collective by one of MPI's algorithms: the OSU table's first row.
+    /// A collective by one of MPI's algorithms: its OSU table, one row
+    /// per size (empty for other workloads).
     #[serde(default)]
-    pub scheduled: Option<OsuFigures>,
+    pub osu: Vec<OsuFigures>,
 }
 
-/// The first row of a scheduled collective's OSU table.
+/// One size's row of a scheduled collective's OSU table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OsuFigures {
+    /// Bytes per rank (OSU's "Size").
+    pub size: u64,
     /// The algorithm run (what `auto` chose).
     pub algorithm: String,
     /// OSU's average latency, µs.
@@ -87,6 +90,8 @@ pub struct OsuFigures {
     /// NCCL-tests' bus bandwidth, GB/s.
     #[serde(with = "float")]
     pub busbw_gbs: f64,
+    /// Messages one iteration sends over every rank.
+    pub messages: u64,
 }
 
 /// The first per-size row of a messaging run.
@@ -205,18 +210,21 @@ impl RunRecord {
                 host_p50_us: c.host.as_ref().map(|s| s.completion_us.p50),
                 nic_p50_us: c.nic.as_ref().map(|s| s.completion_us.p50),
             }),
-            scheduled: r
-                .scheduled
-                .as_ref()
-                .and_then(|o| o.rows.first())
-                .map(|row| OsuFigures {
-                    algorithm: row.algorithm.clone(),
-                    avg_us: row.avg_us,
-                    min_us: row.min_us,
-                    max_us: row.max_us,
-                    algbw_gbs: row.algbw_gbs,
-                    busbw_gbs: row.busbw_gbs,
-                }),
+            osu: r.scheduled.as_ref().map_or_else(Vec::new, |o| {
+                o.rows
+                    .iter()
+                    .map(|row| OsuFigures {
+                        size: row.size,
+                        algorithm: row.algorithm.clone(),
+                        avg_us: row.avg_us,
+                        min_us: row.min_us,
+                        max_us: row.max_us,
+                        algbw_gbs: row.algbw_gbs,
+                        busbw_gbs: row.busbw_gbs,
+                        messages: row.messages,
+                    })
+                    .collect()
+            }),
         }
     }
 
@@ -225,9 +233,11 @@ impl RunRecord {
         self.failed_checks.is_empty()
     }
 
-    /// The CSV columns after the settings and the seed (new ones go at
-    /// the end, so that a column keeps its position).
-    pub const COLUMNS: [&'static str; 28] = [
+    /// The CSV and JSON columns after the settings and the seed (new ones
+    /// go at the end, so that a column keeps its position). The `osu_`
+    /// columns, `algorithm`, `algbw_gbs` and `busbw_gbs` are one size's
+    /// row of an MPI collective's table, empty for other workloads.
+    pub const COLUMNS: [&'static str; COLUMN_COUNT] = [
         "passed",
         "failed_checks",
         "trace_hash",
@@ -250,48 +260,108 @@ impl RunRecord {
         "timeouts",
         "pfc_pauses",
         "pfc_paused_ns",
+        "osu_size_bytes",
         "algorithm",
         "osu_avg_us",
         "osu_min_us",
         "osu_max_us",
         "algbw_gbs",
         "busbw_gbs",
+        "osu_messages",
     ];
 
-    /// The values of [`RunRecord::COLUMNS`].
-    pub fn row(&self) -> [String; 28] {
-        let osu = self.scheduled.as_ref();
-        let f = |g: fn(&OsuFigures) -> f64| osu.map(|o| g(o).to_string()).unwrap_or_default();
+    /// The values of [`RunRecord::COLUMNS`]: one row, or for an MPI
+    /// collective one per size of its OSU table (the run's own figures
+    /// repeated on each).
+    pub fn rows(&self) -> Vec<[Cell; COLUMN_COUNT]> {
+        if self.osu.is_empty() {
+            return vec![self.row(None)];
+        }
+        self.osu.iter().map(|o| self.row(Some(o))).collect()
+    }
+
+    fn row(&self, osu: Option<&OsuFigures>) -> [Cell; COLUMN_COUNT] {
+        use Cell::{Float, Int, Text};
+        let int = |f: fn(&OsuFigures) -> u64| osu.map_or(Cell::Empty, |o| Int(f(o)));
+        let float = |f: fn(&OsuFigures) -> f64| osu.map_or(Cell::Empty, |o| Float(f(o)));
         [
-            self.passed().to_string(),
-            self.failed_checks.join(" "),
-            self.trace_hash.clone(),
-            self.sim_time_ns.to_string(),
-            self.goodput_gbps.to_string(),
-            self.completion_p50_ns.to_string(),
-            self.completion_p99_ns.to_string(),
-            self.completion_max_ns.to_string(),
-            self.ops_completed.to_string(),
-            self.ops_failed.to_string(),
-            self.retransmits.to_string(),
-            self.dropped.to_string(),
-            self.duplicated.to_string(),
-            self.reordered.to_string(),
-            self.dup_dropped.to_string(),
-            self.escape_buffered.to_string(),
-            self.nacks.to_string(),
-            self.fast_retransmits.to_string(),
-            self.tail_probes.to_string(),
-            self.timeouts.to_string(),
-            self.pfc_pauses.to_string(),
-            self.pfc_paused_ns.to_string(),
-            osu.map(|o| o.algorithm.clone()).unwrap_or_default(),
-            f(|o| o.avg_us),
-            f(|o| o.min_us),
-            f(|o| o.max_us),
-            f(|o| o.algbw_gbs),
-            f(|o| o.busbw_gbs),
+            Cell::Bool(self.passed()),
+            Text(self.failed_checks.join(" ")),
+            Text(self.trace_hash.clone()),
+            Int(self.sim_time_ns),
+            Float(self.goodput_gbps),
+            Int(self.completion_p50_ns),
+            Int(self.completion_p99_ns),
+            Int(self.completion_max_ns),
+            Int(self.ops_completed),
+            Int(self.ops_failed),
+            Int(self.retransmits),
+            Int(self.dropped),
+            Int(self.duplicated),
+            Int(self.reordered),
+            Int(self.dup_dropped),
+            Int(self.escape_buffered),
+            Int(self.nacks),
+            Int(self.fast_retransmits),
+            Int(self.tail_probes),
+            Int(self.timeouts),
+            Int(self.pfc_pauses),
+            Int(self.pfc_paused_ns),
+            int(|o| o.size),
+            osu.map_or(Cell::Empty, |o| Text(o.algorithm.clone())),
+            float(|o| o.avg_us),
+            float(|o| o.min_us),
+            float(|o| o.max_us),
+            float(|o| o.algbw_gbs),
+            float(|o| o.busbw_gbs),
+            int(|o| o.messages),
         ]
+    }
+}
+
+/// How many columns [`RunRecord::COLUMNS`] has.
+pub const COLUMN_COUNT: usize = 30;
+
+/// One value of a sweep's CSV and JSON rows, typed for JSON (a trace hash
+/// of only digits stays a string there).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// Not applicable to this run: an empty CSV field, JSON `null`.
+    Empty,
+    /// Text.
+    Text(String),
+    /// A count or a time in ns.
+    Int(u64),
+    /// A measured figure: written so that it reads back with the same
+    /// bits; JSON holds a non-finite one as `"NaN"`, `"inf"`, `"-inf"`.
+    Float(f64),
+    /// `true` or `false`.
+    Bool(bool),
+}
+
+impl Cell {
+    /// The CSV field.
+    pub fn text(&self) -> String {
+        match self {
+            Cell::Empty => String::new(),
+            Cell::Text(t) => t.clone(),
+            Cell::Int(i) => i.to_string(),
+            Cell::Float(x) => x.to_string(),
+            Cell::Bool(b) => b.to_string(),
+        }
+    }
+
+    /// The JSON value.
+    pub fn json(&self) -> serde_json::Value {
+        use serde_json::Value;
+        match self {
+            Cell::Empty => Value::Null,
+            Cell::Text(t) => Value::String(t.clone()),
+            Cell::Int(i) => Value::from(*i),
+            Cell::Float(x) => serde_json::Number::from_f64(*x)
+                .map_or_else(|| Value::String(x.to_string()), Value::Number),
+            Cell::Bool(b) => Value::Bool(*b),
+        }
     }
 }
 
@@ -349,14 +419,16 @@ mod tests {
                 host_p50_us: Some(std::f64::consts::PI),
                 nic_p50_us: None,
             }),
-            scheduled: Some(OsuFigures {
+            osu: vec![OsuFigures {
+                size: 1 << 20,
                 algorithm: "ring".into(),
                 avg_us: 0.1 + 0.7,
                 min_us: 1.0 / 7.0,
                 max_us: 2.5,
                 algbw_gbs: 3.0 / 11.0,
                 busbw_gbs: 1e-300,
-            }),
+                messages: 30,
+            }],
         };
         let back: RunRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
@@ -386,5 +458,55 @@ mod tests {
             ),
             (0, 0, 0, 0, 0)
         );
+    }
+
+    #[test]
+    fn cells_keep_their_type_in_json_and_an_mpi_collective_gives_a_row_per_size() {
+        use serde_json::json;
+        assert_eq!(
+            Cell::Text("1234567890123456".into()).json(),
+            json!("1234567890123456")
+        );
+        assert_eq!(Cell::Float(f64::NAN).json(), json!("NaN"));
+        assert_eq!(Cell::Float(f64::NEG_INFINITY).json(), json!("-inf"));
+        assert_eq!(Cell::Float(0.25).json(), json!(0.25));
+        assert_eq!(Cell::Empty.json(), serde_json::Value::Null);
+        assert_eq!(Cell::Empty.text(), "");
+        assert_eq!(Cell::Int(u64::MAX).json(), json!(u64::MAX));
+
+        let one = |size: u64| OsuFigures {
+            size,
+            algorithm: "ring".into(),
+            avg_us: 1.5,
+            min_us: 1.0,
+            max_us: 2.0,
+            algbw_gbs: 0.5,
+            busbw_gbs: 0.75,
+            messages: 12,
+        };
+        let mut r: RunRecord = serde_json::from_value(json!({
+            "failed_checks": [], "trace_hash": "00", "sim_time_ns": 1, "goodput_gbps": 0.0,
+            "completion_p50_ns": 0, "completion_p99_ns": 0, "completion_max_ns": 0,
+            "ops_completed": 0, "ops_failed": 0, "retransmits": 0, "dropped": 0,
+            "duplicated": 0, "reordered": 0, "dup_dropped": 0, "escape_buffered": 0,
+            "nacks": 0, "messaging": null, "collective": null
+        }))
+        .unwrap();
+        let size_at = RunRecord::COLUMNS
+            .iter()
+            .position(|c| *c == "osu_size_bytes")
+            .unwrap();
+        let rows = r.rows();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0][size_at], Cell::Empty);
+        r.osu = vec![one(8), one(16)];
+        let rows = r.rows();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (&rows[0][size_at], &rows[1][size_at]),
+            (&Cell::Int(8), &Cell::Int(16))
+        );
+        assert_eq!(rows[1][size_at + 1], Cell::Text("ring".into()));
+        assert_eq!(rows[1][COLUMN_COUNT - 1], Cell::Int(12));
     }
 }

@@ -1,0 +1,146 @@
+//! A sweep of a collective run by MPI's algorithms: per value of the
+//! first setting, the OSU table of every size (mean over the seeds and
+//! the other settings), and a plot of OSU's average latency.
+
+use udrma_scenarios::report::svg::{fmt_bytes, lines_plot, Series, XAxis};
+
+use super::record::{OsuFigures, RunRecord};
+
+/// One size of one value, over its runs.
+struct Row {
+    size: u64,
+    /// Every algorithm the runs used at this size, `/`-joined.
+    algorithm: String,
+    /// Means over the runs.
+    avg_us: f64,
+    busbw_gbs: f64,
+    /// The smallest rank's mean in any run, the largest in any run.
+    min_us: f64,
+    max_us: f64,
+    runs: usize,
+}
+
+/// Rows of the runs `rs` (all of one value), by size in the order the
+/// first run reported them.
+fn rows_of(rs: &[&RunRecord]) -> Vec<Row> {
+    let mut sizes: Vec<u64> = Vec::new();
+    for r in rs {
+        for o in &r.osu {
+            if !sizes.contains(&o.size) {
+                sizes.push(o.size);
+            }
+        }
+    }
+    sizes
+        .into_iter()
+        .map(|size| {
+            let got: Vec<&OsuFigures> = rs
+                .iter()
+                .flat_map(|r| r.osu.iter().filter(move |o| o.size == size))
+                .collect();
+            let n = got.len().max(1) as f64;
+            let mut algorithms: Vec<&str> = Vec::new();
+            for o in &got {
+                if !algorithms.contains(&o.algorithm.as_str()) {
+                    algorithms.push(&o.algorithm);
+                }
+            }
+            Row {
+                size,
+                algorithm: algorithms.join("/"),
+                avg_us: got.iter().map(|o| o.avg_us).sum::<f64>() / n,
+                busbw_gbs: got.iter().map(|o| o.busbw_gbs).sum::<f64>() / n,
+                min_us: got.iter().map(|o| o.min_us).fold(f64::INFINITY, f64::min),
+                max_us: got
+                    .iter()
+                    .map(|o| o.max_us)
+                    .fold(f64::NEG_INFINITY, f64::max),
+                runs: got.len(),
+            }
+        })
+        .collect()
+}
+
+/// Prints the table and returns the plot: OSU's average latency against
+/// the size per rank, one line per value of the first setting (`key`);
+/// when every run measured one and the same size and the values are
+/// positive numbers, against the values instead.
+pub fn table_and_plot<'r>(
+    key: &str,
+    values: &[String],
+    xs: &[f64],
+    of_value: &dyn Fn(usize) -> Vec<&'r RunRecord>,
+) -> String {
+    println!(
+        "{:<24} {:>10} {:<26} {:>12} {:>12} {:>12} {:>11} {:>5}",
+        key, "size", "algorithm", "avg us", "min us", "max us", "busbw GB/s", "runs"
+    );
+    let by_value: Vec<Vec<Row>> = (0..values.len()).map(|vi| rows_of(&of_value(vi))).collect();
+    for (v, rows) in values.iter().zip(&by_value) {
+        for r in rows {
+            println!(
+                "{:<24} {:>10} {:<26} {:>12.2} {:>12.2} {:>12.2} {:>11.2} {:>5}",
+                v,
+                fmt_bytes(r.size as f64).replace(' ', ""),
+                r.algorithm,
+                r.avg_us,
+                r.min_us,
+                r.max_us,
+                r.busbw_gbs,
+                r.runs
+            );
+        }
+    }
+    let sizes: Vec<u64> = by_value.iter().flatten().map(|r| r.size).collect();
+    let one_size =
+        by_value.iter().all(|rows| rows.len() == 1) && sizes.windows(2).all(|w| w[0] == w[1]);
+    let numeric = values.iter().all(|v| v.parse::<f64>().is_ok()) && xs.iter().all(|x| *x > 0.0);
+    let (axis, series) = if one_size && numeric {
+        let mut points: Vec<(f64, f64)> = xs
+            .iter()
+            .zip(&by_value)
+            .map(|(x, rows)| (*x, rows[0].avg_us))
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let name = format!("{} per rank", fmt_bytes(sizes[0] as f64));
+        (
+            XAxis {
+                label: key.into(),
+                log2: true,
+                bytes: false,
+                names: Vec::new(),
+            },
+            vec![Series { name, points }],
+        )
+    } else {
+        let series = values
+            .iter()
+            .zip(&by_value)
+            .map(|(v, rows)| {
+                let mut points: Vec<(f64, f64)> =
+                    rows.iter().map(|r| (r.size as f64, r.avg_us)).collect();
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Series {
+                    name: format!("{key}={v}"),
+                    points,
+                }
+            })
+            .collect();
+        (
+            XAxis {
+                label: "bytes per rank".into(),
+                log2: true,
+                bytes: true,
+                names: Vec::new(),
+            },
+            series,
+        )
+    };
+    lines_plot(
+        "OSU average latency (mean over seeds)",
+        &axis,
+        "latency (µs)",
+        &series,
+        &[],
+    )
+}
