@@ -353,7 +353,7 @@ fn invalid_files_say_where_and_what() {
     );
     assert_eq!(
         error(&format!("{BASE}[nic]\nmtu_payload = \"-64\"\n")),
-        "bad.toml:6:15: nic.mtu_payload: \"-64\" does not start with a number"
+        "bad.toml:6:15: nic.mtu_payload: \"-64\" is negative: a size is a whole number of bytes, 0 or more"
     );
     assert_eq!(
         error("name = \"x\"\nseed = 1\nseed = 2\n"),
@@ -365,7 +365,7 @@ fn invalid_files_say_where_and_what() {
         two.replace("size = 8", "size = -8")
     ));
     assert!(
-        e.ends_with("14:8: workload[1].size: \"-8\" does not start with a number"),
+        e.ends_with("14:8: workload[1].size: \"-8\" is negative: a size is a whole number of bytes, 0 or more"),
         "{e}"
     );
     // A syntax error names what the parser expected, and suggests

@@ -425,6 +425,19 @@ fn bad_algorithm_keys_are_named() {
         "collective = \"gather\"\nalgorithm = \"ring\"\nsize = 8",
         "expected one of allreduce",
     );
+    // Keys the collective has no use for.
+    bad(
+        "collective = \"barrier\"\nalgorithm = \"auto\"\nsizes = \"8B..1KiB\"",
+        "`sizes` does not apply to barrier: a barrier moves no data",
+    );
+    bad(
+        "collective = \"barrier\"\nalgorithm = \"auto\"\ndatatype = \"f32\"",
+        "`datatype` does not apply to barrier",
+    );
+    bad(
+        "collective = \"allgather\"\nalgorithm = \"ring\"\nsize = 8\nreduce_op = \"max\"",
+        "`reduce_op` does not apply to allgather: it reduces nothing",
+    );
     bad(
         "algorithm = \"nic\"\nsize = 8\nmethod = \"both\"",
         "runs the NIC offload only",
@@ -432,7 +445,11 @@ fn bad_algorithm_keys_are_named() {
     // A range whose end is near u64::MAX is refused, not doubled forever.
     bad(
         "algorithm = \"ring\"\nsizes = \"1..17179869184GiB\"",
-        "messages are limited to 64 MiB here",
+        "real bytes are limited to 64 MiB a message: up to 1 GiB with phantom payloads",
+    );
+    bad(
+        "algorithm = \"ring\"\nsizes = -8",
+        "\"-8\" is negative: a size is a whole number of bytes",
     );
     bad(
         "algorithm = \"ring\"\nsize = 8\nwarmup = 10001",
@@ -486,7 +503,10 @@ fn bad_algorithm_keys_are_named() {
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("messages are limited to 1024 MiB here"), "{e}");
+    assert!(
+        e.contains("2147483648 B asked for, and phantom payloads are limited to 1 GiB a rank"),
+        "{e}"
+    );
 }
 
 /// From a file: the RDMA wire with a 64 KiB pipeline gives the

@@ -485,8 +485,7 @@ impl WorkloadKind {
 }
 
 /// Message sizes: a list, or `"1B..4MiB"` (every power of two between).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum SizesSpec {
     /// `["1B", "4KiB", ...]`.
     List(Vec<Size>),
@@ -494,6 +493,43 @@ pub enum SizesSpec {
     One(Size),
     /// `"1B..4MiB"`.
     Range(String),
+}
+
+/// Read by hand so that a wrong value says what is wrong with it (an
+/// untagged enum says only that no form matched).
+impl<'de> Deserialize<'de> for SizesSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{self, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SizesSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a size (4096 or \"4KiB\"), a list of sizes, or \"FROM..TO\"")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<SizesSpec, E> {
+                if s.contains("..") {
+                    return Ok(SizesSpec::Range(s.to_string()));
+                }
+                crate::file::units::parse_size(s)
+                    .map(|b| SizesSpec::One(Size(b)))
+                    .map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<SizesSpec, E> {
+                self.visit_str(&n.to_string())
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<SizesSpec, E> {
+                self.visit_str(&n.to_string())
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SizesSpec, A::Error> {
+                let mut sizes = Vec::new();
+                while let Some(s) = seq.next_element::<Size>()? {
+                    sizes.push(s);
+                }
+                Ok(SizesSpec::List(sizes))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Operations.

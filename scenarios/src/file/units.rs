@@ -25,6 +25,11 @@ fn number(n: &str, whole: &str) -> Result<f64, String> {
 
 /// Parses a size: `4096`, `4KiB`, `1MiB`, `2GiB`, `10KB`, `1MB`, `1GB`.
 pub fn parse_size(s: &str) -> Result<u64, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "{s:?} is negative: a size is a whole number of bytes, 0 or more"
+        ));
+    }
     let (n, unit) = split(s);
     let v = number(n, s)?;
     let mult: f64 = match unit {
@@ -32,13 +37,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "KiB" => 1024.0,
         "MiB" => 1024.0 * 1024.0,
         "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
         "KB" | "kB" => 1e3,
         "MB" => 1e6,
         "GB" => 1e9,
+        "TB" => 1e12,
         other => {
             return Err(format!(
-                "unknown size unit {other:?} in {s:?} (expected B, KiB, MiB, GiB, KB, MB or GB){}",
-                near(other, &["B", "KiB", "MiB", "GiB", "KB", "MB", "GB"])
+                "unknown size unit {other:?} in {s:?} (expected B, KiB, MiB, GiB, TiB, KB, MB, GB or TB){}",
+                near(other, &["B", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB"])
             ))
         }
     };
@@ -186,12 +193,15 @@ mod tests {
         assert_eq!(parse_size("1MiB"), Ok(1 << 20));
         assert_eq!(parse_size("4000"), Ok(4000));
         assert_eq!(parse_size("2 GB"), Ok(2_000_000_000));
+        assert_eq!(parse_size("1TiB"), Ok(1 << 40));
+        assert_eq!(parse_size("3TB"), Ok(3_000_000_000_000));
+        assert!(parse_size("-8").unwrap_err().contains("is negative"));
         assert_eq!(parse_time("2us"), Ok(Duration::from_micros(2)));
         assert_eq!(parse_time("1.5ms"), Ok(Duration::from_micros(1500)));
         assert_eq!(parse_rate("100Gbps"), Ok(100_000_000_000));
         assert_eq!(
             parse_size("1MIB").unwrap_err(),
-            "unknown size unit \"MIB\" in \"1MIB\" (expected B, KiB, MiB, GiB, KB, MB or GB) (did you mean `MiB`?)"
+            "unknown size unit \"MIB\" in \"1MIB\" (expected B, KiB, MiB, GiB, TiB, KB, MB, GB or TB) (did you mean `MiB`?)"
         );
         // A near miss is named: by case, or by a letter.
         assert!(parse_rate("10gbps")

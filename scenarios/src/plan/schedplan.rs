@@ -52,6 +52,7 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
         }
     }
     let collective = collective(sc, w)?;
+    does_not_apply(sc, w, collective)?;
     let algorithm = algorithm(sc, w, collective)?;
     let (op, ty) =
         crate::plan::collplan::op_and_type(w, false).map_err(|(key, m)| bad(sc, key, m))?;
@@ -91,12 +92,31 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
     let bytes = if collective == Collective::Barrier {
         vec![0]
     } else {
-        let max = if phantom {
-            MAX_PHANTOM_BYTES
-        } else {
-            crate::plan::messaging::MAX_MESSAGE
-        };
-        crate::plan::messaging::sizes(sc, w, "collective workload", max)?
+        let all = crate::plan::messaging::sizes(sc, w, "collective workload", u64::MAX)?;
+        let real = crate::plan::messaging::MAX_MESSAGE;
+        if let Some(big) = all.iter().find(|b| phantom && **b > MAX_PHANTOM_BYTES) {
+            return Err(sc.error_at(
+                "sizes",
+                format!(
+                    "collective workload: {big} B asked for, and phantom payloads are limited \
+                     to {} GiB a rank",
+                    MAX_PHANTOM_BYTES >> 30
+                ),
+            ));
+        }
+        if let Some(big) = all.iter().find(|b| !phantom && **b > real) {
+            return Err(sc.error_at(
+                "sizes",
+                format!(
+                    "collective workload: {big} B asked for, and real bytes are limited to {} MiB \
+                     a message: up to {} GiB with phantom payloads (`[topology] phantom = true`, \
+                     `form = \"rdma\"`), which store nothing",
+                    real >> 20,
+                    MAX_PHANTOM_BYTES >> 30
+                ),
+            ));
+        }
+        all
     };
     for b in bytes {
         if b % elem != 0 {
@@ -149,6 +169,52 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
         wire,
         phantom,
     })
+}
+
+/// Refuses a key the collective has no use for: a barrier moves no data
+/// (no size, element type or operation); a broadcast, allgather or
+/// all-to-all reduces nothing.
+fn does_not_apply(
+    sc: &Scenario,
+    w: &WorkloadSpec,
+    collective: Collective,
+) -> Result<(), ScenarioError> {
+    let reduces = matches!(
+        collective,
+        Collective::Allreduce | Collective::Reduce | Collective::ReduceScatter
+    );
+    let barrier = collective == Collective::Barrier;
+    for (key, given, why) in [
+        (
+            "sizes",
+            barrier && w.sizes.is_some(),
+            "a barrier moves no data",
+        ),
+        (
+            "size",
+            barrier && w.size.is_some(),
+            "a barrier moves no data",
+        ),
+        (
+            "datatype",
+            barrier && w.datatype.is_some(),
+            "a barrier moves no data",
+        ),
+        (
+            "reduce_op",
+            !reduces && w.reduce_op.is_some(),
+            "it reduces nothing",
+        ),
+    ] {
+        if given {
+            return Err(bad(
+                sc,
+                key,
+                format!("`{key}` does not apply to {collective}: {why}"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What carries the messages (`form`), and whether payloads are phantom

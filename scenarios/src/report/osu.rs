@@ -79,6 +79,8 @@ impl OsuReport {
         );
         let what = if reduces {
             format!("{} {} of {}", self.collective, self.op, self.datatype)
+        } else if self.collective == "barrier" {
+            self.collective.clone()
         } else {
             format!("{} of {}", self.collective, self.datatype)
         };
