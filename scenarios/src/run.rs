@@ -101,7 +101,46 @@ pub fn run(sc: &Scenario, opts: RunOptions) -> Result<Report, ScenarioError> {
 /// Runs a plan on the backend it was planned for (`opts.seed` and
 /// `opts.backend` are the plan's already, and not read again): builds
 /// the backend and hands it to the runner of the plan's workloads.
-pub fn run_plan(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> {
+pub fn run_plan(plan: &Plan, opts: RunOptions) -> Result<Report, ScenarioError> {
+    let mut r = dispatch(plan, opts)?;
+    if plan.backend == BackendKind::Sim {
+        if let Some(note) = early_timers(plan, &r) {
+            r.notes.push(note);
+        }
+    }
+    Ok(r)
+}
+
+/// A note when retransmit timers expired though nothing was lost: each
+/// fired while its packet or the ACK for it still waited in a queue, so
+/// the user sees why a clean run retransmitted, and which key to change.
+fn early_timers(plan: &Plan, r: &Report) -> Option<String> {
+    let p = &r.packets;
+    let lost = p.dropped + p.corrupted + p.trimmed + r.escape.expired + r.escape.overflow;
+    if r.timeouts == 0 || lost > 0 {
+        return None;
+    }
+    let paused = r
+        .pfc
+        .as_ref()
+        .filter(|f| f.paused_ns > 0)
+        .map(|f| {
+            format!(
+                " (PFC held ports paused for {:.1} us in all)",
+                f.paused_ns as f64 / 1e3
+            )
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "{} retransmit timers expired though no packet was lost: they fired while packets \
+         or their ACKs still waited in queues{paused}; the timer's floor is `[nic] rto_min` \
+         ({} here): raise it, or set `rto_min = \"full-queues\"`, to keep it from firing early",
+        r.timeouts, plan.resolved.nic.rto_min
+    ))
+}
+
+/// [`run_plan`] before the notes on the whole run.
+fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> {
     if let Some(ranks) = opts.ranks.take() {
         return run_ranked(plan, ranks, &opts);
     }
