@@ -486,8 +486,24 @@ fn sweep_writes_one_csv_row_per_run_and_a_plot() {
     assert!(rows.starts_with("fault.loss.p,nic.max_retries,seed,passed,"));
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("goodput (Gb/s)"));
+    // The table has a row for each case, both keys shown: no key is
+    // averaged over unseen.
     let table = String::from_utf8(out.stdout).unwrap();
-    assert!(table.contains("0.02") && table.contains("6/6"), "{table}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("fault.loss.p nic.max_retries "),
+        "{table}"
+    );
+    assert_eq!(lines.len(), 1 + 4, "{table}");
+    for (row, (p, retries)) in
+        lines[1..]
+            .iter()
+            .zip([("0", "8"), ("0", "12"), ("0.02", "8"), ("0.02", "12")])
+    {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!((cells[0], cells[1], cells[2]), (p, retries, "3"), "{table}");
+        assert!(row.contains(" 3/3 "), "{table}");
+    }
     let bad = udrma(&[
         "sweep",
         &example("lossy-write.toml"),

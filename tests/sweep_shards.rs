@@ -85,7 +85,27 @@ fn shards_merge_into_exactly_what_one_sweep_writes() {
     let (mcsv, msvg) = (dir.join("merged.csv"), dir.join("merged.svg"));
     let out = udrma(&["merge", s(&parts), "--csv", s(&mcsv), "--plot", s(&msvg)]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(std::fs::read_to_string(mcsv).unwrap(), csv);
+    assert_eq!(std::fs::read_to_string(&mcsv).unwrap(), csv);
+    // `parts/*` as a shell expands it also names each part's CSV: those
+    // are skipped, each with a note, and the merge is the same.
+    let mut glob: Vec<PathBuf> = std::fs::read_dir(&parts)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    glob.sort();
+    let mut args = vec!["merge".to_string()];
+    args.extend(glob.iter().map(|p| s(p).to_string()));
+    args.extend(["--csv".into(), s(&dir.join("glob.csv")).into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let globbed = udrma(&args);
+    assert!(globbed.status.success(), "{}", stderr(&globbed));
+    assert_eq!(
+        stderr(&globbed).matches("note: skipped ").count(),
+        3,
+        "{}",
+        stderr(&globbed)
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("glob.csv")).unwrap(), csv);
     assert_eq!(std::fs::read_to_string(msvg).unwrap(), svg);
     assert!(stderr(&out).contains("merged 3 part files: 20 runs"));
     assert_eq!(String::from_utf8(out.stdout).unwrap(), table);

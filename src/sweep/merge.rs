@@ -20,11 +20,19 @@ use super::record::RunRecord;
 /// How many runs an error lists by name before it counts the rest.
 const NAMED: usize = 8;
 
-/// The part files among `inputs`: files as given, directories by their
-/// `*.jsonl` files in name order.
+/// The part files among `inputs`: `*.jsonl` files as given, directories
+/// by their `*.jsonl` files in name order. Other files (the `.csv` beside
+/// each part, which `parts/*` also matches) are skipped with a note.
 pub fn part_files(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for input in inputs {
+        if input.is_file() && input.extension().is_none_or(|x| x != "jsonl") {
+            eprintln!(
+                "note: skipped {}: not a part file (part files end in .jsonl)",
+                input.display()
+            );
+            continue;
+        }
         if input.is_dir() {
             let mut found: Vec<PathBuf> = std::fs::read_dir(input)
                 .with_context(|| format!("cannot list {}", input.display()))?

@@ -1,9 +1,10 @@
-//! A sweep of a collective run by MPI's algorithms: per value of the
-//! first setting, the OSU table of every size (mean over the seeds and
-//! the other settings), and a plot of OSU's average latency.
+//! A sweep of a collective run by MPI's algorithms: per case (a value of
+//! every swept key), the OSU table of every size (means over the seeds),
+//! and a plot of OSU's average latency.
 
 use udrma_scenarios::report::svg::{fmt_bytes, lines_plot, Series, XAxis};
 
+use super::plan::Layout;
 use super::record::{OsuFigures, RunRecord};
 
 /// One size of one value, over its runs.
@@ -61,26 +62,53 @@ fn rows_of(rs: &[&RunRecord]) -> Vec<Row> {
         .collect()
 }
 
-/// Prints the table and returns the plot: OSU's average latency against
-/// the size per rank, one line per value of the first setting (`key`);
-/// when every run measured one and the same size and the values are
-/// positive numbers, against the values instead.
-pub fn table_and_plot<'r>(
-    key: &str,
-    values: &[String],
-    xs: &[f64],
-    of_value: &dyn Fn(usize) -> Vec<&'r RunRecord>,
-) -> String {
+/// Prints the table, one row per case (a value of every swept key) and
+/// size, and returns the plot: OSU's average latency against the size
+/// per rank, one line per case; with one swept key, when every run
+/// measured one and the same size and the values are positive numbers,
+/// against the values instead.
+pub fn table_and_plot(layout: &Layout, records: &[RunRecord]) -> String {
+    let jobs = layout.jobs();
+    let cols = super::output::case_columns(layout);
+    let label = |cells: &[String]| -> String {
+        cells
+            .iter()
+            .zip(&cols)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let keys: Vec<String> = layout.axes.iter().map(|a| a.key.clone()).collect();
     println!(
-        "{:<24} {:>10} {:<26} {:>12} {:>12} {:>12} {:>11} {:>5}",
-        key, "size", "algorithm", "avg us", "min us", "max us", "busbw GB/s", "runs"
+        "{} {:>10} {:<26} {:>12} {:>12} {:>12} {:>11} {:>5}",
+        label(&keys),
+        "size",
+        "algorithm",
+        "avg us",
+        "min us",
+        "max us",
+        "busbw GB/s",
+        "runs"
     );
-    let by_value: Vec<Vec<Row>> = (0..values.len()).map(|vi| rows_of(&of_value(vi))).collect();
-    for (v, rows) in values.iter().zip(&by_value) {
+    let cases: Vec<Vec<String>> = (0..layout.case_count())
+        .map(|c| layout.case(c).into_iter().map(|(_, v)| v).collect())
+        .collect();
+    let by_case: Vec<Vec<Row>> = (0..cases.len())
+        .map(|c| {
+            let rs: Vec<&RunRecord> = jobs
+                .iter()
+                .zip(records)
+                .filter(|(j, _)| j.case == c)
+                .map(|(_, r)| r)
+                .collect();
+            rows_of(&rs)
+        })
+        .collect();
+    for (values, rows) in cases.iter().zip(&by_case) {
         for r in rows {
             println!(
-                "{:<24} {:>10} {:<26} {:>12.2} {:>12.2} {:>12.2} {:>11.2} {:>5}",
-                v,
+                "{} {:>10} {:<26} {:>12.2} {:>12.2} {:>12.2} {:>11.2} {:>5}",
+                label(values),
                 fmt_bytes(r.size as f64).replace(' ', ""),
                 r.algorithm,
                 r.avg_us,
@@ -91,21 +119,30 @@ pub fn table_and_plot<'r>(
             );
         }
     }
-    let sizes: Vec<u64> = by_value.iter().flatten().map(|r| r.size).collect();
+    plot(layout, &cases, &by_case)
+}
+
+/// The plot of [`table_and_plot`].
+fn plot(layout: &Layout, cases: &[Vec<String>], by_case: &[Vec<Row>]) -> String {
+    let sizes: Vec<u64> = by_case.iter().flatten().map(|r| r.size).collect();
     let one_size =
-        by_value.iter().all(|rows| rows.len() == 1) && sizes.windows(2).all(|w| w[0] == w[1]);
-    let numeric = values.iter().all(|v| v.parse::<f64>().is_ok()) && xs.iter().all(|x| *x > 0.0);
+        by_case.iter().all(|rows| rows.len() == 1) && sizes.windows(2).all(|w| w[0] == w[1]);
+    let xs: Vec<f64> = cases
+        .iter()
+        .filter_map(|c| c[0].parse::<f64>().ok())
+        .collect();
+    let numeric = layout.axes.len() == 1 && xs.len() == cases.len() && xs.iter().all(|x| *x > 0.0);
     let (axis, series) = if one_size && numeric {
         let mut points: Vec<(f64, f64)> = xs
             .iter()
-            .zip(&by_value)
+            .zip(by_case)
             .map(|(x, rows)| (*x, rows[0].avg_us))
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let name = format!("{} per rank", fmt_bytes(sizes[0] as f64));
         (
             XAxis {
-                label: key.into(),
+                label: layout.axes[0].key.clone(),
                 log2: true,
                 bytes: false,
                 names: Vec::new(),
@@ -113,17 +150,21 @@ pub fn table_and_plot<'r>(
             vec![Series { name, points }],
         )
     } else {
-        let series = values
+        let series = cases
             .iter()
-            .zip(&by_value)
-            .map(|(v, rows)| {
+            .zip(by_case)
+            .map(|(values, rows)| {
                 let mut points: Vec<(f64, f64)> =
                     rows.iter().map(|r| (r.size as f64, r.avg_us)).collect();
                 points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                Series {
-                    name: format!("{key}={v}"),
-                    points,
-                }
+                let name = layout
+                    .axes
+                    .iter()
+                    .zip(values)
+                    .map(|(a, v)| format!("{}={v}", a.key.rsplit('.').next().unwrap_or(&a.key)))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                Series { name, points }
             })
             .collect();
         (

@@ -130,13 +130,13 @@ pub fn report(
     let first = &layout.axes[0];
     let first = (&first.key, &first.values);
     let xs = positions(first.1);
-    let by = ByValue::of(first.1, &xs, &of_value);
+    let by = ByValue::of(&xs, &of_value);
     // MPI collectives: goodput and completion times mean nothing there;
     // OSU's table and latency plot take their place.
     let osu = records.iter().all(|r| !r.osu.is_empty());
-    print_table(first.0, &by, osu);
+    print_table(layout, records, osu);
     if osu {
-        let svg = super::osu::table_and_plot(first.0, first.1, &xs, &of_value);
+        let svg = super::osu::table_and_plot(layout, records);
         if let Some(path) = plot {
             std::fs::write(path, svg)
                 .with_context(|| format!("cannot write {}", path.display()))?;
@@ -230,82 +230,122 @@ fn positions(values: &[String]) -> Vec<f64> {
 type Points = Vec<(f64, Vec<f64>)>;
 
 /// Per value of the first setting, every run's figures (over seeds and
-/// the other settings), and its pass counts.
+/// the other settings), for the plot.
 struct ByValue {
     goodput: Points,
     p99: Points,
     retx: Points,
-    /// (value, runs passed, runs, failed operations, runs with one).
-    passes: Vec<(String, usize, usize, u64, usize)>,
 }
 
 impl ByValue {
-    fn of<'r>(
-        values: &[String],
-        xs: &[f64],
-        of_value: &dyn Fn(usize) -> Vec<&'r RunRecord>,
-    ) -> ByValue {
+    /// `xs`: where each value of the first setting sits on the x axis.
+    fn of<'r>(xs: &[f64], of_value: &dyn Fn(usize) -> Vec<&'r RunRecord>) -> ByValue {
         let mut by = ByValue {
             goodput: Vec::new(),
             p99: Vec::new(),
             retx: Vec::new(),
-            passes: Vec::new(),
         };
-        for (vi, v) in values.iter().enumerate() {
+        for (vi, x) in xs.iter().enumerate() {
             let rs = of_value(vi);
             let each = |f: &dyn Fn(&RunRecord) -> f64| rs.iter().map(|r| f(r)).collect::<Vec<_>>();
-            by.goodput.push((xs[vi], each(&|r| r.goodput_gbps)));
+            by.goodput.push((*x, each(&|r| r.goodput_gbps)));
             by.p99
-                .push((xs[vi], each(&|r| r.completion_p99_ns as f64 / 1e3)));
-            by.retx.push((xs[vi], each(&|r| r.retransmits as f64)));
-            by.passes.push((
-                v.clone(),
-                rs.iter().filter(|r| r.passed()).count(),
-                rs.len(),
-                rs.iter().map(|r| r.ops_failed).sum::<u64>(),
-                rs.iter().filter(|r| r.ops_failed > 0).count(),
-            ));
+                .push((*x, each(&|r| r.completion_p99_ns as f64 / 1e3)));
+            by.retx.push((*x, each(&|r| r.retransmits as f64)));
         }
         by
     }
 }
 
-/// The table on stdout: per value, mean over seeds (and other settings);
-/// without goodput and p99 when `osu` (an MPI collective's table follows).
-fn print_table(key: &str, by: &ByValue, osu: bool) {
+/// The table on stdout: one row per case (a value of every swept key),
+/// means over its seeds; without goodput and p99 when `osu` (an MPI
+/// collective's table follows).
+fn print_table(layout: &Layout, records: &[RunRecord], osu: bool) {
+    let jobs = layout.jobs();
+    let cols = case_columns(layout);
+    let label = |cells: &[String]| -> String {
+        cells
+            .iter()
+            .zip(&cols)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let keys: Vec<String> = layout.axes.iter().map(|a| a.key.clone()).collect();
     if osu {
         println!(
-            "{:<24} {:>10} {:>12} {:>18}",
-            key, "runs", "passed", "failed ops (runs)"
+            "{} {:>10} {:>12} {:>18}",
+            label(&keys),
+            "runs",
+            "passed",
+            "failed ops (runs)"
         );
-        for (v, ok, n, failed_ops, failed_runs) in &by.passes {
-            let failed = format!("{failed_ops} ({failed_runs})");
+    } else {
+        println!(
+            "{} {:>10} {:>14} {:>14} {:>12} {:>18}",
+            label(&keys),
+            "runs",
+            "goodput Gb/s",
+            "p99 us",
+            "passed",
+            "failed ops (runs)"
+        );
+    }
+    for case in 0..layout.case_count() {
+        let rs: Vec<&RunRecord> = jobs
+            .iter()
+            .zip(records)
+            .filter(|(j, _)| j.case == case)
+            .map(|(_, r)| r)
+            .collect();
+        let n = rs.len();
+        let ok = rs.iter().filter(|r| r.passed()).count();
+        let failed = format!(
+            "{} ({})",
+            rs.iter().map(|r| r.ops_failed).sum::<u64>(),
+            rs.iter().filter(|r| r.ops_failed > 0).count()
+        );
+        let values: Vec<String> = layout.case(case).into_iter().map(|(_, v)| v).collect();
+        let mean =
+            |f: fn(&RunRecord) -> f64| rs.iter().map(|r| f(r)).sum::<f64>() / n.max(1) as f64;
+        if osu {
             println!(
-                "{:<24} {:>10} {:>12} {:>18}",
-                v,
+                "{} {:>10} {:>12} {:>18}",
+                label(&values),
                 n,
                 format!("{ok}/{n}"),
                 failed
             );
+        } else {
+            println!(
+                "{} {:>10} {:>14.2} {:>14.2} {:>12} {:>18}",
+                label(&values),
+                n,
+                mean(|r| r.goodput_gbps),
+                mean(|r| r.completion_p99_ns as f64 / 1e3),
+                format!("{ok}/{n}"),
+                failed
+            );
         }
-        return;
     }
-    println!(
-        "{:<24} {:>10} {:>14} {:>14} {:>12} {:>18}",
-        key, "runs", "goodput Gb/s", "p99 us", "passed", "failed ops (runs)"
-    );
-    for (i, (v, ok, n, failed_ops, failed_runs)) in by.passes.iter().enumerate() {
-        let mean = |p: &Points| p[i].1.iter().sum::<f64>() / p[i].1.len().max(1) as f64;
-        println!(
-            "{:<24} {:>10} {:>14.2} {:>14.2} {:>12} {:>18}",
-            v,
-            n,
-            mean(&by.goodput),
-            mean(&by.p99),
-            format!("{ok}/{n}"),
-            format!("{failed_ops} ({failed_runs})")
-        );
-    }
+}
+
+/// The width of each swept key's column in the tables: its key or its
+/// longest value, and at least 24 with one key.
+pub(crate) fn case_columns(layout: &Layout) -> Vec<usize> {
+    let least = if layout.axes.len() == 1 { 24 } else { 0 };
+    layout
+        .axes
+        .iter()
+        .map(|a| {
+            a.values
+                .iter()
+                .map(String::len)
+                .chain([a.key.len(), least])
+                .max()
+                .unwrap_or(least)
+        })
+        .collect()
 }
 
 /// Messaging sweeps: each value's first per-size row printed, and the
