@@ -359,7 +359,27 @@ impl std::fmt::Display for BadInput {
 
 impl std::error::Error for BadInput {}
 
+/// `udrma sweep FILE ... | head`: `println!` panics once the reader has
+/// left. That is not a failure of ours, as [`is_broken_pipe`] says for
+/// errors: end quietly, with the exit code such an error gets.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     // RUST_LOG=udrma_fabric=debug shows drops and faults, =info host events;
     // every line carries the simulated time (sim_ns), not the wall clock.

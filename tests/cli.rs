@@ -852,3 +852,30 @@ p = 0.01
         assert_eq!(v["checks"]["no-write-after-completion"], true);
     }
 }
+
+/// `udrma sweep ... | head -1`: the reader leaves after a line, and the
+/// sweep ends quietly with exit 0 (a broken pipe is not its failure),
+/// not with a panic's backtrace.
+#[test]
+fn a_reader_that_leaves_early_gets_no_panic() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    // 1,000 cases: a table far larger than a pipe holds.
+    let retries: Vec<String> = (1..=1000).map(|r| r.to_string()).collect();
+    let set = format!("nic.max_retries={}", retries.join(","));
+    let mut child = common::command()
+        .args(["sweep", &example("small-faults.toml"), "--set", &set])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("nic.max_retries"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}

@@ -70,14 +70,7 @@ fn rows_of(rs: &[&RunRecord]) -> Vec<Row> {
 pub fn table_and_plot(layout: &Layout, records: &[RunRecord]) -> String {
     let jobs = layout.jobs();
     let cols = super::output::case_columns(layout);
-    let label = |cells: &[String]| -> String {
-        cells
-            .iter()
-            .zip(&cols)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let label = |cells: &[String]| super::output::case_label(&cols, cells);
     let keys: Vec<String> = layout.axes.iter().map(|a| a.key.clone()).collect();
     println!(
         "{} {:>10} {:<26} {:>12} {:>12} {:>12} {:>11} {:>5}",
@@ -131,7 +124,9 @@ fn plot(layout: &Layout, cases: &[Vec<String>], by_case: &[Vec<Row>]) -> String 
         .iter()
         .filter_map(|c| c[0].parse::<f64>().ok())
         .collect();
-    let numeric = layout.axes.len() == 1 && xs.len() == cases.len() && xs.iter().all(|x| *x > 0.0);
+    let numeric = layout.case_count() == layout.axes[0].values.len()
+        && xs.len() == cases.len()
+        && xs.iter().all(|x| *x > 0.0);
     let (axis, series) = if one_size && numeric {
         let mut points: Vec<(f64, f64)> = xs
             .iter()
@@ -157,11 +152,12 @@ fn plot(layout: &Layout, cases: &[Vec<String>], by_case: &[Vec<Row>]) -> String 
                 let mut points: Vec<(f64, f64)> =
                     rows.iter().map(|r| (r.size as f64, r.avg_us)).collect();
                 points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let name = layout
-                    .axes
+                let name = super::output::case_columns(layout)
                     .iter()
-                    .zip(values)
-                    .map(|(a, v)| format!("{}={v}", a.key.rsplit('.').next().unwrap_or(&a.key)))
+                    .map(|(i, _)| {
+                        let key = &layout.axes[*i].key;
+                        format!("{}={}", key.rsplit('.').next().unwrap_or(key), values[*i])
+                    })
                     .collect::<Vec<_>>()
                     .join(" ");
                 Series { name, points }

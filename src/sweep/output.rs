@@ -263,14 +263,7 @@ impl ByValue {
 fn print_table(layout: &Layout, records: &[RunRecord], osu: bool) {
     let jobs = layout.jobs();
     let cols = case_columns(layout);
-    let label = |cells: &[String]| -> String {
-        cells
-            .iter()
-            .zip(&cols)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let label = |cells: &[String]| case_label(&cols, cells);
     let keys: Vec<String> = layout.axes.iter().map(|a| a.key.clone()).collect();
     if osu {
         println!(
@@ -330,22 +323,40 @@ fn print_table(layout: &Layout, records: &[RunRecord], osu: bool) {
     }
 }
 
-/// The width of each swept key's column in the tables: its key or its
-/// longest value, and at least 24 with one key.
-pub(crate) fn case_columns(layout: &Layout) -> Vec<usize> {
-    let least = if layout.axes.len() == 1 { 24 } else { 0 };
-    layout
-        .axes
-        .iter()
-        .map(|a| {
-            a.values
+/// The swept keys the tables show, each with its column's width: the
+/// keys given more than one value (one given a single value is the same
+/// on every row; the first key when every one is), each as wide as its
+/// key or its longest value, at least 24 when there is one.
+pub(crate) fn case_columns(layout: &Layout) -> Vec<(usize, usize)> {
+    let mut shown: Vec<usize> = (0..layout.axes.len())
+        .filter(|i| layout.axes[*i].values.len() > 1)
+        .collect();
+    if shown.is_empty() {
+        shown.push(0);
+    }
+    let least = if shown.len() == 1 { 24 } else { 0 };
+    shown
+        .into_iter()
+        .map(|i| {
+            let a = &layout.axes[i];
+            let w = a
+                .values
                 .iter()
                 .map(String::len)
                 .chain([a.key.len(), least])
-                .max()
-                .unwrap_or(least)
+                .max();
+            (i, w.unwrap_or(least))
         })
         .collect()
+}
+
+/// A table row's leading cells: of `cells` (one per swept key), those
+/// [`case_columns`] shows, each padded to its width.
+pub(crate) fn case_label(cols: &[(usize, usize)], cells: &[String]) -> String {
+    cols.iter()
+        .map(|(i, w)| format!("{:<w$}", cells[*i]))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Messaging sweeps: each value's first per-size row printed, and the
