@@ -9,11 +9,13 @@ UEC_DATACENTER_DIR is `sim/datacenter` of a built uet-htsim checkout
 `htsim_uec`). MPICH's pairwise exchange on P ranks (P a power of two)
 takes P - 1 steps: at step i rank r sends SIZE bytes to r XOR i and
 receives as much from it, and starts step i + 1 only once both are done.
-htsim_uec's connection matrices say exactly that with triggers: the
-script writes one flow per (rank, step); step 1's flows start at 0, and
-each later flow waits on a barrier trigger of count 2 that its rank's
-previous send (`send_done_trigger`) and previous receive
-(`recv_done_trigger`) fire. udrma runs the same collective
+htsim_uec's connection matrices say that with triggers: the script
+writes one flow per (rank, step); step 1's flows start at 0, and each
+later flow waits on a barrier trigger of count 2 that the two flows of
+its rank's previous pair fire when acknowledged (`send_done_trigger`).
+A trigger fires when the sender learns its last byte arrived, up to
+half a round trip after udrma's rank sees it land: htsim's steps can
+only be slower for it. udrma runs the same collective
 (`collective = "alltoall"`, `algorithm = "pairwise"`, `form = "rdma"`,
 phantom payloads) on the fabric of `scenarios/examples/perm-128-uec.toml`
 (a k = 8 fat tree of 100 Gb/s, 1 us links, NSCC, REPS, ACKs first, no
@@ -43,25 +45,32 @@ UDRMA = os.path.join(ROOT, "target", "release", "udrma")
 
 
 def matrix(hosts, size):
-    """htsim's connection matrix of the pairwise all-to-all: flow ids from
-    1, trigger (r, i) for rank r's step i (from 2) fired by its step
-    i - 1's send and receive."""
+    """htsim's connection matrix of the pairwise all-to-all, flow ids from
+    1. At step i the partners r and r XOR i exchange, and each starts
+    step i + 1 once both flows of its step-i pair are done: so one
+    barrier trigger per pair and step (count 2), fired by the pair's two
+    flows, starts both partners' next flows. htsim_uec fires a flow's
+    `send_done_trigger` when its last byte is acknowledged, which also
+    says its receiver holds every byte (its `recv_done_trigger` never
+    fires without -conn_reuse, and -conn_reuse refuses triggered
+    messages, at commit 40ccb05)."""
     steps = hosts - 1
     trig = {}
-    for r in range(hosts):
-        for i in range(2, steps + 1):
-            trig[(r, i)] = len(trig) + 1
+    for i in range(1, steps):
+        for r in range(hosts):
+            trig.setdefault((min(r, r ^ i), i), len(trig) + 1)
     lines = [f"Nodes {hosts}", f"Connections {hosts * steps}", f"Triggers {len(trig)}"]
     fid = 0
     for i in range(1, steps + 1):
         for r in range(hosts):
             d = r ^ i
             fid += 1
-            when = "start 0" if i == 1 else f"trigger {trig[(r, i)]}"
-            after = ""
-            if i < steps:
-                # This send ends r's step; the receive at d ends d's.
-                after = f" send_done_trigger {trig[(r, i + 1)]} recv_done_trigger {trig[(d, i + 1)]}"
+            if i == 1:
+                when = "start 0"
+            else:
+                prev = r ^ (i - 1)
+                when = f"trigger {trig[(min(r, prev), i - 1)]}"
+            after = f" send_done_trigger {trig[(min(r, d), i)]}" if i < steps else ""
             lines.append(f"{r}->{d} id {fid} {when} size {size}{after}")
     for t in trig.values():
         lines.append(f"trigger id {t} barrier count 2")

@@ -18,7 +18,8 @@ fn with_cc(cc: &str) -> Report {
 
 /// The measured iterations' average, µs.
 fn average(r: &Report) -> f64 {
-    r.scheduled.as_ref().expect("a collective table").rows[0].avg_us
+    let row = &r.scheduled.as_ref().expect("a collective table").rows[0];
+    row.avg_us.expect("an iteration finished")
 }
 
 /// Without a controller the steps' flows that hash onto one core link

@@ -351,10 +351,10 @@ fn a_scenario_file_runs_an_algorithm_over_sizes_and_reports_osu_rows() {
             assert_eq!(ran, [first, alg, alg], "{}", r.table());
             if backend == BackendKind::Sim {
                 assert!(o.rows[0].avg_us < o.rows[2].avg_us, "{}", r.table());
-                assert!(o
-                    .rows
-                    .iter()
-                    .all(|x| x.min_us <= x.avg_us && x.avg_us <= x.max_us));
+                assert!(o.rows.iter().all(|x| x.measured == x.wanted
+                    && x.min_us <= x.avg_us
+                    && x.avg_us <= x.max_us
+                    && x.min_us.is_some()));
             }
         }
     }
@@ -419,11 +419,20 @@ fn bad_algorithm_keys_are_named() {
     );
     bad(
         "collective = \"alltoall\"\nalgorithm = \"brucks\"\nsize = \"8MiB\"",
-        "at most 67108864 B (the bytes are real)",
+        "at most 67108864 B, as the bytes are real: with `[topology] phantom = true`",
     );
+    bad(
+        "collective = \"alltoall\"\nalgorithm = \"brucks\"\nsizes = \"8MiB\"",
+        "at most 67108864 B, as the bytes are real",
+    );
+    bad("algorithm = \"nic\"", "collective workload: needs `size`");
     bad(
         "collective = \"gather\"\nalgorithm = \"ring\"\nsize = 8",
         "expected one of allreduce",
+    );
+    bad(
+        "algorithm = \"ring\"\nsize = \"1KiB\"\nsizes = \"2KiB\"",
+        "`sizes` and `size` both given: give one",
     );
     // Keys the collective has no use for.
     bad(
@@ -445,7 +454,7 @@ fn bad_algorithm_keys_are_named() {
     // A range whose end is near u64::MAX is refused, not doubled forever.
     bad(
         "algorithm = \"ring\"\nsizes = \"1..17179869184GiB\"",
-        "real bytes are limited to 64 MiB a message: up to 1 GiB with phantom payloads",
+        "real bytes are limited to 64 MiB a size: up to 1 GiB with phantom payloads",
     );
     bad(
         "algorithm = \"ring\"\nsizes = -8",
@@ -540,7 +549,7 @@ fn a_file_runs_the_rdma_wire_and_phantom_payloads() {
     assert!(r.notes.iter().any(|n| n.contains("no result is checked")));
     let row = &r.scheduled.as_ref().unwrap().rows[0];
     assert_eq!(row.size, 256 << 20);
-    assert!(row.busbw_gbs > 1.0, "{}", r.table());
+    assert!(row.busbw_gbs.is_some_and(|b| b > 1.0), "{}", r.table());
 }
 
 /// `algorithm = "auto"` picks per size as MPICH 4.0.2 does, and the
@@ -665,4 +674,46 @@ mod under_faults {
             }
         }
     }
+}
+
+/// A host's link goes down for good partway: the size that finished
+/// before it has its row; the sizes after it have no latency at all (not
+/// a latency of 0) and say how few of their iterations finished; and
+/// result-equal passes on what it compared, with the sizes it could not
+/// compare named.
+#[test]
+fn a_size_no_rank_finished_has_no_latency_and_says_so() {
+    use udrma_scenarios::{run, RunOptions, Scenario};
+    let star = "kind = \"star\"\nhosts = 4";
+    let w = "algorithm = \"ring\"\nsizes = \"64KiB..128KiB\"\ncount = 2\nwarmup = 0";
+    let down = "[[fault]]\nmodel = \"down\"\nlinks = [\"h1-s0\"]\nfrom = \"200us\"\n";
+    let sc = Scenario::parse("down.toml", &file(star, w, down)).unwrap();
+    let r = run(&sc, RunOptions::default()).unwrap();
+    let o = r.scheduled.as_ref().unwrap();
+    let (first, last) = (&o.rows[0], &o.rows[1]);
+    assert_eq!((first.measured, first.wanted), (8, 8), "{}", r.table());
+    assert!(first.avg_us.is_some_and(|a| a > 0.0), "{}", r.table());
+    assert_eq!((last.measured, last.wanted), (0, 8), "{}", r.table());
+    assert_eq!(
+        (last.avg_us, last.min_us, last.max_us, last.busbw_gbs),
+        (None, None, None, None),
+        "{}",
+        r.table()
+    );
+    let table = r.table();
+    assert!(
+        table.contains("PARTIAL: 0 of 8 rank-iterations finished"),
+        "{table}"
+    );
+    assert_eq!(r.checks.get("all-complete"), Some(&false));
+    assert_eq!(r.checks.get("result-equal"), Some(&true));
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.starts_with("no result at 131072 B")),
+        "{:?}",
+        r.notes
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert!(json["scheduled"]["rows"][1]["avg_us"].is_null());
 }

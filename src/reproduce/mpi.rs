@@ -99,8 +99,12 @@ fn time_at(
     let sc = scenario("collective-mpi.toml", &text, &sets)?;
     let r = simulate(&sc)?;
     r.scheduled
-        .and_then(|o| o.rows.first().map(|row| row.max_us))
-        .ok_or_else(|| anyhow::anyhow!("collective-mpi.toml: {c} {a} at {size} B: no row"))
+        .and_then(|o| o.rows.first().and_then(|row| row.max_us))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "collective-mpi.toml: {c} {a} at {size} B: no row, or no iteration finished"
+            )
+        })
 }
 
 /// α from a two-rank barrier, the others from the profile.
@@ -356,7 +360,10 @@ fn busbw(pipeline: &str, profile_reduction: bool) -> anyhow::Result<(f64, f64, f
         .scheduled
         .and_then(|s| s.rows.first().cloned())
         .ok_or_else(|| anyhow::anyhow!("ring-busbw.toml: no collective table"))?;
-    Ok((row.busbw_gbs, row.busbw_gbs / link, link, reduce_gbps))
+    let bw = row
+        .busbw_gbs
+        .ok_or_else(|| anyhow::anyhow!("ring-busbw.toml: no iteration finished"))?;
+    Ok((bw, bw / link, link, reduce_gbps))
 }
 
 /// The bound, and beside it (not judged) MPICH's pieces and the

@@ -235,9 +235,7 @@ pub fn collect(a: CollectArgs) -> anyhow::Result<ExitCode> {
         json: a.json.as_deref(),
         plot: Some(&plot),
     };
-    let code = crate::sweep::merge::merge(&[dir.parts()], out)?;
-    eprintln!("wrote {} and {}", csv.display(), plot.display());
-    Ok(code)
+    crate::sweep::merge::merge(&[dir.parts()], out)
 }
 
 /// `1, 2, 5`.

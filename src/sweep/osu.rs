@@ -12,12 +12,14 @@ struct Row {
     size: u64,
     /// Every algorithm the runs used at this size, `/`-joined.
     algorithm: String,
-    /// Means over the runs.
-    avg_us: f64,
-    busbw_gbs: f64,
+    /// Means over the runs that measured them.
+    avg_us: Option<f64>,
+    busbw_gbs: Option<f64>,
     /// The smallest rank's mean in any run, the largest in any run.
-    min_us: f64,
-    max_us: f64,
+    min_us: Option<f64>,
+    max_us: Option<f64>,
+    /// Runs that measured this size, of `runs`.
+    measured: usize,
     runs: usize,
 }
 
@@ -39,7 +41,12 @@ fn rows_of(rs: &[&RunRecord]) -> Vec<Row> {
                 .iter()
                 .flat_map(|r| r.osu.iter().filter(move |o| o.size == size))
                 .collect();
-            let n = got.len().max(1) as f64;
+            // Means over the runs that measured a figure; a run whose
+            // iterations all failed has none, and is not counted as 0.
+            let mean = |f: fn(&OsuFigures) -> Option<f64>| {
+                let xs: Vec<f64> = got.iter().filter_map(|o| f(o)).collect();
+                (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+            };
             let mut algorithms: Vec<&str> = Vec::new();
             for o in &got {
                 if !algorithms.contains(&o.algorithm.as_str()) {
@@ -49,13 +56,11 @@ fn rows_of(rs: &[&RunRecord]) -> Vec<Row> {
             Row {
                 size,
                 algorithm: algorithms.join("/"),
-                avg_us: got.iter().map(|o| o.avg_us).sum::<f64>() / n,
-                busbw_gbs: got.iter().map(|o| o.busbw_gbs).sum::<f64>() / n,
-                min_us: got.iter().map(|o| o.min_us).fold(f64::INFINITY, f64::min),
-                max_us: got
-                    .iter()
-                    .map(|o| o.max_us)
-                    .fold(f64::NEG_INFINITY, f64::max),
+                avg_us: mean(|o| o.avg_us),
+                busbw_gbs: mean(|o| o.busbw_gbs),
+                min_us: got.iter().filter_map(|o| o.min_us).reduce(f64::min),
+                max_us: got.iter().filter_map(|o| o.max_us).reduce(f64::max),
+                measured: got.iter().filter(|o| o.avg_us.is_some()).count(),
                 runs: got.len(),
             }
         })
@@ -99,16 +104,26 @@ pub fn table_and_plot(layout: &Layout, records: &[RunRecord]) -> String {
         .collect();
     for (values, rows) in cases.iter().zip(&by_case) {
         for r in rows {
+            let f = |x: Option<f64>, w: usize| {
+                x.map_or(format!("{:>w$}", "-"), |x| format!("{x:>w$.2}"))
+            };
+            // Runs whose iterations at this size all failed give no
+            // figure: "measured/runs" says how many the means are over.
+            let runs = if r.measured == r.runs {
+                r.runs.to_string()
+            } else {
+                format!("{}/{}", r.measured, r.runs)
+            };
             println!(
-                "{} {:>10} {:<26} {:>12.2} {:>12.2} {:>12.2} {:>11.2} {:>5}",
+                "{} {:>10} {:<26} {} {} {} {} {:>5}",
                 label(values),
                 fmt_bytes(r.size as f64).replace(' ', ""),
                 r.algorithm,
-                r.avg_us,
-                r.min_us,
-                r.max_us,
-                r.busbw_gbs,
-                r.runs
+                f(r.avg_us, 12),
+                f(r.min_us, 12),
+                f(r.max_us, 12),
+                f(r.busbw_gbs, 11),
+                runs
             );
         }
     }
@@ -131,7 +146,7 @@ fn plot(layout: &Layout, cases: &[Vec<String>], by_case: &[Vec<Row>]) -> String 
         let mut points: Vec<(f64, f64)> = xs
             .iter()
             .zip(by_case)
-            .map(|(x, rows)| (*x, rows[0].avg_us))
+            .filter_map(|(x, rows)| rows[0].avg_us.map(|y| (*x, y)))
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let name = format!("{} per rank", fmt_bytes(sizes[0] as f64));
@@ -149,8 +164,10 @@ fn plot(layout: &Layout, cases: &[Vec<String>], by_case: &[Vec<Row>]) -> String 
             .iter()
             .zip(by_case)
             .map(|(values, rows)| {
-                let mut points: Vec<(f64, f64)> =
-                    rows.iter().map(|r| (r.size as f64, r.avg_us)).collect();
+                let mut points: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter_map(|r| r.avg_us.map(|y| (r.size as f64, y)))
+                    .collect();
                 points.sort_by(|a, b| a.0.total_cmp(&b.0));
                 let name = super::output::case_columns(layout)
                     .iter()

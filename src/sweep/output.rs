@@ -112,9 +112,11 @@ pub fn report(
     let rows: Vec<_> = jobs.iter().copied().zip(records).collect();
     if let Some(path) = out.csv {
         write_csv(path, layout, &rows, &[])?;
+        eprintln!("wrote {}", path.display());
     }
     if let Some(path) = out.json {
         write_json(path, layout, &rows)?;
+        eprintln!("wrote {}", path.display());
     }
     let plot = out.plot;
     // The runs whose first setting has its `vi`-th value.
@@ -138,8 +140,7 @@ pub fn report(
     if osu {
         let svg = super::osu::table_and_plot(layout, records);
         if let Some(path) = plot {
-            std::fs::write(path, svg)
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            write_plot(path, &svg)?;
         }
         return Ok(exit_code(records));
     }
@@ -154,8 +155,7 @@ pub fn report(
     if collective {
         let svg = collective_lines(first.0, first.1, &xs, &of_value);
         if let Some(path) = plot {
-            std::fs::write(path, svg)
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            write_plot(path, &svg)?;
         }
     } else if let Some(path) = plot {
         let panels = if messaging {
@@ -197,9 +197,16 @@ pub fn report(
             layout.seeds
         );
         let svg = sweep_plot(&title, &x_axis(first, &xs, messaging), &sorted(&xs, panels));
-        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+        write_plot(path, &svg)?;
     }
     Ok(exit_code(records))
+}
+
+/// Writes the plot, and names it on stderr.
+fn write_plot(path: &Path, svg: &str) -> anyhow::Result<()> {
+    std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
 }
 
 /// 0 when every run passed its checks, else 1.

@@ -75,23 +75,27 @@ pub struct OsuFigures {
     pub size: u64,
     /// The algorithm run (what `auto` chose).
     pub algorithm: String,
-    /// OSU's average latency, µs.
-    #[serde(with = "float")]
-    pub avg_us: f64,
+    /// OSU's average latency, µs (`None`: no iteration finished).
+    #[serde(with = "float::option")]
+    pub avg_us: Option<f64>,
     /// The smallest rank's mean latency, µs.
-    #[serde(with = "float")]
-    pub min_us: f64,
+    #[serde(with = "float::option")]
+    pub min_us: Option<f64>,
     /// The largest rank's mean latency, µs.
-    #[serde(with = "float")]
-    pub max_us: f64,
+    #[serde(with = "float::option")]
+    pub max_us: Option<f64>,
     /// NCCL-tests' algorithm bandwidth, GB/s.
-    #[serde(with = "float")]
-    pub algbw_gbs: f64,
+    #[serde(with = "float::option")]
+    pub algbw_gbs: Option<f64>,
     /// NCCL-tests' bus bandwidth, GB/s.
-    #[serde(with = "float")]
-    pub busbw_gbs: f64,
+    #[serde(with = "float::option")]
+    pub busbw_gbs: Option<f64>,
     /// Messages one iteration sends over every rank.
     pub messages: u64,
+    /// Measured iterations that finished, every rank's added up.
+    pub finished: u64,
+    /// Measured iterations asked for: ranks × iterations.
+    pub wanted: u64,
 }
 
 /// The first per-size row of a messaging run.
@@ -222,6 +226,8 @@ impl RunRecord {
                         algbw_gbs: row.algbw_gbs,
                         busbw_gbs: row.busbw_gbs,
                         messages: row.messages,
+                        finished: row.measured,
+                        wanted: row.wanted,
                     })
                     .collect()
             }),
@@ -268,6 +274,8 @@ impl RunRecord {
         "algbw_gbs",
         "busbw_gbs",
         "osu_messages",
+        "osu_finished",
+        "osu_wanted",
     ];
 
     /// The values of [`RunRecord::COLUMNS`]: one row, or for an MPI
@@ -283,7 +291,7 @@ impl RunRecord {
     fn row(&self, osu: Option<&OsuFigures>) -> [Cell; COLUMN_COUNT] {
         use Cell::{Float, Int, Text};
         let int = |f: fn(&OsuFigures) -> u64| osu.map_or(Cell::Empty, |o| Int(f(o)));
-        let float = |f: fn(&OsuFigures) -> f64| osu.map_or(Cell::Empty, |o| Float(f(o)));
+        let float = |f: fn(&OsuFigures) -> Option<f64>| osu.and_then(f).map_or(Cell::Empty, Float);
         [
             Cell::Bool(self.passed()),
             Text(self.failed_checks.join(" ")),
@@ -315,12 +323,14 @@ impl RunRecord {
             float(|o| o.algbw_gbs),
             float(|o| o.busbw_gbs),
             int(|o| o.messages),
+            int(|o| o.finished),
+            int(|o| o.wanted),
         ]
     }
 }
 
 /// How many columns [`RunRecord::COLUMNS`] has.
-pub const COLUMN_COUNT: usize = 30;
+pub const COLUMN_COUNT: usize = 32;
 
 /// One value of a sweep's CSV and JSON rows, typed for JSON (a trace hash
 /// of only digits stays a string there).
@@ -422,12 +432,14 @@ mod tests {
             osu: vec![OsuFigures {
                 size: 1 << 20,
                 algorithm: "ring".into(),
-                avg_us: 0.1 + 0.7,
-                min_us: 1.0 / 7.0,
-                max_us: 2.5,
-                algbw_gbs: 3.0 / 11.0,
-                busbw_gbs: 1e-300,
+                avg_us: Some(0.1 + 0.7),
+                min_us: Some(1.0 / 7.0),
+                max_us: None,
+                algbw_gbs: Some(3.0 / 11.0),
+                busbw_gbs: Some(1e-300),
                 messages: 30,
+                finished: 31,
+                wanted: 32,
             }],
         };
         let back: RunRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
@@ -477,12 +489,14 @@ mod tests {
         let one = |size: u64| OsuFigures {
             size,
             algorithm: "ring".into(),
-            avg_us: 1.5,
-            min_us: 1.0,
-            max_us: 2.0,
-            algbw_gbs: 0.5,
-            busbw_gbs: 0.75,
+            avg_us: Some(1.5),
+            min_us: Some(1.0),
+            max_us: Some(2.0),
+            algbw_gbs: Some(0.5),
+            busbw_gbs: None,
             messages: 12,
+            finished: 8,
+            wanted: 8,
         };
         let mut r: RunRecord = serde_json::from_value(json!({
             "failed_checks": [], "trace_hash": "00", "sim_time_ns": 1, "goodput_gbps": 0.0,
@@ -507,6 +521,12 @@ mod tests {
             (&Cell::Int(8), &Cell::Int(16))
         );
         assert_eq!(rows[1][size_at + 1], Cell::Text("ring".into()));
-        assert_eq!(rows[1][COLUMN_COUNT - 1], Cell::Int(12));
+        assert_eq!(rows[1][COLUMN_COUNT - 3], Cell::Int(12));
+        // A figure no iteration gave is empty, not 0.
+        let busbw = RunRecord::COLUMNS
+            .iter()
+            .position(|c| *c == "busbw_gbs")
+            .unwrap();
+        assert_eq!(rows[1][busbw], Cell::Empty);
     }
 }

@@ -62,10 +62,12 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<Planned, ScenarioError
         .ok_or_else(|| sc.error_at("workload", "no collective workload".into()))?;
     let (kind, op, ty) = what(sc, w)?;
     let width = ty.width().unwrap_or(8) as u64;
-    let size = w
-        .size
-        .map(|s| s.0)
-        .ok_or_else(|| bad(sc, "size", "needs `size` (bytes of data per node)".into()))?;
+    let size = w.size.map(|s| s.0).ok_or_else(|| {
+        sc.error_at(
+            "workload",
+            "collective workload: needs `size` (bytes of data per node)".into(),
+        )
+    })?;
     if size == 0 || size % width != 0 || size / width > MAX_ELEMENTS {
         return Err(bad(
             sc,

@@ -77,6 +77,14 @@ pub fn sizes(
     who: &str,
     max: u64,
 ) -> Result<Vec<u64>, ScenarioError> {
+    if w.sizes.is_some() && w.size.is_some() {
+        return Err(sc.error_at(
+            "sizes",
+            format!(
+                "{who}: `sizes` and `size` both given: give one (`sizes` takes a list or a range)"
+            ),
+        ));
+    }
     let list = match &w.sizes {
         Some(SizesSpec::List(l)) => l.iter().map(|s| s.0).collect(),
         Some(SizesSpec::One(s)) => vec![s.0],

@@ -12,8 +12,9 @@ use crate::file::source::Locate;
 use crate::{Scenario, ScenarioError};
 
 /// Most bytes one rank's buffer may hold (the collective's input and
-/// output and its scratch room: an all-to-all holds three blocks per
-/// rank), and most over all ranks: the bytes are real.
+/// output and the scratch room its algorithm needs: an all-to-all holds
+/// two or three blocks per rank), and most over all ranks: the bytes are
+/// real.
 pub const MAX_RANK_BYTES: u64 = 64 << 20;
 /// Most bytes over every rank's buffer.
 pub const MAX_TOTAL_BYTES: u64 = 2 << 30;
@@ -89,35 +90,7 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
         },
     };
     let mut sizes = Vec::new();
-    let bytes = if collective == Collective::Barrier {
-        vec![0]
-    } else {
-        let all = crate::plan::messaging::sizes(sc, w, "collective workload", u64::MAX)?;
-        let real = crate::plan::messaging::MAX_MESSAGE;
-        if let Some(big) = all.iter().find(|b| phantom && **b > MAX_PHANTOM_BYTES) {
-            return Err(sc.error_at(
-                "sizes",
-                format!(
-                    "collective workload: {big} B asked for, and phantom payloads are limited \
-                     to {} GiB a rank",
-                    MAX_PHANTOM_BYTES >> 30
-                ),
-            ));
-        }
-        if let Some(big) = all.iter().find(|b| !phantom && **b > real) {
-            return Err(sc.error_at(
-                "sizes",
-                format!(
-                    "collective workload: {big} B asked for, and real bytes are limited to {} MiB \
-                     a message: up to {} GiB with phantom payloads (`[topology] phantom = true`, \
-                     `form = \"rdma\"`), which store nothing",
-                    real >> 20,
-                    MAX_PHANTOM_BYTES >> 30
-                ),
-            ));
-        }
-        all
-    };
+    let bytes = byte_sizes(sc, w, collective, phantom)?;
     for b in bytes {
         if b % elem != 0 {
             return Err(bad(
@@ -134,7 +107,7 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
                 None => auto::choose(collective, ranks, count, elem),
             },
         };
-        fits(sc, &spec, run, wire, phantom)?;
+        fits(sc, w, &spec, run, wire, phantom)?;
         sizes.push(run);
     }
     let iterations = w.count;
@@ -169,6 +142,45 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize) -> Result<ScheduledPlan, Scenari
         wire,
         phantom,
     })
+}
+
+/// The bytes per rank at each size: a barrier's one size of none; real
+/// bytes up to the messaging layer's largest message, phantom ones up to
+/// [`MAX_PHANTOM_BYTES`].
+fn byte_sizes(
+    sc: &Scenario,
+    w: &WorkloadSpec,
+    collective: Collective,
+    phantom: bool,
+) -> Result<Vec<u64>, ScenarioError> {
+    if collective == Collective::Barrier {
+        return Ok(vec![0]);
+    }
+    let all = crate::plan::messaging::sizes(sc, w, "collective workload", u64::MAX)?;
+    let real = crate::plan::messaging::MAX_MESSAGE;
+    if let Some(big) = all.iter().find(|b| phantom && **b > MAX_PHANTOM_BYTES) {
+        return Err(sc.error_at(
+            "sizes",
+            format!(
+                "collective workload: {big} B asked for, and phantom payloads are limited \
+                 to {} GiB a rank",
+                MAX_PHANTOM_BYTES >> 30
+            ),
+        ));
+    }
+    if let Some(big) = all.iter().find(|b| !phantom && **b > real) {
+        return Err(sc.error_at(
+            "sizes",
+            format!(
+                "collective workload: {big} B asked for, and real bytes are limited to {} MiB \
+                 a size: up to {} GiB with phantom payloads (`[topology] phantom = true`, \
+                 `form = \"rdma\"`), which store nothing",
+                real >> 20,
+                MAX_PHANTOM_BYTES >> 30
+            ),
+        ));
+    }
+    Ok(all)
 }
 
 /// Refuses a key the collective has no use for: a barrier moves no data
@@ -248,6 +260,7 @@ fn wire(sc: &Scenario, w: &WorkloadSpec) -> Result<(Wire, bool), ScenarioError> 
 /// (or, with phantom payloads, that one message could not carry).
 fn fits(
     sc: &Scenario,
+    w: &WorkloadSpec,
     spec: &Spec,
     run: SizeRun,
     wire: Wire,
@@ -277,6 +290,8 @@ fn fits(
     if phantom {
         return Ok(());
     }
+    // The key the file sizes the collective with, for the error's line.
+    let key = if w.sizes.is_some() { "sizes" } else { "size" };
     let mut total = 0u64;
     for r in 0..spec.ranks {
         let plan = at
@@ -294,11 +309,21 @@ fn fits(
         };
         let arena = plan.arena + slots;
         if arena > MAX_RANK_BYTES {
+            let slots = if wire == Wire::Write {
+                " (its landing slots included, on the RDMA wire)"
+            } else {
+                ""
+            };
+            let phantom = if phantom {
+                ""
+            } else {
+                ": with `[topology] phantom = true` and `form = \"rdma\"` nothing is stored"
+            };
             return Err(bad(
                 sc,
-                "size",
+                key,
                 format!(
-                    "{} B per rank needs {arena} B of buffer at rank {r} (its landing slots included, on the RDMA wire); at most {MAX_RANK_BYTES} B (the bytes are real)",
+                    "{} B per rank needs {arena} B of buffer at rank {r}{slots}; at most {MAX_RANK_BYTES} B, as the bytes are real{phantom}",
                     at.bytes()
                 ),
             ));
@@ -308,7 +333,7 @@ fn fits(
     if total > MAX_TOTAL_BYTES {
         return Err(bad(
             sc,
-            "size",
+            key,
             format!(
                 "{} B per rank needs {total} B of buffers over {} ranks; at most {MAX_TOTAL_BYTES} B",
                 at.bytes(),

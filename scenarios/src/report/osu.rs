@@ -16,22 +16,28 @@ pub struct OsuRow {
     pub size: u64,
     /// The algorithm run at this size.
     pub algorithm: String,
-    /// Each rank's mean latency over the measured iterations, averaged
-    /// over the ranks, µs (OSU's "Avg Latency").
-    pub avg_us: f64,
+    /// Each rank's mean latency over the measured iterations it
+    /// finished, averaged over the ranks, µs (OSU's "Avg Latency");
+    /// `None` (JSON `null`) when no rank finished one.
+    pub avg_us: Option<f64>,
     /// The smallest rank's mean, µs.
-    pub min_us: f64,
+    pub min_us: Option<f64>,
     /// The largest rank's mean, µs.
-    pub max_us: f64,
+    pub max_us: Option<f64>,
     /// NCCL-tests' algorithm bandwidth: its bytes over the average
     /// latency, GB/s (10^9 bytes a second). Its bytes are the size, or
     /// for allgather, all-to-all and reduce-scatter the size times the
     /// ranks (NCCL-tests' whole buffer).
-    pub algbw_gbs: f64,
+    pub algbw_gbs: Option<f64>,
     /// NCCL-tests' bus bandwidth: the algorithm bandwidth times
     /// `2(p − 1)/p` (allreduce), `(p − 1)/p` (allgather, all-to-all,
     /// reduce-scatter) or 1 (reduce, broadcast), GB/s.
-    pub busbw_gbs: f64,
+    pub busbw_gbs: Option<f64>,
+    /// Measured iterations that finished, every rank's added up: the
+    /// latencies are over these.
+    pub measured: u64,
+    /// Measured iterations asked for: ranks × iterations.
+    pub wanted: u64,
     /// Messages one iteration sends over every rank (barrier excluded).
     pub messages: u64,
     /// Whether every rank's result equals the schedules' in memory.
@@ -86,8 +92,11 @@ impl OsuReport {
         };
         let _ = writeln!(
             s,
-            "collective  {what} over {} ranks, {} iterations after {} warm-up",
-            self.ranks, self.iterations, self.warmup
+            "collective  {what} over {} ranks, {} iteration{} after {} warm-up",
+            self.ranks,
+            self.iterations,
+            if self.iterations == 1 { "" } else { "s" },
+            self.warmup
         );
         let _ = writeln!(
             s,
@@ -95,22 +104,31 @@ impl OsuReport {
             "size", "algorithm", "avg_us", "min_us", "max_us", "algbw_GBs", "busbw_GBs", "messages"
         );
         for r in &self.rows {
+            let f = |x: Option<f64>, w: usize| {
+                x.map_or(format!("{:>w$}", "-"), |x| format!("{x:>w$.2}"))
+            };
+            let mut flags = String::new();
+            if r.measured < r.wanted {
+                let _ = write!(
+                    flags,
+                    "  PARTIAL: {} of {} rank-iterations finished",
+                    r.measured, r.wanted
+                );
+            }
+            if !r.result_equal {
+                flags.push_str("  RESULT DIFFERS");
+            }
             let _ = writeln!(
                 s,
-                "  {:>12} {:<26} {:>12.2} {:>12.2} {:>12.2} {:>10.2} {:>10.2} {:>9}{}",
+                "  {:>12} {:<26} {} {} {} {} {} {:>9}{flags}",
                 r.size,
                 r.algorithm,
-                r.avg_us,
-                r.min_us,
-                r.max_us,
-                r.algbw_gbs,
-                r.busbw_gbs,
+                f(r.avg_us, 12),
+                f(r.min_us, 12),
+                f(r.max_us, 12),
+                f(r.algbw_gbs, 10),
+                f(r.busbw_gbs, 10),
                 r.messages,
-                if r.result_equal {
-                    ""
-                } else {
-                    "  RESULT DIFFERS"
-                }
             );
         }
     }

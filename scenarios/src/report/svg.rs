@@ -697,8 +697,20 @@ impl LogFrame {
         let mut xs: Vec<f64> = all.iter().map(|p| p.0).collect();
         xs.sort_by(f64::total_cmp);
         xs.dedup();
+        // A grid line at every x; a label only where it clears the last
+        // one (twenty sizes would run their labels together).
+        let mut last_label = f64::NEG_INFINITY;
         for x in xs {
             let px = self.sx(x);
+            let _ = write!(
+                s,
+                r##"<line x1="{px:.1}" y1="{top}" x2="{px:.1}" y2="{}" stroke="#eee"/>"##,
+                top + ph
+            );
+            if px - last_label < 44.0 {
+                continue;
+            }
+            last_label = px;
             let text = if x_axis.bytes {
                 fmt_bytes(x)
             } else {
@@ -706,8 +718,7 @@ impl LogFrame {
             };
             let _ = write!(
                 s,
-                r##"<line x1="{px:.1}" y1="{top}" x2="{px:.1}" y2="{}" stroke="#eee"/><text x="{px:.1}" y="{}" text-anchor="middle">{}</text>"##,
-                top + ph,
+                r##"<text x="{px:.1}" y="{}" text-anchor="middle">{}</text>"##,
                 top + ph + 16.0,
                 esc(&text)
             );
@@ -747,13 +758,22 @@ impl LogFrame {
         }
         let ly = self.top + 10.0 + i as f64 * 18.0;
         let lx = self.left + self.width + 12.0;
+        // The legend's column holds about 28 characters: a longer name is
+        // cut, and whole in the entry's tooltip.
+        const FITS: usize = 28;
+        let shown = if se.name.chars().count() > FITS {
+            format!("{}…", se.name.chars().take(FITS - 1).collect::<String>())
+        } else {
+            se.name.clone()
+        };
         let _ = write!(
             s,
-            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{c}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
+            r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{c}" stroke-width="2"/><text x="{}" y="{}"><title>{}</title>{}</text>"#,
             lx + 20.0,
             lx + 26.0,
             ly + 4.0,
-            esc(&se.name)
+            esc(&se.name),
+            esc(&shown)
         );
     }
 

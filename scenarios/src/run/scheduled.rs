@@ -68,8 +68,22 @@ pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, S
     if !whole.checks.expect_failures {
         checks.insert("all-succeeded".into(), all_done && seen.failed == 0);
     }
+    // Results a rank holds: none when no measured iteration finished
+    // anywhere, and then there is nothing for result-equal to pass on.
+    let compared = seen
+        .ranks
+        .iter()
+        .flatten()
+        .flatten()
+        .filter(|(_, got, _)| got.is_some())
+        .count();
     if plan.phantom {
         notes.push("phantom payloads: no bytes moved, so no result is checked".into());
+    } else if compared == 0 {
+        notes.push(
+            "result-equal not checked: no rank finished a measured iteration, so no result was there to compare"
+                .into(),
+        );
     } else {
         checks.insert("result-equal".into(), equal);
     }
@@ -129,6 +143,8 @@ struct Seen {
     done: bool,
     bounded: bool,
     measured: u64,
+    /// Measured iterations that finished, per size, every rank together.
+    measured_per_size: Vec<u64>,
     /// Every measured iteration's latency at the first size, every rank
     /// together (ns), sorted.
     first: Vec<u64>,
@@ -146,6 +162,7 @@ impl Seen {
             done: true,
             bounded: true,
             measured: 0,
+            measured_per_size: vec![0; plan.sizes.len()],
             first: Vec::new(),
             messaging: MessagingReport {
                 eager: 0,
@@ -230,6 +247,7 @@ impl Seen {
                     }
                 }
                 seen.measured += n;
+                seen.measured_per_size[size] += n;
                 seen.done &= n == u64::from(plan.iterations);
                 let mean = (n > 0).then(|| sum as f64 / n as f64);
                 let (result, same) = app.result(size);
@@ -242,6 +260,12 @@ impl Seen {
             }
         }
         seen
+    }
+
+    /// Measured iterations that finished at the `i`-th size, every rank
+    /// together.
+    fn measured_at(&self, i: usize) -> u64 {
+        self.measured_per_size.get(i).copied().unwrap_or(0)
     }
 
     /// The row of the `i`-th size: latencies over the ranks, bandwidths,
@@ -315,31 +339,28 @@ impl Seen {
                 missing.join(", ")
             ));
         }
+        // Nothing measured (every rank's iterations at this size failed
+        // or never ran): no latency, rather than a latency of 0.
         let us = |ps: f64| (ps / 1e3).round() / 1e3;
-        let avg = if means.is_empty() {
-            0.0
-        } else {
-            means.iter().sum::<f64>() / means.len() as f64
-        };
-        let min = means.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = means.iter().copied().fold(0.0, f64::max);
+        let avg = (!means.is_empty()).then(|| means.iter().sum::<f64>() / means.len() as f64);
+        let min = means.iter().copied().reduce(f64::min);
+        let max = means.iter().copied().reduce(f64::max);
         let name = spec.collective.name();
         let (factor, every) = OsuReport::factors(name, spec.ranks);
         let bytes = spec.bytes() * if every { u64::from(spec.ranks) } else { 1 };
-        let algbw = if avg > 0.0 {
-            bytes as f64 / avg * 1e3
-        } else {
-            0.0
-        };
-        let r2 = |x: f64| (x * 100.0).round() / 100.0;
+        let algbw = avg.filter(|a| *a > 0.0).map(|a| bytes as f64 / a * 1e3);
+        // Four decimals: a few bytes' bandwidth is small, not zero.
+        let r4 = |x: f64| (x * 1e4).round() / 1e4;
         Ok(OsuRow {
             size: spec.bytes(),
             algorithm: spec.algorithm.name().into(),
-            avg_us: us(avg),
-            min_us: if min.is_finite() { us(min) } else { 0.0 },
-            max_us: us(max),
-            algbw_gbs: r2(algbw),
-            busbw_gbs: r2(algbw * factor),
+            avg_us: avg.map(us),
+            min_us: min.map(us),
+            max_us: max.map(us),
+            algbw_gbs: algbw.map(r4),
+            busbw_gbs: algbw.map(|a| r4(a * factor)),
+            measured: self.measured_at(i),
+            wanted: u64::from(spec.ranks) * u64::from(plan.iterations),
             messages,
             result_equal: equal,
         })
