@@ -274,13 +274,22 @@ impl Report {
             self.ops.posted, self.ops.completed, self.ops.failed
         );
         let c = &self.completion_ns;
+        // A collective moves no RDMA operation's bytes of its own: no
+        // goodput to show; a scheduled one's completions are its first
+        // size's (its table has every size).
+        let tail = if self.scheduled.is_some() {
+            "   (the first size's iterations; the table below has each size)".to_string()
+        } else if self.collective.is_some() {
+            String::new()
+        } else {
+            format!("   goodput {:.2} Gb/s", self.goodput_gbps)
+        };
         let _ = writeln!(
             s,
-            "completion  p50 {:.3} us  p99 {:.3} us  max {:.3} us   goodput {:.2} Gb/s",
+            "completion  p50 {:.3} us  p99 {:.3} us  max {:.3} us{tail}",
             c.p50 as f64 / 1e3,
             c.p99 as f64 / 1e3,
             c.max as f64 / 1e3,
-            self.goodput_gbps
         );
         if self.cc != "none" || p.ecn_marked > 0 || p.trimmed > 0 {
             let _ = writeln!(
