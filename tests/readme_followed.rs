@@ -61,6 +61,11 @@ fn a_run_whose_operations_all_fail_does_not_pass() {
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let text = stdout(&out);
     assert!(text.contains("all-succeeded:FAIL"), "{text}");
+    // No operation completed: no completion time is made up for them.
+    assert!(
+        text.contains("completion  none of the 2 operations completed"),
+        "{text}"
+    );
     // The note says the time limit stopped it, when, and what was left.
     assert!(
         text.contains("note: stopped at the time limit (50.000ms): the last event ran at ")
@@ -81,6 +86,35 @@ fn a_run_whose_operations_all_fail_does_not_pass() {
     assert_eq!(v["checks"]["all-complete"], true, "{v}");
     assert_eq!(v["checks"]["all-succeeded"], false, "{v}");
     assert!(v["ops"]["failed"].as_u64().unwrap() > 0);
+    // Its percentiles are over the operations that completed, and the
+    // summary says so; a failed one's time to give up is not among them.
+    let summary = stdout(&udrma(&["run", half.to_str().unwrap()]));
+    let completed = v["ops"]["completed"].as_u64().unwrap();
+    let said = if completed == 0 {
+        "completion  none of the 2 operations completed".to_string()
+    } else {
+        format!("(over the {completed} completed)")
+    };
+    assert!(summary.contains(&said), "{summary}");
+
+    // One WRITE completes, one gives up on a dead link: the percentiles
+    // are the completed one's alone (its 4.69 µs, not the other's time to
+    // give up), and the line says over how many.
+    let partly = tmp("readme-partly-failed.toml");
+    std::fs::write(
+        &partly,
+        "name = \"partly-failed\"\nseed = 1\ntime_limit = \"1s\"\n[topology]\nkind = \"star\"\nhosts = 3\n\
+         [[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 4096\n\
+         [[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h2\"\nsize = 4096\n\
+         [[fault]]\nmodel = \"down\"\nlinks = [\"h2-s0\"]\nfrom = \"0ns\"\n",
+    )
+    .unwrap();
+    let summary = stdout(&udrma(&["run", partly.to_str().unwrap()]));
+    assert!(
+        summary.contains("completion  p50 4.690 us  p99 4.690 us  max 4.690 us")
+            && summary.contains("(over the 1 completed)"),
+        "{summary}"
+    );
 
     // A scenario that expects failures says so, and passes.
     let expected = std::fs::read_to_string(&half).unwrap() + "\n[checks]\nexpect_failures = true\n";

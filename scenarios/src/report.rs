@@ -281,16 +281,30 @@ impl Report {
             "   (the first size's iterations; the table below has each size)".to_string()
         } else if self.collective.is_some() {
             String::new()
+        } else if self.ops.failed > 0 {
+            // Percentiles are over the completed operations only.
+            format!(
+                "   goodput {:.2} Gb/s   (over the {} completed)",
+                self.goodput_gbps, self.ops.completed
+            )
         } else {
             format!("   goodput {:.2} Gb/s", self.goodput_gbps)
         };
-        let _ = writeln!(
-            s,
-            "completion  p50 {:.3} us  p99 {:.3} us  max {:.3} us{tail}",
-            c.p50 as f64 / 1e3,
-            c.p99 as f64 / 1e3,
-            c.max as f64 / 1e3,
-        );
+        if self.ops.completed == 0 && self.ops.posted > 0 && self.scheduled.is_none() {
+            let _ = writeln!(
+                s,
+                "completion  none of the {} operations completed",
+                self.ops.posted
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "completion  p50 {:.3} us  p99 {:.3} us  max {:.3} us{tail}",
+                c.p50 as f64 / 1e3,
+                c.p99 as f64 / 1e3,
+                c.max as f64 / 1e3,
+            );
+        }
         if self.cc != "none" || p.ecn_marked > 0 || p.trimmed > 0 {
             let _ = writeln!(
                 s,
@@ -502,8 +516,11 @@ pub(crate) fn build(
 ) -> Report {
     let fs = world.traffic();
     let nic = world.nic_sums();
+    // Over the operations that completed: a failed one's time is how
+    // long it took to give up, not a completion time.
     let mut lat: Vec<u64> = ops
         .iter()
+        .filter(|o| o.ok == Some(true))
         .filter_map(|o| o.latency.map(|d| d.as_nanos()))
         .collect();
     lat.sort_unstable();

@@ -108,6 +108,20 @@ pub fn run_plan(plan: &Plan, opts: RunOptions) -> Result<Report, ScenarioError> 
             r.notes.push(note);
         }
     }
+    if let Work::Rdma(p) = &plan.work {
+        if !p.ops.is_empty() && p.ops.iter().all(|o| o.size == 0) {
+            let n = p.ops.len();
+            let what = if n == 1 {
+                "the one operation exercises".to_string()
+            } else {
+                format!("the {n} operations exercise")
+            };
+            r.notes.push(format!(
+                "every operation moves 0 bytes: {what} the protocol's requests and \
+                 acknowledgements, and no data"
+            ));
+        }
+    }
     Ok(r)
 }
 

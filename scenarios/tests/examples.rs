@@ -286,6 +286,11 @@ const BASE: &str = "name = \"x\"\n[topology]\nkind = \"star\"\nhosts = 4\n";
 
 #[test]
 fn invalid_files_say_where_and_what() {
+    // A file that sends nothing is refused, not passed.
+    assert_eq!(
+        error(BASE),
+        "bad.toml:1:1: no [[workload]]: the run would send nothing and pass on nothing (docs/scenarios.md lists the workload kinds)"
+    );
     // Unknown key, with the closest valid one.
     assert_eq!(
         error("name = \"x\"\n[topology]\nkind = \"star\"\nhostz = 4\n"),

@@ -34,6 +34,15 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
     }
     within_bounds(sc, n)?;
     known_skips(sc)?;
+    // Last, so that a file's other mistakes are named first.
+    if sc.file.workloads.is_empty() {
+        return Err(sc.error_at(
+            "name",
+            "no [[workload]]: the run would send nothing and pass on nothing \
+             (docs/scenarios.md lists the workload kinds)"
+                .into(),
+        ));
+    }
     Ok(r)
 }
 
