@@ -434,6 +434,16 @@ fn bad_algorithm_keys_are_named() {
         "algorithm = \"ring\"\nsize = \"1KiB\"\nsizes = \"2KiB\"",
         "`sizes` and `size` both given: give one",
     );
+    // A mistyped key: the keys a collective workload takes, not every
+    // kind's, and the nearest of them.
+    bad(
+        "algorithm = \"ring\"\nsize = 8\nroot = 3",
+        "unknown field `root` in a `collective` workload, expected one of `kind`, `collective`,",
+    );
+    bad(
+        "algorithm = \"ring\"\nsizs = 8",
+        "in a `collective` workload, expected one of `kind`, `collective`, `reduce_op`, `datatype`, `size`, `fan_in`, `nodes`, `count`, `interval`, `method`, `algorithm`, `sizes`, `warmup`, `form`, `pipeline`, `start` (did you mean `size`?)",
+    );
     // Keys the collective has no use for.
     bad(
         "collective = \"barrier\"\nalgorithm = \"auto\"\nsizes = \"8B..1KiB\"",

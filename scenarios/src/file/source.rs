@@ -52,7 +52,15 @@ impl Scenario {
         let file: ScenarioFile = toml::from_str(text).map_err(|e| ScenarioError {
             file: path.to_string(),
             at: e.span().map(|s| line_col(text, s.start)),
-            message: name_the_key(text, e.span().map(|s| s.start), improve(e.message())),
+            message: name_the_key(
+                text,
+                e.span().map(|s| s.start),
+                improve(&narrow_to_kind(
+                    text,
+                    e.span().map(|s| s.start),
+                    e.message(),
+                )),
+            ),
         })?;
         let sc = Scenario {
             file,
@@ -228,6 +236,61 @@ impl Scenario {
             text: self.text.clone(),
         }
     }
+}
+
+/// An unknown key in a `[[workload]]` table of a known kind: serde lists
+/// the keys of every kind (they share one schema); name the kind and list
+/// only the keys it takes, so that "did you mean" draws from those.
+fn narrow_to_kind(text: &str, offset: Option<usize>, message: &str) -> String {
+    use serde::Deserialize;
+    let unchanged = || message.to_string();
+    let (Some(offset), Some(rest)) = (offset, message.strip_prefix("unknown field `")) else {
+        return unchanged();
+    };
+    let Some((got, _)) = rest.split_once('`') else {
+        return unchanged();
+    };
+    let Ok(doc) = toml::de::DeTable::parse(text) else {
+        return unchanged();
+    };
+    let Some(toml::de::DeValue::Array(tables)) = doc.get_ref().get("workload").map(|v| v.get_ref())
+    else {
+        return unchanged();
+    };
+    // A `[[workload]]` element's span is its header: the key is in the
+    // last one before it, if no other table's header came between.
+    let header = text[..offset.min(text.len())]
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('['));
+    if header.map(str::trim) != Some("[[workload]]") {
+        return unchanged();
+    }
+    let kind = tables
+        .iter()
+        .rfind(|t| t.span().start <= offset)
+        .and_then(|t| match t.get_ref() {
+            toml::de::DeValue::Table(t) => t.get("kind").and_then(|k| match k.get_ref() {
+                toml::de::DeValue::String(s) => Some(s.to_string()),
+                _ => None,
+            }),
+            _ => None,
+        });
+    let Some(kind) = kind else {
+        return unchanged();
+    };
+    let de = serde::de::value::StrDeserializer::<serde::de::value::Error>::new(&kind);
+    let Ok(k) = crate::file::schema::WorkloadKind::deserialize(de) else {
+        return unchanged();
+    };
+    let keys: Vec<String> = std::iter::once("kind")
+        .chain(crate::file::applies::keys_of(k).iter().copied())
+        .map(|k| format!("`{k}`"))
+        .collect();
+    format!(
+        "unknown field `{got}` in a `{kind}` workload, expected one of {}",
+        keys.join(", ")
+    )
 }
 
 /// Adds "did you mean" to serde's unknown-field and unknown-variant errors.
