@@ -26,9 +26,9 @@ other:
     udrma run SCENARIO --json
 
 and prints both simulators' completion (htsim_uec: the last flow's
-finish; udrma: the slowest rank's time, which also holds the barrier
-MPI's collective starts with), their wall times and peak memory, and the
-ratio. Needs a release build of udrma (cargo build --release).
+finish; udrma: the slowest rank's time for the collective, from its
+start to its end, the barrier after it not counted), their wall times
+and peak memory, and the ratio. Needs a release build of udrma (cargo build --release).
 """
 import argparse
 import json

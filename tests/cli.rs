@@ -855,7 +855,8 @@ p = 0.01
 
 /// `udrma sweep ... | head -1`: the reader leaves after a line, and the
 /// sweep ends quietly with exit 0 (a broken pipe is not its failure),
-/// not with a panic's backtrace.
+/// not with a panic's backtrace, and still writes the files it was asked
+/// for.
 #[test]
 fn a_reader_that_leaves_early_gets_no_panic() {
     use std::io::{BufRead, BufReader};
@@ -863,8 +864,11 @@ fn a_reader_that_leaves_early_gets_no_panic() {
     // 1,000 cases: a table far larger than a pipe holds.
     let retries: Vec<String> = (1..=1000).map(|r| r.to_string()).collect();
     let set = format!("nic.max_retries={}", retries.join(","));
+    let svg = tmp("cli-early-reader.svg");
+    let _ = std::fs::remove_file(&svg);
     let mut child = common::command()
         .args(["sweep", &example("small-faults.toml"), "--set", &set])
+        .args(["--plot", svg.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -878,4 +882,6 @@ fn a_reader_that_leaves_early_gets_no_panic() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(0), "{err}");
+    // The plot, drawn after the table, is written all the same.
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
 }

@@ -210,8 +210,8 @@ fn a_missing_doubled_or_foreign_part_is_named_and_nothing_is_written() {
     let header = lines[0];
     for (edit, says) in [
         (
-            ("\"udrma_part\":1", "\"udrma_part\":2"),
-            "junk.jsonl:1: part format 2, but this udrma",
+            ("\"udrma_part\":2", "\"udrma_part\":3"),
+            "junk.jsonl:1: part format 3, but this udrma",
         ),
         (
             ("\"shard\":0", "\"shard\":3"),
@@ -537,9 +537,16 @@ fn an_mpi_collective_sweeps_to_one_row_per_size_in_csv_and_json() {
     let at = |i: usize| rows[i][col("osu_avg_us")].parse::<f64>().unwrap();
     assert!(at(7) > at(0), "{text}");
 
-    // The JSON holds the same rows, keyed by the same columns in order.
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // The JSON holds the same rows, keyed by the same columns in order
+    // (in the text: a parsed map forgets the order).
+    let raw = std::fs::read_to_string(&json).unwrap();
+    let first = raw.lines().nth(1).unwrap();
+    let at: Vec<usize> = header
+        .iter()
+        .map(|h| first.find(&format!("\"{h}\": ")).unwrap())
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{first}");
+    let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
     let objects = doc.as_array().unwrap();
     assert_eq!(objects.len(), rows.len());
     for (o, r) in objects.iter().zip(&rows) {

@@ -296,6 +296,11 @@ impl Report {
                 "completion  none of the {} operations completed",
                 self.ops.posted
             );
+        } else if self.scheduled.is_some() && c.max == 0 {
+            let _ = writeln!(
+                s,
+                "completion  none of the first size's iterations finished (the table below has each size)"
+            );
         } else {
             let _ = writeln!(
                 s,

@@ -131,9 +131,20 @@ pub fn run_plan(plan: &Plan, opts: RunOptions) -> Result<Report, ScenarioError> 
 fn early_timers(plan: &Plan, r: &Report) -> Option<String> {
     let p = &r.packets;
     let lost = p.dropped + p.corrupted + p.trimmed + r.escape.expired + r.escape.overflow;
-    if r.timeouts == 0 || lost > 0 {
+    // A delay the file injects holds packets too: the queues are not
+    // then the only cause, and the note would mislead.
+    let delays = plan.faults.iter().any(|f| {
+        use crate::file::schema::ModelKind;
+        matches!(f.model, ModelKind::Delay | ModelKind::Reorder)
+    });
+    if r.timeouts == 0 || lost > 0 || delays {
         return None;
     }
+    let advice = if plan.at.text().contains("full-queues") {
+        "raise it"
+    } else {
+        "raise it, or set `rto_min = \"full-queues\"`,"
+    };
     let paused = r
         .pfc
         .as_ref()
@@ -148,7 +159,7 @@ fn early_timers(plan: &Plan, r: &Report) -> Option<String> {
     Some(format!(
         "{} retransmit timers expired though no packet was lost: they fired while packets \
          or their ACKs still waited in queues{paused}; the timer's floor is `[nic] rto_min` \
-         ({} here): raise it, or set `rto_min = \"full-queues\"`, to keep it from firing early",
+         ({} here): {advice} to keep it from firing early",
         r.timeouts, plan.resolved.nic.rto_min
     ))
 }

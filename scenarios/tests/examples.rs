@@ -286,6 +286,15 @@ const BASE: &str = "name = \"x\"\n[topology]\nkind = \"star\"\nhosts = 4\n";
 
 #[test]
 fn invalid_files_say_where_and_what() {
+    // A mistyped key after a multi-line array: still the workload's own
+    // keys (a line of the array is no table header).
+    let e = error(&format!(
+        "{BASE}[[workload]]\nkind = \"permutation\"\nsize = 8\npairs = [\n  [\"h0\", \"h1\"],\n  [\"h1\", \"h0\"],\n]\nsiez = 3\n"
+    ));
+    assert!(
+        e.ends_with("unknown field `siez` in a `permutation` workload, expected one of `kind`, `op`, `size`, `count`, `pairs`, `start` (did you mean `size`?)"),
+        "{e}"
+    );
     // A file that sends nothing is refused, not passed.
     assert_eq!(
         error(BASE),

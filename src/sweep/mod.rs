@@ -21,6 +21,15 @@ use udrma_scenarios::{Report, RunOptions, Scenario};
 
 use crate::BadInput;
 
+/// `println!` that ignores a closed stdout: `udrma sweep … | head` must
+/// still write its CSV, JSON and plot, which follow the table.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 pub mod merge;
 pub mod osu;
 pub mod output;

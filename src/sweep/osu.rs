@@ -18,8 +18,9 @@ struct Row {
     /// The smallest rank's mean in any run, the largest in any run.
     min_us: Option<f64>,
     max_us: Option<f64>,
-    /// Runs that measured this size, of `runs`.
-    measured: usize,
+    /// Runs in which every measured iteration at this size finished, of
+    /// `runs` (the means are over whatever finished).
+    complete: usize,
     runs: usize,
 }
 
@@ -60,7 +61,7 @@ fn rows_of(rs: &[&RunRecord]) -> Vec<Row> {
                 busbw_gbs: mean(|o| o.busbw_gbs),
                 min_us: got.iter().filter_map(|o| o.min_us).reduce(f64::min),
                 max_us: got.iter().filter_map(|o| o.max_us).reduce(f64::max),
-                measured: got.iter().filter(|o| o.avg_us.is_some()).count(),
+                complete: got.iter().filter(|o| o.finished == o.wanted).count(),
                 runs: got.len(),
             }
         })
@@ -77,7 +78,7 @@ pub fn table_and_plot(layout: &Layout, records: &[RunRecord]) -> String {
     let cols = super::output::case_columns(layout);
     let label = |cells: &[String]| super::output::case_label(&cols, cells);
     let keys: Vec<String> = layout.axes.iter().map(|a| a.key.clone()).collect();
-    println!(
+    outln!(
         "{} {:>10} {:<26} {:>12} {:>12} {:>12} {:>11} {:>5}",
         label(&keys),
         "size",
@@ -107,14 +108,14 @@ pub fn table_and_plot(layout: &Layout, records: &[RunRecord]) -> String {
             let f = |x: Option<f64>, w: usize| {
                 x.map_or(format!("{:>w$}", "-"), |x| format!("{x:>w$.2}"))
             };
-            // Runs whose iterations at this size all failed give no
-            // figure: "measured/runs" says how many the means are over.
-            let runs = if r.measured == r.runs {
+            // "complete/runs" when some run did not finish every
+            // iteration at this size (as a run's own table says PARTIAL).
+            let runs = if r.complete == r.runs {
                 r.runs.to_string()
             } else {
-                format!("{}/{}", r.measured, r.runs)
+                format!("{}/{}", r.complete, r.runs)
             };
-            println!(
+            outln!(
                 "{} {:>10} {:<26} {} {} {} {} {:>5}",
                 label(values),
                 fmt_bytes(r.size as f64).replace(' ', ""),

@@ -273,7 +273,7 @@ fn print_table(layout: &Layout, records: &[RunRecord], osu: bool) {
     let label = |cells: &[String]| case_label(&cols, cells);
     let keys: Vec<String> = layout.axes.iter().map(|a| a.key.clone()).collect();
     if osu {
-        println!(
+        outln!(
             "{} {:>10} {:>12} {:>18}",
             label(&keys),
             "runs",
@@ -281,7 +281,7 @@ fn print_table(layout: &Layout, records: &[RunRecord], osu: bool) {
             "failed ops (runs)"
         );
     } else {
-        println!(
+        outln!(
             "{} {:>10} {:>14} {:>14} {:>12} {:>18}",
             label(&keys),
             "runs",
@@ -309,7 +309,7 @@ fn print_table(layout: &Layout, records: &[RunRecord], osu: bool) {
         let mean =
             |f: fn(&RunRecord) -> f64| rs.iter().map(|r| f(r)).sum::<f64>() / n.max(1) as f64;
         if osu {
-            println!(
+            outln!(
                 "{} {:>10} {:>12} {:>18}",
                 label(&values),
                 n,
@@ -317,7 +317,7 @@ fn print_table(layout: &Layout, records: &[RunRecord], osu: bool) {
                 failed
             );
         } else {
-            println!(
+            outln!(
                 "{} {:>10} {:>14.2} {:>14.2} {:>12} {:>18}",
                 label(&values),
                 n,
@@ -388,9 +388,12 @@ fn messaging_rows<'r>(
             rows.iter().map(|r| r.bandwidth_mbs).collect::<Vec<_>>(),
         ));
         if let Some(r) = rows.first() {
-            println!(
+            outln!(
                 "{:<24} {:>10} {:>12.3} us {:>12.1} MB/s",
-                v, r.protocol, r.latency_us, r.bandwidth_mbs
+                v,
+                r.protocol,
+                r.latency_us,
+                r.bandwidth_mbs
             );
         }
     }
@@ -449,9 +452,12 @@ fn collective_lines<'r>(
     use udrma_scenarios::report::svg::{lines_plot, Series};
     let mut host = Vec::new();
     let mut nic = Vec::new();
-    println!(
+    outln!(
         "{:<24} {:>14} {:>14} {:>9}",
-        name, "host us", "nic us", "speedup"
+        name,
+        "host us",
+        "nic us",
+        "speedup"
     );
     for (vi, v) in values.iter().enumerate() {
         let cs: Vec<&CollectiveFigures> = of_value(vi)
@@ -469,7 +475,7 @@ fn collective_lines<'r>(
             _ => "-".into(),
         };
         let show = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.3}"));
-        println!("{:<24} {:>14} {:>14} {:>9}", v, show(h), show(n), speedup);
+        outln!("{:<24} {:>14} {:>14} {:>9}", v, show(h), show(n), speedup);
         if let Some(h) = h {
             host.push((xs[vi], h));
         }

@@ -17,8 +17,9 @@ use super::bad;
 use super::plan::{Job, Layout, Plan, Shard};
 use super::record::RunRecord;
 
-/// The format of part files this build writes and reads.
-pub const FORMAT: u32 = 1;
+/// The format of part files this build writes and reads (2: the MPI
+/// collectives' per-size rows, `osu`).
+pub const FORMAT: u32 = 2;
 
 /// The first line of a part file: where its runs came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -257,25 +257,39 @@ fn narrow_to_kind(text: &str, offset: Option<usize>, message: &str) -> String {
     else {
         return unchanged();
     };
-    // A `[[workload]]` element's span is its header: the key is in the
-    // last one before it, if no other table's header came between.
-    let header = text[..offset.min(text.len())]
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('['));
-    if header.map(str::trim) != Some("[[workload]]") {
-        return unchanged();
+    // A table's span here is its header: the key sits in the table whose
+    // header is the last before it. Which one that is, of every table and
+    // array-of-tables element in the file (a line of a multi-line array
+    // is no header).
+    let mut headers: Vec<(usize, Option<usize>)> = Vec::new();
+    for (k, v) in doc.get_ref().iter() {
+        match v.get_ref() {
+            toml::de::DeValue::Table(_) => headers.push((v.span().start, None)),
+            toml::de::DeValue::Array(a) => {
+                for (i, e) in a.iter().enumerate() {
+                    if matches!(e.get_ref(), toml::de::DeValue::Table(_)) {
+                        let w = (k.get_ref() == "workload").then_some(i);
+                        headers.push((e.span().start, w));
+                    }
+                }
+            }
+            _ => {}
+        }
     }
-    let kind = tables
-        .iter()
-        .rfind(|t| t.span().start <= offset)
-        .and_then(|t| match t.get_ref() {
-            toml::de::DeValue::Table(t) => t.get("kind").and_then(|k| match k.get_ref() {
-                toml::de::DeValue::String(s) => Some(s.to_string()),
-                _ => None,
-            }),
+    let Some((_, Some(i))) = headers
+        .into_iter()
+        .filter(|(at, _)| *at <= offset)
+        .max_by_key(|(at, _)| *at)
+    else {
+        return unchanged();
+    };
+    let kind = tables.get(i).and_then(|t| match t.get_ref() {
+        toml::de::DeValue::Table(t) => t.get("kind").and_then(|k| match k.get_ref() {
+            toml::de::DeValue::String(s) => Some(s.to_string()),
             _ => None,
-        });
+        }),
+        _ => None,
+    });
     let Some(kind) = kind else {
         return unchanged();
     };

@@ -158,9 +158,10 @@ fn byte_sizes(
     }
     let all = crate::plan::messaging::sizes(sc, w, "collective workload", u64::MAX)?;
     let real = crate::plan::messaging::MAX_MESSAGE;
+    let key = if w.sizes.is_some() { "sizes" } else { "size" };
     if let Some(big) = all.iter().find(|b| phantom && **b > MAX_PHANTOM_BYTES) {
-        return Err(sc.error_at(
-            "sizes",
+        return Err(sc.error_at_key(
+            key,
             format!(
                 "collective workload: {big} B asked for, and phantom payloads are limited \
                  to {} GiB a rank",
@@ -169,8 +170,8 @@ fn byte_sizes(
         ));
     }
     if let Some(big) = all.iter().find(|b| !phantom && **b > real) {
-        return Err(sc.error_at(
-            "sizes",
+        return Err(sc.error_at_key(
+            key,
             format!(
                 "collective workload: {big} B asked for, and real bytes are limited to {} MiB \
                  a size: up to {} GiB with phantom payloads (`[topology] phantom = true`, \
@@ -314,11 +315,9 @@ fn fits(
             } else {
                 ""
             };
-            let phantom = if phantom {
-                ""
-            } else {
-                ": with `[topology] phantom = true` and `form = \"rdma\"` nothing is stored"
-            };
+            // (Phantom payloads returned above: these bytes are real.)
+            let phantom =
+                ": with `[topology] phantom = true` and `form = \"rdma\"` nothing is stored";
             return Err(bad(
                 sc,
                 key,

@@ -36,7 +36,7 @@ pub fn validate(sc: &Scenario) -> Result<Resolved, ScenarioError> {
     known_skips(sc)?;
     // Last, so that a file's other mistakes are named first.
     if sc.file.workloads.is_empty() {
-        return Err(sc.error_at(
+        return Err(sc.error_at_key(
             "name",
             "no [[workload]]: the run would send nothing and pass on nothing \
              (docs/scenarios.md lists the workload kinds)"
