@@ -98,7 +98,9 @@ const CRATES: [Floors; 7] = [
         src: "scenarios/src/file",
         decl: "../file.rs",
         prefix: "crate::file::",
-        order: &["units", "schema", "edit", "source", "checks", "applies"],
+        order: &[
+            "units", "schema", "keys", "edit", "source", "checks", "applies",
+        ],
         root_items: &[
             ("Scenario", "source"),
             ("ScenarioError", "source"),
