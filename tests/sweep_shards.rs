@@ -543,7 +543,7 @@ fn an_mpi_collective_sweeps_to_one_row_per_size_in_csv_and_json() {
     let first = raw.lines().nth(1).unwrap();
     let at: Vec<usize> = header
         .iter()
-        .map(|h| first.find(&format!("\"{h}\": ")).unwrap())
+        .map(|h| first.find(&format!("\"{h}\":")).unwrap())
         .collect();
     assert!(at.windows(2).all(|w| w[0] < w[1]), "{first}");
     let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();

@@ -93,15 +93,7 @@ pub fn table_and_plot(layout: &Layout, records: &[RunRecord]) -> String {
         .map(|c| layout.case(c).into_iter().map(|(_, v)| v).collect())
         .collect();
     let by_case: Vec<Vec<Row>> = (0..cases.len())
-        .map(|c| {
-            let rs: Vec<&RunRecord> = jobs
-                .iter()
-                .zip(records)
-                .filter(|(j, _)| j.case == c)
-                .map(|(_, r)| r)
-                .collect();
-            rows_of(&rs)
-        })
+        .map(|c| rows_of(&super::output::of_case(&jobs, records, c)))
         .collect();
     for (values, rows) in cases.iter().zip(&by_case) {
         for r in rows {

@@ -9,7 +9,7 @@ use anyhow::Context;
 use udrma_scenarios::file::units::parse_size;
 use udrma_scenarios::report::svg::{sweep_plot, Panel, XAxis};
 
-use super::plan::Layout;
+use super::plan::{Job, Layout};
 use super::record::{Cell, CollectiveFigures, MessagingFigures, RunRecord};
 
 /// The header and rows of the CSV and JSON outputs: the settings, the
@@ -71,19 +71,27 @@ pub fn write_json(
     records: &[(super::plan::Job, &RunRecord)],
 ) -> anyhow::Result<()> {
     let (header, rows) = table(layout, records, &[]);
-    // Written by hand so that keys keep the CSV's order (serde_json's map
-    // sorts them).
-    let mut text = String::from("[");
-    for (i, row) in rows.iter().enumerate() {
-        text.push_str(if i == 0 { "\n  {" } else { ",\n  {" });
-        for (j, (k, c)) in header.iter().zip(row).enumerate() {
-            let sep = if j == 0 { "" } else { ", " };
-            text.push_str(&format!("{sep}{}: {}", serde_json::to_string(k)?, c.json()));
-        }
-        text.push('}');
-    }
-    text.push_str("\n]\n");
+    let lines = rows
+        .iter()
+        .map(|row| serde_json::to_string(&InOrder(&header, row)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let text = format!("[\n  {}\n]\n", lines.join(",\n  "));
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// One row as a JSON object whose keys keep the CSV's order (a
+/// `serde_json` map would sort them).
+struct InOrder<'a>(&'a [String], &'a [Cell]);
+
+impl serde::Serialize for InOrder<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, c) in self.0.iter().zip(self.1) {
+            map.serialize_entry(k, &c.json())?;
+        }
+        map.end()
+    }
 }
 
 /// Where a sweep's or a merge's outputs go (the table always goes to
@@ -292,12 +300,7 @@ fn print_table(layout: &Layout, records: &[RunRecord], osu: bool) {
         );
     }
     for case in 0..layout.case_count() {
-        let rs: Vec<&RunRecord> = jobs
-            .iter()
-            .zip(records)
-            .filter(|(j, _)| j.case == case)
-            .map(|(_, r)| r)
-            .collect();
+        let rs = of_case(&jobs, records, case);
         let n = rs.len();
         let ok = rs.iter().filter(|r| r.passed()).count();
         let failed = format!(
@@ -328,6 +331,19 @@ fn print_table(layout: &Layout, records: &[RunRecord], osu: bool) {
             );
         }
     }
+}
+
+/// The runs of case `case` (`records` in `jobs`' order).
+pub(crate) fn of_case<'r>(
+    jobs: &[Job],
+    records: &'r [RunRecord],
+    case: usize,
+) -> Vec<&'r RunRecord> {
+    jobs.iter()
+        .zip(records)
+        .filter(|(j, _)| j.case == case)
+        .map(|(_, r)| r)
+        .collect()
 }
 
 /// The swept keys the tables show, each with its column's width: the
