@@ -484,6 +484,23 @@ fn sweep_writes_one_csv_row_per_run_and_a_plot() {
     let rows = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(rows.lines().count(), 1 + 2 * 2 * 3, "{rows}");
     assert!(rows.starts_with("fault.loss.p,nic.max_retries,seed,passed,"));
+    // Each row says what its run lost, by cause: with no loss, nothing;
+    // with loss, the rule by name, and its drops are the run's.
+    let mut reader = csv_reader(&rows);
+    let head = reader.next().unwrap();
+    let col = |name: &str| head.iter().position(|c| c == name).unwrap();
+    for row in reader {
+        let (p, dropped) = (&row[col("fault.loss.p")], &row[col("dropped")]);
+        let by_rule = &row[col("lost_by_rule")];
+        assert_eq!(&row[col("lost")], dropped, "lost = dropped: no corruption");
+        assert_eq!(
+            &row[col("lost_faults")],
+            dropped,
+            "every drop is the rule's"
+        );
+        assert_eq!(by_rule, &format!("loss={dropped}"), "{p}");
+        assert_eq!(dropped == "0", p == "0", "{p}: {dropped}");
+    }
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("goodput (Gb/s)"));
     // The table has a row for each case, both keys shown: no key is
@@ -884,4 +901,12 @@ fn a_reader_that_leaves_early_gets_no_panic() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     // The plot, drawn after the table, is written all the same.
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+}
+
+/// The rows of a CSV text, each cut at its commas (the sweep's figures
+/// hold no quoted commas but `failed_checks` and `lost_by_rule`, which
+/// hold spaces only).
+fn csv_reader(text: &str) -> impl Iterator<Item = Vec<String>> + '_ {
+    text.lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
 }

@@ -130,7 +130,7 @@ const CRATES: [Floors; 7] = [
         src: "scenarios/src/report",
         decl: "../report.rs",
         prefix: "crate::report::",
-        order: &["svg", "ladder", "osu", "pfc"],
+        order: &["svg", "drops", "ladder", "osu", "pfc"],
         root_items: &[("Ladder", "ladder")],
     },
     Floors {

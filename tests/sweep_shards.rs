@@ -210,8 +210,8 @@ fn a_missing_doubled_or_foreign_part_is_named_and_nothing_is_written() {
     let header = lines[0];
     for (edit, says) in [
         (
-            ("\"udrma_part\":2", "\"udrma_part\":3"),
-            "junk.jsonl:1: part format 3, but this udrma",
+            ("\"udrma_part\":3", "\"udrma_part\":2"),
+            "junk.jsonl:1: part format 2, but this udrma",
         ),
         (
             ("\"shard\":0", "\"shard\":3"),

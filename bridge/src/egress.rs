@@ -175,6 +175,11 @@ impl Egress {
         self.stats
     }
 
+    /// The rules, each with its own counters (what each dropped).
+    pub fn rules(&self) -> &RuleSet {
+        &self.plan.rules
+    }
+
     /// Judges one datagram from `src` to `dst` at engine time `now`,
     /// flipping bits in `bytes` if a rule corrupts it.
     pub fn judge(&mut self, now: Instant, src: NodeAddr, dst: NodeAddr, bytes: &mut [u8]) -> Fate {

@@ -334,6 +334,11 @@ impl Endpoint {
         self.egress.stats()
     }
 
+    /// The egress fault rules, each with what it did.
+    pub fn fault_rules(&self) -> &udrma_faults::RuleSet {
+        self.egress.rules()
+    }
+
     /// Records `addr` as host `node` without a HELLO (hosts of one
     /// scenario know each other's addresses). `false` if the table is
     /// full or either is taken.

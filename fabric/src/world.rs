@@ -157,6 +157,15 @@ pub struct FabricStats {
     pub sent: u64,
     /// Dropped, by reason.
     pub dropped: BTreeMap<DropReason, u64>,
+    /// The fault drops (`DropReason::Fault`) by rule, keyed by the rule's
+    /// index in the world's [`RuleSet`]; they add up to that reason's
+    /// count.
+    pub fault_drops: BTreeMap<u32, u64>,
+    /// Of the full-queue drops (`DropReason::QueueFull`), those at a
+    /// costed NIC's receive lane: the packets a port sends ahead of its
+    /// queue (trimmed headers, control under priority) found the lane
+    /// into that NIC full. The trace records them as full-queue drops.
+    pub lane_dropped: u64,
     /// Extra copies made by duplicate faults.
     pub duplicated: u64,
     /// Packets delayed by a fault (including netem reordering).

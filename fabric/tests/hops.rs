@@ -177,6 +177,9 @@ fn a_full_header_lane_into_a_slow_nic_drops_the_header() {
         })
         .count();
     assert!(lane_drops > 0, "no header dropped on h0's link");
+    // The counters tell them from tail drops on other links: on h0's
+    // link every drop is the lane's, and only those are counted as such.
+    assert_eq!(w.stats().lane_dropped, lane_drops as u64);
     let work = Duration::from_micros(20).as_ps();
     assert!(
         w.stats().max_rx_wait_ps <= work,

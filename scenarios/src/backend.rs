@@ -6,7 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 use udrma_bridge::Cluster;
-use udrma_fabric::{FabricStats, RankedWorld, Ranks, SplitWorld, World};
+use udrma_fabric::{DropReason, FabricStats, RankedWorld, Ranks, SplitWorld, World};
+use udrma_faults::RuleSet;
 use udrma_host::App;
 use udrma_nic::Nic;
 use udrma_proto::{Instant, NodeAddr};
@@ -46,6 +47,75 @@ pub struct Traffic {
     pub packet_hops: u64,
 }
 
+/// The packets the fabric (or the egress rules) dropped, by cause. The
+/// causes add up to [`Traffic::dropped`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DropCounts {
+    /// Each fault rule, by name in the file's order, with how many
+    /// packets it dropped.
+    pub by_rule: Vec<(String, u64)>,
+    /// Tail drops at a full egress queue (the lanes' below excluded).
+    pub queue_full: u64,
+    /// A costed NIC's receive lane was full (what a port sends ahead of
+    /// its queue: trimmed headers, control under priority).
+    pub nic_lane: u64,
+    /// A lossless ingress past its XOFF threshold and headroom (PFC).
+    pub pfc_headroom: u64,
+    /// A paused host's hold buffer was full.
+    pub paused_overflow: u64,
+    /// Larger than a link's MTU.
+    pub mtu: u64,
+    /// No route to the destination (a link down).
+    pub no_route: u64,
+}
+
+impl DropCounts {
+    /// The simulator's drops, the rules named from `rules` (the world's).
+    fn of(s: &FabricStats, rules: &RuleSet) -> DropCounts {
+        let reason = |r| s.dropped.get(&r).copied().unwrap_or(0);
+        let by_rule = rules
+            .rules()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let n = s.fault_drops.get(&(i as u32)).copied().unwrap_or(0);
+                (r.name.clone(), n)
+            })
+            .collect();
+        DropCounts {
+            by_rule,
+            queue_full: reason(DropReason::QueueFull).saturating_sub(s.lane_dropped),
+            nic_lane: s.lane_dropped,
+            pfc_headroom: reason(DropReason::Headroom),
+            paused_overflow: reason(DropReason::PausedOverflow),
+            mtu: reason(DropReason::Mtu),
+            no_route: reason(DropReason::NoRoute),
+        }
+    }
+
+    /// Adds what `rules` dropped, by name (the egress rules of one host
+    /// over sockets: every host has the same rules).
+    fn add_rules(&mut self, rules: &RuleSet) {
+        for r in rules.rules() {
+            match self.by_rule.iter_mut().find(|(n, _)| *n == r.name) {
+                Some((_, n)) => *n += r.counters.dropped,
+                None => self.by_rule.push((r.name.clone(), r.counters.dropped)),
+            }
+        }
+    }
+
+    /// Every drop counted here.
+    pub fn total(&self) -> u64 {
+        self.by_rule.iter().map(|(_, n)| n).sum::<u64>()
+            + self.queue_full
+            + self.nic_lane
+            + self.pfc_headroom
+            + self.paused_overflow
+            + self.mtu
+            + self.no_route
+    }
+}
+
 /// The NICs' counters a report sums, over the hosts of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NicSums {
@@ -73,6 +143,9 @@ pub struct NicSums {
     pub escape_overflow: u64,
     /// NACKs sent.
     pub nacks: u64,
+    /// Datagrams refused as malformed: the ICRC, the version or the
+    /// length did not hold (in the simulator, corrupted packets).
+    pub refused_malformed: u64,
 }
 
 impl NicSums {
@@ -90,6 +163,8 @@ impl NicSums {
         self.escape_expired += s.escape_expired;
         self.escape_overflow += s.escape_overflow;
         self.nacks += s.nacks_out();
+        self.refused_malformed +=
+            s.rx_bad_checksum + s.rx_bad_version + s.rx_bad_length + s.rx_truncated;
     }
 
     /// Adds another set of sums.
@@ -106,6 +181,7 @@ impl NicSums {
         self.escape_expired += o.escape_expired;
         self.escape_overflow += o.escape_overflow;
         self.nacks += o.nacks;
+        self.refused_malformed += o.refused_malformed;
     }
 }
 
@@ -150,6 +226,8 @@ pub trait Backend {
     fn finish(&mut self) -> Result<(), String>;
     /// Packet counts.
     fn traffic(&self) -> Traffic;
+    /// The drops of [`Traffic::dropped`], by cause.
+    fn drop_counts(&self) -> DropCounts;
     /// The run's trace hash (the simulator only: real time is not
     /// deterministic).
     fn trace_hash(&self) -> Option<u64>;
@@ -233,6 +311,10 @@ impl Backend for World {
 
     fn traffic(&self) -> Traffic {
         Traffic::of(self.stats())
+    }
+
+    fn drop_counts(&self) -> DropCounts {
+        DropCounts::of(self.stats(), self.faults())
     }
 
     fn trace_hash(&self) -> Option<u64> {
@@ -319,6 +401,10 @@ impl Backend for SplitWorld {
 
     fn traffic(&self) -> Traffic {
         Traffic::of(&self.stats())
+    }
+
+    fn drop_counts(&self) -> DropCounts {
+        DropCounts::of(&self.stats(), self.world_of(NodeAddr(0)).faults())
     }
 
     fn trace_hash(&self) -> Option<u64> {
@@ -466,6 +552,14 @@ impl Backend for Ranked {
         }
     }
 
+    fn drop_counts(&self) -> DropCounts {
+        let rules = self.world.world().faults();
+        match &self.ended {
+            Some(e) => DropCounts::of(&e.run.stats, rules),
+            None => DropCounts::of(self.world.world().stats(), rules),
+        }
+    }
+
     fn trace_hash(&self) -> Option<u64> {
         Some(self.world.trace().hash())
     }
@@ -601,6 +695,18 @@ impl Backend for Udp {
             t.ecn_marked += self.cluster.endpoint(h).nic().stats().rx_ce;
         }
         t
+    }
+
+    fn drop_counts(&self) -> DropCounts {
+        // Over sockets only the egress rules drop (what the kernel loses
+        // is not seen).
+        let mut d = DropCounts::default();
+        for h in (0..self.cluster.len() as u32).map(NodeAddr) {
+            if self.cluster.is_local(h) {
+                d.add_rules(self.cluster.endpoint(h).fault_rules());
+            }
+        }
+        d
     }
 
     fn trace_hash(&self) -> Option<u64> {

@@ -1,5 +1,6 @@
 //! What a run reports: the JSON object of `udrma run --json` and the
 //! human summary table; its children draw pictures:
+//! - [`drops`]: every packet lost, by cause;
 //! - [`ladder`]: ladder (sequence) diagrams of the packets between two
 //!   hosts;
 //! - [`osu`]: a collective by one of MPI's algorithms as an OSU-shaped
@@ -7,11 +8,13 @@
 //! - [`pfc`]: what PFC did in a run, and a lossless fabric's own checks;
 //! - [`svg`]: SVG drawings as plain text (sweep plots and ladders).
 
+pub mod drops;
 pub mod ladder;
 pub mod osu;
 pub mod pfc;
 pub mod svg;
 
+pub use drops::{Drops, RuleDrops};
 use pfc::lossless_checks;
 pub use pfc::{PfcDeadlockReport, PfcPortReport, PfcReport};
 
@@ -106,6 +109,8 @@ pub struct Report {
     pub packet_hops_per_s: f64,
     /// Packet counters.
     pub packets: Packets,
+    /// Every packet lost, by cause (adding up to its total).
+    pub lost: Drops,
     /// Operation counters.
     pub ops: Ops,
     /// Post-to-completion times in ns.
@@ -273,6 +278,7 @@ impl Report {
             "packets     sent {}  delivered {}  dropped {}  duplicated {}  reordered {}  corrupted {}",
             p.sent, p.delivered, p.dropped, p.duplicated, p.reordered, p.corrupted
         );
+        self.lost.line(s);
         let _ = writeln!(
             s,
             "ops         posted {}  completed {}  failed {}",
@@ -576,6 +582,7 @@ pub(crate) fn build(
             ecn_marked: fs.ecn_marked,
             trimmed: fs.trimmed,
         },
+        lost: Drops::of(world.drop_counts(), &nic),
         cc: plan.cc.clone(),
         ecn_echoes: nic.ecn_echoes,
         ops: Ops {

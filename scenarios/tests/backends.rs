@@ -66,6 +66,14 @@ fn the_demo_completes_the_same_in_both_backends() {
         "{:?}",
         udp.packets
     );
+    // On sockets only the egress rules drop: every drop is the loss
+    // rule's, named as in the file.
+    for r in [&sim, &udp] {
+        let rules: Vec<_> = r.lost.faults.iter().map(|f| f.rule.as_str()).collect();
+        assert_eq!(rules, ["loss", "dup", "reorder"], "{}", r.backend);
+    }
+    assert_eq!(udp.lost.faults[0].dropped, udp.packets.dropped);
+    assert_eq!(udp.lost.total, udp.packets.dropped);
 }
 
 #[test]

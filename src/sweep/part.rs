@@ -18,8 +18,8 @@ use super::plan::{Job, Layout, Plan, Shard};
 use super::record::RunRecord;
 
 /// The format of part files this build writes and reads (2: the MPI
-/// collectives' per-size rows, `osu`).
-pub const FORMAT: u32 = 2;
+/// collectives' per-size rows, `osu`; 3: what was lost by cause, `lost`).
+pub const FORMAT: u32 = 3;
 
 /// The first line of a part file: where its runs came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

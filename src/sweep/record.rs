@@ -4,6 +4,7 @@
 //! merged outputs are the single machine's.
 
 use serde::{Deserialize, Serialize};
+use udrma_scenarios::report::Drops;
 use udrma_scenarios::Report;
 
 /// One run, as a sweep reports it.
@@ -66,6 +67,9 @@ pub struct RunRecord {
     /// per size (empty for other workloads).
     #[serde(default)]
     pub osu: Vec<OsuFigures>,
+    /// Every packet lost, by cause.
+    #[serde(default)]
+    pub lost: Drops,
 }
 
 /// One size's row of a scheduled collective's OSU table.
@@ -231,7 +235,18 @@ impl RunRecord {
                     })
                     .collect()
             }),
+            lost: r.lost.clone(),
         }
+    }
+
+    /// Each fault rule's drops by name (`loss=120 dup=0`), for one CSV
+    /// cell.
+    fn lost_by_rule(&self) -> String {
+        let rules = self.lost.faults.iter();
+        rules
+            .map(|r| format!("{}={}", r.rule, r.dropped))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// Every check passed.
@@ -276,6 +291,16 @@ impl RunRecord {
         "osu_messages",
         "osu_finished",
         "osu_wanted",
+        "lost",
+        "lost_faults",
+        "lost_by_rule",
+        "lost_queue_full",
+        "lost_nic_lane",
+        "lost_pfc_headroom",
+        "lost_paused_host",
+        "lost_mtu",
+        "lost_no_route",
+        "lost_corrupt",
     ];
 
     /// The values of [`RunRecord::COLUMNS`]: one row, or for an MPI
@@ -325,12 +350,22 @@ impl RunRecord {
             int(|o| o.messages),
             int(|o| o.finished),
             int(|o| o.wanted),
+            Int(self.lost.total),
+            Int(self.lost.by_faults()),
+            Text(self.lost_by_rule()),
+            Int(self.lost.queue_full),
+            Int(self.lost.nic_lane),
+            Int(self.lost.pfc_headroom),
+            Int(self.lost.paused_overflow),
+            Int(self.lost.mtu),
+            Int(self.lost.no_route),
+            Int(self.lost.refused_corrupt),
         ]
     }
 }
 
 /// How many columns [`RunRecord::COLUMNS`] has.
-pub const COLUMN_COUNT: usize = 32;
+pub const COLUMN_COUNT: usize = 42;
 
 /// One value of a sweep's CSV and JSON rows, typed for JSON (a trace hash
 /// of only digits stays a string there).
@@ -441,6 +476,20 @@ mod tests {
                 finished: 31,
                 wanted: 32,
             }],
+            lost: Drops {
+                total: 40,
+                faults: vec![udrma_scenarios::report::RuleDrops {
+                    rule: "loss".into(),
+                    dropped: 33,
+                }],
+                queue_full: 2,
+                nic_lane: 1,
+                pfc_headroom: 1,
+                paused_overflow: 0,
+                mtu: 1,
+                no_route: 1,
+                refused_corrupt: 1,
+            },
         };
         let back: RunRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
@@ -521,7 +570,11 @@ mod tests {
             (&Cell::Int(8), &Cell::Int(16))
         );
         assert_eq!(rows[1][size_at + 1], Cell::Text("ring".into()));
-        assert_eq!(rows[1][COLUMN_COUNT - 3], Cell::Int(12));
+        let messages = RunRecord::COLUMNS
+            .iter()
+            .position(|c| *c == "osu_messages")
+            .unwrap();
+        assert_eq!(rows[1][messages], Cell::Int(12));
         // A figure no iteration gave is empty, not 0.
         let busbw = RunRecord::COLUMNS
             .iter()

@@ -67,6 +67,7 @@ impl World {
             Verdict::Pass => self.enqueue(port, pkt),
             Verdict::Drop => {
                 self.trace.record(&fault(0, 0));
+                *self.stats.fault_drops.entry(rule).or_default() += 1;
                 self.drop_pkt(p.link, pkt, DropReason::Fault);
             }
             Verdict::Duplicate(n) => {
@@ -405,6 +406,7 @@ impl World {
             let bytes = pkt.len() + self.seal_bytes;
             let lane = &mut self.lanes[port as usize];
             let Some(ahead) = lane.admits(self.now, bytes, work) else {
+                self.stats.lane_dropped += 1;
                 self.drop_pkt(hot.link, pkt, DropReason::QueueFull);
                 return;
             };

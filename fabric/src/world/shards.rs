@@ -759,6 +759,10 @@ impl FabricStats {
         for (r, n) in &o.dropped {
             *self.dropped.entry(*r).or_default() += n;
         }
+        for (r, n) in &o.fault_drops {
+            *self.fault_drops.entry(*r).or_default() += n;
+        }
+        self.lane_dropped += o.lane_dropped;
         self.duplicated += o.duplicated;
         self.delayed += o.delayed;
         self.corrupted += o.corrupted;
@@ -788,6 +792,8 @@ mod tests {
             delivered: 3 * n,
             sent: 4 * n,
             dropped: [(DropReason::QueueFull, 5 * n), (DropReason::Mtu, n)].into(),
+            fault_drops: [(0, n), (2, 2 * n)].into(),
+            lane_dropped: 17 * n,
             duplicated: 6 * n,
             delayed: 7 * n,
             corrupted: 8 * n,
