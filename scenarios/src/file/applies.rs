@@ -9,7 +9,7 @@ use crate::file::schema::ModelKind;
 use crate::file::source::Locate;
 use crate::{Scenario, ScenarioError};
 
-pub use crate::file::keys::{keys_of, model_keys, TARGETING};
+pub use crate::file::keys::{keys_of, model_keys, model_needs, needs_of, Need, TARGETING};
 
 /// Refuses the first key of a `[[workload]]` or `[[fault]]` table that its
 /// kind or model does not read. (Keys no table of its sort has were

@@ -220,6 +220,12 @@ fn model(
         },
         ModelKind::Down => Model::Down,
         ModelKind::Partition => {
+            // An empty side would cut nothing, silently.
+            for (key, side) in [("a", &f.a), ("b", &f.b)] {
+                if side.is_empty() {
+                    return Err(need(key));
+                }
+            }
             let side = |names: &[String]| -> Result<Vec<NodeAddr>, ScenarioError> {
                 names.iter().map(|h| sc.host(h, n_hosts, &format!("fault {name:?}"))).collect()
             };
