@@ -218,7 +218,12 @@ pub fn ideal_fct(size: u64, links: u32, bps: u64, latency: Duration, mtu_payload
     // wire's Ethernet/IP/UDP overhead (66 B).
     const PER_PACKET: u64 = 52 + 66;
     let packets = size.div_ceil(mtu_payload).max(1);
-    let wire = |bytes: u64| Duration::from_ps(bytes * 8 * 1_000_000_000_000 / bps.max(1));
+    // In u128: a flow's picoseconds at 8e12 ps per byte-per-bps pass
+    // u64 from about 2.3 MB (web-search and data-mining flows are larger).
+    let wire = |bytes: u64| {
+        let ps = u128::from(bytes) * 8 * 1_000_000_000_000 / u128::from(bps.max(1));
+        Duration::from_ps(u64::try_from(ps).unwrap_or(u64::MAX))
+    };
     let all = wire(size + packets * PER_PACKET);
     let first = wire(size.min(mtu_payload) + PER_PACKET);
     let hops = u64::from(links.saturating_sub(1));
@@ -375,6 +380,9 @@ mod tests {
             4096,
         );
         assert_eq!((s.flows, s.avg_slowdown), (2, 2.0));
+        // A data-mining flow of 973 MB at 100 Gb/s: 78 ms, no overflow.
+        let huge = ideal_fct(973_333_820, 2, 100_000_000_000, lat, 4096);
+        assert!(huge > Duration::from_millis(77) && huge < Duration::from_millis(80));
         let s = stats(
             &[(1000, 2, Duration::from_ps(1))],
             100_000_000_000,
