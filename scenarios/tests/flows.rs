@@ -123,7 +123,9 @@ fn heavy_flows_need_phantom_payloads() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.starts_with(&format!("seeded.toml:10:1: at seed {hi} the workloads move ")),
+        e.starts_with(&format!(
+            "seeded.toml:10:1: at seed {hi} the workloads move "
+        )),
         "{e}"
     );
 }

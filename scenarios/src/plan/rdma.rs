@@ -125,7 +125,11 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize, host_bps: u64) -> Result<RdmaPla
 /// Validation bounded the bytes stored at the file's own seed; flows
 /// drawn at another seed (`--seed`, a sweep) are bounded here, at theirs.
 fn flows_fit(sc: &Scenario, p: &RdmaPlan, seed: u64) -> Result<(), ScenarioError> {
-    let flows = sc.file.workloads.iter().any(|w| w.kind == WorkloadKind::Flows);
+    let flows = sc
+        .file
+        .workloads
+        .iter()
+        .any(|w| w.kind == WorkloadKind::Flows);
     let stored: u128 = p.src_len.iter().map(|&b| u128::from(b)).sum();
     if flows && !p.phantom && stored > MAX_STORED_BYTES {
         return Err(sc.error_at_key(
