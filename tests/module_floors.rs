@@ -99,7 +99,7 @@ const CRATES: [Floors; 7] = [
         decl: "../file.rs",
         prefix: "crate::file::",
         order: &[
-            "units", "schema", "keys", "edit", "source", "checks", "applies",
+            "units", "cdf", "schema", "keys", "edit", "source", "checks", "applies",
         ],
         root_items: &[
             ("Scenario", "source"),

@@ -616,6 +616,13 @@ fn the_readme_shows_what_its_run_prints() {
     check_transcripts(&["README.md"], 1);
 }
 
+/// The scenario page's runs are small (an 8-host star): they run in
+/// debug builds too.
+#[test]
+fn the_scenario_page_shows_what_its_runs_print() {
+    check_transcripts(&["docs/scenarios.md"], 1);
+}
+
 #[test]
 #[cfg_attr(
     debug_assertions,

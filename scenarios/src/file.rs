@@ -4,6 +4,8 @@
 //! Children, from the bottom up:
 //! - [`units`]: sizes, times and rates written as strings (`"4KiB"`,
 //!   `"2us"`, `"100Gbps"`);
+//! - [`cdf`]: a flow workload's size distribution, its points or the
+//!   name of a published one;
 //! - [`schema`]: the TOML document, every table and key with its default;
 //! - [`keys`]: which keys each workload kind and fault model takes;
 //! - [`edit`]: dotted-path edits (`fault.loss.p`), for sweeps and `--set`;
@@ -14,6 +16,7 @@
 //!   not take.
 
 pub mod applies;
+pub mod cdf;
 pub mod checks;
 pub mod edit;
 pub mod keys;

@@ -59,3 +59,73 @@ fn a_flow_run_reports_completion_times_and_slowdown() {
     .unwrap();
     assert_ne!(other.trace_hash, r.trace_hash, "another seed, other flows");
 }
+
+/// A star of 8 hosts with a `flows` workload of `count` flows drawn from
+/// `cdf`, its payloads phantom or real.
+fn named(count: u32, cdf: &str, phantom: bool) -> String {
+    let topology = if phantom { "phantom = true\n" } else { "" };
+    format!(
+        "name = \"x\"\n[topology]\nkind = \"star\"\nhosts = 8\n{topology}[[workload]]\nkind = \"flows\"\ncount = {count}\nload = 0.5\ncdf = {cdf}\n"
+    )
+}
+
+/// `cdf` may name a published distribution; a name it does not know is
+/// refused at its line with the names it does, the nearest first if one
+/// is near. Names are matched exactly (lower case); a value that is
+/// neither a name nor points says what a `cdf` may be.
+#[test]
+fn a_distribution_is_named_or_refused_with_the_known_names() {
+    assert_eq!(
+        error("load = 0.5\ncdf = \"websearh\"\n"),
+        "bad.toml:10:1: workload 0 (flows): cdf = \"websearh\" is not a known distribution; known: websearch, datamining, hadoop (did you mean `websearch`?)"
+    );
+    assert!(error("load = 0.5\ncdf = \"Hadoop\"\n").ends_with("(did you mean `hadoop`?)"));
+    let e = error("load = 0.5\ncdf = 5\n");
+    assert!(
+        e.starts_with("bad.toml:10:") && e.contains("expected a distribution's name"),
+        "{e}"
+    );
+    for name in ["websearch", "datamining", "hadoop"] {
+        let text = named(200, &format!("\"{name}\""), true);
+        Scenario::parse("named.toml", &text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+/// Data-mining flows reach 973 MB: with real payloads the bytes the
+/// flows draw (at the file's seed, not count times the mean) are bounded
+/// as every workload's are, and `phantom = true` lifts the bound; a
+/// `--seed` whose flows pass the bound is refused when the run is
+/// planned, before anything is stored.
+#[test]
+fn heavy_flows_need_phantom_payloads() {
+    let e = Scenario::parse("big.toml", &named(2000, "\"datamining\"", false))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("set `phantom = true` in [topology]"), "{e}");
+    Scenario::parse("big.toml", &named(2000, "\"datamining\"", true)).unwrap();
+    // A seed whose 300 flows fit and one whose flows do not.
+    use udrma_scenarios::file::cdf::NAMED;
+    use udrma_scenarios::plan::flows::{planned_bytes, SizeCdf};
+    assert_eq!(NAMED[1].0, "datamining");
+    let cdf = SizeCdf::new(NAMED[1].1).unwrap();
+    let fits = |s: u64| planned_bytes(&cdf, 300, 8, s, 0) <= 4 << 30;
+    let lo = (1..200).find(|&s| fits(s)).unwrap();
+    let hi = (1..200).find(|&s| !fits(s)).unwrap();
+    let text = format!("seed = {lo}\n{}", named(300, "\"datamining\"", false));
+    let sc = Scenario::parse("seeded.toml", &text).unwrap();
+    let e = run(
+        &sc,
+        RunOptions {
+            seed: Some(hi),
+            ..RunOptions::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with(&format!(
+            "seeded.toml:10:1: at seed {hi} the workloads move "
+        )),
+        "{e}"
+    );
+}

@@ -4,6 +4,7 @@
 
 use serde::Deserialize;
 
+use crate::file::cdf::CdfSpec;
 use crate::file::units::{Rate, Size, Time};
 
 /// A whole scenario file.
@@ -629,8 +630,9 @@ pub struct WorkloadSpec {
     /// Flows: the offered load, a share of every host's link (0 to 1).
     pub load: Option<f64>,
     /// Flows: the size distribution, `[[bytes, cumulative probability],
-    /// ...]`, sizes rising, the last probability 1.
-    pub cdf: Option<Vec<[f64; 2]>>,
+    /// ...]`, sizes rising, the last probability 1; or the name of a
+    /// published one (`"websearch"`, `"datamining"`, `"hadoop"`).
+    pub cdf: Option<CdfSpec>,
 }
 
 impl WorkloadSpec {

@@ -11,6 +11,7 @@ use udrma_proto::{Duration, Instant, NodeAddr};
 
 use crate::file::schema::{OpKind as SchemaOp, WorkloadKind, WorkloadSpec};
 use crate::file::source::Locate;
+use crate::plan::build::MAX_STORED_BYTES;
 use crate::{Scenario, ScenarioError};
 
 /// Plans every operation of the RDMA workloads and where its bytes live:
@@ -117,7 +118,28 @@ pub fn plan(sc: &Scenario, seed: u64, n: usize, host_bps: u64) -> Result<RdmaPla
             }),
         }
     }
+    flows_fit(sc, &p, seed)?;
     Ok(p)
+}
+
+/// Validation bounded the bytes stored at the file's own seed; flows
+/// drawn at another seed (`--seed`, a sweep) are bounded here, at theirs.
+fn flows_fit(sc: &Scenario, p: &RdmaPlan, seed: u64) -> Result<(), ScenarioError> {
+    let flows = sc
+        .file
+        .workloads
+        .iter()
+        .any(|w| w.kind == WorkloadKind::Flows);
+    let stored: u128 = p.src_len.iter().map(|&b| u128::from(b)).sum();
+    if flows && !p.phantom && stored > MAX_STORED_BYTES {
+        return Err(sc.error_at_key(
+            "cdf",
+            format!(
+                "at seed {seed} the workloads move {stored} bytes, which would all be stored (more than {MAX_STORED_BYTES}); set `phantom = true` in [topology] for scale runs"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The workloads whose operations all start at once: the (poster, peer)

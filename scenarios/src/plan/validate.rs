@@ -7,6 +7,7 @@ use udrma_proto::NodeAddr;
 use crate::file::schema::{OpKind, WorkloadKind, WorkloadSpec};
 use crate::file::source::Locate;
 use crate::plan::build::{msg_checked, MAX_OPS, MAX_STORED_BYTES};
+use crate::plan::flows::{planned_bytes, SizeCdf};
 use crate::plan::resolved::{resolve, Resolved};
 use crate::{Scenario, ScenarioError};
 
@@ -108,6 +109,7 @@ fn validate_rdma_workload(
 fn within_bounds(sc: &Scenario, n: usize) -> Result<(), ScenarioError> {
     let mut total_ops: u128 = 0;
     let mut total_bytes: u128 = 0;
+    let hosts = n as u32;
     for (i, w) in sc.file.workloads.iter().enumerate() {
         let count = u128::from(w.count);
         let n = n as u128;
@@ -142,20 +144,21 @@ fn within_bounds(sc: &Scenario, n: usize) -> Result<(), ScenarioError> {
             | WorkloadKind::MsgMixed => 0,
         };
         total_ops += ops;
-        total_bytes += match (w.kind, &w.cdf) {
-            // (Checked above.)
-            (WorkloadKind::Flows, Some(points)) => {
-                let mean = crate::plan::flows::SizeCdf::new(points).map_or(0.0, |c| c.mean());
-                ops * (mean.ceil() as u128)
-            }
-            _ => ops * u128::from(w.size.map_or(0, |s| s.0)),
-        };
         if total_ops > MAX_OPS {
             return Err(sc.error_at(
                 "workload",
                 format!("workload {i} brings the scenario to {total_ops} operations; at most {MAX_OPS} are allowed"),
             ));
         }
+        total_bytes += match (w.kind, &w.cdf) {
+            // (Checked above.) The sizes this seed draws, not count times
+            // the mean: heavy tails stray far from it.
+            (WorkloadKind::Flows, Some(spec)) => spec
+                .points()
+                .and_then(SizeCdf::new)
+                .map_or(0, |c| planned_bytes(&c, w.count, hosts, sc.file.seed, i)),
+            _ => ops * u128::from(w.size.map_or(0, |s| s.0)),
+        };
     }
     if !sc.file.topology.phantom && total_bytes > MAX_STORED_BYTES {
         return Err(sc.error_at(
