@@ -18,9 +18,10 @@ use udrma_proto::{Instant, NodeAddr};
 use crate::backend::{Backend, Ending, NicSums, Traffic};
 
 /// Events per slice for a caller that shows progress: small enough that
-/// it hears from a run every few milliseconds of wall time, large enough
-/// that the call costs nothing beside the events.
-pub const SLICE_EVENTS: u64 = 1 << 16;
+/// it hears from a run about every millisecond of wall time in an
+/// optimised build (every few tenths of a second unoptimised), large
+/// enough that the call costs nothing beside the events.
+pub const SLICE_EVENTS: u64 = 1 << 14;
 
 /// Where a run is, between two slices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
