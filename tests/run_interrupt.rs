@@ -38,9 +38,8 @@ fn ctrl_c_prints_the_summary_of_the_run_so_far_and_exits_130() {
     let first = stdout.lines().next().unwrap_or_default();
     assert!(
         first.starts_with("interrupted (Ctrl-C) at ")
-            && first.ends_with(
-                " of the time limit 1.000000s: the summary below is of the run so far"
-            ),
+            && first
+                .ends_with(" of the time limit 1.000000s: the summary below is of the run so far"),
         "{stdout}"
     );
     assert!(
@@ -48,7 +47,9 @@ fn ctrl_c_prints_the_summary_of_the_run_so_far_and_exits_130() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("note: interrupted before the time limit (1.000000s): the last event ran at "),
+        stdout.contains(
+            "note: interrupted before the time limit (1.000000s): the last event ran at "
+        ),
         "{stdout}"
     );
     assert!(stdout.contains("liveness:FAIL"), "{stdout}");

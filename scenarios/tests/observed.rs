@@ -12,11 +12,16 @@ use udrma_scenarios::run::observed::Progress;
 use udrma_scenarios::{run, Report, RunOptions, Scenario};
 
 fn example(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name);
     std::fs::read_to_string(p).unwrap()
 }
 
-fn run_with(text: &str, observer: Option<(u64, udrma_scenarios::run::observed::Observer)>) -> Report {
+fn run_with(
+    text: &str,
+    observer: Option<(u64, udrma_scenarios::run::observed::Observer)>,
+) -> Report {
     let sc = Scenario::parse("inline.toml", text).unwrap();
     run(
         &sc,

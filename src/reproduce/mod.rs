@@ -127,9 +127,12 @@ pub(crate) fn simulate(sc: &Scenario) -> anyhow::Result<Report> {
     Ok(r)
 }
 
+/// How a section is made.
+type Make = fn() -> anyhow::Result<Section>;
+
 /// Every section's short name and how it is made, in the order the docs
 /// list them.
-const SECTIONS: [(&str, fn() -> anyhow::Result<Section>); 7] = [
+const SECTIONS: [(&str, Make); 7] = [
     ("MyVIA", classic::myvia),
     ("MVICH", classic::mvich),
     ("segmentation", classic::segmentation),
@@ -151,7 +154,7 @@ pub fn reproduce(
 
 /// [`reproduce`] over the sections `list` makes.
 fn made_in_order(
-    list: &[(&str, fn() -> anyhow::Result<Section>)],
+    list: &[(&str, Make)],
     mut starting: impl FnMut(&str),
     mut done: impl FnMut(&Section) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<Section>> {
@@ -333,8 +336,11 @@ mod tests {
                 known: Vec::new(),
             })
         }
-        let list: [(&str, fn() -> anyhow::Result<Section>); 3] =
-            [("one", || make("one")), ("two", || make("two")), ("bad", || make("bad"))];
+        let list: [(&str, Make); 3] = [
+            ("one", || make("one")),
+            ("two", || make("two")),
+            ("bad", || make("bad")),
+        ];
         let heard = std::cell::RefCell::new(Vec::new());
         let r = made_in_order(
             &list,
@@ -348,7 +354,13 @@ mod tests {
         assert!(r.is_err());
         assert_eq!(
             heard.into_inner(),
-            ["start one", "one after 1", "start two", "two after 2", "start bad"]
+            [
+                "start one",
+                "one after 1",
+                "start two",
+                "two after 2",
+                "start bad"
+            ]
         );
         // What is printed as sections finish is the whole table.
         let (a, b) = (make("one").unwrap(), make("two").unwrap());
