@@ -22,7 +22,6 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use udrma::decode::{decode_capture_with, DecodeError};
 use udrma::proto;
-use udrma_fabric::TraceFormat;
 use udrma_scenarios::{RunOptions, Scenario, ScenarioError};
 
 mod bench_cmd;
@@ -35,12 +34,15 @@ mod check;
 /// No outcome depends on it: no address reaches a result or a hash.
 #[global_allocator]
 static MIMALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+mod interrupt;
 mod ranks;
 mod reproduce;
+mod run_cmd;
 mod shrink;
 mod slurm;
 mod sweep;
 
+use run_cmd::{run, LadderArgs, RunFlags};
 use sweep::plan;
 
 /// udrma: a deterministic testbed for reliable, connectionless RDMA over UDP.
@@ -57,6 +59,16 @@ struct Cli {
 enum Command {
     /// Run a scenario file and check the invariants of docs/design.md §8
     /// (exit 1 if a check fails).
+    ///
+    /// On a terminal, a run on the simulated fabric in one thread shows
+    /// its progress on stderr once it has gone on for a second: simulated
+    /// time reached of the time limit, events and their rate, packets
+    /// sent (not with --json, and never on a pipe). Ctrl-C stops it
+    /// there: the summary of the run so far is printed under a line
+    /// saying where it was interrupted (with --json, that line goes to
+    /// stderr), and the exit status is 130; a second Ctrl-C exits at
+    /// once. The run is the same watched or not (its trace hash and
+    /// report).
     Run {
         /// The scenario (TOML).
         file: PathBuf,
@@ -582,22 +594,7 @@ fn create(path: &Path) -> anyhow::Result<Box<dyn Write + Send>> {
 }
 
 fn execute(sc: &Scenario, opts: RunOptions, json: bool) -> anyhow::Result<ExitCode> {
-    execute_with_ladder(sc, opts, json, None)
-}
-
-fn execute_with_ladder(
-    sc: &Scenario,
-    opts: RunOptions,
-    json: bool,
-    ladder: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
-    let start = Wall::now();
-    let mut report = udrma_scenarios::run(sc, opts).map_err(|e| BadInput(e.to_string()))?;
-    if let (Some(path), Some(svg)) = (ladder, report.ladder_svg.as_ref()) {
-        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    report.set_wall(start.elapsed().as_secs_f64());
-    print_report(&report, json)
+    run_cmd::execute(sc, opts, json, None)
 }
 
 /// `h0=ADDR` (ADDR as for --peer of the bridge: an address or a name).
@@ -651,103 +648,6 @@ fn print_report(report: &udrma_scenarios::Report, json: bool) -> anyhow::Result<
 /// A simulated time (`300us`, `1.5ms`).
 fn sim_time(s: &str) -> Result<udrma_proto::Duration, String> {
     udrma_scenarios::file::units::parse_time(s)
-}
-
-/// The `--ladder*` flags.
-struct LadderArgs {
-    path: PathBuf,
-    hosts: Vec<String>,
-    from: udrma_proto::Duration,
-    until: Option<udrma_proto::Duration>,
-    max: usize,
-}
-
-/// The flags of `udrma run`.
-pub(crate) struct RunFlags {
-    sets: Vec<String>,
-    threads: Option<usize>,
-    seed: Option<u64>,
-    json: bool,
-    pcap: Option<PathBuf>,
-    pcap_links: Vec<String>,
-    trace: Option<PathBuf>,
-    ladder: Option<LadderArgs>,
-    backend: udrma_scenarios::BackendKind,
-}
-
-fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
-    if let Some(ranks) = ranks::join()? {
-        return ranks::run_file(ranks, file, flags);
-    }
-    let RunFlags {
-        sets,
-        threads,
-        seed,
-        json,
-        pcap,
-        pcap_links,
-        trace,
-        ladder,
-        backend,
-    } = flags;
-    let sc = if sets.is_empty() {
-        load(file)?
-    } else {
-        load_with(file, &sets)?
-    };
-    let mut opts = RunOptions {
-        seed,
-        backend,
-        threads,
-        ..RunOptions::default()
-    };
-    let pcap = pcap.or_else(|| sc.file.outputs.pcap.as_ref().map(PathBuf::from));
-    if let Some(path) = pcap {
-        let links = if pcap_links.is_empty() {
-            sc.file.outputs.pcap_links.clone()
-        } else {
-            pcap_links
-        };
-        opts.pcap = Some((create(&path)?, links));
-    }
-    let trace = trace.or_else(|| sc.file.outputs.trace.as_ref().map(PathBuf::from));
-    if let Some(path) = trace {
-        let format = if path.extension().is_some_and(|e| e == "jsonl") {
-            TraceFormat::JsonLines
-        } else {
-            TraceFormat::Postcard
-        };
-        opts.trace = Some((format, create(&path)?));
-    }
-    if let Some(l) = &ladder {
-        let (left, right) = match l.hosts.as_slice() {
-            [a, b] => (a.clone(), b.clone()),
-            [_, ..] => {
-                return Err(BadInput(format!(
-                    "--ladder-hosts takes two hosts, as `h0,h1`; got {}",
-                    l.hosts.join(",")
-                ))
-                .into())
-            }
-            [] => {
-                let w = sc.file.workloads.first();
-                let a = w.and_then(|w| w.src.clone()).unwrap_or_else(|| "h0".into());
-                let b = w.and_then(|w| w.dst.clone()).unwrap_or_else(|| "h1".into());
-                (a, b)
-            }
-        };
-        if l.until.is_some_and(|u| u <= l.from) {
-            return Err(BadInput("--ladder-until must be later than --ladder-from".into()).into());
-        }
-        opts.ladder = Some(udrma_scenarios::Ladder {
-            left,
-            right,
-            from: l.from,
-            until: l.until,
-            max: l.max,
-        });
-    }
-    execute_with_ladder(&sc, opts, json, ladder.as_ref().map(|l| l.path.as_path()))
 }
 
 fn replay(file: &Path, seed: u64) -> anyhow::Result<ExitCode> {

@@ -138,6 +138,7 @@ const CRATES: [Floors; 7] = [
         decl: "../run.rs",
         prefix: "crate::run::",
         order: &[
+            "observed",
             "leftover",
             "host_end",
             "rdma",

@@ -43,6 +43,6 @@ pub use trace::{read_postcard, DropReason, Trace, TraceEvent, TraceFormat};
 pub use world::{
     partition, run_ranked, run_sharded, Egress, EventOrder, Exchanged, FabricConfig, FabricError,
     FabricStats, FingerprintLog, HostEvent, Journey, LocalRanks, Packed, PfcConfig, PfcDeadlock,
-    PfcError, PfcPortStats, RankedRun, RankedWorld, Ranks, ShardError, ShardedRun, SplitWorld,
+    PfcError, PfcPortStats, Ran, RankedRun, RankedWorld, Ranks, ShardError, ShardedRun, SplitWorld,
     WindowError, World, MAX_SHARDS, PFC_WIRE_BYTES, WIRE_OVERHEAD,
 };

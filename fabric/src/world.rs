@@ -77,6 +77,7 @@ mod windows;
 use arrivals::Arrivals;
 pub use egress_log::{Egress, FingerprintLog};
 use events::EvKind;
+pub use events::Ran;
 use host_table::HostTable;
 use hosts::HostState;
 pub use journey::Journey;

@@ -260,3 +260,41 @@ fn windows_are_refused_where_they_would_change_the_model() {
     assert!(err.to_string().contains("zero latency"));
     assert_eq!(w.set_event_order(EventOrder::Time), Ok(None));
 }
+
+/// `run_for` runs in slices of events and returns between them: in time
+/// order and in windows, a run in slices has the trace, counters and
+/// clock of the run in one go, to a time limit and then to the end.
+#[test]
+fn a_run_in_slices_is_the_run_in_one_go() {
+    use udrma_fabric::Ran;
+    for order in [EventOrder::Time, EventOrder::Windows] {
+        let build = || {
+            let mut w = udrma_fabric::shapes::speed_shape(4, 5).unwrap();
+            w.set_event_order(order).unwrap();
+            w
+        };
+        let limit = Instant::ZERO + Duration::from_micros(40);
+        let mut whole = build();
+        assert!(!whole.run_until(limit), "{order:?}: the limit comes first");
+        let mut sliced = build();
+        let mut slices = 0;
+        loop {
+            match sliced.run_for(limit, 1000) {
+                Ran::Budget => slices += 1,
+                Ran::Limit => break,
+                Ran::Idle => panic!("{order:?}: idle before the limit"),
+            }
+        }
+        assert!(slices > 10, "{order:?}: {slices} slices");
+        let same = |a: &World, b: &World| {
+            assert_eq!(a.trace().hash(), b.trace().hash(), "{order:?}");
+            assert_eq!(a.stats().events, b.stats().events, "{order:?}");
+            assert_eq!(a.stats().delivered, b.stats().delivered, "{order:?}");
+            assert_eq!(a.now(), b.now(), "{order:?}");
+        };
+        same(&whole, &sliced);
+        assert!(whole.run());
+        while sliced.run_for(Instant(u64::MAX), 5000) == Ran::Budget {}
+        same(&whole, &sliced);
+    }
+}

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use udrma_bridge::Cluster;
-use udrma_fabric::{DropReason, FabricStats, RankedWorld, Ranks, SplitWorld, World};
+use udrma_fabric::{DropReason, FabricStats, Ran, RankedWorld, Ranks, SplitWorld, World};
 use udrma_faults::RuleSet;
 use udrma_host::App;
 use udrma_nic::Nic;
@@ -19,6 +19,9 @@ pub enum Ending {
     Quiet,
     /// The next event (or timer) was due at this time, past the limit.
     Limit(Instant),
+    /// The caller stopped it between two slices, before the limit
+    /// (`RunOptions::observer`).
+    Stopped,
 }
 
 /// Packet counts as the backend saw them.
@@ -220,6 +223,15 @@ pub trait Backend {
     /// left to do or the next thing due is past `limit`. Fails only when
     /// the run itself cannot go on (a split run's thread stopped).
     fn run(&mut self, limit: Instant) -> Result<Ending, String>;
+    /// [`Backend::run`] in slices: returns `None` once about `events`
+    /// more events have run with more still due before `limit`; calling
+    /// it again goes on where it stopped, with the outcome of one
+    /// [`Backend::run`]. A backend that cannot stop between slices (the
+    /// default) runs to the end.
+    fn run_for(&mut self, limit: Instant, events: u64) -> Result<Option<Ending>, String> {
+        let _ = events;
+        self.run(limit).map(Some)
+    }
     /// Nothing left in flight and every NIC idle.
     fn is_idle(&self) -> bool;
     /// Flushes outputs (trace, capture); reports the first error.
@@ -298,6 +310,14 @@ impl Backend for World {
             Ending::Quiet
         } else {
             Ending::Limit(self.peek_time().unwrap_or(limit))
+        })
+    }
+
+    fn run_for(&mut self, limit: Instant, events: u64) -> Result<Option<Ending>, String> {
+        Ok(match World::run_for(self, limit, events) {
+            Ran::Idle => Some(Ending::Quiet),
+            Ran::Limit => Some(Ending::Limit(self.peek_time().unwrap_or(limit))),
+            Ran::Budget => None,
         })
     }
 

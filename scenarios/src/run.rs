@@ -14,6 +14,8 @@
 //!   every runner shares), [`messaging`], [`noncontig`], [`collective`],
 //!   [`scheduled`] (a collective by one of MPI's algorithms);
 //! - [`leftover`]: what a run left undone, said the way it happened;
+//! - [`observed`]: the run in slices, with the caller's observer called
+//!   between them (progress, an interrupt);
 //! - `host_end`: what a host ended an RDMA run with, worked out where it
 //!   ran and gathered where the report is made.
 
@@ -22,6 +24,7 @@ mod host_end;
 pub mod leftover;
 pub mod messaging;
 pub mod noncontig;
+pub mod observed;
 pub mod rdma;
 pub mod scheduled;
 
@@ -78,6 +81,12 @@ pub struct RunOptions {
     /// ([`Report::fingerprints`]; the `fingerprint` feature, the
     /// simulated fabric, one thread).
     pub fingerprints: Option<u32>,
+    /// Called between slices of this many events (at least 1;
+    /// [`observed::SLICE_EVENTS`] for a CLI) with where the run is, and
+    /// may stop it there ([`observed::Observer`]); the run is the same
+    /// with it as without. The simulated fabric on one thread only: it
+    /// is not called on threads, ranks or sockets.
+    pub observer: Option<(u64, observed::Observer)>,
 }
 
 /// The ranks a run is spread over, and what identifies the run for them
@@ -215,11 +224,18 @@ fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> 
     if let Some((a, b)) = ladder_hosts {
         world.watch(a, b);
     }
-    let world = Box::new(world);
+    let watch = opts.observer.take().map(observed::watch);
+    let watched = |w: World| -> Box<dyn Backend> {
+        match &watch {
+            Some(watch) => Box::new(observed::Observed::new(Box::new(w), watch)),
+            None => Box::new(w),
+        }
+    };
+    let world = watched(world);
     match &plan.work {
         Work::Noncontig(_) => crate::run::noncontig::run(plan, world),
         Work::Collective(_) => {
-            let rebuild = || sim_world(plan).map(|w| Box::new(w) as Box<dyn Backend>);
+            let rebuild = || sim_world(plan).map(watched);
             crate::run::collective::run(plan, world, &rebuild)
         }
         Work::Scheduled(_) => crate::run::scheduled::run(plan, world),

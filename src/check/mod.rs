@@ -28,8 +28,6 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Instant as Wall;
 
 use toml::Value;
@@ -391,7 +389,9 @@ fn search_or_merge(
         .num_threads(jobs)
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start {jobs} threads: {e}"))?;
-    let stop = interrupt_flag();
+    // Ctrl-C: the search finishes the runs under way and prints what it
+    // covered.
+    let stop = crate::interrupt::flag();
     let bar = ProgressBar::new(u64::try_from(s.estimate).unwrap_or(u64::MAX));
     bar.set_style(
         ProgressStyle::with_template(
@@ -495,26 +495,6 @@ fn shrink_counterexample(
     out.flush()?;
     crate::shrink::shrink(path, seed, &to)?;
     Ok(())
-}
-
-/// Set on SIGINT (Ctrl-C): the search finishes the runs under way and
-/// prints what it covered.
-fn interrupt_flag() -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let set = flag.clone();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build();
-    if let Ok(rt) = rt {
-        std::thread::spawn(move || {
-            rt.block_on(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    set.store(true, Ordering::Relaxed);
-                }
-            });
-        });
-    }
-    flag
 }
 
 /// The scenario document with `faults` as its only `[[fault]]` rules.

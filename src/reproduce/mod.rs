@@ -21,9 +21,11 @@
 //!   of its points
 
 use std::fmt::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::Path;
 
 use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressStyle};
 use udrma_scenarios::file::edit::{render, set, value};
 use udrma_scenarios::{run, Report, RunOptions, Scenario};
 
@@ -125,17 +127,45 @@ pub(crate) fn simulate(sc: &Scenario) -> anyhow::Result<Report> {
     Ok(r)
 }
 
-/// Every section, in the order the docs list them.
-pub fn reproduce() -> anyhow::Result<Vec<Section>> {
-    Ok(vec![
-        classic::myvia()?,
-        classic::mvich()?,
-        classic::segmentation()?,
-        study::noncontig()?,
-        collectives::tianhe()?,
-        irn::irn()?,
-        mpi::mpi()?,
-    ])
+/// How a section is made.
+type Make = fn() -> anyhow::Result<Section>;
+
+/// Every section's short name and how it is made, in the order the docs
+/// list them.
+const SECTIONS: [(&str, Make); 7] = [
+    ("MyVIA", classic::myvia),
+    ("MVICH", classic::mvich),
+    ("segmentation", classic::segmentation),
+    ("non-contiguous study", study::noncontig),
+    ("NIC-offloaded reduction", collectives::tianhe),
+    ("IRN", irn::irn),
+    ("MPI collectives", mpi::mpi),
+];
+
+/// Every section, in the order the docs list them, each handed to
+/// `done` as soon as it is made (so its table can be printed then, not
+/// at the end); `starting` hears the short name of each before it runs.
+pub fn reproduce(
+    starting: impl FnMut(&str),
+    done: impl FnMut(&Section) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<Section>> {
+    made_in_order(&SECTIONS, starting, done)
+}
+
+/// [`reproduce`] over the sections `list` makes.
+fn made_in_order(
+    list: &[(&str, Make)],
+    mut starting: impl FnMut(&str),
+    mut done: impl FnMut(&Section) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<Section>> {
+    let mut sections = Vec::with_capacity(list.len());
+    for &(name, make) in list {
+        starting(name);
+        let sec = make()?;
+        done(&sec)?;
+        sections.push(sec);
+    }
+    Ok(sections)
 }
 
 /// The terminal table.
@@ -237,11 +267,34 @@ pub fn markdown(sections: &[Section]) -> String {
     s
 }
 
-/// Runs everything, prints the table, writes the Markdown and plots when
-/// asked; `Ok(true)` when every row holds.
+/// Runs everything, printing each section's table as it is done (with
+/// a bar across the sections on stderr, on a terminal), then writes the
+/// Markdown and plots when asked; `Ok(true)` when every row holds.
 pub fn main(markdown_to: Option<&Path>, plots_to: Option<&Path>) -> anyhow::Result<bool> {
-    let sections = reproduce()?;
-    print!("{}", table(&sections));
+    let bar = if std::io::stderr().is_terminal() {
+        ProgressBar::new(SECTIONS.len() as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("[{elapsed_precise}] {bar:20} {pos}/{len} sections: {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let sections = reproduce(
+        |name| bar.set_message(name.to_string()),
+        |sec| {
+            bar.suspend(|| -> anyhow::Result<()> {
+                let mut out = std::io::stdout().lock();
+                write!(out, "{}", table(std::slice::from_ref(sec)))?;
+                out.flush()?;
+                Ok(())
+            })?;
+            bar.inc(1);
+            Ok(())
+        },
+    );
+    bar.finish_and_clear();
+    let sections = sections?;
     if let Some(p) = markdown_to {
         std::fs::write(p, markdown(&sections))
             .with_context(|| format!("writing {}", p.display()))?;
@@ -261,6 +314,59 @@ pub fn main(markdown_to: Option<&Path>, plots_to: Option<&Path>) -> anyhow::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each section is handed over as soon as it is made, before the
+    /// next one runs, in the docs' order; the first failure ends it.
+    #[test]
+    fn each_section_is_handed_over_before_the_next_runs() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static MADE: AtomicUsize = AtomicUsize::new(0);
+        fn make(title: &str) -> anyhow::Result<Section> {
+            MADE.fetch_add(1, Ordering::SeqCst);
+            if title == "bad" {
+                anyhow::bail!("no");
+            }
+            Ok(Section {
+                title: title.into(),
+                files: String::new(),
+                intro: String::new(),
+                rows: vec![row("a", true)],
+                extra: String::new(),
+                plots: Vec::new(),
+                known: Vec::new(),
+            })
+        }
+        let list: [(&str, Make); 3] = [
+            ("one", || make("one")),
+            ("two", || make("two")),
+            ("bad", || make("bad")),
+        ];
+        let heard = std::cell::RefCell::new(Vec::new());
+        let r = made_in_order(
+            &list,
+            |name| heard.borrow_mut().push(format!("start {name}")),
+            |sec| {
+                let n = MADE.load(Ordering::SeqCst);
+                heard.borrow_mut().push(format!("{} after {n}", sec.title));
+                Ok(())
+            },
+        );
+        assert!(r.is_err());
+        assert_eq!(
+            heard.into_inner(),
+            [
+                "start one",
+                "one after 1",
+                "start two",
+                "two after 2",
+                "start bad"
+            ]
+        );
+        // What is printed as sections finish is the whole table.
+        let (a, b) = (make("one").unwrap(), make("two").unwrap());
+        let streamed = table(std::slice::from_ref(&a)) + &table(std::slice::from_ref(&b));
+        assert_eq!(streamed, table(&[a, b]));
+    }
 
     fn row(what: &str, holds: bool) -> Row {
         Row {

@@ -250,8 +250,10 @@ impl World {
         self.queue.insert_key(k);
     }
 
-    /// [`World::run_until`] in windows.
-    pub(super) fn run_windows(&mut self, limit: Instant) -> bool {
+    /// [`World::run_for`] in windows: whole windows only, so a run in
+    /// slices has the windows of a run in one go (the next window is
+    /// worked out from the queue alone).
+    pub(super) fn run_windows(&mut self, limit: Instant, stop_at: u64) -> Ran {
         let idle = loop {
             let Some(first) = self.queue.peek() else {
                 break true;
@@ -259,12 +261,21 @@ impl World {
             if first.t > limit {
                 break false;
             }
+            if self.stats.events >= stop_at {
+                // The frames before the next window are flushed as it
+                // begins.
+                return Ran::Budget;
+            }
             let (start, end) = span(first.t, self.windows.width, limit);
             let pending = self.run_one_window(start, end);
             self.stats.max_event_queue = self.stats.max_event_queue.max(pending);
         };
         self.flush_pcap(if idle { Instant(u64::MAX) } else { limit });
-        idle
+        if idle {
+            Ran::Idle
+        } else {
+            Ran::Limit
+        }
     }
 
     /// Runs the events from `start` to `end` (exclusive; nothing is due

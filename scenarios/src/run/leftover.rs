@@ -1,5 +1,6 @@
 //! What a run left undone, said the way it happened: stopped by the time
-//! limit with events still due, or gone quiet with state still held.
+//! limit with events still due, gone quiet with state still held, or
+//! interrupted by its caller.
 
 use udrma_proto::{Instant, NodeAddr};
 
@@ -72,6 +73,10 @@ pub fn note_of(
             next - Instant::ZERO
         ),
         Ending::Quiet => format!("the run went quiet at {now} with work left"),
+        Ending::Stopped => format!(
+            "interrupted before the time limit ({}): the last event ran at {now}",
+            limit - Instant::ZERO
+        ),
     };
     const SHOWN: usize = 4;
     let mut parts = Vec::new();

@@ -1,0 +1,162 @@
+//! Looking at a simulated run while it runs: the runner's backend is
+//! wrapped so that time passes in slices of the caller's number of
+//! events (for a CLI, [`SLICE_EVENTS`]), and
+//! between two slices the caller's [`Observer`] sees a [`Progress`] and
+//! may stop the run there. The slices do not change the run (the fabric
+//! goes on exactly where it stopped), and nothing here reads a clock:
+//! what the observer does with the wall clock is its own affair.
+
+use std::cell::RefCell;
+use std::ops::ControlFlow;
+use std::rc::Rc;
+
+use udrma_fabric::World;
+use udrma_host::App;
+use udrma_nic::Nic;
+use udrma_proto::{Instant, NodeAddr};
+
+use crate::backend::{Backend, DropCounts, Ending, NicSums, Traffic};
+
+/// Events per slice for a caller that shows progress: small enough that
+/// it hears from a run about every millisecond of wall time in an
+/// optimised build (every few tenths of a second unoptimised), large
+/// enough that the call costs nothing beside the events.
+pub const SLICE_EVENTS: u64 = 1 << 14;
+
+/// Where a run is, between two slices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Simulated time of the last event run.
+    pub now: Instant,
+    /// The time limit the run goes to.
+    pub limit: Instant,
+    /// The counters so far: events, packets sent and delivered, ...
+    pub traffic: Traffic,
+}
+
+/// Called between slices of a simulated run; `Break` stops it there,
+/// and the report is then of the run so far (its leftover note says it
+/// was interrupted). A run of several phases (a collective run both on
+/// the NICs and on the hosts) calls it through all of them, and once
+/// stopped runs no further phase.
+pub type Observer = Box<dyn FnMut(&Progress) -> ControlFlow<()> + Send>;
+
+/// The observer, and whether it stopped the run.
+pub(crate) struct Watch {
+    every: u64,
+    observer: Observer,
+    stopped: bool,
+}
+
+/// One watch, shared by every backend of a run.
+pub(crate) type Shared = Rc<RefCell<Watch>>;
+
+/// A watch calling `observer` every `every` events (at least 1).
+pub(crate) fn watch((every, observer): (u64, Observer)) -> Shared {
+    Rc::new(RefCell::new(Watch {
+        every: every.max(1),
+        observer,
+        stopped: false,
+    }))
+}
+
+/// A backend whose runs go in slices, with the watch's observer called
+/// between them; everything else is the inner backend's.
+pub(crate) struct Observed {
+    inner: Box<dyn Backend>,
+    watch: Shared,
+}
+
+impl Observed {
+    /// `inner`, watched by `watch`.
+    pub(crate) fn new(inner: Box<dyn Backend>, watch: &Shared) -> Observed {
+        Observed {
+            inner,
+            watch: watch.clone(),
+        }
+    }
+}
+
+impl Backend for Observed {
+    fn run(&mut self, limit: Instant) -> Result<Ending, String> {
+        let mut watch = self.watch.borrow_mut();
+        if watch.stopped {
+            return Ok(Ending::Stopped);
+        }
+        loop {
+            if let Some(ending) = self.inner.run_for(limit, watch.every)? {
+                return Ok(ending);
+            }
+            let p = Progress {
+                now: self.inner.now(),
+                limit,
+                traffic: self.inner.traffic(),
+            };
+            if (watch.observer)(&p).is_break() {
+                watch.stopped = true;
+                return Ok(Ending::Stopped);
+            }
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn now(&self) -> Instant {
+        self.inner.now()
+    }
+    fn n_hosts(&self) -> usize {
+        self.inner.n_hosts()
+    }
+    fn is_local(&self, h: NodeAddr) -> bool {
+        self.inner.is_local(h)
+    }
+    fn nic(&self, h: NodeAddr) -> &Nic {
+        self.inner.nic(h)
+    }
+    fn nic_mut(&mut self, h: NodeAddr) -> &mut Nic {
+        self.inner.nic_mut(h)
+    }
+    fn service(&mut self, h: NodeAddr) {
+        self.inner.service(h)
+    }
+    fn set_app(&mut self, h: NodeAddr, app: Box<dyn App>) -> Result<(), String> {
+        self.inner.set_app(h, app)
+    }
+    fn app(&self, h: NodeAddr) -> Option<&dyn App> {
+        self.inner.app(h)
+    }
+    fn start(&mut self) -> Result<(), String> {
+        self.inner.start()
+    }
+    fn run_for(&mut self, limit: Instant, events: u64) -> Result<Option<Ending>, String> {
+        self.inner.run_for(limit, events)
+    }
+    fn is_idle(&self) -> bool {
+        self.inner.is_idle()
+    }
+    fn finish(&mut self) -> Result<(), String> {
+        self.inner.finish()
+    }
+    fn traffic(&self) -> Traffic {
+        self.inner.traffic()
+    }
+    fn drop_counts(&self) -> DropCounts {
+        self.inner.drop_counts()
+    }
+    fn trace_hash(&self) -> Option<u64> {
+        self.inner.trace_hash()
+    }
+    fn world(&self) -> Option<&World> {
+        self.inner.world()
+    }
+    fn nic_sums(&self) -> NicSums {
+        self.inner.nic_sums()
+    }
+    fn gather(&mut self, mine: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, String> {
+        self.inner.gather(mine)
+    }
+    fn ranks(&self) -> Option<(usize, &[udrma_fabric::Exchanged])> {
+        self.inner.ranks()
+    }
+}

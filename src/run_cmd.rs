@@ -1,0 +1,328 @@
+//! `udrma run FILE`: the flags, the run, and what a user sees while it
+//! runs. On the simulated fabric in one thread the run is watched
+//! between slices of events (`udrma_scenarios::run::observed`): on a
+//! terminal (and without `--json`) a progress line on stderr once it has
+//! run for a second, and
+//! on Ctrl-C the run stops there and the summary of the run so far is
+//! printed under a line saying so (exit 130). The watch reads the wall
+//! clock here, in the CLI; the run it watches is the same without it.
+
+use std::io::{IsTerminal, Write};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration as WallDuration, Instant as Wall};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use udrma_fabric::TraceFormat;
+use udrma_proto::Instant;
+use udrma_scenarios::run::observed::{Observer, Progress, SLICE_EVENTS};
+use udrma_scenarios::{BackendKind, RunOptions, Scenario};
+
+use crate::{create, load, load_with, print_report, ranks, BadInput};
+
+/// The `--ladder*` flags.
+pub(crate) struct LadderArgs {
+    pub(crate) path: PathBuf,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) from: udrma_proto::Duration,
+    pub(crate) until: Option<udrma_proto::Duration>,
+    pub(crate) max: usize,
+}
+
+/// The flags of `udrma run`.
+pub(crate) struct RunFlags {
+    pub(crate) sets: Vec<String>,
+    pub(crate) threads: Option<usize>,
+    pub(crate) seed: Option<u64>,
+    pub(crate) json: bool,
+    pub(crate) pcap: Option<PathBuf>,
+    pub(crate) pcap_links: Vec<String>,
+    pub(crate) trace: Option<PathBuf>,
+    pub(crate) ladder: Option<LadderArgs>,
+    pub(crate) backend: BackendKind,
+}
+
+/// `udrma run FILE`.
+pub(crate) fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
+    if let Some(ranks) = ranks::join()? {
+        return ranks::run_file(ranks, file, flags);
+    }
+    let sc = if flags.sets.is_empty() {
+        load(file)?
+    } else {
+        load_with(file, &flags.sets)?
+    };
+    let mut opts = options(&sc, &flags)?;
+    let ladder = flags.ladder.as_ref().map(|l| l.path.as_path());
+    // Only a run on the simulated fabric in one thread stops between
+    // slices; elsewhere Ctrl-C keeps its default effect.
+    if flags.backend != BackendKind::Sim || flags.threads.is_some() {
+        return execute(&sc, opts, flags.json, ladder);
+    }
+    // Progress on a terminal, never beside JSON (a script reads that).
+    let watch = Watch::new(!flags.json && std::io::stderr().is_terminal());
+    opts.observer = Some((SLICE_EVENTS, watch.observer()));
+    let start = Wall::now();
+    let result = udrma_scenarios::run(&sc, opts);
+    watch.bar.finish_and_clear();
+    let mut report = result.map_err(|e| BadInput(e.to_string()))?;
+    write_ladder(ladder, &report)?;
+    report.set_wall(start.elapsed().as_secs_f64());
+    let stopped = *watch.stopped.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(at) = stopped else {
+        return print_report(&report, flags.json);
+    };
+    let head = interrupted_line(&at);
+    if flags.json {
+        eprintln!("{head}");
+    } else {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{head}")?;
+        out.flush()?;
+    }
+    print_report(&report, flags.json)?;
+    Ok(ExitCode::from(crate::interrupt::EXIT))
+}
+
+/// The run's options from the flags and the file's outputs.
+fn options(sc: &Scenario, flags: &RunFlags) -> anyhow::Result<RunOptions> {
+    let mut opts = RunOptions {
+        seed: flags.seed,
+        backend: flags.backend,
+        threads: flags.threads,
+        ..RunOptions::default()
+    };
+    let pcap = flags.pcap.clone();
+    let pcap = pcap.or_else(|| sc.file.outputs.pcap.as_ref().map(PathBuf::from));
+    if let Some(path) = pcap {
+        let links = if flags.pcap_links.is_empty() {
+            sc.file.outputs.pcap_links.clone()
+        } else {
+            flags.pcap_links.clone()
+        };
+        opts.pcap = Some((create(&path)?, links));
+    }
+    let trace = flags.trace.clone();
+    let trace = trace.or_else(|| sc.file.outputs.trace.as_ref().map(PathBuf::from));
+    if let Some(path) = trace {
+        let format = if path.extension().is_some_and(|e| e == "jsonl") {
+            TraceFormat::JsonLines
+        } else {
+            TraceFormat::Postcard
+        };
+        opts.trace = Some((format, create(&path)?));
+    }
+    if let Some(l) = &flags.ladder {
+        let (left, right) = match l.hosts.as_slice() {
+            [a, b] => (a.clone(), b.clone()),
+            [_, ..] => {
+                return Err(BadInput(format!(
+                    "--ladder-hosts takes two hosts, as `h0,h1`; got {}",
+                    l.hosts.join(",")
+                ))
+                .into())
+            }
+            [] => {
+                let w = sc.file.workloads.first();
+                let a = w.and_then(|w| w.src.clone()).unwrap_or_else(|| "h0".into());
+                let b = w.and_then(|w| w.dst.clone()).unwrap_or_else(|| "h1".into());
+                (a, b)
+            }
+        };
+        if l.until.is_some_and(|u| u <= l.from) {
+            return Err(BadInput("--ladder-until must be later than --ladder-from".into()).into());
+        }
+        opts.ladder = Some(udrma_scenarios::Ladder {
+            left,
+            right,
+            from: l.from,
+            until: l.until,
+            max: l.max,
+        });
+    }
+    Ok(opts)
+}
+
+/// Runs `sc` unwatched and prints its report (and writes its ladder).
+pub(crate) fn execute(
+    sc: &Scenario,
+    opts: RunOptions,
+    json: bool,
+    ladder: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    let start = Wall::now();
+    let mut report = udrma_scenarios::run(sc, opts).map_err(|e| BadInput(e.to_string()))?;
+    write_ladder(ladder, &report)?;
+    report.set_wall(start.elapsed().as_secs_f64());
+    print_report(&report, json)
+}
+
+fn write_ladder(ladder: Option<&Path>, report: &udrma_scenarios::Report) -> anyhow::Result<()> {
+    if let (Some(path), Some(svg)) = (ladder, report.ladder_svg.as_ref()) {
+        std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// How long a run goes before its progress shows: a short run prints
+/// nothing more than before.
+const QUIET_FOR: WallDuration = WallDuration::from_secs(1);
+
+/// How often the progress line is redrawn.
+const REDRAW: WallDuration = WallDuration::from_millis(100);
+
+/// What `udrma run` watches a run with: Ctrl-C, the progress bar (hidden
+/// until the run has gone on for [`QUIET_FOR`], and only on a terminal),
+/// and where the run was stopped, if it was.
+struct Watch {
+    interrupted: Arc<AtomicBool>,
+    tty: bool,
+    bar: ProgressBar,
+    stopped: Arc<Mutex<Option<Progress>>>,
+}
+
+impl Watch {
+    fn new(tty: bool) -> Watch {
+        let bar = ProgressBar::hidden();
+        bar.set_style(
+            ProgressStyle::with_template("[{elapsed_precise}] {bar:20} {wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Watch {
+            interrupted: crate::interrupt::flag(),
+            tty,
+            bar,
+            stopped: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The observer: stops the run once Ctrl-C came, and otherwise draws
+    /// (on a terminal, after [`QUIET_FOR`], the bar throttling itself).
+    fn observer(&self) -> Observer {
+        let (interrupted, stopped) = (self.interrupted.clone(), self.stopped.clone());
+        let (tty, bar) = (self.tty, self.bar.clone());
+        let start = Wall::now();
+        let mut drawn: Option<WallDuration> = None;
+        Box::new(move |p: &Progress| {
+            if interrupted.load(Ordering::Relaxed) {
+                *stopped.lock().unwrap_or_else(|e| e.into_inner()) = Some(*p);
+                return ControlFlow::Break(());
+            }
+            if !tty {
+                return ControlFlow::Continue(());
+            }
+            let wall = start.elapsed();
+            let due = match drawn {
+                None => wall >= QUIET_FOR,
+                Some(last) => wall >= last + REDRAW,
+            };
+            if due {
+                if drawn.is_none() {
+                    bar.set_draw_target(ProgressDrawTarget::stderr());
+                }
+                drawn = Some(wall);
+                bar.set_length(p.limit.as_ps());
+                bar.set_position(p.now.as_ps());
+                bar.set_message(progress_line(p, wall.as_secs_f64()));
+            }
+            ControlFlow::Continue(())
+        })
+    }
+}
+
+/// The progress line: virtual time reached of the limit, events and
+/// their rate over the wall time so far, packets sent.
+pub(crate) fn progress_line(p: &Progress, wall_s: f64) -> String {
+    let rate = if wall_s > 0.0 {
+        p.traffic.events as f64 / wall_s
+    } else {
+        0.0
+    };
+    format!(
+        "{} of {} simulated, {} events ({}/s), {} packets sent",
+        p.now - Instant::ZERO,
+        p.limit - Instant::ZERO,
+        count(p.traffic.events as f64),
+        count(rate),
+        count(p.traffic.sent as f64),
+    )
+}
+
+/// A count as people read one: `950`, `12.3 k`, `4.56 M`, `1.20 G`.
+fn count(n: f64) -> String {
+    let (v, unit) = match n {
+        n if n < 1e4 => return format!("{n:.0}"),
+        n if n < 1e6 => (n / 1e3, "k"),
+        n if n < 1e9 => (n / 1e6, "M"),
+        n => (n / 1e9, "G"),
+    };
+    let digits = if v < 10.0 {
+        2
+    } else if v < 100.0 {
+        1
+    } else {
+        0
+    };
+    format!("{v:.digits$} {unit}")
+}
+
+/// The line above the summary of an interrupted run.
+pub(crate) fn interrupted_line(at: &Progress) -> String {
+    format!(
+        "interrupted (Ctrl-C) at {} of the time limit {}: the summary below is of the run so far",
+        at.now - Instant::ZERO,
+        at.limit - Instant::ZERO
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use udrma_proto::Duration;
+    use udrma_scenarios::backend::Traffic;
+
+    fn at(now_us: u64, limit_ms: u64, events: u64, sent: u64) -> Progress {
+        Progress {
+            now: Instant::ZERO + Duration::from_micros(now_us),
+            limit: Instant::ZERO + Duration::from_millis(limit_ms),
+            traffic: Traffic {
+                events,
+                sent,
+                ..Traffic::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_progress_line_says_where_the_run_is_and_how_fast() {
+        assert_eq!(
+            progress_line(&at(1250, 10, 12_345_678, 4_560_000), 4.0),
+            "1.250ms of 10.000ms simulated, 12.3 M events (3.09 M/s), 4.56 M packets sent"
+        );
+        assert_eq!(
+            progress_line(&at(3, 1, 950, 12), 0.0),
+            "3.000us of 1.000ms simulated, 950 events (0/s), 12 packets sent"
+        );
+    }
+
+    #[test]
+    fn counts_keep_three_digits() {
+        let shown: Vec<String> = [0.0, 9999.0, 10_000.0, 123_456.0, 2.5e9]
+            .into_iter()
+            .map(count)
+            .collect();
+        assert_eq!(shown, ["0", "9999", "10.0 k", "123 k", "2.50 G"]);
+    }
+
+    #[test]
+    fn the_interrupted_line_names_the_time_reached_and_the_limit() {
+        assert_eq!(
+            interrupted_line(&at(700, 5, 1, 1)),
+            "interrupted (Ctrl-C) at 700.000us of the time limit 5.000ms: the summary below is of the run so far"
+        );
+    }
+}
