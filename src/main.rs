@@ -247,6 +247,20 @@ enum Command {
         #[arg(long)]
         plots: Option<PathBuf>,
     },
+    /// Check a scenario file without running it, and print it as it
+    /// would run: every key with the value used, each the file leaves out
+    /// marked `# default` or `# profile NAME`, as TOML that runs the same
+    /// when pasted back (exit 2 on bad input, as `run`).
+    Validate {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// Seed (default: the file's; the flows a seed draws are checked).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// KEY=VALUE: change one setting first, as for `udrma run`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
     /// Re-run one case and print its trace hash.
     Replay {
         /// The scenario (TOML).
@@ -513,6 +527,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Check(args) => check::check(args),
         Command::Shrink { file, seed, output } => shrink::shrink(&file, seed, &output),
         Command::Replay { file, seed } => replay(&file, seed),
+        Command::Validate { file, seed, sets } => validate(&file, seed, &sets),
         Command::Reproduce { markdown, plots } => {
             reproduce::main(markdown.as_deref(), plots.as_deref()).map(|ok| {
                 if ok {
@@ -648,6 +663,15 @@ fn print_report(report: &udrma_scenarios::Report, json: bool) -> anyhow::Result<
 /// A simulated time (`300us`, `1.5ms`).
 fn sim_time(s: &str) -> Result<udrma_proto::Duration, String> {
     udrma_scenarios::file::units::parse_time(s)
+}
+
+/// `udrma validate`: the file checked, and printed with every key filled in.
+fn validate(file: &Path, seed: Option<u64>, sets: &[String]) -> anyhow::Result<ExitCode> {
+    let sc = load_with(file, sets)?;
+    let text =
+        udrma_scenarios::plan::filled::filled(&sc, seed).map_err(|e| BadInput(e.to_string()))?;
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
 }
 
 fn replay(file: &Path, seed: u64) -> anyhow::Result<ExitCode> {

@@ -910,3 +910,41 @@ fn csv_reader(text: &str) -> impl Iterator<Item = Vec<String>> + '_ {
     text.lines()
         .map(|l| l.split(',').map(str::to_string).collect())
 }
+
+/// `udrma validate` prints the file with every key filled in, which runs
+/// as the file does, and refuses a bad file with the located error and
+/// exit 2, as `udrma run` does.
+#[test]
+fn validate_prints_the_file_filled_in_or_the_error() {
+    let out = udrma(&["validate", &example("lossy-write.toml")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let filled = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        filled.contains("\n[nic]\n") && filled.contains("  # default\n"),
+        "{filled}"
+    );
+    let path = tmp("cli-filled.toml");
+    std::fs::write(&path, &filled).unwrap();
+    let hash = |file: &str| {
+        let out = udrma(&["replay", file, "--seed", "1"]);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        hash(path.to_str().unwrap()),
+        hash(&example("lossy-write.toml"))
+    );
+    let bad = tmp("cli-bad-validate.toml");
+    std::fs::write(
+        &bad,
+        "name = \"x\"\n[topology]\nkind = \"pair\"\nmtu = \"big\"\n",
+    )
+    .unwrap();
+    let out = udrma(&["validate", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cli-bad-validate.toml:4:"), "{err}");
+}

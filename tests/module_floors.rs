@@ -123,6 +123,7 @@ const CRATES: [Floors; 7] = [
             "resolved",
             "validate",
             "scenario",
+            "filled",
         ],
         root_items: &[("Resolved", "resolved")],
     },

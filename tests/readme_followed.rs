@@ -495,7 +495,7 @@ fn transcripts(doc: &'static str) -> Vec<Shown> {
                 args.clear();
                 true
             }
-            Some("run") | Some("replay") => {
+            Some("run") | Some("replay") | Some("validate") => {
                 args[1].starts_with("scenarios/examples/")
                     && !args.iter().any(|a| {
                         ["--backend", "--ladder", "--pcap", "--trace", "--json"]

@@ -20,10 +20,13 @@
 //!   [`resolved::Plan`] every run takes;
 //! - [`validate`]: the one validation pass (resolution, then what needs
 //!   it: host names, sizes, keys a kind does not take);
-//! - [`scenario`]: `Scenario::parse`, text to a validated scenario.
+//! - [`scenario`]: `Scenario::parse`, text to a validated scenario;
+//! - [`filled`]: the scenario as it runs, every key filled in (`udrma
+//!   validate`).
 
 pub mod build;
 pub mod collplan;
+pub mod filled;
 pub mod flows;
 pub mod messaging;
 pub mod ncplan;

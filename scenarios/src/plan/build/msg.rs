@@ -21,6 +21,13 @@ pub struct MsgSetup {
     failures: Vec<RegistrationFault>,
 }
 
+impl MsgSetup {
+    /// Every host's configuration before the registration faults.
+    pub fn base(&self) -> &MsgConfig {
+        &self.base
+    }
+}
+
 /// A `registration-failure` fault: the hosts it names (none: every
 /// host), its probability, and its window.
 #[derive(Debug, Clone)]
