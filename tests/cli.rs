@@ -948,3 +948,38 @@ fn validate_prints_the_file_filled_in_or_the_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cli-bad-validate.toml:4:"), "{err}");
 }
+
+/// A sweep of a non-contiguous ping-pong names, on each row, the method
+/// that ran (what `auto` chose after running each) and its one-way p50.
+#[test]
+fn a_noncontig_sweep_names_the_method_auto_chose() {
+    let csv = tmp("cli-nc-sweep.csv");
+    let out = udrma(&[
+        "sweep",
+        &example("noncontig-columns.toml"),
+        "--set",
+        "workload.0.method=\"auto\",\"sgl\"",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    let mut reader = csv_reader(&rows);
+    let head = reader.next().unwrap();
+    let col = |name: &str| head.iter().position(|c| c == name).unwrap();
+    let got: Vec<(String, String)> = reader
+        .map(|r| (r[col("nc_method")].clone(), r[col("nc_one_way_us")].clone()))
+        .collect();
+    assert_eq!(got.len(), 2, "{rows}");
+    assert_eq!(got[0].0, "pack", "auto packs 256 columns of 8 B: {rows}");
+    assert_eq!(got[1].0, "sgl", "{rows}");
+    let us = |s: &str| s.parse::<f64>().unwrap();
+    assert!(
+        us(&got[0].1) < us(&got[1].1),
+        "auto's choice is the faster: {got:?}"
+    );
+}

@@ -360,6 +360,20 @@ impl Report {
                 "            per transfer: {} work requests, {} B copied; keys created {}; translation {} hit / {} fetched; estimates (us) {}",
                 n.work_requests, n.bytes_copied, n.keys_created, n.translation[0], n.translation[1], est.join(", ")
             );
+            if !n.measured_us.is_empty() {
+                let m: Vec<String> = n
+                    .measured_us
+                    .iter()
+                    .map(|(m, t)| {
+                        t.map_or(format!("{m} did not finish"), |t| format!("{m} {t:.3}"))
+                    })
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "            auto: one-way p50 (us) of each method, run first: {}",
+                    m.join(", ")
+                );
+            }
         }
     }
 
@@ -808,6 +822,11 @@ pub struct NoncontigReport {
     pub translation: [u64; 2],
     /// The cost estimate of each method, µs (latency excluded).
     pub estimates_us: BTreeMap<String, f64>,
+    /// With `method = "auto"`: each method's one-way p50 on the simulated
+    /// fabric, µs, the lowest chosen (`null`: it did not finish cleanly);
+    /// empty otherwise.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub measured_us: BTreeMap<String, Option<f64>>,
 }
 
 /// The fingerprints the world took, if asked (see `Report::fingerprints`).

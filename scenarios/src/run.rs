@@ -32,7 +32,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 
 use udrma_bridge::{BridgeConfig, Cluster, FaultPlan};
-use udrma_fabric::{EventOrder, SplitWorld, TraceFormat, World};
+use udrma_fabric::{SplitWorld, TraceFormat, World};
 use udrma_faults::Direction;
 use udrma_nic::NicConfig;
 use udrma_proto::NodeAddr;
@@ -353,29 +353,9 @@ fn run_split(plan: &Plan, threads: usize, opts: &RunOptions) -> Result<Report, S
     crate::run::rdma::run(plan, Box::new(split), None)
 }
 
-/// The simulated fabric of `plan`: topology, NICs, fault rules, pauses,
-/// the lossless configuration and the event order.
+/// The simulated fabric of `plan` ([`crate::plan::resolved::Resolved::world`]).
 fn sim_world(plan: &Plan) -> Result<World, ScenarioError> {
-    let (r, at) = (&plan.resolved, &plan.at);
-    let mut world = World::new(r.topology.clone(), r.fabric.clone(), r.rules.clone())
-        .map_err(|e| at.error_at("fault", e.to_string()))?;
-    if r.windows {
-        world
-            .set_event_order(EventOrder::Windows)
-            .map_err(|e| at.error_at_key("order", format!("order = \"windows\": {e}")))?;
-    }
-    if let Some(cfg) = r.pfc {
-        // Checked against this topology and event order by `resolve`.
-        world
-            .set_pfc(cfg)
-            .map_err(|e| at.error_at_key("pfc", format!("topology.pfc: {e}")))?;
-    }
-    for p in &r.pauses {
-        world
-            .pause(*p)
-            .map_err(|e| at.error_at("pause", e.to_string()))?;
-    }
-    Ok(world)
+    plan.resolved.world(&plan.at)
 }
 
 /// The plan over real sockets: one loopback endpoint per host, the fault

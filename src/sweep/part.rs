@@ -18,7 +18,8 @@ use super::plan::{Job, Layout, Plan, Shard};
 use super::record::RunRecord;
 
 /// The format of part files this build writes and reads (2: the MPI
-/// collectives' per-size rows, `osu`; 3: what was lost by cause, `lost`).
+/// collectives' per-size rows, `osu`; 3: what was lost by cause, `lost`, and a non-contiguous run's method
+/// and latency, `noncontig`).
 pub const FORMAT: u32 = 3;
 
 /// The first line of a part file: where its runs came from.

@@ -70,6 +70,20 @@ pub struct RunRecord {
     /// Every packet lost, by cause.
     #[serde(default)]
     pub lost: Drops,
+    /// A non-contiguous ping-pong: the method that ran (what `auto`
+    /// chose) and its one-way p50, µs.
+    #[serde(default)]
+    pub noncontig: Option<NoncontigFigures>,
+}
+
+/// What a sweep keeps of a non-contiguous ping-pong.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoncontigFigures {
+    /// The method that ran.
+    pub method: String,
+    /// One-way latency, median, µs.
+    #[serde(with = "float")]
+    pub one_way_us: f64,
 }
 
 /// One size's row of a scheduled collective's OSU table.
@@ -236,6 +250,10 @@ impl RunRecord {
                     .collect()
             }),
             lost: r.lost.clone(),
+            noncontig: r.noncontig.as_ref().map(|n| NoncontigFigures {
+                method: n.method.clone(),
+                one_way_us: n.latency_p50_us,
+            }),
         }
     }
 
@@ -301,6 +319,8 @@ impl RunRecord {
         "lost_mtu",
         "lost_no_route",
         "lost_corrupt",
+        "nc_method",
+        "nc_one_way_us",
     ];
 
     /// The values of [`RunRecord::COLUMNS`]: one row, or for an MPI
@@ -360,12 +380,18 @@ impl RunRecord {
             Int(self.lost.mtu),
             Int(self.lost.no_route),
             Int(self.lost.refused_corrupt),
+            self.noncontig
+                .as_ref()
+                .map_or(Cell::Empty, |n| Text(n.method.clone())),
+            self.noncontig
+                .as_ref()
+                .map_or(Cell::Empty, |n| Float(n.one_way_us)),
         ]
     }
 }
 
 /// How many columns [`RunRecord::COLUMNS`] has.
-pub const COLUMN_COUNT: usize = 42;
+pub const COLUMN_COUNT: usize = 44;
 
 /// One value of a sweep's CSV and JSON rows, typed for JSON (a trace hash
 /// of only digits stays a string there).
@@ -490,6 +516,10 @@ mod tests {
                 no_route: 1,
                 refused_corrupt: 1,
             },
+            noncontig: Some(NoncontigFigures {
+                method: "sgl".into(),
+                one_way_us: 2.0 / 3.0,
+            }),
         };
         let back: RunRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);

@@ -67,6 +67,35 @@ impl Resolved {
     pub fn n_hosts(&self) -> usize {
         self.topology.n_hosts()
     }
+
+    /// The simulated fabric: topology, NICs, fault rules, pauses, the
+    /// lossless configuration and the event order (errors located by
+    /// `at`).
+    pub fn world(&self, at: &dyn Locate) -> Result<udrma_fabric::World, ScenarioError> {
+        let mut world = udrma_fabric::World::new(
+            self.topology.clone(),
+            self.fabric.clone(),
+            self.rules.clone(),
+        )
+        .map_err(|e| at.error_at("fault", e.to_string()))?;
+        if self.windows {
+            world
+                .set_event_order(udrma_fabric::EventOrder::Windows)
+                .map_err(|e| at.error_at_key("order", format!("order = \"windows\": {e}")))?;
+        }
+        if let Some(cfg) = self.pfc {
+            // Checked against this topology and event order by `resolve`.
+            world
+                .set_pfc(cfg)
+                .map_err(|e| at.error_at_key("pfc", format!("topology.pfc: {e}")))?;
+        }
+        for p in &self.pauses {
+            world
+                .pause(*p)
+                .map_err(|e| at.error_at("pause", e.to_string()))?;
+        }
+        Ok(world)
+    }
 }
 
 /// Resolves `sc` for `seed`: each piece built once, each error located.
@@ -248,7 +277,10 @@ pub fn plan(sc: &Scenario, seed: u64, backend: BackendKind) -> Result<Plan, Scen
     ));
     let has = |k: WorkloadKind| f.workloads.iter().any(|w| w.kind == k);
     let work = if has(WorkloadKind::Noncontig) {
-        Work::Noncontig(ncplan::plan(sc, &resolved.nic, &resolved.topology)?)
+        let mut planned = ncplan::plan(sc, &resolved.nic, &resolved.topology)?;
+        let at = sc.locator();
+        ncplan::measure(&mut planned, &|| resolved.world(&at), f.time_limit.0, &at)?;
+        Work::Noncontig(planned)
     } else if f.workloads.iter().any(|w| w.is_scheduled()) {
         Work::Scheduled(Arc::new(super::schedplan::plan(sc, seed, n)?))
     } else if has(WorkloadKind::Collective) {

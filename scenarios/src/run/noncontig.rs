@@ -142,6 +142,11 @@ impl Tally {
                 .iter()
                 .map(|(m, t)| (m.name().to_string(), r3(*t)))
                 .collect(),
+            measured_us: planned
+                .measured
+                .iter()
+                .map(|(m, t)| (m.name().to_string(), t.map(r3)))
+                .collect(),
         });
     }
 }
