@@ -7,32 +7,65 @@
 //! scenario files: no clap, tokio, quinn-udp, ring or rayon in its tree
 //! (`.ci/run` builds a crate outside the workspace on it and looks).
 //!
-//! ```
-//! use udrma_sim::{from_fn, Access, Event, Model, Sim, Target, Transfer};
+//! The program below is the README's (`tests/readme_followed.rs` keeps the
+//! two equal, so the README shows code this doctest compiles and runs):
+//! the whole `src/main.rs` of a crate that depends on `udrma-sim`. The
+//! guide to this API is `docs/library.md`.
 //!
-//! let mut sim = Sim::builder()
-//!     .fault("loss", Target::any(), Model::Loss { p: 0.05, correlation: 0.0 })
-//!     .build()
-//!     .unwrap();
-//! let src = sim.nic_mut("h0").unwrap().register(0x1000, 8192, Access::ALL);
-//! let dst = sim.nic_mut("h1").unwrap().register(0x9000, 8192, Access::ALL);
-//! let mut landed = 0;
-//! sim.add_app("h1", from_fn(move |_now, _nic, event| {
-//!     if let Event::WriteReceived { .. } = event {
-//!         landed += 1;
-//!     }
-//! }))
-//! .unwrap();
-//! let write = Transfer {
-//!     peer: udrma_sim::NodeAddr(1),
-//!     local: src,
-//!     local_addr: 0x1000,
-//!     remote: dst,
-//!     remote_addr: 0x9000,
-//!     len: 8192,
+//! ```
+//! use std::sync::{Arc, Mutex};
+//!
+//! use udrma_sim::{
+//!     from_fn, Access, Event, LinkParams, Model, NodeAddr, Sim, Target, Topology, Transfer,
 //! };
-//! sim.post("h0", write.write()).unwrap();
-//! sim.run().assert_invariants();
+//!
+//! fn main() {
+//!     // Four hosts h0..h3 on one switch s0 (links h0-s0 .. h3-s0: 100 Gb/s,
+//!     // 1 us, the LinkParams defaults); every link loses 2 % of its packets.
+//!     let mut sim = Sim::builder()
+//!         .topology(Topology::star(4, LinkParams::default()))
+//!         .seed(42)
+//!         .fault("loss", Target::any(), Model::Loss { p: 0.02, correlation: 0.0 })
+//!         .build()
+//!         .expect("the fault rule is valid");
+//!
+//!     // 64 KiB on h0, filled with 0xab, and 64 KiB on h3 to receive it.
+//!     let len = 64 << 10;
+//!     let src = sim.nic_mut("h0").unwrap().register(0x1000, len, Access::ALL);
+//!     let dst = sim.nic_mut("h3").unwrap().register(0x9000, len, Access::ALL);
+//!     let h0 = sim.nic_mut("h0").unwrap();
+//!     h0.memory_mut().region_mut(src).unwrap().bytes.fill(0xab);
+//!
+//!     // h3's app notes who wrote to it. Apps must be Send: results leave
+//!     // a closure through an Arc<Mutex<_>>.
+//!     let writers = Arc::new(Mutex::new(Vec::new()));
+//!     let seen = Arc::clone(&writers);
+//!     let on_h3 = from_fn(move |_now, _nic, event| {
+//!         if let Event::WriteReceived { from, .. } = event {
+//!             seen.lock().unwrap().push(from);
+//!         }
+//!     });
+//!     sim.add_app("h3", on_h3).unwrap();
+//!
+//!     // h0 WRITEs its region into h3's.
+//!     let write = Transfer {
+//!         peer: NodeAddr(3),
+//!         local: src,
+//!         local_addr: 0x1000,
+//!         remote: dst,
+//!         remote_addr: 0x9000,
+//!         len: len as u64,
+//!     };
+//!     sim.post("h0", write.write()).unwrap();
+//!
+//!     // Run to the end; panic if an invariant failed or a request did.
+//!     let outcome = sim.run();
+//!     outcome.assert_invariants();
+//!     assert_eq!(*writers.lock().unwrap(), [NodeAddr(0)]);
+//!     let landed = &sim.world().nic(NodeAddr(3)).memory().region(dst).unwrap().bytes;
+//!     assert!(landed.iter().all(|b| *b == 0xab));
+//!     println!("done at {}, trace {:016x}", outcome.now, outcome.trace_hash);
+//! }
 //! ```
 //!
 //! The crates it is made of are re-exported whole ([`fabric`], [`nic`],
