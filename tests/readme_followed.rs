@@ -455,14 +455,16 @@ struct Shown {
     /// The command as the doc shows it.
     shown: String,
     args: Vec<String>,
+    /// An environment variable set before the command (`RUST_LOG=...`).
+    env: Option<(String, String)>,
     echo_exit: bool,
     expected: Vec<String>,
 }
 
 /// Every deterministic `udrma run scenarios/examples/...`, `udrma replay`,
 /// `udrma sweep`, `udrma bench sim` and `cargo run --release` (the demo)
-/// transcript in `doc`: real-time runs (`--backend udp`) and commands that
-/// write files are left out.
+/// transcript in `doc`, also with a `RUST_LOG=...` in front: real-time
+/// runs (`--backend udp`) and commands that write files are left out.
 fn transcripts(doc: &'static str) -> Vec<Shown> {
     let root = env!("CARGO_MANIFEST_DIR");
     let text = std::fs::read_to_string(format!("{root}/{doc}")).unwrap();
@@ -477,8 +479,19 @@ fn transcripts(doc: &'static str) -> Vec<Shown> {
         if !in_fence {
             continue;
         }
+        // `RUST_LOG=FILTER udrma ...`: the filter goes to the environment.
+        let (env, l) = match l
+            .strip_prefix("$ RUST_LOG=")
+            .and_then(|r| r.split_once(' '))
+        {
+            Some((filter, rest)) => (
+                Some(("RUST_LOG".to_string(), filter.to_string())),
+                format!("$ {rest}"),
+            ),
+            None => (None, l.to_string()),
+        };
         // `cargo run --release` is `udrma` with no arguments: the demo.
-        let cmd = if *l == "$ cargo run --release" {
+        let cmd = if l == "$ cargo run --release" {
             "demo"
         } else if let Some(cmd) = l.strip_prefix("$ udrma ") {
             cmd
@@ -530,8 +543,9 @@ fn transcripts(doc: &'static str) -> Vec<Shown> {
         shown.push(Shown {
             doc,
             line: i + 1,
-            shown: l.trim_start_matches("$ ").to_string(),
+            shown: lines[i].trim_start_matches("$ ").to_string(),
             args,
+            env,
             echo_exit,
             expected,
         });
@@ -564,7 +578,11 @@ fn check_transcripts(docs: &[&'static str], at_least: usize) {
             } else {
                 env!("CARGO_MANIFEST_DIR").into()
             };
-            let out = command().current_dir(&dir).args(&s.args).output().unwrap();
+            let mut cmd = command();
+            if let Some((k, v)) = &s.env {
+                cmd.env(k, v);
+            }
+            let out = cmd.current_dir(&dir).args(&s.args).output().unwrap();
             let mut printed: Vec<String> = stdout(&out)
                 .lines()
                 .chain(stderr(&out).lines())
@@ -629,16 +647,298 @@ fn the_scenario_page_shows_what_its_runs_print() {
     ignore = "reruns fat-tree and all-to-all examples (millions of events): run with --release (CI does)"
 )]
 fn the_cli_page_and_the_area_docs_show_what_their_runs_print() {
-    check_transcripts(
-        &[
-            "docs/cli.md",
-            "docs/messaging.md",
-            "docs/noncontig.md",
-            "docs/collectives.md",
-            "docs/congestion.md",
-            "docs/check.md",
-            "docs/lossless.md",
-        ],
-        18,
+    check_transcripts(&AREA_DOCS, 18);
+}
+
+/// The docs whose transcripts `the_cli_page_and_the_area_docs_show_what_their_runs_print`
+/// reruns (README.md's are rerun by `the_readme_shows_what_its_run_prints`).
+const AREA_DOCS: [&str; 7] = [
+    "docs/cli.md",
+    "docs/messaging.md",
+    "docs/noncontig.md",
+    "docs/collectives.md",
+    "docs/congestion.md",
+    "docs/check.md",
+    "docs/lossless.md",
+];
+
+/// A fenced block of a doc, with the marker line before it, if any.
+struct Block {
+    doc: String,
+    /// 1-based line of the opening fence.
+    line: usize,
+    /// What follows the opening ``` (`text`, `sh`, ...; empty if nothing).
+    info: String,
+    body: Vec<String>,
+    /// The last non-blank line before the fence, when it is an HTML
+    /// comment: `<!-- rerun: ... -->` or `<!-- not rerun: ... -->`.
+    marker: Option<String>,
+}
+
+impl Block {
+    /// An output block shows what a program printed: a block tagged
+    /// `text` or `console`, or a transcript (a `$ ` command with lines
+    /// under it that are not commands or their `\` continuations).
+    fn is_output(&self) -> bool {
+        if self.info == "text" || self.info == "console" {
+            return true;
+        }
+        let (mut command, mut continued, mut printed) = (false, false, false);
+        for l in &self.body {
+            if l.starts_with("$ ") {
+                command = true;
+                continued = l.ends_with('\\');
+            } else if continued {
+                continued = l.ends_with('\\');
+            } else if !l.trim().is_empty() {
+                printed = true;
+            }
+        }
+        command && printed
+    }
+
+    /// The 1-based lines of its `$ ` commands.
+    fn commands(&self) -> Vec<usize> {
+        (self.body.iter().enumerate())
+            .filter(|(_, l)| l.starts_with("$ "))
+            .map(|(i, _)| self.line + 1 + i)
+            .collect()
+    }
+}
+
+/// README.md and every docs/*.md, by their paths from the root.
+fn walked_docs() -> Vec<String> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut docs: Vec<String> = std::fs::read_dir(format!("{root}/docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("docs/{n}"))
+        .collect();
+    docs.sort();
+    docs.insert(0, "README.md".to_string());
+    docs
+}
+
+/// Every fenced block of `doc` (fences of three backticks at the start of
+/// a line, as every doc here writes them).
+fn blocks(doc: &str) -> Vec<Block> {
+    let text = std::fs::read_to_string(format!("{}/{doc}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let Some(info) = lines[i].strip_prefix("```") else {
+            i += 1;
+            continue;
+        };
+        let end = (i + 1..lines.len())
+            .find(|&j| lines[j].starts_with("```"))
+            .unwrap_or_else(|| panic!("{doc}:{}: a fence that never closes", i + 1));
+        let marker = lines[..i]
+            .iter()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .filter(|l| l.starts_with("<!--"))
+            .map(|l| l.to_string());
+        found.push(Block {
+            doc: doc.to_string(),
+            line: i + 1,
+            info: info.trim().to_string(),
+            body: lines[i + 1..end].iter().map(|l| l.to_string()).collect(),
+            marker,
+        });
+        i = end + 1;
+    }
+    found
+}
+
+/// What a marker says: `Ok(true)` for a test that reruns the block (its
+/// file and function exist), `Ok(false)` for a reason it is not rerun.
+fn read_marker(marker: &str) -> Result<bool, String> {
+    let inner = marker
+        .strip_prefix("<!--")
+        .and_then(|m| m.strip_suffix("-->"))
+        .map(str::trim)
+        .ok_or("a marker is one line, `<!-- ... -->`")?;
+    if let Some(reason) = inner.strip_prefix("not rerun:") {
+        return match reason.trim().len() {
+            0..=9 => Err("`not rerun:` needs its reason".into()),
+            _ => Ok(false),
+        };
+    }
+    let test = inner
+        .strip_prefix("rerun:")
+        .ok_or("a marker says `rerun: FILE TEST` or `not rerun: REASON`")?;
+    let (file, name) = test
+        .trim()
+        .split_once(' ')
+        .ok_or("`rerun:` names a file and a test in it")?;
+    let path = format!("{}/{file}", env!("CARGO_MANIFEST_DIR"));
+    let source = std::fs::read_to_string(&path).map_err(|e| format!("{file}: {e}"))?;
+    if !source.contains(&format!("fn {}(", name.trim())) {
+        return Err(format!("{file} has no test `{}`", name.trim()));
+    }
+    Ok(true)
+}
+
+/// Every output block in README.md and docs/*.md is rerun by a test or
+/// says why not. Rerun: each of its `$ ` commands is a transcript that
+/// `check_transcripts` reruns (README.md and `AREA_DOCS`), or the line
+/// before it is `<!-- rerun: FILE TEST -->`, naming a test that compares
+/// the block with what the program prints now. Not rerun: the line
+/// before it is `<!-- not rerun: REASON -->` (wall-clock figures, root,
+/// MPI, Slurm, long benchmarks, another program's output). The counts are
+/// written to stderr past the test harness's capture, so that every
+/// `cargo test` shows them.
+#[test]
+fn every_output_block_is_rerun_or_says_why_not() {
+    let rerun: std::collections::BTreeSet<(String, usize)> = std::iter::once("README.md")
+        .chain(AREA_DOCS)
+        .flat_map(transcripts)
+        .map(|s| (s.doc.to_string(), s.line))
+        .collect();
+    let (mut by_transcript, mut by_test, mut marked, mut other) = (0, 0, 0, 0);
+    let mut wrong = Vec::new();
+    for doc in walked_docs() {
+        for b in blocks(&doc) {
+            let at = format!("{}:{}", b.doc, b.line);
+            let verdict = b.marker.as_deref().map(read_marker);
+            if let Some(Err(e)) = &verdict {
+                wrong.push(format!("{at}: {e}"));
+                continue;
+            }
+            if !b.is_output() {
+                if verdict.is_some() {
+                    wrong.push(format!("{at}: a marker on a block that is not output"));
+                }
+                other += 1;
+                continue;
+            }
+            let commands = b.commands();
+            match verdict {
+                Some(Ok(true)) => by_test += 1,
+                Some(Ok(false)) => marked += 1,
+                _ if !commands.is_empty()
+                    && commands.iter().all(|&l| rerun.contains(&(doc.clone(), l))) =>
+                {
+                    by_transcript += 1
+                }
+                _ => wrong.push(format!(
+                    "{at}: an output block that no test reruns: rerun it, or mark it `<!-- not rerun: REASON -->`"
+                )),
+            }
+        }
+    }
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(
+        format!(
+            "output blocks in README.md and docs/*.md: {} rerun ({by_transcript} as transcripts, {by_test} by a named test), {marked} marked not rerun; {other} other fenced blocks (code, input, figures)\n",
+            by_transcript + by_test
+        )
+        .as_bytes(),
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(
+        by_transcript >= 20 && marked >= 1,
+        "the walk lost its blocks"
+    );
+}
+
+/// The lines of the first block of `doc` whose opening fence is `fence`.
+fn first_block(doc: &str, fence: &str) -> Vec<String> {
+    (blocks(doc).into_iter())
+        .find(|b| format!("```{}", b.info) == fence)
+        .unwrap_or_else(|| panic!("{doc} has no {fence} block"))
+        .body
+}
+
+/// The README's library program is the crate docs' doctest of
+/// `udrma-sim`, line for line and with no hidden (`# `) line, so the code
+/// the README shows is what `cargo test --workspace` compiles and runs.
+#[test]
+fn the_readme_library_program_is_the_udrma_sim_doctest() {
+    let shown = first_block("README.md", "```rust");
+    let lib =
+        std::fs::read_to_string(format!("{}/sim/src/lib.rs", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let docs: Vec<&str> = lib
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| {
+            l.strip_prefix("//! ")
+                .unwrap_or(l.trim_start_matches("//!"))
+        })
+        .collect();
+    let open = docs.iter().position(|l| *l == "```").expect("a doctest");
+    let close = open + 1 + docs[open + 1..].iter().position(|l| *l == "```").unwrap();
+    let doctest: Vec<String> = docs[open + 1..close]
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    assert!(
+        !doctest.iter().any(|l| l.starts_with("# ") || *l == "#"),
+        "sim/src/lib.rs: the doctest hides lines the README cannot show"
+    );
+    assert!(shown.iter().any(|l| l.starts_with("fn main()")));
+    assert_eq!(
+        shown, doctest,
+        "README.md's ```rust block and sim/src/lib.rs's doctest differ: make them equal"
+    );
+}
+
+/// docs/cli.md's bad-input sample: the file it shows, run as it shows,
+/// prints the line under the command.
+#[test]
+fn the_bad_input_sample_is_what_udrma_prints() {
+    let file = first_block("docs/cli.md", "```toml").join("\n") + "\n";
+    let dir = tmp("cli-bad-input");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("bad.toml"), file).unwrap();
+    let block = (blocks("docs/cli.md").into_iter())
+        .find(|b| b.body.first().map(String::as_str) == Some("$ udrma run bad.toml"))
+        .expect("docs/cli.md shows `udrma run bad.toml`");
+    let out = command()
+        .current_dir(&dir)
+        .args(["run", "bad.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let printed: Vec<String> = stderr(&out).lines().map(String::from).collect();
+    assert_eq!(
+        printed,
+        block.body[1..],
+        "docs/cli.md's bad-input sample drifted"
+    );
+}
+
+/// docs/cli.md's table of examples names every file in
+/// scenarios/examples/, and no file that is not there.
+#[test]
+fn the_cli_examples_table_lists_every_example() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/docs/cli.md")).unwrap();
+    let table = text
+        .split("## The examples (`scenarios/examples/`)")
+        .nth(1)
+        .expect("cli.md has its examples section");
+    let listed: std::collections::BTreeSet<String> = table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('|').nth(1))
+        .flat_map(|cell| cell.split('`').skip(1).step_by(2).map(String::from))
+        .filter(|name| name.ends_with(".toml"))
+        .collect();
+    let shipped: std::collections::BTreeSet<String> =
+        std::fs::read_dir(format!("{root}/scenarios/examples"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".toml"))
+            .collect();
+    let missing: Vec<_> = shipped.difference(&listed).collect();
+    let extra: Vec<_> = listed.difference(&shipped).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs/cli.md's examples table: missing {missing:?}, naming files that do not exist {extra:?}"
     );
 }
