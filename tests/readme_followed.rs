@@ -853,14 +853,11 @@ fn first_block(doc: &str, fence: &str) -> Vec<String> {
         .body
 }
 
-/// The README's library program is the crate docs' doctest of
-/// `udrma-sim`, line for line and with no hidden (`# `) line, so the code
-/// the README shows is what `cargo test --workspace` compiles and runs.
-#[test]
-fn the_readme_library_program_is_the_udrma_sim_doctest() {
-    let shown = first_block("README.md", "```rust");
-    let lib =
-        std::fs::read_to_string(format!("{}/sim/src/lib.rs", env!("CARGO_MANIFEST_DIR"))).unwrap();
+/// The doctests of a crate's docs (`//!` lines of `lib.rs`), each as
+/// its lines; none may hide a line (`# `) that a doc showing it could not.
+fn doctests(lib_rs: &str) -> Vec<Vec<String>> {
+    let path = format!("{}/{lib_rs}", env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(&path).unwrap();
     let docs: Vec<&str> = lib
         .lines()
         .take_while(|l| l.starts_with("//!"))
@@ -869,21 +866,52 @@ fn the_readme_library_program_is_the_udrma_sim_doctest() {
                 .unwrap_or(l.trim_start_matches("//!"))
         })
         .collect();
-    let open = docs.iter().position(|l| *l == "```").expect("a doctest");
-    let close = open + 1 + docs[open + 1..].iter().position(|l| *l == "```").unwrap();
-    let doctest: Vec<String> = docs[open + 1..close]
-        .iter()
-        .map(|l| l.to_string())
-        .collect();
-    assert!(
-        !doctest.iter().any(|l| l.starts_with("# ") || *l == "#"),
-        "sim/src/lib.rs: the doctest hides lines the README cannot show"
-    );
-    assert!(shown.iter().any(|l| l.starts_with("fn main()")));
+    let mut found = Vec::new();
+    let mut open = None;
+    for (i, l) in docs.iter().enumerate() {
+        match (open, *l == "```") {
+            (None, true) => open = Some(i),
+            (Some(o), true) => {
+                let body: Vec<String> = docs[o + 1..i].iter().map(|l| l.to_string()).collect();
+                assert!(
+                    !body.iter().any(|l| l.starts_with("# ") || l == "#"),
+                    "{lib_rs}: a doctest hides lines that a doc cannot show"
+                );
+                found.push(body);
+                open = None;
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The Rust programs README.md and docs/library.md show are doctests of
+/// `udrma-sim` and `udrma-scenarios`, line for line, so the code a reader
+/// copies is what `cargo test --workspace` compiles and runs: the
+/// README's is the first of `udrma-sim`'s, and every ```rust block of
+/// docs/library.md is one of either crate's.
+#[test]
+fn the_library_programs_the_docs_show_are_doctests() {
+    let sim = doctests("sim/src/lib.rs");
+    let scenarios = doctests("scenarios/src/lib.rs");
+    let readme = first_block("README.md", "```rust");
+    assert!(readme.iter().any(|l| l.starts_with("fn main()")));
     assert_eq!(
-        shown, doctest,
-        "README.md's ```rust block and sim/src/lib.rs's doctest differ: make them equal"
+        readme, sim[0],
+        "README.md's ```rust block and the first doctest of sim/src/lib.rs differ: make them equal"
     );
+    let shown: Vec<Block> = (blocks("docs/library.md").into_iter())
+        .filter(|b| b.info == "rust")
+        .collect();
+    assert!(shown.len() >= 2, "docs/library.md lost its programs");
+    for b in shown {
+        assert!(
+            sim.contains(&b.body) || scenarios.contains(&b.body),
+            "docs/library.md:{}: this program is no doctest of sim/src/lib.rs or scenarios/src/lib.rs: make it one",
+            b.line
+        );
+    }
 }
 
 /// docs/cli.md's bad-input sample: the file it shows, run as it shows,

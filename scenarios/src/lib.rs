@@ -23,6 +23,42 @@
 //!
 //! (So the report comes before the runners, though a run reaches it
 //! last: the runners fill it, and it reads the backend.)
+//!
+//! A scenario file run from Rust, the whole `src/main.rs` of a crate that
+//! depends on `udrma-scenarios` (`docs/library.md` shows this program; a
+//! test at the workspace root keeps the two equal):
+//!
+//! ```
+//! use udrma_scenarios::{run, RunOptions, Scenario, DEMO};
+//!
+//! fn main() {
+//!     // The file named on the command line, or the built-in demo.
+//!     let (path, text) = match std::env::args().nth(1) {
+//!         Some(path) => match std::fs::read_to_string(&path) {
+//!             Ok(text) => (path, text),
+//!             Err(e) => {
+//!                 eprintln!("error: {path}: {e}");
+//!                 std::process::exit(2);
+//!             }
+//!         },
+//!         None => ("<demo>".to_string(), DEMO.to_string()),
+//!     };
+//!     // Parse and validate (errors say file:line:column), then run it in
+//!     // the simulated fabric, as `udrma run` does.
+//!     let report = Scenario::parse(&path, &text)
+//!         .and_then(|scenario| run(&scenario, RunOptions::default()));
+//!     match report {
+//!         Ok(report) => {
+//!             print!("{}", report.table());
+//!             std::process::exit(if report.passed() { 0 } else { 1 });
+//!         }
+//!         Err(e) => {
+//!             eprintln!("error: {e}");
+//!             std::process::exit(2);
+//!         }
+//!     }
+//! }
+//! ```
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

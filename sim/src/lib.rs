@@ -68,6 +68,81 @@
 //! }
 //! ```
 //!
+//! A second program, from `docs/library.md` (kept equal to it by the same
+//! test): an app written as a struct, a fat tree, and a link that goes
+//! down for a while.
+//!
+//! ```
+//! use udrma_sim::{
+//!     Access, App, Duration, Event, Instant, LinkParams, Model, MrKey, Nic, NodeAddr, Policy, Sim,
+//!     Target, Topology, Transfer,
+//! };
+//!
+//! /// h0's app: READs `len` bytes from h15 when it starts, and keeps the time
+//! /// the READ took.
+//! struct Reader {
+//!     local: MrKey,
+//!     remote: MrKey,
+//!     len: u64,
+//!     took: Option<Duration>,
+//! }
+//!
+//! impl App for Reader {
+//!     fn start(&mut self, now: Instant, nic: &mut Nic) {
+//!         let read = Transfer {
+//!             peer: NodeAddr(15),
+//!             local: self.local,
+//!             local_addr: 0,
+//!             remote: self.remote,
+//!             remote_addr: 0,
+//!             len: self.len,
+//!         };
+//!         nic.post(now, read.read()).expect("the OP table has room");
+//!     }
+//!
+//!     fn handle_event(&mut self, now: Instant, _nic: &mut Nic, event: Event) {
+//!         if let Event::Completed { result: Ok(()), .. } = event {
+//!             self.took = Some(now - Instant::ZERO);
+//!         }
+//!     }
+//!
+//!     fn is_done(&self) -> bool {
+//!         self.took.is_some()
+//!     }
+//! }
+//!
+//! fn main() {
+//!     // A k=4 fat tree (16 hosts; links h0-e0, e0-a0, a0-c0, ...) with 2 us
+//!     // links, packets sprayed over every shortest path, and h0's own link
+//!     // down from 5 us to 60 us.
+//!     let links = LinkParams { latency: Duration::from_micros(2), ..LinkParams::default() };
+//!     let down = Target::any().links(&["h0-e0"]).window(
+//!         Instant::ZERO + Duration::from_micros(5),
+//!         Instant::ZERO + Duration::from_micros(60),
+//!     );
+//!     let mut sim = Sim::builder()
+//!         .topology(Topology::fat_tree(4, links).expect("k is even"))
+//!         .routing(Policy::Spray)
+//!         .fault("flap", down, Model::Down)
+//!         .time_limit(Duration::from_millis(10))
+//!         .build()
+//!         .expect("h0-e0 is a link of the tree");
+//!
+//!     let len = 256 << 10;
+//!     let local = sim.nic_mut("h0").unwrap().register(0, len, Access::ALL);
+//!     let remote = sim.nic_mut("h15").unwrap().register(0, len, Access::ALL);
+//!     let reader = Reader { local, remote, len: len as u64, took: None };
+//!     sim.add_app("h0", reader).unwrap();
+//!
+//!     let outcome = sim.run();
+//!     assert!(outcome.passed(), "{:?}", outcome.violations);
+//!     let took = sim.app::<Reader>("h0").unwrap().took.unwrap();
+//!     let stats = sim.world().nic(NodeAddr(0)).stats();
+//!     println!("256 KiB read in {took}, {} retransmits", stats.retransmits);
+//!     assert!(took > Duration::from_micros(60), "the READ waited for the link");
+//! }
+//! ```
+//!
 //! The crates it is made of are re-exported whole ([`fabric`], [`nic`],
 //! [`faults`], [`proto`]) for what the names above do not cover.
 
