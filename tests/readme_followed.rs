@@ -784,7 +784,8 @@ fn read_marker(marker: &str) -> Result<bool, String> {
 
 /// Every output block in README.md and docs/*.md is rerun by a test or
 /// says why not. Rerun: each of its `$ ` commands is a transcript that
-/// `check_transcripts` reruns (README.md and `AREA_DOCS`), or the line
+/// `check_transcripts` reruns (README.md, docs/scenarios.md and
+/// `AREA_DOCS`), or the line
 /// before it is `<!-- rerun: FILE TEST -->`, naming a test that compares
 /// the block with what the program prints now. Not rerun: the line
 /// before it is `<!-- not rerun: REASON -->` (wall-clock figures, root,
@@ -793,7 +794,9 @@ fn read_marker(marker: &str) -> Result<bool, String> {
 /// `cargo test` shows them.
 #[test]
 fn every_output_block_is_rerun_or_says_why_not() {
-    let rerun: std::collections::BTreeSet<(String, usize)> = std::iter::once("README.md")
+    // The docs whose transcripts the tests above rerun.
+    let rerun: std::collections::BTreeSet<(String, usize)> = ["README.md", "docs/scenarios.md"]
+        .into_iter()
         .chain(AREA_DOCS)
         .flat_map(transcripts)
         .map(|s| (s.doc.to_string(), s.line))
