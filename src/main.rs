@@ -90,6 +90,16 @@ enum Command {
         /// Draw a ladder (sequence) diagram as SVG.
         #[arg(long)]
         ladder: Option<PathBuf>,
+        /// Write a timeline (Chrome trace-event JSON, for Perfetto,
+        /// chrome://tracing or speedscope): per host its operations,
+        /// NACKs and retransmits; per switch port its queue depth and PFC
+        /// pauses (docs/cli.md).
+        #[arg(long, value_name = "FILE.json")]
+        timeline: Option<PathBuf>,
+        /// Keep at most this many timeline events; the timeline ends
+        /// where the run was when they filled, and says so.
+        #[arg(long, value_name = "N", default_value_t = udrma_scenarios::Timeline::DEFAULT_MAX)]
+        timeline_max: usize,
         /// The two hosts of the ladder, as `h0,h1` (default: the first
         /// workload's source and destination).
         #[arg(long, value_delimiter = ',')]
@@ -445,6 +455,8 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             pcap_links,
             trace,
             ladder,
+            timeline,
+            timeline_max,
             ladder_hosts,
             ladder_from,
             ladder_until,
@@ -462,6 +474,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 pcap,
                 pcap_links,
                 trace,
+                timeline: timeline.map(|path| (path, timeline_max)),
                 ladder: ladder.map(|path| LadderArgs {
                     path,
                     hosts: ladder_hosts,
@@ -609,7 +622,7 @@ fn create(path: &Path) -> anyhow::Result<Box<dyn Write + Send>> {
 }
 
 fn execute(sc: &Scenario, opts: RunOptions, json: bool) -> anyhow::Result<ExitCode> {
-    run_cmd::execute(sc, opts, json, None)
+    run_cmd::execute(sc, opts, json, (None, None))
 }
 
 /// `h0=ADDR` (ADDR as for --peer of the bridge: an address or a name).
