@@ -10,7 +10,8 @@
 //!   complete event from its post to its completion (threads `ops 0`,
 //!   `ops 1`, ... so that overlapping operations never share one), and
 //!   on thread `events` instants for the NACKs it sent and its
-//!   retransmissions (a data packet it had sent before, sent again);
+//!   retransmissions (a WRITE or SEND packet or READ request it had sent
+//!   before, sent again);
 //! - a process `fabric`: per switch egress port, its queue depth in bytes
 //!   as a counter, sampled only when it changes (a packet joins the
 //!   queue as it arrives, computed from its previous hop's start, length
@@ -131,8 +132,10 @@ pub(crate) struct Sink {
 }
 
 const OP_NACK: u8 = 0x12;
-/// WRITE, READ response and SEND data.
-const DATA: [u8; 3] = [0x01, 0x03, 0x04];
+/// WRITE and SEND data, and READ requests: what a host sends under its
+/// own message ids (a READ response carries its requester's, which
+/// another requester may use too, so its copies are not told apart).
+const DATA: [u8; 3] = [0x01, 0x02, 0x04];
 /// Bytes a link adds to each datagram on the wire (as the fabric counts).
 const WIRE: u64 = udrma_fabric::WIRE_OVERHEAD;
 
@@ -632,4 +635,122 @@ fn spans(out: &mut Out, ops: &[OpSpan], room: usize, end_ps: u64) -> usize {
         written += 1;
     }
     written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// h0 - s0 - h1 at 100 Gb/s and 1 µs a hop.
+    fn two_hops(max: usize) -> Seen {
+        let link = |a: &str, ha: Option<u32>| LinkInfo {
+            host: [ha, None],
+            name: [a.into(), "s0".into()],
+            bps: 100_000_000_000,
+            latency_ps: 1_000_000,
+        };
+        Seen {
+            links: vec![link("h0", Some(0)), link("h1", Some(1))],
+            max,
+            ..Seen::default()
+        }
+    }
+
+    fn tx(t: u64, link: u32, dir: u8, pkt: u64, seg: u32) -> TraceEvent {
+        TraceEvent::Tx {
+            t,
+            link,
+            dir,
+            pkt,
+            opcode: 0x01,
+            msg: 7,
+            seg,
+            len: 1000,
+        }
+    }
+
+    #[test]
+    fn a_packet_waits_in_the_queue_from_its_arrival_to_its_start() {
+        let mut s = two_hops(100);
+        // 1000 B + the wire's overhead at 10 ps a bit, then 1 µs.
+        let arrive = (1000 + WIRE) * 80 + 1_000_000;
+        s.event(&tx(0, 0, 0, 1, 0));
+        s.event(&tx(arrive + 500, 1, 1, 1, 0));
+        assert_eq!(s.depth, [(arrive, 3, 1000), (arrive + 500, 3, -1000)]);
+        // One that starts as it arrives never waits.
+        s.event(&tx(10, 0, 0, 2, 1));
+        s.event(&tx(arrive + 10, 1, 1, 2, 1));
+        assert_eq!(s.depth.len(), 2);
+        // Sent again by h0: a retransmission, at its time.
+        s.event(&tx(9_000_000, 0, 0, 3, 0));
+        assert_eq!(s.marks.len(), 1);
+        assert_eq!(s.marks[0].t, 9_000_000);
+        assert_eq!(s.marks[0].host, 0);
+        let text = s.json(2, &[], 10_000_000);
+        assert_eq!(text.matches("\"ph\":\"C\"").count(), 2, "{text}");
+        for (t, bytes) in [(arrive, 1000), (arrive + 500, 0)] {
+            let want = format!(
+                "{{\"ts\":{},\"ph\":\"C\",\"pid\":3,\"name\":\"queue s0→h1\",\"args\":{{\"bytes\":{bytes}}}}}",
+                us(t)
+            );
+            assert!(text.contains(&want), "{want} not in {text}");
+        }
+    }
+
+    #[test]
+    fn a_pause_holds_until_its_resume_or_its_expiry() {
+        let mut s = two_hops(100);
+        s.event(&TraceEvent::Pfc {
+            t: 0,
+            link: 0,
+            dir: 1,
+            priority: 3,
+            quanta: 1000,
+        });
+        s.event(&TraceEvent::Pfc {
+            t: 2_000_000,
+            link: 0,
+            dir: 1,
+            priority: 3,
+            quanta: 0,
+        });
+        // Another pause nobody resumes: it expires after 100 × 512 bits.
+        s.event(&TraceEvent::Pfc {
+            t: 5_000_000,
+            link: 0,
+            dir: 1,
+            priority: 3,
+            quanta: 100,
+        });
+        let text = s.json(2, &[], 100_000_000);
+        let arrive = |t: u64| t + (udrma_fabric::PFC_WIRE_BYTES * 80) + 1_000_000;
+        let want = [
+            (arrive(0), 1),
+            (arrive(2_000_000), 0),
+            (arrive(5_000_000), 1),
+            (arrive(5_000_000) + 100 * 512 * 10, 0),
+        ]
+        .map(|(t, v)| format!("{{\"ts\":{},\"ph\":\"C\",\"pid\":3,\"name\":\"pfc pause h0→s0\",\"args\":{{\"paused\":{v}}}}}", us(t)));
+        for w in &want {
+            assert!(text.contains(w.as_str()), "{w} not in {text}");
+        }
+    }
+
+    #[test]
+    fn the_cap_stops_the_timeline_and_says_where() {
+        let mut s = two_hops(1);
+        s.event(&tx(0, 0, 0, 1, 0));
+        s.event(&tx(1_000_000, 0, 0, 2, 0));
+        s.event(&tx(2_000_000, 0, 0, 3, 0));
+        assert_eq!(s.marks.len(), 1);
+        assert_eq!(s.full_at, Some(2_000_000));
+        let text = s.json(1, &[], 3_000_000);
+        assert!(text.contains("cut at 2.000000 us"), "{text}");
+    }
+
+    #[test]
+    fn microseconds_are_exact() {
+        assert_eq!(us(0), "0.000000");
+        assert_eq!(us(1_234_567_891), "1234.567891");
+    }
 }
