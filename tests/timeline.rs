@@ -119,6 +119,12 @@ fn the_timeline_holds_ops_marks_queues_and_pauses() {
     // The fabric's own deepest queue in this run
     // (`FabricStats::max_queue_bytes`, printed once).
     assert_eq!(deepest, 1_339_804, "the incast's queue");
+    // As docs/cli.md says: a sample at each change only.
+    let samples = counters
+        .iter()
+        .filter(|e| e["name"].as_str().unwrap().starts_with("queue"))
+        .count();
+    assert_eq!(samples, 1_211);
     // 75 pauses and 75 resumes on 15 ports (the run's own summary).
     let pauses = counters
         .iter()
@@ -190,6 +196,35 @@ fn a_bad_timeline_path_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("a timeline"), "{err}");
+}
+
+/// `n` with a comma every three digits, as the docs write it.
+fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn the_sizes_docs_cli_md_quotes_are_the_runs() {
+    let doc = std::fs::read_to_string(format!("{}/docs/cli.md", env!("CARGO_MANIFEST_DIR")))
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for ex in ["demo.toml", "pfc-incast.toml", "incast.toml"] {
+        let (path, v) = timeline(&format!("tl-size-{ex}.json"), &example(ex), &[]);
+        let n = v["traceEvents"].as_array().unwrap().len();
+        let kb = (std::fs::metadata(&path).unwrap().len() + 500) / 1000;
+        let said = format!("`{ex}`: {} events, {kb} KB", thousands(n));
+        assert!(doc.contains(&said), "docs/cli.md should say {said}");
+    }
 }
 
 /// speedscope's built app (`dist/release`) and Chromium, if both are here.
