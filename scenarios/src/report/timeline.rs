@@ -113,6 +113,8 @@ struct Seen {
     max: usize,
     /// When the cap was reached (the trace's time then).
     full_at: Option<u64>,
+    /// When the packets sent grew past [`SENT_MAX`].
+    untracked_at: Option<u64>,
     last_t: u64,
     pfc_ports: BTreeSet<u32>,
 }
@@ -136,6 +138,8 @@ const OP_NACK: u8 = 0x12;
 /// own message ids (a READ response carries its requester's, which
 /// another requester may use too, so its copies are not told apart).
 const DATA: [u8; 3] = [0x01, 0x02, 0x04];
+/// Data packets followed for retransmissions (some 50 MB of map at most).
+const SENT_MAX: usize = 1 << 20;
 /// Bytes a link adds to each datagram on the wire (as the fabric counts).
 const WIRE: u64 = udrma_fabric::WIRE_OVERHEAD;
 
@@ -264,6 +268,15 @@ impl Seen {
     }
 
     fn event(&mut self, ev: &TraceEvent) {
+        if self.full_at.is_some() {
+            // Nothing more is kept: what the maps hold is let go.
+            if !self.sent.is_empty() || !self.arriving.is_empty() {
+                self.sent = BTreeMap::new();
+                self.arriving = BTreeMap::new();
+                self.nacked = BTreeMap::new();
+            }
+            return;
+        }
         match *ev {
             TraceEvent::Tx {
                 t,
@@ -370,7 +383,14 @@ impl Seen {
         if !DATA.contains(&opcode) {
             return;
         }
-        let Some(before) = self.sent.insert((h, opcode, msg, seg), t) else {
+        let key = (h, opcode, msg, seg);
+        if self.sent.len() >= SENT_MAX && !self.sent.contains_key(&key) {
+            // Memory, not events, bounds this map: packets first sent
+            // from here on are not followed.
+            self.untracked_at.get_or_insert(t);
+            return;
+        }
+        let Some(before) = self.sent.insert(key, t) else {
             return;
         };
         let after_nack = self.nacked.get(&(h, msg)).is_some_and(|n| *n > before);
@@ -490,6 +510,14 @@ impl Seen {
                 "cut at {} us: the cap of {} events was reached (udrma run --timeline-max)",
                 us(at),
                 self.max
+            );
+        }
+        if let Some(at) = self.untracked_at {
+            let _ = write!(
+                note,
+                "{}retransmits of packets first sent from {} us on are not shown ({SENT_MAX} packets followed)",
+                if note.is_empty() { "" } else { "; " },
+                us(at)
             );
         }
         if spans < ops.len() {
