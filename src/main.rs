@@ -90,16 +90,8 @@ enum Command {
         /// Draw a ladder (sequence) diagram as SVG.
         #[arg(long)]
         ladder: Option<PathBuf>,
-        /// Write a timeline (Chrome trace-event JSON, for Perfetto,
-        /// chrome://tracing or speedscope): per host its operations,
-        /// NACKs and retransmits; per switch port its queue depth and PFC
-        /// pauses (docs/cli.md).
-        #[arg(long, value_name = "FILE.json")]
-        timeline: Option<PathBuf>,
-        /// Keep at most this many timeline events; the timeline ends
-        /// where the run was when they filled, and says so.
-        #[arg(long, value_name = "N", default_value_t = udrma_scenarios::Timeline::DEFAULT_MAX)]
-        timeline_max: usize,
+        #[command(flatten)]
+        timeline: run_cmd::TimelineArgs,
         /// The two hosts of the ladder, as `h0,h1` (default: the first
         /// workload's source and destination).
         #[arg(long, value_delimiter = ',')]
@@ -456,7 +448,6 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             trace,
             ladder,
             timeline,
-            timeline_max,
             ladder_hosts,
             ladder_from,
             ladder_until,
@@ -474,7 +465,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 pcap,
                 pcap_links,
                 trace,
-                timeline: timeline.map(|path| (path, timeline_max)),
+                timeline: timeline.timeline.map(|path| (path, timeline.timeline_max)),
                 ladder: ladder.map(|path| LadderArgs {
                     path,
                     hosts: ladder_hosts,

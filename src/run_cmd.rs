@@ -33,6 +33,21 @@ pub(crate) struct LadderArgs {
     pub(crate) max: usize,
 }
 
+/// The `--timeline*` flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TimelineArgs {
+    /// Write a timeline (Chrome trace-event JSON, for Perfetto,
+    /// chrome://tracing or speedscope): per host its operations, NACKs
+    /// and retransmits; per switch port its queue depth and PFC pauses
+    /// (docs/cli.md).
+    #[arg(long, value_name = "FILE.json")]
+    pub(crate) timeline: Option<PathBuf>,
+    /// Keep at most this many timeline events; the timeline ends where
+    /// the run was when they filled, and says so.
+    #[arg(long, value_name = "N", default_value_t = udrma_scenarios::Timeline::DEFAULT_MAX)]
+    pub(crate) timeline_max: usize,
+}
+
 /// The flags of `udrma run`.
 pub(crate) struct RunFlags {
     pub(crate) sets: Vec<String>,
