@@ -198,6 +198,23 @@ fn a_bad_timeline_path_is_a_clear_error() {
     assert!(err.contains("a timeline"), "{err}");
 }
 
+#[test]
+fn the_cli_page_shows_the_timelines_first_lines() {
+    let doc =
+        std::fs::read_to_string(format!("{}/docs/cli.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let shown: Vec<&str> = doc
+        .lines()
+        .skip_while(|l| *l != "$ head -n 4 pfc-incast.json")
+        .skip(1)
+        .take_while(|l| !l.starts_with("```"))
+        .collect();
+    assert_eq!(shown.len(), 4, "docs/cli.md's timeline block");
+    let (path, _) = timeline("tl-cli-page.json", &example("pfc-incast.toml"), &[]);
+    let text = std::fs::read_to_string(path).unwrap();
+    let first: Vec<&str> = text.lines().take(4).collect();
+    assert_eq!(shown, first);
+}
+
 /// `n` with a comma every three digits, as the docs write it.
 fn thousands(n: usize) -> String {
     let s = n.to_string();
