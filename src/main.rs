@@ -90,6 +90,8 @@ enum Command {
         /// Draw a ladder (sequence) diagram as SVG.
         #[arg(long)]
         ladder: Option<PathBuf>,
+        #[command(flatten)]
+        timeline: run_cmd::TimelineArgs,
         /// The two hosts of the ladder, as `h0,h1` (default: the first
         /// workload's source and destination).
         #[arg(long, value_delimiter = ',')]
@@ -445,6 +447,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             pcap_links,
             trace,
             ladder,
+            timeline,
             ladder_hosts,
             ladder_from,
             ladder_until,
@@ -462,6 +465,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
                 pcap,
                 pcap_links,
                 trace,
+                timeline: timeline.timeline.map(|path| (path, timeline.timeline_max)),
                 ladder: ladder.map(|path| LadderArgs {
                     path,
                     hosts: ladder_hosts,
@@ -609,7 +613,7 @@ fn create(path: &Path) -> anyhow::Result<Box<dyn Write + Send>> {
 }
 
 fn execute(sc: &Scenario, opts: RunOptions, json: bool) -> anyhow::Result<ExitCode> {
-    run_cmd::execute(sc, opts, json, None)
+    run_cmd::execute(sc, opts, json, (None, None))
 }
 
 /// `h0=ADDR` (ADDR as for --peer of the bridge: an address or a name).

@@ -33,6 +33,21 @@ pub(crate) struct LadderArgs {
     pub(crate) max: usize,
 }
 
+/// The `--timeline*` flags.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TimelineArgs {
+    /// Write a timeline (Chrome trace-event JSON, for Perfetto,
+    /// chrome://tracing or speedscope): per host its operations, NACKs
+    /// and retransmits; per switch port its queue depth and PFC pauses
+    /// (docs/cli.md).
+    #[arg(long, value_name = "FILE.json")]
+    pub(crate) timeline: Option<PathBuf>,
+    /// Keep at most this many timeline events; the timeline ends where
+    /// the run was when they filled, and says so.
+    #[arg(long, value_name = "N", default_value_t = udrma_scenarios::Timeline::DEFAULT_MAX)]
+    pub(crate) timeline_max: usize,
+}
+
 /// The flags of `udrma run`.
 pub(crate) struct RunFlags {
     pub(crate) sets: Vec<String>,
@@ -42,6 +57,8 @@ pub(crate) struct RunFlags {
     pub(crate) pcap: Option<PathBuf>,
     pub(crate) pcap_links: Vec<String>,
     pub(crate) trace: Option<PathBuf>,
+    /// `--timeline` and `--timeline-max`.
+    pub(crate) timeline: Option<(PathBuf, usize)>,
     pub(crate) ladder: Option<LadderArgs>,
     pub(crate) backend: BackendKind,
 }
@@ -56,12 +73,12 @@ pub(crate) fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
     } else {
         load_with(file, &flags.sets)?
     };
-    let mut opts = options(&sc, &flags)?;
-    let ladder = flags.ladder.as_ref().map(|l| l.path.as_path());
+    let (mut opts, timeline) = options(&sc, &flags)?;
+    let outputs = (flags.ladder.as_ref().map(|l| l.path.as_path()), timeline);
     // Only a run on the simulated fabric in one thread stops between
     // slices; elsewhere Ctrl-C keeps its default effect.
     if flags.backend != BackendKind::Sim || flags.threads.is_some() {
-        return execute(&sc, opts, flags.json, ladder);
+        return execute(&sc, opts, flags.json, outputs);
     }
     // Progress on a terminal, never beside JSON (a script reads that).
     let watch = Watch::new(!flags.json && std::io::stderr().is_terminal());
@@ -70,7 +87,7 @@ pub(crate) fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
     let result = udrma_scenarios::run(&sc, opts);
     watch.bar.finish_and_clear();
     let mut report = result.map_err(|e| BadInput(e.to_string()))?;
-    write_ladder(ladder, &report)?;
+    write_outputs(outputs, &mut report)?;
     report.set_wall(start.elapsed().as_secs_f64());
     let stopped = *watch.stopped.lock().unwrap_or_else(|e| e.into_inner());
     let Some(at) = stopped else {
@@ -88,8 +105,16 @@ pub(crate) fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(crate::interrupt::EXIT))
 }
 
-/// The run's options from the flags and the file's outputs.
-fn options(sc: &Scenario, flags: &RunFlags) -> anyhow::Result<RunOptions> {
+/// A file opened for writing, and its path (for errors).
+pub(crate) type Opened = (Box<dyn Write + Send>, PathBuf);
+
+/// What `udrma run` writes besides the report: the ladder's path and the
+/// timeline's file.
+pub(crate) type Outputs<'a> = (Option<&'a Path>, Option<Opened>);
+
+/// The run's options from the flags and the file's outputs, and the
+/// timeline's file, opened (a bad path fails before the run).
+fn options(sc: &Scenario, flags: &RunFlags) -> anyhow::Result<(RunOptions, Option<Opened>)> {
     let mut opts = RunOptions {
         seed: flags.seed,
         backend: flags.backend,
@@ -144,26 +169,44 @@ fn options(sc: &Scenario, flags: &RunFlags) -> anyhow::Result<RunOptions> {
             max: l.max,
         });
     }
-    Ok(opts)
+    let timeline = match &flags.timeline {
+        Some((path, max_events)) => {
+            opts.timeline = Some(udrma_scenarios::Timeline {
+                max_events: *max_events,
+            });
+            Some((create(path)?, path.clone()))
+        }
+        None => None,
+    };
+    Ok((opts, timeline))
 }
 
-/// Runs `sc` unwatched and prints its report (and writes its ladder).
+/// Runs `sc` unwatched and prints its report (and writes its ladder and
+/// timeline).
 pub(crate) fn execute(
     sc: &Scenario,
     opts: RunOptions,
     json: bool,
-    ladder: Option<&Path>,
+    outputs: Outputs<'_>,
 ) -> anyhow::Result<ExitCode> {
     let start = Wall::now();
     let mut report = udrma_scenarios::run(sc, opts).map_err(|e| BadInput(e.to_string()))?;
-    write_ladder(ladder, &report)?;
+    write_outputs(outputs, &mut report)?;
     report.set_wall(start.elapsed().as_secs_f64());
     print_report(&report, json)
 }
 
-fn write_ladder(ladder: Option<&Path>, report: &udrma_scenarios::Report) -> anyhow::Result<()> {
+fn write_outputs(
+    (ladder, timeline): Outputs<'_>,
+    report: &mut udrma_scenarios::Report,
+) -> anyhow::Result<()> {
     if let (Some(path), Some(svg)) = (ladder, report.ladder_svg.as_ref()) {
         std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let (Some((mut out, path)), Some(text)) = (timeline, report.timeline_json.take()) {
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }

@@ -131,8 +131,8 @@ const CRATES: [Floors; 7] = [
         src: "scenarios/src/report",
         decl: "../report.rs",
         prefix: "crate::report::",
-        order: &["svg", "drops", "ladder", "osu", "pfc"],
-        root_items: &[("Ladder", "ladder")],
+        order: &["svg", "drops", "ladder", "osu", "pfc", "timeline"],
+        root_items: &[("Ladder", "ladder"), ("Timeline", "timeline")],
     },
     Floors {
         src: "scenarios/src/run",

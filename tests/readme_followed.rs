@@ -511,8 +511,15 @@ fn transcripts(doc: &'static str) -> Vec<Shown> {
             Some("run") | Some("replay") | Some("validate") => {
                 args[1].starts_with("scenarios/examples/")
                     && !args.iter().any(|a| {
-                        ["--backend", "--ladder", "--pcap", "--trace", "--json"]
-                            .contains(&a.as_str())
+                        [
+                            "--backend",
+                            "--ladder",
+                            "--pcap",
+                            "--trace",
+                            "--json",
+                            "--timeline",
+                        ]
+                        .contains(&a.as_str())
                     })
             }
             Some("bench") => args.get(1).map(String::as_str) == Some("sim"),

@@ -73,6 +73,7 @@ pub use file::schema::ScenarioFile;
 pub use file::source::{Locate, Locator, Scenario, ScenarioError};
 pub use plan::resolved::{plan, Plan, Resolved};
 pub use report::ladder::Ladder;
+pub use report::timeline::Timeline;
 pub use report::Report;
 pub use run::{
     host_part, run, run_host, run_plan, BackendKind, HostError, HostOptions, RankOptions,

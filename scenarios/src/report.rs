@@ -6,13 +6,15 @@
 //! - [`osu`]: a collective by one of MPI's algorithms as an OSU-shaped
 //!   table;
 //! - [`pfc`]: what PFC did in a run, and a lossless fabric's own checks;
-//! - [`svg`]: SVG drawings as plain text (sweep plots and ladders).
+//! - [`svg`]: SVG drawings as plain text (sweep plots and ladders);
+//! - [`timeline`]: the run as a Chrome trace-event timeline.
 
 pub mod drops;
 pub mod ladder;
 pub mod osu;
 pub mod pfc;
 pub mod svg;
+pub mod timeline;
 
 pub use drops::{Drops, RuleDrops};
 use pfc::lossless_checks;
@@ -173,6 +175,12 @@ pub struct Report {
     /// The ladder diagram, when one was asked for.
     #[serde(skip)]
     pub ladder_svg: Option<String>,
+    /// The timeline (Chrome trace-event JSON), when one was asked for.
+    #[serde(skip)]
+    pub timeline_json: Option<String>,
+    /// The RDMA operations' spans, while the timeline is being made.
+    #[serde(skip)]
+    pub(crate) op_spans: Vec<timeline::OpSpan>,
     /// Every packet presented to the fault rules, in judging order, when
     /// the run's options asked (`RunOptions::egress_log`; the simulated
     /// fabric only).
@@ -643,6 +651,8 @@ pub(crate) fn build(
                 .collect()
         }),
         ladder_svg: None,
+        timeline_json: None,
+        op_spans: Vec::new(),
         egress: world
             .world()
             .and_then(|w| w.egress_log().map(<[_]>::to_vec)),

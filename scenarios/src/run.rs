@@ -44,6 +44,7 @@ use crate::plan::build;
 use crate::plan::resolved::{plan, Plan, Work};
 pub use crate::plan::resolved::{real_time_floors, BackendKind, UDP_MIN_TIME_LIMIT};
 use crate::report::ladder::Ladder;
+use crate::report::timeline::{Recording, Timeline};
 use crate::report::Report;
 use crate::{Scenario, ScenarioError};
 
@@ -62,6 +63,9 @@ pub struct RunOptions {
     pub trace: Option<(TraceFormat, Box<dyn Write + Send>)>,
     /// Draw a ladder diagram (`Report::ladder_svg`).
     pub ladder: Option<Ladder>,
+    /// Make a timeline of the run (`Report::timeline_json`; the
+    /// simulated fabric, one thread).
+    pub timeline: Option<Timeline>,
     /// Where the packets go (default: the simulated fabric).
     pub backend: BackendKind,
     /// Split the simulated run across this many threads (in lookahead
@@ -211,8 +215,15 @@ fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> 
         };
         r.map_err(|e| plan.at.error_at("pcap", format!("pcap: {e}")))?;
     }
-    if let Some((format, sink)) = opts.trace.take() {
-        world.set_trace_sink(format, sink);
+    let timeline = opts
+        .timeline
+        .map(|spec| Recording::new(world.topology(), spec));
+    match (&timeline, opts.trace.take()) {
+        (Some(rec), inner) => {
+            world.set_trace_sink(TraceFormat::Postcard, Box::new(rec.sink(inner)))
+        }
+        (None, Some((format, sink))) => world.set_trace_sink(format, sink),
+        (None, None) => {}
     }
     let ladder_hosts = match &opts.ladder {
         Some(l) => Some((
@@ -232,12 +243,39 @@ fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> 
         }
     };
     let world = watched(world);
+    let rebuild = || sim_world(plan).map(watched);
+    let mut report = run_work(
+        plan,
+        (world, &rebuild),
+        ladder_hosts,
+        &opts,
+        timeline.is_some(),
+    )?;
+    if let Some(rec) = timeline {
+        let spans = std::mem::take(&mut report.op_spans);
+        let end = report.sim_time_ns.saturating_mul(1000);
+        report.timeline_json = Some(rec.json(n, &spans, end));
+    }
+    Ok(report)
+}
+
+/// A built backend, and how to build another (a collective's rounds).
+type Built<'a> = (
+    Box<dyn Backend>,
+    &'a dyn Fn() -> Result<Box<dyn Backend>, ScenarioError>,
+);
+
+/// Runs the workloads of `plan` on its built simulated `world`.
+fn run_work(
+    plan: &Plan,
+    (world, rebuild): Built<'_>,
+    ladder_hosts: Option<(NodeAddr, NodeAddr)>,
+    opts: &RunOptions,
+    spans: bool,
+) -> Result<Report, ScenarioError> {
     match &plan.work {
         Work::Noncontig(_) => crate::run::noncontig::run(plan, world),
-        Work::Collective(_) => {
-            let rebuild = || sim_world(plan).map(watched);
-            crate::run::collective::run(plan, world, &rebuild)
-        }
+        Work::Collective(_) => crate::run::collective::run(plan, world, rebuild),
         Work::Scheduled(_) => crate::run::scheduled::run(plan, world),
         Work::Messaging(_) => {
             let mut report = crate::run::messaging::run(plan, world)?;
@@ -253,7 +291,7 @@ fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> 
                 (Some((a, b)), Some(spec)) => Some((a, b, spec)),
                 _ => None,
             };
-            crate::run::rdma::run(plan, world, ladder)
+            crate::run::rdma::run(plan, world, ladder, spans)
         }
     }
 }
@@ -290,7 +328,12 @@ fn run_ranked(plan: &Plan, ranks: RankOptions, opts: &RunOptions) -> Result<Repo
     }
     let world = udrma_fabric::RankedWorld::new(sim_world(plan)?, ranks.ranks, &ranks.identity)
         .map_err(|e| plan.at.error(format!("{n} MPI ranks: {e}")))?;
-    crate::run::rdma::run(plan, Box::new(crate::backend::Ranked::new(world)), None)
+    crate::run::rdma::run(
+        plan,
+        Box::new(crate::backend::Ranked::new(world)),
+        None,
+        false,
+    )
 }
 
 /// What neither threads nor ranks can split, refused by `refuse` naming
@@ -309,6 +352,9 @@ fn refuse_unsplittable(
     }
     if opts.ladder.is_some() {
         return refuse("a ladder diagram");
+    }
+    if opts.timeline.is_some() {
+        return refuse("a timeline (it is read from the trace's events)");
     }
     if plan.resolved.pfc.is_some() {
         return refuse("a lossless fabric (pfc = true: its pauses need time order)");
@@ -350,7 +396,7 @@ fn run_split(plan: &Plan, threads: usize, opts: &RunOptions) -> Result<Report, S
     let worlds = worlds.into_iter().collect::<Result<Vec<_>, _>>()?;
     let split =
         SplitWorld::new(worlds).map_err(|e| plan.at.error(format!("--threads {threads}: {e}")))?;
-    crate::run::rdma::run(plan, Box::new(split), None)
+    crate::run::rdma::run(plan, Box::new(split), None, false)
 }
 
 /// The simulated fabric of `plan` ([`crate::plan::resolved::Resolved::world`]).
@@ -382,7 +428,7 @@ fn run_udp(plan: &Plan, opts: &RunOptions) -> Result<Report, ScenarioError> {
         Work::Scheduled(_) => crate::run::scheduled::run(plan, backend),
         Work::Noncontig(_) => crate::run::noncontig::run(plan, backend),
         Work::Messaging(_) => crate::run::messaging::run(plan, backend),
-        Work::Rdma(_) => crate::run::rdma::run(plan, backend, None),
+        Work::Rdma(_) => crate::run::rdma::run(plan, backend, None, false),
     }
 }
 
@@ -405,6 +451,11 @@ fn refuse_simulated_only(plan: &Plan, opts: &RunOptions) -> Result<(), ScenarioE
         return Err(at.error_at(
             "ladder",
             "a ladder diagram needs the simulated backend".into(),
+        ));
+    }
+    if opts.timeline.is_some() {
+        return Err(at.error(
+            "a timeline needs the simulated backend (it is read from the trace's events)".into(),
         ));
     }
     if plan.resolved.windows {
@@ -592,7 +643,7 @@ pub fn host_part(plan: &Plan, opts: &HostOptions) -> Result<Report, HostError> {
     let backend: Box<dyn Backend> = Box::new(Udp::new(cluster));
     let report = match &plan.work {
         Work::Messaging(_) => crate::run::messaging::run(plan, backend),
-        Work::Rdma(_) => crate::run::rdma::run(plan, backend, None),
+        Work::Rdma(_) => crate::run::rdma::run(plan, backend, None, false),
         Work::Noncontig(_) | Work::Collective(_) | Work::Scheduled(_) => Err(at.error_at(
             "workload",
             "`udrma host` runs RDMA and messaging workloads; run noncontig and collective ones with `udrma run --backend udp`".into(),

@@ -23,6 +23,7 @@ pub(crate) fn run_file(
         pcap,
         pcap_links: _,
         trace,
+        timeline,
         ladder,
         backend,
     } = flags;
@@ -49,6 +50,9 @@ pub(crate) fn run_file(
         }
         if ladder.is_some() {
             refuse("a ladder diagram")?;
+        }
+        if timeline.is_some() {
+            refuse("a timeline (it is read from the trace's events)")?;
         }
         let what = format!(
             "run {} (crc32 {:08x}), seed {}, {} backend{}",

@@ -65,6 +65,7 @@ pub(crate) fn run(
     whole: &Plan,
     mut world: Box<dyn Backend>,
     ladder: Option<(NodeAddr, NodeAddr, &Ladder)>,
+    spans: bool,
 ) -> Result<Report, ScenarioError> {
     let n = world.n_hosts();
     let Work::Rdma(plan) = &whole.work else {
@@ -137,6 +138,9 @@ pub(crate) fn run(
     );
     if whole.kinds.contains(&WorkloadKind::Flows) {
         report.flows = Some(flow_stats(whole, &*world, &ops));
+    }
+    if spans {
+        report.op_spans = op_spans(&ops);
     }
     if let Some((a, b, spec)) = ladder {
         let first_only =
@@ -424,6 +428,28 @@ fn chains_ended_by_failure(ops: &[Op]) -> BTreeMap<usize, usize> {
         }
     }
     ended
+}
+
+/// The posted operations' spans, for a timeline.
+fn op_spans(ops: &[Op]) -> Vec<crate::report::timeline::OpSpan> {
+    ops.iter()
+        .filter_map(|o| {
+            let posted = o.rec.posted_at?.as_ps();
+            Some(crate::report::timeline::OpSpan {
+                host: o.plan.poster.0,
+                kind: format!("{:?}", o.plan.kind).to_uppercase(),
+                size: o.plan.size,
+                peer: if o.plan.poster == o.plan.from {
+                    o.plan.to.0
+                } else {
+                    o.plan.from.0
+                },
+                posted,
+                done: o.rec.done_at.map(|d| d.as_ps()),
+                ok: o.rec.ok,
+            })
+        })
+        .collect()
 }
 
 fn ops_summary(ops: &[Op]) -> Vec<OpOutcome> {
