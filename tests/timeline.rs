@@ -151,6 +151,18 @@ fn the_timeline_holds_ops_marks_queues_and_pauses() {
         .iter()
         .any(|m| m["pid"] == 1 && m["name"].as_str().unwrap().starts_with("retransmit")));
     assert!(marks.iter().any(|m| m["name"] == "drop"));
+    // Each retransmit timer that expired is an instant on its host, as
+    // many as the run's `timeouts` counter.
+    let timeouts = report(&example("demo.toml"), &[])["timeouts"]
+        .as_u64()
+        .unwrap();
+    let marked: Vec<_> = marks
+        .iter()
+        .filter(|m| m["name"] == "retransmit timeout")
+        .collect();
+    assert!(timeouts > 0, "the demo times out");
+    assert_eq!(marked.len() as u64, timeouts, "one instant a timeout");
+    assert!(marked.iter().all(|m| m["args"]["msg"].is_u64()));
 }
 
 #[test]

@@ -181,6 +181,10 @@ pub struct Report {
     /// The RDMA operations' spans, while the timeline is being made.
     #[serde(skip)]
     pub(crate) op_spans: Vec<timeline::OpSpan>,
+    /// The retransmit timeouts the NICs recorded (host, picoseconds,
+    /// message id), while the timeline is being made.
+    #[serde(skip)]
+    pub(crate) timeout_marks: Vec<(u32, u64, u32)>,
     /// Every packet presented to the fault rules, in judging order, when
     /// the run's options asked (`RunOptions::egress_log`; the simulated
     /// fabric only).
@@ -535,6 +539,19 @@ impl Report {
     }
 }
 
+/// The retransmit timeouts every local NIC recorded (none unless a
+/// timeline asked them to).
+fn recorded_timeouts(world: &dyn Backend) -> Vec<(u32, u64, u32)> {
+    let mut all = Vec::new();
+    for h in (0..world.n_hosts() as u32).map(udrma_proto::NodeAddr) {
+        if world.is_local(h) {
+            let log = world.nic(h).recorded_timeouts();
+            all.extend(log.iter().map(|(t, msg)| (h.0, t.as_ps(), *msg)));
+        }
+    }
+    all
+}
+
 fn percentile(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
@@ -653,6 +670,7 @@ pub(crate) fn build(
         ladder_svg: None,
         timeline_json: None,
         op_spans: Vec::new(),
+        timeout_marks: recorded_timeouts(world),
         egress: world
             .world()
             .and_then(|w| w.egress_log().map(<[_]>::to_vec)),

@@ -236,7 +236,14 @@ fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> 
         world.watch(a, b);
     }
     let watch = opts.observer.take().map(observed::watch);
-    let watched = |w: World| -> Box<dyn Backend> {
+    let recording = timeline.is_some();
+    let watched = |mut w: World| -> Box<dyn Backend> {
+        if recording {
+            // A timeline shows when each retransmit timer expired.
+            for h in (0..w.topology().n_hosts() as u32).map(NodeAddr) {
+                w.nic_mut(h).record_timeouts();
+            }
+        }
         match &watch {
             Some(watch) => Box::new(observed::Observed::new(Box::new(w), watch)),
             None => Box::new(w),
@@ -253,8 +260,9 @@ fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> 
     )?;
     if let Some(rec) = timeline {
         let spans = std::mem::take(&mut report.op_spans);
+        let timeouts = std::mem::take(&mut report.timeout_marks);
         let end = report.sim_time_ns.saturating_mul(1000);
-        report.timeline_json = Some(rec.json(n, &spans, end));
+        report.timeline_json = Some(rec.json(n, &spans, &timeouts, end));
     }
     Ok(report)
 }

@@ -18,6 +18,11 @@ impl Nic {
         inf.deadline = None;
         self.stats.timeouts += 1;
         let (msg_id, bytes, entropy) = (inf.msg_id, inf.bytes, inf.entropy);
+        if let Some(log) = &mut self.timeout_log {
+            if log.len() < TIMEOUT_LOG_CAP {
+                log.push((now, msg_id));
+            }
+        }
         if self.first_refused(msg_id, opn) {
             // The receiver refused the operation's first packet (not
             // ready): this one is parked in its escape channel or refused

@@ -584,7 +584,18 @@ pub struct Nic {
     /// Per peer, the operations opened from the oldest unfinished one on
     /// (`window.rs`; only with `tombstone_mode = "window"`).
     send_windows: BTreeMap<NodeAddr, window::SendWindow>,
+    /// When each retransmit timer expired, and for which message, once a
+    /// caller asked ([`Nic::record_timeouts`]; a timeline): at most
+    /// [`TIMEOUT_LOG_CAP`]. Not the engine's state: a fingerprint leaves
+    /// it out.
+    #[cfg_attr(feature = "fingerprint", serde(skip))]
+    timeout_log: Option<Vec<(Instant, u32)>>,
 }
+
+/// Most retransmit timeouts one NIC records for a timeline
+/// ([`Nic::record_timeouts`]); later ones are counted in
+/// `Stats::timeouts` only.
+pub const TIMEOUT_LOG_CAP: usize = 1 << 16;
 
 /// Most peers whose credit advertisements are tracked; beyond, new peers'
 /// advertisements are ignored (and counted), so a flood of forged sources
@@ -690,6 +701,7 @@ impl Nic {
             ring_used: 0,
             ring_peak: 0,
             send_windows: BTreeMap::new(),
+            timeout_log: None,
             overflow: VecDeque::new(),
             refill_pending: false,
             fetch_unit: Serial::default(),
@@ -727,6 +739,19 @@ impl Nic {
     /// Counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// From now on, records when each retransmit timer expires (at most
+    /// [`TIMEOUT_LOG_CAP`]), for [`Nic::recorded_timeouts`]. Nothing the
+    /// engine does changes.
+    pub fn record_timeouts(&mut self) {
+        self.timeout_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The retransmit timeouts recorded since [`Nic::record_timeouts`]:
+    /// when, and the message's id, in the order they fired.
+    pub fn recorded_timeouts(&self) -> &[(Instant, u32)] {
+        self.timeout_log.as_deref().unwrap_or(&[])
     }
 
     /// Registered memory.

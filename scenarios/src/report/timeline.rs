@@ -182,11 +182,31 @@ impl Recording {
 
     /// The file's text: the events seen, the operations' spans, and a
     /// note on anything left out.
-    pub(crate) fn json(&self, n_hosts: usize, ops: &[OpSpan], end_ps: u64) -> String {
-        let seen = match self.0.lock() {
+    /// `timeouts`: the NICs' retransmit timeouts (host, picoseconds,
+    /// message id).
+    pub(crate) fn json(
+        &self,
+        n_hosts: usize,
+        ops: &[OpSpan],
+        timeouts: &[(u32, u64, u32)],
+        end_ps: u64,
+    ) -> String {
+        let mut seen = match self.0.lock() {
             Ok(s) => s,
             Err(p) => p.into_inner(),
         };
+        // Each NIC bounds its own record; those before a cut are all kept.
+        let cut = seen.full_at.unwrap_or(u64::MAX);
+        for &(host, t, msg) in timeouts {
+            if t < cut {
+                seen.marks.push(Mark {
+                    t,
+                    host,
+                    name: "retransmit timeout",
+                    args: format!("\"msg\":{msg}"),
+                });
+            }
+        }
         seen.json(n_hosts, ops, end_ps)
     }
 }
