@@ -22,17 +22,27 @@ pub(crate) fn flag() -> Arc<AtomicBool> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
-    if let Ok(rt) = rt {
-        std::thread::spawn(move || {
-            rt.block_on(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    set.store(true, Ordering::Relaxed);
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        std::process::exit(i32::from(EXIT));
-                    }
+    let Ok(rt) = rt else {
+        return flag;
+    };
+    // Installed here, before the command starts, not when the thread
+    // first runs: a Ctrl-C right after this returns is already ours.
+    let sigint = {
+        let _in_rt = rt.enter();
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+    };
+    let Ok(mut sigint) = sigint else {
+        return flag;
+    };
+    std::thread::spawn(move || {
+        rt.block_on(async move {
+            if sigint.recv().await.is_some() {
+                set.store(true, Ordering::Relaxed);
+                if sigint.recv().await.is_some() {
+                    std::process::exit(i32::from(EXIT));
                 }
-            });
+            }
         });
-    }
+    });
     flag
 }

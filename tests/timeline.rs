@@ -150,6 +150,16 @@ fn the_timeline_holds_ops_marks_queues_and_pauses() {
     assert!(marks
         .iter()
         .any(|m| m["pid"] == 1 && m["name"].as_str().unwrap().starts_with("retransmit")));
+    // A duplicate rule on every link copies packets at the hosts' own
+    // egress too: those copies are the fault's, not retransmissions; the
+    // timeline shows as many retransmissions as the NICs made.
+    let (_, dups) = timeline("tl-dups.json", &example("dup-storm.toml"), &[]);
+    let dup_marks = events(&dups, "i");
+    let named = |n: &str| dup_marks.iter().filter(|m| m["name"] == n).count() as u64;
+    assert!(named("duplicate (fault)") > 0, "copies made at a host's egress");
+    let resent = named("retransmit (timeout or SACK gap)") + named("retransmit after NACK");
+    let made = report(&example("dup-storm.toml"), &[])["retransmits"].as_u64().unwrap();
+    assert_eq!(resent, made, "one instant a retransmission, none for a fault's copy");
     assert!(marks.iter().any(|m| m["name"] == "drop"));
     // Each retransmit timer that expired is an instant on its host, as
     // many as the run's `timeouts` counter.
@@ -178,7 +188,11 @@ fn a_cap_cuts_the_timeline_and_says_so() {
         .iter()
         .filter(|e| e["ph"] != "M")
         .count();
-    assert!(timed <= 100, "{timed} events");
+    // The cap counts the packets' events; the operations posted before
+    // the cut (all 15 WRITEs, at the start) are drawn besides.
+    let spans = events(&v, "X").len();
+    assert_eq!(spans, 15, "every operation posted before the cut");
+    assert!(timed - spans <= 100, "{timed} events");
     let note = v["otherData"]["note"].as_str().unwrap();
     assert!(note.starts_with("cut at "), "{note}");
 }

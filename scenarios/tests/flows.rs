@@ -128,4 +128,8 @@ fn heavy_flows_need_phantom_payloads() {
         )),
         "{e}"
     );
+    // `udrma validate --seed` refuses it as the run at that seed does.
+    let filled = udrma_scenarios::plan::filled::filled;
+    assert!(filled(&sc, Some(lo)).is_ok());
+    assert_eq!(filled(&sc, Some(hi)).unwrap_err().to_string(), e);
 }

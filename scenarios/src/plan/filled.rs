@@ -23,7 +23,7 @@ use crate::file::keys::{model_needs, needs_of, Need};
 use crate::file::schema::{OrderKind, RoutingKind, TopologyKind};
 use crate::file::source::Locate;
 use crate::plan::profile::PROFILES;
-use crate::plan::resolved::{resolve, Resolved};
+use crate::plan::resolved::{plan, BackendKind, Resolved};
 use crate::{Scenario, ScenarioError};
 
 /// What one line says: the file's value, the profile's, a default the
@@ -125,7 +125,9 @@ fn quoted(s: &str) -> String {
 /// key filled in; an error if the file would not run.
 pub fn filled(sc: &Scenario, seed: Option<u64>) -> Result<String, ScenarioError> {
     let seed = seed.unwrap_or(sc.file.seed);
-    let r = resolve(sc, seed)?;
+    // Planned whole, as a run at this seed is: the flows it draws are
+    // bounded, its collective's sizes checked.
+    let r = plan(sc, seed, BackendKind::Sim)?.resolved;
     let raw: Table = toml::from_str(sc.text()).map_err(|e| sc.error_at("name", e.to_string()))?;
     let profile: Option<Table> = sc
         .file
@@ -307,7 +309,7 @@ fn topology<'a>(
         s.key("pfc_xoff", || Ok(size(p.xoff_bytes)));
         s.key("pfc_xon", || Ok(size(p.xon_bytes)));
         s.key("pfc_headroom", || {
-            Err("none: the switch's buffer holds what comes".into())
+            Err("the least that is safe, worked out per link (a round trip at line rate)".into())
         });
         s.key("pfc_data_priority", || Ok(p.data_priority.to_string()));
         s.key("pfc_control_priority", || {
@@ -556,9 +558,7 @@ fn prune(sc: &Scenario, raw: &Table, sections: &mut [(String, Section)]) {
                 j += 1;
                 continue;
             }
-            let line = sections[i].1.lines.remove(j);
-            // Keep it only if the file still parses with it alone added.
-            sections[i].1.lines.insert(j, line);
+            // Kept only if the file still parses with it alone added.
             let alone = only_with(sections, i, j);
             if !parses(&alone) {
                 let key = &sections[i].1.lines[j].0;
@@ -566,6 +566,18 @@ fn prune(sc: &Scenario, raw: &Table, sections: &mut [(String, Section)]) {
                 sections[i].1.lines[j].1 = Source::None(words);
             }
             j += 1;
+        }
+    }
+    // Each alone was taken; together they may still clash: then none is
+    // written (the file's own keys always parse).
+    if !parses(sections) {
+        for (_, s) in sections.iter_mut() {
+            for (key, src) in s.lines.iter_mut() {
+                if let Source::Default(v) = src {
+                    let words = format!("{v} when left out (not written: with every default filled in, the file's other keys refuse `{key}`)");
+                    *src = Source::None(words);
+                }
+            }
         }
     }
 }

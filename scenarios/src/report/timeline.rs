@@ -109,6 +109,11 @@ struct Seen {
     sent: BTreeMap<(u32, u8, u32, u32), u64>,
     /// NACKs each host received, by message: (host, msg) → last arrival.
     nacked: BTreeMap<(u32, u32), u64>,
+    /// Per link, a duplicate fault on a host's own egress: the packet it
+    /// struck and how many copies are still to go out. The copies leave
+    /// just ahead of it, with its opcode, message and segment: they are
+    /// not the host's retransmissions.
+    host_copies: BTreeMap<u32, (u64, u64)>,
     kept: usize,
     max: usize,
     /// When the cap was reached (the trace's time then).
@@ -294,6 +299,7 @@ impl Seen {
                 self.sent = BTreeMap::new();
                 self.arriving = BTreeMap::new();
                 self.nacked = BTreeMap::new();
+                self.host_copies = BTreeMap::new();
             }
             return;
         }
@@ -343,6 +349,18 @@ impl Seen {
                     *at += arg;
                 }
             }
+            TraceEvent::Fault {
+                pkt,
+                kind: 1,
+                arg,
+                link,
+                ..
+            } => {
+                // Not yet in the fabric: struck at its host's egress.
+                if !self.arriving.contains_key(&pkt) {
+                    self.host_copies.insert(link, (pkt, arg));
+                }
+            }
             TraceEvent::Pfc {
                 t,
                 link,
@@ -373,7 +391,24 @@ impl Seen {
                     }
                 }
             }
-            Some(h) => self.host_sent(t, h, what),
+            Some(h) => match self.host_copies.get_mut(&link) {
+                Some((orig, left)) if *orig != pkt && *left > 0 => {
+                    *left -= 1;
+                    if self.room(1) {
+                        self.marks.push(Mark {
+                            t,
+                            host: h,
+                            name: "duplicate (fault)",
+                            args: format!("\"msg\":{},\"seg\":{}", what.1, what.2),
+                        });
+                    }
+                }
+                Some((orig, _)) if *orig == pkt => {
+                    self.host_copies.remove(&link);
+                    self.host_sent(t, h, what);
+                }
+                _ => self.host_sent(t, h, what),
+            },
         }
         match to_host {
             None => {
@@ -503,8 +538,9 @@ impl Seen {
         out.meta(&format!(
             "\"ph\":\"M\",\"pid\":{fabric},\"name\":\"process_name\",\"args\":{{\"name\":\"fabric\"}}"
         ));
-        let room = self.max.saturating_sub(self.kept);
-        let spans = spans(&mut out, ops, room, end_ps);
+        // Every operation posted before a cut is drawn, up to the cap
+        // again: spans are not crowded out by the packets' events.
+        let spans = spans(&mut out, ops, self.max, end_ps);
         let mut marks: Vec<&Mark> = self.marks.iter().collect();
         marks.sort();
         for m in marks {
@@ -639,7 +675,10 @@ impl Seen {
 /// Writes the operations' spans, each host's on as few threads as keep
 /// them from overlapping, at most `room` of them; returns how many.
 fn spans(out: &mut Out, ops: &[OpSpan], room: usize, end_ps: u64) -> usize {
-    let mut order: Vec<usize> = (0..ops.len()).collect();
+    // Those posted after a cut are not drawn (nor counted as drawn).
+    let mut order: Vec<usize> = (0..ops.len())
+        .filter(|&i| ops[i].posted <= out.cut)
+        .collect();
     order.sort_by_key(|&i| (ops[i].posted, i));
     order.truncate(room);
     // Per host, when each of its threads is free again.
