@@ -90,6 +90,7 @@ const CRATES: [Floors; 7] = [
             ("ScenarioFile", "file"),
             ("Report", "report"),
             ("Ladder", "report"),
+            ("Timeline", "report"),
             ("RunOptions", "run"),
             ("run", "run"),
         ],
@@ -131,7 +132,9 @@ const CRATES: [Floors; 7] = [
         src: "scenarios/src/report",
         decl: "../report.rs",
         prefix: "crate::report::",
-        order: &["svg", "drops", "ladder", "osu", "pfc", "timeline"],
+        order: &[
+            "svg", "drops", "families", "ladder", "osu", "pfc", "timeline",
+        ],
         root_items: &[("Ladder", "ladder"), ("Timeline", "timeline")],
     },
     Floors {

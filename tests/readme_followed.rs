@@ -762,7 +762,7 @@ fn blocks(doc: &str) -> Vec<Block> {
 
 /// What a marker says: `Ok(true)` for a test that reruns the block (its
 /// file and function exist), `Ok(false)` for a reason it is not rerun.
-fn read_marker(marker: &str) -> Result<bool, String> {
+fn read_marker(marker: &str, doc: &str) -> Result<bool, String> {
     let inner = marker
         .strip_prefix("<!--")
         .and_then(|m| m.strip_suffix("-->"))
@@ -785,6 +785,13 @@ fn read_marker(marker: &str) -> Result<bool, String> {
     let source = std::fs::read_to_string(&path).map_err(|e| format!("{file}: {e}"))?;
     if !source.contains(&format!("fn {}(", name.trim())) {
         return Err(format!("{file} has no test `{}`", name.trim()));
+    }
+    // The test must read the doc it is named in (its path in a string),
+    // not only exist.
+    if !source.contains(&format!("{doc}\"")) {
+        return Err(format!(
+            "{file} never reads {doc}: it cannot compare the block"
+        ));
     }
     Ok(true)
 }
@@ -813,7 +820,7 @@ fn every_output_block_is_rerun_or_says_why_not() {
     for doc in walked_docs() {
         for b in blocks(&doc) {
             let at = format!("{}:{}", b.doc, b.line);
-            let verdict = b.marker.as_deref().map(read_marker);
+            let verdict = b.marker.as_deref().map(|m| read_marker(m, &b.doc));
             if let Some(Err(e)) = &verdict {
                 wrong.push(format!("{at}: {e}"));
                 continue;

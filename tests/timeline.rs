@@ -156,10 +156,18 @@ fn the_timeline_holds_ops_marks_queues_and_pauses() {
     let (_, dups) = timeline("tl-dups.json", &example("dup-storm.toml"), &[]);
     let dup_marks = events(&dups, "i");
     let named = |n: &str| dup_marks.iter().filter(|m| m["name"] == n).count() as u64;
-    assert!(named("duplicate (fault)") > 0, "copies made at a host's egress");
+    assert!(
+        named("duplicate (fault)") > 0,
+        "copies made at a host's egress"
+    );
     let resent = named("retransmit (timeout or SACK gap)") + named("retransmit after NACK");
-    let made = report(&example("dup-storm.toml"), &[])["retransmits"].as_u64().unwrap();
-    assert_eq!(resent, made, "one instant a retransmission, none for a fault's copy");
+    let made = report(&example("dup-storm.toml"), &[])["retransmits"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        resent, made,
+        "one instant a retransmission, none for a fault's copy"
+    );
     assert!(marks.iter().any(|m| m["name"] == "drop"));
     // Each retransmit timer that expired is an instant on its host, as
     // many as the run's `timeouts` counter.

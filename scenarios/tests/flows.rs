@@ -75,9 +75,15 @@ fn named(count: u32, cdf: &str, phantom: bool) -> String {
 /// neither a name nor points says what a `cdf` may be.
 #[test]
 fn a_distribution_is_named_or_refused_with_the_known_names() {
+    let e = error("load = 0.5\ncdf = \"websearh\"\n");
     assert_eq!(
-        error("load = 0.5\ncdf = \"websearh\"\n"),
+        e,
         "bad.toml:10:1: workload 0 (flows): cdf = \"websearh\" is not a known distribution; known: websearch, datamining, hadoop (did you mean `websearch`?)"
+    );
+    let doc = include_str!("../../docs/scenarios.md");
+    assert!(
+        doc.contains(&format!("\n{e}\n")),
+        "docs/scenarios.md should show {e}"
     );
     assert!(error("load = 0.5\ncdf = \"Hadoop\"\n").ends_with("(did you mean `hadoop`?)"));
     let e = error("load = 0.5\ncdf = 5\n");

@@ -21,9 +21,16 @@ fn a_lossless_configuration_is_refused_at_the_key_that_is_wrong() {
         error("pfc_xoff = \"32KiB\"\n"),
         "bad.toml:5:1: topology.pfc_xoff applies only to a lossless fabric: add `pfc = true` to [topology] (or remove pfc_xoff)"
     );
+    let headroom = error("pfc = true\npfc_headroom = \"20KiB\"\n");
     assert_eq!(
-        error("pfc = true\npfc_headroom = \"20KiB\"\n"),
+        headroom,
         "bad.toml:6:1: topology.pfc_headroom: pfc_headroom (20480 B) cannot absorb what arrives on link h0-s0 while a PAUSE takes effect: 2 × 1000 ns × 100 Gb/s (25000 B on the wire) + 2 × 9282 B (a frame each way) + 84 B (the PAUSE) = 43648 B"
+    );
+    // docs/lossless.md shows this one.
+    let doc = include_str!("../../docs/lossless.md");
+    assert!(
+        doc.contains(&format!("\nerror: {headroom}\n")),
+        "docs/lossless.md should show: error: {headroom}"
     );
     assert_eq!(
         error("pfc = true\npfc_xon = \"80KiB\"\n"),

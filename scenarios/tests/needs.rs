@@ -6,6 +6,7 @@
 
 use udrma_scenarios::file::applies::{keys_of, model_keys, model_needs, needs_of, Need};
 use udrma_scenarios::file::schema::{ModelKind, WorkloadKind};
+use udrma_scenarios::plan::resolved::{plan, BackendKind};
 use udrma_scenarios::{run, RunOptions, Scenario};
 
 const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scenarios.md");
@@ -164,13 +165,26 @@ fn base(needs: &[(&str, Need)], extra: &str) -> String {
 }
 
 /// What a run reports, less its wall-clock figures.
+/// What a run reports, less its wall-clock figures, and what it was
+/// planned to be: everything but where the file's text is and the
+/// `[[fault]]` tables as written (so a default left out and written out
+/// must plan alike even where it does not change this small run, as a
+/// `window` with one operation).
 fn outcome(text: &str) -> Result<serde_json::Value, String> {
     let sc = Scenario::parse("needs.toml", text).map_err(|e| e.to_string())?;
+    let p = plan(&sc, sc.file.seed, BackendKind::Sim).map_err(|e| e.to_string())?;
+    let planned = format!(
+        "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+        p.resolved, p.work, p.time_limit, p.checks, p.outputs, p.kinds
+    );
     let r = run(&sc, RunOptions::default()).map_err(|e| e.to_string())?;
     let mut v = serde_json::to_value(&r).unwrap();
     for k in ["wall_s", "packet_hops_per_s"] {
         v.as_object_mut().unwrap().remove(k);
     }
+    v.as_object_mut()
+        .unwrap()
+        .insert("planned".into(), planned.into());
     Ok(v)
 }
 
@@ -258,7 +272,12 @@ fn each_fault_default_is_what_runs_and_each_required_key_is_asked_for() {
     let work = "[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = \"16KiB\"\n";
     for (name, model) in models(&doc) {
         if model == ModelKind::RegistrationFailure {
-            continue; // the messaging layer's; its one required key is tried in tests/keys.rs
+            // The messaging layer's: it has no default to try, and its
+            // one required key, `p`, is asked for by name.
+            let text = format!("{HEAD}{work}[[fault]]\nname = \"f\"\nmodel = \"{name}\"\n");
+            let e = outcome(&text).expect_err("registration-failure without p");
+            assert!(e.contains("needs `p`"), "{e}");
+            continue;
         }
         let needs = model_needs(model);
         let file =

@@ -414,7 +414,12 @@ impl Seen {
             None => {
                 self.arriving.insert(pkt, arrive);
             }
-            Some(h) if what.0 == OP_NACK => {
+            // Bounded like the packets followed: past it, a NACK for a
+            // message not yet seen is not remembered.
+            Some(h)
+                if what.0 == OP_NACK
+                    && (self.nacked.len() < SENT_MAX || self.nacked.contains_key(&(h, what.1))) =>
+            {
                 let e = self.nacked.entry((h, what.1)).or_insert(arrive);
                 *e = (*e).max(arrive);
             }
