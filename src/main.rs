@@ -4,6 +4,10 @@
 //! a check fails, 2 on bad input (a file that does not parse, a wrong flag).
 //!
 //! Children not named above:
+//! - `run_cmd`: `udrma run`: its flags, progress on a terminal, and the
+//!   partial summary on Ctrl-C
+//! - `interrupt`: Ctrl-C for `udrma run` and `udrma check` (the first
+//!   stops at the next boundary, the second exits with 130)
 //! - `bench_cmd`: `udrma bench sim`
 //! - `ranks`: one run over MPI ranks (`mpiexec -n N udrma ...`)
 //! - `bridge_cmd`: `udrma bridge serve/put/get` and `udrma perf latency/bandwidth`

@@ -349,17 +349,15 @@ impl Seen {
                     *at += arg;
                 }
             }
+            // Not yet in the fabric: struck at its host's egress.
             TraceEvent::Fault {
                 pkt,
                 kind: 1,
                 arg,
                 link,
                 ..
-            } => {
-                // Not yet in the fabric: struck at its host's egress.
-                if !self.arriving.contains_key(&pkt) {
-                    self.host_copies.insert(link, (pkt, arg));
-                }
+            } if !self.arriving.contains_key(&pkt) => {
+                self.host_copies.insert(link, (pkt, arg));
             }
             TraceEvent::Pfc {
                 t,
