@@ -341,6 +341,36 @@ fn a_packets_timer_counts_from_when_its_gather_is_done() {
     nic.handle_timeout(leaves + rto);
     assert_eq!(nic.poll_timeout(), None, "both came due at once");
     assert_eq!(nic.stats().timeouts, 2);
+    assert!(nic.recorded_timeouts().is_empty(), "recorded only when asked");
+}
+
+/// Asked to (a timeline), the NIC records when each retransmit timer
+/// expired and for which message: the same two expiries as above, at the
+/// instant they fired, and nothing else changes.
+#[test]
+fn a_nic_asked_to_records_each_timeout() {
+    let cfg = NicConfig {
+        cost: CostModel {
+            dma_setup: Duration::from_micros(10),
+            ..CostModel::ZERO
+        },
+        rto_initial: Duration::from_micros(100),
+        ..config()
+    };
+    let (mut nic, _) = posted_gather_of_twenty_blocks(cfg);
+    nic.record_timeouts();
+    let t1 = nic.poll_timeout().expect("the descriptor fetch");
+    nic.handle_timeout(t1);
+    let mut buf = Vec::new();
+    let first = nic.poll_transmit(t1, &mut buf).unwrap();
+    let msg = udrma_proto::Packet::new_checked(&buf[..])
+        .map(|p| p.msg_id())
+        .expect("a packet");
+    nic.poll_transmit(t1, &mut buf).unwrap();
+    let due = t1 + first.nic_work + Duration::from_micros(100);
+    nic.handle_timeout(due);
+    assert_eq!(nic.stats().timeouts, 2);
+    assert_eq!(nic.recorded_timeouts(), &[(due, msg), (due, msg)]);
 }
 
 /// A pair with `cost` whose h1 holds an indirect key over `blocks` blocks
