@@ -573,9 +573,34 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Most bytes a scenario file may have: a scenario is a few KiB of text
+/// (a 1,024-host permutation's pairs about 30 KiB), and an endless input
+/// (`/dev/zero`) must be refused, not read until memory runs out.
+const MAX_SCENARIO_BYTES: u64 = 16 << 20;
+
+/// The text of scenario file `path`, at most [`MAX_SCENARIO_BYTES`].
+pub(crate) fn read_text(path: &Path) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let cannot = || format!("cannot read {}", path.display());
+    let file = std::fs::File::open(path).with_context(cannot)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SCENARIO_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(cannot)?;
+    if bytes.len() as u64 > MAX_SCENARIO_BYTES {
+        return Err(BadInput(format!(
+            "{}: more than {} MiB: not a scenario file",
+            path.display(),
+            MAX_SCENARIO_BYTES >> 20
+        ))
+        .into());
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| BadInput(format!("{}: not UTF-8 text: {e}", path.display())).into())
+}
+
 fn load(path: &Path) -> anyhow::Result<Scenario> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = read_text(path)?;
     Scenario::parse(&path.display().to_string(), &text)
         .map_err(|e: ScenarioError| BadInput(e.to_string()).into())
 }

@@ -983,3 +983,15 @@ fn a_noncontig_sweep_names_the_method_auto_chose() {
         "auto's choice is the faster: {got:?}"
     );
 }
+
+/// An endless input (`/dev/zero`) given as a scenario is refused once it
+/// passes any scenario's size, not read until memory runs out.
+#[test]
+fn an_endless_input_is_refused_not_read_forever() {
+    for cmd in ["run", "validate"] {
+        let out = udrma(&[cmd, "/dev/zero"]);
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        assert!(String::from_utf8_lossy(&out.stderr)
+            .contains("/dev/zero: more than 16 MiB: not a scenario file"));
+    }
+}

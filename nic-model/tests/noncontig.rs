@@ -341,7 +341,10 @@ fn a_packets_timer_counts_from_when_its_gather_is_done() {
     nic.handle_timeout(leaves + rto);
     assert_eq!(nic.poll_timeout(), None, "both came due at once");
     assert_eq!(nic.stats().timeouts, 2);
-    assert!(nic.recorded_timeouts().is_empty(), "recorded only when asked");
+    assert!(
+        nic.recorded_timeouts().is_empty(),
+        "recorded only when asked"
+    );
 }
 
 /// Asked to (a timeline), the NIC records when each retransmit timer

@@ -451,7 +451,7 @@ fn invalid_files_say_where_and_what() {
     assert!(e.contains("set `phantom = true`"), "{e}");
     // NIC values out of range name the field.
     let e = error(&format!("{BASE}[nic]\nmtu_payload = 0\n"));
-    assert!(e.contains("nic: mtu_payload = 0"), "{e}");
+    assert!(e.contains("nic.mtu_payload = 0"), "{e}");
 }
 
 /// `order = "windows"`: the lossy example passes the same checks in

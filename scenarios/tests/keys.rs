@@ -153,3 +153,23 @@ fn every_fault_model_refuses_the_keys_it_does_not_read() {
         }
     }
 }
+
+/// A `[nic]` value the engine refuses is reported at its line under the
+/// file's key, not the engine's field name (`op_table`, not
+/// `op_table_capacity`).
+#[test]
+fn a_nic_value_out_of_range_is_named_as_the_file_names_it() {
+    for (key, says) in [
+        ("op_table", "must be 1..=65535"),
+        ("command_queue", "must be at least 1"),
+        ("registry", "must be at least 1"),
+        ("recv_queue", "must be at least 1"),
+        ("transmit_queue", "must be at least 1"),
+    ] {
+        let text = format!(
+            "{HEAD}[nic]\n{key} = 0\n[[workload]]\nkind = \"single\"\nsrc = \"h0\"\ndst = \"h1\"\nsize = 8\n"
+        );
+        let e = Scenario::parse("n.toml", &text).expect_err(key).to_string();
+        assert_eq!(e, format!("n.toml:5:1: nic.{key} = 0: {says}"));
+    }
+}

@@ -12,7 +12,6 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use toml::Table;
@@ -92,8 +91,7 @@ pub(crate) fn case_error(
 }
 
 pub(crate) fn read_doc(file: &Path) -> anyhow::Result<(String, Table)> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let text = crate::read_text(file)?;
     // Parse once as a scenario for located errors, then as a table to edit.
     Scenario::parse(&file.display().to_string(), &text).map_err(|e| bad(e.to_string()))?;
     let doc: Table = udrma_scenarios::file::edit::parse_doc(&text)

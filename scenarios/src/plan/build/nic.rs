@@ -144,9 +144,25 @@ pub fn nic_config(
     refuse_timeout_hold_under_go_back_n(k, &cfg)?;
     cfg.validate().map_err(|e| {
         let udrma_nic::ConfigError::OutOfRange { field, .. } = &e;
-        k.error_at_key(field, format!("nic: {e}"))
+        // The engine names its fields; the file names its keys.
+        let key = file_key(field);
+        let message = e.to_string().replacen(field, &format!("nic.{key}"), 1);
+        k.error_at_key(key, message)
     })?;
     Ok(cfg)
+}
+
+/// The `[nic]` key that sets the engine's configuration field `field`.
+fn file_key(field: &str) -> &str {
+    match field {
+        "op_table_capacity" => "op_table",
+        "command_queue_capacity" => "command_queue",
+        "registry_capacity" => "registry",
+        "escape_capacity" => "escape_entries",
+        "recv_queue_capacity" => "recv_queue",
+        "transmit_queue_capacity" => "transmit_queue",
+        other => other,
+    }
 }
 
 /// The `[nic]` keys that name a mode, each read against its names.
