@@ -6,58 +6,10 @@
 
 use crate::file::schema::{ModelKind, WorkloadKind};
 
-/// The keys a workload of `kind` reads (besides `kind` itself).
-pub fn keys_of(kind: WorkloadKind) -> &'static [&'static str] {
-    match kind {
-        WorkloadKind::Single => &["op", "src", "dst", "size", "start"],
-        WorkloadKind::Many | WorkloadKind::Pingpong => {
-            &["op", "src", "dst", "size", "count", "start"]
-        }
-        WorkloadKind::Window => &["op", "src", "dst", "size", "count", "window", "start"],
-        WorkloadKind::AllToAll | WorkloadKind::RandomPairs => &["op", "size", "count", "start"],
-        WorkloadKind::Incast => &["op", "dst", "srcs", "size", "count", "start"],
-        WorkloadKind::Flows => &["op", "count", "load", "cdf", "start"],
-        WorkloadKind::Permutation => &["op", "size", "count", "pairs", "start"],
-        WorkloadKind::Reuse => &["dst", "start"],
-        WorkloadKind::MsgLatency => &["src", "dst", "size", "sizes", "warmup", "count", "start"],
-        WorkloadKind::MsgBw | WorkloadKind::MsgBibw => &[
-            "src", "dst", "size", "sizes", "warmup", "count", "window", "start",
-        ],
-        WorkloadKind::MsgMixed => &["src", "dst", "count", "start"],
-        WorkloadKind::Noncontig => &[
-            "src",
-            "dst",
-            "method",
-            "form",
-            "layout",
-            "block",
-            "blocks",
-            "stride",
-            "peer_layout",
-            "halo",
-            "key_cache",
-            "count",
-            "warmup",
-            "start",
-        ],
-        WorkloadKind::Collective => &[
-            "collective",
-            "reduce_op",
-            "datatype",
-            "size",
-            "fan_in",
-            "nodes",
-            "count",
-            "interval",
-            "method",
-            "algorithm",
-            "sizes",
-            "warmup",
-            "form",
-            "pipeline",
-            "start",
-        ],
-    }
+/// The keys a workload of `kind` reads (besides `kind` itself), in the
+/// order of [`needs_of`].
+pub fn keys_of(kind: WorkloadKind) -> Vec<&'static str> {
+    needs_of(kind).iter().map(|(k, _)| *k).collect()
 }
 
 /// The keys that say which packets a fault rule touches, and when.
@@ -76,22 +28,10 @@ pub const TARGETING: [&str; 11] = [
 ];
 
 /// The keys a fault of `model` reads besides `name`, `model` and, for
-/// packet faults, the targeting keys (`links`, `direction`, `src`, `dst`,
-/// `opcodes`, `flags`, `from`, `until`, `every`, `offset`, `times`).
-pub fn model_keys(model: ModelKind) -> &'static [&'static str] {
-    match model {
-        ModelKind::Loss => &["p", "correlation"],
-        ModelKind::GilbertElliott => &["p", "r", "loss_good", "loss_bad"],
-        ModelKind::Duplicate => &["p", "copies", "correlation"],
-        ModelKind::Reorder => &["p", "correlation", "gap", "delay", "limit"],
-        ModelKind::Delay => &["delay", "jitter", "distribution", "limit"],
-        ModelKind::Corrupt => &["p", "bits"],
-        ModelKind::Rate => &["rate", "limit"],
-        ModelKind::Down => &[],
-        ModelKind::Partition => &["a", "b", "two_way"],
-        // Not a packet fault: hosts and a window only.
-        ModelKind::RegistrationFailure => &["p", "src", "from", "until"],
-    }
+/// packet faults, the targeting keys ([`TARGETING`]), in the order of
+/// [`model_needs`].
+pub fn model_keys(model: ModelKind) -> Vec<&'static str> {
+    model_needs(model).iter().map(|(k, _)| *k).collect()
 }
 
 /// Whether a key must be given, and what is used when it is not.
@@ -116,7 +56,8 @@ const DST: (&str, Need) = ("dst", Need::Required);
 const SIZE: (&str, Need) = ("size", Need::Required);
 const WINDOW: (&str, Need) = ("window", Need::Default("64"));
 
-/// Each key of [`keys_of`]`(kind)`, in its order, with what it needs.
+/// Each key a workload of `kind` reads (besides `kind`), with what it
+/// needs.
 pub fn needs_of(kind: WorkloadKind) -> &'static [(&'static str, Need)] {
     use Need::{Default, Else, Or, Required};
     match kind {
@@ -197,7 +138,8 @@ pub fn needs_of(kind: WorkloadKind) -> &'static [(&'static str, Need)] {
     }
 }
 
-/// Each key of [`model_keys`]`(model)`, in its order, with what it needs.
+/// Each key a fault of `model` reads besides `name`, `model` and the
+/// targeting keys, with what it needs.
 pub fn model_needs(model: ModelKind) -> &'static [(&'static str, Need)] {
     use Need::{Default, Else, Required};
     const P: (&str, Need) = ("p", Required);

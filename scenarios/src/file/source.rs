@@ -298,7 +298,7 @@ fn narrow_to_kind(text: &str, offset: Option<usize>, message: &str) -> String {
         return unchanged();
     };
     let keys: Vec<String> = std::iter::once("kind")
-        .chain(crate::file::keys::keys_of(k).iter().copied())
+        .chain(crate::file::keys::keys_of(k))
         .map(|k| format!("`{k}`"))
         .collect();
     format!(
