@@ -1,10 +1,29 @@
 //! Loss recovery on the sender: what a timeout, an overtaking
 //! acknowledgement, a go-back-N sequence error or a receiver-not-ready
-//! refusal sends again, and which budget each spends.
+//! refusal sends again, and which budget each spends; and, when a
+//! timeline asks, the record of when each retransmit timer expired.
 
 use super::*;
 
+/// Most retransmit timeouts one NIC records for a timeline
+/// ([`Nic::record_timeouts`]); later ones are counted in
+/// `Stats::timeouts` only.
+pub const TIMEOUT_LOG_CAP: usize = 1 << 16;
+
 impl Nic {
+    /// From now on, records when each retransmit timer expires (at most
+    /// [`TIMEOUT_LOG_CAP`]), for [`Nic::recorded_timeouts`]. Nothing the
+    /// engine does changes.
+    pub fn record_timeouts(&mut self) {
+        self.timeout_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The retransmit timeouts recorded since [`Nic::record_timeouts`]:
+    /// when, and the message's id, in the order they fired.
+    pub fn recorded_timeouts(&self) -> &[(Instant, u32)] {
+        self.timeout_log.as_deref().unwrap_or(&[])
+    }
+
     pub(super) fn on_retransmit_timeout(&mut self, now: Instant, opn: OpNumber) {
         if self.restart_timer(now, opn)
             || self.probe_defers_timer(now, opn)

@@ -79,6 +79,9 @@ mod timeout_hold;
 mod timers;
 mod window;
 
+pub use loss::TIMEOUT_LOG_CAP;
+pub use peers::{epoch_newer, first_msg_id, CREDIT_REPAIRS, MAX_CREDIT_PEERS, MAX_PEERS};
+
 /// A datagram [`Nic::poll_transmit`] wrote into the caller's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "fingerprint", derive(serde::Serialize))]
@@ -592,56 +595,10 @@ pub struct Nic {
     timeout_log: Option<Vec<(Instant, u32)>>,
 }
 
-/// Most retransmit timeouts one NIC records for a timeline
-/// ([`Nic::record_timeouts`]); later ones are counted in
-/// `Stats::timeouts` only.
-pub const TIMEOUT_LOG_CAP: usize = 1 << 16;
-
-/// Most peers whose credit advertisements are tracked; beyond, new peers'
-/// advertisements are ignored (and counted), so a flood of forged sources
-/// cannot grow the table.
-pub const MAX_CREDIT_PEERS: usize = 65_536;
-
-/// NOOPs one doubted credit count draws at most while its peer stays
-/// silent, each a doubled retransmit timeout after the last
-/// ([`Nic`]'s credit echo, docs/wire-format.md "Credit echo").
-pub const CREDIT_REPAIRS: u32 = 8;
-
-/// Most peers whose boot epochs are tracked. Packets from further peers are
-/// still served, but their restarts go unnoticed (counted in
-/// `Stats::epoch_peers_overflow`).
-pub const MAX_PEERS: usize = 65_536;
-
 /// At most this many packets are remembered as booked for placing and not
 /// yet handled (`Nic::receive_work`); past it a copy is charged its
 /// placing work again, as before the set existed.
 pub const PLACING_CAP: usize = 4096;
-
-/// Whether epoch `a` is newer than `b`, in serial-number arithmetic
-/// (RFC 1982): the difference, read as a signed 32-bit number, is positive.
-/// A restarted peer's epoch is newer than its previous life's as long as the
-/// two lives are less than 2^31 epoch ticks apart.
-pub fn epoch_newer(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) > 0
-}
-
-/// The first message id of the life that boots with `epoch`. Replies (ACK,
-/// NACK, SACK, completion notices, READ responses) name the message they
-/// answer, and some of a previous life's may still be on the wire when a
-/// host restarts: if the new life numbered its messages from 1 again, a
-/// late ACK for the old message 1 would complete the new message 1 (the
-/// state machine test found a READ completed that way, its bytes never
-/// read). So each life starts far from the others, as InfiniBand starts a
-/// new queue pair at a fresh packet sequence number: lives whose epochs
-/// differ by one start 0x9E37_79B9 ids apart (over 1.6 billion either way).
-/// Epoch 1, the simulator's default, starts at 1.
-pub fn first_msg_id(epoch: u32) -> u32 {
-    epoch
-        .wrapping_sub(1)
-        .wrapping_mul(0x9E37_79B9)
-        .wrapping_add(1)
-        .max(1)
-}
 
 fn div_ceil_nonzero(len: u64, mtu: u32) -> u32 {
     len.div_ceil(u64::from(mtu)).max(1) as u32
@@ -739,19 +696,6 @@ impl Nic {
     /// Counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
-    }
-
-    /// From now on, records when each retransmit timer expires (at most
-    /// [`TIMEOUT_LOG_CAP`]), for [`Nic::recorded_timeouts`]. Nothing the
-    /// engine does changes.
-    pub fn record_timeouts(&mut self) {
-        self.timeout_log.get_or_insert_with(Vec::new);
-    }
-
-    /// The retransmit timeouts recorded since [`Nic::record_timeouts`]:
-    /// when, and the message's id, in the order they fired.
-    pub fn recorded_timeouts(&self) -> &[(Instant, u32)] {
-        self.timeout_log.as_deref().unwrap_or(&[])
     }
 
     /// Registered memory.

@@ -4,6 +4,47 @@
 
 use super::*;
 
+/// Most peers whose credit advertisements are tracked; beyond, new peers'
+/// advertisements are ignored (and counted), so a flood of forged sources
+/// cannot grow the table.
+pub const MAX_CREDIT_PEERS: usize = 65_536;
+
+/// NOOPs one doubted credit count draws at most while its peer stays
+/// silent, each a doubled retransmit timeout after the last
+/// ([`Nic`]'s credit echo, docs/wire-format.md "Credit echo").
+pub const CREDIT_REPAIRS: u32 = 8;
+
+/// Most peers whose boot epochs are tracked. Packets from further peers are
+/// still served, but their restarts go unnoticed (counted in
+/// `Stats::epoch_peers_overflow`).
+pub const MAX_PEERS: usize = 65_536;
+
+/// Whether epoch `a` is newer than `b`, in serial-number arithmetic
+/// (RFC 1982): the difference, read as a signed 32-bit number, is positive.
+/// A restarted peer's epoch is newer than its previous life's as long as the
+/// two lives are less than 2^31 epoch ticks apart.
+pub fn epoch_newer(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// The first message id of the life that boots with `epoch`. Replies (ACK,
+/// NACK, SACK, completion notices, READ responses) name the message they
+/// answer, and some of a previous life's may still be on the wire when a
+/// host restarts: if the new life numbered its messages from 1 again, a
+/// late ACK for the old message 1 would complete the new message 1 (the
+/// state machine test found a READ completed that way, its bytes never
+/// read). So each life starts far from the others, as InfiniBand starts a
+/// new queue pair at a fresh packet sequence number: lives whose epochs
+/// differ by one start 0x9E37_79B9 ids apart (over 1.6 billion either way).
+/// Epoch 1, the simulator's default, starts at 1.
+pub fn first_msg_id(epoch: u32) -> u32 {
+    epoch
+        .wrapping_sub(1)
+        .wrapping_mul(0x9E37_79B9)
+        .wrapping_add(1)
+        .max(1)
+}
+
 impl Nic {
     /// From now on every packet to `peer` carries `cumulative` (the count
     /// of receive buffers re-posted for it, modulo 2^16) with the CREDITS
