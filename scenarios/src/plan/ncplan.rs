@@ -41,6 +41,12 @@ pub struct Planned {
     pub measured: Vec<(Method, Option<f64>)>,
 }
 
+/// The median of sorted one-way times, as the report gives it (the lower
+/// of the two middle ones); `None` when there are none.
+pub(crate) fn one_way_p50(sorted: &[u64]) -> Option<u64> {
+    sorted.get(sorted.len().saturating_sub(1) / 2).copied()
+}
+
 /// Resolves `auto`: runs the ping-pong by each concrete method on a world
 /// from `world`, to `limit`, and keeps the method whose one-way p50 is
 /// lowest (ties to the earlier of pack, sgl, indirect) among those that
@@ -86,8 +92,7 @@ pub fn measure(
             }
         }
         one_way.sort_unstable();
-        let p50 = one_way.get(one_way.len().saturating_sub(1) / 2).copied();
-        let p50 = p50.filter(|_| clean);
+        let p50 = one_way_p50(&one_way).filter(|_| clean);
         planned.measured.push((m, p50.map(|t| t as f64 / 1e6)));
         if let Some(t) = p50 {
             if best.is_none_or(|(_, b)| t < b) {

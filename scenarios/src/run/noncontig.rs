@@ -89,10 +89,7 @@ impl Tally {
         one_way.sort_unstable();
         let (wrs, completed, errors) = (self.wrs, self.completed, self.errors);
         let transfers = 2 * u64::from(plan.count + plan.warmup);
-        let p50 = one_way
-            .get(one_way.len().saturating_sub(1) / 2)
-            .copied()
-            .unwrap_or(0);
+        let p50 = crate::plan::ncplan::one_way_p50(one_way).unwrap_or(0);
         let mean = if one_way.is_empty() {
             0.0
         } else {
