@@ -1,11 +1,13 @@
 //! `udrma run FILE`: the flags, the run, and what a user sees while it
-//! runs. On the simulated fabric in one thread the run is watched
-//! between slices of events (`udrma_scenarios::run::observed`): on a
-//! terminal (and without `--json`) a progress line on stderr once it has
-//! run for a second, and
-//! on Ctrl-C the run stops there and the summary of the run so far is
-//! printed under a line saying so (exit 130). The watch reads the wall
-//! clock here, in the CLI; the run it watches is the same without it.
+//! runs. The run is watched between slices (`udrma_scenarios::run::
+//! observed`: events on one thread, windows on threads and ranks, a tenth
+//! of a second over sockets): on a terminal (and without `--json`) a
+//! progress line on stderr once it has run for a second, and on Ctrl-C
+//! the run stops there and the summary of the run so far is printed
+//! under a line saying so (exit 130). On ranks, a Ctrl-C that reaches
+//! any rank stops all of them at the same window, and rank 0 prints.
+//! The watch reads the wall clock here, in the CLI; the run it watches
+//! is the same without it.
 
 use std::io::{IsTerminal, Write};
 use std::ops::ControlFlow;
@@ -75,11 +77,6 @@ pub(crate) fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
     };
     let (mut opts, timeline) = options(&sc, &flags)?;
     let outputs = (flags.ladder.as_ref().map(|l| l.path.as_path()), timeline);
-    // Only a run on the simulated fabric in one thread stops between
-    // slices; elsewhere Ctrl-C keeps its default effect.
-    if flags.backend != BackendKind::Sim || flags.threads.is_some() {
-        return execute(&sc, opts, flags.json, outputs);
-    }
     // Progress on a terminal, never beside JSON (a script reads that).
     let watch = Watch::new(!flags.json && std::io::stderr().is_terminal());
     opts.observer = Some((SLICE_EVENTS, watch.observer()));
@@ -89,19 +86,28 @@ pub(crate) fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
     let mut report = result.map_err(|e| BadInput(e.to_string()))?;
     write_outputs(outputs, &mut report)?;
     report.set_wall(start.elapsed().as_secs_f64());
-    let stopped = *watch.stopped.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(at) = stopped else {
-        return print_report(&report, flags.json);
+    print_watched(&watch, &report, flags.json)
+}
+
+/// Prints the report of a watched run, under a line saying where it was
+/// stopped if Ctrl-C stopped it (exit 130).
+pub(crate) fn print_watched(
+    watch: &Watch,
+    report: &udrma_scenarios::Report,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let Some(at) = watch.stopped() else {
+        return print_report(report, json);
     };
     let head = interrupted_line(&at);
-    if flags.json {
+    if json {
         eprintln!("{head}");
     } else {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{head}")?;
         out.flush()?;
     }
-    print_report(&report, flags.json)?;
+    print_report(report, json)?;
     Ok(ExitCode::from(crate::interrupt::EXIT))
 }
 
@@ -221,15 +227,16 @@ const REDRAW: WallDuration = WallDuration::from_millis(100);
 /// What `udrma run` watches a run with: Ctrl-C, the progress bar (hidden
 /// until the run has gone on for [`QUIET_FOR`], and only on a terminal),
 /// and where the run was stopped, if it was.
-struct Watch {
+pub(crate) struct Watch {
     interrupted: Arc<AtomicBool>,
     tty: bool,
-    bar: ProgressBar,
+    pub(crate) bar: ProgressBar,
     stopped: Arc<Mutex<Option<Progress>>>,
 }
 
 impl Watch {
-    fn new(tty: bool) -> Watch {
+    /// A watch that draws progress if `tty`.
+    pub(crate) fn new(tty: bool) -> Watch {
         let bar = ProgressBar::hidden();
         bar.set_style(
             ProgressStyle::with_template("[{elapsed_precise}] {bar:20} {wide_msg}")
@@ -245,13 +252,19 @@ impl Watch {
 
     /// The observer: stops the run once Ctrl-C came, and otherwise draws
     /// (on a terminal, after [`QUIET_FOR`], the bar throttling itself).
-    fn observer(&self) -> Observer {
+    /// Where the run was stopped, if Ctrl-C stopped it (here or, on
+    /// ranks, elsewhere).
+    pub(crate) fn stopped(&self) -> Option<Progress> {
+        *self.stopped.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn observer(&self) -> Observer {
         let (interrupted, stopped) = (self.interrupted.clone(), self.stopped.clone());
         let (tty, bar) = (self.tty, self.bar.clone());
         let start = Wall::now();
         let mut drawn: Option<WallDuration> = None;
         Box::new(move |p: &Progress| {
-            if interrupted.load(Ordering::Relaxed) {
+            if p.elsewhere || interrupted.load(Ordering::Relaxed) {
                 *stopped.lock().unwrap_or_else(|e| e.into_inner()) = Some(*p);
                 return ControlFlow::Break(());
             }
@@ -278,19 +291,27 @@ impl Watch {
 }
 
 /// The progress line: virtual time reached of the limit, events and
-/// their rate over the wall time so far, packets sent.
+/// their rate over the wall time so far (none over sockets, which count
+/// no events), packets sent.
 pub(crate) fn progress_line(p: &Progress, wall_s: f64) -> String {
     let rate = if wall_s > 0.0 {
         p.traffic.events as f64 / wall_s
     } else {
         0.0
     };
+    let events = if p.traffic.events == 0 {
+        String::new()
+    } else {
+        format!(
+            " {} events ({}/s),",
+            count(p.traffic.events as f64),
+            count(rate)
+        )
+    };
     format!(
-        "{} of {} simulated, {} events ({}/s), {} packets sent",
+        "{} of {},{events} {} packets sent",
         p.now - Instant::ZERO,
         p.limit - Instant::ZERO,
-        count(p.traffic.events as f64),
-        count(rate),
         count(p.traffic.sent as f64),
     )
 }
@@ -337,6 +358,7 @@ mod tests {
                 sent,
                 ..Traffic::default()
             },
+            elsewhere: false,
         }
     }
 
@@ -344,11 +366,16 @@ mod tests {
     fn the_progress_line_says_where_the_run_is_and_how_fast() {
         assert_eq!(
             progress_line(&at(1250, 10, 12_345_678, 4_560_000), 4.0),
-            "1.250ms of 10.000ms simulated, 12.3 M events (3.09 M/s), 4.56 M packets sent"
+            "1.250ms of 10.000ms, 12.3 M events (3.09 M/s), 4.56 M packets sent"
         );
         assert_eq!(
             progress_line(&at(3, 1, 950, 12), 0.0),
-            "3.000us of 1.000ms simulated, 950 events (0/s), 12 packets sent"
+            "3.000us of 1.000ms, 950 events (0/s), 12 packets sent"
+        );
+        assert_eq!(
+            progress_line(&at(250_000, 2000, 0, 40), 1.0),
+            "250.000ms of 2000.000ms, 40 packets sent",
+            "over sockets no events are counted, and none are shown"
         );
     }
 

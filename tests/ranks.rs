@@ -345,3 +345,56 @@ fn a_killed_rank_stops_the_job_and_is_named() {
     );
     assert!(took < Duration::from_secs(10), "stopped after {took:?}");
 }
+
+/// Ctrl-C that reaches one rank only (here rank 1, by its PID from the
+/// roster) stops every rank at the same window: rank 0 prints the
+/// summary of the run so far under the line saying so, and the job
+/// exits 130. (A Ctrl-C at the launcher reaches every rank: Hydra and
+/// Open MPI pass it on.)
+#[test]
+#[cfg_attr(
+    not(feature = "mpi"),
+    ignore = "needs --features mpi and mpiexec (.ci/run runs it)"
+)]
+fn ctrl_c_on_one_rank_stops_every_rank_with_the_run_so_far() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/examples/all-to-all-k8.toml"
+    );
+    let mut job = launcher()
+        .args(["-n", "2", udrma(), "run", file])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(job.stderr.take().unwrap());
+    let mut roster = String::new();
+    err.read_line(&mut roster).unwrap();
+    let at = roster.find("rank 1 pid ").expect("a roster");
+    let pid = roster[at..].split_whitespace().nth(3).unwrap().to_string();
+    // all-to-all-k8 runs for over a second even optimised on two ranks.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = job.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if open_mpi() {
+        // Open MPI's launcher reports a rank's non-zero exit as its own
+        // failure, in its own words.
+        assert!(!out.status.success(), "{stdout}");
+    } else {
+        assert_eq!(out.status.code(), Some(130), "{stdout}");
+    }
+    assert!(
+        stdout.starts_with("interrupted (Ctrl-C) at "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ranks       2 ("), "{stdout}");
+    assert!(
+        stdout.contains("note: interrupted before the time limit (1.000000s)"),
+        "{stdout}"
+    );
+}

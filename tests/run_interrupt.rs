@@ -1,4 +1,5 @@
-//! `udrma run` and Ctrl-C: the run stops at the next slice of events and
+//! `udrma run` and Ctrl-C: the run stops at the next slice of events (of
+//! windows, on threads) and
 //! the summary of the run so far is printed under a line saying where it
 //! was interrupted, with exit status 130; on a pipe nothing is drawn on
 //! stderr. (The progress line itself is drawn only on a terminal; its
@@ -55,6 +56,20 @@ fn ctrl_c_prints_the_summary_of_the_run_so_far_and_exits_130() {
     assert!(stdout.contains("liveness:FAIL"), "{stdout}");
     // A pipe: no progress drawn, nothing else said.
     assert_eq!(stderr, "", "{stderr}");
+}
+
+/// Split across threads, the run stops between two windows, with the
+/// same words.
+#[test]
+fn ctrl_c_stops_a_run_on_threads_between_windows() {
+    let out = interrupted(&["--threads", "2"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    assert!(stdout.starts_with("interrupted (Ctrl-C) at "), "{stdout}");
+    assert!(
+        stdout.contains("note: interrupted before the time limit (1.000000s)"),
+        "{stdout}"
+    );
 }
 
 /// With `--json` stdout holds only the report (of the run so far); the

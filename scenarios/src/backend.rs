@@ -10,7 +10,7 @@ use udrma_fabric::{DropReason, FabricStats, Ran, RankedWorld, Ranks, SplitWorld,
 use udrma_faults::RuleSet;
 use udrma_host::App;
 use udrma_nic::Nic;
-use udrma_proto::{Instant, NodeAddr};
+use udrma_proto::{Duration, Instant, NodeAddr};
 
 /// How a backend's run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -232,6 +232,14 @@ pub trait Backend {
         let _ = events;
         self.run(limit).map(Some)
     }
+    /// Between two slices, whether the run stops there, given whether
+    /// this process's caller asks to (`stop`). A run spread over ranks
+    /// stops where any rank's caller asked, every rank at the same
+    /// window, so every rank calls it (and so every rank of such a run
+    /// must be watched, or none). Alone, the caller decides.
+    fn agree(&mut self, stop: bool) -> Result<bool, String> {
+        Ok(stop)
+    }
     /// Nothing left in flight and every NIC idle.
     fn is_idle(&self) -> bool;
     /// Flushes outputs (trace, capture); reports the first error.
@@ -404,11 +412,16 @@ impl Backend for SplitWorld {
     }
 
     fn run(&mut self, limit: Instant) -> Result<Ending, String> {
-        match self.run_until(limit) {
-            Ok(true) => Ok(Ending::Quiet),
-            Ok(false) => Ok(Ending::Limit(self.peek_time().unwrap_or(limit))),
-            Err(e) => Err(e.to_string()),
-        }
+        Backend::run_for(self, limit, u64::MAX)?
+            .ok_or_else(|| "a run without a budget stopped on one".to_string())
+    }
+
+    fn run_for(&mut self, limit: Instant, events: u64) -> Result<Option<Ending>, String> {
+        Ok(match SplitWorld::run_for(self, limit, events).map_err(|e| e.to_string())? {
+            Ran::Idle => Some(Ending::Quiet),
+            Ran::Limit => Some(Ending::Limit(self.peek_time().unwrap_or(limit))),
+            Ran::Budget => None,
+        })
     }
 
     fn is_idle(&self) -> bool {
@@ -524,14 +537,25 @@ impl Backend for Ranked {
     }
 
     fn run(&mut self, limit: Instant) -> Result<Ending, String> {
-        match self.world.run_until(limit) {
-            Ok(true) => Ok(Ending::Quiet),
-            Ok(false) => {
+        Backend::run_for(self, limit, u64::MAX)?
+            .ok_or_else(|| "a run without a budget stopped on one".to_string())
+    }
+
+    /// Every rank returns after the same window: the budget counts the
+    /// events of all ranks, as all agreed.
+    fn run_for(&mut self, limit: Instant, events: u64) -> Result<Option<Ending>, String> {
+        Ok(match self.world.run_for(limit, events).map_err(|e| e.to_string())? {
+            Ran::Idle => Some(Ending::Quiet),
+            Ran::Limit => {
                 let next = self.world.peek_time().map_err(|e| e.to_string())?;
-                Ok(Ending::Limit(next.unwrap_or(limit)))
+                Some(Ending::Limit(next.unwrap_or(limit)))
             }
-            Err(e) => Err(e.to_string()),
-        }
+            Ran::Budget => None,
+        })
+    }
+
+    fn agree(&mut self, stop: bool) -> Result<bool, String> {
+        self.world.any(stop).map_err(|e| e.to_string())
     }
 
     fn is_idle(&self) -> bool {
@@ -565,10 +589,17 @@ impl Backend for Ranked {
         Ok(())
     }
 
+    /// Before the end, this rank's counters, but the events and packets
+    /// sent of every rank, as agreed at the last window (what a progress
+    /// line shows).
     fn traffic(&self) -> Traffic {
         match &self.ended {
             Some(e) => Traffic::of(&e.run.stats),
-            None => Traffic::of(self.world.world().stats()),
+            None => {
+                let mut t = Traffic::of(self.world.world().stats());
+                (t.events, t.sent) = self.world.so_far();
+                t
+            }
         }
     }
 
@@ -610,10 +641,39 @@ pub struct Udp {
     cluster: Cluster,
 }
 
+/// How long a slice of a watched run over sockets lasts, in real time.
+pub const UDP_SLICE: Duration = Duration::from_millis(100);
+
 impl Udp {
     /// Drives `cluster`.
     pub fn new(cluster: Cluster) -> Udp {
         Udp { cluster }
+    }
+
+    /// One turn of a run to `limit`: the run's end if it came, else one
+    /// wait for datagrams or timers until at most `until` (no later than
+    /// `limit`).
+    fn turn(&mut self, limit: Instant, until: Instant) -> Option<Ending> {
+        let now = self.cluster.now();
+        if now >= limit {
+            return Some(Ending::Limit(now));
+        }
+        // Send what the last turn's arrivals produced (ACKs), so that
+        // an idle host looks idle.
+        let _ = self.cluster.flush();
+        let done = self.cluster.apps_done() && self.cluster.is_idle();
+        // This process's hosts are done. Alone, that is the end; with
+        // hosts in other processes, stay (serving them) until every one
+        // has said goodbye and heard ours.
+        if done && (!self.cluster.has_remotes() || self.cluster.goodbye()) {
+            return Some(Ending::Quiet);
+        }
+        let until = match self.cluster.next_goodbye() {
+            Some(t) if done => self.cluster.now_of(t).min(until),
+            _ => until,
+        };
+        let _ = self.cluster.wait(self.cluster.to_os(until));
+        None
     }
 
     /// The cluster.
@@ -667,25 +727,24 @@ impl Backend for Udp {
 
     fn run(&mut self, limit: Instant) -> Result<Ending, String> {
         loop {
-            let now = self.cluster.now();
-            if now >= limit {
-                return Ok(Ending::Limit(now));
+            if let Some(ending) = self.turn(limit, limit) {
+                return Ok(ending);
             }
-            // Send what the last turn's arrivals produced (ACKs), so that
-            // an idle host looks idle.
-            let _ = self.cluster.flush();
-            let done = self.cluster.apps_done() && self.cluster.is_idle();
-            // This process's hosts are done. Alone, that is the end; with
-            // hosts in other processes, stay (serving them) until every
-            // one has said goodbye and heard ours.
-            if done && (!self.cluster.has_remotes() || self.cluster.goodbye()) {
-                return Ok(Ending::Quiet);
+        }
+    }
+
+    /// In slices of [`UDP_SLICE`] of real time: `events` means nothing
+    /// over sockets.
+    fn run_for(&mut self, limit: Instant, events: u64) -> Result<Option<Ending>, String> {
+        let _ = events;
+        let end = (self.cluster.now() + UDP_SLICE).min(limit);
+        loop {
+            if let Some(ending) = self.turn(limit, end) {
+                return Ok(Some(ending));
             }
-            let until = match self.cluster.next_goodbye() {
-                Some(t) if done => self.cluster.now_of(t).min(limit),
-                _ => limit,
-            };
-            let _ = self.cluster.wait(self.cluster.to_os(until));
+            if self.cluster.now() >= end {
+                return Ok(None);
+            }
         }
     }
 

@@ -88,8 +88,9 @@ pub struct RunOptions {
     /// Called between slices of this many events (at least 1;
     /// [`observed::SLICE_EVENTS`] for a CLI) with where the run is, and
     /// may stop it there ([`observed::Observer`]); the run is the same
-    /// with it as without. The simulated fabric on one thread only: it
-    /// is not called on threads, ranks or sockets.
+    /// with it as without. On threads and ranks a slice is whole
+    /// windows; over sockets, [`crate::backend::UDP_SLICE`] of real time.
+    /// On ranks give every rank one, or none: they agree between slices.
     pub observer: Option<(u64, observed::Observer)>,
 }
 
@@ -179,8 +180,10 @@ fn early_timers(plan: &Plan, r: &Report) -> Option<String> {
 
 /// [`run_plan`] before the notes on the whole run.
 fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> {
+    let watch = opts.observer.take().map(observed::watch);
+    let watch = watch.as_ref();
     if let Some(ranks) = opts.ranks.take() {
-        return run_ranked(plan, ranks, &opts);
+        return run_ranked(plan, ranks, &opts, watch);
     }
     if plan.backend == BackendKind::Udp {
         if opts.threads.is_some() {
@@ -188,10 +191,10 @@ fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> 
                 "--threads splits the simulated fabric; the udp backend runs real sockets".into(),
             ));
         }
-        return run_udp(plan, &opts);
+        return run_udp(plan, &opts, watch);
     }
     if let Some(n) = opts.threads {
-        return run_split(plan, n, &opts);
+        return run_split(plan, n, &opts, watch);
     }
     let mut world = sim_world(plan)?;
     if opts.egress_log {
@@ -235,7 +238,6 @@ fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> 
     if let Some((a, b)) = ladder_hosts {
         world.watch(a, b);
     }
-    let watch = opts.observer.take().map(observed::watch);
     let recording = timeline.is_some();
     let watched = |mut w: World| -> Box<dyn Backend> {
         if recording {
@@ -244,10 +246,7 @@ fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> 
                 w.nic_mut(h).record_timeouts();
             }
         }
-        match &watch {
-            Some(watch) => Box::new(observed::Observed::new(Box::new(w), watch)),
-            None => Box::new(w),
-        }
+        observe(Box::new(w), watch)
     };
     let world = watched(world);
     let rebuild = || sim_world(plan).map(watched);
@@ -272,6 +271,14 @@ type Built<'a> = (
     Box<dyn Backend>,
     &'a dyn Fn() -> Result<Box<dyn Backend>, ScenarioError>,
 );
+
+/// `backend`, watched by `watch` if there is one.
+fn observe(backend: Box<dyn Backend>, watch: Option<&observed::Shared>) -> Box<dyn Backend> {
+    match watch {
+        Some(watch) => Box::new(observed::Observed::new(backend, watch)),
+        None => backend,
+    }
+}
 
 /// Runs the workloads of `plan` on its built simulated `world`.
 fn run_work(
@@ -307,7 +314,12 @@ fn run_work(
 /// Runs the RDMA workloads of `plan` on ranks, each running its shard of
 /// the world ([`udrma_fabric::RankedWorld`]): what a split run cannot
 /// carry is refused in the same words, naming the key.
-fn run_ranked(plan: &Plan, ranks: RankOptions, opts: &RunOptions) -> Result<Report, ScenarioError> {
+fn run_ranked(
+    plan: &Plan,
+    ranks: RankOptions,
+    opts: &RunOptions,
+    watch: Option<&observed::Shared>,
+) -> Result<Report, ScenarioError> {
     let n = ranks.ranks.size();
     let refuse = |what: &str| {
         Err(plan.at.error(format!(
@@ -336,12 +348,8 @@ fn run_ranked(plan: &Plan, ranks: RankOptions, opts: &RunOptions) -> Result<Repo
     }
     let world = udrma_fabric::RankedWorld::new(sim_world(plan)?, ranks.ranks, &ranks.identity)
         .map_err(|e| plan.at.error(format!("{n} MPI ranks: {e}")))?;
-    crate::run::rdma::run(
-        plan,
-        Box::new(crate::backend::Ranked::new(world)),
-        None,
-        false,
-    )
+    let backend = Box::new(crate::backend::Ranked::new(world));
+    crate::run::rdma::run(plan, observe(backend, watch), None, false)
 }
 
 /// What neither threads nor ranks can split, refused by `refuse` naming
@@ -375,7 +383,12 @@ fn refuse_unsplittable(
 
 /// Runs the RDMA workloads of `plan` on `threads` copies of its world,
 /// each thread running its share of the nodes ([`SplitWorld`]).
-fn run_split(plan: &Plan, threads: usize, opts: &RunOptions) -> Result<Report, ScenarioError> {
+fn run_split(
+    plan: &Plan,
+    threads: usize,
+    opts: &RunOptions,
+    watch: Option<&observed::Shared>,
+) -> Result<Report, ScenarioError> {
     let refuse = |what: &str| {
         Err(plan.at.error(format!(
             "--threads {threads}: {what} cannot be split across threads"
@@ -404,7 +417,7 @@ fn run_split(plan: &Plan, threads: usize, opts: &RunOptions) -> Result<Report, S
     let worlds = worlds.into_iter().collect::<Result<Vec<_>, _>>()?;
     let split =
         SplitWorld::new(worlds).map_err(|e| plan.at.error(format!("--threads {threads}: {e}")))?;
-    crate::run::rdma::run(plan, Box::new(split), None, false)
+    crate::run::rdma::run(plan, observe(Box::new(split), watch), None, false)
 }
 
 /// The simulated fabric of `plan` ([`crate::plan::resolved::Resolved::world`]).
@@ -417,7 +430,11 @@ fn sim_world(plan: &Plan) -> Result<World, ScenarioError> {
 /// millisecond clock, and a time limit of at least
 /// [`UDP_MIN_TIME_LIMIT`] (both in the plan). What has no meaning on real
 /// sockets is refused with the key that asks for it.
-fn run_udp(plan: &Plan, opts: &RunOptions) -> Result<Report, ScenarioError> {
+fn run_udp(
+    plan: &Plan,
+    opts: &RunOptions,
+    watch: Option<&observed::Shared>,
+) -> Result<Report, ScenarioError> {
     refuse_simulated_only(plan, opts)?;
     let plans = egress_plans(plan)?;
     let n = plans.len();
@@ -427,7 +444,7 @@ fn run_udp(plan: &Plan, opts: &RunOptions) -> Result<Report, ScenarioError> {
     };
     let loopback = || {
         Cluster::loopback(n, &cfg, |h| plans[h.0 as usize].clone())
-            .map(|c| Box::new(Udp::new(c)) as Box<dyn Backend>)
+            .map(|c| observe(Box::new(Udp::new(c)), watch))
             .map_err(|e| plan.at.error_at("topology", format!("udp backend: {e}")))
     };
     let backend = loopback()?;

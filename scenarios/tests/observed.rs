@@ -102,3 +102,154 @@ fn an_observer_that_says_stop_gets_the_run_so_far() {
         assert!(note.is_some(), "{name}: {:?}", part.notes);
     }
 }
+
+/// `sc` in windows, as a split run can take it.
+fn in_windows(name: &str) -> Scenario {
+    let mut sc = Scenario::parse(name, &example(name)).unwrap();
+    sc.file.topology.order = udrma_scenarios::file::schema::OrderKind::Windows;
+    sc
+}
+
+/// An observer that counts its calls into `calls` and says stop at the
+/// `stop_at`th (never, if 0); it records whether it was told another
+/// rank stopped the run.
+fn counting(
+    calls: &Arc<AtomicU64>,
+    elsewhere: &Arc<AtomicU64>,
+    stop_at: u64,
+) -> udrma_scenarios::run::observed::Observer {
+    let (calls, elsewhere) = (calls.clone(), elsewhere.clone());
+    Box::new(move |p: &Progress| {
+        assert!(p.now <= p.limit && p.traffic.events > 0);
+        if p.elsewhere {
+            elsewhere.fetch_add(1, Ordering::Relaxed);
+        }
+        let n = calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == stop_at {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+}
+
+/// On threads, a slice is whole windows: watched, the split run is the
+/// run unwatched; stopped, it reports the run so far, as one thread does.
+#[test]
+fn a_split_run_is_watched_in_windows() {
+    let sc = in_windows("lossy-write.toml");
+    let split = |observer| {
+        let opts = RunOptions {
+            threads: Some(2),
+            observer,
+            ..RunOptions::default()
+        };
+        run(&sc, opts).unwrap()
+    };
+    let plain = split(None);
+    let (calls, elsewhere) = (Arc::default(), Arc::default());
+    let watched = split(Some((200, counting(&calls, &elsewhere, 0))));
+    assert!(calls.load(Ordering::Relaxed) > 3);
+    assert_eq!(json(&plain), json(&watched));
+    let calls = Arc::default();
+    let part = split(Some((200, counting(&calls, &elsewhere, 3))));
+    assert_eq!(calls.load(Ordering::Relaxed), 3);
+    assert!(part.events < plain.events && !part.passed());
+    assert!(part.notes.iter().any(|n| n.contains("interrupted before")));
+    assert_eq!(elsewhere.load(Ordering::Relaxed), 0);
+}
+
+/// `sc` on `n` ranks (threads carrying the messages), rank `r` watched
+/// by an observer that says stop at its `stops[r]`th call (0: never):
+/// each rank's report, calls and calls told that another rank stopped.
+fn on_ranks(sc: &Scenario, stops: &[u64]) -> Vec<(Report, u64, u64)> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = udrma_fabric::LocalRanks::group(stops.len())
+            .into_iter()
+            .zip(stops)
+            .map(|(r, &stop_at)| {
+                scope.spawn(move || {
+                    let (calls, elsewhere) = (Arc::default(), Arc::default());
+                    let opts = RunOptions {
+                        ranks: Some(udrma_scenarios::RankOptions {
+                            ranks: Box::new(r),
+                            identity: "the same file".into(),
+                        }),
+                        observer: Some((200, counting(&calls, &elsewhere, stop_at))),
+                        ..RunOptions::default()
+                    };
+                    let report = run(sc, opts).unwrap_or_else(|e| panic!("{e}"));
+                    let n = |a: &Arc<AtomicU64>| a.load(Ordering::Relaxed);
+                    (report, n(&calls), n(&elsewhere))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// On ranks every rank is watched after the same windows, and a stop
+/// asked on one rank (a Ctrl-C that reached only it) stops every rank
+/// there: rank 0 reports the run so far, and the others' observers are
+/// told why.
+#[test]
+fn a_stop_on_one_rank_stops_every_rank_at_the_same_window() {
+    let sc = in_windows("lossy-write.toml");
+    let plain = run(&sc, RunOptions::default()).unwrap();
+    let all = on_ranks(&sc, &[0, 0]);
+    assert_eq!(all[0].1, all[1].1, "every rank is asked after every slice");
+    assert!(all[0].1 > 3);
+    assert_eq!(all[0].0.trace_hash, plain.trace_hash);
+    assert_eq!(all[0].0.events, plain.events);
+    let stopped = on_ranks(&sc, &[0, 3]);
+    let (rank0, calls0, told0) = &stopped[0];
+    assert_eq!((*calls0, *told0), (4, 1), "rank 0 is asked, then told");
+    assert_eq!((stopped[1].1, stopped[1].2), (3, 0));
+    assert!(rank0.events < plain.events && !rank0.passed());
+    let note = rank0.notes.iter().find(|n| n.contains("interrupted before"));
+    assert!(note.is_some(), "{:?}", rank0.notes);
+}
+
+/// Over sockets a slice is a tenth of a second of real time: a run that
+/// cannot finish (every datagram lost) is asked about between slices and
+/// stops at the second, long before its time limit.
+#[test]
+fn a_run_over_sockets_is_watched_in_real_time() {
+    let text = r#"
+name = "all-lost"
+seed = 1
+time_limit = "20s"
+[topology]
+kind = "pair"
+[[workload]]
+kind = "single"
+op = "write"
+src = "h0"
+dst = "h1"
+size = "4KiB"
+[[fault]]
+name = "loss"
+model = "loss"
+p = 1.0
+"#;
+    let sc = Scenario::parse("all-lost.toml", text).unwrap();
+    let calls = Arc::new(AtomicU64::new(0));
+    let seen = calls.clone();
+    let observer = Box::new(move |p: &Progress| {
+        assert!(p.now <= p.limit && p.traffic.sent > 0);
+        if seen.fetch_add(1, Ordering::Relaxed) == 1 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    let opts = RunOptions {
+        backend: udrma_scenarios::BackendKind::Udp,
+        observer: Some((1, observer)),
+        ..RunOptions::default()
+    };
+    let r = run(&sc, opts).unwrap();
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    assert!(r.sim_time_ns < 5_000_000_000, "{} ns", r.sim_time_ns);
+    assert!(r.notes.iter().any(|n| n.contains("interrupted before")));
+}

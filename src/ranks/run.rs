@@ -104,6 +104,11 @@ pub(crate) fn run_file(
             return Ok(std::process::ExitCode::from(2));
         }
     };
+    // Every rank is watched, for Ctrl-C (a launcher hands it to every
+    // rank; one that reaches any stops all); rank 0 draws the progress,
+    // if its stderr is a terminal (under a launcher it seldom is).
+    use std::io::IsTerminal;
+    let watch = crate::run_cmd::Watch::new(me == 0 && !json && std::io::stderr().is_terminal());
     let opts = udrma_scenarios::RunOptions {
         seed,
         backend,
@@ -112,13 +117,22 @@ pub(crate) fn run_file(
             ranks: Box::new(ranks),
             identity,
         }),
+        observer: Some((
+            udrma_scenarios::run::observed::SLICE_EVENTS,
+            watch.observer(),
+        )),
         ..udrma_scenarios::RunOptions::default()
     };
     let start = std::time::Instant::now();
-    match udrma_scenarios::run(&sc, opts) {
+    let result = udrma_scenarios::run(&sc, opts);
+    watch.bar.finish_and_clear();
+    match result {
         Ok(mut report) if me == 0 => {
             report.set_wall(start.elapsed().as_secs_f64());
-            crate::print_report(&report, json)
+            crate::run_cmd::print_watched(&watch, &report, json)
+        }
+        Ok(_) if watch.stopped().is_some() => {
+            Ok(std::process::ExitCode::from(crate::interrupt::EXIT))
         }
         Ok(_) => Ok(std::process::ExitCode::SUCCESS),
         Err(e) if me == 0 => Err(BadInput(e.to_string()).into()),

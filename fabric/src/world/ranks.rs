@@ -19,12 +19,15 @@
 //! with the same error, naming the first rank that differs. A message
 //! that does not parse stops the run naming its rank and byte.
 //!
-//! Children: `wire` (the messages as bytes) and `local` ([`LocalRanks`]).
+//! Children: `wire` (the messages as bytes), `packed` ([`Packed`]:
+//! messages end to end, as MPI moves them) and `local` ([`LocalRanks`]).
 
 mod local;
+mod packed;
 mod wire;
 
 pub use local::LocalRanks;
+pub use packed::Packed;
 
 use super::mail::Mail;
 use super::shards::{merge_into, prepare_in_place, window, Run};
@@ -54,56 +57,6 @@ pub trait Ranks {
     }
 }
 
-/// Messages laid end to end: the one for (or from) rank `r` is
-/// [`Packed::part`]`(r)`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Packed {
-    /// The messages, one after the other.
-    pub bytes: Vec<u8>,
-    /// Each message's length, by rank.
-    pub lens: Vec<usize>,
-}
-
-impl Packed {
-    /// Most room kept between windows for messages, each way: enough for
-    /// k=32's windows (about 1.3 MiB), while k=64's (about 10 MiB) are
-    /// made afresh, so that a rank's peak memory does not grow by what it
-    /// keeps.
-    pub const SPARE_BYTES: usize = 4 << 20;
-
-    /// `room`, kept for the next message if it is at most
-    /// [`Packed::SPARE_BYTES`]; otherwise nothing.
-    pub fn spare(room: Vec<u8>) -> Vec<u8> {
-        if room.capacity() <= Packed::SPARE_BYTES {
-            room
-        } else {
-            Vec::new()
-        }
-    }
-
-    /// Rank `r`'s message (empty past the end).
-    pub fn part(&self, r: usize) -> &[u8] {
-        let start: usize = self.lens.iter().take(r).sum();
-        let len = self.lens.get(r).copied().unwrap_or(0);
-        self.bytes.get(start..start + len).unwrap_or(&[])
-    }
-
-    /// One message per rank.
-    pub fn split(&self) -> Vec<Vec<u8>> {
-        (0..self.lens.len())
-            .map(|r| self.part(r).to_vec())
-            .collect()
-    }
-
-    /// The messages laid end to end.
-    pub fn join(parts: Vec<Vec<u8>>) -> Packed {
-        Packed {
-            lens: parts.iter().map(Vec::len).collect(),
-            bytes: parts.concat(),
-        }
-    }
-}
-
 /// Ranks behind a box (a scenario runner's, whatever engine carries them).
 impl<R: Ranks + ?Sized> Ranks for Box<R> {
     fn rank(&self) -> usize {
@@ -127,6 +80,8 @@ const FIGURES: u8 = 0x46;
 /// Kept packets due in the next window, when it starts later than the
 /// end of the last ("H").
 const HAND_ON: u8 = 0x48;
+/// Whether to stop between two slices of a run ("S").
+const STOP: u8 = 0x53;
 
 /// What one rank exchanged over a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -200,6 +155,9 @@ pub struct RankedWorld<R: Ranks> {
     /// Where the last window ended.
     last_end: Option<u64>,
     exchanged: Exchanged,
+    /// Events run and packets sent over every rank, as of the last
+    /// window (each rank's message says its own).
+    so_far: (u64, u64),
 }
 
 impl<R: Ranks> std::fmt::Debug for RankedWorld<R> {
@@ -251,6 +209,7 @@ impl<R: Ranks> RankedWorld<R> {
             deepest: 0,
             last_end: None,
             exchanged: Exchanged::default(),
+            so_far: (0, 0),
         })
     }
 
@@ -410,9 +369,44 @@ impl<R: Ranks> RankedWorld<R> {
         &self.exchanged
     }
 
+    /// Events run and packets sent over every rank, as every rank agreed
+    /// at the end of the last window.
+    pub fn so_far(&self) -> (u64, u64) {
+        self.so_far
+    }
+
+    /// Whether any rank asks to stop (every rank calls it together,
+    /// between two slices of a run, each with its own `mine`): so that
+    /// all stop at the same window, whichever was asked.
+    pub fn any(&mut self, mine: bool) -> Result<bool, ShardError> {
+        let got = self.exchange(vec![vec![STOP, u8::from(mine)]; self.size()])?;
+        let mut any = false;
+        for (r, bytes) in got.iter().enumerate() {
+            let bad = |e: String| ShardError::Stopped(r, e);
+            let mut rd = opened(bytes, r, STOP, "between slices")?;
+            any |= match rd.u8("stop").map_err(bad)? {
+                0 => false,
+                1 => true,
+                x => return Err(bad(format!("rank {r}'s stop flag is {x}, not 0 or 1"))),
+            };
+            rd.end().map_err(bad)?;
+        }
+        Ok(any)
+    }
+
     /// Runs windows, all ranks together, until nothing is due anywhere
     /// (true) or the next thing is due after `limit` (false).
     pub fn run_until(&mut self, limit: Instant) -> Result<bool, ShardError> {
+        Ok(self.run_for(limit, u64::MAX)? == Ran::Idle)
+    }
+
+    /// [`RankedWorld::run_until`] in slices, as [`World::run_for`] runs
+    /// one world in windows: it also returns ([`Ran::Budget`]) at the
+    /// end of the window in which about `events` more events have run
+    /// over all ranks, with more still due before `limit`. The count is
+    /// the one every rank agreed ([`RankedWorld::so_far`]), so every rank
+    /// returns after the same window.
+    pub fn run_for(&mut self, limit: Instant, events: u64) -> Result<Ran, ShardError> {
         if let Some(h) = self.touched {
             return Err(ShardError::Unsupported(format!(
                 "host h{h}'s NIC was worked on outside its app, which the other ranks cannot repeat"
@@ -423,12 +417,16 @@ impl<R: Ranks> RankedWorld<R> {
         }
         let (size, me) = (self.size(), self.rank());
         let width = self.width;
+        let stop_at = self.so_far.0.saturating_add(events);
         loop {
             let Some(t) = self.next else {
-                return Ok(true);
+                return Ok(Ran::Idle);
             };
             if t > limit {
-                return Ok(false);
+                return Ok(Ran::Limit);
+            }
+            if self.so_far.0 >= stop_at {
+                return Ok(Ran::Budget);
             }
             let (start, end) = windows::span(t, width, limit);
             if self.kept.is_some_and(|k| k.as_ps() < end) {
@@ -467,12 +465,15 @@ impl<R: Ranks> RankedWorld<R> {
             done.outbox.resize_with(size, Mail::default);
             let first_out = done.outbox.iter().filter_map(Mail::first_arrival).min();
             let runs = std::mem::take(&mut done.runs);
+            let counts = (self.world.stats.events, self.world.stats.sent);
             let out = self.post(&mut done.outbox, |w, r| {
                 w.u8(WINDOW);
                 w.time(done.next);
                 w.time(first_out);
                 w.time(kept);
                 w.u64(done.pending);
+                w.u64(counts.0);
+                w.u64(counts.1);
                 Some(if r == 0 { &runs[..] } else { &[] })
             });
             let mut spare = runs;
@@ -499,6 +500,7 @@ impl<R: Ranks> RankedWorld<R> {
         let mut next: Option<Instant> = None;
         let mut kept_any: Option<Instant> = None;
         let mut pending = 0;
+        let mut so_far = (0u64, 0u64);
         // Rank 0 reads the node runs into the lists it read the last
         // window's into.
         let mut run_lists = std::mem::take(&mut self.run_lists);
@@ -517,6 +519,8 @@ impl<R: Ranks> RankedWorld<R> {
                 .min();
             kept_any = kept_any.into_iter().chain(kept).min();
             pending += rd.u64("pending").map_err(bad)?;
+            so_far.0 = so_far.0.saturating_add(rd.u64("events").map_err(bad)?);
+            so_far.1 = so_far.1.saturating_add(rd.u64("packets sent").map_err(bad)?);
             self.world.mail_each(&mut rd, ports).map_err(bad)?;
             let runs = &mut run_lists[if me == 0 { r } else { 0 }];
             rd.runs(runs).map_err(bad)?;
@@ -528,6 +532,7 @@ impl<R: Ranks> RankedWorld<R> {
         self.spare_bytes = Packed::spare(got.bytes);
         self.next = next;
         self.kept = kept_any;
+        self.so_far = so_far;
         if me == 0 {
             self.deepest = self.deepest.max(pending);
             let trace = &mut self.trace;
@@ -711,43 +716,4 @@ pub fn run_ranked<R: Ranks>(
     let mut w = RankedWorld::new(build()?, ranks, identity)?;
     w.run_until(Instant(u64::MAX))?;
     w.gather()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Packed;
-
-    /// Room for messages is kept between windows only while it is small:
-    /// a rank's peak memory must not grow by what it keeps.
-    #[test]
-    fn only_small_room_is_kept_for_the_next_message() {
-        let small = Vec::<u8>::with_capacity(Packed::SPARE_BYTES);
-        assert_eq!(Packed::spare(small).capacity(), Packed::SPARE_BYTES);
-        let big = Vec::<u8>::with_capacity(Packed::SPARE_BYTES + 1);
-        assert_eq!(Packed::spare(big).capacity(), 0);
-    }
-
-    /// Messages laid end to end come apart where they were joined, an
-    /// empty one included, and a rank past the end reads as nothing.
-    #[test]
-    fn packed_messages_come_apart_as_they_were_joined() {
-        let parts = vec![b"ab".to_vec(), Vec::new(), b"cde".to_vec()];
-        let p = Packed::join(parts.clone());
-        assert_eq!(p.bytes, b"abcde");
-        assert_eq!(p.lens, [2, 0, 3]);
-        assert_eq!(p.part(0), b"ab");
-        assert_eq!(p.part(1), b"");
-        assert_eq!(p.part(2), b"cde");
-        assert_eq!(p.part(3), b"");
-        assert_eq!(p.split(), parts);
-        let short = Packed {
-            bytes: b"ab".to_vec(),
-            lens: vec![1, 4],
-        };
-        assert_eq!(
-            short.part(1),
-            b"",
-            "a length past the bytes reads as nothing"
-        );
-    }
 }

@@ -258,8 +258,7 @@ where
         crew.windows(
             &mut w0,
             &mut next,
-            ready0.width,
-            Instant(u64::MAX),
+            (ready0.width, Instant(u64::MAX), u64::MAX),
             &mut between,
             &mut trace,
             &mut host_events,
@@ -533,31 +532,34 @@ impl Crew<'_> {
         Ok(next)
     }
 
-    /// Window after window, as [`World::run_until`] runs them on one
+    /// Window after window, as [`World::run_for`] runs them on one
     /// thread (`w0` is shard 0's world, `next` each shard's next event
-    /// time): until no shard has anything left and no packet is between
-    /// shards (true), or the next thing is past `limit` (false). The
-    /// node runs fold into `trace`, the host events join `host_events`.
-    #[allow(clippy::too_many_arguments)]
+    /// time, and windows of `width` ps): until no shard has anything
+    /// left and no packet is between shards ([`Ran::Idle`]), the next
+    /// thing is past `limit` ([`Ran::Limit`]), or the trace has counted
+    /// `stop_at` events ([`Ran::Budget`], between two windows). The node
+    /// runs fold into `trace`, the host events join `host_events`.
     pub(super) fn windows(
         &self,
         w0: &mut World,
         next: &mut [Option<Instant>],
-        width: u64,
-        limit: Instant,
+        (width, limit, stop_at): (u64, Instant, u64),
         between: &mut Between,
         trace: &mut Trace,
         host_events: &mut Vec<HostEvent>,
-    ) -> Result<bool, ShardError> {
+    ) -> Result<Ran, ShardError> {
         let shards = self.shards;
         let mut done: Vec<Option<Done>> = (0..shards).map(|_| None).collect();
         loop {
             let in_mail = between.first_arrival();
             let Some(t) = next.iter().flatten().copied().chain(in_mail).min() else {
-                return Ok(true);
+                return Ok(Ran::Idle);
             };
             if t > limit {
-                return Ok(false);
+                return Ok(Ran::Limit);
+            }
+            if trace.events() >= stop_at {
+                return Ok(Ran::Budget);
             }
             let (start, end) = windows::span(t, width, limit);
             let mut runs = std::mem::take(&mut between.spare_runs).into_iter();

@@ -137,6 +137,16 @@ impl SplitWorld {
     /// next thing is due after `limit` (false), as [`World::run_until`]
     /// does on one thread.
     pub fn run_until(&mut self, limit: Instant) -> Result<bool, ShardError> {
+        Ok(self.run_for(limit, u64::MAX)? == Ran::Idle)
+    }
+
+    /// [`SplitWorld::run_until`] in slices, as [`World::run_for`] runs
+    /// one world in windows: it also returns ([`Ran::Budget`]) at the end
+    /// of the window in which about `events` more events have run, with
+    /// more still due before `limit`. The threads give their worlds back
+    /// between slices, so a caller may look at the run; calling it again
+    /// goes on where it stopped, with the same trace as one go.
+    pub fn run_for(&mut self, limit: Instant, events: u64) -> Result<Ran, ShardError> {
         if let Some(why) = &self.broken {
             return Err(ShardError::Stopped(0, why.clone()));
         }
@@ -167,33 +177,33 @@ impl SplitWorld {
         };
         let between = &mut self.between;
         let trace = self.trace.get_or_insert_with(Trace::default);
+        let stop_at = trace.events().saturating_add(events);
         let host_events = &mut self.host_events;
         let result = crew(shards, source, true, |crew| {
             let ready0 = w0.ready(width, String::new(), (0, 0));
             let mut next = crew.handshake(&ready0)?;
-            let idle = crew.windows(
+            let ran = crew.windows(
                 &mut w0,
                 &mut next,
-                width,
-                limit,
+                (width, limit, stop_at),
                 between,
                 trace,
                 host_events,
             )?;
-            Ok((idle, crew.finish(&w0)?))
+            Ok((ran, crew.finish(&w0)?))
         });
         self.worlds.push(w0);
-        let back = result.and_then(|(idle, finals)| {
+        let back = result.and_then(|(ran, finals)| {
             let mut back = Vec::with_capacity(shards - 1);
             for (s, (_, _, w)) in finals.into_iter().enumerate().skip(1) {
                 back.push(*w.ok_or_else(|| ShardError::Stopped(s, "no world back".into()))?);
             }
-            Ok((idle, back))
+            Ok((ran, back))
         });
         match back {
-            Ok((idle, back)) => {
+            Ok((ran, back)) => {
                 self.worlds.extend(back);
-                Ok(idle)
+                Ok(ran)
             }
             Err(e) => {
                 self.broken = Some(e.to_string());

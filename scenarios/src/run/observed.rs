@@ -1,10 +1,13 @@
-//! Looking at a simulated run while it runs: the runner's backend is
-//! wrapped so that time passes in slices of the caller's number of
-//! events (for a CLI, [`SLICE_EVENTS`]), and
-//! between two slices the caller's [`Observer`] sees a [`Progress`] and
-//! may stop the run there. The slices do not change the run (the fabric
-//! goes on exactly where it stopped), and nothing here reads a clock:
-//! what the observer does with the wall clock is its own affair.
+//! Looking at a run while it runs: the runner's backend is wrapped so
+//! that time passes in slices of the caller's number of events (for a
+//! CLI, [`SLICE_EVENTS`]; on threads and ranks, whole windows; over
+//! sockets, [`crate::backend::UDP_SLICE`] of real time), and between two
+//! slices the caller's [`Observer`] sees a [`Progress`] and may stop the
+//! run there. On ranks every rank's observer is asked, and the run stops
+//! on every rank at the same window if any asked ([`Progress::elsewhere`]
+//! tells the others). The slices do not change the run (the fabric goes
+//! on exactly where it stopped), and nothing here reads a clock: what the
+//! observer does with the wall clock is its own affair.
 
 use std::cell::RefCell;
 use std::ops::ControlFlow;
@@ -31,7 +34,12 @@ pub struct Progress {
     /// The time limit the run goes to.
     pub limit: Instant,
     /// The counters so far: events, packets sent and delivered, ...
+    /// (on ranks, the events and packets sent of every rank, the rest
+    /// this rank's).
     pub traffic: Traffic,
+    /// Another rank's observer stopped the run here: this call is to
+    /// say so, and the run stops whatever it answers.
+    pub elsewhere: bool,
 }
 
 /// Called between slices of a simulated run; `Break` stops it there,
@@ -87,12 +95,18 @@ impl Backend for Observed {
             if let Some(ending) = self.inner.run_for(limit, watch.every)? {
                 return Ok(ending);
             }
-            let p = Progress {
+            let mut p = Progress {
                 now: self.inner.now(),
                 limit,
                 traffic: self.inner.traffic(),
+                elsewhere: false,
             };
-            if (watch.observer)(&p).is_break() {
+            let mine = (watch.observer)(&p).is_break();
+            if self.inner.agree(mine)? {
+                if !mine {
+                    p.elsewhere = true;
+                    let _ = (watch.observer)(&p);
+                }
                 watch.stopped = true;
                 return Ok(Ending::Stopped);
             }
@@ -131,6 +145,9 @@ impl Backend for Observed {
     }
     fn run_for(&mut self, limit: Instant, events: u64) -> Result<Option<Ending>, String> {
         self.inner.run_for(limit, events)
+    }
+    fn agree(&mut self, stop: bool) -> Result<bool, String> {
+        self.inner.agree(stop)
     }
     fn is_idle(&self) -> bool {
         self.inner.is_idle()
