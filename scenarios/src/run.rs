@@ -289,7 +289,7 @@ fn run_work(
     spans: bool,
 ) -> Result<Report, ScenarioError> {
     match &plan.work {
-        Work::Noncontig(_) => crate::run::noncontig::run(plan, world),
+        Work::Noncontig(_) => crate::run::noncontig::run(plan, world, rebuild),
         Work::Collective(_) => crate::run::collective::run(plan, world, rebuild),
         Work::Scheduled(_) => crate::run::scheduled::run(plan, world),
         Work::Messaging(_) => {
@@ -451,7 +451,12 @@ fn run_udp(
     match &plan.work {
         Work::Collective(_) => crate::run::collective::run(plan, backend, &loopback),
         Work::Scheduled(_) => crate::run::scheduled::run(plan, backend),
-        Work::Noncontig(_) => crate::run::noncontig::run(plan, backend),
+        Work::Noncontig(_) => {
+            // `auto` tries the methods on the simulated fabric, with the
+            // plan's NIC (its real-time floors) and time limit.
+            let trial = || sim_world(plan).map(|w| observe(Box::new(w), watch));
+            crate::run::noncontig::run(plan, backend, &trial)
+        }
         Work::Messaging(_) => crate::run::messaging::run(plan, backend),
         Work::Rdma(_) => crate::run::rdma::run(plan, backend, None, false),
     }

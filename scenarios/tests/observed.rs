@@ -253,3 +253,52 @@ p = 1.0
     assert!(r.sim_time_ns < 5_000_000_000, "{} ns", r.sim_time_ns);
     assert!(r.notes.iter().any(|n| n.contains("interrupted before")));
 }
+
+/// `method = "auto"` tries each method on the simulated fabric before
+/// the ping-pong: the run's observer watches those trials too, and a
+/// stop in the first ends the run there, saying so.
+#[test]
+fn the_trials_of_auto_are_watched_and_can_be_stopped() {
+    let text = example("noncontig-columns.toml");
+    let auto = regex_free_method(&text, "auto");
+    let full = run_with(&auto, None);
+    let nc = full.noncontig.as_ref().unwrap();
+    assert_eq!(nc.measured_us.len(), 3, "{:?}", nc.measured_us);
+    let calls = Arc::new(AtomicU64::new(0));
+    let seen = calls.clone();
+    let observer = Box::new(move |_: &Progress| {
+        if seen.fetch_add(1, Ordering::Relaxed) == 1 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    let part = run_with(&auto, Some((50, observer)));
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    assert_eq!(part.events, 0, "the ping-pong itself did not run");
+    assert!(!part.checks["all-complete"] && part.checks["memory-equal"]);
+    let note = part.notes.iter().find(|n| n.contains("tried each method"));
+    assert_eq!(
+        note.map(String::as_str),
+        Some(
+            "interrupted while method = \"auto\" tried each method (done: none): \
+             the estimate's choice, pack, did not run"
+        ),
+        "{:?}",
+        part.notes
+    );
+}
+
+/// `text` with its `method = "..."` line set to `method`.
+fn regex_free_method(text: &str, method: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.trim_start().starts_with("method =") {
+                format!("method = \"{method}\"")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

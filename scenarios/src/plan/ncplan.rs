@@ -1,17 +1,16 @@
 //! The plan of a non-contiguous ping-pong (`kind = "noncontig"`): both
 //! sides' layouts from the file (built with the MPI datatype
 //! constructors), the method, and the checks of its keys. `auto` is
-//! resolved by measuring ([`measure`]): each method's ping-pong on the
-//! simulated fabric, the fastest chosen; the cost estimate stays in the
-//! report beside what was measured. Running it is the run floor's
-//! business.
+//! resolved when the plan runs, by measuring each method's ping-pong on
+//! the simulated fabric (`run::noncontig`, where the run's observer
+//! watches the trials too); the cost estimate stays in the report beside
+//! what was measured. Running it is the run floor's business.
 
-use std::sync::Arc;
 
-use udrma_fabric::{Topology, World};
+use udrma_fabric::Topology;
 use udrma_host::datatype::{Datatype, Layout, Order};
 use udrma_host::noncontig::{predict, Method, Shape};
-use udrma_host::workload::noncontig::{NcApp, NcPlan};
+use udrma_host::workload::noncontig::NcPlan;
 use udrma_nic::NicConfig;
 use udrma_proto::{Duration, Instant};
 
@@ -36,8 +35,9 @@ pub struct Planned {
     pub layout: String,
     /// Each method's estimate, µs.
     pub estimates: Vec<(Method, f64)>,
-    /// With `auto`: each method's one-way p50 on the simulated fabric,
-    /// µs (`None`: it did not finish every round trip cleanly).
+    /// With `auto`, once the run measured them: each method's one-way
+    /// p50 on the simulated fabric, µs (`None`: it did not finish every
+    /// round trip cleanly). Empty in a plan not yet run.
     pub measured: Vec<(Method, Option<f64>)>,
 }
 
@@ -45,65 +45,6 @@ pub struct Planned {
 /// of the two middle ones); `None` when there are none.
 pub(crate) fn one_way_p50(sorted: &[u64]) -> Option<u64> {
     sorted.get(sorted.len().saturating_sub(1) / 2).copied()
-}
-
-/// Resolves `auto`: runs the ping-pong by each concrete method on a world
-/// from `world`, to `limit`, and keeps the method whose one-way p50 is
-/// lowest (ties to the earlier of pack, sgl, indirect) among those that
-/// finished every round trip without error. If none did, the cost
-/// estimate's choice stands. Another method asked for is left alone.
-pub fn measure(
-    planned: &mut Planned,
-    world: &dyn Fn() -> Result<World, ScenarioError>,
-    limit: Duration,
-    at: &dyn Locate,
-) -> Result<(), ScenarioError> {
-    if planned.requested != Method::Auto {
-        return Ok(());
-    }
-    let mut best: Option<(Method, u64)> = None;
-    for m in Method::CONCRETE {
-        let plan = Arc::new(NcPlan {
-            method: m,
-            ..planned.plan.clone()
-        });
-        let mut w = world()?;
-        for h in [plan.a, plan.b] {
-            w.set_app(h, Box::new(NcApp::new(h, plan.clone())))
-                .map_err(|e| {
-                    at.error_at_key(
-                        "method",
-                        format!("method = \"auto\", trying {}: {e}", m.name()),
-                    )
-                })?;
-        }
-        w.run_until(Instant::ZERO + limit);
-        let mut one_way = Vec::new();
-        let mut clean = true;
-        for h in [plan.a, plan.b] {
-            let app = w
-                .app_dyn(h)
-                .and_then(udrma_host::app::downcast_ref::<NcApp>);
-            match app {
-                Some(app) if udrma_host::App::is_done(app) && app.record().errors.is_empty() => {
-                    one_way.extend(&app.record().one_way_ps);
-                }
-                _ => clean = false,
-            }
-        }
-        one_way.sort_unstable();
-        let p50 = one_way_p50(&one_way).filter(|_| clean);
-        planned.measured.push((m, p50.map(|t| t as f64 / 1e6)));
-        if let Some(t) = p50 {
-            if best.is_none_or(|(_, b)| t < b) {
-                best = Some((m, t));
-            }
-        }
-    }
-    if let Some((m, _)) = best {
-        planned.plan.method = m;
-    }
-    Ok(())
 }
 
 /// Refuses a noncontig workload beside others, and plans it (its keys on

@@ -277,10 +277,7 @@ pub fn plan(sc: &Scenario, seed: u64, backend: BackendKind) -> Result<Plan, Scen
     ));
     let has = |k: WorkloadKind| f.workloads.iter().any(|w| w.kind == k);
     let work = if has(WorkloadKind::Noncontig) {
-        let mut planned = ncplan::plan(sc, &resolved.nic, &resolved.topology)?;
-        let at = sc.locator();
-        ncplan::measure(&mut planned, &|| resolved.world(&at), f.time_limit.0, &at)?;
-        Work::Noncontig(planned)
+        Work::Noncontig(ncplan::plan(sc, &resolved.nic, &resolved.topology)?)
     } else if f.workloads.iter().any(|w| w.is_scheduled()) {
         Work::Scheduled(Arc::new(super::schedplan::plan(sc, seed, n)?))
     } else if has(WorkloadKind::Collective) {

@@ -1,17 +1,19 @@
 //! The run of a non-contiguous ping-pong (planned by [`crate::plan::ncplan`]):
-//! one app per host, then the checks: all-complete, all-succeeded,
-//! memory-equal (every block byte-exact, nothing between blocks touched),
-//! max-sge, bounded-state, liveness.
+//! with `method = "auto"`, first a trial of each method on the simulated
+//! fabric ([`choose`]); then one app per host, and the checks:
+//! all-complete, all-succeeded, memory-equal (every block byte-exact,
+//! nothing between blocks touched), max-sge, bounded-state, liveness.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use udrma_host::noncontig::Method;
 use udrma_host::workload::noncontig::{check_received, NcApp, NcPlan};
-use udrma_proto::NodeAddr;
+use udrma_proto::{Instant, NodeAddr};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Ending};
 use crate::file::source::Locate;
-use crate::plan::ncplan::Planned;
+use crate::plan::ncplan::{one_way_p50, Planned};
 use crate::plan::resolved::{Plan, Work};
 use crate::report::{self, NoncontigReport, Report};
 use crate::ScenarioError;
@@ -63,7 +65,12 @@ impl Tally {
             t.errors += r.errors.len();
             notes.extend(r.errors.iter().take(5).map(|e| format!("{h}: {e}")));
             t.one_way.extend(&r.one_way_ps);
-            if let Err(e) = check_received(plan, h, world.nic(h).memory()) {
+            // What a host that did not finish holds is not yet the whole
+            // transfer (all-complete fails instead), as an RDMA run
+            // compares only the operations that completed.
+            let done = udrma_host::App::is_done(app);
+            let received = check_received(plan, h, world.nic(h).memory());
+            if let (true, Err(e)) = (done, received) {
                 t.memory_equal = false;
                 notes.push(e);
             }
@@ -148,11 +155,81 @@ impl Tally {
     }
 }
 
-/// Runs the noncontig ping-pong on `world` and checks it.
-pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, ScenarioError> {
+/// A simulated world to try a method on, watched as the run is.
+pub(crate) type Trial<'a> = &'a dyn Fn() -> Result<Box<dyn Backend>, ScenarioError>;
+
+/// Resolves `auto`: runs the ping-pong by each concrete method on a
+/// world from `trial`, to `limit`, and keeps the method whose one-way
+/// p50 is lowest (ties to the earlier of pack, sgl, indirect) among those
+/// that finished every round trip without error. If none did, the cost
+/// estimate's choice stands. Another method asked for is left alone.
+/// Also says whether the run's observer stopped a trial (Ctrl-C): the
+/// trials after it do not run, and neither does the ping-pong.
+fn choose(
+    whole: &Plan,
+    planned: &Planned,
+    trial: Trial<'_>,
+) -> Result<(Planned, bool), ScenarioError> {
+    let mut planned = planned.clone();
+    if planned.requested != Method::Auto {
+        return Ok((planned, false));
+    }
+    let limit = Instant::ZERO + whole.time_limit;
+    let mut best: Option<(Method, u64)> = None;
+    for m in Method::CONCRETE {
+        let plan = Arc::new(NcPlan {
+            method: m,
+            ..planned.plan.clone()
+        });
+        let mut w = trial()?;
+        for h in [plan.a, plan.b] {
+            w.set_app(h, Box::new(NcApp::new(h, plan.clone())))
+                .map_err(|e| {
+                    let e = format!("method = \"auto\", trying {}: {e}", m.name());
+                    whole.at.error_at_key("method", e)
+                })?;
+        }
+        if w.run(limit).map_err(|e| whole.at.error(e))? == Ending::Stopped {
+            return Ok((planned, true));
+        }
+        let mut one_way = Vec::new();
+        let mut clean = true;
+        for h in [plan.a, plan.b] {
+            let app = w.app(h).and_then(udrma_host::app::downcast_ref::<NcApp>);
+            match app {
+                Some(app) if udrma_host::App::is_done(app) && app.record().errors.is_empty() => {
+                    one_way.extend(&app.record().one_way_ps);
+                }
+                _ => clean = false,
+            }
+        }
+        one_way.sort_unstable();
+        let p50 = one_way_p50(&one_way).filter(|_| clean);
+        planned.measured.push((m, p50.map(|t| t as f64 / 1e6)));
+        if let Some(t) = p50 {
+            if best.is_none_or(|(_, b)| t < b) {
+                best = Some((m, t));
+            }
+        }
+    }
+    if let Some((m, _)) = best {
+        planned.plan.method = m;
+    }
+    Ok((planned, false))
+}
+
+/// Runs the noncontig ping-pong on `world` and checks it; `auto` is
+/// resolved first, on worlds from `trial`.
+pub(crate) fn run(
+    whole: &Plan,
+    mut world: Box<dyn Backend>,
+    trial: Trial<'_>,
+) -> Result<Report, ScenarioError> {
     let Work::Noncontig(planned) = &whole.work else {
         return Err(whole.at.error("internal: not a noncontig plan".into()));
     };
+    let (planned, stopped) = choose(whole, planned, trial)?;
+    let planned = &planned;
     let plan = Arc::new(planned.plan.clone());
     for h in [plan.a, plan.b] {
         if world.is_local(h) {
@@ -163,6 +240,17 @@ pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, S
     }
     let (limit, ending) = crate::run::rdma::start_and_run(whole, world.as_mut())?;
     let mut notes = Vec::new();
+    if stopped {
+        notes.push(format!(
+            "interrupted while method = \"auto\" tried each method (done: {}): the estimate's choice, {}, did not run",
+            if planned.measured.is_empty() {
+                "none".to_string()
+            } else {
+                planned.measured.iter().map(|(m, _)| m.name()).collect::<Vec<_>>().join(", ")
+            },
+            planned.plan.method.name()
+        ));
+    }
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
     let hosts: Vec<NodeAddr> = [plan.a, plan.b]
         .into_iter()
