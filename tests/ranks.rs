@@ -388,10 +388,7 @@ fn ctrl_c_on_one_rank_stops_every_rank_with_the_run_so_far() {
     } else {
         assert_eq!(out.status.code(), Some(130), "{stdout}");
     }
-    assert!(
-        stdout.starts_with("interrupted (Ctrl-C) at "),
-        "{stdout}"
-    );
+    assert!(stdout.starts_with("interrupted (Ctrl-C) at "), "{stdout}");
     assert!(stdout.contains("ranks       2 ("), "{stdout}");
     assert!(
         stdout.contains("note: interrupted before the time limit (1.000000s)"),

@@ -372,3 +372,53 @@ fn base64(bytes: &[u8]) -> String {
     }
     s
 }
+
+/// Every workload family draws its operations as spans: each message on
+/// its sender, each non-contiguous round trip on host `a`, each node's
+/// iteration of a collective (of the first fabric, the one a timeline
+/// records, when both methods run), each rank's iteration of a scheduled
+/// collective.
+#[test]
+fn every_workload_family_draws_its_operations() {
+    let spans = |name: &str| -> (Vec<serde_json::Value>, serde_json::Value) {
+        let path = tmp(&format!("tl-family-{name}.json"));
+        let file = example(name);
+        let out = udrma(&["run", &file, "--json", "--timeline", path.to_str().unwrap()]);
+        let r = serde_json::from_slice(&out.stdout).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let x = events(&v, "X").into_iter().cloned().collect();
+        (x, r)
+    };
+    let name = |s: &serde_json::Value| s["name"].as_str().unwrap().to_string();
+    let (msgs, r) = spans("two-hosts-msg.toml");
+    assert_eq!(msgs.len() as u64, r["ops"]["posted"].as_u64().unwrap());
+    assert!(msgs
+        .iter()
+        .all(|s| name(s).starts_with("MSG ") && s["args"]["peer"].is_string()));
+    assert!(msgs.iter().all(|s| s["args"]["result"] == "ok"));
+    let (rounds, _) = spans("noncontig-columns.toml");
+    assert_eq!(rounds.len(), 22, "20 timed round trips and 2 warm-up ones");
+    assert!(rounds
+        .iter()
+        .all(|s| name(s) == "pack round trip 2048 B" && s["args"]["peer"] == "h1"));
+    let (iters, r) = spans("allreduce-lossy.toml");
+    assert_eq!(
+        iters.len() as u64 * 2,
+        r["ops"]["posted"].as_u64().unwrap(),
+        "the NIC's half of method = both"
+    );
+    assert!(iters
+        .iter()
+        .all(|s| name(s).starts_with("allreduce #") && s["args"].get("peer").is_none()));
+    let (laps, _) = spans("allreduce-ring-linkdown.toml");
+    let open = laps
+        .iter()
+        .filter(|s| s["args"]["result"] == "not completed")
+        .count();
+    assert!(laps.iter().all(|s| name(s).starts_with("allreduce #")));
+    assert_eq!(
+        (laps.len(), open),
+        (94, 14),
+        "a link that goes down stalls the ring"
+    );
+}

@@ -417,11 +417,13 @@ impl Backend for SplitWorld {
     }
 
     fn run_for(&mut self, limit: Instant, events: u64) -> Result<Option<Ending>, String> {
-        Ok(match SplitWorld::run_for(self, limit, events).map_err(|e| e.to_string())? {
-            Ran::Idle => Some(Ending::Quiet),
-            Ran::Limit => Some(Ending::Limit(self.peek_time().unwrap_or(limit))),
-            Ran::Budget => None,
-        })
+        Ok(
+            match SplitWorld::run_for(self, limit, events).map_err(|e| e.to_string())? {
+                Ran::Idle => Some(Ending::Quiet),
+                Ran::Limit => Some(Ending::Limit(self.peek_time().unwrap_or(limit))),
+                Ran::Budget => None,
+            },
+        )
     }
 
     fn is_idle(&self) -> bool {
@@ -544,14 +546,20 @@ impl Backend for Ranked {
     /// Every rank returns after the same window: the budget counts the
     /// events of all ranks, as all agreed.
     fn run_for(&mut self, limit: Instant, events: u64) -> Result<Option<Ending>, String> {
-        Ok(match self.world.run_for(limit, events).map_err(|e| e.to_string())? {
-            Ran::Idle => Some(Ending::Quiet),
-            Ran::Limit => {
-                let next = self.world.peek_time().map_err(|e| e.to_string())?;
-                Some(Ending::Limit(next.unwrap_or(limit)))
-            }
-            Ran::Budget => None,
-        })
+        Ok(
+            match self
+                .world
+                .run_for(limit, events)
+                .map_err(|e| e.to_string())?
+            {
+                Ran::Idle => Some(Ending::Quiet),
+                Ran::Limit => {
+                    let next = self.world.peek_time().map_err(|e| e.to_string())?;
+                    Some(Ending::Limit(next.unwrap_or(limit)))
+                }
+                Ran::Budget => None,
+            },
+        )
     }
 
     fn agree(&mut self, stop: bool) -> Result<bool, String> {

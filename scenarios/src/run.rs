@@ -289,11 +289,11 @@ fn run_work(
     spans: bool,
 ) -> Result<Report, ScenarioError> {
     match &plan.work {
-        Work::Noncontig(_) => crate::run::noncontig::run(plan, world, rebuild),
-        Work::Collective(_) => crate::run::collective::run(plan, world, rebuild),
-        Work::Scheduled(_) => crate::run::scheduled::run(plan, world),
+        Work::Noncontig(_) => crate::run::noncontig::run(plan, world, rebuild, spans),
+        Work::Collective(_) => crate::run::collective::run(plan, world, rebuild, spans),
+        Work::Scheduled(_) => crate::run::scheduled::run(plan, world, spans),
         Work::Messaging(_) => {
-            let mut report = crate::run::messaging::run(plan, world)?;
+            let mut report = crate::run::messaging::run(plan, world, spans)?;
             if let Some((a, b)) = ladder_hosts {
                 report.notes.push(format!(
                     "no ladder between {a} and {b}: ladders draw RDMA scenarios only"
@@ -449,15 +449,15 @@ fn run_udp(
     };
     let backend = loopback()?;
     match &plan.work {
-        Work::Collective(_) => crate::run::collective::run(plan, backend, &loopback),
-        Work::Scheduled(_) => crate::run::scheduled::run(plan, backend),
+        Work::Collective(_) => crate::run::collective::run(plan, backend, &loopback, false),
+        Work::Scheduled(_) => crate::run::scheduled::run(plan, backend, false),
         Work::Noncontig(_) => {
             // `auto` tries the methods on the simulated fabric, with the
             // plan's NIC (its real-time floors) and time limit.
             let trial = || sim_world(plan).map(|w| observe(Box::new(w), watch));
-            crate::run::noncontig::run(plan, backend, &trial)
+            crate::run::noncontig::run(plan, backend, &trial, false)
         }
-        Work::Messaging(_) => crate::run::messaging::run(plan, backend),
+        Work::Messaging(_) => crate::run::messaging::run(plan, backend, false),
         Work::Rdma(_) => crate::run::rdma::run(plan, backend, None, false),
     }
 }
@@ -672,7 +672,7 @@ pub fn host_part(plan: &Plan, opts: &HostOptions) -> Result<Report, HostError> {
     // The cluster meets its peers once this host's memory is registered.
     let backend: Box<dyn Backend> = Box::new(Udp::new(cluster));
     let report = match &plan.work {
-        Work::Messaging(_) => crate::run::messaging::run(plan, backend),
+        Work::Messaging(_) => crate::run::messaging::run(plan, backend, false),
         Work::Rdma(_) => crate::run::rdma::run(plan, backend, None, false),
         Work::Noncontig(_) | Work::Collective(_) | Work::Scheduled(_) => Err(at.error_at(
             "workload",

@@ -206,7 +206,10 @@ fn a_stop_on_one_rank_stops_every_rank_at_the_same_window() {
     assert_eq!((*calls0, *told0), (4, 1), "rank 0 is asked, then told");
     assert_eq!((stopped[1].1, stopped[1].2), (3, 0));
     assert!(rank0.events < plain.events && !rank0.passed());
-    let note = rank0.notes.iter().find(|n| n.contains("interrupted before"));
+    let note = rank0
+        .notes
+        .iter()
+        .find(|n| n.contains("interrupted before"));
     assert!(note.is_some(), "{:?}", rank0.notes);
 }
 

@@ -520,7 +520,9 @@ impl<R: Ranks> RankedWorld<R> {
             kept_any = kept_any.into_iter().chain(kept).min();
             pending += rd.u64("pending").map_err(bad)?;
             so_far.0 = so_far.0.saturating_add(rd.u64("events").map_err(bad)?);
-            so_far.1 = so_far.1.saturating_add(rd.u64("packets sent").map_err(bad)?);
+            so_far.1 = so_far
+                .1
+                .saturating_add(rd.u64("packets sent").map_err(bad)?);
             self.world.mail_each(&mut rd, ports).map_err(bad)?;
             let runs = &mut run_lists[if me == 0 { r } else { 0 }];
             rd.runs(runs).map_err(bad)?;

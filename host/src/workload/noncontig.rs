@@ -126,6 +126,9 @@ pub struct NcRecord {
     /// One-way latencies of the timed round trips (half each round trip),
     /// in picoseconds (host `a` only).
     pub one_way_ps: Vec<u64>,
+    /// Every round trip that ended, warm-up ones too: when it started
+    /// and ended, in picoseconds (host `a` only).
+    pub rounds_ps: Vec<(u64, u64)>,
     /// Work requests this host posted.
     pub work_requests: u64,
     /// Of those, completed successfully.
@@ -279,6 +282,14 @@ impl NcApp {
             rec: NcRecord::default(),
             plan,
         }
+    }
+
+    /// The round trip under way on host `a` (its start, in picoseconds),
+    /// if one started and has not ended.
+    pub fn open_round(&self) -> Option<u64> {
+        let open = self.is_a() && self.round > 0 && !matches!(self.step, Step::Done);
+        let ended = self.rec.rounds_ps.len() as u32 == self.round;
+        (open && !ended).then(|| self.round_start.as_ps())
     }
 
     /// What this host saw.
@@ -558,6 +569,8 @@ impl NcApp {
                 let rtt = now - self.round_start;
                 self.rec.one_way_ps.push(rtt.as_ps() / 2);
             }
+            let round = (self.round_start.as_ps(), now.as_ps());
+            self.rec.rounds_ps.push(round);
             self.next_round(now, nic);
         } else {
             self.round += 1;

@@ -6,7 +6,6 @@
 //! watches the trials too); the cost estimate stays in the report beside
 //! what was measured. Running it is the run floor's business.
 
-
 use udrma_fabric::Topology;
 use udrma_host::datatype::{Datatype, Layout, Order};
 use udrma_host::noncontig::{predict, Method, Shape};

@@ -6,8 +6,9 @@
 //! the same with and without a timeline.
 //!
 //! What the file holds (docs/cli.md, "A timeline"):
-//! - per host, a process named after it: each RDMA operation as a
-//!   complete event from its post to its completion (threads `ops 0`,
+//! - per host, a process named after it: each operation (an RDMA
+//!   operation, a message, a round trip, a collective's iteration) as a
+//!   complete event from its start to its end (threads `ops 0`,
 //!   `ops 1`, ... so that overlapping operations never share one), and
 //!   on thread `events` instants for the NACKs it sent and its
 //!   retransmissions (a WRITE or SEND packet or READ request it had sent
@@ -22,6 +23,8 @@
 //! Times are the simulated clock's, in microseconds with six decimals
 //! (exact picoseconds), written without floating point: the same run
 //! writes the same bytes.
+//!
+//! Child: `spans` (the operations' spans, from every workload family).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -29,6 +32,11 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use udrma_fabric::{Topology, TraceEvent, TraceFormat};
+
+mod spans;
+
+use spans::spans;
+pub use spans::OpSpan;
 
 /// What a timeline is asked for ([`crate::RunOptions::timeline`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,25 +58,6 @@ impl Default for Timeline {
             max_events: Timeline::DEFAULT_MAX,
         }
     }
-}
-
-/// One RDMA operation, for its span.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpSpan {
-    /// The host that posted it.
-    pub host: u32,
-    /// `WRITE`, `READ`, `SEND`, ...
-    pub kind: String,
-    /// Bytes.
-    pub size: u64,
-    /// The peer.
-    pub peer: u32,
-    /// Posted, in picoseconds.
-    pub posted: u64,
-    /// Completed, in picoseconds (`None`: never).
-    pub done: Option<u64>,
-    /// Success, failure, or not completed.
-    pub ok: Option<bool>,
 }
 
 /// One end of a link, as the timeline needs it.
@@ -673,58 +662,6 @@ impl Seen {
             None => format!("port {port}"),
         }
     }
-}
-
-/// Writes the operations' spans, each host's on as few threads as keep
-/// them from overlapping, at most `room` of them; returns how many.
-fn spans(out: &mut Out, ops: &[OpSpan], room: usize, end_ps: u64) -> usize {
-    // Those posted after a cut are not drawn (nor counted as drawn).
-    let mut order: Vec<usize> = (0..ops.len())
-        .filter(|&i| ops[i].posted <= out.cut)
-        .collect();
-    order.sort_by_key(|&i| (ops[i].posted, i));
-    order.truncate(room);
-    // Per host, when each of its threads is free again.
-    let mut lanes: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-    let mut written = 0;
-    for i in order {
-        let op = &ops[i];
-        let end = op.done.unwrap_or(end_ps).max(op.posted);
-        let free = lanes.entry(op.host).or_default();
-        let lane = match free.iter().position(|f| *f <= op.posted) {
-            Some(k) => k,
-            None => {
-                free.push(0);
-                out.meta(&format!(
-                    "\"ph\":\"M\",\"pid\":{},\"tid\":{},\"name\":\"thread_name\",\"args\":{{\"name\":\"ops {}\"}}",
-                    op.host + 1,
-                    free.len(),
-                    free.len() - 1
-                ));
-                free.len() - 1
-            }
-        };
-        free[lane] = end;
-        let result = match op.ok {
-            Some(true) => "ok",
-            Some(false) => "failed",
-            None => "not completed",
-        };
-        out.event(
-            op.posted,
-            &format!(
-                "\"ph\":\"X\",\"pid\":{},\"tid\":{},\"dur\":{},\"name\":{},\"args\":{{\"peer\":\"h{}\",\"bytes\":{},\"result\":\"{result}\"}}",
-                op.host + 1,
-                lane + 1,
-                us(end - op.posted),
-                quoted(&format!("{} {} B", op.kind, op.size)),
-                op.peer,
-                op.size
-            ),
-        );
-        written += 1;
-    }
-    written
 }
 
 #[cfg(test)]

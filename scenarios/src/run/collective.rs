@@ -18,6 +18,7 @@ use crate::file::source::Locate;
 use crate::plan::build::msg_checked;
 use crate::plan::collplan::Method;
 use crate::plan::resolved::{Plan, Work};
+use crate::report::timeline::OpSpan;
 use crate::report::{self, CollectiveReport, CollectiveSide, Report};
 use crate::ScenarioError;
 
@@ -38,6 +39,7 @@ pub(crate) fn run(
     whole: &Plan,
     mut world: Box<dyn Backend>,
     rebuild: &dyn Fn() -> Result<Box<dyn Backend>, ScenarioError>,
+    spans: bool,
 ) -> Result<Report, ScenarioError> {
     let Work::Collective(planned) = &whole.work else {
         return Err(whole.at.error("internal: not a collective plan".into()));
@@ -110,6 +112,10 @@ pub(crate) fn run(
         completed,
         failed,
     };
+    if let (true, Some(first)) = (spans, nic.as_ref().or(host.as_ref())) {
+        // The first fabric's: the one a timeline records.
+        rep.op_spans = iteration_spans(&plan, first, world.now());
+    }
     // The headline completion: the first version's per-iteration times.
     if let Some(first) = nic.as_ref().or(host.as_ref()) {
         let c = first.side.completion_us;
@@ -396,6 +402,36 @@ fn collect(
         bounded,
         notes,
     }
+}
+
+/// Each node's iterations as spans for a timeline, from the iteration's
+/// common start to when the node's part finished; an iteration started
+/// by `now` that has not finished is drawn to the end, not completed.
+fn iteration_spans(plan: &CollectivePlan, ran: &Ran, now: Instant) -> Vec<OpSpan> {
+    let mut spans = Vec::new();
+    for (h, outs) in ran.outcomes.iter().enumerate() {
+        let mut ended: BTreeMap<u32, &Outcome> = BTreeMap::new();
+        for o in outs {
+            ended.insert(o.iter, o);
+        }
+        for iter in (0..plan.iterations).take_while(|i| plan.start_of(*i) <= now) {
+            let (done, ok) = match ended.get(&iter).map(|o| &o.done) {
+                Some(Ok(at)) => (Some(at.as_ps()), Some(true)),
+                Some(Err(_)) => (None, Some(false)),
+                None => (None, None),
+            };
+            spans.push(OpSpan {
+                host: h as u32,
+                kind: format!("{} #{iter}", plan.kind.name()),
+                size: plan.result_bytes(),
+                peer: None,
+                posted: plan.start_of(iter).as_ps(),
+                done,
+                ok,
+            });
+        }
+    }
+    spans
 }
 
 #[cfg(test)]

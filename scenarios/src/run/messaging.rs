@@ -14,13 +14,19 @@ use crate::backend::Backend;
 use crate::file::source::Locate;
 use crate::plan::build::msg_checked;
 use crate::plan::resolved::{Plan, Work};
+use crate::report::timeline::OpSpan;
 use crate::report::{self, MessagingReport, Report, SizeRow};
 use crate::ScenarioError;
 
 /// Runs a messaging scenario: every local host that takes part gets a
 /// messenger connected to its peers and an app with its sides of the
-/// workloads; then time runs, and the apps' records are checked.
-pub(crate) fn run(plan: &Plan, mut world: Box<dyn Backend>) -> Result<Report, ScenarioError> {
+/// workloads; then time runs, and the apps' records are checked. With
+/// `spans`, each message is a span for a timeline.
+pub(crate) fn run(
+    plan: &Plan,
+    mut world: Box<dyn Backend>,
+    spans: bool,
+) -> Result<Report, ScenarioError> {
     let n = world.n_hosts();
     let Work::Messaging(workloads) = &plan.work else {
         return Err(plan.at.error("internal: not a messaging plan".into()));
@@ -55,7 +61,7 @@ pub(crate) fn run(plan: &Plan, mut world: Box<dyn Backend>) -> Result<Report, Sc
         }
     }
     let (limit, ending) = crate::run::rdma::start_and_run(plan, world.as_mut())?;
-    Ok(check(plan, &*world, workloads, limit, ending))
+    Ok(check(plan, &*world, workloads, (limit, ending), spans))
 }
 
 /// Checks what the local hosts' apps recorded and builds the report.
@@ -63,8 +69,8 @@ fn check(
     plan: &Plan,
     world: &dyn Backend,
     workloads: &[MsgWorkload],
-    limit: Instant,
-    ending: crate::backend::Ending,
+    (limit, ending): (Instant, crate::backend::Ending),
+    spans: bool,
 ) -> Report {
     let n = world.n_hosts();
     let apps: Vec<(NodeAddr, &MsgApp)> = (0..n as u32)
@@ -140,6 +146,9 @@ fn check(
         fallbacks: st.fallbacks,
         sizes: rows,
     });
+    if spans {
+        rep.op_spans = t.spans();
+    }
     rep
 }
 
@@ -159,6 +168,8 @@ struct Tally {
     /// (from, to, tag, k) → when it was sent.
     sent_at: BTreeMap<(NodeAddr, NodeAddr, u32, u32), Instant>,
     sent: Vec<Sent>,
+    /// Each of `sent`'s sender.
+    senders: Vec<NodeAddr>,
     /// (receiver, what it received).
     received: Vec<(NodeAddr, Received)>,
 }
@@ -195,10 +206,35 @@ impl Tally {
             for m in app.sent() {
                 t.sent_at.insert((*h, m.to, m.tag, m.k), m.at);
                 t.sent.push(*m);
+                t.senders.push(*h);
             }
             t.received.extend(app.received().iter().map(|r| (*h, *r)));
         }
         t
+    }
+
+    /// Each message sent as a span on its sender, from when it was
+    /// handed to the messenger to when its receive completed.
+    fn spans(&self) -> Vec<OpSpan> {
+        let received: BTreeMap<_, _> = self
+            .received
+            .iter()
+            .map(|(h, r)| ((r.from, *h, r.tag, r.k), (r.at, r.ok)))
+            .collect();
+        (self.sent.iter().zip(&self.senders))
+            .map(|(m, h)| {
+                let got = received.get(&(*h, m.to, m.tag, m.k));
+                OpSpan {
+                    host: h.0,
+                    kind: "MSG".into(),
+                    size: m.len,
+                    peer: Some(m.to.0),
+                    posted: m.at.as_ps(),
+                    done: got.map(|(at, _)| at.as_ps()),
+                    ok: got.map(|(_, ok)| *ok),
+                }
+            })
+            .collect()
     }
 }
 

@@ -15,6 +15,7 @@ use crate::backend::{Backend, Ending};
 use crate::file::source::Locate;
 use crate::plan::ncplan::{one_way_p50, Planned};
 use crate::plan::resolved::{Plan, Work};
+use crate::report::timeline::OpSpan;
 use crate::report::{self, NoncontigReport, Report};
 use crate::ScenarioError;
 
@@ -219,11 +220,13 @@ fn choose(
 }
 
 /// Runs the noncontig ping-pong on `world` and checks it; `auto` is
-/// resolved first, on worlds from `trial`.
+/// resolved first, on worlds from `trial`. With `spans`, each round trip
+/// is a span for a timeline.
 pub(crate) fn run(
     whole: &Plan,
     mut world: Box<dyn Backend>,
     trial: Trial<'_>,
+    spans: bool,
 ) -> Result<Report, ScenarioError> {
     let Work::Noncontig(planned) = &whole.work else {
         return Err(whole.at.error("internal: not a noncontig plan".into()));
@@ -284,5 +287,32 @@ pub(crate) fn run(
     }
     let mut rep = report::build(whole, world.as_ref(), &[], t.wrs, checks, notes);
     t.fill(&mut rep, planned);
+    if spans {
+        rep.op_spans = round_spans(world.as_ref(), &plan);
+    }
     Ok(rep)
+}
+
+/// Host `a`'s round trips as spans for a timeline (warm-up ones too),
+/// the one under way at the end drawn to the end, not completed.
+fn round_spans(world: &dyn Backend, plan: &NcPlan) -> Vec<OpSpan> {
+    let Some(app) = world
+        .app(plan.a)
+        .and_then(udrma_host::app::downcast_ref::<NcApp>)
+    else {
+        return Vec::new();
+    };
+    let span = |posted: u64, done: Option<u64>| OpSpan {
+        host: plan.a.0,
+        kind: format!("{} round trip", plan.method.name()),
+        size: plan.layouts[0].size(),
+        peer: Some(plan.b.0),
+        posted,
+        done,
+        ok: done.map(|_| true),
+    };
+    let rounds = app.record().rounds_ps.iter();
+    let mut spans: Vec<OpSpan> = rounds.map(|&(a, b)| span(a, Some(b))).collect();
+    spans.extend(app.open_round().map(|a| span(a, None)));
+    spans
 }

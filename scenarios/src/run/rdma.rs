@@ -439,11 +439,11 @@ fn op_spans(ops: &[Op]) -> Vec<crate::report::timeline::OpSpan> {
                 host: o.plan.poster.0,
                 kind: format!("{:?}", o.plan.kind).to_uppercase(),
                 size: o.plan.size,
-                peer: if o.plan.poster == o.plan.from {
+                peer: Some(if o.plan.poster == o.plan.from {
                     o.plan.to.0
                 } else {
                     o.plan.from.0
-                },
+                }),
                 posted,
                 done: o.rec.done_at.map(|d| d.as_ps()),
                 ok: o.rec.ok,

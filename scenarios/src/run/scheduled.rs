@@ -14,11 +14,16 @@ use crate::backend::Backend;
 use crate::file::source::Locate;
 use crate::plan::resolved::{Plan, Work};
 use crate::report::osu::{OsuReport, OsuRow};
+use crate::report::timeline::OpSpan;
 use crate::report::{self, MessagingReport, Report};
 use crate::ScenarioError;
 
 /// Runs the collective on `world`.
-pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, ScenarioError> {
+pub(crate) fn run(
+    whole: &Plan,
+    mut world: Box<dyn Backend>,
+    spans: bool,
+) -> Result<Report, ScenarioError> {
     let Work::Scheduled(plan) = &whole.work else {
         return Err(whole
             .at
@@ -91,6 +96,9 @@ pub(crate) fn run(whole: &Plan, mut world: Box<dyn Backend>) -> Result<Report, S
     checks.insert("liveness".into(), live);
     let posted = u64::from(p) * u64::from(plan.iterations) * plan.sizes.len() as u64;
     let mut rep = report::build(whole, world.as_ref(), &[], posted, checks, notes);
+    if spans {
+        rep.op_spans = lap_spans(plan, world.as_ref());
+    }
     // The headline completion: every rank's measured iterations at the
     // first size (what a sweep's CSV shows).
     let mut first = seen.first.clone();
@@ -365,4 +373,36 @@ impl Seen {
             result_equal: equal,
         })
     }
+}
+
+/// Each rank's iterations as spans for a timeline, from when the rank
+/// started one to when its collective ended there (warm-up ones too).
+fn lap_spans(plan: &ScheduledPlan, world: &dyn Backend) -> Vec<OpSpan> {
+    let mut spans = Vec::new();
+    for h in (0..plan.spec.ranks).map(NodeAddr) {
+        let Some(app) = world
+            .app(h)
+            .and_then(udrma_host::app::downcast_ref::<ScheduledApp>)
+        else {
+            continue;
+        };
+        for lap in app.laps() {
+            let spec = plan.spec_at(lap.size);
+            let (done, ok) = match &lap.end {
+                Some(Ok(end)) => (Some(end.as_ps()), Some(true)),
+                Some(Err(_)) => (None, Some(false)),
+                None => (None, None),
+            };
+            spans.push(OpSpan {
+                host: h.0,
+                kind: format!("{} #{}", spec.collective.name(), lap.iter),
+                size: spec.bytes(),
+                peer: None,
+                posted: lap.start.as_ps(),
+                done,
+                ok,
+            });
+        }
+    }
+    spans
 }
