@@ -8,6 +8,8 @@
 //!   partial summary on Ctrl-C
 //! - `interrupt`: Ctrl-C for `udrma run` and `udrma check` (the first
 //!   stops at the next boundary, the second exits with 130)
+//! - `output`: the files a run writes, moved onto their paths only once
+//!   written, so that a refused run leaves them as they were
 //! - `bench_cmd`: `udrma bench sim`
 //! - `ranks`: one run over MPI ranks (`mpiexec -n N udrma ...`)
 //! - `bridge_cmd`: `udrma bridge serve/put/get` and `udrma perf latency/bandwidth`
@@ -17,7 +19,7 @@
 //! - `sweep`: `udrma sweep`
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant as Wall;
@@ -39,6 +41,7 @@ mod check;
 #[global_allocator]
 static MIMALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod interrupt;
+mod output;
 mod ranks;
 mod reproduce;
 mod run_cmd;
@@ -271,9 +274,9 @@ enum Command {
     Replay {
         /// The scenario (TOML).
         file: PathBuf,
-        /// Seed.
+        /// Seed (default: the file's `seed`).
         #[arg(long)]
-        seed: u64,
+        seed: Option<u64>,
     },
     /// Benchmarks.
     Bench {
@@ -637,8 +640,7 @@ fn load_with(path: &Path, sets: &[String]) -> anyhow::Result<Scenario> {
 }
 
 fn create(path: &Path) -> anyhow::Result<Box<dyn Write + Send>> {
-    let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    Ok(Box::new(BufWriter::new(f)))
+    Ok(Box::new(output::Output::create(path)?))
 }
 
 fn execute(sc: &Scenario, opts: RunOptions, json: bool) -> anyhow::Result<ExitCode> {
@@ -707,12 +709,12 @@ fn validate(file: &Path, seed: Option<u64>, sets: &[String]) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-fn replay(file: &Path, seed: u64) -> anyhow::Result<ExitCode> {
+fn replay(file: &Path, seed: Option<u64>) -> anyhow::Result<ExitCode> {
     let sc = load(file)?;
     let report = udrma_scenarios::run(
         &sc,
         RunOptions {
-            seed: Some(seed),
+            seed,
             ..RunOptions::default()
         },
     )

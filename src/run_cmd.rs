@@ -46,7 +46,7 @@ pub(crate) struct TimelineArgs {
     pub(crate) timeline: Option<PathBuf>,
     /// Keep at most this many timeline events; the timeline ends where
     /// the run was when they filled, and says so.
-    #[arg(long, value_name = "N", default_value_t = udrma_scenarios::Timeline::DEFAULT_MAX)]
+    #[arg(long, value_name = "N", default_value_t = udrma_scenarios::Timeline::DEFAULT_MAX, requires = "timeline")]
     pub(crate) timeline_max: usize,
 }
 
@@ -83,7 +83,12 @@ pub(crate) fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
     let start = Wall::now();
     let result = udrma_scenarios::run(&sc, opts);
     watch.bar.finish_and_clear();
-    let mut report = result.map_err(|e| BadInput(e.to_string()))?;
+    let mut report = match result {
+        Ok(report) => report,
+        // (A refused run wrote nothing, and its output files are left as
+        // they were: `crate::output`.)
+        Err(e) => return Err(BadInput(e.to_string()).into()),
+    };
     write_outputs(outputs, &mut report)?;
     report.set_wall(start.elapsed().as_secs_f64());
     print_watched(&watch, &report, flags.json)
@@ -239,7 +244,10 @@ impl Watch {
     pub(crate) fn new(tty: bool) -> Watch {
         let bar = ProgressBar::hidden();
         bar.set_style(
-            ProgressStyle::with_template("[{elapsed_precise}] {bar:20} {wide_msg}")
+            // No bar: most runs end long before their time limit, and
+            // an empty bar would only take room from the line (which
+            // fits 80 columns without it).
+            ProgressStyle::with_template("[{elapsed_precise}] {wide_msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         Watch {
@@ -292,7 +300,8 @@ impl Watch {
 
 /// The progress line: virtual time reached of the limit, events and
 /// their rate over the wall time so far (none over sockets, which count
-/// no events), packets sent.
+/// no events), packets sent; under 70 characters, so that with the
+/// elapsed time before it it fits 80 columns.
 pub(crate) fn progress_line(p: &Progress, wall_s: f64) -> String {
     let rate = if wall_s > 0.0 {
         p.traffic.events as f64 / wall_s
@@ -309,7 +318,7 @@ pub(crate) fn progress_line(p: &Progress, wall_s: f64) -> String {
         )
     };
     format!(
-        "{} of {},{events} {} packets sent",
+        "{} of {},{events} {} packets",
         p.now - Instant::ZERO,
         p.limit - Instant::ZERO,
         count(p.traffic.sent as f64),
@@ -366,17 +375,32 @@ mod tests {
     fn the_progress_line_says_where_the_run_is_and_how_fast() {
         assert_eq!(
             progress_line(&at(1250, 10, 12_345_678, 4_560_000), 4.0),
-            "1.250ms of 10.000ms, 12.3 M events (3.09 M/s), 4.56 M packets sent"
+            "1.250ms of 10.000ms, 12.3 M events (3.09 M/s), 4.56 M packets"
         );
         assert_eq!(
             progress_line(&at(3, 1, 950, 12), 0.0),
-            "3.000us of 1.000ms, 950 events (0/s), 12 packets sent"
+            "3.000us of 1.000ms, 950 events (0/s), 12 packets"
         );
         assert_eq!(
             progress_line(&at(250_000, 2000, 0, 40), 1.0),
-            "250.000ms of 2000.000ms, 40 packets sent",
+            "250.000ms of 2.000000s, 40 packets",
             "over sockets no events are counted, and none are shown"
         );
+    }
+
+    /// The longest line a run of up to 1,000 s draws fits 80 columns
+    /// after its elapsed time (`[00:00:01] `).
+    #[test]
+    fn the_progress_line_fits_80_columns() {
+        let line = progress_line(
+            &at(999_999_999, 999_999, 999_000_000_000, 999_000_000_000),
+            1e-3,
+        );
+        assert_eq!(
+            line,
+            "999.999999s of 999.999000s, 999 G events (999000 G/s), 999 G packets"
+        );
+        assert!(11 + line.chars().count() <= 80, "{}", line.len());
     }
 
     #[test]

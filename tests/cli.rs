@@ -199,6 +199,12 @@ fn run_json_has_every_field_and_replay_gives_its_hash() {
     assert!(v["escape"]["buffered"].as_u64().unwrap() > 0);
     let replay = udrma(&["replay", &example("late-first-packet.toml"), "--seed", "3"]);
     assert_eq!(String::from_utf8(replay.stdout).unwrap().trim(), hash);
+    // Without --seed, the file's own (seed = 1): the hash `run` gives.
+    let run = udrma(&["run", &example("late-first-packet.toml"), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let replay = udrma(&["replay", &example("late-first-packet.toml")]);
+    let own = String::from_utf8(replay.stdout).unwrap();
+    assert_eq!(v["trace_hash"].as_str(), Some(own.trim()));
 }
 
 #[test]

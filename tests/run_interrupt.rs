@@ -12,8 +12,9 @@ mod common;
 use common::{command, example, udrma};
 
 /// `udrma run ARGS`, interrupted with SIGINT once it has run for a
-/// while. all-to-all-k8 runs for about ten seconds optimised (far
-/// longer unoptimised), so the interrupt comes mid-run on any machine.
+/// while. all-to-all-k8 runs for about three seconds optimised and far
+/// longer in the unoptimised build tests run, so the interrupt comes
+/// mid-run on any machine.
 fn interrupted(args: &[&str]) -> Output {
     let child = command()
         .arg("run")

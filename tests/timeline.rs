@@ -219,17 +219,32 @@ fn a_bad_timeline_path_is_a_clear_error() {
         err.contains("cannot create /nonexistent-dir/t.json"),
         "{err}"
     );
+    let refused = tmp("tl-threads.json");
     let out = udrma(&[
         "run",
         &example("demo.toml"),
         "--threads",
         "2",
         "--timeline",
-        tmp("tl-threads.json").to_str().unwrap(),
+        refused.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("a timeline"), "{err}");
+    assert!(!refused.exists(), "a refused run leaves no empty timeline");
+    // Nor does it empty one that was there.
+    std::fs::write(&refused, "an earlier timeline").unwrap();
+    let out = udrma(&[
+        "run",
+        &example("demo.toml"),
+        "--backend",
+        "udp",
+        "--timeline",
+        refused.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let kept = std::fs::read_to_string(&refused).unwrap();
+    assert_eq!(kept, "an earlier timeline");
 }
 
 #[test]

@@ -280,12 +280,12 @@ fn the_trials_of_auto_are_watched_and_can_be_stopped() {
     assert_eq!(calls.load(Ordering::Relaxed), 2);
     assert_eq!(part.events, 0, "the ping-pong itself did not run");
     assert!(!part.checks["all-complete"] && part.checks["memory-equal"]);
-    let note = part.notes.iter().find(|n| n.contains("tried each method"));
+    let note = part.notes.iter().find(|n| n.contains("trials"));
     assert_eq!(
         note.map(String::as_str),
         Some(
-            "interrupted while method = \"auto\" tried each method (done: none): \
-             the estimate's choice, pack, did not run"
+            "interrupted during method = \"auto\"'s trials (finished: none; under way: pack): \
+             the ping-pong itself did not run, so its figures here are zero"
         ),
         "{:?}",
         part.notes

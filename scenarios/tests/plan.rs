@@ -100,3 +100,15 @@ fn the_host_link_is_the_topologys_in_the_fabric_and_the_files_over_sockets() {
     assert_eq!(udp.host_link.0, 100_000_000_000);
     assert_eq!(udp.host_link.1.as_ps(), 1_000_000);
 }
+
+/// A time limit of zero would run nothing and report it: refused, at
+/// the key.
+#[test]
+fn a_zero_time_limit_is_refused_at_its_key() {
+    let text = PAIR.replace("time_limit = \"100ms\"", "time_limit = \"0s\"");
+    let e = Scenario::parse("zero.toml", &text).unwrap_err().to_string();
+    assert!(
+        e.starts_with("zero.toml:4:") && e.contains("time_limit = 0 lets nothing run"),
+        "{e}"
+    );
+}

@@ -104,11 +104,6 @@ pub(crate) fn run_file(
             return Ok(std::process::ExitCode::from(2));
         }
     };
-    // Every rank is watched, for Ctrl-C (a launcher hands it to every
-    // rank; one that reaches any stops all); rank 0 draws the progress,
-    // if its stderr is a terminal (under a launcher it seldom is).
-    use std::io::IsTerminal;
-    let watch = crate::run_cmd::Watch::new(me == 0 && !json && std::io::stderr().is_terminal());
     let opts = udrma_scenarios::RunOptions {
         seed,
         backend,
@@ -117,14 +112,30 @@ pub(crate) fn run_file(
             ranks: Box::new(ranks),
             identity,
         }),
-        observer: Some((
-            udrma_scenarios::run::observed::SLICE_EVENTS,
-            watch.observer(),
-        )),
         ..udrma_scenarios::RunOptions::default()
     };
+    run_watched(&sc, opts, me, json)
+}
+
+/// Runs `sc` on this rank, watched (`opts` has its ranks): rank 0 prints
+/// the report, under the interrupted line if Ctrl-C stopped the run.
+fn run_watched(
+    sc: &udrma_scenarios::Scenario,
+    mut opts: udrma_scenarios::RunOptions,
+    me: usize,
+    json: bool,
+) -> anyhow::Result<std::process::ExitCode> {
+    // Every rank is watched, for Ctrl-C (a launcher hands it to every
+    // rank; one that reaches any stops all); rank 0 draws the progress,
+    // if its stderr is a terminal (under a launcher it seldom is).
+    use std::io::IsTerminal;
+    let watch = crate::run_cmd::Watch::new(me == 0 && !json && std::io::stderr().is_terminal());
+    opts.observer = Some((
+        udrma_scenarios::run::observed::SLICE_EVENTS,
+        watch.observer(),
+    ));
     let start = std::time::Instant::now();
-    let result = udrma_scenarios::run(&sc, opts);
+    let result = udrma_scenarios::run(sc, opts);
     watch.bar.finish_and_clear();
     match result {
         Ok(mut report) if me == 0 => {

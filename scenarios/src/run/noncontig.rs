@@ -219,6 +219,30 @@ fn choose(
     Ok((planned, false))
 }
 
+/// The note of a run stopped during `auto`'s trials (`measured`: those
+/// that finished).
+fn trials_stopped(measured: &[(Method, Option<f64>)]) -> String {
+    let done: Vec<String> = measured
+        .iter()
+        .map(|(m, t)| match t {
+            Some(t) => format!("{} {t:.3} us", m.name()),
+            None => format!("{} unclean", m.name()),
+        })
+        .collect();
+    let under_way = Method::CONCRETE
+        .get(measured.len())
+        .map_or("none", |m| m.name());
+    let done = if done.is_empty() {
+        "none".to_string()
+    } else {
+        done.join(", ")
+    };
+    format!(
+        "interrupted during method = \"auto\"'s trials (finished: {done}; under way: {under_way}): \
+         the ping-pong itself did not run, so its figures here are zero"
+    )
+}
+
 /// Runs the noncontig ping-pong on `world` and checks it; `auto` is
 /// resolved first, on worlds from `trial`. With `spans`, each round trip
 /// is a span for a timeline.
@@ -244,15 +268,7 @@ pub(crate) fn run(
     let (limit, ending) = crate::run::rdma::start_and_run(whole, world.as_mut())?;
     let mut notes = Vec::new();
     if stopped {
-        notes.push(format!(
-            "interrupted while method = \"auto\" tried each method (done: {}): the estimate's choice, {}, did not run",
-            if planned.measured.is_empty() {
-                "none".to_string()
-            } else {
-                planned.measured.iter().map(|(m, _)| m.name()).collect::<Vec<_>>().join(", ")
-            },
-            planned.plan.method.name()
-        ));
+        notes.push(trials_stopped(&planned.measured));
     }
     let mut checks: BTreeMap<String, bool> = BTreeMap::new();
     let hosts: Vec<NodeAddr> = [plan.a, plan.b]
