@@ -212,3 +212,35 @@ proptest! {
         prop_assert!(r.passed(), "{:?}\n{}", r.notes, r.table());
     }
 }
+
+/// On a timeline, each round trip of a ping-pong is a span on host `a`;
+/// one under way when the run ends (here every packet is lost, so the
+/// first never ends) is drawn to the end, not completed.
+#[test]
+fn round_trips_are_spans_and_an_unfinished_one_is_not_completed() {
+    let spans = |body: &str| -> Vec<serde_json::Value> {
+        let opts = RunOptions {
+            timeline: Some(udrma_scenarios::Timeline::default()),
+            ..RunOptions::default()
+        };
+        let r = run(&scenario(body), opts).unwrap();
+        let json = r.timeline_json.as_deref().unwrap();
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        let events = v["traceEvents"].as_array().unwrap();
+        events.iter().filter(|e| e["ph"] == "X").cloned().collect()
+    };
+    let body = workload(
+        "pack",
+        "messaging",
+        "block = \"300B\"\nblocks = 70\nstride = \"1000B\"",
+    );
+    let done = spans(&body);
+    assert_eq!(done.len(), 5, "4 timed round trips and 1 warm-up");
+    assert!(done
+        .iter()
+        .all(|s| s["args"]["result"] == "ok" && s["pid"] == 1 && s["args"]["peer"] == "h1"));
+    let lost = format!("{body}[[fault]]\nmodel = \"loss\"\np = 1.0\n");
+    let open = spans(&lost);
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(open[0]["args"]["result"], "not completed");
+}
