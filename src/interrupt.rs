@@ -39,6 +39,9 @@ pub(crate) fn flag() -> Arc<AtomicBool> {
             if sigint.recv().await.is_some() {
                 set.store(true, Ordering::Relaxed);
                 if sigint.recv().await.is_some() {
+                    // The outputs under way are dropped; their paths keep
+                    // what they held (`crate::output`).
+                    crate::output::discard();
                     std::process::exit(i32::from(EXIT));
                 }
             }

@@ -8,8 +8,8 @@
 //!   partial summary on Ctrl-C
 //! - `interrupt`: Ctrl-C for `udrma run` and `udrma check` (the first
 //!   stops at the next boundary, the second exits with 130)
-//! - `output`: the files a run writes, moved onto their paths only once
-//!   written, so that a refused run leaves them as they were
+//! - `output`: the files a run writes, moved onto their paths only when
+//!   the run ended, so that a refused run leaves them as they were
 //! - `bench_cmd`: `udrma bench sim`
 //! - `ranks`: one run over MPI ranks (`mpiexec -n N udrma ...`)
 //! - `bridge_cmd`: `udrma bridge serve/put/get` and `udrma perf latency/bandwidth`
@@ -640,7 +640,7 @@ fn load_with(path: &Path, sets: &[String]) -> anyhow::Result<Scenario> {
 }
 
 fn create(path: &Path) -> anyhow::Result<Box<dyn Write + Send>> {
-    Ok(Box::new(output::Output::create(path)?))
+    output::create(path)
 }
 
 fn execute(sc: &Scenario, opts: RunOptions, json: bool) -> anyhow::Result<ExitCode> {

@@ -1,80 +1,80 @@
 //! Files `udrma run` writes as it runs (a capture, a trace, a timeline):
-//! each is written beside its path under a temporary name and moved onto
-//! the path once something was written, so that a run refused before it
-//! wrote anything (a key the backend cannot carry, a flag that does not
-//! apply) leaves the file that was there as it was, and leaves no empty
-//! file where there was none. The path is checked when it is made: a
-//! directory that does not exist or cannot be written fails first.
+//! each regular file is written beside its path under a temporary name,
+//! and only when the run was accepted and ended does the CLI move them
+//! all onto their paths ([`commit`]); a run refused or failed leaves the
+//! files that were there as they were, and no new ones ([`discard`]).
+//! The path is checked when it is made (a directory that does not exist
+//! or cannot be written fails first), and one path given for two outputs
+//! is refused. A path that is not a regular file (`/dev/null`, a FIFO a
+//! capture tool reads) is written directly.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::Context;
 
-/// An output file being written (see the module documentation).
-pub(crate) struct Output {
-    out: Option<BufWriter<File>>,
-    part: PathBuf,
-    path: PathBuf,
-    wrote: bool,
-}
+/// Outputs made and not yet moved: (temporary name, path); the
+/// temporary name is `None` for a path written directly.
+static MADE: Mutex<Vec<(Option<PathBuf>, PathBuf)>> = Mutex::new(Vec::new());
 
-/// The temporary name `path` is written under: hidden, beside it.
+/// The temporary name `path` is written under: hidden, beside it, with
+/// this process's id.
 fn part_of(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "output".into());
-    path.with_file_name(format!(".{name}.udrma-part"))
+    path.with_file_name(format!(".{name}.{}.udrma-part", std::process::id()))
 }
 
-impl Output {
-    /// Starts writing `path` (under its temporary name).
-    pub(crate) fn create(path: &Path) -> anyhow::Result<Output> {
-        let part = part_of(path);
-        let f = File::create(&part).with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(Output {
-            out: Some(BufWriter::new(f)),
-            part,
-            path: path.to_path_buf(),
-            wrote: false,
-        })
+/// Starts writing `path` (see the module documentation).
+pub(crate) fn create(path: &Path) -> anyhow::Result<Box<dyn Write + Send>> {
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    let same = |p: &Path| {
+        p == path || (p.canonicalize().ok()).is_some_and(|c| Some(c) == path.canonicalize().ok())
+    };
+    if made.iter().any(|(_, p)| same(p)) {
+        anyhow::bail!(
+            "{} is given for two outputs: give each its own file",
+            path.display()
+        );
     }
+    let direct = std::fs::metadata(path).is_ok_and(|m| !m.is_file());
+    let part = (!direct).then(|| part_of(path));
+    let f = File::create(part.as_deref().unwrap_or(path))
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    made.push((part, path.to_path_buf()));
+    Ok(Box::new(BufWriter::new(f)))
 }
 
-impl Write for Output {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.wrote |= !buf.is_empty();
-        match self.out.as_mut() {
-            Some(out) => out.write(buf),
-            None => Err(std::io::Error::other("the output was closed")),
+/// After a run that was accepted and ended (its outputs written and
+/// closed): moves each onto its path. Fails naming the first that could
+/// not be moved, and where its bytes still are.
+pub(crate) fn commit() -> anyhow::Result<()> {
+    let made = std::mem::take(&mut *MADE.lock().unwrap_or_else(|e| e.into_inner()));
+    for (part, path) in made {
+        if let Some(part) = part {
+            std::fs::rename(&part, &path).with_context(|| {
+                format!(
+                    "cannot finish {}: what was written is in {}",
+                    path.display(),
+                    part.display()
+                )
+            })?;
         }
     }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.out.as_mut().map_or(Ok(()), Write::flush)
-    }
+    Ok(())
 }
 
-impl Drop for Output {
-    fn drop(&mut self) {
-        let flushed = self.out.take().map(|mut out| out.flush());
-        if !self.wrote {
-            let _ = std::fs::remove_file(&self.part);
-            return;
-        }
-        let moved = match flushed {
-            Some(Err(e)) => Err(e),
-            _ => std::fs::rename(&self.part, &self.path),
-        };
-        if let Err(e) = moved {
-            // Said, never lost quietly: the bytes are still in the part.
-            eprintln!(
-                "warning: cannot finish {} ({e}); what was written is in {}",
-                self.path.display(),
-                self.part.display()
-            );
+/// After a run refused or failed, or on a second Ctrl-C: removes what
+/// was written under temporary names; the paths keep what they held.
+pub(crate) fn discard() {
+    let made = std::mem::take(&mut *MADE.lock().unwrap_or_else(|e| e.into_inner()));
+    for (part, _) in made {
+        if let Some(part) = part {
+            let _ = std::fs::remove_file(part);
         }
     }
 }
@@ -83,6 +83,9 @@ impl Drop for Output {
 mod tests {
     use super::*;
 
+    /// The outputs are one process-wide list: the tests take turns.
+    static TURN: Mutex<()> = Mutex::new(());
+
     fn dir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("udrma-output-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
@@ -90,39 +93,69 @@ mod tests {
         d
     }
 
-    /// Written, the file replaces what was there once it is closed.
+    /// Committed, what was written replaces the file; until then the old
+    /// one is there.
     #[test]
-    fn what_is_written_replaces_the_file_when_closed() {
+    fn a_committed_output_replaces_the_file() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let d = dir("written");
         let path = d.join("t.json");
         std::fs::write(&path, "old").unwrap();
-        let mut o = Output::create(&path).unwrap();
+        let mut o = create(&path).unwrap();
         o.write_all(b"new").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
         drop(o);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        commit().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
         assert!(!part_of(&path).exists());
+        // An empty output of a run that ended is an empty file.
+        drop(create(&path).unwrap());
+        commit().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
     }
 
-    /// Nothing written (a refused run): the old file stays, no new one
-    /// appears, and no part is left.
+    /// Discarded (a refused run), even after a header was written: the old
+    /// file stays, no new one appears, and no part is left.
     #[test]
-    fn nothing_written_leaves_everything_as_it_was() {
+    fn a_discarded_output_leaves_everything_as_it_was() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let d = dir("refused");
         let old = d.join("old.pcap");
         std::fs::write(&old, "keep me").unwrap();
-        drop(Output::create(&old).unwrap());
-        assert_eq!(std::fs::read_to_string(&old).unwrap(), "keep me");
+        let mut o = create(&old).unwrap();
+        o.write_all(b"a pcap header").unwrap();
+        drop(o);
         let new = d.join("new.pcap");
-        drop(Output::create(&new).unwrap());
-        assert!(!new.exists() && !part_of(&new).exists());
+        drop(create(&new).unwrap());
+        discard();
+        assert_eq!(std::fs::read_to_string(&old).unwrap(), "keep me");
+        assert!(!new.exists() && !part_of(&new).exists() && !part_of(&old).exists());
     }
 
     #[test]
-    fn a_path_in_no_directory_fails_at_once() {
-        let e = Output::create(Path::new("/nonexistent-dir/t.json"))
-            .err()
-            .unwrap();
+    fn a_path_in_no_directory_or_given_twice_is_refused() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let e = create(Path::new("/nonexistent-dir/t.json")).err().unwrap();
         assert_eq!(e.to_string(), "cannot create /nonexistent-dir/t.json");
+        let d = dir("twice");
+        let path = d.join("x");
+        let _first = create(&path).unwrap();
+        let e = create(&path).err().unwrap();
+        assert!(
+            e.to_string()
+                .ends_with("x is given for two outputs: give each its own file"),
+            "{e}"
+        );
+        discard();
+    }
+
+    /// `/dev/null` is written directly (no part beside it in /dev).
+    #[test]
+    fn a_device_is_written_directly() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let mut o = create(Path::new("/dev/null")).unwrap();
+        o.write_all(b"gone").unwrap();
+        drop(o);
+        commit().unwrap();
     }
 }

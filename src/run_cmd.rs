@@ -75,7 +75,7 @@ pub(crate) fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
     } else {
         load_with(file, &flags.sets)?
     };
-    let (mut opts, timeline) = options(&sc, &flags)?;
+    let (mut opts, timeline) = options(&sc, &flags).inspect_err(|_| crate::output::discard())?;
     let outputs = (flags.ladder.as_ref().map(|l| l.path.as_path()), timeline);
     // Progress on a terminal, never beside JSON (a script reads that).
     let watch = Watch::new(!flags.json && std::io::stderr().is_terminal());
@@ -85,11 +85,15 @@ pub(crate) fn run(file: &Path, flags: RunFlags) -> anyhow::Result<ExitCode> {
     watch.bar.finish_and_clear();
     let mut report = match result {
         Ok(report) => report,
-        // (A refused run wrote nothing, and its output files are left as
-        // they were: `crate::output`.)
-        Err(e) => return Err(BadInput(e.to_string()).into()),
+        // A refused or failed run leaves its output files as they were
+        // (`crate::output`).
+        Err(e) => {
+            crate::output::discard();
+            return Err(BadInput(e.to_string()).into());
+        }
     };
-    write_outputs(outputs, &mut report)?;
+    write_outputs(outputs, &mut report).inspect_err(|_| crate::output::discard())?;
+    crate::output::commit()?;
     report.set_wall(start.elapsed().as_secs_f64());
     print_watched(&watch, &report, flags.json)
 }
@@ -258,14 +262,14 @@ impl Watch {
         }
     }
 
-    /// The observer: stops the run once Ctrl-C came, and otherwise draws
-    /// (on a terminal, after [`QUIET_FOR`], the bar throttling itself).
     /// Where the run was stopped, if Ctrl-C stopped it (here or, on
     /// ranks, elsewhere).
     pub(crate) fn stopped(&self) -> Option<Progress> {
         *self.stopped.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The observer: stops the run once Ctrl-C came, and otherwise draws
+    /// (on a terminal, after [`QUIET_FOR`], the line throttling itself).
     pub(crate) fn observer(&self) -> Observer {
         let (interrupted, stopped) = (self.interrupted.clone(), self.stopped.clone());
         let (tty, bar) = (self.tty, self.bar.clone());

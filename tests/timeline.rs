@@ -220,6 +220,7 @@ fn a_bad_timeline_path_is_a_clear_error() {
         "{err}"
     );
     let refused = tmp("tl-threads.json");
+    let _ = std::fs::remove_file(&refused);
     let out = udrma(&[
         "run",
         &example("demo.toml"),

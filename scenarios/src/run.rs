@@ -280,6 +280,18 @@ fn observe(backend: Box<dyn Backend>, watch: Option<&observed::Shared>) -> Box<d
     }
 }
 
+/// `backend`, a run on threads or ranks, watched by `watch` if there is
+/// one, in larger slices ([`observed::WINDOWED_SCALE`]).
+fn observe_windowed(
+    backend: Box<dyn Backend>,
+    watch: Option<&observed::Shared>,
+) -> Box<dyn Backend> {
+    match watch {
+        Some(watch) => Box::new(observed::Observed::windowed(backend, watch)),
+        None => backend,
+    }
+}
+
 /// Runs the workloads of `plan` on its built simulated `world`.
 fn run_work(
     plan: &Plan,
@@ -349,7 +361,7 @@ fn run_ranked(
     let world = udrma_fabric::RankedWorld::new(sim_world(plan)?, ranks.ranks, &ranks.identity)
         .map_err(|e| plan.at.error(format!("{n} MPI ranks: {e}")))?;
     let backend = Box::new(crate::backend::Ranked::new(world));
-    crate::run::rdma::run(plan, observe(backend, watch), None, false)
+    crate::run::rdma::run(plan, observe_windowed(backend, watch), None, false)
 }
 
 /// What neither threads nor ranks can split, refused by `refuse` naming
@@ -417,7 +429,7 @@ fn run_split(
     let worlds = worlds.into_iter().collect::<Result<Vec<_>, _>>()?;
     let split =
         SplitWorld::new(worlds).map_err(|e| plan.at.error(format!("--threads {threads}: {e}")))?;
-    crate::run::rdma::run(plan, observe(Box::new(split), watch), None, false)
+    crate::run::rdma::run(plan, observe_windowed(Box::new(split), watch), None, false)
 }
 
 /// The simulated fabric of `plan` ([`crate::plan::resolved::Resolved::world`]).
@@ -447,16 +459,24 @@ fn run_udp(
             .map(|c| observe(Box::new(Udp::new(c)), watch))
             .map_err(|e| plan.at.error_at("topology", format!("udp backend: {e}")))
     };
+    // `auto` tries the methods on the simulated fabric (with the plan's
+    // NIC, its real-time floors, and time limit) before the sockets'
+    // clock starts.
+    let trial = || sim_world(plan).map(|w| observe(Box::new(w), watch));
+    let chosen = match &plan.work {
+        Work::Noncontig(_) => Some(crate::run::noncontig::choose(plan, &trial)?),
+        _ => None,
+    };
     let backend = loopback()?;
     match &plan.work {
         Work::Collective(_) => crate::run::collective::run(plan, backend, &loopback, false),
         Work::Scheduled(_) => crate::run::scheduled::run(plan, backend, false),
-        Work::Noncontig(_) => {
-            // `auto` tries the methods on the simulated fabric, with the
-            // plan's NIC (its real-time floors) and time limit.
-            let trial = || sim_world(plan).map(|w| observe(Box::new(w), watch));
-            crate::run::noncontig::run(plan, backend, &trial, false)
-        }
+        Work::Noncontig(_) => match &chosen {
+            Some((planned, stopped)) => {
+                crate::run::noncontig::run_chosen(plan, backend, (planned, *stopped), false)
+            }
+            None => Err(plan.at.error("internal: not a noncontig plan".into())),
+        },
         Work::Messaging(_) => crate::run::messaging::run(plan, backend, false),
         Work::Rdma(_) => crate::run::rdma::run(plan, backend, None, false),
     }

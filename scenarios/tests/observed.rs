@@ -133,7 +133,8 @@ fn counting(
     })
 }
 
-/// On threads, a slice is whole windows: watched, the split run is the
+/// On threads, a slice is whole windows (of 64 times the events asked
+/// for, here 3): watched, the split run is the
 /// run unwatched; stopped, it reports the run so far, as one thread does.
 #[test]
 fn a_split_run_is_watched_in_windows() {
@@ -148,11 +149,11 @@ fn a_split_run_is_watched_in_windows() {
     };
     let plain = split(None);
     let (calls, elsewhere) = (Arc::default(), Arc::default());
-    let watched = split(Some((200, counting(&calls, &elsewhere, 0))));
+    let watched = split(Some((3, counting(&calls, &elsewhere, 0))));
     assert!(calls.load(Ordering::Relaxed) > 3);
     assert_eq!(json(&plain), json(&watched));
     let calls = Arc::default();
-    let part = split(Some((200, counting(&calls, &elsewhere, 3))));
+    let part = split(Some((3, counting(&calls, &elsewhere, 3))));
     assert_eq!(calls.load(Ordering::Relaxed), 3);
     assert!(part.events < plain.events && !part.passed());
     assert!(part.notes.iter().any(|n| n.contains("interrupted before")));
@@ -175,7 +176,7 @@ fn on_ranks(sc: &Scenario, stops: &[u64]) -> Vec<(Report, u64, u64)> {
                             ranks: Box::new(r),
                             identity: "the same file".into(),
                         }),
-                        observer: Some((200, counting(&calls, &elsewhere, stop_at))),
+                        observer: Some((3, counting(&calls, &elsewhere, stop_at))),
                         ..RunOptions::default()
                     };
                     let report = run(sc, opts).unwrap_or_else(|e| panic!("{e}"));

@@ -6,7 +6,8 @@ use crate::BadInput;
 /// `udrma run FILE` on ranks: every rank loads the file and plans it;
 /// the ranks agree that all did (or rank 0 says what failed where), then
 /// run the plan with each rank running its shard, and rank 0 prints the
-/// report. The exit code is rank 0's verdict; the other ranks exit 0.
+/// report. The exit code is rank 0's verdict; the other ranks exit 0, or
+/// 130 when Ctrl-C stopped the run.
 pub(crate) fn run_file(
     mut ranks: Mpi,
     file: &std::path::Path,

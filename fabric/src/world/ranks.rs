@@ -11,7 +11,11 @@
 //! node order as the coordinator would. So after one exchange every rank
 //! knows the same earliest time anything is due, and starts the same
 //! next window there (empty windows are skipped), and the run comes out
-//! as one thread runs it: the same trace, counters and clock.
+//! as one thread runs it: the same trace, counters and clock. Each
+//! message also says its rank's events and packets sent so far, so that
+//! a run in slices ([`RankedWorld::run_for`]) ends each slice at the same
+//! window on every rank; between slices [`RankedWorld::any`] is one more
+//! small exchange, to agree whether to stop.
 //!
 //! At the start the ranks greet each other with what identifies their
 //! run (the caller's words: the file, the seed, the build) and the

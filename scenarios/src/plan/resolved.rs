@@ -107,7 +107,7 @@ pub fn resolve(sc: &Scenario, seed: u64) -> Result<Resolved, ScenarioError> {
     if f.time_limit.0 == Duration::ZERO {
         return Err(at.error_at_key(
             "time_limit",
-            "time_limit = 0 lets nothing run: give the simulated time the run may take (the default is 100ms)".into(),
+            "time_limit = 0 lets nothing run: give the time the run may take (the default is 100ms)".into(),
         ));
     }
     let (profile, cost) = profile::hardware(f.profile.as_ref(), &f.cost, &at)?;

@@ -166,11 +166,10 @@ pub(crate) type Trial<'a> = &'a dyn Fn() -> Result<Box<dyn Backend>, ScenarioErr
 /// estimate's choice stands. Another method asked for is left alone.
 /// Also says whether the run's observer stopped a trial (Ctrl-C): the
 /// trials after it do not run, and neither does the ping-pong.
-fn choose(
-    whole: &Plan,
-    planned: &Planned,
-    trial: Trial<'_>,
-) -> Result<(Planned, bool), ScenarioError> {
+pub(crate) fn choose(whole: &Plan, trial: Trial<'_>) -> Result<(Planned, bool), ScenarioError> {
+    let Work::Noncontig(planned) = &whole.work else {
+        return Err(whole.at.error("internal: not a noncontig plan".into()));
+    };
     let mut planned = planned.clone();
     if planned.requested != Method::Auto {
         return Ok((planned, false));
@@ -248,15 +247,21 @@ fn trials_stopped(measured: &[(Method, Option<f64>)]) -> String {
 /// is a span for a timeline.
 pub(crate) fn run(
     whole: &Plan,
-    mut world: Box<dyn Backend>,
+    world: Box<dyn Backend>,
     trial: Trial<'_>,
     spans: bool,
 ) -> Result<Report, ScenarioError> {
-    let Work::Noncontig(planned) = &whole.work else {
-        return Err(whole.at.error("internal: not a noncontig plan".into()));
-    };
-    let (planned, stopped) = choose(whole, planned, trial)?;
-    let planned = &planned;
+    let chosen = choose(whole, trial)?;
+    run_chosen(whole, world, (&chosen.0, chosen.1), spans)
+}
+
+/// [`run`] with `auto` resolved already (`stopped`: during its trials).
+pub(crate) fn run_chosen(
+    whole: &Plan,
+    mut world: Box<dyn Backend>,
+    (planned, stopped): (&Planned, bool),
+    spans: bool,
+) -> Result<Report, ScenarioError> {
     let plan = Arc::new(planned.plan.clone());
     for h in [plan.a, plan.b] {
         if world.is_local(h) {

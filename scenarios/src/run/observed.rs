@@ -1,6 +1,7 @@
 //! Looking at a run while it runs: the runner's backend is wrapped so
 //! that time passes in slices of the caller's number of events (for a
-//! CLI, [`SLICE_EVENTS`]; on threads and ranks, whole windows; over
+//! CLI, [`SLICE_EVENTS`]; on threads and ranks, whole windows of
+//! [`WINDOWED_SCALE`] times as many events in all; over
 //! sockets, [`crate::backend::UDP_SLICE`] of real time), and between two
 //! slices the caller's [`Observer`] sees a [`Progress`] and may stop the
 //! run there. On ranks every rank's observer is asked, and the run stops
@@ -42,7 +43,7 @@ pub struct Progress {
     pub elsewhere: bool,
 }
 
-/// Called between slices of a simulated run; `Break` stops it there,
+/// Called between slices of a run; `Break` stops it there,
 /// and the report is then of the run so far (its leftover note says it
 /// was interrupted). A run of several phases (a collective run both on
 /// the NICs and on the hosts) calls it through all of them, and once
@@ -73,7 +74,14 @@ pub(crate) fn watch((every, observer): (u64, Observer)) -> Shared {
 pub(crate) struct Observed {
     inner: Box<dyn Backend>,
     watch: Shared,
+    /// Slices of this many times the watch's events.
+    scale: u64,
 }
+
+/// How many more events a slice of a run on threads or ranks has than
+/// one thread's: each slice there costs a meeting of every thread (or an
+/// exchange among the ranks), so it comes about as often in wall time.
+pub const WINDOWED_SCALE: u64 = 64;
 
 impl Observed {
     /// `inner`, watched by `watch`.
@@ -81,6 +89,16 @@ impl Observed {
         Observed {
             inner,
             watch: watch.clone(),
+            scale: 1,
+        }
+    }
+
+    /// `inner`, a run on threads or ranks, watched by `watch` in slices
+    /// [`WINDOWED_SCALE`] times larger.
+    pub(crate) fn windowed(inner: Box<dyn Backend>, watch: &Shared) -> Observed {
+        Observed {
+            scale: WINDOWED_SCALE,
+            ..Observed::new(inner, watch)
         }
     }
 }
@@ -92,7 +110,8 @@ impl Backend for Observed {
             return Ok(Ending::Stopped);
         }
         loop {
-            if let Some(ending) = self.inner.run_for(limit, watch.every)? {
+            let every = watch.every.saturating_mul(self.scale);
+            if let Some(ending) = self.inner.run_for(limit, every)? {
                 return Ok(ending);
             }
             let mut p = Progress {

@@ -20,7 +20,8 @@ pub struct OpSpan {
     pub peer: Option<u32>,
     /// Posted (started), in picoseconds.
     pub posted: u64,
-    /// Completed (ended), in picoseconds (`None`: never).
+    /// Completed (ended), in picoseconds (`None`: never, or it failed
+    /// at a time not recorded).
     pub done: Option<u64>,
     /// Success, failure, or not completed.
     pub ok: Option<bool>,
@@ -40,7 +41,15 @@ pub(super) fn spans(out: &mut Out, ops: &[OpSpan], room: usize, end_ps: u64) -> 
     let mut written = 0;
     for i in order {
         let op = &ops[i];
-        let end = op.done.unwrap_or(end_ps).max(op.posted);
+        // Not completed: drawn to the end. Failed with no time recorded
+        // (a collective's iteration): a mark at its start, not a span
+        // that would hold its thread to the end.
+        let end = match (op.done, op.ok) {
+            (Some(done), _) => done,
+            (None, Some(false)) => op.posted,
+            (None, _) => end_ps,
+        }
+        .max(op.posted);
         let free = lanes.entry(op.host).or_default();
         let lane = match free.iter().position(|f| *f <= op.posted) {
             Some(k) => k,
