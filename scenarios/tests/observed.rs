@@ -119,8 +119,17 @@ fn counting(
     stop_at: u64,
 ) -> udrma_scenarios::run::observed::Observer {
     let (calls, elsewhere) = (calls.clone(), elsewhere.clone());
+    let mut last = 0;
     Box::new(move |p: &Progress| {
         assert!(p.now <= p.limit && p.traffic.events > 0);
+        // Each slice runs events (on ranks, the count all agreed); the
+        // call that says another rank stopped repeats the last.
+        assert!(
+            p.elsewhere || p.traffic.events > last,
+            "{} after {last}",
+            p.traffic.events
+        );
+        last = p.traffic.events;
         if p.elsewhere {
             elsewhere.fetch_add(1, Ordering::Relaxed);
         }

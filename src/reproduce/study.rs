@@ -161,20 +161,32 @@ fn table_rows(get: Get, extra: &mut String) -> anyhow::Result<Vec<Row>> {
         tolerance: "≤ 0.12".into(),
         holds: rms <= 0.12,
     });
-    for (on, e_on, held, e_held) in super::study_cv::cross_validate()? {
+    for fold in super::study_cv::cross_validate()? {
         let list = |c: &[u64]| c.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+        let (on, held) = (list(&fold.on), list(&fold.held));
         rows.push(Row {
-            what: format!(
-                "cross-validation: fitted to {} blocks alone, error at {} blocks",
-                list(&on),
-                list(&held)
-            ),
+            what: format!("cross-validation: fitted to {on} blocks alone, error at {held} blocks"),
             published: "-".into(),
-            ours: format!("{e_held:.3} (fit {e_on:.3})"),
+            ours: format!("{:.3} (fit {:.3})", fold.predicted, fold.fit),
             ratio: None,
             tolerance: "≤ 0.3".into(),
-            holds: e_held <= 0.3,
+            holds: fold.predicted <= 0.3,
         });
+        // One doubling ahead, method by method: what a reader
+        // extrapolating a curve meets. Reported, not yet bounded: the
+        // mechanism does not yet hold the indirect key's acceleration.
+        if fold.held.iter().all(|h| fold.on.iter().all(|o| h > o)) {
+            for (m, e) in &fold.by_method {
+                rows.push(Row {
+                    what: format!("  one doubling ahead ({on} → {held} blocks), {m}"),
+                    published: "-".into(),
+                    ours: format!("{e:.3}"),
+                    ratio: None,
+                    tolerance: "reported (aim ≤ 0.15)".into(),
+                    holds: true,
+                });
+            }
+        }
     }
 
     Ok(rows)

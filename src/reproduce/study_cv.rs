@@ -5,7 +5,7 @@
 //! the model what a user asks of it: a count nobody measured.
 
 use super::fit::{self, Values};
-use super::study_table::{latencies_with, Key, COUNTS, PUBLISHED};
+use super::study_table::{latencies_with, Key, COUNTS, METHODS, PUBLISHED};
 
 /// The costs `scripts/fit-noncontig.py` fits, each with its unit.
 const KEYS: [(&str, &str); 12] = [
@@ -35,10 +35,10 @@ pub const ROUNDS: u32 = 3;
 /// The folds: (block counts fitted, block counts predicted).
 pub const FOLDS: [(&[u64], &[u64]); 2] = [(&[16, 32, 64], &[128]), (&[32, 64, 128], &[16])];
 
-/// (ours, published) latency for every table point at `counts`, with the
-/// profile's costs replaced by `v` (3 iterations after 1 warm-up, as the
-/// fit script runs them).
-fn pairs(v: &Values, counts: &[u64]) -> anyhow::Result<Vec<(f64, f64)>> {
+/// (study method, ours, published) latency for every table point at
+/// `counts`, with the profile's costs replaced by `v` (3 iterations after
+/// 1 warm-up, as the fit script runs them).
+fn labelled(v: &Values, counts: &[u64]) -> anyhow::Result<Vec<(&'static str, f64, f64)>> {
     let keys: Vec<String> = KEYS.iter().map(|(k, _)| format!("cost.{k}")).collect();
     let mut extra = vec![
         ("workload.0.count", "3".to_string()),
@@ -58,12 +58,29 @@ fn pairs(v: &Values, counts: &[u64]) -> anyhow::Result<Vec<(f64, f64)>> {
         }
     }
     let ours = latencies_with(&points, &extra)?;
-    Ok(points.iter().map(|k| ours[k]).zip(published).collect())
+    Ok(points
+        .iter()
+        .zip(published)
+        .map(|(k, p)| (k.0, ours[k], p))
+        .collect())
 }
 
-/// One fold's result: (block counts fitted, the fit's error there, block
-/// counts predicted, the error there), errors as rms log ratios.
-pub type Fold = (Vec<u64>, f64, Vec<u64>, f64);
+/// One fold's result: the block counts fitted, the fit's error there,
+/// the block counts predicted, the error there, and the error there of
+/// each study method (errors as rms log ratios).
+#[derive(Debug, Clone)]
+pub struct Fold {
+    /// The block counts fitted.
+    pub on: Vec<u64>,
+    /// The fit's error on them.
+    pub fit: f64,
+    /// The block counts predicted.
+    pub held: Vec<u64>,
+    /// The error there.
+    pub predicted: f64,
+    /// The error there of each study method, in the study's order.
+    pub by_method: Vec<(&'static str, f64)>,
+}
 
 /// Fits and scores every fold of [`FOLDS`].
 pub fn cross_validate() -> anyhow::Result<Vec<Fold>> {
@@ -72,9 +89,33 @@ pub fn cross_validate() -> anyhow::Result<Vec<Fold>> {
         .zip(NEUTRAL)
         .map(|((n, _), x)| (*n, x))
         .collect();
-    let folds: Vec<(Vec<u64>, Vec<u64>)> = FOLDS
-        .iter()
-        .map(|(on, held)| (on.to_vec(), held.to_vec()))
-        .collect();
-    fit::cross_validate(&start, ROUNDS, &folds, &|v, counts| pairs(v, counts))
+    let unlabelled = |l: Vec<(&'static str, f64, f64)>| -> Vec<(f64, f64)> {
+        l.into_iter().map(|(_, o, p)| (o, p)).collect()
+    };
+    let mut out = Vec::new();
+    for (on, held) in FOLDS {
+        let err = |v: &Values| -> anyhow::Result<f64> {
+            Ok(fit::rms_log_ratio(&unlabelled(labelled(v, on)?)).powi(2))
+        };
+        let (v, e) = fit::coordinate_search(&start, ROUNDS, &err)?;
+        let there = labelled(&v, held)?;
+        let by_method = METHODS
+            .iter()
+            .map(|(m, _, _)| {
+                let mine: Vec<(f64, f64)> = (there.iter())
+                    .filter(|(x, _, _)| x == m)
+                    .map(|(_, o, p)| (*o, *p))
+                    .collect();
+                (*m, fit::rms_log_ratio(&mine))
+            })
+            .collect();
+        out.push(Fold {
+            on: on.to_vec(),
+            fit: e.sqrt(),
+            held: held.to_vec(),
+            predicted: fit::rms_log_ratio(&unlabelled(there)),
+            by_method,
+        });
+    }
+    Ok(out)
 }
