@@ -287,9 +287,10 @@ impl NcApp {
     /// The round trip under way on host `a` (its start, in picoseconds),
     /// if one started and has not ended.
     pub fn open_round(&self) -> Option<u64> {
+        // (A round that ends is recorded as the next begins, or the app
+        // is done: no round is ever both ended and under way.)
         let open = self.is_a() && self.round > 0 && !matches!(self.step, Step::Done);
-        let ended = self.rec.rounds_ps.len() as u32 == self.round;
-        (open && !ended).then(|| self.round_start.as_ps())
+        open.then(|| self.round_start.as_ps())
     }
 
     /// What this host saw.
