@@ -185,6 +185,12 @@ fn options(sc: &Scenario, flags: &RunFlags) -> anyhow::Result<(RunOptions, Optio
         });
     }
     let timeline = match &flags.timeline {
+        Some((_, 0)) => {
+            return Err(BadInput(
+                "--timeline-max 0 would keep no event of the run: give at least 1".into(),
+            )
+            .into())
+        }
         Some((path, max_events)) => {
             opts.timeline = Some(udrma_scenarios::Timeline {
                 max_events: *max_events,

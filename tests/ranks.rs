@@ -372,8 +372,10 @@ fn ctrl_c_on_one_rank_stops_every_rank_with_the_run_so_far() {
     err.read_line(&mut roster).unwrap();
     let at = roster.find("rank 1 pid ").expect("a roster");
     let pid = roster[at..].split_whitespace().nth(3).unwrap().to_string();
-    // all-to-all-k8 runs for over a second even optimised on two ranks.
-    std::thread::sleep(Duration::from_millis(500));
+    // all-to-all-k8 runs for over a second even optimised on two ranks
+    // (tests run the unoptimised build, far slower); the ranks hear
+    // Ctrl-C from before the roster, so any moment in between will do.
+    std::thread::sleep(Duration::from_millis(800));
     assert!(Command::new("kill")
         .args(["-INT", &pid])
         .status()

@@ -246,6 +246,24 @@ fn a_bad_timeline_path_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     let kept = std::fs::read_to_string(&refused).unwrap();
     assert_eq!(kept, "an earlier timeline");
+    let out = udrma(&[
+        "run",
+        &example("demo.toml"),
+        "--timeline",
+        refused.to_str().unwrap(),
+        "--timeline-max",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--timeline-max 0 would keep no event"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&refused).unwrap(),
+        "an earlier timeline"
+    );
 }
 
 #[test]

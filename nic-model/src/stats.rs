@@ -69,8 +69,10 @@ pub struct Stats {
     /// First packets sent again at once because a later packet of their
     /// operation was refused before they registered it.
     pub first_resent_on_refusal: u64,
-    /// Packets sent again because a packet of their operation sent after
-    /// them was acknowledged first (`fast_retransmit`), before any timer.
+    /// Packets judged lost because a packet of their operation sent after
+    /// them was acknowledged first (`fast_retransmit`), before any timer,
+    /// and queued to go again; counted as judged, so one acknowledged
+    /// before its copy leaves counts here and not in `retransmits`.
     pub fast_retransmits: u64,
     /// Of them, found unneeded: acknowledged too soon after they left to
     /// be the new copy's acknowledgement (the reordering window widens).

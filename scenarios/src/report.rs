@@ -132,7 +132,10 @@ pub struct Report {
     pub ecn_echoes: u64,
     /// Retransmissions (all hosts; reduce packets included).
     pub retransmits: u64,
-    /// Of them, sent because a later packet was acknowledged first.
+    /// Packets judged lost because a later packet of their operation was
+    /// acknowledged first, counted as they are judged: one acknowledged
+    /// before its copy leaves is not sent again, so this can exceed
+    /// `retransmits`.
     pub fast_retransmits: u64,
     /// Of those, found not needed: answered too soon to be the copy's, or
     /// reported a duplicate by the receiver after their own ACK (flag

@@ -90,7 +90,8 @@ pub struct RunOptions {
     /// may stop it there ([`observed::Observer`]); the run is the same
     /// with it as without. On threads and ranks a slice is whole
     /// windows; over sockets, [`crate::backend::UDP_SLICE`] of real time.
-    /// On ranks give every rank one, or none: they agree between slices.
+    /// On ranks give every rank one with the same count, or none: they
+    /// agree between slices (ranks that differ are refused at the start).
     pub observer: Option<(u64, observed::Observer)>,
 }
 
@@ -358,7 +359,8 @@ fn run_ranked(
             udrma_fabric::MAX_SHARDS
         )));
     }
-    let world = udrma_fabric::RankedWorld::new(sim_world(plan)?, ranks.ranks, &ranks.identity)
+    let identity = format!("{}{}", ranks.identity, observed::identity(watch));
+    let world = udrma_fabric::RankedWorld::new(sim_world(plan)?, ranks.ranks, &identity)
         .map_err(|e| plan.at.error(format!("{n} MPI ranks: {e}")))?;
     let backend = Box::new(crate::backend::Ranked::new(world));
     crate::run::rdma::run(plan, observe_windowed(backend, watch), None, false)

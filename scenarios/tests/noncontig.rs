@@ -244,3 +244,16 @@ fn round_trips_are_spans_and_an_unfinished_one_is_not_completed() {
     assert_eq!(open.len(), 1, "{open:?}");
     assert_eq!(open[0]["args"]["result"], "not completed");
 }
+
+/// A key the layout needs but the file leaves out is named at the
+/// workload it belongs to.
+#[test]
+fn a_missing_layout_key_is_located_at_its_workload() {
+    let text = "name = \"nc\"\n[topology]\nkind = \"pair\"\n[[workload]]\nkind = \"noncontig\"\n\
+                src = \"h0\"\ndst = \"h1\"\nlayout = \"vector\"\nblocks = 16\n";
+    let e = Scenario::parse("nb.toml", text).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "nb.toml:5:1: noncontig workload: layout \"vector\" needs `block` (bytes per block)"
+    );
+}

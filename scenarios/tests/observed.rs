@@ -315,3 +315,36 @@ fn regex_free_method(text: &str, method: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Ranks meet between slices, so they must slice alike: a watched rank
+/// beside an unwatched one is refused at the start, on every rank, not
+/// left to fall out of step.
+#[test]
+fn ranks_watched_differently_are_refused_at_the_start() {
+    let sc = in_windows("two-hosts.toml");
+    let errors: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = udrma_fabric::LocalRanks::group(2)
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let sc = &sc;
+                scope.spawn(move || {
+                    let (calls, elsewhere) = (Arc::default(), Arc::default());
+                    let opts = RunOptions {
+                        ranks: Some(udrma_scenarios::RankOptions {
+                            ranks: Box::new(r),
+                            identity: "the same file".into(),
+                        }),
+                        observer: (i == 0).then(|| (3, counting(&calls, &elsewhere, 0))),
+                        ..RunOptions::default()
+                    };
+                    run(sc, opts).unwrap_err().to_string()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for e in &errors {
+        assert!(e.contains("rank 1") && e.contains("unwatched"), "{e}");
+    }
+}

@@ -13,9 +13,17 @@ pub(crate) fn run_file(
     file: &std::path::Path,
     flags: crate::RunFlags,
 ) -> anyhow::Result<std::process::ExitCode> {
+    use std::io::IsTerminal;
     use udrma_fabric::Ranks;
-    roster(&mut ranks)?;
+    // Ctrl-C is heard from here on, before the roster that says which
+    // processes run (a launcher may pass one on while the ranks still
+    // load the file): it stops the run at its first slice. Rank 0 draws
+    // the progress, if its stderr is a terminal (under a launcher it
+    // seldom is).
     let me = ranks.rank();
+    let watch =
+        crate::run_cmd::Watch::new(me == 0 && !flags.json && std::io::stderr().is_terminal());
+    roster(&mut ranks)?;
     let crate::RunFlags {
         sets,
         threads,
@@ -115,7 +123,7 @@ pub(crate) fn run_file(
         }),
         ..udrma_scenarios::RunOptions::default()
     };
-    run_watched(&sc, opts, me, json)
+    run_watched(&sc, opts, (me, &watch), json)
 }
 
 /// Runs `sc` on this rank, watched (`opts` has its ranks): rank 0 prints
@@ -123,14 +131,11 @@ pub(crate) fn run_file(
 fn run_watched(
     sc: &udrma_scenarios::Scenario,
     mut opts: udrma_scenarios::RunOptions,
-    me: usize,
+    (me, watch): (usize, &crate::run_cmd::Watch),
     json: bool,
 ) -> anyhow::Result<std::process::ExitCode> {
     // Every rank is watched, for Ctrl-C (a launcher hands it to every
-    // rank; one that reaches any stops all); rank 0 draws the progress,
-    // if its stderr is a terminal (under a launcher it seldom is).
-    use std::io::IsTerminal;
-    let watch = crate::run_cmd::Watch::new(me == 0 && !json && std::io::stderr().is_terminal());
+    // rank; one that reaches any stops all).
     opts.observer = Some((
         udrma_scenarios::run::observed::SLICE_EVENTS,
         watch.observer(),
@@ -141,7 +146,7 @@ fn run_watched(
     match result {
         Ok(mut report) if me == 0 => {
             report.set_wall(start.elapsed().as_secs_f64());
-            crate::run_cmd::print_watched(&watch, &report, json)
+            crate::run_cmd::print_watched(watch, &report, json)
         }
         Ok(_) if watch.stopped().is_some() => {
             Ok(std::process::ExitCode::from(crate::interrupt::EXIT))

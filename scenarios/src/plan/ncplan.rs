@@ -67,8 +67,17 @@ pub fn validate(sc: &Scenario, nic: &NicConfig, topo: &Topology) -> Result<(), S
     Ok(())
 }
 
+/// An error about the workload's `key`: at the line that sets it, or,
+/// for a key the file leaves out, at the workload's `kind = "noncontig"`.
 fn bad(sc: &Scenario, key: &str, msg: String) -> ScenarioError {
-    sc.error_at_key(key, format!("noncontig workload: {msg}"))
+    let e = sc.error_at_key(key, format!("noncontig workload: {msg}"));
+    if e.at.is_some() {
+        return e;
+    }
+    let at = sc
+        .error_at_nth_setting("kind", "noncontig", 0, String::new())
+        .at;
+    ScenarioError { at, ..e }
 }
 
 /// One side's layout, from the file.

@@ -60,6 +60,16 @@ pub(crate) struct Watch {
 /// One watch, shared by every backend of a run.
 pub(crate) type Shared = Rc<RefCell<Watch>>;
 
+/// What a run on ranks adds to the identity the ranks compare: whether
+/// it is watched, and how often, since the ranks meet between slices and
+/// must all slice alike.
+pub(crate) fn identity(watch: Option<&Shared>) -> String {
+    match watch {
+        Some(w) => format!(", watched every {} events", w.borrow().every),
+        None => ", unwatched".into(),
+    }
+}
+
 /// A watch calling `observer` every `every` events (at least 1).
 pub(crate) fn watch((every, observer): (u64, Observer)) -> Shared {
     Rc::new(RefCell::new(Watch {
