@@ -82,6 +82,7 @@ fn ctrl_c_with_json_keeps_stdout_one_json_object() {
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["checks"]["liveness"], false);
+    assert_eq!(v["interrupted"], true);
     assert!(stderr.starts_with("interrupted (Ctrl-C) at "), "{stderr}");
 }
 

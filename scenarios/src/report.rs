@@ -155,6 +155,11 @@ pub struct Report {
     pub checks: BTreeMap<String, bool>,
     /// Why checks failed, and other findings.
     pub notes: Vec<String>,
+    /// The caller's observer stopped the run before its end (Ctrl-C in
+    /// the CLI): what it reports is the run so far. In the JSON only
+    /// when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// The messaging layer's counters and per-size table (messaging
     /// scenarios only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -659,6 +664,7 @@ pub(crate) fn build(
         nacks: nic.nacks,
         checks,
         notes,
+        interrupted: false,
         messaging: None,
         noncontig: None,
         collective: None,

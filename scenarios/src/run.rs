@@ -179,10 +179,21 @@ fn early_timers(plan: &Plan, r: &Report) -> Option<String> {
     ))
 }
 
-/// [`run_plan`] before the notes on the whole run.
+/// [`run_plan`] before the notes on the whole run: the run, watched if
+/// the caller gave an observer, and whether the observer stopped it.
 fn dispatch(plan: &Plan, mut opts: RunOptions) -> Result<Report, ScenarioError> {
     let watch = opts.observer.take().map(observed::watch);
-    let watch = watch.as_ref();
+    let mut report = dispatch_watched(plan, opts, watch.as_ref())?;
+    report.interrupted = watch.is_some_and(|w| w.borrow().stopped());
+    Ok(report)
+}
+
+/// [`dispatch`] with its watch made.
+fn dispatch_watched(
+    plan: &Plan,
+    mut opts: RunOptions,
+    watch: Option<&observed::Shared>,
+) -> Result<Report, ScenarioError> {
     if let Some(ranks) = opts.ranks.take() {
         return run_ranked(plan, ranks, &opts, watch);
     }

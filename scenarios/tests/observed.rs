@@ -92,6 +92,7 @@ fn an_observer_that_says_stop_gets_the_run_so_far() {
             }
         });
         let part = run_with(&text, Some((200, observer)));
+        assert!(part.interrupted && !full.interrupted, "{name}");
         assert!(part.events < full.events, "{name}");
         assert!(part.events >= 600, "{name}: {} events", part.events);
         assert!(!part.passed(), "{name}");
@@ -213,6 +214,10 @@ fn a_stop_on_one_rank_stops_every_rank_at_the_same_window() {
     assert_eq!(all[0].0.events, plain.events);
     let stopped = on_ranks(&sc, &[0, 3]);
     let (rank0, calls0, told0) = &stopped[0];
+    assert!(
+        rank0.interrupted,
+        "rank 0 reports the stop rank 1 asked for"
+    );
     assert_eq!((*calls0, *told0), (4, 1), "rank 0 is asked, then told");
     assert_eq!((stopped[1].1, stopped[1].2), (3, 0));
     assert!(rank0.events < plain.events && !rank0.passed());

@@ -70,6 +70,14 @@ pub(crate) fn identity(watch: Option<&Shared>) -> String {
     }
 }
 
+impl Watch {
+    /// Whether the observer stopped the run (here or, on ranks, on
+    /// another rank).
+    pub(crate) fn stopped(&self) -> bool {
+        self.stopped
+    }
+}
+
 /// A watch calling `observer` every `every` events (at least 1).
 pub(crate) fn watch((every, observer): (u64, Observer)) -> Shared {
     Rc::new(RefCell::new(Watch {
