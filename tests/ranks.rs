@@ -45,6 +45,37 @@ fn mpiexec(args: &[&str]) -> Output {
         .expect("the MPI launcher runs")
 }
 
+/// The launcher started with `args` (its own, then the processes'),
+/// its output piped; its stderr's first line (the roster udrma prints:
+/// `udrma: N ranks: rank 0 pid P on HOST, ...`) read; and the rest of
+/// its stderr to read on.
+fn launched(
+    args: &[&str],
+) -> (
+    std::process::Child,
+    BufReader<std::process::ChildStderr>,
+    String,
+) {
+    let mut job = launcher()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(job.stderr.take().unwrap());
+    let mut roster = String::new();
+    err.read_line(&mut roster).unwrap();
+    (job, err, roster)
+}
+
+/// Rank `rank`'s PID in a roster line.
+fn pid_of(roster: &str, rank: usize) -> String {
+    let at = roster
+        .find(&format!("rank {rank} pid "))
+        .unwrap_or_else(|| panic!("no rank {rank} in {roster:?}"));
+    roster[at..].split_whitespace().nth(3).unwrap().to_string()
+}
+
 /// A line of `udrma bench sim`'s output: the text after its label.
 fn figure<'a>(out: &'a str, label: &str) -> &'a str {
     out.lines()
@@ -293,21 +324,8 @@ fn ranks_started_differently_are_refused_once_by_rank() {
     ignore = "needs --features mpi and mpiexec (.ci/run runs it)"
 )]
 fn a_killed_rank_stops_the_job_and_is_named() {
-    let mut job = launcher()
-        .args(["-n", "3", udrma(), "bench", "sim", "--k", "16"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(job.stderr.take().unwrap());
-    let mut roster = String::new();
-    err.read_line(&mut roster).unwrap();
-    let pid_of = |rank: usize| -> String {
-        let at = roster
-            .find(&format!("rank {rank} pid "))
-            .unwrap_or_else(|| panic!("no rank {rank} in {roster:?}"));
-        roster[at..].split_whitespace().nth(3).unwrap().to_string()
-    };
+    let (mut job, mut err, roster) = launched(&["-n", "3", udrma(), "bench", "sim", "--k", "16"]);
+    let pid_of = |rank: usize| pid_of(&roster, rank);
     let victim = pid_of(1);
     let killed = Instant::now();
     assert!(Command::new("kill")
@@ -349,8 +367,8 @@ fn a_killed_rank_stops_the_job_and_is_named() {
 /// Ctrl-C that reaches one rank only (here rank 1, by its PID from the
 /// roster) stops every rank at the same window: rank 0 prints the
 /// summary of the run so far under the line saying so, and the job
-/// exits 130. (A Ctrl-C at the launcher reaches every rank: Hydra and
-/// Open MPI pass it on.)
+/// exits 130. (A Ctrl-C at MPICH's `mpiexec` reaches every rank: Hydra
+/// passes it on, as tried by hand.)
 #[test]
 #[cfg_attr(
     not(feature = "mpi"),
@@ -361,17 +379,9 @@ fn ctrl_c_on_one_rank_stops_every_rank_with_the_run_so_far() {
         env!("CARGO_MANIFEST_DIR"),
         "/scenarios/examples/all-to-all-k8.toml"
     );
-    let mut job = launcher()
-        .args(["-n", "2", udrma(), "run", file])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(job.stderr.take().unwrap());
-    let mut roster = String::new();
-    err.read_line(&mut roster).unwrap();
-    let at = roster.find("rank 1 pid ").expect("a roster");
-    let pid = roster[at..].split_whitespace().nth(3).unwrap().to_string();
+    // (The rest of stderr stays open until the job ends.)
+    let (job, _err, roster) = launched(&["-n", "2", udrma(), "run", file]);
+    let pid = pid_of(&roster, 1);
     // all-to-all-k8 runs for over a second even optimised on two ranks
     // (tests run the unoptimised build, far slower); the ranks hear
     // Ctrl-C from before the roster, so any moment in between will do.

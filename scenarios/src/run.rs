@@ -258,7 +258,7 @@ fn dispatch_watched(
                 w.nic_mut(h).record_timeouts();
             }
         }
-        observe(Box::new(w), watch)
+        observe(Box::new(w), watch, 1)
     };
     let world = watched(world);
     let rebuild = || sim_world(plan).map(watched);
@@ -284,22 +284,16 @@ type Built<'a> = (
     &'a dyn Fn() -> Result<Box<dyn Backend>, ScenarioError>,
 );
 
-/// `backend`, watched by `watch` if there is one.
-fn observe(backend: Box<dyn Backend>, watch: Option<&observed::Shared>) -> Box<dyn Backend> {
-    match watch {
-        Some(watch) => Box::new(observed::Observed::new(backend, watch)),
-        None => backend,
-    }
-}
-
-/// `backend`, a run on threads or ranks, watched by `watch` if there is
-/// one, in larger slices ([`observed::WINDOWED_SCALE`]).
-fn observe_windowed(
+/// `backend`, watched by `watch` if there is one, in slices `scale`
+/// times the watch's (1; [`observed::WINDOWED_SCALE`] on threads and
+/// ranks).
+fn observe(
     backend: Box<dyn Backend>,
     watch: Option<&observed::Shared>,
+    scale: u64,
 ) -> Box<dyn Backend> {
     match watch {
-        Some(watch) => Box::new(observed::Observed::windowed(backend, watch)),
+        Some(watch) => Box::new(observed::Observed::new(backend, watch, scale)),
         None => backend,
     }
 }
@@ -374,7 +368,8 @@ fn run_ranked(
     let world = udrma_fabric::RankedWorld::new(sim_world(plan)?, ranks.ranks, &identity)
         .map_err(|e| plan.at.error(format!("{n} MPI ranks: {e}")))?;
     let backend = Box::new(crate::backend::Ranked::new(world));
-    crate::run::rdma::run(plan, observe_windowed(backend, watch), None, false)
+    let backend = observe(backend, watch, observed::WINDOWED_SCALE);
+    crate::run::rdma::run(plan, backend, None, false)
 }
 
 /// What neither threads nor ranks can split, refused by `refuse` naming
@@ -442,7 +437,8 @@ fn run_split(
     let worlds = worlds.into_iter().collect::<Result<Vec<_>, _>>()?;
     let split =
         SplitWorld::new(worlds).map_err(|e| plan.at.error(format!("--threads {threads}: {e}")))?;
-    crate::run::rdma::run(plan, observe_windowed(Box::new(split), watch), None, false)
+    let split = observe(Box::new(split), watch, observed::WINDOWED_SCALE);
+    crate::run::rdma::run(plan, split, None, false)
 }
 
 /// The simulated fabric of `plan` ([`crate::plan::resolved::Resolved::world`]).
@@ -469,29 +465,22 @@ fn run_udp(
     };
     let loopback = || {
         Cluster::loopback(n, &cfg, |h| plans[h.0 as usize].clone())
-            .map(|c| observe(Box::new(Udp::new(c)), watch))
+            .map(|c| observe(Box::new(Udp::new(c)), watch, 1))
             .map_err(|e| plan.at.error_at("topology", format!("udp backend: {e}")))
     };
-    // `auto` tries the methods on the simulated fabric (with the plan's
-    // NIC, its real-time floors, and time limit) before the sockets'
-    // clock starts.
-    let trial = || sim_world(plan).map(|w| observe(Box::new(w), watch));
-    let chosen = match &plan.work {
-        Work::Noncontig(_) => Some(crate::run::noncontig::choose(plan, &trial)?),
-        _ => None,
-    };
-    let backend = loopback()?;
     match &plan.work {
-        Work::Collective(_) => crate::run::collective::run(plan, backend, &loopback, false),
-        Work::Scheduled(_) => crate::run::scheduled::run(plan, backend, false),
-        Work::Noncontig(_) => match &chosen {
-            Some((planned, stopped)) => {
-                crate::run::noncontig::run_chosen(plan, backend, (planned, *stopped), false)
-            }
-            None => Err(plan.at.error("internal: not a noncontig plan".into())),
-        },
-        Work::Messaging(_) => crate::run::messaging::run(plan, backend, false),
-        Work::Rdma(_) => crate::run::rdma::run(plan, backend, None, false),
+        Work::Noncontig(_) => {
+            // `auto` tries the methods on the simulated fabric (with the
+            // plan's NIC, its real-time floors, and time limit) before the
+            // sockets' clock starts.
+            let trial = || sim_world(plan).map(|w| observe(Box::new(w), watch, 1));
+            let (planned, stopped) = crate::run::noncontig::choose(plan, &trial)?;
+            crate::run::noncontig::run_chosen(plan, loopback()?, (&planned, stopped), false)
+        }
+        Work::Collective(_) => crate::run::collective::run(plan, loopback()?, &loopback, false),
+        Work::Scheduled(_) => crate::run::scheduled::run(plan, loopback()?, false),
+        Work::Messaging(_) => crate::run::messaging::run(plan, loopback()?, false),
+        Work::Rdma(_) => crate::run::rdma::run(plan, loopback()?, None, false),
     }
 }
 

@@ -235,6 +235,16 @@ pub fn partition(topo: &Topology, n: usize) -> Vec<u16> {
     }
 }
 
+/// Where a crew's windows stop ([`Crew::windows`]).
+pub(super) struct Bounds {
+    /// The window width, ps.
+    pub(super) width: u64,
+    /// Nothing due after this runs.
+    pub(super) limit: Instant,
+    /// The trace's event count at which a slice ends.
+    pub(super) stop_at: u64,
+}
+
 /// Runs the world `build` makes until it is idle, in windows, split into
 /// `shards` threads by [`partition`]. `build` is called once on each
 /// thread and must build the same world each time (the same topology,
@@ -258,7 +268,11 @@ where
         crew.windows(
             &mut w0,
             &mut next,
-            (ready0.width, Instant(u64::MAX), u64::MAX),
+            Bounds {
+                width: ready0.width,
+                limit: Instant(u64::MAX),
+                stop_at: u64::MAX,
+            },
             &mut between,
             &mut trace,
             &mut host_events,
@@ -534,16 +548,20 @@ impl Crew<'_> {
 
     /// Window after window, as [`World::run_for`] runs them on one
     /// thread (`w0` is shard 0's world, `next` each shard's next event
-    /// time, and windows of `width` ps): until no shard has anything
-    /// left and no packet is between shards ([`Ran::Idle`]), the next
-    /// thing is past `limit` ([`Ran::Limit`]), or the trace has counted
-    /// `stop_at` events ([`Ran::Budget`], between two windows). The node
-    /// runs fold into `trace`, the host events join `host_events`.
+    /// time): until no shard has anything left and no packet is between
+    /// shards ([`Ran::Idle`]), the next thing is past the limit
+    /// ([`Ran::Limit`]), or the trace has counted the budget's events
+    /// ([`Ran::Budget`], between two windows). The node runs fold into
+    /// `trace`, the host events join `host_events`.
     pub(super) fn windows(
         &self,
         w0: &mut World,
         next: &mut [Option<Instant>],
-        (width, limit, stop_at): (u64, Instant, u64),
+        Bounds {
+            width,
+            limit,
+            stop_at,
+        }: Bounds,
         between: &mut Between,
         trace: &mut Trace,
         host_events: &mut Vec<HostEvent>,

@@ -12,7 +12,7 @@
 
 use std::sync::Mutex;
 
-use super::shards::{crew, prepare, Between, Ready};
+use super::shards::{crew, prepare, Between, Bounds, Ready};
 use super::*;
 
 /// A world split into shards that run on threads of their own (see the
@@ -185,7 +185,11 @@ impl SplitWorld {
             let ran = crew.windows(
                 &mut w0,
                 &mut next,
-                (width, limit, stop_at),
+                Bounds {
+                    width,
+                    limit,
+                    stop_at,
+                },
                 between,
                 trace,
                 host_events,

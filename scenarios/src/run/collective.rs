@@ -415,11 +415,7 @@ fn iteration_spans(plan: &CollectivePlan, ran: &Ran, now: Instant) -> Vec<OpSpan
             ended.insert(o.iter, o);
         }
         for iter in (0..plan.iterations).take_while(|i| plan.start_of(*i) <= now) {
-            let (done, ok) = match ended.get(&iter).map(|o| &o.done) {
-                Some(Ok(at)) => (Some(at.as_ps()), Some(true)),
-                Some(Err(_)) => (None, Some(false)),
-                None => (None, None),
-            };
+            let (done, ok) = OpSpan::ended(ended.get(&iter).map(|o| &o.done));
             spans.push(OpSpan {
                 host: h as u32,
                 kind: format!("{} #{iter}", plan.kind.name()),

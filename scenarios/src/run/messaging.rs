@@ -167,9 +167,8 @@ struct Tally {
     stats: MsgStats,
     /// (from, to, tag, k) → when it was sent.
     sent_at: BTreeMap<(NodeAddr, NodeAddr, u32, u32), Instant>,
-    sent: Vec<Sent>,
-    /// Each of `sent`'s sender.
-    senders: Vec<NodeAddr>,
+    /// (sender, what it sent).
+    sent: Vec<(NodeAddr, Sent)>,
     /// (receiver, what it received).
     received: Vec<(NodeAddr, Received)>,
 }
@@ -205,8 +204,7 @@ impl Tally {
             t.stats.fallbacks += st.fallbacks;
             for m in app.sent() {
                 t.sent_at.insert((*h, m.to, m.tag, m.k), m.at);
-                t.sent.push(*m);
-                t.senders.push(*h);
+                t.sent.push((*h, *m));
             }
             t.received.extend(app.received().iter().map(|r| (*h, *r)));
         }
@@ -221,8 +219,8 @@ impl Tally {
             .iter()
             .map(|(h, r)| ((r.from, *h, r.tag, r.k), (r.at, r.ok)))
             .collect();
-        (self.sent.iter().zip(&self.senders))
-            .map(|(m, h)| {
+        (self.sent.iter())
+            .map(|(h, m)| {
                 let got = received.get(&(*h, m.to, m.tag, m.k));
                 OpSpan {
                     host: h.0,
@@ -326,7 +324,7 @@ impl Timing {
             completed: self.recv_ok,
             failed: t.failed,
         };
-        let first_post = t.sent.iter().map(|m| m.at).min();
+        let first_post = t.sent.iter().map(|(_, m)| m.at).min();
         rep.goodput_gbps = match (first_post, self.last_done) {
             (Some(a), Some(b)) if b > a => {
                 let g = self.bytes_ok as f64 * 8.0 / (b - a).as_ps() as f64 * 1e3;

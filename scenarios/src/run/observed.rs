@@ -102,21 +102,13 @@ pub(crate) struct Observed {
 pub const WINDOWED_SCALE: u64 = 64;
 
 impl Observed {
-    /// `inner`, watched by `watch`.
-    pub(crate) fn new(inner: Box<dyn Backend>, watch: &Shared) -> Observed {
+    /// `inner`, watched by `watch` in slices `scale` times the watch's
+    /// events (1; [`WINDOWED_SCALE`] for a run on threads or ranks).
+    pub(crate) fn new(inner: Box<dyn Backend>, watch: &Shared, scale: u64) -> Observed {
         Observed {
             inner,
             watch: watch.clone(),
-            scale: 1,
-        }
-    }
-
-    /// `inner`, a run on threads or ranks, watched by `watch` in slices
-    /// [`WINDOWED_SCALE`] times larger.
-    pub(crate) fn windowed(inner: Box<dyn Backend>, watch: &Shared) -> Observed {
-        Observed {
-            scale: WINDOWED_SCALE,
-            ..Observed::new(inner, watch)
+            scale,
         }
     }
 }

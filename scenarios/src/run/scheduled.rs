@@ -388,11 +388,7 @@ fn lap_spans(plan: &ScheduledPlan, world: &dyn Backend) -> Vec<OpSpan> {
         };
         for lap in app.laps() {
             let spec = plan.spec_at(lap.size);
-            let (done, ok) = match &lap.end {
-                Some(Ok(end)) => (Some(end.as_ps()), Some(true)),
-                Some(Err(_)) => (None, Some(false)),
-                None => (None, None),
-            };
+            let (done, ok) = OpSpan::ended(lap.end.as_ref());
             spans.push(OpSpan {
                 host: h.0,
                 kind: format!("{} #{}", spec.collective.name(), lap.iter),

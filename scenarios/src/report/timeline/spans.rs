@@ -27,6 +27,19 @@ pub struct OpSpan {
     pub ok: Option<bool>,
 }
 
+impl OpSpan {
+    /// `done` and `ok` for an operation whose end is `end`: when it
+    /// ended, or why it failed (at a time not recorded); `None` while it
+    /// still ran.
+    pub fn ended<E>(end: Option<&Result<udrma_proto::Instant, E>>) -> (Option<u64>, Option<bool>) {
+        match end {
+            Some(Ok(at)) => (Some(at.as_ps()), Some(true)),
+            Some(Err(_)) => (None, Some(false)),
+            None => (None, None),
+        }
+    }
+}
+
 /// Writes the operations' spans, each host's on as few threads as keep
 /// them from overlapping, at most `room` of them; returns how many.
 pub(super) fn spans(out: &mut Out, ops: &[OpSpan], room: usize, end_ps: u64) -> usize {
