@@ -644,7 +644,7 @@ fn create(path: &Path) -> anyhow::Result<Box<dyn Write + Send>> {
 }
 
 fn execute(sc: &Scenario, opts: RunOptions, json: bool) -> anyhow::Result<ExitCode> {
-    run_cmd::execute(sc, opts, json, (None, None))
+    run_cmd::execute(sc, opts, json)
 }
 
 /// `h0=ADDR` (ADDR as for --peer of the bridge: an address or a name).

@@ -202,17 +202,10 @@ fn options(sc: &Scenario, flags: &RunFlags) -> anyhow::Result<(RunOptions, Optio
     Ok((opts, timeline))
 }
 
-/// Runs `sc` unwatched and prints its report (and writes its ladder and
-/// timeline).
-pub(crate) fn execute(
-    sc: &Scenario,
-    opts: RunOptions,
-    json: bool,
-    outputs: Outputs<'_>,
-) -> anyhow::Result<ExitCode> {
+/// Runs `sc` unwatched and prints its report (the demo: no files).
+pub(crate) fn execute(sc: &Scenario, opts: RunOptions, json: bool) -> anyhow::Result<ExitCode> {
     let start = Wall::now();
     let mut report = udrma_scenarios::run(sc, opts).map_err(|e| BadInput(e.to_string()))?;
-    write_outputs(outputs, &mut report)?;
     report.set_wall(start.elapsed().as_secs_f64());
     print_report(&report, json)
 }
@@ -299,8 +292,6 @@ impl Watch {
                     bar.set_draw_target(ProgressDrawTarget::stderr());
                 }
                 drawn = Some(wall);
-                bar.set_length(p.limit.as_ps());
-                bar.set_position(p.now.as_ps());
                 bar.set_message(progress_line(p, wall.as_secs_f64()));
             }
             ControlFlow::Continue(())
