@@ -849,9 +849,10 @@ fn the_cost_model_times_triggers_the_alu_and_the_result_dma() {
     // A star of 3: 0 <- 1, 0 <- 2. Leaves fire at once: doorbell 1 +
     // fetch 2 + trigger 3 = 6 us, then 1 us of wire: both arrive at 7.
     // The ALU takes them one after the other (5 us each): done at 17, so
-    // the root's broadcast leaves 3 + 10 us after 7, to child 0 after one
-    // more trigger (16 us of NIC work) and to child 1 after two (19 us).
-    // Each child's NIC writes the result to host memory: 7 us.
+    // the root's broadcast leaves 3 + 10 us after 7, farthest child
+    // first: to node 2 after one more trigger (16 us of NIC work) and to
+    // node 1 after two (19 us). Each child's NIC writes the result to
+    // host memory: 7 us.
     let cost = udrma_nic::CostModel {
         doorbell: Duration::from_micros(1),
         descriptor_fetch: Duration::from_micros(2),
@@ -874,8 +875,8 @@ fn the_cost_model_times_triggers_the_alu_and_the_result_dma() {
     let at = |i: usize| mesh.completions(i)[0].1;
     let us = |x: u64| Instant::ZERO + Duration::from_micros(x);
     assert_eq!(at(0), us(7));
-    assert_eq!(at(1), us(7 + 1 + 16 + 7));
-    assert_eq!(at(2), us(7 + 1 + 19 + 7));
+    assert_eq!(at(2), us(7 + 1 + 16 + 7), "the farthest child first");
+    assert_eq!(at(1), us(7 + 1 + 19 + 7));
 }
 
 fn op_and_type() -> impl Strategy<Value = (ReduceOp, ReduceType)> {

@@ -39,27 +39,38 @@ pub fn coordinate_search(
     Ok((best, best_err))
 }
 
+/// One fold of [`cross_validate`].
+#[derive(Debug, Clone)]
+pub struct Fold<F> {
+    /// What was fitted.
+    pub on: F,
+    /// The fit's error there (rms log ratio).
+    pub fit: f64,
+    /// What was predicted.
+    pub held: F,
+    /// The (ours, published) pairs there, from the fitted values.
+    pub predicted: Vec<(f64, f64)>,
+}
+
 /// Cross-validation: for each fold `(on, held)`, fits from `start` to the
 /// points `pairs(values, on)` gives (`rounds` rounds, the squared rms log
-/// ratio as the error), then scores the fitted values on `pairs(values,
-/// held)`. Returns, per fold, (on, the fit's error there, held, the error
-/// there), errors as rms log ratios.
+/// ratio as the error), then gives the fitted values' pairs at `held`.
 pub fn cross_validate<F: Clone>(
     start: &Values,
     rounds: u32,
     folds: &[(F, F)],
     pairs: Pairs<'_, F>,
-) -> anyhow::Result<Vec<(F, f64, F, f64)>> {
+) -> anyhow::Result<Vec<Fold<F>>> {
     let mut out = Vec::new();
     for (on, held) in folds {
         let err = |v: &Values| -> anyhow::Result<f64> { Ok(rms_log_ratio(&pairs(v, on)?).powi(2)) };
         let (v, e) = coordinate_search(start, rounds, &err)?;
-        out.push((
-            on.clone(),
-            e.sqrt(),
-            held.clone(),
-            rms_log_ratio(&pairs(&v, held)?),
-        ));
+        out.push(Fold {
+            on: on.clone(),
+            fit: e.sqrt(),
+            held: held.clone(),
+            predicted: pairs(&v, held)?,
+        });
     }
     Ok(out)
 }

@@ -218,13 +218,17 @@ impl Nic {
                 }
                 if kind.goes_down() && fan_in > 0 {
                     self.stats.reduce_fired += 1;
-                    for (i, child) in post.children.iter().enumerate() {
+                    // Farthest child first: its subtree is the largest,
+                    // so it has the most left to do (MPICH's binomial
+                    // broadcast sends in this order too). Children are
+                    // listed nearest first.
+                    for (n, (i, child)) in post.children.iter().enumerate().rev().enumerate() {
                         let to = OutKey {
                             to: *child,
                             down: true,
                             key,
                         };
-                        let work = root_work + c.reduce_trigger.saturating_mul(i as u64 + 1);
+                        let work = root_work + c.reduce_trigger.saturating_mul(n as u64 + 1);
                         sends.push((to, hdr(i as u8, fan_in, post.level), result.clone(), work));
                     }
                 }
