@@ -112,7 +112,9 @@ pub struct ReducePost {
     pub operand: Operand,
     /// This node's parent; `None` at the root.
     pub parent: Option<Parent>,
-    /// Children, in branch order (branch `i` is `children[i]`).
+    /// Children, in branch order (branch `i` is `children[i]`), nearest
+    /// first, as k-nomial trees list them: the NIC broadcasts the result
+    /// to the last first, taking it to head the largest subtree.
     pub children: Vec<NodeAddr>,
     /// This node's height in the tree (0 = leaf), carried for decoders.
     pub level: u8,
