@@ -173,24 +173,16 @@ fn table_rows(get: Get, extra: &mut String) -> anyhow::Result<Vec<Row>> {
             holds: fold.predicted <= 0.3,
         });
         // One doubling ahead, method by method: what a reader
-        // extrapolating a curve meets. Lists are reported and not yet
-        // bounded: their receive-descriptor fetch is paid per request, one
-        // at a time, so the two more requests of 128 blocks overshoot.
+        // extrapolating a curve meets.
         if fold.held.iter().all(|h| fold.on.iter().all(|o| h > o)) {
             for (m, e) in &fold.by_method {
-                let bounded = *m != "sgrs";
                 rows.push(Row {
                     what: format!("  one doubling ahead ({on} → {held} blocks), {m}"),
                     published: "-".into(),
                     ours: format!("{e:.3}"),
                     ratio: None,
-                    tolerance: if bounded {
-                        "≤ 0.15"
-                    } else {
-                        "aim ≤ 0.15, not yet bounded"
-                    }
-                    .into(),
-                    holds: !bounded || *e <= 0.15,
+                    tolerance: "≤ 0.15".into(),
+                    holds: *e <= 0.15,
                 });
             }
         }
