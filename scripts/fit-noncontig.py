@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fits the connectx5-roce profile's costs to the non-contiguous study's
-one-way latencies (docs/noncontig.md, "Calibration").
+one-way latencies (docs/noncontig.md, "The profile: `connectx5-roce`").
 
 Runs `udrma run --json` on a generated scenario for each of the table's 64
 points (4 methods x 4 block sizes x 4 block counts) and minimises the mean
