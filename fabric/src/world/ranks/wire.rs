@@ -125,6 +125,7 @@ impl<'a> Reader<'a> {
         )
     }
 
+    #[inline]
     fn take<const N: usize>(&mut self, what: &str) -> Result<[u8; N], String> {
         let b = self
             .bytes
@@ -133,18 +134,19 @@ impl<'a> Reader<'a> {
         self.at += N;
         Ok(b.try_into().expect("N bytes"))
     }
+    #[inline]
     pub(super) fn u8(&mut self, what: &str) -> Result<u8, String> {
         Ok(self.take::<1>(what)?[0])
     }
-    pub(super) fn u16(&mut self, what: &str) -> Result<u16, String> {
-        Ok(u16::from_le_bytes(self.take(what)?))
-    }
+    #[inline]
     pub(super) fn u32(&mut self, what: &str) -> Result<u32, String> {
         Ok(u32::from_le_bytes(self.take(what)?))
     }
+    #[inline]
     pub(super) fn u64(&mut self, what: &str) -> Result<u64, String> {
         Ok(u64::from_le_bytes(self.take(what)?))
     }
+    #[inline]
     fn u128(&mut self, what: &str) -> Result<u128, String> {
         Ok(u128::from_le_bytes(self.take(what)?))
     }
@@ -175,19 +177,34 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
     /// A packet, its datagram copied into room from `pool` if it has any.
+    /// Its fixed fields are taken at once, with one bounds check (read
+    /// field by field, a packet took 130 ns where a write takes 20).
+    #[inline]
     fn flight(&mut self, pool: &mut Vec<Vec<u8>>) -> Result<InFlight, String> {
-        let arrive = Instant(self.u64("arrival")?);
-        let serial = self.u64("serial")?;
-        let src = NodeAddr(self.u32("source")?);
-        let dst = NodeAddr(self.u32("destination")?);
-        let src_port = self.u16("source port")?;
-        let elided = self.u16("elided length")?;
-        let nic_work_ps = self.u32("NIC work")?;
-        let marks = self.u8("marks")?;
+        let f: [u8; FLIGHT] = self.take("a packet's fields")?;
+        let le = |at: usize, n: usize| {
+            let mut b = [0u8; 8];
+            b[..n].copy_from_slice(&f[at..at + n]);
+            u64::from_le_bytes(b)
+        };
+        let arrive = Instant(le(0, 8));
+        let serial = le(8, 8);
+        let src = NodeAddr(le(16, 4) as u32);
+        let dst = NodeAddr(le(20, 4) as u32);
+        let src_port = le(24, 2) as u16;
+        let elided = le(26, 2) as u16;
+        let nic_work_ps = le(28, 4) as u32;
+        let marks = f[32];
         if marks > 3 {
+            self.at -= FLIGHT - 32;
             return Err(self.bad(&format!("marks {marks:#x}")));
         }
-        let blob = self.blob("datagram")?;
+        let n = le(33, 4) as usize;
+        let blob = self
+            .bytes
+            .get(self.at..self.at.saturating_add(n))
+            .ok_or_else(|| self.bad(&format!("datagram: {n} bytes run past the end")))?;
+        self.at += n;
         // Read from the message, not the copy: the copy's room is cold,
         // and reading it back at once waited for it (4 % of a rank).
         let head = Head::of(blob);
@@ -454,5 +471,7 @@ mod tests {
         marks[at] = 4;
         let e = Reader::new(&marks, 1).mail(6).unwrap_err();
         assert!(e.contains("marks 0x4"), "{e}");
+        // The byte named is the marks' own.
+        assert!(e.contains(&format!("at byte {at} of")), "{e}");
     }
 }
