@@ -103,9 +103,12 @@ fn times_with(
     results.into_iter().collect()
 }
 
-/// (ours, published) for the host and the NIC time of every fitted
+/// The two sides of the comparison, as [`fitted_pairs`] labels them.
+const SIDES: [&str; 2] = ["host software", "NIC offload"];
+
+/// (side, ours, published) for the host and the NIC time of every fitted
 /// payload at `nodes`, with the profile's fitted values replaced by `v`.
-fn fitted_pairs(v: &Values, nodes: u32) -> anyhow::Result<Vec<(f64, f64)>> {
+fn fitted_pairs(v: &Values, nodes: u32) -> anyhow::Result<Vec<(&'static str, f64, f64)>> {
     let extra: Vec<(&str, String)> = KEYS
         .iter()
         .zip(v)
@@ -118,15 +121,15 @@ fn fitted_pairs(v: &Values, nodes: u32) -> anyhow::Result<Vec<(f64, f64)>> {
         .filter(|p| p.0 == nodes && FITTED.contains(&p.1))
         .flat_map(|p| {
             let (h, c, _) = t[&(p.0, p.1)];
-            [(h, p.2), (c, p.3)]
+            [(SIDES[0], h, p.2), (SIDES[1], c, p.3)]
         })
         .collect())
 }
 
 /// Cross-validation by node count: fitted from [`NEUTRAL`] to one node
-/// count's points alone, the (ours, published) pairs at the other's,
-/// host and NIC in turn.
-fn cross_validate() -> anyhow::Result<Vec<fit::Fold<u32>>> {
+/// count's points alone, the (side, ours, published) points at the
+/// other's.
+fn cross_validate() -> anyhow::Result<Vec<fit::Fold<u32, &'static str>>> {
     let start: Values = KEYS
         .iter()
         .zip(NEUTRAL)
@@ -252,7 +255,7 @@ fn calibration_rows(get: Get) -> anyhow::Result<Vec<Row>> {
     });
     for fold in cross_validate()? {
         let (on, held) = (fold.on, fold.held);
-        let e_held = rms_log_ratio(&fold.predicted);
+        let e_held = fold.predicted_error(None);
         rows.push(Row {
             what: format!(
                 "cross-validation: fitted to the {on}-node points alone, error on the {held}-node ones"
@@ -263,19 +266,11 @@ fn calibration_rows(get: Get) -> anyhow::Result<Vec<Row>> {
             tolerance: "≤ 0.15".into(),
             holds: e_held <= 0.15,
         });
-        // Each side alone, one doubling ahead (the pairs alternate host,
-        // NIC), as a reader extrapolates a curve.
+        // Each side alone, one doubling ahead, as a reader extrapolates
+        // a curve.
         if held > on {
-            let side = |skip: usize| -> Vec<(f64, f64)> {
-                fold.predicted
-                    .iter()
-                    .skip(skip)
-                    .step_by(2)
-                    .copied()
-                    .collect()
-            };
-            for (name, pairs) in [("host software", side(0)), ("NIC offload", side(1))] {
-                let e = rms_log_ratio(&pairs);
+            for name in SIDES {
+                let e = fold.predicted_error(Some(&name));
                 rows.push(Row {
                     what: format!("  one doubling ahead ({on} → {held} nodes), {name}"),
                     published: "-".into(),

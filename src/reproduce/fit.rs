@@ -9,8 +9,10 @@
 /// Named values (times in ns).
 pub type Values = Vec<(&'static str, f64)>;
 
-/// (ours, published) pairs for some points, given the values.
-pub type Pairs<'a, F> = &'a dyn Fn(&Values, &F) -> anyhow::Result<Vec<(f64, f64)>>;
+/// (label, ours, published) for some points, given the values: the
+/// label says what each point is (a method, a side), so a fold's error
+/// can be split by it.
+pub type Pairs<'a, F, L> = &'a dyn Fn(&Values, &F) -> anyhow::Result<Vec<(L, f64, f64)>>;
 
 /// Minimises `err` from `start` over `rounds` rounds of coordinate search
 /// with a first factor of 2; returns the best values and their error.
@@ -41,29 +43,44 @@ pub fn coordinate_search(
 
 /// One fold of [`cross_validate`].
 #[derive(Debug, Clone)]
-pub struct Fold<F> {
+pub struct Fold<F, L> {
     /// What was fitted.
     pub on: F,
     /// The fit's error there (rms log ratio).
     pub fit: f64,
     /// What was predicted.
     pub held: F,
-    /// The (ours, published) pairs there, from the fitted values.
-    pub predicted: Vec<(f64, f64)>,
+    /// The (label, ours, published) points there, from the fitted values.
+    pub predicted: Vec<(L, f64, f64)>,
+}
+
+impl<F, L: PartialEq> Fold<F, L> {
+    /// The error at the predicted points (rms log ratio), of those
+    /// labelled `label` only if one is given.
+    pub fn predicted_error(&self, label: Option<&L>) -> f64 {
+        let pairs: Vec<(f64, f64)> = (self.predicted.iter())
+            .filter(|(l, _, _)| label.is_none_or(|x| x == l))
+            .map(|(_, o, p)| (*o, *p))
+            .collect();
+        rms_log_ratio(&pairs)
+    }
 }
 
 /// Cross-validation: for each fold `(on, held)`, fits from `start` to the
 /// points `pairs(values, on)` gives (`rounds` rounds, the squared rms log
-/// ratio as the error), then gives the fitted values' pairs at `held`.
-pub fn cross_validate<F: Clone>(
+/// ratio as the error), then gives the fitted values' points at `held`.
+pub fn cross_validate<F: Clone, L>(
     start: &Values,
     rounds: u32,
     folds: &[(F, F)],
-    pairs: Pairs<'_, F>,
-) -> anyhow::Result<Vec<Fold<F>>> {
+    pairs: Pairs<'_, F, L>,
+) -> anyhow::Result<Vec<Fold<F, L>>> {
     let mut out = Vec::new();
     for (on, held) in folds {
-        let err = |v: &Values| -> anyhow::Result<f64> { Ok(rms_log_ratio(&pairs(v, on)?).powi(2)) };
+        let err = |v: &Values| -> anyhow::Result<f64> {
+            let p: Vec<(f64, f64)> = pairs(v, on)?.into_iter().map(|(_, o, p)| (o, p)).collect();
+            Ok(rms_log_ratio(&p).powi(2))
+        };
         let (v, e) = coordinate_search(start, rounds, &err)?;
         out.push(Fold {
             on: on.clone(),
@@ -88,6 +105,23 @@ pub fn rms_log_ratio(pairs: &[(f64, f64)]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fold's error splits by label: each label's points alone, or all.
+    #[test]
+    fn a_folds_error_splits_by_label() {
+        let fold = Fold {
+            on: 16,
+            fit: 0.0,
+            held: 32,
+            predicted: vec![("host", 2.0, 1.0), ("nic", 1.0, 1.0), ("host", 1.0, 2.0)],
+        };
+        let ln2 = 2f64.ln();
+        assert!((fold.predicted_error(Some(&"host")) - ln2).abs() < 1e-12);
+        assert_eq!(fold.predicted_error(Some(&"nic")), 0.0);
+        assert_eq!(fold.predicted_error(Some(&"none")), 0.0);
+        let all = (2.0 * ln2 * ln2 / 3.0).sqrt();
+        assert!((fold.predicted_error(None) - all).abs() < 1e-12);
+    }
 
     #[test]
     fn the_search_finds_the_minimum_of_a_bowl_in_each_value() {

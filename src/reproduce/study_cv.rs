@@ -53,10 +53,10 @@ fn points(counts: &[u64]) -> Vec<(Key, f64)> {
     out
 }
 
-/// (ours, published) latency for every table point at `counts`, in the
-/// order of [`points`], with the profile's costs replaced by `v` (3
-/// iterations after 1 warm-up, as the fit script runs them).
-fn pairs(v: &Values, counts: &[u64]) -> anyhow::Result<Vec<(f64, f64)>> {
+/// (study method, ours, published) latency for every table point at
+/// `counts`, with the profile's costs replaced by `v` (3 iterations after
+/// 1 warm-up, as the fit script runs them).
+fn pairs(v: &Values, counts: &[u64]) -> anyhow::Result<Vec<(&'static str, f64, f64)>> {
     let keys: Vec<String> = KEYS.iter().map(|(k, _)| format!("cost.{k}")).collect();
     let mut extra = vec![
         ("workload.0.count", "3".to_string()),
@@ -68,7 +68,7 @@ fn pairs(v: &Values, counts: &[u64]) -> anyhow::Result<Vec<(f64, f64)>> {
     let points = points(counts);
     let keys: Vec<Key> = points.iter().map(|(k, _)| *k).collect();
     let ours = latencies_with(&keys, &extra)?;
-    Ok(points.iter().map(|(k, p)| (ours[k], *p)).collect())
+    Ok(points.iter().map(|(k, p)| (k.0, ours[k], *p)).collect())
 }
 
 /// One fold's result: the block counts fitted, the fit's error there,
@@ -98,26 +98,14 @@ pub fn cross_validate() -> anyhow::Result<Vec<Fold>> {
     let folds = fit::cross_validate(&start, ROUNDS, &FOLDS, &|v, c| pairs(v, c))?;
     Ok(folds
         .into_iter()
-        .map(|f| {
-            // The pairs come in the order of `points`: label them by it.
-            let methods: Vec<&str> = points(f.held).iter().map(|((m, _, _), _)| *m).collect();
-            let by_method = METHODS
-                .iter()
-                .map(|(m, _, _)| {
-                    let mine: Vec<(f64, f64)> = (methods.iter().zip(&f.predicted))
-                        .filter(|(x, _)| *x == m)
-                        .map(|(_, pair)| *pair)
-                        .collect();
-                    (*m, fit::rms_log_ratio(&mine))
-                })
-                .collect();
-            Fold {
-                on: f.on.to_vec(),
-                fit: f.fit,
-                held: f.held.to_vec(),
-                predicted: fit::rms_log_ratio(&f.predicted),
-                by_method,
-            }
+        .map(|f| Fold {
+            on: f.on.to_vec(),
+            fit: f.fit,
+            held: f.held.to_vec(),
+            predicted: f.predicted_error(None),
+            by_method: (METHODS.iter())
+                .map(|(m, _, _)| (*m, f.predicted_error(Some(m))))
+                .collect(),
         })
         .collect())
 }
