@@ -362,7 +362,7 @@ fn tables(get: Get) -> String {
     }
     extra.push_str(
         "\nPredicted at every published payload (host software / NIC offload, µs, and the \
-         speedup); 16 and 32 nodes are the published table's (its 24–48 B points fitted, 16 B only shown), the rest are predictions:\n\n\
+         speedup); 16 and 32 nodes are the published node counts (ours, fitted there at 24–48 B, 16 B not fitted), the rest are predictions:\n\n\
          | nodes | 16 B | 24 B | 32 B | 40 B | 48 B |\n|---|---|---|---|---|---|\n",
     );
     for n in NODES {

@@ -56,12 +56,16 @@ pub struct Fold<F, L> {
 
 impl<F, L: PartialEq> Fold<F, L> {
     /// The error at the predicted points (rms log ratio), of those
-    /// labelled `label` only if one is given.
+    /// labelled `label` only if one is given: NaN if none is, so that a
+    /// label nothing carries fails every bound (`e <= bound` is false).
     pub fn predicted_error(&self, label: Option<&L>) -> f64 {
         let pairs: Vec<(f64, f64)> = (self.predicted.iter())
             .filter(|(l, _, _)| label.is_none_or(|x| x == l))
             .map(|(_, o, p)| (*o, *p))
             .collect();
+        if pairs.is_empty() {
+            return f64::NAN;
+        }
         rms_log_ratio(&pairs)
     }
 }
@@ -118,7 +122,10 @@ mod tests {
         let ln2 = 2f64.ln();
         assert!((fold.predicted_error(Some(&"host")) - ln2).abs() < 1e-12);
         assert_eq!(fold.predicted_error(Some(&"nic")), 0.0);
-        assert_eq!(fold.predicted_error(Some(&"none")), 0.0);
+        // A label no point carries fails any bound.
+        let none = fold.predicted_error(Some(&"none"));
+        let holds = none <= 0.15;
+        assert!(none.is_nan() && !holds);
         let all = (2.0 * ln2 * ln2 / 3.0).sqrt();
         assert!((fold.predicted_error(None) - all).abs() < 1e-12);
     }

@@ -32,7 +32,7 @@ const NEUTRAL: [f64; 12] = [
 /// Rounds of each fit. The search's factor shrinks to its square root
 /// every round: after 3 rounds its finest step is still ×1.19, coarser
 /// than the errors judged here; after 6 (×1.02) the 16–64 fit's error
-/// stops falling (0.063 at 6 and 8 rounds, 0.062 at 10), and no method's
+/// barely falls (0.063 at 6 and 8 rounds, 0.062 at 10), and no method's
 /// error one doubling ahead moves by more than 0.005 with more rounds.
 pub const ROUNDS: u32 = 6;
 
@@ -66,8 +66,8 @@ fn pairs(v: &Values, counts: &[u64]) -> anyhow::Result<Vec<(&'static str, f64, f
         extra.push((key.as_str(), format!("\"{x:.4}{unit}\"")));
     }
     let points = points(counts);
-    let keys: Vec<Key> = points.iter().map(|(k, _)| *k).collect();
-    let ours = latencies_with(&keys, &extra)?;
+    let at: Vec<Key> = points.iter().map(|(k, _)| *k).collect();
+    let ours = latencies_with(&at, &extra)?;
     Ok(points.iter().map(|(k, p)| (k.0, ours[k], *p)).collect())
 }
 

@@ -177,11 +177,12 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
     /// A packet, its datagram copied into room from `pool` if it has any.
-    /// Its fixed fields are taken at once, with one bounds check (read
-    /// field by field, a packet took 130 ns where a write takes 20).
+    /// Its fixed fields are taken at once, with one bounds check: read
+    /// field by field, each with its own, reading took several times as
+    /// long as writing (docs/benchmarks.md, "Runs on MPI ranks").
     #[inline]
     fn flight(&mut self, pool: &mut Vec<Vec<u8>>) -> Result<InFlight, String> {
-        let f: [u8; FLIGHT] = self.take("a packet's fields")?;
+        let f: [u8; FLIGHT] = self.take("a packet's header")?;
         let le = |at: usize, n: usize| {
             let mut b = [0u8; 8];
             b[..n].copy_from_slice(&f[at..at + n]);
