@@ -5,7 +5,7 @@
 //! the model what a user asks of it: a count nobody measured.
 
 use super::fit::{self, Values};
-use super::study_table::{latencies_with, Key, COUNTS, METHODS, PUBLISHED};
+use super::study_table::{latencies_with, Key, COUNTS, PUBLISHED};
 
 /// The costs `scripts/fit-noncontig.py` fits, each with its unit.
 const KEYS: [(&str, &str); 12] = [
@@ -32,8 +32,8 @@ const NEUTRAL: [f64; 12] = [
 /// Rounds of each fit. The search's factor shrinks to its square root
 /// every round: after 3 rounds its finest step is still ×1.19, coarser
 /// than the errors judged here; after 6 (×1.02) the 16–64 fit's error
-/// barely falls (0.063 at 6 and 8 rounds, 0.062 at 10), and no method's
-/// error one doubling ahead moves by more than 0.005 with more rounds.
+/// barely falls (0.063 at 6 and 8 rounds, 0.062 at 10), and at 8 rounds
+/// no method's error one doubling ahead moves by more than 0.005.
 pub const ROUNDS: u32 = 6;
 
 /// The folds: (block counts fitted, block counts predicted).
@@ -71,41 +71,13 @@ fn pairs(v: &Values, counts: &[u64]) -> anyhow::Result<Vec<(&'static str, f64, f
     Ok(points.iter().map(|(k, p)| (k.0, ours[k], *p)).collect())
 }
 
-/// One fold's result: the block counts fitted, the fit's error there,
-/// the block counts predicted, the error there, and the error there of
-/// each study method (errors as rms log ratios).
-#[derive(Debug, Clone)]
-pub struct Fold {
-    /// The block counts fitted.
-    pub on: Vec<u64>,
-    /// The fit's error on them.
-    pub fit: f64,
-    /// The block counts predicted.
-    pub held: Vec<u64>,
-    /// The error there.
-    pub predicted: f64,
-    /// The error there of each study method, in the study's order.
-    pub by_method: Vec<(&'static str, f64)>,
-}
-
-/// Fits and scores every fold of [`FOLDS`].
-pub fn cross_validate() -> anyhow::Result<Vec<Fold>> {
+/// Fits every fold of [`FOLDS`] and gives its points at the block
+/// counts left out, labelled by study method.
+pub fn cross_validate() -> anyhow::Result<Vec<fit::Fold<&'static [u64], &'static str>>> {
     let start: Values = KEYS
         .iter()
         .zip(NEUTRAL)
         .map(|((n, _), x)| (*n, x))
         .collect();
-    let folds = fit::cross_validate(&start, ROUNDS, &FOLDS, &|v, c| pairs(v, c))?;
-    Ok(folds
-        .into_iter()
-        .map(|f| Fold {
-            on: f.on.to_vec(),
-            fit: f.fit,
-            held: f.held.to_vec(),
-            predicted: f.predicted_error(None),
-            by_method: (METHODS.iter())
-                .map(|(m, _, _)| (*m, f.predicted_error(Some(m))))
-                .collect(),
-        })
-        .collect())
+    fit::cross_validate(&start, ROUNDS, &FOLDS, &|v, c| pairs(v, c))
 }

@@ -159,6 +159,11 @@ impl<'a> Reader<'a> {
     }
     pub(super) fn blob(&mut self, what: &str) -> Result<&'a [u8], String> {
         let n = self.u32(what)? as usize;
+        self.run(n, what)
+    }
+    /// The next `n` bytes.
+    #[inline]
+    fn run(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
         let b = self
             .bytes
             .get(self.at..self.at.saturating_add(n))
@@ -197,15 +202,11 @@ impl<'a> Reader<'a> {
         let nic_work_ps = le(28, 4) as u32;
         let marks = f[32];
         if marks > 3 {
+            // Name the marks' own byte.
             self.at -= FLIGHT - 32;
             return Err(self.bad(&format!("marks {marks:#x}")));
         }
-        let n = le(33, 4) as usize;
-        let blob = self
-            .bytes
-            .get(self.at..self.at.saturating_add(n))
-            .ok_or_else(|| self.bad(&format!("datagram: {n} bytes run past the end")))?;
-        self.at += n;
+        let blob = self.run(le(33, 4) as usize, "datagram")?;
         // Read from the message, not the copy: the copy's room is cold,
         // and reading it back at once waited for it (4 % of a rank).
         let head = Head::of(blob);
