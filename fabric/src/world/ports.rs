@@ -170,13 +170,18 @@ impl World {
             self.ahead(port, pkt);
             return;
         }
-        if hot.remote {
+        let bound = (self.shard.as_deref_mut())
+            .filter(|_| hot.remote)
+            .and_then(|s| s.stand_ins_from.get_mut(port as usize))
+            .filter(|from| **from <= now.as_ps());
+        if let Some(from) = bound {
             // Stand-ins of packets another shard has taken in by now
             // (every packet kept here arrives in a later window).
             while st.flight.front().is_some_and(|f| f.arrive <= now) {
                 debug_assert!(st.flight.len() > st.kept as usize, "a kept packet is due");
                 st.pop_arrived(self.seal_bytes);
             }
+            *from = st.flight.front().map_or(u64::MAX, |f| f.arrive.as_ps());
         }
         st.settle(now, len, self.stats.max_queue_bytes, self.seal_bytes);
         if st.queued_bytes + len > hot.queue_bytes {
@@ -266,6 +271,11 @@ impl World {
             pkt,
         };
         if hot.remote {
+            if let Some(from) =
+                (self.shard.as_deref_mut()).and_then(|s| s.stand_ins_from.get_mut(port as usize))
+            {
+                *from = (*from).min(arrive_at.as_ps());
+            }
             match self.shard.as_mut() {
                 Some(shard) if shard.keep => {
                     st.flight.push_back(entry);

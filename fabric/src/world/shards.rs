@@ -62,6 +62,14 @@ pub(super) struct Shard {
     /// The lines that keep packets (`PortState::kept` > 0), in the order
     /// they came to.
     pub(super) keeping: Vec<PortId>,
+    /// By port, on a line to another shard: no stand-in on it arrives
+    /// before this time (ps; a bound, and zero, which bounds anything,
+    /// from the start), so that a packet joining the queue reads the
+    /// line's head, a cold entry, only once one may have arrived
+    /// (`World::enqueue`). Not in the port's state, whose two cache lines
+    /// are full; zeros, so that the room of the ports that never send to
+    /// another shard is never written.
+    pub(super) stand_ins_from: Vec<u64>,
 }
 
 /// Why a run could not be split.
@@ -765,6 +773,7 @@ impl World {
             outbox: (0..shards).map(|_| Mail::default()).collect(),
             keep: false,
             keeping: Vec::new(),
+            stand_ins_from: vec![0; self.ports.len()],
         }));
     }
 }
