@@ -267,10 +267,15 @@ impl World {
             // Where its entry will be written: just past the line's last
             // (the queue's count is settled only when it decides something,
             // so the first waiting packet is rarely read).
-            if let Some(f) = out.and_then(|o| self.ports[o as usize].flight.back()) {
-                let next = (f as *const port_state::InFlight).wrapping_add(1);
-                crate::prefetch::prefetch(next);
-                crate::prefetch::prefetch(next.cast::<u8>().wrapping_add(64));
+            let Some(o) = out else {
+                return;
+            };
+            self.prefetch_tail(o);
+            // A line to another rank first drops the stand-ins that have
+            // arrived by now (`World::enqueue`): its oldest is read too.
+            let remote = self.ports.get(o as usize).filter(|st| st.hot.remote);
+            if let Some(f) = remote.and_then(|st| st.flight.front()) {
+                prefetch_entry(f);
             }
         }
     }
@@ -345,6 +350,15 @@ impl World {
         }
     }
 
+    /// Asks for where `p`'s flight line takes its next entry: just past
+    /// its last (nothing, if the line is empty).
+    #[inline(always)]
+    pub(super) fn prefetch_tail(&self, p: PortId) {
+        if let Some(f) = self.ports.get(p as usize).and_then(|st| st.flight.back()) {
+            prefetch_entry((f as *const port_state::InFlight).wrapping_add(1));
+        }
+    }
+
     /// Asks for the packet at the head of `p`'s flight line.
     #[inline(always)]
     pub(super) fn prefetch_head(&self, p: PortId) {
@@ -359,9 +373,7 @@ impl World {
             return;
         };
         for f in (0..n).map_while(|i| st.flight.get(i)) {
-            let f: *const port_state::InFlight = f;
-            crate::prefetch::prefetch(f);
-            crate::prefetch::prefetch(f.cast::<u8>().wrapping_add(64));
+            prefetch_entry(f);
         }
     }
 
@@ -559,4 +571,11 @@ impl World {
             }
         }
     }
+}
+
+/// Asks for a line entry (72 bytes: two cache lines) at `f`.
+#[inline(always)]
+pub(super) fn prefetch_entry(f: *const port_state::InFlight) {
+    crate::prefetch::prefetch(f);
+    crate::prefetch::prefetch(f.cast::<u8>().wrapping_add(64));
 }

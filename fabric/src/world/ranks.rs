@@ -694,13 +694,34 @@ fn opened<'a>(bytes: &'a [u8], r: usize, kind: u8, doing: &str) -> Result<Reader
     Ok(rd)
 }
 
+/// How many packets are read ahead of the one put on its line: each
+/// port's state is asked for as its packet is read, and where the line
+/// takes its entry half way (the lines of another rank's packets are
+/// cold: one process writes an entry as its sender queues it).
+const TAKE_AHEAD: usize = 16;
+
 impl World {
     /// Puts the packets a rank's message carries on this world's lines,
     /// their datagrams in room from the packet pool (what this rank sent
     /// gave it back).
     fn mail_each(&mut self, rd: &mut Reader, ports: usize) -> Result<(), String> {
         let mut pool = std::mem::take(&mut self.pool);
-        let read = rd.mail_each(ports, &mut pool, &mut |p, key, f| self.take(p, key, f));
+        let mut ahead = VecDeque::with_capacity(TAKE_AHEAD + 1);
+        let read = rd.mail_each(ports, &mut pool, &mut |p, key, f| {
+            self.prefetch_port(p, true);
+            ahead.push_back((p, key, f));
+            if let Some(&(half, _, _)) = ahead.get(TAKE_AHEAD / 2) {
+                self.prefetch_tail(half);
+            }
+            if ahead.len() > TAKE_AHEAD {
+                if let Some((p, key, f)) = ahead.pop_front() {
+                    self.take(p, key, f);
+                }
+            }
+        });
+        for (p, key, f) in ahead {
+            self.take(p, key, f);
+        }
         // Taking a packet gives no room back, but keep any that did.
         pool.append(&mut self.pool);
         self.pool = pool;

@@ -7,6 +7,7 @@
 
 use super::super::mail::Mail;
 use super::super::port_state::InFlight;
+use super::super::windows;
 use super::super::*;
 use crate::trace::RunDigest;
 
@@ -82,7 +83,11 @@ impl Writer {
     /// The packets for one rank's lines.
     pub(super) fn mail(&mut self, m: &Mail) {
         self.u32(m.line.len() as u32);
-        for (port, f) in &m.line {
+        for (i, (port, f)) in m.line.iter().enumerate() {
+            // A kept packet's datagram was written windows ago: cold.
+            if let Some((_, ahead)) = m.line.get(i + WRITE_AHEAD) {
+                windows::prefetch_bytes(&ahead.pkt);
+            }
             self.u32(*port);
             self.flight(f);
         }
@@ -103,6 +108,9 @@ impl Writer {
         }
     }
 }
+
+/// How many packets ahead [`Writer::mail`] asks for a datagram.
+const WRITE_AHEAD: usize = 4;
 
 /// Reads the fields of a message from rank `from`.
 pub(super) struct Reader<'a> {
@@ -162,14 +170,23 @@ impl<'a> Reader<'a> {
         self.run(n, what)
     }
     /// The next `n` bytes.
-    #[inline]
+    #[inline(always)]
     fn run(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
-        let b = self
-            .bytes
-            .get(self.at..self.at.saturating_add(n))
-            .ok_or_else(|| self.bad(&format!("{what}: {n} bytes run past the end")))?;
-        self.at += n;
-        Ok(b)
+        match self.bytes.get(self.at..self.at.saturating_add(n)) {
+            Some(b) => {
+                self.at += n;
+                Ok(b)
+            }
+            None => Err(self.past_end(n, what)),
+        }
+    }
+    /// Why `n` bytes cannot be read (out of line: every datagram is read
+    /// through [`Reader::run`], and with the message built here it was
+    /// not inlined).
+    #[cold]
+    #[inline(never)]
+    fn past_end(&self, n: usize, what: &str) -> String {
+        self.bad(&format!("{what}: {n} bytes run past the end"))
     }
     /// A count of items, each at least `least` bytes long: refused if
     /// the rest of the message cannot hold them (so no room is made for
@@ -211,6 +228,10 @@ impl<'a> Reader<'a> {
         // and reading it back at once waited for it (4 % of a rank).
         let head = Head::of(blob);
         let mut bytes = pool.pop().unwrap_or_default();
+        if let Some(b) = pool.len().checked_sub(6).and_then(|i| pool.get(i)) {
+            crate::prefetch::prefetch(b.as_ptr());
+            crate::prefetch::prefetch(b.as_ptr().wrapping_add(64));
+        }
         bytes.clear();
         bytes.extend_from_slice(blob);
         Ok(InFlight {
