@@ -271,9 +271,13 @@ impl World {
                 return;
             };
             self.prefetch_tail(o);
-            // A line to another rank first drops the stand-ins that have
-            // arrived by now (`World::enqueue`): its oldest is read too.
-            let remote = self.ports.get(o as usize).filter(|st| st.hot.remote);
+            // A line to another shard first drops its stand-ins that have
+            // arrived (`World::enqueue`), reading its oldest only once one
+            // may have: asked for then too.
+            let due = (self.shard.as_deref())
+                .and_then(|s| s.stand_ins_from.get(o as usize))
+                .is_some_and(|&from| from <= self.now.as_ps());
+            let remote = self.ports.get(o as usize).filter(|st| due && st.hot.remote);
             if let Some(f) = remote.and_then(|st| st.flight.front()) {
                 prefetch_entry(f);
             }

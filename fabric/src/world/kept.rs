@@ -43,16 +43,19 @@ impl World {
         let keeping = &mut shard.keeping;
         let mut still = 0;
         for i in 0..keeping.len() {
-            // The lines a few ahead are cold: their states first, then
-            // (their states come by then) their first kept packets.
+            // The lines a few ahead are cold: their states first (both
+            // lines: the ring is in the first, its count kept in the
+            // second), then (their states come by then) their first kept
+            // packets.
             if let Some(&p) = keeping.get(i + 2 * HAND_ON_AHEAD) {
                 let st: *const PortState = &ports[p as usize];
+                crate::prefetch::prefetch(st);
                 crate::prefetch::prefetch(st.cast::<u8>().wrapping_add(64));
             }
             if let Some(&p) = keeping.get(i + HAND_ON_AHEAD) {
                 let st = &ports[p as usize];
-                let first = st.flight.len() - st.kept as usize;
-                for f in st.flight.range(first..).take(HAND_ON_EACH) {
+                let oldest_kept = st.flight.len() - st.kept as usize;
+                for f in st.flight.range(oldest_kept..).take(HAND_ON_EACH) {
                     events::prefetch_entry(f);
                 }
             }

@@ -710,7 +710,8 @@ impl World {
         let read = rd.mail_each(ports, &mut pool, &mut |p, key, f| {
             self.prefetch_port(p, true);
             ahead.push_back((p, key, f));
-            if let Some(&(half, _, _)) = ahead.get(TAKE_AHEAD / 2) {
+            // (A packet that goes ahead of a queue takes no entry.)
+            if let Some(&(half, None, _)) = ahead.get(TAKE_AHEAD / 2) {
                 self.prefetch_tail(half);
             }
             if ahead.len() > TAKE_AHEAD {
