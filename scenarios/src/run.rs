@@ -396,7 +396,10 @@ fn refuse_unsplittable(
         return refuse("a lossless fabric (pfc = true: its pauses need time order)");
     }
     if let Some(k) = plan.kinds.iter().find(|k| !k.is_rdma()) {
-        return refuse(&format!("the {} workload", k.name()));
+        return refuse(&format!(
+            "the {} workload (of the workloads, only the RDMA ones split)",
+            k.name()
+        ));
     }
     Ok(())
 }

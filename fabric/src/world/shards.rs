@@ -77,7 +77,7 @@ pub(super) struct Shard {
 pub enum ShardError {
     /// The world holds something a split run cannot (see the module
     /// documentation).
-    #[error("cannot split this run across threads: {0}")]
+    #[error("cannot split this run across threads or ranks: {0}")]
     Unsupported(String),
     /// The shard count is out of range.
     #[error("shards: {0} (from 1 to {MAX_SHARDS})")]
@@ -692,7 +692,7 @@ impl World {
     pub fn shardable(&self) -> Result<(), String> {
         if let Some(r) = self.faults.rules().iter().find(|r| !r.draws_by_packet()) {
             return Err(format!(
-                "fault rule {:?}: its verdicts depend on the packets it judged before (an n-th packet target, correlation, Gilbert-Elliott, a reorder gap), which the threads would see in another order",
+                "fault rule {:?}: its verdicts depend on the packets it judged before (an n-th packet target, correlation, Gilbert-Elliott, a reorder gap), which they would see in another order",
                 r.name
             ));
         }
