@@ -68,7 +68,7 @@ pub(crate) fn bench_sim(
                 "ranks split runs in windows: drop --order time",
             );
         }
-        crate::ranks::roster(&mut ranks)?;
+        crate::ranks::roster(&mut ranks, "bench sim")?;
         let what = format!("bench sim k={k} seed={seed}, {traffic}");
         let shard = Some((
             udrma_fabric::Ranks::size(&ranks),

@@ -313,6 +313,67 @@ fn ranks_started_differently_are_refused_once_by_rank() {
         "{err}"
     );
     assert!(out.stdout.is_empty());
+    // Another command altogether: named, not read as the first's words.
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/tests/ranks/spray-k4.toml"
+    );
+    let mut args = vec!["-n", "1", udrma(), "run", file, ":", "-n", "1"];
+    args.extend(sim("1"));
+    let out = mpiexec(&args);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(
+        said,
+        ["error: rank 1 runs `udrma bench sim`, rank 0 runs `udrma run`: start every rank with the same command"],
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+/// A process the launcher started that never joins MPI (a build without
+/// the `mpi` feature refuses and exits; here `true`) does not leave the
+/// ranks waiting for it for good: they give up after
+/// `UDRMA_MPI_INIT_SECONDS`, saying why (Open MPI's launcher may stop
+/// the job first, in its own words).
+#[test]
+#[cfg_attr(
+    not(feature = "mpi"),
+    ignore = "needs --features mpi and mpiexec (.ci/run runs it)"
+)]
+fn a_process_that_never_joins_stops_the_ranks() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/tests/ranks/spray-k4.toml"
+    );
+    let mut job = launcher()
+        .args(["-n", "1", udrma(), "run", file, ":", "-n", "1", "true"])
+        .env("UDRMA_MPI_INIT_SECONDS", "2")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the MPI launcher runs");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = job.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = job.kill();
+            panic!("the job still runs 60 s after it started");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success(), "{status:?}");
+    let mut err = String::new();
+    std::io::Read::read_to_string(job.stderr.as_mut().unwrap(), &mut err).unwrap();
+    if !open_mpi() {
+        assert!(
+            err.contains("error: MPI_Init has not returned in 2 s: some process the launcher started has not joined"),
+            "{err}"
+        );
+    }
 }
 
 /// A rank killed while the run goes on stops every rank within seconds,

@@ -130,28 +130,60 @@ impl std::fmt::Display for Quiet {
 impl std::error::Error for Quiet {}
 
 /// Tells rank 0's standard error which process and host runs each rank
-/// (every rank calls it together), so that a launcher's word on a
-/// process that died (Hydra names its PID) names a rank.
-pub(crate) fn roster(ranks: &mut Mpi) -> anyhow::Result<()> {
+/// (every rank calls it together, first), so that a launcher's word on a
+/// process that died (Hydra names its PID) names a rank; and refuses, at
+/// every rank alike, ranks started with different commands (`command`:
+/// `run` or `bench sim`), which would go on to read each other's
+/// messages as their own.
+pub(crate) fn roster(ranks: &mut Mpi, command: &str) -> anyhow::Result<()> {
     use udrma_fabric::Ranks;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "an unnamed host".into());
-    let me = format!("pid {} on {host}", std::process::id());
-    let mut out = vec![Vec::new(); ranks.size()];
-    out[0] = me.into_bytes();
-    let got = ranks.exchange(out).map_err(|e| anyhow::anyhow!(e))?;
+    let me = format!("{command}\npid {} on {host}", std::process::id());
+    let got =
+        (ranks.exchange(vec![me.into_bytes(); ranks.size()])).map_err(|e| anyhow::anyhow!(e))?;
+    let said: Vec<(String, String)> = got
+        .iter()
+        .map(|b| {
+            let s = String::from_utf8_lossy(b);
+            match s.split_once('\n') {
+                Some((cmd, who)) => (cmd.to_string(), who.to_string()),
+                None => (String::new(), s.into_owned()),
+            }
+        })
+        .collect();
     if ranks.rank() == 0 {
-        let all: Vec<String> = got
-            .iter()
-            .enumerate()
-            .map(|(r, b)| format!("rank {r} {}", String::from_utf8_lossy(b)))
+        let all: Vec<String> = (said.iter().enumerate())
+            .map(|(r, (_, who))| format!("rank {r} {who}"))
             .collect();
         let n = ranks.size();
         let noun = if n == 1 { "rank" } else { "ranks" };
         eprintln!("udrma: {n} {noun}: {}", all.join(", "));
     }
-    Ok(())
+    match differs(&said) {
+        Some(why) => alike(ranks.rank(), &why),
+        None => Ok(()),
+    }
+}
+
+/// Which rank runs another command than rank 0's, by what each said
+/// (its command, and where it runs).
+fn differs(said: &[(String, String)]) -> Option<String> {
+    let first = &said.first()?.0;
+    let (r, (cmd, _)) = (said.iter().enumerate()).find(|(_, (cmd, _))| cmd != first)?;
+    let name = |c: &str| {
+        if c.is_empty() {
+            "a command this build does not know (another build?)".to_string()
+        } else {
+            format!("`udrma {c}`")
+        }
+    };
+    Some(format!(
+        "rank {r} runs {}, rank 0 runs {}: start every rank with the same command",
+        name(cmd),
+        name(first)
+    ))
 }
 
 /// Bad input every rank met alike: rank 0 (`me`) reports it, the others
@@ -206,6 +238,28 @@ fn start(_n: usize) -> Result<Option<Mpi>, BadInput> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ranks started with different commands are told apart by the
+    /// first word each says, before either reads the other's messages as
+    /// its own; a rank whose word has no command is another build.
+    #[test]
+    fn a_rank_running_another_command_is_named() {
+        let said = |cmds: &[&str]| -> Vec<(String, String)> {
+            (cmds.iter())
+                .map(|c| (c.to_string(), "pid 1 on vm".to_string()))
+                .collect()
+        };
+        assert_eq!(differs(&said(&["run", "run", "run"])), None);
+        assert_eq!(
+            differs(&said(&["run", "run", "bench sim"])).as_deref(),
+            Some("rank 2 runs `udrma bench sim`, rank 0 runs `udrma run`: start every rank with the same command")
+        );
+        let other = differs(&said(&["bench sim", ""])).unwrap();
+        assert!(
+            other.starts_with("rank 1 runs a command this build does not know"),
+            "{other}"
+        );
+    }
 
     /// Two builds of the same run differ in their identities only where
     /// the caller's words differ.

@@ -28,9 +28,36 @@ std::thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
+/// How long a rank waits in `MPI_Init` for the others before it gives
+/// up, in seconds, unless `UDRMA_MPI_INIT_SECONDS` says otherwise.
+const INIT_PATIENCE_S: u64 = 30;
+
 impl Mpi {
     pub(crate) fn init() -> Result<Mpi, BadInput> {
-        let universe = mpi::initialize()
+        // A process the launcher started that never joins (a build
+        // without the `mpi` feature refuses and exits) leaves the others
+        // waiting in MPI_Init for good: give up after a while, saying why.
+        let patience = match std::env::var("UDRMA_MPI_INIT_SECONDS") {
+            Err(_) => INIT_PATIENCE_S,
+            Ok(s) => s.trim().parse().map_err(|_| {
+                BadInput(format!(
+                    "UDRMA_MPI_INIT_SECONDS={s}: not a whole number of seconds"
+                ))
+            })?,
+        };
+        let (joined, wait) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let waited = wait.recv_timeout(std::time::Duration::from_secs(patience));
+            if waited == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                eprintln!(
+                    "error: MPI_Init has not returned in {patience} s: some process the launcher started has not joined (a udrma built without the `mpi` feature refuses and exits, and every rank must run the same build; UDRMA_MPI_INIT_SECONDS waits longer), docs/cluster.md"
+                );
+                std::process::exit(2);
+            }
+        });
+        let universe = mpi::initialize();
+        let _ = joined.send(());
+        let universe = universe
             .ok_or_else(|| BadInput("MPI could not be initialised (or was already)".into()))?;
         let world = universe.world();
         UNIVERSE.with(|u| *u.borrow_mut() = Some(universe));

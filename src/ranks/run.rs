@@ -23,7 +23,7 @@ pub(crate) fn run_file(
     let me = ranks.rank();
     let watch =
         crate::run_cmd::Watch::new(me == 0 && !flags.json && std::io::stderr().is_terminal());
-    roster(&mut ranks)?;
+    roster(&mut ranks, "run")?;
     let crate::RunFlags {
         sets,
         threads,
