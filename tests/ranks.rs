@@ -374,6 +374,21 @@ fn a_process_that_never_joins_stops_the_ranks() {
             "{err}"
         );
     }
+    // A wait of no time would blame a process that is on its way: refused,
+    // said once.
+    let out = launcher()
+        .args(["-n", "2", udrma(), "run", file])
+        .env("UDRMA_MPI_INIT_SECONDS", "0")
+        .output()
+        .expect("the MPI launcher runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("error:")).collect();
+    assert_eq!(
+        said,
+        ["error: UDRMA_MPI_INIT_SECONDS=0: not a whole number of seconds from 1 up"],
+        "{err}"
+    );
 }
 
 /// A rank killed while the run goes on stops every rank within seconds,

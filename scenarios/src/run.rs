@@ -397,7 +397,7 @@ fn refuse_unsplittable(
     }
     if let Some(k) = plan.kinds.iter().find(|k| !k.is_rdma()) {
         return refuse(&format!(
-            "the {} workload (of the workloads, only the RDMA ones split)",
+            "the {} workload (messaging, `noncontig` and `collective` workloads do not split; those that post RDMA operations straight on the NICs do)",
             k.name()
         ));
     }

@@ -67,12 +67,13 @@ pub(crate) fn identity(what: &str) -> String {
 /// The ranks this process is one of, when a launcher started it; `None`
 /// when it runs alone. Without the `mpi` feature, being one of several
 /// processes is refused.
-pub(crate) fn join() -> Result<Option<Mpi>, BadInput> {
+pub(crate) fn join() -> anyhow::Result<Option<Mpi>> {
     match launched() {
         None => match slurm_tasks() {
             Some(n) if n > 1 => Err(BadInput(format!(
                 "srun started {n} tasks without an MPI plugin, so each would run the whole thing alone: start them with `srun --mpi=pmi2 -n {n}` (MPICH; `--mpi=pmix` for Open MPI with PMIx), docs/cluster.md"
-            ))),
+            ))
+            .into()),
             _ => Ok(None),
         },
         Some(n) => start(n),
@@ -90,13 +91,14 @@ fn slurm_tasks() -> Option<usize> {
 }
 
 #[cfg(not(feature = "mpi"))]
-fn start(n: usize) -> Result<Option<Mpi>, BadInput> {
+fn start(n: usize) -> anyhow::Result<Option<Mpi>> {
     if n <= 1 {
         return Ok(None);
     }
     Err(BadInput(format!(
         "this process is one of {n} an MPI launcher started, but this udrma was built without the `mpi` feature, so each would run the whole thing: build with `cargo build --release --features mpi` (docs/cluster.md)"
-    )))
+    ))
+    .into())
 }
 
 /// Stands in for MPI's ranks in a build without it: never made.
@@ -231,7 +233,7 @@ mod run;
 pub(crate) use run::run_file;
 
 #[cfg(feature = "mpi")]
-fn start(_n: usize) -> Result<Option<Mpi>, BadInput> {
+fn start(_n: usize) -> anyhow::Result<Option<Mpi>> {
     Mpi::init().map(Some)
 }
 

@@ -32,25 +32,47 @@ std::thread_local! {
 /// up, in seconds, unless `UDRMA_MPI_INIT_SECONDS` says otherwise.
 const INIT_PATIENCE_S: u64 = 30;
 
+/// Environment variables a launcher sets to this process's rank.
+const RANK_VARS: [&str; 2] = ["PMI_RANK", "OMPI_COMM_WORLD_RANK"];
+
+/// This process's rank, as the launcher says before MPI starts.
+fn launched_rank() -> Option<usize> {
+    RANK_VARS
+        .iter()
+        .find_map(|v| std::env::var(v).ok())
+        .and_then(|s| s.trim().parse().ok())
+}
+
+/// How long to wait in `MPI_Init`: `UDRMA_MPI_INIT_SECONDS`, or
+/// [`INIT_PATIENCE_S`]. A value that is not a whole number of seconds
+/// from 1 up is refused, said by the first process only (MPI has not
+/// started, so the launcher's word on which rank this is is taken).
+fn init_patience() -> anyhow::Result<u64> {
+    let Ok(s) = std::env::var("UDRMA_MPI_INIT_SECONDS") else {
+        return Ok(INIT_PATIENCE_S);
+    };
+    match s.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ if launched_rank().is_some_and(|r| r != 0) => Err(super::Quiet.into()),
+        _ => Err(BadInput(format!(
+            "UDRMA_MPI_INIT_SECONDS={s}: not a whole number of seconds from 1 up"
+        ))
+        .into()),
+    }
+}
+
 impl Mpi {
-    pub(crate) fn init() -> Result<Mpi, BadInput> {
+    pub(crate) fn init() -> anyhow::Result<Mpi> {
         // A process the launcher started that never joins (a build
         // without the `mpi` feature refuses and exits) leaves the others
         // waiting in MPI_Init for good: give up after a while, saying why.
-        let patience = match std::env::var("UDRMA_MPI_INIT_SECONDS") {
-            Err(_) => INIT_PATIENCE_S,
-            Ok(s) => s.trim().parse().map_err(|_| {
-                BadInput(format!(
-                    "UDRMA_MPI_INIT_SECONDS={s}: not a whole number of seconds"
-                ))
-            })?,
-        };
+        let patience = init_patience()?;
         let (joined, wait) = std::sync::mpsc::channel::<()>();
         std::thread::spawn(move || {
             let waited = wait.recv_timeout(std::time::Duration::from_secs(patience));
             if waited == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
                 eprintln!(
-                    "error: MPI_Init has not returned in {patience} s: some process the launcher started has not joined (a udrma built without the `mpi` feature refuses and exits, and every rank must run the same build; UDRMA_MPI_INIT_SECONDS waits longer), docs/cluster.md"
+                    "error: MPI_Init has not returned in {patience} s: some process the launcher started has not joined (a udrma built without the `mpi` feature refuses and exits, and every rank must run the same build; UDRMA_MPI_INIT_SECONDS waits longer; docs/cluster.md, \"What is refused, and how\")"
                 );
                 std::process::exit(2);
             }
