@@ -37,6 +37,32 @@ fn open_mpi() -> bool {
     std::env::var("UDRMA_MPIEXEC").is_ok_and(|l| l.contains("openmpi"))
 }
 
+/// The sprayed k=4 fat tree of `scenarios/tests/ranks/`.
+const SPRAY_K4: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/scenarios/tests/ranks/spray-k4.toml"
+);
+
+/// Waits for `job` to end: killed, and the test failed, if it still runs
+/// `limit` after `since` (`what` says since what).
+fn ended_within(
+    job: &mut std::process::Child,
+    since: Instant,
+    limit: Duration,
+    what: &str,
+) -> std::process::ExitStatus {
+    loop {
+        if let Some(s) = job.try_wait().unwrap() {
+            return s;
+        }
+        if since.elapsed() > limit {
+            let _ = job.kill();
+            panic!("the job still runs {limit:?} after {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The launcher with `args` (its own, then the processes').
 fn mpiexec(args: &[&str]) -> Output {
     launcher()
@@ -264,10 +290,7 @@ fn udrma_run_on_ranks_prints_the_report_of_one_process() {
     ignore = "needs --features mpi and mpiexec (.ci/run runs it)"
 )]
 fn what_ranks_cannot_split_is_refused_once() {
-    let file = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/tests/ranks/spray-k4.toml"
-    );
+    let file = SPRAY_K4;
     for (flags, says) in [
         (
             &["--pcap", "/tmp/udrma-ranks-refused.pcap"][..],
@@ -314,10 +337,7 @@ fn ranks_started_differently_are_refused_once_by_rank() {
     );
     assert!(out.stdout.is_empty());
     // Another command altogether: named, not read as the first's words.
-    let file = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/tests/ranks/spray-k4.toml"
-    );
+    let file = SPRAY_K4;
     let mut args = vec!["-n", "1", udrma(), "run", file, ":", "-n", "1"];
     args.extend(sim("1"));
     let out = mpiexec(&args);
@@ -343,10 +363,7 @@ fn ranks_started_differently_are_refused_once_by_rank() {
     ignore = "needs --features mpi and mpiexec (.ci/run runs it)"
 )]
 fn a_process_that_never_joins_stops_the_ranks() {
-    let file = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scenarios/tests/ranks/spray-k4.toml"
-    );
+    let file = SPRAY_K4;
     let mut job = launcher()
         .args(["-n", "1", udrma(), "run", file, ":", "-n", "1", "true"])
         .env("UDRMA_MPI_INIT_SECONDS", "2")
@@ -354,17 +371,12 @@ fn a_process_that_never_joins_stops_the_ranks() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the MPI launcher runs");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = job.try_wait().unwrap() {
-            break s;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            let _ = job.kill();
-            panic!("the job still runs 60 s after it started");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = ended_within(
+        &mut job,
+        Instant::now(),
+        Duration::from_secs(60),
+        "it started",
+    );
     assert!(!status.success(), "{status:?}");
     let mut err = String::new();
     std::io::Read::read_to_string(job.stderr.as_mut().unwrap(), &mut err).unwrap();
@@ -409,16 +421,12 @@ fn a_killed_rank_stops_the_job_and_is_named() {
         .status()
         .unwrap()
         .success());
-    let status = loop {
-        if let Some(s) = job.try_wait().unwrap() {
-            break s;
-        }
-        if killed.elapsed() > Duration::from_secs(30) {
-            let _ = job.kill();
-            panic!("the job still runs 30 s after rank 1 was killed");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = ended_within(
+        &mut job,
+        killed,
+        Duration::from_secs(30),
+        "rank 1 was killed",
+    );
     let took = killed.elapsed();
     assert!(!status.success(), "{status:?}");
     let mut rest = String::new();

@@ -25,11 +25,24 @@ const SIZE_VARS: [&str; 2] = ["PMI_SIZE", "OMPI_COMM_WORLD_SIZE"];
 /// How many processes the launcher says it started, if this process was
 /// started by one.
 pub(crate) fn launched() -> Option<usize> {
-    SIZE_VARS
-        .iter()
+    launcher_says(&SIZE_VARS).or_else(|| std::env::var_os("PMIX_RANK").map(|_| 0))
+}
+
+/// Environment variables a launcher sets to this process's rank.
+#[cfg(feature = "mpi")]
+const RANK_VARS: [&str; 2] = ["PMI_RANK", "OMPI_COMM_WORLD_RANK"];
+
+/// This process's rank, as the launcher says before MPI starts.
+#[cfg(feature = "mpi")]
+fn launched_rank() -> Option<usize> {
+    launcher_says(&RANK_VARS)
+}
+
+/// The number the first of `vars` that is set holds.
+fn launcher_says(vars: &[&str]) -> Option<usize> {
+    (vars.iter())
         .find_map(|v| std::env::var(v).ok())
         .and_then(|s| s.trim().parse().ok())
-        .or_else(|| std::env::var_os("PMIX_RANK").map(|_| 0))
 }
 
 /// What identifies this run for the ranks to compare: `what` (the

@@ -32,17 +32,6 @@ std::thread_local! {
 /// up, in seconds, unless `UDRMA_MPI_INIT_SECONDS` says otherwise.
 const INIT_PATIENCE_S: u64 = 30;
 
-/// Environment variables a launcher sets to this process's rank.
-const RANK_VARS: [&str; 2] = ["PMI_RANK", "OMPI_COMM_WORLD_RANK"];
-
-/// This process's rank, as the launcher says before MPI starts.
-fn launched_rank() -> Option<usize> {
-    RANK_VARS
-        .iter()
-        .find_map(|v| std::env::var(v).ok())
-        .and_then(|s| s.trim().parse().ok())
-}
-
 /// How long to wait in `MPI_Init`: `UDRMA_MPI_INIT_SECONDS`, or
 /// [`INIT_PATIENCE_S`]. A value that is not a whole number of seconds
 /// from 1 up is refused, said by the first process only (MPI has not
@@ -53,7 +42,7 @@ fn init_patience() -> anyhow::Result<u64> {
     };
     match s.trim().parse::<u64>() {
         Ok(n) if n >= 1 => Ok(n),
-        _ if launched_rank().is_some_and(|r| r != 0) => Err(super::Quiet.into()),
+        _ if super::launched_rank().is_some_and(|r| r != 0) => Err(super::Quiet.into()),
         _ => Err(BadInput(format!(
             "UDRMA_MPI_INIT_SECONDS={s}: not a whole number of seconds from 1 up"
         ))
